@@ -1,0 +1,254 @@
+"""The one door to LLVM: build -> optimize -> emit_object -> load_object -> address.
+
+This is the only module of the project that imports ``llvmlite.binding``.  The
+lifecycle of JIT code is split so that the expensive part (optimising and
+generating machine code, tens of milliseconds) produces plain ``bytes`` that a
+cache can keep, while loading those bytes again is cheap (well under a
+millisecond for a small module)::
+
+    mod = build(ir_module)          # llvmlite.ir.Module or IR text -> ModuleRef
+    optimize(mod)                   # O3 new-pass-manager pipeline for the host CPU
+    obj = emit_object(mod)          # bytes: cache these (key: host_cpu_key())
+    lib = load_object(obj)          # LoadedModule, kept alive for the process
+    fn = lib.cfunc("f", None, [ctypes.c_void_p, ctypes.c_int64])
+
+``compile_ir`` does the first three steps at once.  Object code is specific to
+the CPU it was generated for (``host_cpu_key()`` names that CPU: a cache must
+key on it) and to the code model used here (large, as required by MCJIT's
+loader), not to the process: it can be stored on disk and loaded by another
+process on the same kind of machine.
+
+Thread safety: initialisation runs once under a lock; every llvmlite binding
+call is serialised by llvmlite's own global lock, so these functions may be
+called from any thread.  Calls into loaded machine code go through ctypes,
+which releases the GIL.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import threading
+from typing import Any, Sequence
+
+import llvmlite
+import llvmlite.binding as _llvm
+from llvmlite import ir
+
+__all__ = [
+    "llvmlite_version",
+    "llvm_version",
+    "init",
+    "host_triple",
+    "host_cpu_name",
+    "host_cpu_features",
+    "host_cpu_key",
+    "host_has_feature",
+    "data_layout",
+    "build",
+    "optimize",
+    "emit_object",
+    "emit_assembly",
+    "compile_ir",
+    "load_object",
+    "LoadedModule",
+]
+
+llvmlite_version: str = llvmlite.__version__
+"""Version of the installed llvmlite package (part of any code-cache key)."""
+
+llvm_version: str = ".".join(str(p) for p in _llvm.llvm_version_info)
+"""Version of the LLVM that llvmlite bundles."""
+
+_init_lock = threading.Lock()
+_initialized = False
+_tm_lock = threading.Lock()
+_tm: Any = None
+_live_lock = threading.Lock()
+_live: list[LoadedModule] = []
+
+
+def init() -> None:
+    """Initialise LLVM's native target and asm printer (idempotent, thread-safe).
+
+    ``llvmlite.binding.initialize()`` is deprecated and raises in llvmlite 0.50;
+    only the native target is needed.
+    """
+    global _initialized
+    if _initialized:
+        return
+    with _init_lock:
+        if _initialized:
+            return
+        _llvm.initialize_native_target()
+        _llvm.initialize_native_asmprinter()
+        _llvm.check_jit_execution()
+        _initialized = True
+
+
+@functools.cache
+def host_triple() -> str:
+    """LLVM target triple of this process (e.g. ``x86_64-unknown-linux-gnu``)."""
+    init()
+    return _llvm.get_process_triple()
+
+
+@functools.cache
+def host_cpu_name() -> str:
+    """LLVM's name for the host CPU (e.g. ``znver3``, ``znver4``, ``skylake-avx512``)."""
+    init()
+    return _llvm.get_host_cpu_name()
+
+
+@functools.cache
+def host_cpu_features() -> str:
+    """The host's CPU feature string as LLVM wants it (``+avx2,+fma,-avx512f,...``), sorted."""
+    init()
+    return _llvm.get_host_cpu_features().flatten(sort=True)
+
+
+def host_has_feature(name: str) -> bool:
+    """Whether the host CPU has feature ``name`` (LLVM spelling, e.g. ``avx512f``, ``fma``)."""
+    return f"+{name}" in host_cpu_features().split(",")
+
+
+@functools.cache
+def host_cpu_key() -> str:
+    """A string naming everything that makes object code from this module host specific.
+
+    Contains the triple, CPU name, full feature string and the llvmlite/LLVM
+    versions; a code cache should hash it into its keys.
+    """
+    return f"{host_triple()}|{host_cpu_name()}|{host_cpu_features()}|llvmlite-{llvmlite_version}|llvm-{llvm_version}"
+
+
+def _new_target_machine() -> Any:
+    """A fresh TargetMachine for the host (an MCJIT engine takes ownership of the one it gets)."""
+    init()
+    target = _llvm.Target.from_triple(host_triple())
+    return target.create_target_machine(
+        cpu=host_cpu_name(), features=host_cpu_features(), opt=3, reloc="default", codemodel="jitdefault", jit=False
+    )
+
+
+def _target_machine() -> Any:
+    """The shared TargetMachine used for optimisation and code generation."""
+    global _tm
+    if _tm is None:
+        with _tm_lock:
+            if _tm is None:
+                _tm = _new_target_machine()
+    return _tm
+
+
+@functools.cache
+def data_layout() -> str:
+    """The host data layout string (set on modules by :func:`build`)."""
+    return str(_target_machine().target_data)
+
+
+def build(module: ir.Module | str) -> Any:
+    """Parse an ``llvmlite.ir.Module`` (or LLVM IR text) into a verified LLVM module.
+
+    The triple and data layout are set to the host's.  Raises ``RuntimeError``
+    with LLVM's message when the IR does not parse or does not verify.
+    """
+    init()
+    text = str(module)
+    mod = _llvm.parse_assembly(text)
+    mod.triple = host_triple()
+    mod.data_layout = data_layout()
+    mod.verify()
+    return mod
+
+
+def optimize(mod: Any, speed_level: int = 3) -> Any:
+    """Run LLVM's default per-module pipeline (O``speed_level``) for the host CPU, in place.
+
+    Loop and SLP vectorisation are on; returns ``mod`` for chaining.
+    """
+    tm = _target_machine()
+    pto = _llvm.create_pipeline_tuning_options(speed_level=speed_level)
+    pto.loop_vectorization = speed_level >= 2
+    pto.slp_vectorization = speed_level >= 2
+    pb = _llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(mod, pb)
+    return mod
+
+
+def emit_object(mod: Any) -> bytes:
+    """Generate host machine code for ``mod`` as relocatable object bytes (ELF on Linux)."""
+    return bytes(_target_machine().emit_object(mod))
+
+
+def emit_assembly(mod: Any) -> str:
+    """Host assembly text of ``mod`` (for inspection and tests)."""
+    return str(_target_machine().emit_assembly(mod))
+
+
+def compile_ir(module: ir.Module | str, speed_level: int = 3) -> bytes:
+    """``emit_object(optimize(build(module)))``: IR in, cacheable object bytes out."""
+    return emit_object(optimize(build(module), speed_level))
+
+
+class LoadedModule:
+    """Machine code loaded into this process.
+
+    Holds the MCJIT engine that owns the code; instances created by
+    :func:`load_object` are kept alive until the process exits, so addresses
+    and ctypes functions taken from them never dangle.
+    """
+
+    def __init__(self, engine: Any, obj: bytes) -> None:
+        self._engine = engine
+        self._size = len(obj)
+        self._cache: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def object_size(self) -> int:
+        """Size in bytes of the object code this module was loaded from."""
+        return self._size
+
+    def address(self, name: str) -> int:
+        """Address of the function (or global) ``name``; raises ``KeyError`` when absent."""
+        addr = self._cache.get(name)
+        if addr is None:
+            with self._lock:
+                addr = self._engine.get_function_address(name)
+                if not addr:
+                    addr = self._engine.get_global_value_address(name)
+                if not addr:
+                    raise KeyError(f"symbol {name!r} is not defined in this module")
+                self._cache[name] = addr
+        return addr
+
+    def cfunc(self, name: str, restype: Any, argtypes: Sequence[Any]) -> Any:
+        """A ctypes function for ``name`` with the given result and argument types.
+
+        Calls release the GIL (plain ``CFUNCTYPE``).  Always pass exact
+        argtypes (``c_void_p`` for pointers, ``c_int64`` for integers...).
+        """
+        proto = ctypes.CFUNCTYPE(restype, *argtypes)
+        fn = proto(self.address(name))
+        fn._trnlang_module = self  # keep the code alive as long as the function object
+        return fn
+
+
+def load_object(obj: bytes) -> LoadedModule:
+    """Load object bytes from :func:`emit_object` (this or an earlier process) and link them.
+
+    External symbols (e.g. ``memcpy`` emitted by LLVM for copy loops) are
+    resolved against the running process.
+    """
+    init()
+    empty = _llvm.parse_assembly("")
+    empty.triple = host_triple()
+    empty.data_layout = data_layout()
+    engine = _llvm.create_mcjit_compiler(empty, _new_target_machine())
+    engine.add_object_file(_llvm.ObjectFileRef.from_data(bytes(obj)))
+    engine.finalize_object()
+    loaded = LoadedModule(engine, obj)
+    with _live_lock:
+        _live.append(loaded)
+    return loaded

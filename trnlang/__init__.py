@@ -1,0 +1,35 @@
+"""trnlang: a tile DSL for Trainium-class accelerators, traced, checked, simulated and JIT-compiled.
+
+Example:
+    >>> import numpy as np
+    >>> import trnlang as trn
+    >>> import trnlang.language as tl
+    >>> @trn.kernel
+    ... def scale(x, out):
+    ...     for i in tl.affine_range(2):
+    ...         t = tl.load(x[i * 2:(i + 1) * 2, :])
+    ...         tl.store(out[i * 2:(i + 1) * 2, :], t * 3.0)
+    >>> x = np.ones((4, 8), np.float32); out = np.empty_like(x)
+    >>> scale(x, out); float(out[3, 7])
+    3.0
+"""
+
+from trnlang._version import __version__
+from trnlang.frontend.errors import (
+    BoundsError,
+    CompileError,
+    DTypeError,
+    LaunchError,
+    LoweringError,
+    SbufOverflowError,
+    ShapeError,
+    TraceError,
+    TrnError,
+    VerifyError,
+)
+from trnlang.runtime.kernel import KernelFn, kernel
+
+__all__ = [
+    "__version__", "kernel", "KernelFn", "TrnError", "TraceError", "ShapeError", "DTypeError", "BoundsError",
+    "SbufOverflowError", "VerifyError", "LaunchError", "LoweringError", "CompileError",
+]

@@ -1,0 +1,13 @@
+"""``trnlang.language`` (``tl``): the tile-level kernel language (LANGUAGE.md sections 1-5).
+
+Example:
+    >>> import trnlang as trn
+    >>> import trnlang.language as tl
+    >>> @trn.kernel
+    ... def double(x, out):
+    ...     t = tl.load(x[0:4, 0:8])
+    ...     tl.store(out[0:4, 0:8], t * 2)
+"""
+
+from trnlang.language.core import *  # noqa: F401,F403
+from trnlang.language.core import __all__  # noqa: F401

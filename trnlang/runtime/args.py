@@ -1,0 +1,99 @@
+"""Kernel arguments: torch tensors / numpy arrays -> HBM tensor params + zero-copy numpy views."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from trnlang.frontend.errors import DTypeError, LaunchError
+from trnlang.ir.nodes import HbmTensor, SourceLoc
+from trnlang.ir.types import DType, to_dtype, torch_dtype
+
+_CONST_TYPES = (int, float, bool, str, type(None))
+
+
+def is_tensor(x: Any) -> bool:
+    if isinstance(x, np.ndarray):
+        return True
+    return type(x).__module__.startswith("torch") and type(x).__name__ in ("Tensor", "Parameter") or _is_torch(x)
+
+
+def _is_torch(x: Any) -> bool:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(x, torch.Tensor)
+
+
+def torch_to_numpy(t: Any) -> np.ndarray:
+    """Zero-copy numpy view of a CPU torch tensor (bf16/fp8 reinterpreted through ml_dtypes)."""
+    import torch
+
+    t = t.detach()
+    d = to_dtype(t.dtype)
+    if d is None:
+        raise DTypeError(f"unsupported tensor dtype {t.dtype}")
+    if t.dtype in (torch.bfloat16, torch.float16):
+        return t.view(torch.int16).numpy().view(d.np)
+    if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+        return t.view(torch.uint8).numpy().view(d.np)
+    return t.numpy()
+
+
+def as_array(x: Any) -> np.ndarray:
+    if isinstance(x, np.ndarray):
+        return x
+    return torch_to_numpy(x)
+
+
+@dataclass
+class Prepared:
+    """One argument, described for specialization and launch."""
+
+    key: Any
+    tensor: HbmTensor | None = None
+    value: Any = None
+    array: np.ndarray | None = None
+
+    def finish(self) -> None:
+        """Hook after a launch (device tensors write back here)."""
+
+
+def describe(arg: Any, name: str, kloc: SourceLoc) -> Prepared:
+    """Specialization key and IR parameter for one argument."""
+    if isinstance(arg, np.ndarray) or _is_torch(arg):
+        if _is_torch(arg) and arg.device.type != "cpu":
+            from trnlang.runtime import devices
+
+            return devices.describe_device_tensor(arg, name, kloc)
+        arr = as_array(arg)
+        d = to_dtype(arr.dtype)
+        if d is None:
+            supported = ", ".join(x.name.rstrip("_") for x in DType)
+            raise DTypeError(f"argument {name!r} has unsupported dtype {arg.dtype}; kernels accept {supported}")
+        contiguous = arr.flags.c_contiguous
+        t = HbmTensor(name, tuple(int(s) for s in arr.shape), d, "in")
+        return Prepared(("T", arr.shape, d, contiguous), t, None, arr)
+    if isinstance(arg, _CONST_TYPES) or to_dtype(arg) is not None:
+        return Prepared(("C", type(arg).__name__, arg if not hasattr(arg, "name") else str(arg)), None, arg)
+    if isinstance(arg, (tuple, list)) and all(isinstance(v, _CONST_TYPES) for v in arg):
+        return Prepared(("C", type(arg).__name__, tuple(arg)), None, tuple(arg) if isinstance(arg, tuple) else arg)
+    raise LaunchError(f"argument {name!r} of type {type(arg).__name__} is neither a tensor (torch/numpy) nor a "
+                      "compile-time constant (int, float, bool, str, dtype)")
+
+
+def alloc_like(like: Any, shape: tuple[Any, ...], dtype: DType) -> Any:
+    """An output tensor of the caller's kind (torch on the inputs' device, else numpy)."""
+    shape = tuple(int(s) for s in shape)
+    if like is not None and _is_torch(like):
+        import torch
+
+        if like.device.type != "cpu":
+            from trnlang.runtime import devices
+
+            return devices.alloc_device(like.device, shape, dtype)
+        return torch.empty(shape, dtype=torch_dtype(dtype))
+    return np.empty(shape, dtype.np)

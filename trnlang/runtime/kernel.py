@@ -1,0 +1,205 @@
+"""``@trn.kernel``: specialization, tracing, the pass pipeline, caching and launch."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from trnlang.frontend.errors import (
+    DTypeError,
+    LaunchError,
+    TraceError,
+    TrnError,
+    clean_traceback,
+    user_loc,
+)
+from trnlang.frontend.tracer import tracing
+from trnlang.ir.nodes import HbmTensor, Kernel, SourceLoc
+from trnlang.ir.types import DType, Space, to_dtype, torch_dtype
+from trnlang.language.values import HbmRef
+from trnlang.runtime import args as argconv
+
+
+@dataclass
+class Compiled:
+    """One specialization: the kernel IR after the pipeline, and how to run it."""
+
+    ir: Kernel
+    runtime_checks: list[Any]
+    executor: Any = None  # a callable(list[np.ndarray-like], grid) set by the chosen backend
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def _normalize_grid(grid: Any) -> tuple[int, ...]:
+    g = grid if isinstance(grid, tuple) else (grid,)
+    if not 1 <= len(g) <= 3 or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in g):
+        raise LaunchError(f"a launch grid is 1 to 3 non-negative ints, got {grid!r}")
+    return g
+
+
+class KernelFn:
+    """A trnlang kernel: call it (``k(*args)``) or launch a grid (``k[4](*args)``, ``k[2, 3](*args)``).
+
+    Example:
+        >>> import numpy as np, trnlang as trn, trnlang.language as tl
+        >>> @trn.kernel
+        ... def add_one(x, out):
+        ...     tl.store(out[0:2, 0:3], tl.load(x[0:2, 0:3]) + 1.0)
+        >>> x = np.zeros((2, 3), np.float32); o = np.empty_like(x)
+        >>> add_one(x, o); float(o.sum())
+        6.0
+    """
+
+    def __init__(self, fn: Callable[..., Any], target: str | None = None, interpret: bool | None = None,
+                 debug: bool = False) -> None:
+        self.fn = fn
+        self.target = target
+        self.interpret = interpret
+        self.debug = debug
+        self._sig = inspect.signature(fn)
+        self._cache: dict[Any, Compiled] = {}
+        code = fn.__code__
+        self.loc = SourceLoc(code.co_filename, code.co_firstlineno, fn.__name__)
+        functools.update_wrapper(self, fn)
+
+    # --- launch ---------------------------------------------------------------------------
+    def __getitem__(self, grid: Any) -> Callable[..., Any]:
+        g = _normalize_grid(grid)
+
+        def launch(*args: Any) -> Any:
+            return self._call(args, g)
+
+        return launch
+
+    def __call__(self, *args: Any) -> Any:
+        return self._call(args, (1,))
+
+    def _call(self, args: tuple[Any, ...], grid: tuple[int, ...]) -> Any:
+        try:
+            comp, prepared = self._specialize(args, grid)
+            return self._run(comp, prepared, args, grid)
+        except TrnError as e:
+            raise e.with_traceback(clean_traceback(e.__traceback__)) from None
+
+    # --- introspection ---------------------------------------------------------------------
+    def ir(self, *args: Any, grid: Any = (1,)) -> str:
+        """The traced (and verified) IR of this specialization, as text."""
+        from trnlang.ir.printer import print_kernel
+
+        try:
+            comp, _ = self._specialize(args, _normalize_grid(grid))
+        except TrnError as e:
+            raise e.with_traceback(clean_traceback(e.__traceback__)) from None
+        return print_kernel(comp.ir)
+
+    def trace(self, *args: Any, grid: Any = (1,)) -> Kernel:
+        """The IR object of this specialization (after the pass pipeline)."""
+        return self._specialize(args, _normalize_grid(grid))[0].ir
+
+    # --- internals --------------------------------------------------------------------------
+    def _target(self) -> str:
+        return self.target or os.environ.get("TRN_TARGET") or "trn2"
+
+    def _use_interpreter(self) -> bool:
+        if self.interpret is not None:
+            return self.interpret
+        return _env_flag("TRN_INTERPRET")
+
+    def _bind(self, args: tuple[Any, ...]) -> None:
+        try:
+            self._sig.bind(*args)
+        except TypeError as e:
+            params = ", ".join(self._sig.parameters)
+            raise LaunchError(f"kernel {self.fn.__name__}({params}) called with {len(args)} argument(s): {e}",
+                              loc=user_loc(3), notes=[f"kernel defined at {self.loc}"]) from None
+
+    def _specialize(self, args: tuple[Any, ...], grid: tuple[int, ...]) -> tuple[Compiled, list[Any]]:
+        self._bind(args)
+        prepared = [argconv.describe(a, name, self.loc) for a, name in zip(args, self._sig.parameters)]
+        key = (tuple(p.key for p in prepared), grid, self._target(), self._use_interpreter())
+        comp = self._cache.get(key)
+        if comp is None:
+            comp = self._compile(prepared, grid)
+            self._cache[key] = comp
+        return comp, prepared
+
+    def _compile(self, prepared: list[Any], grid: tuple[int, ...]) -> Compiled:
+        from trnlang.passes import run_pipeline
+
+        kernel = self._trace(prepared, grid)
+        checks = run_pipeline(kernel)
+        comp = Compiled(kernel, checks)
+        from trnlang.runtime import backend
+
+        comp.executor = backend.make_executor(kernel, interpret=self._use_interpreter(), debug=self.debug)
+        return comp
+
+    def _trace(self, prepared: list[Any], grid: tuple[int, ...]) -> Kernel:
+        params = [p.tensor for p in prepared if p.tensor is not None]
+        k = Kernel(self.fn.__name__, params, grid, [], target=self._target(), loc=self.loc)
+        call_args = [HbmRef(p.tensor) if p.tensor is not None else p.value for p in prepared]
+        with tracing(k) as ctx:
+            ret = self.fn(*call_args)
+            if len(ctx.blocks) != 1:
+                raise TraceError("a traced loop was left early (`break` or `return` inside tl.affine_range / "
+                                 "tl.sequential_range is not supported)", loc=ctx.loops[-1].loc)
+            rets = ret if isinstance(ret, tuple) else (() if ret is None else (ret,))
+            outs: list[HbmTensor] = []
+            for r in rets:
+                if not isinstance(r, HbmRef) or r.tensor not in ctx.allocated_hbm:
+                    raise TraceError("a kernel returns tensors it allocated with tl.ndarray(..., buffer=tl.shared_hbm)"
+                                     f", got {type(r).__name__}", loc=self.loc)
+                if r.tensor in outs:
+                    raise TraceError("the same tensor is returned twice", loc=self.loc)
+                r.tensor.kind = "out"
+                outs.append(r.tensor)
+            k.outputs = outs
+            k.scratch = [t for t in ctx.allocated_hbm if t not in outs]
+            for i, t in enumerate(k.outputs):
+                t.name = f"out{i}"
+            for i, t in enumerate(k.scratch):
+                t.name = f"scratch{i}"
+        k.returns_tuple = isinstance(ret, tuple)  # type: ignore[attr-defined]
+        return k
+
+    def _run(self, comp: Compiled, prepared: list[Any], args: tuple[Any, ...], grid: tuple[int, ...]) -> Any:
+        k = comp.ir
+        arrays = [p.array for p in prepared if p.tensor is not None]
+        like = next((a for a in args if argconv.is_tensor(a)), None)
+        outs_host = [argconv.alloc_like(like, t.shape, t.dtype) for t in k.outputs]
+        scratch = [np.zeros(tuple(int(s) for s in t.shape), t.dtype.np) for t in k.scratch]
+        comp.executor([*arrays, *(argconv.as_array(o) for o in outs_host), *scratch], grid)
+        for p in prepared:
+            p.finish()
+        if not outs_host:
+            return None
+        if getattr(k, "returns_tuple", False):
+            return tuple(outs_host)
+        return outs_host[0]
+
+
+def kernel(fn: Callable[..., Any] | None = None, *, target: str | None = None, interpret: bool | None = None,
+           debug: bool = False) -> Any:
+    """Define a trnlang kernel (``@trn.kernel`` or ``@trn.kernel(target="trn2", interpret=True)``).
+
+    Example:
+        >>> import trnlang as trn, trnlang.language as tl
+        >>> @trn.kernel
+        ... def copy_rows(x, out):
+        ...     tl.store(out[0:4, :], tl.load(x[0:4, :]))
+    """
+    if fn is None:
+        return lambda f: KernelFn(f, target, interpret, debug)
+    return KernelFn(fn, target, interpret, debug)
+
+
+__all__ = ["kernel", "KernelFn", "Compiled", "DType", "Space", "to_dtype", "torch_dtype", "DTypeError", "sys"]
