@@ -214,7 +214,7 @@ def new_output(x):
 
 # --------------------------------------------------------------------------------------------
 def _ln_ref(x, w, b, out, eps):
-    return torch.nn.functional.layer_norm(x.float(), (x.shape[1],), w.float(), b.float(), eps)
+    return torch.nn.functional.layer_norm(x.float(), (x.shape[1],), w.float()[0], b.float()[0], eps)
 
 
 def _rms_ref(x, w, out, eps):

@@ -192,7 +192,7 @@ def _dma_copy(c: _Ctx, ins: Instr) -> None:
     if isinstance(dst, Region) and isinstance(src, Access):
         vals, mask = c.load(src)
         dt = dst.buf.dtype.np
-        tile = alu.cast(vals, dt)
+        tile = alu.cast(alu.to_compute(vals), dt)  # via the compute type: an int64 tensor wraps to int32
         other = ins.attrs.get("other")
         mask_o = c.bcast(mask, dst.shape, "loaded tile")
         tile_o = c.bcast(tile, dst.shape, "loaded tile")

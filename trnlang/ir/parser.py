@@ -42,20 +42,8 @@ class ParseError(ValueError):
 
 def _split_comment(line: str) -> tuple[str, str | None]:
     """Split ``code // comment`` at the first ``//`` outside quotes."""
-    i, quote = 0, ""
-    while i < len(line):
-        c = line[i]
-        if quote:
-            if c == "\\":
-                i += 1
-            elif c == quote:
-                quote = ""
-        elif c in "\"'":
-            quote = c
-        elif line.startswith("//", i):
-            return line[:i].strip(), line[i + 2:].strip()
-        i += 1
-    return line.strip(), None
+    parts = _split_top(line, "//", maxsplit=1, nest=False)
+    return parts[0].strip(), (parts[1].strip() if len(parts) > 1 else None)
 
 
 class _Cur:
@@ -481,8 +469,8 @@ class _Parser:
         return Access(t, shape, index, tuple(gathers), mask)
 
 
-def _split_top(text: str, sep: str) -> list[str]:
-    """Split at ``sep`` outside brackets and quotes."""
+def _split_top(text: str, sep: str, maxsplit: int = -1, nest: bool = True) -> list[str]:
+    """Split at ``sep`` outside quotes and (if ``nest``) brackets, at most ``maxsplit`` times if >= 0."""
     parts, depth, quote, last, i = [], 0, "", 0, 0
     while i < len(text):
         c = text[i]
@@ -493,11 +481,11 @@ def _split_top(text: str, sep: str) -> list[str]:
                 quote = ""
         elif c in "\"'":
             quote = c
-        elif c in _OPEN:
+        elif nest and c in _OPEN:
             depth += 1
-        elif c in _CLOSE:
+        elif nest and c in _CLOSE:
             depth -= 1
-        elif depth == 0 and text.startswith(sep, i):
+        elif depth == 0 and text.startswith(sep, i) and len(parts) != maxsplit:
             parts.append(text[last:i])
             last = i + len(sep)
         i += 1

@@ -385,8 +385,9 @@ def make_access(ref: HbmRef, key: Any) -> AccessPattern:
             comps.append(("fixed", e))
         else:
             raise TraceError(f"cannot index an HBM tensor with {type(k).__name__} {k!r}")
-    positional = [c for c in comps if c[0] in ("axis", "axis_idx") or (c[0] == "gather" and c[1].ndim == 1)]
-    nd = max([len(positional)] + [c[1].ndim for c in comps if c[0] in ("bcast", "gather")])
+    # Slices and 1-D indices take the axis of their position among the non-scalar indices.
+    nonfixed = [c for c in comps if c[0] != "fixed"]
+    nd = max([len(nonfixed)] + [c[1].ndim for c in comps if c[0] in ("bcast", "gather")])
     if nd == 0:
         raise ShapeError(f"this access selects a single element of {tensor.name}; tiles need at least one "
                          "dimension: index with a slice, e.g. x[i:i + 1]")
@@ -398,10 +399,10 @@ def make_access(ref: HbmRef, key: Any) -> AccessPattern:
         if kind == "fixed":
             exprs.append(v)
             continue
+        pos += 1
         if kind in ("axis", "axis_idx") or (kind == "gather" and v.ndim == 1):
             sh = [1] * nd
-            j = pos
-            pos += 1
+            j = pos - 1
             if kind == "axis":
                 s, size, step = v
                 sh[j] = size
