@@ -10,18 +10,41 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from tests.interpret.kbuild import BF16, F32, I32, Imm, Op, elementwise, instr
+from tests.interpret.kbuild import (
+    BF16,
+    F32,
+    I32,
+    Imm,
+    Op,
+    acc,
+    alloc,
+    elementwise,
+    hbm,
+    instr,
+    kernel,
+    load,
+    region,
+    run_kernel,
+    sbuf,
+    store,
+    whole,
+)
 from trnlang.interpret import alu
 from trnlang.ir.ops import Alu, binary_alus, unary_alus
-from trnlang.ir.types import DType
+from trnlang.ir.types import DType, torch_dtype
 
 RNG = np.random.default_rng(1)
 SHAPE = (4, 8)
 
 
 def f32_arrays(lo: float = -30.0, hi: float = 30.0, shape=SHAPE):
-    """fp32 arrays mixing ordinary values with signed zeros, NaN and infinities."""
-    elems = st.one_of(st.floats(lo, hi, width=32), st.sampled_from([0.0, -0.0, np.nan, np.inf, -np.inf]))
+    """fp32 arrays mixing ordinary values with signed zeros, NaN and infinities.
+
+    No subnormals: torch's vectorized CPU kernels are not IEEE on them (torch.fmod(1, 1e-45) is NaN, the
+    interpreter's C fmod gives the exact 0).
+    """
+    specials = st.sampled_from([0.0, -0.0, np.nan, np.inf, -np.inf])
+    elems = st.one_of(st.floats(lo, hi, width=32, allow_subnormal=False), specials)
     return arrays(np.float32, shape, elements=elems)
 
 
@@ -41,17 +64,12 @@ def test_float_narrowing_matches_torch_bit_for_bit(dt, via):
     x = random_f32_bits(4096).reshape(32, 128)
     x = np.concatenate([x, RNG.standard_normal((32, 128)).astype(np.float32) * 300], 0)
     if via == "dma":
-        got = elementwise(lambda ins, out: [], [], x.shape, dt) if False else None
-        from tests.interpret.kbuild import acc, alloc, hbm, kernel, load, run_kernel, sbuf, store, whole
-
         xt, o, t = hbm("x", x.shape), hbm("out", x.shape, dt, "out"), sbuf("t", x.shape, dt)
         got = np.zeros(x.shape, dt.np)
         run_kernel(kernel([xt], [o], [alloc(t), load(whole(t), acc(xt, x.shape)), store(acc(o, x.shape), whole(t))]),
                    [x, got])
     else:
         got = elementwise(lambda ins, out: [instr(Op.TENSOR_COPY, (out,), (ins[0],))], [x], x.shape, dt)
-    from trnlang.ir.types import torch_dtype
-
     want = torch.from_numpy(x).to(torch_dtype(dt)).float().numpy()
     got32 = got.astype(np.float32)
     nan = np.isnan(want)
@@ -130,8 +148,8 @@ def test_unary_activation_vs_torch(op, x):
 def test_float_unary_special_values():
     x = np.array([np.inf, -np.inf, np.nan, -0.0, 0.0, 25.0, -25.0, 20.0, 20.5], np.float32)
     assert alu.unary(Alu.gelu, x)[0] == np.inf and np.isnan(alu.unary(Alu.gelu, x)[1])
-    np.testing.assert_array_equal(alu.unary(Alu.softplus, x)[5:], [25.0, np.log1p(np.exp(-25.0)), np.log1p(np.exp(20.0)),
-                                                                  20.5])
+    np.testing.assert_array_equal(alu.unary(Alu.softplus, x)[5:], np.float32([25.0, np.log1p(np.exp(-25.0)),
+                                                                              np.log1p(np.exp(20.0)), 20.5]))
     np.testing.assert_array_equal(alu.unary(Alu.sign, x)[:5], [1, -1, 0, 0, 0])
     assert alu.unary(Alu.relu, x)[3].tobytes() == np.float32(-0.0).tobytes()
     np.testing.assert_array_equal(alu.unary(Alu.erf, np.float32([0.5, -3.0])),
@@ -142,12 +160,11 @@ def test_unary_on_ints():
     x = np.array([[-2**31, -5, 0, 7, 2**31 - 1]], np.int32)
     for op, fn in [(Alu.abs, torch.abs), (Alu.negative, torch.neg), (Alu.square, torch.square),
                    (Alu.sign, torch.sign), (Alu.bitwise_not, torch.bitwise_not), (Alu.relu, torch.relu)]:
-        got = elementwise(lambda ins, out: [instr(Op.TENSOR_SCALAR, (out,), (ins[0], Imm(0)), op0=Alu.add, op1=None),
-                                            instr(Op.ACTIVATION, (out,), (out,), func=Alu.copy, scale=1.0)],
-                          [x], x.shape, I32)
-        np.testing.assert_array_equal(got, x)
-        np.testing.assert_array_equal(alu.unary(op, x), fn(torch.from_numpy(x)).numpy(), err_msg=op.name)
-    np.testing.assert_array_equal(alu.unary(Alu.exp, x[:, 1:4]), np.exp(x[:, 1:4].astype(np.float64)).astype(np.float32))
+        got = alu.unary(op, x)  # activation is fp32-only: integer unary functions are reachable only here
+        assert got.dtype == np.int32
+        np.testing.assert_array_equal(got, fn(torch.from_numpy(x)).numpy(), err_msg=op.name)
+    y = x[:, 1:4]
+    np.testing.assert_array_equal(alu.unary(Alu.exp, y), np.exp(y.astype(np.float64)).astype(np.float32))
     b = np.array([True, False])
     np.testing.assert_array_equal(alu.cast(alu.unary(Alu.bitwise_not, b), np.dtype(bool)), ~b)
 
@@ -157,8 +174,6 @@ def test_activation_scale_bias_and_reduce():
     bias = RNG.standard_normal((4, 1)).astype(np.float32)
 
     def build(ins, out):
-        from tests.interpret.kbuild import alloc, region, sbuf, whole
-
         red = sbuf("red", (4, 1))
         o = region(out.buf, (0, 0), (4, 6))
         return [alloc(red), instr(Op.ACTIVATION, (o, whole(red)), (ins[0], ins[1]), func=Alu.exp, scale=0.5,
@@ -190,6 +205,10 @@ INT_ONLY = {Alu.bitwise_and, Alu.bitwise_or, Alu.bitwise_xor}
 def test_binary_float_vs_torch(op, a, b):
     got = elementwise(lambda ins, out: [instr(Op.TENSOR_TENSOR, (out,), (ins[0], ins[1]), op=op)], [a, b], SHAPE)
     want = _TORCH_BINARY[op](torch.from_numpy(a), torch.from_numpy(b)).float().numpy()
+    if op is Alu.fmod:  # torch's vectorized fmod is a - trunc(a/b)*b: wrong for huge quotients (fmod(5, 1e-38) = NaN)
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        huge = ~(np.abs(a64 / b64) < 2.0**20)
+        want = np.where(huge, np.fmod(a64, b64).astype(np.float32), want)
     assert_close_f32(got, want, op is not Alu.power)
 
 
@@ -219,8 +238,8 @@ def test_int_fmod_and_power_vs_torch(a, b, sign):
 
 def test_int_edge_cases():
     np.testing.assert_array_equal(alu.binary(Alu.fmod, np.int32([7, -2**31]), np.int32([0, -1])), [0, 0])
-    np.testing.assert_array_equal(alu.binary(Alu.power, np.int32([2, -1, -1, 1, 3, 0]), np.int32([40, -3, -2, -5, -1, -1])),
-                                  [0, -1, 1, 1, 0, 0])
+    base, expo = np.int32([2, -1, -1, 1, 3, 0]), np.int32([40, -3, -2, -5, -1, -1])
+    np.testing.assert_array_equal(alu.binary(Alu.power, base, expo), [0, -1, 1, 1, 0, 0])
     np.testing.assert_array_equal(alu.binary(Alu.add, np.int32([2**31 - 1]), np.int32([1])), [-2**31])
     assert alu.binary(Alu.divide, np.int32([7]), np.int32([0])).tolist() == [np.inf]
     assert alu.binary(Alu.less, np.float32([np.nan]), np.float32([1.0])).tolist() == [0]
@@ -246,6 +265,7 @@ def reduce_kernel(x, op, axes, keepdims, out_shape, out_dt=F32):
                                                keepdims=keepdims)], [x], out_shape, out_dt)
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the float64 references on inf - inf
 @settings(max_examples=30, deadline=None)
 @given(x=f32_arrays(-100, 100, shape=(3, 4, 5)))
 def test_reductions_vs_torch(x):

@@ -198,6 +198,19 @@ def test_region_outside_buffer_raises():
         run_kernel(kernel([], [o], body), [np.zeros((2, 2), np.float32)])
 
 
+def test_region_with_dropped_dim_and_dynamic_start():
+    x, o = hbm("x", (3, 4)), hbm("out", (4, 3), kind="out")
+    t, tt = sbuf("t", (3, 4)), sbuf("tt", (4, 3))
+    col = Loop("affine", I0, sympy.Integer(0), sympy.Integer(3), sympy.Integer(1), [
+        instr(Op.TENSOR_COPY, (region(tt, (0, I0), (4, 1), (True, False)),),
+              (region(t, (I0, 0), (1, 4), (False, True)),))])
+    body = [alloc(t), alloc(tt), load(whole(t), acc(x, (3, 4))), col, store(acc(o, (4, 3)), whole(tt))]
+    xv = RNG.standard_normal((3, 4)).astype(np.float32)
+    out = np.zeros((4, 3), np.float32)
+    run_kernel(kernel([x], [o], body), [xv, out])
+    np.testing.assert_array_equal(out, xv.T)
+
+
 # ----------------------------------------------------------------------------- poisoning
 
 
@@ -371,7 +384,8 @@ def test_bn_stats_and_aggr():
         st = sbuf("st", (4, 9))
         body = [alloc(st)]
         for g in range(3):
-            body.append(instr(Op.BN_STATS, (region(st, (0, 3 * g), (4, 3)),), (region(ins[0].buf, (0, 4 * g), (4, 4)),)))
+            group = region(ins[0].buf, (0, 4 * g), (4, 4))
+            body.append(instr(Op.BN_STATS, (region(st, (0, 3 * g), (4, 3)),), (group,)))
         return [*body, instr(Op.BN_AGGR, (out,), (whole(st),))]
 
     got = elementwise(build, [x], (4, 2))
@@ -426,3 +440,5 @@ def test_symeval_exact_integer_semantics():
     r, c = np.indices((3, 4))
     np.testing.assert_array_equal(got2, np.where((r > 0) & (c != 2), np.minimum(r, c), np.maximum(r, 7)))
     assert evaluate_on_tile(sympy.true, (2, 2), {}).all()
+    fallback = sympy.log(A0 + 1)  # not translated: sympy.lambdify fallback
+    np.testing.assert_allclose(evaluate_on_tile(fallback, (3,), {}), np.log([1.0, 2.0, 3.0]))

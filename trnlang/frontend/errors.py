@@ -106,3 +106,74 @@ def clean_traceback(tb: types.TracebackType | None) -> types.TracebackType | Non
     for t in reversed(frames):
         new = types.TracebackType(new, t.tb_frame, t.tb_lasti, t.tb_lineno)
     return new
+
+
+def user_traceback(e: TrnError) -> types.TracebackType | None:
+    """A traceback of user frames only, whose last frame is the error's user source line.
+
+    Errors found after tracing (verifier, planner, run time) have no live user frame at their
+    line; a one-line code object compiled with the user's file name and line number (and the
+    kernel's function name) provides one, so debuggers and tracebacks land on the kernel line.
+    """
+    tb = clean_traceback(e.__traceback__)
+    loc = e.loc
+    if loc is None or loc.lineno < 1:
+        return tb
+    last = tb
+    while last is not None and last.tb_next is not None:
+        last = last.tb_next
+    if last is not None and last.tb_frame.f_code.co_filename == loc.filename and last.tb_lineno == loc.lineno:
+        return tb
+    code = _at_line(compile("\n" * (loc.lineno - 1) + "raise __trn_error__", loc.filename, "exec"), loc.lineno)
+    if loc.func:
+        code = code.replace(co_name=loc.func)
+    try:
+        exec(code, {"__trn_error__": e})  # noqa: S102 - a constant raise statement
+    except TrnError as raised:
+        synth = raised.__traceback__
+        while synth is not None and synth.tb_frame.f_code is not code:
+            synth = synth.tb_next
+    else:  # pragma: no cover - the code always raises
+        synth = None
+    if synth is None:
+        return tb
+    frames = []
+    t = tb
+    while t is not None:
+        frames.append(t)
+        t = t.tb_next
+    new = types.TracebackType(None, synth.tb_frame, synth.tb_lasti, synth.tb_lineno)
+    for f in reversed(frames):
+        new = types.TracebackType(new, f.tb_frame, f.tb_lasti, f.tb_lineno)
+    return new
+
+
+def _svarint(v: int) -> bytes:
+    v = ((-v) << 1) | 1 if v < 0 else v << 1
+    out = bytearray()
+    while v >= 64:
+        out.append(0x40 | (v & 63))
+        v >>= 6
+    out.append(v)
+    return bytes(out)
+
+
+def _at_line(code: types.CodeType, lineno: int) -> types.CodeType:
+    """Every instruction at ``lineno`` with no column info (so tracebacks underline nothing)."""
+    if sys.version_info[:2] != (3, 11):  # the location-table format below is CPython 3.11's
+        return code
+    n = len(code.co_code) // 2
+    table = bytearray()
+    first = True
+    while n > 0:
+        k = min(8, n)
+        n -= k
+        table.append(0x80 | (13 << 3) | (k - 1))  # PY_CODE_LOCATION_INFO_NO_COLUMNS
+        table += _svarint(lineno - code.co_firstlineno if first else 0)
+        first = False
+    return code.replace(co_linetable=bytes(table))
+
+
+for _cls in (TrnError, TraceError, ShapeError, DTypeError, BoundsError, SbufOverflowError, VerifyError, LaunchError,
+             LoweringError, CompileError):
+    _cls.__module__ = "trnlang"  # tracebacks say trnlang.BoundsError, the public name

@@ -12,6 +12,14 @@ gelu_tanh, silu, softplus, erf) are evaluated in float64 and rounded once to
 float32: a stable, platform-independent oracle within ~0.5 ulp of the exact
 function. Float ``add``/``multiply`` reductions accumulate in float64 and round
 once to float32.
+
+Edge cases follow torch where the IR spec is silent: ``sign(NaN) = 0``,
+``relu`` keeps NaN and -0.0, ``softplus(x) = x`` for x > 20, fp8 e4m3fn
+saturates to +-448 on overflow (also for +-inf; ml_dtypes alone would give NaN),
+``divide`` on ints is true division in fp32, int ``power`` with a negative
+exponent truncates (0 unless the base is +-1), int ``fmod`` by 0 gives 0.
+Composite functions evaluate their formula literally in float64
+(``gelu(+inf) = +inf``, ``gelu(-inf) = silu(-inf) = NaN``).
 """
 
 from __future__ import annotations
@@ -198,7 +206,11 @@ def unary(op: Alu, x: np.ndarray) -> np.ndarray:
 
     ``bitwise_not`` on a bool operand is logical not (as torch's ``~``).
     """
-    x = np.asarray(x)
+    with np.errstate(all="ignore"):
+        return _unary(op, np.asarray(x))
+
+
+def _unary(op: Alu, x: np.ndarray) -> np.ndarray:
     if is_float(x.dtype):
         fn = _UNARY_F32.get(op)
         if fn is None:
@@ -281,7 +293,11 @@ def binary(op: Alu, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     fp32 if either operand is a float (and always for ``divide``: true division,
     as torch), else int32 with wrap-around. Comparisons and logical ops give int32 1/0.
     """
-    a, b = np.asarray(a), np.asarray(b)
+    with np.errstate(all="ignore"):
+        return _binary(op, np.asarray(a), np.asarray(b))
+
+
+def _binary(op: Alu, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if op is Alu.divide or is_float(a.dtype) or is_float(b.dtype):
         fn = _BINARY_F32.get(op)
         if fn is None:
@@ -304,7 +320,11 @@ def reduce(op: Alu, x: np.ndarray, axes: Sequence[int], keepdims: bool) -> np.nd
     int32 1/0; argmax/argmin (exactly one axis) give the int32 index of the
     first extreme, NaN counting as the extreme (as torch).
     """
-    x = np.asarray(x)
+    with np.errstate(all="ignore"):
+        return _reduce(op, np.asarray(x), axes, keepdims)
+
+
+def _reduce(op: Alu, x: np.ndarray, axes: Sequence[int], keepdims: bool) -> np.ndarray:
     axes = tuple(int(a) for a in axes)
     flt = is_float(x.dtype)
     if op in (Alu.add, Alu.multiply):

@@ -162,7 +162,7 @@ def axis_ranges(shape: tuple[int, ...]) -> tuple[np.ndarray, ...]:
     return tuple(out)
 
 
-class UnboundSymbolError(KeyError):
+class UnboundSymbolError(NameError):
     """An expression mentions a symbol with no value (a loop variable outside its loop...)."""
 
 

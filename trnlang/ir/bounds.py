@@ -179,14 +179,17 @@ def _aff_box(a: Affine, ranges: Mapping[sympy.Symbol, Bound]) -> _FBound | None:
     return lo, hi
 
 
-def _const_int(e: Any) -> int | None:
+def const_int(e: Any) -> int | None:
+    """The value of a constant integer expression (not a bool), else None."""
+    if isinstance(e, bool):
+        return None
     e = sympy.sympify(e)
     return int(e) if e.is_Integer else None
 
 
 def _loop_last(lp: Loop) -> int | None:
     """The last value of a loop with constant bounds and a positive constant step (None otherwise / if empty)."""
-    start, stop, step = _const_int(lp.start), _const_int(lp.stop), _const_int(lp.step)
+    start, stop, step = const_int(lp.start), const_int(lp.stop), const_int(lp.step)
     if start is None or stop is None or step is None or step <= 0 or stop <= start:
         return None
     return start + step * ((stop - 1 - start) // step)
@@ -206,6 +209,8 @@ def _aff_extreme(a: Affine, ranges: Ranges, maximize: bool) -> tuple[Fraction, b
         c = cur[1].get(lp.var)
         if c is None:
             continue
+        if lp.var not in ranges:  # the step is not provably positive: its values are unknown
+            return None
         high = (c > 0) == maximize
         sub: Affine | None
         last = _loop_last(lp) if high else None
@@ -213,7 +218,7 @@ def _aff_extreme(a: Affine, ranges: Ranges, maximize: bool) -> tuple[Fraction, b
             sub = (Fraction(last), {})
         elif high:
             sub = affine_form(sympy.sympify(lp.stop) - 1)
-            if _const_int(lp.step) != 1:
+            if const_int(lp.step) != 1:
                 exact = False  # stop - 1 bounds the last value but need not be one
         else:
             sub = affine_form(lp.start)
@@ -407,7 +412,7 @@ def loop_ranges(loops: Sequence[Loop], grid: Sequence[int]) -> Ranges:
         if r.empty:
             r[lp.var] = (0, -1)
             continue
-        start, stop, step = _const_int(lp.start), _const_int(lp.stop), _const_int(lp.step)
+        start, stop, step = const_int(lp.start), const_int(lp.stop), const_int(lp.step)
         if start is not None and stop is not None and step is not None and step > 0:
             last = _loop_last(lp)
             r[lp.var] = (start, last) if last is not None else (start, start - 1)

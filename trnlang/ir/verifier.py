@@ -6,42 +6,34 @@ instruction's source line) with the others attached as notes. On success it
 returns the DMA accesses whose bounds could not be decided at compile time:
 codegen emits a run-time check for each.
 
-Rules (DEVICE.md "Rules the compiler enforces", docs/ir.md):
+Rules (DEVICE.md "Rules the compiler enforces", docs/ir.md), by error class:
 
-- Structure (``VerifyError``): operand counts and kinds per op; engines among
-  ``OP_SPECS[op].engines``; ALU functions of the right kind; loops ``affine`` or
-  ``sequential`` with a positive step and bounds over enclosing loop variables
-  and program ids; every region's buffer declared by a visible ``ALLOC`` (an
-  alloc inside a loop body is not visible after the loop); symbols in indices,
-  masks, ``iota`` expressions and ``affine_select`` predicates in scope.
-- Memory spaces (``VerifyError``): ``ALLOC`` declares SBUF/PSUM only; DMA moves
-  data between HBM and SBUF only; matmul reads SBUF and writes PSUM only; a
-  Tensor-engine transpose reads SBUF and writes PSUM; the GpSimd engine cannot
-  access PSUM.
-- Partition start (``VerifyError``): a tile of a compute instruction spanning
-  > 64 partitions starts at 0; 33-64 at 0 or 64; <= 32 at 0, 32, 64 or 96. A
-  symbolic start must provably be one of those (DMA queues are exempt).
-- Shapes (``ShapeError``): partition dimension <= 128; regions inside their
-  buffers for every value of the loop variables; inputs broadcastable to the
-  output; matmul K, M <= 128, N <= 512, output [M, N]; transpose <= 128x128
-  (<= 32x32 on the Vector engine); Vector/Scalar/GpSimd free size <= 64K
-  elements (<= 4K with an operand in PSUM); reductions along free axes only;
-  ``bn_stats`` -> [P, 3], ``bn_aggr`` [P, 3k] -> [P, 2].
-- Dtypes (``DTypeError``): bitwise ALU functions need integer operands; matmul
-  inputs are floats (fp8 only where the target has an fp8 Tensor engine) and
-  its output is fp32; gather index tiles are integers; ``argmax/argmin`` write
-  integers; ``bn_*`` write floats; ``int64`` exists only in HBM. **fp8 is a
-  storage type**: instructions may read fp8 (widened exactly), but only data
-  movement may *write* it: DMA, ``tensor_copy`` (the cast), ``memset``,
-  ``select``, ``affine_select``, ``nc_transpose`` and ``activation`` with
-  ``func=copy``. Arithmetic writes a wider type and casts afterwards (torch
-  has no fp8 arithmetic either).
-- Bounds (``BoundsError``): an HBM access provably outside its tensor
+- ``VerifyError`` (structure): operand counts/kinds; engine in ``OP_SPECS[op].engines``;
+  ALU functions of the right kind; loops ``affine``/``sequential`` with a positive
+  step; every region's buffer declared by a visible ``ALLOC`` (an alloc in a loop
+  body is not visible after the loop); symbols in scope. Memory spaces: ALLOC is
+  SBUF/PSUM; DMA is HBM <-> SBUF only; matmul reads SBUF, writes PSUM; a
+  Tensor-engine transpose reads SBUF, writes PSUM; GpSimd cannot access PSUM.
+  Partition start: a compute tile spanning > 64 partitions starts at 0, 33-64 at
+  0 or 64, <= 32 at 0/32/64/96; symbolic starts must provably comply (DMA exempt).
+- ``ShapeError``: partition dim <= 128; regions inside their buffers for all loop
+  values; inputs broadcast to the output; matmul K, M <= 128, N <= 512, output
+  [M, N]; transpose <= 128x128 (32x32 on Vector); Vector/Scalar/GpSimd free size
+  <= 64K elements (4K with a PSUM operand); reductions on free axes only;
+  ``bn_stats`` -> [P, 3]; ``bn_aggr`` [P, 3k] -> [P, 2].
+- ``DTypeError``: bitwise ALUs need integers; matmul inputs are floats (fp8 only
+  where the target has fp8 matmul), output fp32; gather indices are integers;
+  argmax/argmin write ints, bn_* floats; int64 is HBM-only. **fp8 is a storage
+  type**: any instruction may read it (widened exactly) but only data movement
+  may write it: DMA, ``tensor_copy`` (the cast), ``memset``, ``select``,
+  ``affine_select``, ``nc_transpose``, ``activation`` with ``func=copy``.
+  Arithmetic writes a wider type and casts after (torch has no fp8 math either).
+- ``BoundsError``: an HBM access provably outside its tensor
   (:func:`trnlang.ir.bounds.access_check`); undecided ones are returned.
-- Capacity (``SbufOverflowError``): a buffer is live from its ALLOC to its last
-  use in program order (to the end of the outermost loop that uses it but does
-  not allocate it); the live SBUF bytes per partition must fit the target, and
-  live PSUM buffers (``ceil(bytes / 2 KiB)`` banks each) must fit its 8 banks.
+- ``SbufOverflowError``: a buffer is live from its ALLOC to its last use (to the
+  end of the outermost loop using it that does not allocate it); live SBUF bytes
+  per partition must fit the target, live PSUM buffers (``ceil(bytes/2KiB)``
+  banks each) its 8 banks.
 
 Example:
     >>> from trnlang.ir.nodes import Kernel
@@ -58,7 +50,7 @@ from typing import Any, Callable, NamedTuple
 import sympy
 
 from trnlang.frontend.errors import BoundsError, DTypeError, SbufOverflowError, ShapeError, TrnError, VerifyError
-from trnlang.ir.bounds import Ranges, access_check, affine_form, expr_range, loop_ranges
+from trnlang.ir.bounds import Ranges, access_check, affine_form, const_int, expr_range, loop_ranges
 from trnlang.ir.nodes import Access, Buf, Imm, Instr, Kernel, Loop, Region, SourceLoc, axis_sym, gather_sym, pid_sym
 from trnlang.ir.ops import ALU_SPECS, OP_SPECS, Alu, AluKind, Op
 from trnlang.ir.types import DType, Engine, Space
@@ -90,13 +82,6 @@ class RuntimeCheck(NamedTuple):
     access: Access
 
 
-@dataclass
-class _Issue:
-    cls: type[TrnError]
-    msg: str
-    loc: SourceLoc | None
-
-
 @dataclass(eq=False)
 class _Alloc:
     buf: Buf
@@ -116,40 +101,14 @@ def _dt(d: DType) -> str:
 
 def _region(r: Region) -> str:
     """``t3[0:128, 64*i0:64*i0 + 64]``: the region in its buffer's coordinates."""
-    parts = []
-    for s, n, k, dim in zip(r.starts, r.sizes, r.keep, r.buf.shape):
-        s = sympy.sympify(s)
-        if not k:
-            parts.append(str(s))
-        elif s == 0 and n == dim:
-            parts.append(":")
-        else:
-            parts.append(f"{s}:{s + n}")
+    parts = [str(s) if not k else ":" if s == 0 and n == dim else f"{s}:{s + n}"
+             for s, n, k, dim in zip(map(sympy.sympify, r.starts), r.sizes, r.keep, r.buf.shape)]
     return f"{r.buf.name}[{', '.join(parts)}]"
-
-
-def _prod(xs: Any) -> int:
-    return math.prod(int(x) for x in xs)
 
 
 def _bcast_ok(src: tuple[int, ...], dst: tuple[int, ...]) -> bool:
     """numpy broadcasting of ``src`` to exactly ``dst``."""
-    if len(src) > len(dst):
-        return False
-    return all(a == b or a == 1 for a, b in zip(reversed(src), reversed(dst)))
-
-
-def _free_syms(e: Any) -> set[sympy.Symbol]:
-    return set(e.free_symbols) if isinstance(e, sympy.Basic) else set()
-
-
-def _const(e: Any) -> int | None:
-    if isinstance(e, bool):
-        return None
-    if isinstance(e, int):
-        return e
-    e = sympy.sympify(e)
-    return int(e) if e.is_Integer else None
+    return len(src) <= len(dst) and all(a == b or a == 1 for a, b in zip(reversed(src), reversed(dst)))
 
 
 class _Verifier:
@@ -157,7 +116,7 @@ class _Verifier:
 
     def __init__(self, k: Kernel, target: Target) -> None:
         self.k, self.t = k, target
-        self.issues: list[_Issue] = []
+        self.issues: list[tuple[type[TrnError], str, SourceLoc | None]] = []
         self.runtime: list[RuntimeCheck] = []
         self.visible: dict[Buf, _Alloc] = {}
         self.allocated: dict[Buf, SourceLoc | None] = {}
@@ -171,19 +130,17 @@ class _Verifier:
 
     # --- helpers ---------------------------------------------------------------------------------
     def err(self, cls: type[TrnError], msg: str, loc: SourceLoc | None) -> None:
-        self.issues.append(_Issue(cls, msg, loc if loc is not None else self.k.loc))
+        self.issues.append((cls, msg, loc if loc is not None else self.k.loc))
 
     def ranges(self, loops: tuple[Loop, ...]) -> Ranges:
         key = tuple(id(lp) for lp in loops)
-        if key not in self._ranges:
-            self._ranges[key] = loop_ranges(loops, self.k.grid)
-        return self._ranges[key]
+        return self._ranges.get(key) or self._ranges.setdefault(key, loop_ranges(loops, self.k.grid))
 
     def scope(self, loops: tuple[Loop, ...]) -> set[sympy.Symbol]:
         return {lp.var for lp in loops} | {pid_sym(a) for a in range(max(3, len(self.k.grid)))}
 
     def check_syms(self, e: Any, allowed: set[sympy.Symbol], what: str, loc: SourceLoc | None) -> bool:
-        bad = sorted(str(s) for s in _free_syms(e) - allowed)
+        bad = sorted(str(s) for s in (e.free_symbols if isinstance(e, sympy.Basic) else set()) - allowed)
         if bad:
             self.err(VerifyError, f"{what} uses {', '.join(bad)}, which is not an enclosing loop variable, program id "
                                   f"or axis in scope here", loc)
@@ -224,12 +181,8 @@ class _Verifier:
         self.loop_end[id(lp)] = self.pos - 1
 
     def instr(self, ins: Instr, loops: tuple[Loop, ...], local: list[Buf]) -> None:
-        pos = self.pos
+        pos, loc = self.pos, ins.loc
         self.pos += 1
-        loc = ins.loc
-        if not isinstance(ins.op, Op):
-            self.err(VerifyError, f"unknown instruction {ins.op!r}", loc)
-            return
         if ins.op is Op.ALLOC:
             self.alloc(ins, loops, local, pos)
             return
@@ -241,12 +194,8 @@ class _Verifier:
         engine = ins.engine if ins.engine in spec.engines else spec.engines[0]
         if not self.arity(ins):
             return
-        regions: list[Region] = []
-        for x in (*ins.outs, *ins.ins):
-            if isinstance(x, Region):
-                regions.append(x)
-            elif isinstance(x, Access):
-                regions.extend(x.gathers)
+        regions = [r for x in (*ins.outs, *ins.ins)
+                   for r in ([x] if isinstance(x, Region) else x.gathers if isinstance(x, Access) else [])]
         if not all([self.region(r, loops, pos, loc) for r in regions]):
             return
         _CHECKS[ins.op](self, ins, loops)
@@ -256,16 +205,12 @@ class _Verifier:
 
     def arity(self, ins: Instr) -> bool:
         spec, op, loc = OP_SPECS[ins.op], ins.op, ins.loc
-        lo_o, hi_o = _N_OUTS.get(op, (spec.n_outs, spec.n_outs))
-        lo_i, hi_i = _N_INS.get(op, (spec.n_ins, spec.n_ins))
-        if not lo_o <= len(ins.outs) <= hi_o:
-            self.err(VerifyError, f"{op.value} takes {lo_o if lo_o == hi_o else f'{lo_o}-{hi_o}'} outputs, "
-                                  f"got {len(ins.outs)}", loc)
-            return False
-        if not lo_i <= len(ins.ins) <= hi_i:  # type: ignore[operator]
-            self.err(VerifyError, f"{op.value} takes {lo_i if lo_i == hi_i else f'{lo_i}-{hi_i}'} inputs, "
-                                  f"got {len(ins.ins)}", loc)
-            return False
+        for what, got, (lo, hi) in (("outputs", ins.outs, _N_OUTS.get(op, (spec.n_outs,) * 2)),
+                                    ("inputs", ins.ins, _N_INS.get(op, (spec.n_ins,) * 2))):
+            if not lo <= len(got) <= hi:  # type: ignore[operator]
+                n = lo if lo == hi else f"{lo}-{hi}"
+                self.err(VerifyError, f"{op.value} takes {n} {what}, got {len(got)}", loc)
+                return False
         if op is Op.DMA_COPY:
             return True  # its operand kinds are checked with the access
         for o in ins.outs:
@@ -293,21 +238,18 @@ class _Verifier:
             self.err(VerifyError, f"{what} is allocated twice", loc)
             return
         if b.space not in (Space.SBUF, Space.PSUM):
-            self.err(VerifyError, f"alloc declares on-chip buffers (SBUF or PSUM) only; {what} is in "
-                                  f"{b.space.value}", loc)
+            self.err(VerifyError, f"alloc declares on-chip buffers (SBUF or PSUM) only; {what} is {b.space.value}", loc)
             ok = False
         if not b.shape or any(not isinstance(n, int) or n < 1 for n in b.shape):
             self.err(ShapeError, f"{what}: buffer dimensions must be positive integers", loc)
             ok = False
         elif b.shape[0] > self.t.pmax:
-            self.err(ShapeError, f"{what}: partition dimension {b.shape[0]} exceeds {self.t.pmax} "
-                                 f"(tl.tile_size.pmax)", loc)
+            self.err(ShapeError, f"{what}: partition dimension {b.shape[0]} exceeds {self.t.pmax} (tl.tile_size.pmax)",
+                     loc)
             ok = False
         if b.dtype is DType.int64:
-            self.err(DTypeError, f"{what}: int64 exists only in HBM; on-chip tiles hold at most int32 "
-                                 f"(loads convert)", loc)
-        rec = _Alloc(b, pos, loops, loc)
-        self.visible[b] = rec
+            self.err(DTypeError, f"{what}: int64 exists only in HBM; tiles hold at most int32 (loads convert)", loc)
+        self.visible[b] = rec = _Alloc(b, pos, loops, loc)
         self.allocated[b] = loc
         local.append(b)
         if ok:
@@ -322,21 +264,16 @@ class _Verifier:
             return False
         rec = self.visible.get(b)
         if rec is None:
-            where = self.allocated.get(b, False)
-            if where is not False:
-                msg = (f"tile {b.name} {_shape(b.shape)} is used outside the loop that allocates it "
-                       f"(allocated at {where})")
-            else:
-                msg = f"tile {b.name} {_shape(b.shape)} is used before it is allocated (no alloc precedes it)"
-            self.err(VerifyError, msg, loc)
+            why = (f"outside the loop that allocates it (allocated at {self.allocated[b]})" if b in self.allocated
+                   else "before it is allocated (no alloc precedes it)")
+            self.err(VerifyError, f"tile {b.name} {_shape(b.shape)} is used {why}", loc)
             return False
         self.uses.append((rec, pos, loops))
         if b in self.bad_bufs:
             return False  # already reported at its alloc
         nd = len(b.shape)
         if not len(r.starts) == len(r.sizes) == len(r.keep) == nd:
-            self.err(VerifyError, f"a region of {b.name} {_shape(b.shape)} needs {nd} starts, sizes and keep flags",
-                     loc)
+            self.err(VerifyError, f"a region of {b.name} {_shape(b.shape)} needs {nd} starts/sizes/keeps", loc)
             return False
         for d, (n, k) in enumerate(zip(r.sizes, r.keep)):
             if not isinstance(n, int) or n < 1 or (not k and n != 1):
@@ -352,7 +289,7 @@ class _Verifier:
                 self.err(ShapeError, f"region {_region(r)}: the start {s} of dim {d} cannot be bounded", loc)
                 ok = False
             elif sr[0] <= sr[1] and (sr[0] < 0 or sr[1] + n > dim):
-                rng = str(sr[0]) if sr[0] == sr[1] else f"ranges over [{sr[0]}, {sr[1]}]"
+                rng = f"is {sr[0]}" if sr[0] == sr[1] else f"ranges over [{sr[0]}, {sr[1]}]"
                 self.err(ShapeError, f"region {_region(r)} is outside its buffer {b.name} {_shape(b.shape)} in dim "
                                      f"{d}: the start {rng} and the size is {n}, so it covers indices "
                                      f"[{sr[0]}, {sr[1] + n - 1}] of a dimension of size {dim}", loc)
@@ -380,8 +317,8 @@ class _Verifier:
             self.err(VerifyError, f"the GpSimd engine cannot access PSUM ({_region(in_psum[0])} is in PSUM); "
                                   f"run {ins.op.value} on the Vector or Scalar engine", ins.loc)
         limit = self.t.free_max_psum if in_psum else self.t.free_max_sbuf
-        big = max(regs, key=lambda r: _prod(r.shape[1:]))
-        fs = _prod(big.shape[1:])
+        big = max(regs, key=lambda r: math.prod(r.shape[1:]))
+        fs = math.prod(big.shape[1:])
         if fs > limit:
             where = "with an operand in PSUM" if in_psum else "from SBUF"
             self.err(ShapeError, f"{ins.op.value} on the {engine.value} engine: free size {fs} elements per partition "
@@ -393,7 +330,7 @@ class _Verifier:
         if not 1 <= p <= self.t.pmax:
             return
         allowed = self.t.partition_starts(p)
-        c = _const(s)
+        c = const_int(s)
         note = ""
         if c is not None:
             ok = c in allowed
@@ -406,8 +343,9 @@ class _Verifier:
                 and all(v % q == 0 for v in (aff[0], *aff[1].values()))))
             note = f" (which ranges over [{rng[0]}, {rng[1]}])" if rng is not None else ""
         if not ok:
-            self.err(VerifyError, f"tile {_region(r)} spans {p} partitions and starts at partition {s}{note}; a tile "
-                                  f"spanning {p} partitions must start at partition "
+            span = f"{p} partition" + "s" * (p > 1)
+            self.err(VerifyError, f"tile {_region(r)} spans {span} and starts at partition {s}{note}; a tile "
+                                  f"spanning {span} must start at partition "
                                   f"{' or '.join(str(a) for a in allowed)} (tiles spanning > 64 partitions start at "
                                   f"0; 33-64 at 0 or 64; <= 32 at 0, 32, 64 or 96)", loc)
 
@@ -470,12 +408,9 @@ class _Verifier:
             if total <= cap:
                 continue
             live.sort(key=lambda r: (-r.buf.nbytes_per_partition, r.pos))
-            lines = []
-            for r in live:
-                b, n = r.buf, r.buf.nbytes_per_partition
-                extra = f" = {cost(r)} banks" if space is Space.PSUM else ""
-                lines.append(f"    {b.name} {_shape(b.shape)} {_dt(b.dtype)}: {n} B per partition{extra}, allocated "
-                             f"at {r.loc if r.loc is not None else '<unknown>'}")
+            banks = {r: f" = {cost(r)} bank{'s' * (cost(r) > 1)}" if space is Space.PSUM else "" for r in live}
+            lines = [f"    {r.buf.name} {_shape(r.buf.shape)} {_dt(r.buf.dtype)}: {r.buf.nbytes_per_partition} B per "
+                     f"partition{banks[r]}, allocated at {r.loc or '<unknown line>'}" for r in live]
             if space is Space.SBUF:
                 head = (f"SBUF overflow: the live SBUF allocations need {total} bytes per partition "
                         f"({total / 1024:.1f} KiB) but {t.name} has {cap} ({cap // 1024} KiB) per partition")
@@ -600,7 +535,7 @@ def _check_copy(v: _Verifier, ins: Instr, loops: tuple[Loop, ...]) -> None:
     out, x = ins.outs[0], ins.ins[0]
     if ins.attrs.get("reshape"):
         ps, po = (x.shape[0] if x.shape else 1), (out.shape[0] if out.shape else 1)
-        if ps != po or _prod(x.shape[1:]) != _prod(out.shape[1:]):
+        if ps != po or math.prod(x.shape[1:]) != math.prod(out.shape[1:]):
             v.err(ShapeError, f"tensor_copy reshape keeps the partition count and the free element count: "
                               f"{_shape(x.shape)} -> {_shape(out.shape)}", ins.loc)
     else:
@@ -614,12 +549,12 @@ def _check_elementwise(v: _Verifier, ins: Instr, loops: tuple[Loop, ...]) -> Non
         v.bcast(ins, x, ins.outs[0], what)
 
 
-def _check_iota_like(v: _Verifier, ins: Instr, loops: tuple[Loop, ...]) -> None:
-    key = "expr" if ins.op is Op.IOTA else "pred"
-    e = ins.attrs.get(key)
-    out = ins.outs[0]
-    if e is None:
-        v.err(VerifyError, f"{ins.op.value} needs the attribute {key}", ins.loc)
+def _check_generated(v: _Verifier, ins: Instr, loops: tuple[Loop, ...]) -> None:
+    """iota / affine_select / memset: the output is generated from an attribute."""
+    key = {Op.IOTA: "expr", Op.AFFINE_SELECT: "pred", Op.MEMSET: "value"}[ins.op]
+    e, out = ins.attrs.get(key), ins.outs[0]
+    if e is None or (ins.op is Op.MEMSET and not isinstance(e, (int, float, bool))):
+        v.err(VerifyError, f"{ins.op.value} needs the attribute {key} (got {e!r})", ins.loc)
         return
     allowed = v.scope(loops) | {axis_sym(k) for k in range(len(out.shape))}
     v.check_syms(e, allowed, f"the {ins.op.value} {key} {e}", ins.loc)
@@ -627,19 +562,13 @@ def _check_iota_like(v: _Verifier, ins: Instr, loops: tuple[Loop, ...]) -> None:
         v.bcast(ins, x, out, what)
 
 
-def _check_memset(v: _Verifier, ins: Instr, loops: tuple[Loop, ...]) -> None:
-    val = ins.attrs.get("value")
-    if not isinstance(val, (int, float, bool)):
-        v.err(VerifyError, f"memset needs a number value, got {val!r}", ins.loc)
-
-
 def _check_scan(v: _Verifier, ins: Instr, loops: tuple[Loop, ...]) -> None:
     out = ins.outs[0]
     v.alu(ins, "op0", (AluKind.BINARY,))
     v.alu(ins, "op1", (AluKind.BINARY,))
     a, b, init = ins.ins
-    v.bcast(ins, a, out, "a")
-    v.bcast(ins, b, out, "b")
+    for x, what in ((a, "a"), (b, "b")):
+        v.bcast(ins, x, out, what)
     p = out.shape[0] if out.shape else 1
     if isinstance(init, Region) and not _bcast_ok(init.shape, (p, 1)):
         v.err(ShapeError, f"tensor_tensor_scan: initial {_region(init)} must be [{p}, 1], got {_shape(init.shape)}",
@@ -719,8 +648,8 @@ def _check_bn(v: _Verifier, ins: Instr, loops: tuple[Loop, ...]) -> None:
 _CHECKS: dict[Op, Callable[[_Verifier, Instr, tuple[Loop, ...]], None]] = {
     Op.DMA_COPY: _check_dma, Op.ACTIVATION: _check_activation, Op.TENSOR_TENSOR: _check_elementwise,
     Op.TENSOR_SCALAR: _check_tensor_scalar, Op.TENSOR_REDUCE: _check_reduce, Op.TENSOR_COPY: _check_copy,
-    Op.SELECT: _check_elementwise, Op.IOTA: _check_iota_like, Op.MEMSET: _check_memset,
-    Op.AFFINE_SELECT: _check_iota_like, Op.SCAN: _check_scan, Op.MATMUL: _check_matmul,
+    Op.SELECT: _check_elementwise, Op.IOTA: _check_generated, Op.MEMSET: _check_generated,
+    Op.AFFINE_SELECT: _check_generated, Op.SCAN: _check_scan, Op.MATMUL: _check_matmul,
     Op.TRANSPOSE: _check_transpose, Op.BN_STATS: _check_bn, Op.BN_AGGR: _check_bn, Op.PRINT: lambda v, ins, loops: None,
 }
 
@@ -737,7 +666,7 @@ def _run(k: Kernel, target: str | Target | None) -> _Verifier:
 
 def problems(k: Kernel, target: str | Target | None = None) -> list[TrnError]:
     """Every violation of the kernel as an (unraised) ``TrnError``, in program order (capacity last)."""
-    return [i.cls(i.msg, loc=i.loc) for i in _run(k, target).issues]
+    return [cls(msg, loc=loc) for cls, msg, loc in _run(k, target).issues]
 
 
 def verify(k: Kernel, target: str | Target | None = None) -> list[RuntimeCheck]:
@@ -758,9 +687,9 @@ def verify(k: Kernel, target: str | Target | None = None) -> list[RuntimeCheck]:
     """
     v = _run(k, target)
     if v.issues:
-        first, rest = v.issues[0], v.issues[1:]
-        notes = [f"also: {i.msg.splitlines()[0]} (at {i.loc})" for i in rest[:_MAX_NOTES]]
+        (cls, msg, loc), rest = v.issues[0], v.issues[1:]
+        notes = [f"also: {m.splitlines()[0]} (at {where})" for _, m, where in rest[:_MAX_NOTES]]
         if len(rest) > _MAX_NOTES:
             notes.append(f"... and {len(rest) - _MAX_NOTES} more problems")
-        raise first.cls(first.msg, loc=first.loc, notes=notes)
+        raise cls(msg, loc=loc, notes=notes)
     return v.runtime

@@ -16,7 +16,7 @@ from trnlang.frontend.errors import (
     LaunchError,
     TraceError,
     TrnError,
-    clean_traceback,
+    user_traceback,
     user_loc,
 )
 from trnlang.frontend.tracer import tracing
@@ -88,7 +88,7 @@ class KernelFn:
             comp, prepared = self._specialize(args, grid)
             return self._run(comp, prepared, args, grid)
         except TrnError as e:
-            raise e.with_traceback(clean_traceback(e.__traceback__)) from None
+            raise e.with_traceback(user_traceback(e)) from None
 
     # --- introspection ---------------------------------------------------------------------
     def ir(self, *args: Any, grid: Any = (1,)) -> str:
@@ -98,7 +98,7 @@ class KernelFn:
         try:
             comp, _ = self._specialize(args, _normalize_grid(grid))
         except TrnError as e:
-            raise e.with_traceback(clean_traceback(e.__traceback__)) from None
+            raise e.with_traceback(user_traceback(e)) from None
         return print_kernel(comp.ir)
 
     def trace(self, *args: Any, grid: Any = (1,)) -> Kernel:
