@@ -13,6 +13,7 @@ from typing import Any, Callable
 import torch
 
 import trnlang as trn
+import trnlang.isa as isa
 import trnlang.language as tl
 
 
@@ -188,15 +189,9 @@ def linear_scan(a, b, out, block):
             m = (rows < n) & (cols < t_len)
             at = tl.load(a[rows, cols], mask=m, other=1.0)
             bt = tl.load(b[rows, cols], mask=m)
-            ht = tl.copy(tl.activation_scan(at, bt, h)) if False else _scan(at, bt, h)
+            ht = isa.tensor_tensor_scan(at, bt, h, tl.multiply, tl.add)      # h[t] = a[t] * h[t-1] + b[t]
             tl.store(out[rows, cols], ht, mask=m)
             h[...] = ht[:, block - 1:block]
-
-
-def _scan(at, bt, h):
-    import trnlang.isa as isa
-
-    return isa.tensor_tensor_scan(at, bt, h, tl.multiply, tl.add)
 
 
 @trn.kernel

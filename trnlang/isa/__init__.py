@@ -105,9 +105,8 @@ def dma_copy(dst: Any, src: Any) -> None:
     if isinstance(dst, Tile) and isinstance(src, AccessPattern):
         if dst.shape != src.shape:
             raise ShapeError(f"dma_copy shapes differ: {dst.shape} <- {src.shape}")
-        from trnlang.ir.nodes import Instr
-
         from trnlang.frontend.tracer import current
+        from trnlang.ir.nodes import Instr
 
         current().emit(Instr(Op.DMA_COPY, (dst.region,), (src.access,), {"other": 0}, Engine.DMA))
         return

@@ -17,7 +17,7 @@ from trnlang.ir.ops import Alu
 from trnlang.ir.types import DType, Space
 from trnlang.language import semantic as sem
 from trnlang.language import semantic_compute as semc
-from trnlang.language.values import DynSlice, Index, Pred, Tile, to_expr
+from trnlang.language.values import DynSlice, Index, Tile, to_expr
 
 # dtypes ------------------------------------------------------------------------------
 float32 = DType.float32

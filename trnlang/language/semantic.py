@@ -26,7 +26,6 @@ from trnlang.language.values import (
     Tile,
     broadcast_shapes,
     const_int,
-    shift_axes,
     to_expr,
 )
 

@@ -332,7 +332,7 @@ class Tile:
     def __setitem__(self, key: Any, value: Any) -> None:
         from trnlang.language import semantic
 
-        semantic.assign(self[key] if key != Ellipsis else self, value)
+        semantic.assign(self if key is Ellipsis else self[key], value)
 
     # --- arithmetic -----------------------------------------------------------------
     def astype(self, dtype: Any) -> Tile:

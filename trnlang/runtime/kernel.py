@@ -5,23 +5,20 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
 from trnlang.frontend.errors import (
-    DTypeError,
     LaunchError,
     TraceError,
     TrnError,
-    user_traceback,
     user_loc,
+    user_traceback,
 )
 from trnlang.frontend.tracer import tracing
 from trnlang.ir.nodes import HbmTensor, Kernel, SourceLoc
-from trnlang.ir.types import DType, Space, to_dtype, torch_dtype
 from trnlang.language.values import HbmRef
 from trnlang.runtime import args as argconv
 
@@ -202,4 +199,4 @@ def kernel(fn: Callable[..., Any] | None = None, *, target: str | None = None, i
     return KernelFn(fn, target, interpret, debug)
 
 
-__all__ = ["kernel", "KernelFn", "Compiled", "DType", "Space", "to_dtype", "torch_dtype", "DTypeError", "sys"]
+__all__ = ["kernel", "KernelFn", "Compiled"]
