@@ -11,9 +11,12 @@ import sys
 from typing import Any, Callable
 
 from trnlang.ir.nodes import Kernel
+from trnlang.passes.plan_memory import plan_memory
 
 # (name, pass). Each pass takes valid IR and returns valid IR (mutating in place).
 PIPELINE: list[tuple[str, Callable[[Kernel], Any]]] = [
+    # SBUF/PSUM addresses (ALLOC attrs addr, bufs): liveness-based reuse, PSUM banks, multi-buffered loop bodies.
+    ("plan_memory", plan_memory),
 ]
 
 
