@@ -82,3 +82,50 @@ def overloaded(builder: ir.IRBuilder, base: str, ty: ir.Type, nargs: int) -> ir.
 def call_overloaded(builder: ir.IRBuilder, base: str, *args: ir.Value) -> ir.Value:
     """Call ``llvm.<base>`` overloaded on the type of the first argument."""
     return builder.call(overloaded(builder, base, args[0].type, len(args)), list(args))
+
+
+class Loop:
+    """A counted loop ``for (i = start; i < stop; i += step)`` built with phis.
+
+    Usage::
+
+        with Loop(builder, start, stop, step, "k") as i:
+            ...  # body (may create blocks); the builder ends after the loop
+
+    The body runs zero times when ``start >= stop``.  ``i`` has the type of ``start``.
+    """
+
+    def __init__(self, builder: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: int | ir.Value = 1,
+                 name: str = "i") -> None:
+        self.b = builder
+        self.start, self.stop, self.name = start, stop, name
+        self.step = step if isinstance(step, ir.Value) else ir.Constant(start.type, step)
+
+    def __enter__(self) -> ir.Value:
+        b = self.b
+        fn = b.block.function
+        pre = b.block
+        self.head = fn.append_basic_block(f"{self.name}.head")
+        self.body = fn.append_basic_block(f"{self.name}.body")
+        self.exit = fn.append_basic_block(f"{self.name}.exit")
+        b.branch(self.head)
+        b.position_at_end(self.head)
+        self.i = b.phi(self.start.type, name=self.name)
+        self.i.add_incoming(self.start, pre)
+        b.cbranch(b.icmp_signed("<", self.i, self.stop), self.body, self.exit)
+        b.position_at_end(self.body)
+        return self.i
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is not None:
+            return
+        b = self.b
+        nxt = b.add(self.i, self.step, name=f"{self.name}.next")
+        self.i.add_incoming(nxt, b.block)
+        b.branch(self.head)
+        b.position_at_end(self.exit)
+
+
+def smin(builder: ir.IRBuilder, a: ir.Value, b: ir.Value) -> ir.Value:
+    """Signed integer minimum."""
+    return builder.select(builder.icmp_signed("<", a, b), a, b)

@@ -252,3 +252,34 @@ def load_object(obj: bytes) -> LoadedModule:
     with _live_lock:
         _live.append(loaded)
     return loaded
+
+
+def _lifecycle_timings() -> dict[str, float]:
+    """Milliseconds of each lifecycle step for a small module (an 8-wide exp map kernel)."""
+    import time
+
+    from .mapkernel import add_map_function
+    from .vecmath import emit_exp
+
+    module = ir.Module(name="timing")
+    add_map_function(module, "vm_exp", emit_exp, 1)
+    t0 = time.perf_counter()
+    mod = build(module)
+    t1 = time.perf_counter()
+    optimize(mod)
+    t2 = time.perf_counter()
+    obj = emit_object(mod)
+    t3 = time.perf_counter()
+    lib = load_object(obj)
+    lib.address("vm_exp")
+    t4 = time.perf_counter()
+    return {"build": 1e3 * (t1 - t0), "optimize": 1e3 * (t2 - t1), "emit_object": 1e3 * (t3 - t2),
+            "load_object": 1e3 * (t4 - t3), "object_bytes": float(len(obj))}
+
+
+if __name__ == "__main__":
+    print(f"llvmlite {llvmlite_version} (LLVM {llvm_version}), host {host_cpu_name()}")
+    print(f"host_cpu_key: {host_cpu_key()[:100]}...")
+    _lifecycle_timings()  # warm up LLVM's one-time costs
+    for _ in range(3):
+        print("  ".join(f"{k} {v:.2f}" for k, v in _lifecycle_timings().items()), "(ms)")

@@ -259,10 +259,10 @@ def _binary_f32(cx: Ctx, op: Alu, a: ir.Value, c: ir.Value) -> ir.Value:
         return b.fmul(a, c)
     if op is Alu.divide:
         return b.fdiv(a, c)
-    if op is Alu.maximum:
-        return cx.call_intrinsic("llvm.maximum", [a, c])
-    if op is Alu.minimum:
-        return cx.call_intrinsic("llvm.minimum", [a, c])
+    if op in (Alu.maximum, Alu.minimum):
+        # numpy: NaN propagates; on ties (+0 vs -0) the second operand wins (x86 maxps)
+        t = b.select(b.fcmp_ordered(">" if op is Alu.maximum else "<", a, c), a, c)
+        return b.select(b.fcmp_unordered("uno", a, a), a, t)
     if op is Alu.power:
         vm = _vecmath_fn(Alu.power)
         if vm is not None:

@@ -45,6 +45,30 @@ class CT(enum.Enum):
         return F32 if self is CT.F32 else I32
 
 
+# intrinsics declared by name: arity, and whether it converts (overloaded on result and source type)
+_EXTRA_INTRINSICS = {
+    "llvm.maximum": (2, False), "llvm.minimum": (2, False), "llvm.maxnum": (2, False), "llvm.minnum": (2, False),
+    "llvm.roundeven": (1, False), "llvm.floor": (1, False), "llvm.ceil": (1, False), "llvm.trunc": (1, False),
+    "llvm.sqrt": (1, False), "llvm.fabs": (1, False), "llvm.exp": (1, False), "llvm.pow": (2, False),
+    "llvm.fptosi.sat": (1, True), "llvm.fptoui.sat": (1, True), "llvm.copysign": (2, False),
+    "llvm.fma": (3, False), "llvm.smax": (2, False), "llvm.smin": (2, False), "llvm.ldexp": (2, True),
+}
+
+
+def _mangle(t: ir.Type) -> str:
+    if isinstance(t, ir.VectorType):
+        return f"v{t.count}{_mangle(t.element)}"
+    if isinstance(t, ir.IntType):
+        return f"i{t.width}"
+    if isinstance(t, ir.HalfType):
+        return "f16"
+    if isinstance(t, ir.FloatType):
+        return "f32"
+    if isinstance(t, ir.DoubleType):
+        return "f64"
+    raise NotImplementedError(f"cannot mangle {t}")
+
+
 def ci64(v: int) -> ir.Constant:
     """An i64 constant (wrapped to 64 bits)."""
     v = ((int(v) + 2**63) % 2**64) - 2**63
@@ -86,7 +110,19 @@ class Ctx:
 
     # ------------------------------------------------------------------ module-level helpers
     def intrinsic(self, name: str, tys: tuple[ir.Type, ...], fnty: ir.FunctionType | None = None) -> ir.Function:
-        """An LLVM intrinsic (``llvm.exp`` + overload types, or an explicit function type)."""
+        """An LLVM intrinsic (``llvm.exp`` + overload types, or an explicit function type).
+
+        Intrinsics llvmlite does not know (``llvm.maximum``, ``llvm.fptosi.sat``...) are declared by name.
+        """
+        if fnty is None and name in _EXTRA_INTRINSICS:
+            arity, conv = _EXTRA_INTRINSICS[name]
+            full = name + "".join("." + _mangle(t) for t in tys)
+            fn = self.module.globals.get(full)
+            if fn is None:
+                ret = tys[0]
+                args = [tys[1]] if conv else [tys[0]] * arity
+                fn = ir.Function(self.module, ir.FunctionType(ret, args), full)
+            return fn
         return self.module.declare_intrinsic(name, tys, fnty)
 
     def call_intrinsic(self, name: str, args: list[ir.Value], tys: tuple[ir.Type, ...] | None = None,

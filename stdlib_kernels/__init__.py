@@ -1,1 +1,22 @@
-"""trnlang package."""
+"""The standard library of trnlang kernels and their ATen lowerings for the ``trn`` device.
+
+One family per module; importing a module registers its lowerings (``@lowering``).
+:func:`register_all` imports them all (the device layer calls it at first use).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+FAMILIES = ("stdlib_kernels.pointwise", "stdlib_kernels.matmul", "stdlib_kernels.reduce",
+            "stdlib_kernels.softmax", "stdlib_kernels.copy", "stdlib_kernels.decompositions")
+
+
+def register_all() -> None:
+    """Import every family (each registers its lowerings once)."""
+    for name in FAMILIES:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name != name:
+                raise

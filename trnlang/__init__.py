@@ -27,9 +27,12 @@ from trnlang.frontend.errors import (
     TrnError,
     VerifyError,
 )
+from trnlang.runtime.autotune import Config, autotune
 from trnlang.runtime.kernel import KernelFn, kernel
+from trnlang.sim.profile import Profile
 
 __all__ = [
     "__version__", "kernel", "KernelFn", "TrnError", "TraceError", "ShapeError", "DTypeError", "BoundsError",
-    "SbufOverflowError", "VerifyError", "LaunchError", "LoweringError", "CompileError",
+    "SbufOverflowError", "VerifyError", "LaunchError", "LoweringError", "CompileError", "Profile", "autotune",
+    "Config",
 ]

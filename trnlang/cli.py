@@ -21,6 +21,7 @@ import sys
 import textwrap
 from collections.abc import Callable
 from importlib import metadata
+from typing import Any
 
 from trnlang._version import __version__
 from trnlang.sim.targets import device_table, get_target
@@ -74,6 +75,70 @@ def _cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _default_md_path() -> str | None:
+    """docs/op_compatibility.md of the source tree (editable installs), if that folder exists."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    docs = os.path.join(root, "docs")
+    return os.path.join(docs, "op_compatibility.md") if os.path.isdir(docs) else None
+
+
+def _cmd_coverage(args: argparse.Namespace) -> int:
+    """Run OpInfo samples on trn vs CPU; print the table; write --json and the markdown report."""
+    import json
+
+    import torch
+
+    from trnlang.device.coverage import markdown_report, run_coverage, summary_table
+
+    ops = [o.strip() for o in args.ops.split(",") if o.strip()] if args.ops else None
+    try:
+        dtypes = [getattr(torch, d.strip()) for d in args.dtypes.split(",") if d.strip()]
+    except AttributeError as exc:
+        print(f"trn coverage: error: unknown dtype in --dtypes: {exc}", file=sys.stderr)
+        return 2
+    report = run_coverage(ops=ops, limit=args.limit, dtypes=dtypes, backward=not args.no_backward,
+                          max_samples=args.max_samples, progress=not args.no_progress)
+    if ops and report["compared"] + report["skipped"] == 0:
+        print(f"trn coverage: error: no OpInfo named {', '.join(ops)}", file=sys.stderr)
+        return 2
+    print(f"trn coverage: {len(report['ops'])} OpInfos, torch {torch.__version__}, "
+          f"{'forward+backward' if not args.no_backward else 'forward'} ({report['dtype']}), forward (others)")
+    print(summary_table(report))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1, sort_keys=True)
+        print(f"wrote {args.json}")
+    md = args.md if args.md else (None if (ops or args.limit) else _default_md_path())
+    if md and not args.no_md:
+        with open(md, "w") as f:
+            f.write(markdown_report(report))
+        print(f"wrote {md}")
+    return 0
+
+
+def _add_coverage_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "coverage",
+        help="run PyTorch's OpInfo samples on the trn device vs the CPU and report op coverage",
+        description="Run every OpInfo of torch's op_db (or a selection) on the trn device and on the CPU, forward "
+        "and backward, and compare. Prints a table (compared / passing natively / passing through the CPU "
+        "fallback / failing / skipped); a full run also writes docs/op_compatibility.md.",
+    )
+    p.add_argument("--ops", metavar="A,B", default=None, help="comma-separated OpInfo names (e.g. add,softmax)")
+    p.add_argument("--limit", metavar="N", type=int, default=None, help="only the first N selected OpInfos")
+    p.add_argument("--max-samples", metavar="N", type=int, default=None, help="at most N samples per op and dtype")
+    p.add_argument("--dtypes", metavar="D,E", default="float32,bfloat16",
+                   help="dtypes to run (the first decides the summary; default float32,bfloat16)")
+    p.add_argument("--no-backward", action="store_true", help="compare forward results only")
+    p.add_argument("--json", metavar="PATH", default=None,
+                   help="write the report (compared, native_pass, fallback_pass, fail, skipped, ops) as JSON")
+    p.add_argument("--md", metavar="PATH", default=None,
+                   help="markdown report path (default: docs/op_compatibility.md, for full runs only)")
+    p.add_argument("--no-md", action="store_true", help="do not write the markdown report")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_coverage)
+
+
 def _not_implemented(name: str) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         print(f"trn {name}: not implemented yet", file=sys.stderr)
@@ -105,9 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     info.set_defaults(func=_cmd_info)
 
+    _add_coverage_parser(sub)
     placeholders = {
         "cache": "inspect or clear the compiled-kernel cache ($TRN_CACHE_DIR)",
-        "coverage": "report which ATen ops the trn device lowers natively",
         "bench": "run the benchmarks against torch CPU",
         "profile": "profile a kernel on the simulated device",
     }

@@ -54,10 +54,9 @@ def as_alu(op: Any) -> Alu:
         return a
     if isinstance(op, str) and op in Alu.__members__:
         return Alu[op]
-    names = {"np.add": "add"}
     if callable(op) and getattr(op, "__name__", None) in Alu.__members__:
         return Alu[op.__name__]
-    raise TraceError(f"unknown ALU operation {op!r} {names.get(str(op), '')}".strip())
+    raise TraceError(f"unknown ALU operation {op!r}; pass a tl function (tl.add) or an op name ('add')")
 
 
 def _scalar_dtype(v: Any) -> DType:
@@ -84,16 +83,12 @@ def _result_dtype(alu: Alu, a: DType, b: DType | None, a_scalar: bool = False, b
         if d.is_float:
             raise DTypeError(f"{alu.value} needs integer or bool operands, got {d.name}")
         return d
-    if alu in (Alu.divide, Alu.power) and d.is_int and alu is Alu.divide:
-        return DType.float32
-    if spec.transcendental and d.is_int:
-        return DType.float32
-    if alu in (Alu.reciprocal,) and d.is_int:
-        return DType.float32
+    if d.is_int and (spec.transcendental or alu in (Alu.divide, Alu.reciprocal)):
+        return DType.float32  # true division and math functions of ints give floats (torch rule)
     if d == DType.bool_ and alu in (Alu.add, Alu.subtract, Alu.multiply, Alu.negative):
         return DType.int32
     if d in (DType.float8_e4m3, DType.float8_e5m2):
-        return DType.bfloat16 if False else DType.float32  # fp8 is a storage type: compute results are fp32
+        return DType.float32  # fp8 is a storage type: compute results are fp32
     return d
 
 

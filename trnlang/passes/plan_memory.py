@@ -22,6 +22,11 @@ assignment with a program-order first-fit fallback).
 PSUM is counted in banks (2 KiB per partition each, 8 banks): a PSUM tile
 occupies whole banks, so a matmul output never straddles a bank.
 
+Reuse has a price (a buffer placed where another died must wait for that
+buffer's last reader), so once the placement with multi-buffering is known,
+intervals are padded (no reuse at all if that fits, else reuse only of space
+freed 256, 64, 16 or 4 instructions earlier) when the space allows.
+
 Multi-buffering: the allocations made directly in an ``affine_range`` body may
 get ``n`` = 3 or 2 copies (never more than the trip count) so that iteration
 ``i + 1`` can load into a fresh copy while iteration ``i`` still computes. A
@@ -40,7 +45,7 @@ Example:
     >>> from tests.kernels import matmul_kn
     >>> k = matmul_kn.trace(torch.randn(256, 128), torch.randn(256, 64), torch.empty(128, 64))
     >>> [(a.outs[0].name, a.attrs["bufs"]) for a in allocs(k)]
-    [('t0', 2), ('t1', 2), ('t2', 2), ('t4', 2)]
+    [('t0', 1), ('t1', 2), ('t2', 2), ('t4', 1)]
 """
 
 from __future__ import annotations
@@ -59,6 +64,8 @@ __all__ = ["MAX_BUFS", "Placement", "allocs", "footprint", "plan_memory", "slot_
 
 #: The most copies a multi-buffered allocation gets (DEVICE.md: double or triple buffering).
 MAX_BUFS = 3
+#: Padding of live intervals (in instructions) tried, in order, once the required placement is known.
+REUSE_SLACKS = (1 << 30, 256, 64, 16, 4)
 
 
 def slot_units(buf: Buf, t: Target) -> int:
@@ -176,16 +183,19 @@ class _Liveness:
             self.pending.append((rec, extra[0]))
 
 
-def _interval(r: _Rec, live: _Liveness) -> tuple[int, int]:
+def _interval(r: _Rec, live: _Liveness, slack: int = 0) -> tuple[int, int]:
     if r.bufs > 1 and r.loops:  # a multi-buffered body owns its copies for the whole body
-        return live.span[id(r.loops[-1])]
-    return r.pos, r.end
+        s, e = live.span[id(r.loops[-1])]
+    else:
+        s, e = r.pos, r.end
+    return s, e + slack
 
 
-def _assign(recs: list[_Rec], live: _Liveness, t: Target, align_of: Any) -> tuple[int, dict[_Rec, int]] | None:
+def _assign(recs: list[_Rec], live: _Liveness, t: Target, align_of: Any, slack: int = 0,
+            ) -> tuple[int, dict[_Rec, int]] | None:
     """Offsets for ``recs`` (one space); returns (footprint, offsets) of the better of two greedy orders."""
     best: tuple[int, dict[_Rec, int]] | None = None
-    items = [(r, *_interval(r, live), slot_units(r.buf, t) * r.bufs) for r in recs]
+    items = [(r, *_interval(r, live, slack), slot_units(r.buf, t) * r.bufs) for r in recs]
     for order in (sorted(items, key=lambda it: (-it[3], it[1], it[0].pos)), sorted(items, key=lambda it: it[1])):
         placed: list[tuple[int, int, int, int]] = []  # (start, end, offset, size)
         offs: dict[_Rec, int] = {}
@@ -214,8 +224,8 @@ def _align(t: Target) -> Any:
     return lambda r: 1 if r.buf.space is Space.PSUM else max(1, r.buf.dtype.itemsize)
 
 
-def _fits(recs: list[_Rec], live: _Liveness, t: Target, space: Space) -> dict[_Rec, int] | None:
-    res = _assign([r for r in recs if r.buf.space is space], live, t, _align(t))
+def _fits(recs: list[_Rec], live: _Liveness, t: Target, space: Space, slack: int = 0) -> dict[_Rec, int] | None:
+    res = _assign([r for r in recs if r.buf.space is space], live, t, _align(t), slack)
     if res is None:
         return {}
     top, offs = res
@@ -261,12 +271,13 @@ def _overflow(recs: list[_Rec], live: _Liveness, t: Target, space: Space) -> Sbu
     return SbufOverflowError(msg, loc=worst.loc)
 
 
-def plan_memory(k: Kernel, target: str | Target | None = None) -> Placement:
+def plan_memory(k: Kernel, target: str | Target | None = None, max_bufs: int = MAX_BUFS) -> Placement:
     """Plan SBUF/PSUM addresses and multi-buffering for ``k``, writing ``addr`` / ``bufs`` onto its ALLOCs.
 
     Args:
         k: the kernel (mutated in place: ALLOC attributes are replaced).
         target: a target or its name; default ``k.target``.
+        max_bufs: the most copies of a multi-buffered allocation (1 turns multi-buffering off).
 
     Returns:
         The footprints and the multi-buffering choices.
@@ -294,7 +305,7 @@ def plan_memory(k: Kernel, target: str | Target | None = None) -> Placement:
     # Multi-buffering: innermost affine loops first; 2 copies everywhere, then 3 where that still fits.
     cands = sorted((lid for lid, lp in live.loops.items() if lp.kind == "affine" and live.direct.get(lid)),
                    key=lambda lid: (-live.depth[lid], live.span[lid][0]))
-    for want in range(2, MAX_BUFS + 1):
+    for want in range(2, max_bufs + 1):
         for lid in cands:
             trips = _trip_count(live.loops[lid])
             n = want if trips is None else min(want, trips)
@@ -311,6 +322,15 @@ def plan_memory(k: Kernel, target: str | Target | None = None) -> Placement:
                         r.bufs = b
                 else:
                     plans[space] = offs
+    # Reuse costs time (a buffer placed where another one died must wait for its last reader), so when there is
+    # room the final placement keeps freed space unused for a while: live intervals padded by the first slack
+    # (in instructions; huge = no reuse at all) that still fits.
+    for space in (Space.SBUF, Space.PSUM):
+        for slack in REUSE_SLACKS:
+            offs = _fits(recs, live, t, space, slack) if plans[space] else None
+            if offs is not None:
+                plans[space] = offs
+                break
     placement = Placement()
     for r in recs:
         r.offset = plans[r.buf.space].get(r, 0)

@@ -102,6 +102,50 @@ class KernelFn:
         """The IR object of this specialization (after the pass pipeline)."""
         return self._specialize(args, _normalize_grid(grid))[0].ir
 
+    def llvm_ir(self, *args: Any, grid: Any = (1,), optimized: bool = False) -> str:
+        """The LLVM IR the JIT generates for this specialization (``optimized``: after LLVM's O3 pipeline)."""
+        from codegen.lower import llvm_ir_text
+
+        g = _normalize_grid(grid)
+        try:
+            comp, prepared = self._specialize(args, g)
+        except TrnError as e:
+            raise e.with_traceback(user_traceback(e)) from None
+        k = comp.ir
+        contiguous = [bool(p.array.flags.c_contiguous) for p in prepared if p.tensor is not None]
+        contiguous += [True] * (len(k.tensors) - len(contiguous))
+        return llvm_ir_text(k, g, contiguous, debug=self.debug, optimized=optimized)
+
+    def profile(self, *args: Any, grid: Any = (1,), simulate_only: bool = False, extrapolate: bool = True) -> Any:
+        """Run the kernel (outputs are written as by a normal call) and return the ``trn.Profile`` of its schedule.
+
+        Args:
+            *args: the kernel's arguments, as for a call.
+            grid: the launch grid (instances run back to back on one simulated NeuronCore).
+            simulate_only: compile and simulate without executing (outputs are not written; ``result`` is None).
+                For big problems whose host execution would be slow.
+            extrapolate: let the scheduler generate the steady state of long loops (see ``trnlang.sim.schedule``).
+
+        Example:
+            >>> import torch, trnlang as trn, trnlang.language as tl
+            >>> @trn.kernel
+            ... def double(x, out):
+            ...     tl.store(out[0:128, 0:64], tl.load(x[0:128, 0:64]) * 2.0)
+            >>> x = torch.ones(128, 64); out = torch.empty_like(x)
+            >>> p = double.profile(x, out)
+            >>> float(out[0, 0]), p.engines["dma"].instructions, p.time_us > 1.3
+            (2.0, 2, True)
+        """
+        from trnlang.sim.profile import Profile
+
+        g = _normalize_grid(grid)
+        try:
+            comp, prepared = self._specialize(args, g)
+            result = None if simulate_only else self._run(comp, prepared, args, g)
+        except TrnError as e:
+            raise e.with_traceback(user_traceback(e)) from None
+        return Profile.simulate(comp.ir, g, result=result, extrapolate=extrapolate)
+
     # --- internals --------------------------------------------------------------------------
     def _target(self) -> str:
         return self.target or os.environ.get("TRN_TARGET") or "trn2"

@@ -239,6 +239,7 @@ class Target:
     gpsimd_fixed_cycles: int = 150  # iota / affine_select: 150 + N
     reciprocal_cycles_per_elem: int = 8  # Vector reciprocal: 8N
     dma_efficient_bytes_per_partition: int = 2 * KiB  # transfers this large per partition approach peak
+    dma_min_burst_bytes: int = 64  # a contiguous HBM run shorter than this costs a whole burst (strided DMA is slow)
 
     @property
     def sbuf_bytes(self) -> int:

@@ -1,0 +1,95 @@
+"""Overhead of the ``trn`` torch device against the CPU op, for tiny tensors.
+
+``python benchmarks/bench_device.py [--repeat 7] [--iters 300]``
+
+Rows (each the median of ``--repeat`` timings of ``--iters`` calls, CPU and trn timed alternately
+so both see the same machine load):
+
+- ``x + y`` on 16-element float32 tensors: the native path (dispatch -> lowering -> kernel
+  launch) vs the CPU op (target <= 5x);
+- ``x.to("trn")`` of a 16-element tensor (target <= 20 us), vs ``x.clone()`` on the CPU;
+- ``.cpu()`` of a 16-element trn tensor, and ``torch.sin`` (a CPU-fallback op) for reference;
+- the kernel launch alone with numpy arrays and with trn tensors (the runtime's share).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def _time(fn: Callable[[], Any], iters: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    return (time.perf_counter() - t0) / iters * 1e6
+
+
+def _pair(cpu: Callable[[], Any], trn: Callable[[], Any], iters: int, repeat: int) -> tuple[float, float]:
+    for f in (cpu, trn):
+        for _ in range(20):
+            f()
+    cs, ts = [], []
+    for _ in range(repeat):
+        cs.append(_time(cpu, iters))
+        ts.append(_time(trn, iters))
+    return statistics.median(cs), statistics.median(ts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--iters", type=int, default=300)
+    args = ap.parse_args(argv)
+    import numpy as np
+    import torch
+
+    import trnlang.device as td
+    from stdlib_kernels import pointwise
+
+    td.register()
+    warnings.simplefilter("ignore", td.FallbackWarning)
+    x, y = torch.randn(16), torch.randn(16)
+    xt, yt = x.to("trn"), y.to("trn")
+    ot = torch.empty(16, device="trn")
+    xn, yn, on = x.numpy(), y.numpy(), np.empty(16, np.float32)
+    before = td.fallback_stats()
+    rows = []
+    c, t = _pair(lambda: x + y, lambda: xt + yt, args.iters, args.repeat)
+    rows.append(("x + y (16 x f32), native", c, t, 5.0))
+    c, t = _pair(lambda: x.clone(), lambda: x.to("trn"), args.iters, args.repeat)
+    rows.append(('x.to("trn") (16 x f32)', c, t, None))
+    to_trn_us = t
+    c, t = _pair(lambda: x.clone(), lambda: xt.cpu(), args.iters, args.repeat)
+    rows.append(("x.cpu() (16 x f32)", c, t, None))
+    c, t = _pair(lambda: torch.sin(x), lambda: torch.sin(xt), args.iters, args.repeat)
+    rows.append(("torch.sin (CPU fallback)", c, t, None))
+    kern = pointwise.elementwise
+    c, t = _pair(lambda: x + y, lambda: kern(xn, yn, None, on, "add", False, False, "f32"), args.iters,
+                 args.repeat)
+    rows.append(("  kernel launch, numpy args", c, t, None))
+    c, t = _pair(lambda: x + y, lambda: kern(xt, yt, None, ot, "add", False, False, "f32"), args.iters,
+                 args.repeat)
+    rows.append(("  kernel launch, trn args", c, t, None))
+    native_ok = "aten::add.Tensor" not in td.fallback_stats() or \
+        td.fallback_stats().get("aten::add.Tensor") == before.get("aten::add.Tensor")
+    print(f"torch {torch.__version__}; trn device overhead, median of {args.repeat} x {args.iters} calls")
+    print(f"{'operation':<30} | {'CPU us':>8} | {'trn us':>8} | {'trn/CPU':>8} | target")
+    print("-" * 74)
+    for name, cu, tu, target in rows:
+        tgt = f"<= {target:g}x" if target else ""
+        print(f"{name:<30} | {cu:>8.2f} | {tu:>8.2f} | {tu / cu:>7.1f}x | {tgt}")
+    print("-" * 74)
+    print(f'x.to("trn"): {to_trn_us:.1f} us (target <= 20 us); x + y ran natively: {native_ok}')
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,408 @@
+"""Register-blocked fp32 matrix multiply generated as ``llvmlite.ir``.
+
+Two entry points are emitted into a module by :func:`define_gemm` (C ABI,
+pointers as ``ptr``, sizes and leading dimensions as ``i64``, in elements):
+
+* ``gemm_tn(out, ldo, S, lds, V, ldv, M, N, K, accumulate)``:
+  ``out[M,N] (+)= S[K,M]^T @ V[K,N]`` -- the trnlang ``nc_matmul`` (stationary
+  ``S``, moving ``V``); ``accumulate != 0`` adds to ``out``.
+* ``sgemm(M, N, K, A, lda, B, ldb, C, ldc)``: plain ``C[M,N] = A[M,K] @ B[K,N]``.
+
+All matrices are row-major with the given leading dimensions (>= the row
+width).  Any sizes work (including 0 and 1); fp32 accumulation.
+
+Structure (BLIS/GotoBLAS): the operands are cut into ``KC x NC`` blocks of B
+and ``MC x KC`` blocks of A, each packed (zero padded at the edges) into
+``NR``-column / ``MR``-row micro-panels in a 64-byte aligned ``malloc``
+workspace, and an ``MR x NR`` micro-kernel keeps ``MR * NR / 8`` ``<8 x float>``
+accumulators in registers (6 x 16: 12 ymm accumulators, 2 loads of B and 6
+broadcasts of A per 12 FMAs).  Edge tiles go through a small stack tile.  The
+code is single threaded; calls through ctypes release the GIL, so a host can
+split N across threads.  :class:`Gemm` compiles a standalone module and wraps
+it for numpy.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir
+
+from . import llvm
+from .irutil import F32, I1, I32, I64, PTR, VOID, Loop, const, intrinsic, smin
+
+__all__ = ["GemmConfig", "define_gemm", "gemm_module", "Gemm", "default_gemm"]
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    """Blocking parameters: micro-tile ``mr x nr`` (``nr`` a multiple of ``width``) and cache blocks."""
+
+    mr: int = 6
+    nr: int = 16
+    kc: int = 256
+    mc: int = 144
+    nc: int = 3072
+    width: int = 8
+
+    def __post_init__(self) -> None:
+        if self.nr % self.width or self.mc % self.mr or self.nc % self.nr:
+            raise ValueError(f"inconsistent gemm blocking {self}")
+
+
+class _Gen:
+    """Emits the gemm functions into one module."""
+
+    def __init__(self, module: ir.Module, cfg: GemmConfig, prefix: str) -> None:
+        self.m, self.cfg, self.prefix = module, cfg, prefix
+        self.vty = ir.VectorType(F32, cfg.width)
+        self.malloc = intrinsic(module, "malloc", PTR, [I64])
+        self.free = intrinsic(module, "free", VOID, [PTR])
+        self.mask_ty = ir.VectorType(I1, cfg.width)
+        self.mload = intrinsic(module, f"llvm.masked.load.v{cfg.width}f32.p0", self.vty,
+                               [PTR, I32, self.mask_ty, self.vty])
+
+    # ------------------------------------------------------------------ helpers
+    def _fn(self, name: str, args: list[ir.Type], internal: bool = True) -> tuple[ir.Function, ir.IRBuilder]:
+        fn = ir.Function(self.m, ir.FunctionType(VOID, args), self.prefix + name)
+        if internal:
+            fn.linkage = "internal"
+        fn.attributes.add("nounwind")
+        return fn, ir.IRBuilder(fn.append_basic_block("entry"))
+
+    @staticmethod
+    def _gep(b: ir.IRBuilder, p: ir.Value, idx: ir.Value | int) -> ir.Value:
+        return b.gep(p, [idx if isinstance(idx, ir.Value) else I64(idx)], source_etype=F32, inbounds=True)
+
+    def _lane_mask(self, b: ir.IRBuilder, n_valid: ir.Value, offset: int) -> ir.Value:
+        """<width x i1>: lane l is on when offset + l < n_valid."""
+        w = self.cfg.width
+        lanes = ir.Constant(ir.VectorType(I64, w), [offset + i for i in range(w)])
+        splat = b.insert_element(ir.Constant(ir.VectorType(I64, w), None), n_valid, I32(0))
+        splat = b.shuffle_vector(splat, ir.Constant(ir.VectorType(I64, w), None),
+                                 ir.Constant(ir.VectorType(I32, w), [0] * w))
+        return b.icmp_signed("<", lanes, splat)
+
+    def _if(self, b: ir.IRBuilder, cond: ir.Value, name: str) -> tuple[ir.Block, ir.Block]:
+        then = b.append_basic_block(f"{name}.then")
+        after = b.append_basic_block(f"{name}.end")
+        b.cbranch(cond, then, after)
+        b.position_at_end(then)
+        return then, after
+
+    # ------------------------------------------------------------------ packing
+    def pack_b(self) -> ir.Function:
+        """pack_b(Bp, B, ldb, kc, nc): Bp[j/NR][k][j%NR] = B[k, j], zero padded to a multiple of NR."""
+        cfg = self.cfg
+        nvec = cfg.nr // cfg.width
+        fn, b = self._fn("gemm_pack_b", [PTR, PTR, I64, I64, I64])
+        bp, bsrc, ldb, kc, nc = fn.args
+        zero = const(self.vty, 0.0)
+        with Loop(b, I64(0), nc, cfg.nr, "jr") as jr:
+            nv = b.sub(nc, jr)
+            panel = self._gep(b, bp, b.mul(jr, kc))
+            with b.if_else(b.icmp_signed(">=", nv, I64(cfg.nr))) as (full, part):
+                with full:
+                    with Loop(b, I64(0), kc, 1, "kf") as k:
+                        src = self._gep(b, bsrc, b.add(b.mul(k, ldb), jr))
+                        dst = self._gep(b, panel, b.mul(k, I64(cfg.nr)))
+                        for v in range(nvec):
+                            x = b.load(self._gep(b, src, v * cfg.width), typ=self.vty, align=4)
+                            b.store(x, self._gep(b, dst, v * cfg.width)).align = 32
+                with part:
+                    masks = [self._lane_mask(b, nv, v * cfg.width) for v in range(nvec)]
+                    with Loop(b, I64(0), kc, 1, "kp") as k:
+                        src = self._gep(b, bsrc, b.add(b.mul(k, ldb), jr))
+                        dst = self._gep(b, panel, b.mul(k, I64(cfg.nr)))
+                        for v in range(nvec):
+                            x = b.call(self.mload, [self._gep(b, src, v * cfg.width), I32(4), masks[v], zero])
+                            b.store(x, self._gep(b, dst, v * cfg.width)).align = 32
+        b.ret_void()
+        return fn
+
+    def pack_a(self, trans: bool) -> ir.Function:
+        """pack_a(Ap, A, ld, mc, kc): Ap[i/MR][k][i%MR] = op(A)[i, k], zero padded to a multiple of MR.
+
+        ``trans``: op(A)[i, k] = A[k*ld + i] (gemm_tn's S); else A[i*ld + k].
+        """
+        cfg = self.cfg
+        fn, b = self._fn("gemm_pack_a_t" if trans else "gemm_pack_a_n", [PTR, PTR, I64, I64, I64])
+        ap, asrc, ld, mc, kc = fn.args
+
+        def elem(k: ir.Value, i: ir.Value) -> ir.Value:
+            idx = b.add(b.mul(k, ld), i) if trans else b.add(b.mul(i, ld), k)
+            return self._gep(b, asrc, idx)
+
+        with Loop(b, I64(0), mc, cfg.mr, "ir") as ir_:
+            mv = b.sub(mc, ir_)
+            panel = self._gep(b, ap, b.mul(ir_, kc))
+            with b.if_else(b.icmp_signed(">=", mv, I64(cfg.mr))) as (full, part):
+                with full:
+                    with Loop(b, I64(0), kc, 1, "kf") as k:
+                        dst = self._gep(b, panel, b.mul(k, I64(cfg.mr)))
+                        for i in range(cfg.mr):
+                            x = b.load(elem(k, b.add(ir_, I64(i))), typ=F32, align=4)
+                            b.store(x, self._gep(b, dst, i))
+                with part:
+                    with Loop(b, I64(0), kc, 1, "kp") as k:
+                        dst = self._gep(b, panel, b.mul(k, I64(cfg.mr)))
+                        for i in range(cfg.mr):
+                            ok = b.icmp_signed("<", I64(i), mv)
+                            with b.if_else(ok) as (then, other):
+                                with then:
+                                    x = b.load(elem(k, b.add(ir_, I64(i))), typ=F32, align=4)
+                                    b.store(x, self._gep(b, dst, i))
+                                with other:
+                                    b.store(F32(0.0), self._gep(b, dst, i))
+        b.ret_void()
+        return fn
+
+    # ------------------------------------------------------------------ micro-kernel
+    def ukernel(self) -> ir.Function:
+        """ukernel(Ap, Bp, kc, C, ldc, mv, nv, overwrite): C[:mv, :nv] (+)= Ap-panel @ Bp-panel.
+
+        ``mv`` / ``nv`` are the rows / columns left from this tile on (clamped to MR / NR here).
+        """
+        cfg = self.cfg
+        w, mr, nvec = cfg.width, cfg.mr, cfg.nr // cfg.width
+        fn, b = self._fn("gemm_ukernel", [PTR, PTR, I64, PTR, I64, I64, I64, I1])
+        ap, bp, kc, c, ldc, mv, nv, overwrite = fn.args
+        for a in (ap, bp, c):
+            a.add_attribute("noalias")
+        tile = b.alloca(ir.ArrayType(F32, mr * cfg.nr), name="tile")
+        tile.align = 32
+        tile.type = PTR  # llvmlite types allocas as typed pointers; the IR text is the same
+        zero = const(self.vty, 0.0)
+        undef = ir.Constant(self.vty, None)
+        bcast = ir.Constant(ir.VectorType(I32, w), [0] * w)
+        pre = b.block
+        head = b.append_basic_block("k.head")
+        body = b.append_basic_block("k.body")
+        done = b.append_basic_block("k.done")
+        b.branch(head)
+        b.position_at_end(head)
+        k = b.phi(I64, name="k")
+        k.add_incoming(I64(0), pre)
+        accs = [[b.phi(self.vty, name=f"acc{i}_{j}") for j in range(nvec)] for i in range(mr)]
+        for row in accs:
+            for a in row:
+                a.add_incoming(zero, pre)
+        b.cbranch(b.icmp_signed("<", k, kc), body, done)
+        b.position_at_end(body)
+        bpk = self._gep(b, bp, b.mul(k, I64(cfg.nr)))
+        apk = self._gep(b, ap, b.mul(k, I64(mr)))
+        bv = [b.load(self._gep(b, bpk, j * w), typ=self.vty, align=32) for j in range(nvec)]
+        new = []
+        for i in range(mr):
+            s = b.load(self._gep(b, apk, i), typ=F32, align=4)
+            sv = b.shuffle_vector(b.insert_element(undef, s, I32(0)), undef, bcast)
+            new.append([self._fma(b, sv, bv[j], accs[i][j]) for j in range(nvec)])
+        for i in range(mr):
+            for j in range(nvec):
+                accs[i][j].add_incoming(new[i][j], body)
+        k.add_incoming(b.add(k, I64(1)), body)
+        b.branch(head)
+
+        b.position_at_end(done)
+        full = b.and_(b.icmp_signed(">=", mv, I64(mr)), b.icmp_signed(">=", nv, I64(cfg.nr)))
+        with b.if_else(full) as (then, other):
+            with then:
+                for i in range(mr):
+                    row = self._gep(b, c, b.mul(I64(i), ldc))
+                    for j in range(nvec):
+                        p = self._gep(b, row, j * w)
+                        old = b.load(p, typ=self.vty, align=4)
+                        val = b.select(overwrite, accs[i][j], b.fadd(old, accs[i][j]))
+                        b.store(val, p).align = 4
+            with other:
+                for i in range(mr):
+                    for j in range(nvec):
+                        b.store(accs[i][j], self._gep(b, tile, i * cfg.nr + j * w)).align = 32
+                mv_t = smin(b, mv, I64(mr))
+                nv_t = smin(b, nv, I64(cfg.nr))
+                with Loop(b, I64(0), mv_t, 1, "ei") as i:
+                    row = self._gep(b, c, b.mul(i, ldc))
+                    trow = self._gep(b, tile, b.mul(i, I64(cfg.nr)))
+                    with Loop(b, I64(0), nv_t, 1, "ej") as j:
+                        p = self._gep(b, row, j)
+                        t = b.load(self._gep(b, trow, j), typ=F32)
+                        old = b.load(p, typ=F32)
+                        b.store(b.select(overwrite, t, b.fadd(old, t)), p)
+        b.ret_void()
+        return fn
+
+    def _fma(self, b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
+        f = intrinsic(self.m, f"llvm.fma.v{self.cfg.width}f32", self.vty, [self.vty] * 3)
+        return b.call(f, [x, y, z])
+
+    # ------------------------------------------------------------------ driver
+    def driver(self, name: str, pack_a: ir.Function, pack_b: ir.Function, uk: ir.Function) -> ir.Function:
+        """name(M, N, K, A, lda, B, ldb, C, ldc, accumulate): the blocked loop nest."""
+        fn, b = self._fn(name, [I64, I64, I64, PTR, I64, PTR, I64, PTR, I64, I1])
+        M, N, K, A, lda, B, ldb, C, ldc, acc = fn.args
+        trans = pack_a.name.endswith("_t")
+        ret = b.append_basic_block("ret")
+        work = b.append_basic_block("work")
+        empty = b.or_(b.icmp_signed("<=", M, I64(0)), b.icmp_signed("<=", N, I64(0)))
+        b.cbranch(empty, ret, work)
+        b.position_at_end(work)
+        # K == 0: out = 0 (or unchanged when accumulating)
+        with b.if_else(b.icmp_signed("<=", K, I64(0))) as (no_k, has_k):
+            with no_k:
+                with b.if_then(b.not_(acc)):
+                    with Loop(b, I64(0), M, 1, "zi") as i:
+                        row = self._gep(b, C, b.mul(i, ldc))
+                        with Loop(b, I64(0), N, 1, "zj") as j:
+                            b.store(F32(0.0), self._gep(b, row, j))
+            with has_k:
+                self._blocked(b, M, N, K, A, lda, B, ldb, C, ldc, acc, trans, pack_a, pack_b, uk)
+        b.branch(ret)
+        b.position_at_end(ret)
+        b.ret_void()
+        return fn
+
+    def _aligned_alloc(self, b: ir.IRBuilder, nfloats: ir.Value) -> tuple[ir.Value, ir.Value]:
+        raw = b.call(self.malloc, [b.add(b.mul(nfloats, I64(4)), I64(64))])
+        addr = b.ptrtoint(raw, I64)
+        aligned = b.and_(b.add(addr, I64(63)), I64(~63))
+        return raw, b.inttoptr(aligned, PTR)
+
+    def _blocked(self, b: ir.IRBuilder, M: ir.Value, N: ir.Value, K: ir.Value, A: ir.Value, lda: ir.Value,
+                 B: ir.Value, ldb: ir.Value, C: ir.Value, ldc: ir.Value, acc: ir.Value, trans: bool,
+                 pack_a: ir.Function, pack_b: ir.Function, uk: ir.Function) -> None:
+        cfg = self.cfg
+        kc_max = smin(b, K, I64(cfg.kc))
+        nc_max = smin(b, N, I64(cfg.nc))
+        nc_pad = b.mul(b.sdiv(b.add(nc_max, I64(cfg.nr - 1)), I64(cfg.nr)), I64(cfg.nr))
+        mc_max = smin(b, M, I64(cfg.mc))
+        mc_pad = b.mul(b.sdiv(b.add(mc_max, I64(cfg.mr - 1)), I64(cfg.mr)), I64(cfg.mr))
+        raw_a, ap = self._aligned_alloc(b, b.mul(mc_pad, kc_max))
+        raw_b, bp = self._aligned_alloc(b, b.mul(nc_pad, kc_max))
+        with Loop(b, I64(0), N, cfg.nc, "jc") as jc:
+            nc = smin(b, b.sub(N, jc), I64(cfg.nc))
+            with Loop(b, I64(0), K, cfg.kc, "pc") as pc:
+                kc = smin(b, b.sub(K, pc), I64(cfg.kc))
+                overwrite = b.and_(b.icmp_signed("==", pc, I64(0)), b.not_(acc))
+                b.call(pack_b, [bp, self._gep(b, B, b.add(b.mul(pc, ldb), jc)), ldb, kc, nc])
+                with Loop(b, I64(0), M, cfg.mc, "ic") as ic:
+                    mc = smin(b, b.sub(M, ic), I64(cfg.mc))
+                    a_off = b.add(b.mul(pc, lda), ic) if trans else b.add(b.mul(ic, lda), pc)
+                    b.call(pack_a, [ap, self._gep(b, A, a_off), lda, mc, kc])
+                    with Loop(b, I64(0), nc, cfg.nr, "jr") as jr:
+                        nv = b.sub(nc, jr)
+                        bpanel = self._gep(b, bp, b.mul(jr, kc))
+                        with Loop(b, I64(0), mc, cfg.mr, "ir") as ir_:
+                            mv = b.sub(mc, ir_)
+                            apanel = self._gep(b, ap, b.mul(ir_, kc))
+                            cptr = self._gep(b, C, b.add(b.mul(b.add(ic, ir_), ldc), b.add(jc, jr)))
+                            b.call(uk, [apanel, bpanel, kc, cptr, ldc, mv, nv, overwrite])
+        b.call(self.free, [raw_a])
+        b.call(self.free, [raw_b])
+
+    # ------------------------------------------------------------------ public entry points
+    def build(self) -> dict[str, ir.Function]:
+        pb = self.pack_b()
+        uk = self.ukernel()
+        core_t = self.driver("gemm_core_t", self.pack_a(True), pb, uk)
+        core_n = self.driver("gemm_core_n", self.pack_a(False), pb, uk)
+        out: dict[str, ir.Function] = {}
+        fn, b = self._fn("gemm_tn", [PTR, I64, PTR, I64, PTR, I64, I64, I64, I64, I64], internal=False)
+        o, ldo, s, lds, v, ldv, M, N, K, acc = fn.args
+        b.call(core_t, [M, N, K, s, lds, v, ldv, o, ldo, b.icmp_signed("!=", acc, I64(0))])
+        b.ret_void()
+        out["gemm_tn"] = fn
+        fn, b = self._fn("sgemm", [I64, I64, I64, PTR, I64, PTR, I64, PTR, I64], internal=False)
+        M, N, K, a, lda, bm, ldb, c, ldc = fn.args
+        b.call(core_n, [M, N, K, a, lda, bm, ldb, c, ldc, I1(0)])
+        b.ret_void()
+        out["sgemm"] = fn
+        return out
+
+
+def define_gemm(module: ir.Module, cfg: GemmConfig | None = None, prefix: str = "") -> dict[str, ir.Function]:
+    """Add ``<prefix>gemm_tn`` and ``<prefix>sgemm`` (plus internal helpers) to ``module``."""
+    return _Gen(module, cfg or GemmConfig(), prefix).build()
+
+
+def gemm_module(cfg: GemmConfig | None = None) -> ir.Module:
+    """A standalone module with the gemm entry points."""
+    module = ir.Module(name="trn_gemm")
+    define_gemm(module, cfg)
+    return module
+
+
+_P, _I = ctypes.c_void_p, ctypes.c_int64
+
+
+class Gemm:
+    """Compiled gemm entry points with numpy conveniences."""
+
+    def __init__(self, cfg: GemmConfig | None = None) -> None:
+        self.cfg = cfg or GemmConfig()
+        self.obj = llvm.compile_ir(gemm_module(self.cfg))
+        self.lib = llvm.load_object(self.obj)
+        self.gemm_tn_raw = self.lib.cfunc("gemm_tn", None, [_P, _I, _P, _I, _P, _I, _I, _I, _I, _I])
+        self.sgemm_raw = self.lib.cfunc("sgemm", None, [_I, _I, _I, _P, _I, _P, _I, _P, _I])
+
+    @staticmethod
+    def _check(a: np.ndarray, name: str) -> None:
+        if a.dtype != np.float32 or a.ndim != 2:
+            raise ValueError(f"{name} must be a 2-d float32 array")
+        if a.size and (a.strides[1] != 4 or a.strides[0] % 4 or a.strides[0] < 4 * a.shape[1]):
+            raise ValueError(f"{name} must be row-major with unit column stride")
+
+    @staticmethod
+    def _rowmajor(a: np.ndarray) -> np.ndarray:
+        """``a`` itself when the kernels can read it in place, else a row-major copy."""
+        if a.size and (a.strides[1] != 4 or a.strides[0] % 4 or a.strides[0] < 4 * a.shape[1]):
+            return np.ascontiguousarray(a)
+        return a
+
+    @staticmethod
+    def _ld(a: np.ndarray) -> int:
+        """Leading dimension in elements (any value >= the width for empty arrays)."""
+        return a.strides[0] // 4 if a.size else max(a.shape[1], 1)
+
+    def gemm_tn(self, out: np.ndarray, s: np.ndarray, v: np.ndarray, accumulate: bool = False) -> np.ndarray:
+        """``out (+)= s.T @ v`` in place (s: [K, M], v: [K, N], out: [M, N])."""
+        for a, nm in ((out, "out"), (s, "s"), (v, "v")):
+            self._check(a, nm)
+        (K, M), (K2, N) = s.shape, v.shape
+        if K != K2 or out.shape != (M, N):
+            raise ValueError(f"shape mismatch {s.shape}^T @ {v.shape} -> {out.shape}")
+        self.gemm_tn_raw(out.ctypes.data, self._ld(out), s.ctypes.data, self._ld(s), v.ctypes.data, self._ld(v),
+                         M, N, K, int(accumulate))
+        return out
+
+    def matmul(self, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """``a @ b`` for 2-d float32 arrays (``out`` optional, row-major)."""
+        a = np.asarray(a, dtype=np.float32)
+        b = np.asarray(b, dtype=np.float32)
+        if a.ndim != 2 or b.ndim != 2:
+            raise ValueError("matmul needs 2-d arrays")
+        a, b = self._rowmajor(a), self._rowmajor(b)
+        (M, K), (K2, N) = a.shape, b.shape
+        if K != K2:
+            raise ValueError(f"shape mismatch {a.shape} @ {b.shape}")
+        if out is None:
+            out = np.empty((M, N), np.float32)
+        self._check(out, "out")
+        self.sgemm_raw(M, N, K, a.ctypes.data, self._ld(a), b.ctypes.data, self._ld(b), out.ctypes.data,
+                       self._ld(out))
+        return out
+
+
+_default: Gemm | None = None
+_default_lock = threading.Lock()
+
+
+def default_gemm() -> Gemm:
+    """The process-wide :class:`Gemm` with the default configuration (compiled on first use)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Gemm()
+        return _default

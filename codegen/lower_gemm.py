@@ -1,0 +1,64 @@
+"""``out (+)= stationary[K, M].T @ moving[K, N]`` on fp32 row-major views, for ``nc_matmul``.
+
+Large products call ``codegen.gemm``'s register-blocked ``gemm_tn`` (defined
+once per module, internal); small ones (where packing would dominate) use a
+loop nest whose inner loop runs over N with unit stride (LLVM vectorises it).
+Either way the product accumulates in fp32, as docs/ir.md states; the
+interpreter's float64 product is within the usual fp32 matmul tolerance of it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from llvmlite import ir
+
+from codegen.lower_ctx import I64, cf32, ci64
+
+if TYPE_CHECKING:
+    from codegen.lower import KernelLowering
+
+GEMM_MIN_FLOPS = 16 * 1024  # M * N * K at and above which the blocked kernel pays for its packing
+
+
+def _gemm_tn(L: KernelLowering) -> ir.Function:
+    cx = L.cx
+    fn = cx.helper("trn.gemm_tn")
+    if fn is None:
+        from codegen.gemm import define_gemm
+
+        fns = define_gemm(cx.module, prefix="trn.")
+        for f in fns.values():
+            f.linkage = "internal"
+        fn = fns["gemm_tn"]
+        cx._helpers["trn.gemm_tn"] = fn
+    return fn
+
+
+def gemm(L: KernelLowering, st: Any, mv: Any, out: Any, k_dim: int, m_dim: int, n_dim: int,
+         accumulate: bool) -> None:
+    """Emit ``out = (out if accumulate else 0) + st.T @ mv`` (RegionView-like fp32 views with unit column
+    stride, prepared)."""
+    cx, b = L.cx, L.cx.b
+    if k_dim * m_dim * n_dim >= GEMM_MIN_FLOPS:
+        ptr = ir.PointerType()
+
+        def p(v: Any) -> ir.Value:
+            return b.bitcast(v.addr(cx, [ci64(0), ci64(0)]), ptr)
+
+        def ld(v: Any) -> ir.Value:
+            return ci64(v.view_strides[0] if len(v.view_strides) == 2 else 1)
+
+        b.call(_gemm_tn(L), [p(out), ld(out), p(st), ld(st), p(mv), ld(mv), ci64(m_dim), ci64(n_dim),
+                             ci64(k_dim), ir.Constant(I64, int(accumulate))])
+        return
+    if not accumulate:
+        with L.foreach((m_dim, n_dim)) as idx:
+            out.store(cx, idx, cf32(0.0))
+    with L.foreach((m_dim,)) as (m,):
+        with L.foreach((k_dim,)) as (k,):
+            a = st.load(cx, [k, m])
+            with L.foreach((n_dim,)) as (n,):
+                prod = b.fmul(a, mv.load(cx, [k, n]), flags=("contract",))
+                s = b.fadd(out.load(cx, [m, n]), prod, flags=("contract",))
+                out.store(cx, [m, n], s)

@@ -1,0 +1,179 @@
+"""Matrix products on the Tensor engine: ``mm``, ``addmm`` (nn.Linear), ``bmm``.
+
+Tiles: M by 128 (stationary), K by 128 (contraction, accumulated in a PSUM bank), N by 512
+(moving). Ragged edges are masked (masked loads give 0, which adds nothing to the product).
+Inputs may be any strided views (``x.t()`` from autograd is a transposed access pattern, not a
+copy). PSUM accumulates in fp32 and the store rounds to the output dtype, as torch's CPU bf16
+matmul does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+import trnlang as trn
+import trnlang.language as tl
+from stdlib_kernels import _util as U
+from trnlang.device import lowering
+
+
+def _at(t: Any, bi: Any, rows: Any, cols: Any) -> Any:
+    return t[bi, rows, cols] if t.ndim == 3 else t[rows, cols]
+
+
+@trn.kernel
+def matmul(a, b, bias, out, alpha, beta):
+    """``out = beta * bias + alpha * (a @ b)`` for ``a [(B,) M, K]``, ``b [(B,) K, N]``; ``bias``: None or
+    a (broadcast) view shaped like ``out``. ``alpha``/``beta`` are compile-time floats."""
+    m_dim, k_dim = a.shape[-2], a.shape[-1]
+    n_dim = b.shape[-1]
+    batch = a.shape[0] if a.ndim == 3 else 1
+    tm, tk, tn = min(128, m_dim), min(128, k_dim), min(512, n_dim)
+    rag_m, rag_k, rag_n = m_dim % tm != 0, k_dim % tk != 0, n_dim % tn != 0
+    for bi in tl.affine_range(batch):
+        for m in tl.affine_range(tl.cdiv(m_dim, tm)):
+            for n in tl.affine_range(tl.cdiv(n_dim, tn)):
+                acc = tl.zeros((tm, tn), tl.float32, buffer=tl.psum)
+                im = m * tm + tl.arange(tm)[:, None]
+                jn = n * tn + tl.arange(tn)[None, :]
+                for k in tl.affine_range(tl.cdiv(k_dim, tk)):
+                    kk = k * tk + tl.arange(tk)[None, :]
+                    ik = k * tk + tl.arange(tk)[:, None]
+                    ma = ((im < m_dim) & (kk < k_dim)) if (rag_m or rag_k) else None
+                    mb = ((ik < k_dim) & (jn < n_dim)) if (rag_k or rag_n) else None
+                    at = tl.load(_at(a, bi, im, kk), mask=ma)
+                    bt = tl.load(_at(b, bi, ik, jn), mask=mb)
+                    acc += tl.matmul(at, bt)
+                mo = ((im < m_dim) & (jn < n_dim)) if (rag_m or rag_n) else None
+                res = acc
+                if alpha != 1.0 or bias is not None:
+                    res = tl.copy(acc)
+                    if alpha != 1.0:
+                        res = res * alpha
+                    if bias is not None:
+                        bt = tl.load(_at(bias, bi, im, jn), mask=mo).astype(tl.float32)
+                        res = res + (bt * beta if beta != 1.0 else bt)
+                tl.store(_at(out, bi, im, jn), res, mask=mo)
+
+
+_MM_DTYPES = U.FLOAT_DTYPES
+
+
+def _scalar(v: Any) -> float | None:
+    if isinstance(v, (bool, complex)):
+        return None
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+@lowering("aten::mm", dtypes=_MM_DTYPES)
+def mm(self: torch.Tensor, mat2: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
+    """``self @ mat2`` (2-D)."""
+    return _matmul(self, mat2, None, 1.0, 1.0, out, batched=False)
+
+
+@lowering("aten::bmm", dtypes=_MM_DTYPES)
+def bmm(self: torch.Tensor, mat2: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
+    """Batched ``self @ mat2`` (3-D)."""
+    return _matmul(self, mat2, None, 1.0, 1.0, out, batched=True)
+
+
+@lowering("aten::addmm", dtypes=_MM_DTYPES)
+def addmm(self: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta: Any = 1, alpha: Any = 1,
+          out: torch.Tensor | None = None) -> Any:
+    """``beta * self + alpha * (mat1 @ mat2)`` (nn.Linear's forward)."""
+    a, b = _scalar(alpha), _scalar(beta)
+    if a is None or b is None:
+        return NotImplemented
+    return _matmul(mat1, mat2, self, a, b, out, batched=False)
+
+
+def _matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, alpha: float, beta: float,
+            out: torch.Tensor | None, batched: bool) -> Any:
+    rank = 3 if batched else 2
+    if not (U.is_trn(a) and U.is_trn(b)) or a.dim() != rank or b.dim() != rank:
+        return NotImplemented
+    if a.dtype != b.dtype or a.is_conj() or b.is_conj() or a.is_neg() or b.is_neg():
+        return NotImplemented
+    if a.shape[-1] != b.shape[-2] or (batched and a.shape[0] != b.shape[0]):
+        return NotImplemented
+    shape = (*a.shape[:-1], b.shape[-1])
+    if bias is not None:
+        if not U.is_trn(bias) or bias.dtype != a.dtype or bias.is_conj() or bias.is_neg():
+            return NotImplemented
+        try:
+            if torch.broadcast_shapes(bias.shape, shape) != torch.Size(shape):
+                return NotImplemented
+        except RuntimeError:
+            return NotImplemented
+    if out is None:
+        out = torch.empty(shape, dtype=a.dtype, device="trn")
+    elif out.numel() == 0 and tuple(out.shape) != shape and U.is_trn(out):
+        out.resize_(shape)
+    if not U.is_trn(out) or tuple(out.shape) != shape or out.dtype != a.dtype or U.has_internal_overlap(out):
+        return NotImplemented
+    if U.overlaps(out, a) or U.overlaps(out, b):
+        return NotImplemented
+    if bias is not None and U.overlaps(out, bias) and not U.same_view(out, bias):  # addmm_: bias is out
+        return NotImplemented
+    if out.numel() == 0:
+        return out
+    if bias is not None and beta == 0.0:
+        bias = None  # torch ignores self when beta == 0 (NaNs included)
+    bview = bias.expand(shape) if bias is not None else None
+    if a.shape[-1] == 0:  # empty contraction: beta * bias, or zeros
+        if bview is None:
+            return out.zero_()
+        out.copy_(bview)
+        return out.mul_(beta) if beta != 1.0 else out
+    matmul(a, b, bview, out, alpha, beta)
+    return out
+
+
+@lowering("aten::addmv", dtypes=_MM_DTYPES)
+def addmv(self: torch.Tensor, mat: torch.Tensor, vec: torch.Tensor, *, beta: Any = 1, alpha: Any = 1,
+          out: torch.Tensor | None = None) -> Any:
+    """``beta * self + alpha * (mat @ vec)`` (``torch.mv`` lands here): the vector is a one-column matrix."""
+    a, b = _scalar(alpha), _scalar(beta)
+    if a is None or b is None or mat.dim() != 2 or vec.dim() != 1 or not U.is_trn(self):
+        return NotImplemented
+    m = mat.shape[0]
+    if out is None:
+        out = torch.empty((m,), dtype=mat.dtype, device="trn")
+    elif out.numel() == 0 and tuple(out.shape) != (m,) and U.is_trn(out):
+        out.resize_((m,))
+    if not U.is_trn(out) or out.dim() != 1 or out.shape[0] != m:
+        return NotImplemented
+    try:
+        bias = self.expand((m,)).unsqueeze(1)
+    except RuntimeError:
+        return NotImplemented
+    r = _matmul(mat, vec.unsqueeze(1), bias, a, b, out.unsqueeze(1), batched=False)
+    return NotImplemented if r is NotImplemented else out
+
+
+@lowering("aten::dot", dtypes=_MM_DTYPES)
+def dot(self: torch.Tensor, tensor: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
+    """Inner product of two vectors: ``[1, K] @ [K, 1]``."""
+    if self.dim() != 1 or tensor.dim() != 1 or self.shape != tensor.shape:
+        return NotImplemented
+    if out is None:
+        out = torch.empty((), dtype=self.dtype, device="trn")
+    if not U.is_trn(out) or out.dim() != 0:
+        return NotImplemented
+    r = _matmul(self.unsqueeze(0), tensor.unsqueeze(1), None, 1.0, 1.0, out.view(1, 1), batched=False)
+    return NotImplemented if r is NotImplemented else out
+
+
+@lowering("aten::addr", dtypes=(torch.float32,))  # bf16: the CPU rounds beta*self first; match it via fallback
+def addr(self: torch.Tensor, vec1: torch.Tensor, vec2: torch.Tensor, *, beta: Any = 1, alpha: Any = 1,
+         out: torch.Tensor | None = None) -> Any:
+    """``beta * self + alpha * outer(vec1, vec2)``: a K=1 matmul, rounded once like the CPU's fused kernel."""
+    a, b = _scalar(alpha), _scalar(beta)
+    if a is None or b is None or vec1.dim() != 1 or vec2.dim() != 1 or not U.is_trn(self):
+        return NotImplemented
+    return _matmul(vec1.unsqueeze(1), vec2.unsqueeze(0), self, a, b, out, batched=False)

@@ -1,0 +1,36 @@
+"""Device tests: the ``trn`` device is registered before anything imports torch's testing internals."""
+
+import warnings
+
+import pytest
+import torch
+
+import trnlang.device
+
+trnlang.device.register()
+
+
+@pytest.fixture(autouse=True)
+def _quiet_fallback_warnings():
+    """Fallback warnings are tested explicitly; elsewhere they are noise."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", trnlang.device.FallbackWarning)
+        yield
+
+
+def run_py(code: str, env: dict | None = None) -> "subprocess.CompletedProcess[str]":  # noqa: F821
+    """Run a fresh interpreter (registration is once per process)."""
+    import os
+    import subprocess
+    import sys
+
+    e = dict(os.environ)
+    e.update(env or {})
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=e, cwd=root, timeout=300)
+
+
+def assert_same(actual: torch.Tensor, expected: torch.Tensor, rtol: float = 1e-5, atol: float = 1e-5) -> None:
+    """Compare a trn result with the CPU reference (dtype, shape and values)."""
+    assert actual.device.type == "trn", actual.device
+    torch.testing.assert_close(actual.cpu(), expected, rtol=rtol, atol=atol, equal_nan=True)

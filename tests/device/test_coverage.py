@@ -1,0 +1,52 @@
+"""Coverage: OpInfo samples on ``trn`` vs the CPU (a subset here; ``trn coverage`` runs them all)."""
+
+import json
+
+import pytest
+
+pytest.importorskip("expecttest")  # torch.testing._internal needs it (see the test extra)
+
+from trnlang.device import coverage  # noqa: E402
+
+#: The natively lowered families, plus every 8th OpInfo of op_db (a fixed, spread-out sample).
+NATIVE = ["add", "sub", "mul", "div.no_rounding_mode", "neg", "mm", "addmm", "bmm", "matmul", "mv", "dot", "sum",
+          "mean", "softmax", "nn.functional.linear", "nn.functional.softmin"]
+
+
+def _subset() -> list[str]:
+    names = [coverage.op_names(o) for o in coverage._op_db()]
+    return sorted(set(NATIVE) | set(names[::8]))
+
+
+def test_subset_pass_rate_and_natives():
+    report = coverage.run_coverage(ops=_subset(), dtypes=[__import__("torch").float32], max_samples=3,
+                                   progress=False)
+    assert report["compared"] >= 90
+    passing = report["native_pass"] + report["fallback_pass"]
+    failing = {k: v["float32"]["error"] for k, v in report["ops"].items() if v["float32"]["status"] == "fail"}
+    assert passing / report["compared"] >= 0.99, failing
+    for name in ("add", "mul", "mm", "addmm", "sum", "mean", "softmax"):
+        assert report["ops"][name]["float32"]["status"] == "native_pass", (name, report["ops"][name])
+    assert report["registry"]["aten::add.Tensor"]["kind"] == "kernel"
+    text = coverage.summary_table(report)
+    assert "passing natively" in text and "pass rate (any path)" in text
+    md = coverage.markdown_report(report)
+    assert "| `aten::mm` | kernel |" in md and "## OpInfo results" in md
+
+
+def test_cli_json_keys(tmp_path):
+    from trnlang.cli import main
+
+    out = tmp_path / "cov.json"
+    md = tmp_path / "cov.md"
+    assert main(["coverage", "--ops", "add,sin", "--json", str(out), "--md", str(md), "--no-progress",
+                 "--max-samples", "2"]) == 0
+    data = json.loads(out.read_text())
+    for key in ("compared", "native_pass", "fallback_pass", "fail", "skipped"):
+        assert isinstance(data[key], int)
+    assert data["compared"] == 2 and data["fail"] == 0
+    assert data["ops"]["add"]["float32"]["status"] == "native_pass"
+    assert data["ops"]["sin"]["float32"]["status"] == "fallback_pass"
+    assert "aten::sin.out" in data["ops"]["sin"]["float32"]["fallback_ops"]
+    assert md.read_text().startswith("# trn op compatibility")
+    assert main(["coverage", "--ops", "no_such_op", "--no-progress"]) == 2

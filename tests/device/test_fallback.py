@@ -1,0 +1,113 @@
+"""The CPU fallback: counted, warned once per op, forbidden with TRN_FALLBACK=error, silent on demand."""
+
+import torch
+
+import trnlang.device as td
+from tests.device.conftest import run_py
+
+
+def test_counted_and_zero_copy():
+    x = torch.linspace(-1, 1, 7, device="trn")
+    before = td.fallback_stats().get("aten::atan.out", 0)
+    y = torch.atan(x)
+    assert td.fallback_stats()["aten::atan.out"] == before + 1
+    torch.testing.assert_close(y.cpu(), torch.atan(torch.linspace(-1, 1, 7)))
+    # a view computed by the CPU op comes back as a device alias of its input, not a copy
+    from trnlang.device import fallback
+
+    v = fallback.run_on_cpu(torch.ops.aten.as_strided.default, (x, (2,), (2,), 1), {}, count=False)
+    assert v.device.type == "trn" and v.data_ptr() == x.data_ptr() + 4 and v.storage_offset() == 1
+    assert v.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+    v.mul_(0)
+    assert x.cpu()[1].item() == 0 and x.cpu()[3].item() == 0
+    # an in-place fallback writes straight into device memory, through views
+    x2 = torch.arange(6.0, device="trn")
+    x2[::2].exp_()
+    assert torch.allclose(x2.cpu(), torch.tensor([1.0, 1.0, 7.389056, 3.0, 54.59815, 5.0]))
+
+
+def test_conjugate_and_negative_views():
+    z = torch.randn(3, dtype=torch.complex64)
+    t = z.to("trn")
+    assert t.conj().is_conj() and torch.equal(t.conj().cpu(), z.conj())
+    assert torch.equal(t.conj().clone().cpu(), z.conj()) and torch.equal((t.conj() * 2).cpu(), z.conj() * 2)
+    assert torch.equal(torch._neg_view(t).clone().cpu(), -z)
+    assert torch.equal(torch.view_as_real(t).cpu(), torch.view_as_real(z))
+
+
+WARN_ONCE = """
+import warnings, torch, trnlang.device as td
+x = torch.ones(3, device="trn")
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    for _ in range(3):
+        torch.erfinv(x * 0.5)
+    torch.expm1(x)
+fb = [str(m.message) for m in w if issubclass(m.category, td.FallbackWarning)]
+print(len(fb), fb[0].split()[1], fb[1].split()[1], td.fallback_stats()["aten::erfinv.out"], w[0].filename)
+"""
+
+
+def test_warns_once_per_op():
+    r = run_py(WARN_ONCE)
+    assert r.returncode == 0, r.stderr
+    n, first, second, count, filename = r.stdout.split()
+    assert (n, first, second, count) == ("2", "aten::erfinv.out", "aten::expm1.out", "3")
+    assert filename == "<string>"  # the warning points at the user's line
+
+
+STRICT = """
+import torch, trnlang, trnlang.device as td
+x = torch.ones(3, device="trn")
+y = (x + x) * 2                       # native: fine
+try:
+    torch.erfinv(x * 0.5)
+except td.FallbackError as e:
+    print(isinstance(e, trnlang.TrnError), isinstance(e, NotImplementedError), "aten::erfinv.out" in str(e))
+"""
+
+
+def test_strict_mode_raises_naming_the_op():
+    r = run_py(STRICT, env={"TRN_FALLBACK": "error"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", "True", "True"]
+
+
+def test_silent_mode():
+    r = run_py("import warnings, torch, trnlang.device as td\nwarnings.simplefilter('error')\n"
+               "print(torch.erfinv(torch.zeros(2, device='trn')).cpu().tolist(), td.fallback_stats())",
+               env={"TRN_FALLBACK": "silent"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[0.0, 0.0] {'aten::erfinv.out': 1}"
+
+
+def test_registry_lowering_for_a_custom_op():
+    """``@lowering`` on a user op: the trn implementation runs; dtypes outside the list fall back."""
+    lib = torch.library.Library("trntest", "DEF")
+    lib.define("scale(Tensor x, float s) -> Tensor")
+    lib.impl("scale", lambda x, s: x * s, "CPU")
+    calls = []
+
+    @td.lowering("trntest::scale", dtypes=(torch.float32,))
+    def scale(x, s):
+        calls.append(x.dtype)
+        return x * s
+
+    assert td.REGISTRY["trntest::scale"].kind == "kernel"
+    assert td.registry_table()["trntest::scale"]["dtypes"] == ["float32"]
+    x = torch.arange(3.0, device="trn")
+    assert torch.ops.trntest.scale(x, 2.0).cpu().tolist() == [0.0, 2.0, 4.0] and calls == [torch.float32]
+    before = td.fallback_stats().get("trntest::scale", 0)
+    xi = torch.arange(3, device="trn", dtype=torch.float64)
+    assert torch.ops.trntest.scale(xi, 2.0).cpu().tolist() == [0.0, 2.0, 4.0]
+    assert td.fallback_stats()["trntest::scale"] == before + 1 and calls == [torch.float32]
+    lib._destroy()
+
+
+def test_registry_routes_inplace_and_out_variants():
+    reg = td.REGISTRY
+    assert reg["aten::add.out"].routed_from == "aten::add.Tensor"
+    assert reg["aten::add_.Tensor"].routed_from == "aten::add.Tensor"
+    assert reg["aten::mm.out"].routed_from == "aten::mm"
+    assert reg["aten::_softmax"].kind == "kernel" and reg["aten::empty.memory_format"].kind == "plumbing"
+    assert reg["aten::native_layer_norm"].kind == "cpu"

@@ -1,0 +1,149 @@
+"""The cost model against DEVICE.md's table, and the scheduler on hand-sized examples."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import trnlang as trn
+import trnlang.language as tl
+from trnlang.ir.nodes import Buf, Instr, Region
+from trnlang.ir.ops import Alu, Op
+from trnlang.ir.types import DType, Engine, Space
+from trnlang.sim import cost
+from trnlang.sim.targets import TARGETS
+
+T2 = TARGETS["trn2"]
+F32, BF16 = DType.float32, DType.bfloat16
+
+
+def _tile(shape, dt=F32, space=Space.SBUF, name="t"):
+    return Region.whole(Buf(name, tuple(shape), dt, space))
+
+
+def _ins(kind, outs, ins, /, engine=None, **attrs):
+    return Instr(kind, tuple(outs), tuple(ins), dict(attrs), engine)
+
+
+@pytest.mark.parametrize(("m", "n", "dt", "want"), [
+    (128, 512, "bf16", 512),   # max(min(64, M), N)
+    (128, 32, "bf16", 64),     # min(64, M) dominates small N
+    (16, 16, "bf16", 16),
+    (128, 512, "f32", 2048),   # x4 for fp32 inputs
+    (128, 512, "f8e4m3", 256),  # fp8 runs at 158/79 = 2x bf16 on trn2
+])
+def test_matmul_cycles(m, n, dt, want):
+    assert cost.matmul_cycles(m, n, dt, T2) == want
+
+
+@pytest.mark.parametrize("name", list(TARGETS))
+def test_matmul_at_full_tile_never_beats_published_peak(name):
+    t = TARGETS[name]
+    flops = 2 * 128 * 128 * 512
+    for dt, peak in (("bf16", t.tensor.peak_bf16_flops), ("f32", t.tensor.peak_fp32_flops)):
+        rate = flops / (cost.matmul_cycles(128, 512, dt, t) / t.tensor.clock_hz)
+        assert 0.95 * peak <= rate <= peak
+
+
+def test_matmul_instruction_cycles_and_flops():
+    st, mv, out = _tile((128, 128), BF16), _tile((128, 512), BF16), _tile((128, 512), F32, Space.PSUM)
+    ins = _ins(Op.MATMUL, [out], [st, mv], accumulate=False)
+    assert cost.instr_cycles(ins, T2) == 512
+    assert cost.matmul_flops(ins) == 2 * 128 * 128 * 512
+    assert cost.matmul_peak(ins, T2) == 79e12
+
+
+def test_elementwise_costs():
+    big, small = _tile((128, 1000)), _tile((128, 10))
+    act = _ins(Op.ACTIVATION, [big], [big], func=Alu.exp, scale=1.0, reduce_op=None)
+    assert cost.instr_cycles(act, T2, Engine.SCALAR) == 1000  # max(MIN_II, N)
+    assert cost.instr_cycles(_ins(Op.ACTIVATION, [small], [small], func=Alu.exp), T2, Engine.SCALAR) == 64  # MIN_II
+    ts = _ins(Op.TENSOR_SCALAR, [big], [big], op0=Alu.add, op1=None)
+    assert cost.instr_cycles(ts, T2, Engine.VECTOR) == 1000
+    # bf16 on trn2's Vector engine: 512 elem/cycle vs 256 for fp32 -> half the cycles (no dtype term in the table)
+    hb = _tile((128, 1000), BF16)
+    assert cost.instr_cycles(_ins(Op.TENSOR_SCALAR, [hb], [hb], op0=Alu.add), T2, Engine.VECTOR) == 500
+    assert cost.instr_cycles(_ins(Op.TENSOR_SCALAR, [hb], [hb], op0=Alu.add), T2, Engine.SCALAR) == 1000
+
+
+def test_tensor_tensor_costs():
+    a, b, o = _tile((128, 512)), _tile((128, 512)), _tile((128, 512))
+    assert cost.instr_cycles(_ins(Op.TENSOR_TENSOR, [o], [a, b], op=Alu.add), T2, Engine.VECTOR) == 1024  # 2N
+    ha, hb = _tile((128, 512), BF16), _tile((128, 512), BF16)
+    assert cost.instr_cycles(_ins(Op.TENSOR_TENSOR, [o], [ha, hb], op=Alu.add), T2, Engine.VECTOR) == 512  # bf16
+    p = _tile((128, 512), F32, Space.PSUM)
+    assert cost.instr_cycles(_ins(Op.TENSOR_TENSOR, [o], [a, p], op=Alu.add), T2, Engine.VECTOR) == 512  # PSUM
+    tiny = _tile((128, 8))
+    assert cost.instr_cycles(_ins(Op.TENSOR_TENSOR, [tiny], [tiny, tiny], op=Alu.add), T2, Engine.VECTOR) == 64
+
+
+def test_reduce_reciprocal_gpsimd_transpose_costs():
+    x, r = _tile((128, 512)), _tile((128, 1))
+    assert cost.instr_cycles(_ins(Op.TENSOR_REDUCE, [r], [x], op=Alu.add, axes=(1,)), T2, Engine.VECTOR) == 512
+    xb = _tile((128, 512), BF16)
+    assert cost.instr_cycles(_ins(Op.TENSOR_REDUCE, [r], [xb], op=Alu.maximum, axes=(1,)), T2, Engine.VECTOR) == 256
+    y = _tile((128, 100))
+    assert cost.instr_cycles(_ins(Op.ACTIVATION, [y], [y], func=Alu.reciprocal), T2, Engine.VECTOR) == 800  # 8N
+    assert cost.instr_cycles(_ins(Op.IOTA, [x], [], expr=0), T2, Engine.GPSIMD) == 150 + 512
+    assert cost.instr_cycles(_ins(Op.AFFINE_SELECT, [y], [y, y], pred=True), T2, Engine.GPSIMD) == 250
+    tr = _ins(Op.TRANSPOSE, [_tile((128, 128), F32, Space.PSUM)], [_tile((128, 128), BF16)])
+    assert cost.instr_cycles(tr, T2, Engine.TENSOR) == 128  # max(P, min(64, F))
+    tr2 = _ins(Op.TRANSPOSE, [_tile((16, 32), F32, Space.PSUM)], [_tile((32, 16), BF16)])
+    assert cost.instr_cycles(tr2, T2, Engine.TENSOR) == 32
+
+
+def test_dma_cost():
+    q_bw = T2.dma_bandwidth_bytes_per_s / 16
+    assert cost.dma_queue_bandwidth(T2) == pytest.approx(q_bw)
+    assert cost.dma_seconds(0, T2) == pytest.approx(1.3e-6)
+    assert cost.dma_seconds(1 << 20, T2) == pytest.approx(1.3e-6 + (1 << 20) / q_bw)
+
+
+def _one_profile(fn, *args, **kw):
+    return trn.kernel(fn).profile(*args, **kw)
+
+
+def test_dma_queues_and_fixed_cost_in_schedule():
+    def loads(x, out):
+        ts = [tl.load(x[i * 128:(i + 1) * 128, :]) for i in range(17)]  # 16 queues: the 17th load waits
+        for i, t in enumerate(ts):
+            tl.store(out[i * 128:(i + 1) * 128, :], t)
+
+    x = torch.randn(17 * 128, 128)
+    p = _one_profile(loads, x, torch.empty_like(x), simulate_only=True)
+    one = cost.dma_seconds(128 * 128 * 4, T2) * 1e6
+    starts = sorted(r.start_us for r in p.instructions if r.op.startswith("dma_copy") and "<- %x" in r.op)
+    assert starts[:16] == [0.0] * 16 and starts[16] == pytest.approx(one)
+    assert {r.queue for r in p.instructions if r.engine == "dma"} == set(range(16))
+
+
+def test_dependent_back_to_back_stall():
+    def chain(x, out):
+        t = tl.load(x[0:128, 0:512])
+        u = t * 2.0            # vector
+        v = u + 1.0            # vector, depends on the instruction just before it
+        tl.store(out[0:128, 0:512], v)
+
+    x = torch.randn(128, 512)
+    p = _one_profile(chain, x, torch.empty_like(x), simulate_only=True)
+    vec = [r for r in p.instructions if r.engine == "vector"]
+    assert len(vec) == 2
+    gap_us = vec[1].start_us - (vec[0].start_us + vec[0].duration_us)
+    assert gap_us == pytest.approx(100 / T2.vector.clock_hz * 1e6)
+    assert vec[0].duration_us == pytest.approx(512 / T2.vector.clock_hz * 1e6)
+
+
+def test_accumulating_matmuls_pipeline_without_stall():
+    def mm(a, b, out):
+        acc = tl.zeros((128, 512), tl.float32, buffer=tl.psum)
+        for k in tl.static_range(4):
+            acc += tl.matmul(tl.load(a[k * 128:(k + 1) * 128, :]), tl.load(b[k * 128:(k + 1) * 128, :]),
+                             transpose_x=True)
+        tl.store(out[:, :], acc)
+
+    a, b = torch.randn(512, 128).bfloat16(), torch.randn(512, 512).bfloat16()
+    p = _one_profile(mm, a, b, torch.empty(128, 512))
+    mms = [r for r in p.instructions if r.engine == "tensor"]
+    for x, y in zip(mms, mms[1:]):
+        assert y.start_us >= x.start_us + x.duration_us - 1e-9
+    assert mms[-1].start_us + mms[-1].duration_us - mms[0].start_us < 4 * 512 / 2.4e3 + 1e-3  # back to back

@@ -1,0 +1,246 @@
+"""Schedule invariants on generated kernels, physical sanity on every test kernel, extrapolation vs exact.
+
+The dependence check here is independent of the scheduler's bookkeeping: it
+takes every instance's accessed boxes (absolute SBUF/PSUM addresses from the
+memory plan, HBM index boxes) and checks *all* pairs in program order.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import trnlang as trn
+import trnlang.isa as isa
+import trnlang.language as tl
+from tests.kernels import CASES
+from trnlang.sim.program import ENGINES
+from trnlang.sim.schedule import schedule
+
+NE = len(ENGINES)
+EPS = 1e-12
+
+
+def _overlap(key, a, b):
+    if isinstance(key, str):  # sbuf/psum: half-open (p0, p1, b0, b1)
+        return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
+    return all(a[i] <= b[i + 1] and b[i] <= a[i + 1] for i in range(0, len(a), 2))  # hbm: inclusive
+
+
+def check_invariants(s):
+    """No resource runs two instructions at once; every dependence is respected; time >= bounds."""
+    end = s.start + s.dur
+    for r in np.unique(s.res):
+        idx = np.nonzero(s.res == r)[0]
+        order = idx[np.argsort(s.start[idx], kind="stable")]
+        assert np.all(s.start[order][1:] >= end[order][:-1] - EPS), f"resource {r} runs two instructions at once"
+    assert s.accesses is not None and len(s.accesses) == s.n
+    by_key = defaultdict(list)
+    for i, accs in enumerate(s.accesses):
+        for key, box, w in accs:
+            by_key[key].append((i, box, w))
+    preds = defaultdict(set)
+    for key, lst in by_key.items():
+        for a in range(len(lst)):
+            i, bi, wi = lst[a]
+            for j, bj, wj in lst[a + 1:]:
+                if j != i and (wi or wj) and _overlap(key, bi, bj):
+                    assert s.start[j] >= end[i] - EPS, f"instance {j} starts before {i} it depends on ends ({key})"
+                    preds[j].add(i)
+    crit = np.zeros(s.n)
+    for j in range(s.n):  # program order is a topological order
+        crit[j] = s.dur[j] + max((crit[i] for i in preds[j]), default=0.0)
+    makespan = s.makespan
+    if s.n:
+        assert makespan >= crit.max() - EPS
+        assert makespan >= s.busy().max() - EPS
+
+
+# --- generated kernels ---------------------------------------------------------------------------------------
+OPS = ["add", "mul_scalar", "exp", "rowmax", "rowsum_bcast", "copy", "iota_add", "matmul", "transpose", "recip"]
+
+
+def make_kernel(ops, loop_kind, two_pass, carry, dt, inner=0, resident=False):
+    @trn.kernel
+    def gen(x, y, out):
+        n, d = x.shape
+        rng = tl.affine_range if loop_kind == "affine" else tl.sequential_range
+        state = tl.zeros((128, d), tl.float32) if carry else None
+        nt = -(-n // 128)
+        if resident:  # loaded before the loop, read by iteration i: the loop is paced by these loads at first
+            res = tl.ndarray((128, nt, d), x.dtype, buffer=tl.sbuf)
+            for t in tl.affine_range(nt):
+                isa.dma_copy(res[:, t, :], x[0:128, 0:d])
+        for i in rng(nt):
+            rows = i * 128 + tl.arange(128)[:, None]
+            cols = tl.arange(d)[None, :]
+            a = tl.load(x[rows, cols], mask=rows < n)
+            b = tl.load(y[rows, cols], mask=rows < n)
+            v = [a, b]
+            for op in ops:
+                if op == "add":
+                    v.append(v[-1] + v[-2])
+                elif op == "mul_scalar":
+                    v.append(v[-1] * 0.5)
+                elif op == "exp":
+                    v.append(tl.exp(v[-1] * 0.01))
+                elif op == "rowmax":
+                    v.append(v[-1] - tl.max(v[-1], axis=1, keepdims=True))
+                elif op == "rowsum_bcast":
+                    v.append(v[-1] + tl.sum(v[-2], axis=1, keepdims=True))
+                elif op == "copy":
+                    v.append(tl.copy(v[-1], dtype=dt))
+                elif op == "iota_add":
+                    v.append(v[-1] + (tl.arange(128)[:, None] + cols))
+                elif op == "recip":
+                    v.append(tl.reciprocal(tl.abs(v[-1]) + 1.0))
+                elif op == "matmul" and d == 128:
+                    v.append(tl.copy(tl.matmul(v[-1], v[-2], transpose_x=True)))
+                elif op == "transpose" and d == 128:
+                    v.append(tl.copy(tl.transpose(v[-1])))
+            if resident:
+                v.append(v[-1] + res[:, i, :])
+            if inner:  # a nested loop accumulating into a tile of the outer body
+                acc = tl.zeros((128, d), tl.float32)
+                for j in tl.affine_range(inner):
+                    acc[...] = acc + tl.load(y[rows, cols], mask=rows < n) * 0.5
+                v.append(v[-1] + acc)
+            if carry:
+                state[...] = state + v[-1]
+                tl.store(out[rows, cols], state, mask=rows < n)
+            else:
+                tl.store(out[rows, cols], v[-1], mask=rows < n)
+        if two_pass:  # read back what was stored: RAW/WAR through HBM
+            for i in rng(tl.cdiv(n, 128)):
+                rows = i * 128 + tl.arange(128)[:, None]
+                cols = tl.arange(d)[None, :]
+                t = tl.load(out[rows, cols], mask=rows < n)
+                tl.store(out[rows, cols], t * 2.0, mask=rows < n)
+
+    return gen
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=st.lists(st.sampled_from(OPS), min_size=1, max_size=6), loop_kind=st.sampled_from(["affine", "sequential"]),
+       two_pass=st.booleans(), carry=st.booleans(), n=st.integers(1, 3000), d=st.sampled_from([8, 64, 128, 200]),
+       dt=st.sampled_from([torch.float32, torch.bfloat16]), grid=st.sampled_from([1, 2, 13]),
+       inner=st.sampled_from([0, 0, 3, 40]), resident=st.booleans())
+def test_generated_kernel_schedules_are_valid(ops, loop_kind, two_pass, carry, n, d, dt, grid, inner, resident):
+    if grid > 2 or inner:
+        n = min(n, 260)  # keep the all-pairs dependence check small
+    if resident and n < 128:
+        n = 128  # the resident block loads whole 128-row tiles
+    k = make_kernel(ops, loop_kind, two_pass, carry, {torch.float32: tl.float32, torch.bfloat16: tl.bfloat16}[dt],
+                    inner, resident)
+    x, y = torch.randn(n, d).to(dt), torch.randn(n, d).to(dt)
+    ir = k.trace(x, y, torch.empty(n, d, dtype=dt), grid=(grid,))
+    s = schedule(ir, extrapolate=False, record=True)
+    check_invariants(s)
+    fast = schedule(ir)
+    assert fast.makespan == pytest.approx(s.makespan, rel=1e-9)
+
+
+# --- every test kernel ------------------------------------------------------------------------------------------
+def _case_args(case, n, d, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    args = case.make(n, d, g)
+    return args, (case.grid(args) if case.grid else (1,))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+@pytest.mark.parametrize(("n", "d"), [(1, 8), (200, 40), (1000, 128)])
+def test_physical_sanity(case, n, d):
+    args, grid = _case_args(case, n, d)
+    prof = case.kernel.profile(*args, grid=grid)
+    t = prof.target
+    time_s = prof.time_us * 1e-6
+    assert prof.time_us > 0 and prof.cycles > 0
+    assert 0.0 <= prof.mfu <= 1.0 and 0.0 <= prof.mbu <= 1.0
+    assert prof.flops / time_s <= t.tensor.peak_flops("bf16") * (1 + 1e-9)
+    assert prof.dma_bytes / time_s <= t.dma_bandwidth_bytes_per_s * (1 + 1e-9)
+    for st_ in prof.engines.values():
+        assert 0.0 <= st_.utilization <= 1.0 + 1e-9
+    assert prof.time_us >= 1.3  # at least one DMA's fixed cost
+    assert prof.sbuf_peak_bytes <= t.sbuf_bytes_per_partition and prof.psum_peak_bytes <= t.psum_bytes_per_partition
+    # the launch was real: outputs written as by a normal call
+    got = prof.result if case.out_index is None else args[case.out_index]
+    torch.testing.assert_close(got, case.ref(*args).to(got.dtype), atol=case.atol, rtol=case.rtol)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_invariants_on_test_kernels(case):
+    args, grid = _case_args(case, 300, 72)
+    s = schedule(case.kernel.trace(*args, grid=grid), grid, extrapolate=False, record=True)
+    check_invariants(s)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+@pytest.mark.parametrize(("n", "d"), [(5000, 64), (3001, 200)])
+def test_extrapolation_matches_exact_schedule(case, n, d):
+    args, grid = _case_args(case, n, d)
+    ir = case.kernel.trace(*args, grid=grid)
+    exact, fast = schedule(ir, grid, extrapolate=False), schedule(ir, grid)
+    assert fast.n == exact.n
+    assert fast.makespan == pytest.approx(exact.makespan, rel=1e-6)
+    np.testing.assert_allclose(fast.busy()[:NE], exact.busy()[:NE], rtol=1e-9)
+    assert fast.nbytes.sum() == pytest.approx(exact.nbytes.sum())
+
+
+def _tutorial():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "tutorials" / "03_matmul.py"
+    spec = importlib.util.spec_from_file_location("tutorial_03_matmul", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("name", ["matmul_naive", "matmul_hoisted", "matmul_blocked", "matmul_optimized"])
+def test_extrapolation_matches_exact_on_the_tutorial_matmuls(name):
+    mod = _tutorial()
+    ir = getattr(mod, name).trace(*mod._inputs(4096, 1024, 2048))
+    exact, fast = schedule(ir, extrapolate=False), schedule(ir)
+    assert fast.extrapolated > 0
+    assert fast.makespan == pytest.approx(exact.makespan, rel=1e-9)
+
+
+def test_extrapolated_schedule_keeps_invariants():
+    x = torch.randn(40 * 128, 256)
+    ir = CASES[0].kernel.trace(x, x, torch.empty_like(x))
+    s = schedule(ir)
+    assert s.extrapolated > 0
+    end = s.start + s.dur
+    for r in np.unique(s.res):
+        idx = np.nonzero(s.res == r)[0]
+        order = idx[np.argsort(s.start[idx], kind="stable")]
+        assert np.all(s.start[order][1:] >= end[order][:-1] - EPS)
+
+
+def test_big_matmul_schedules_quickly():
+    import time
+
+    from tests.kernels import matmul_kn
+
+    a, b = torch.randn(4096, 1024).bfloat16(), torch.randn(4096, 2048).bfloat16()
+    ir = matmul_kn.trace(a, b, torch.empty(1024, 2048, dtype=torch.bfloat16))
+    t0 = time.perf_counter()
+    s = schedule(ir)
+    assert time.perf_counter() - t0 < 5.0
+    assert (s.res == 0).sum() == 32 * 8 * 4  # every matmul instance is in the schedule
+
+
+def test_grid_instances_share_one_core():
+    from tests.kernels import vector_add_grid
+
+    x = torch.randn(128 * 8, 256)
+    one = vector_add_grid.profile(x[:128], x[:128], torch.empty(128, 256), grid=1, simulate_only=True)
+    eight = vector_add_grid.profile(x, x, torch.empty_like(x), grid=8, simulate_only=True)
+    assert eight.engines["vector"].instructions == 8 * one.engines["vector"].instructions
+    assert one.time_us < eight.time_us < 8 * one.time_us  # back to back, overlapping where dependences allow

@@ -1,0 +1,159 @@
+"""Glue that makes ``trn`` tensors behave like other device tensors in torch's Python layer.
+
+- printing formats a CPU copy (trap 9: otherwise printing runs a dozen fallback ops);
+- ``torch.load`` can restore storages to ``trn`` (``torch.save`` works through ``_copy_from``);
+- ``torch.autocast(device_type="trn")``: a fallthrough for the autocast key (trap 8) plus
+  casting kernels for the matmul family, like CUDA's lower-precision list;
+- trap 2: ``_copy_from`` falls through the Conjugate and Negative keys (the CPU views keep the bits);
+- ``torch.accelerator.synchronize`` and its memory functions route to ``torch.trn`` (trap 11).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+from trnlang.device import memory
+
+_LIBS: list[Any] = []
+
+#: Ops autocast runs in the lower-precision dtype on ``trn`` (the TensorE ops).
+AUTOCAST_LOWER = ("mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "addbmm", "conv1d", "conv2d", "conv3d",
+                  "prelu", "chain_matmul", "_convolution", "convolution", "conv_transpose1d", "conv_transpose2d",
+                  "scaled_dot_product_attention")
+
+
+def _patch_printing() -> None:
+    import torch._tensor_str as ts
+
+    orig = ts._tensor_str
+    if getattr(orig, "_trn_patched", False):
+        return
+
+    @functools.wraps(orig)
+    def _tensor_str(self: torch.Tensor, indent: int) -> str:
+        if self.device.type == "trn":
+            with torch.no_grad():
+                self = self.detach().to("cpu")
+        return orig(self, indent)
+
+    _tensor_str._trn_patched = True  # type: ignore[attr-defined]
+    ts._tensor_str = _tensor_str
+
+
+def _trn_tag(obj: Any) -> str | None:
+    if obj.device.type == "trn":
+        return "trn" if obj.device.index is None else f"trn:{obj.device.index}"
+    return None
+
+
+def _trn_deserialize(obj: Any, location: str) -> Any:
+    if not location.startswith("trn"):
+        return None
+    if obj.device.type == "trn":
+        return obj
+    cpu = torch.empty((0,), dtype=torch.uint8).set_(obj.untyped_storage() if hasattr(obj, "untyped_storage")
+                                                     else obj)
+    t = memory.empty((cpu.numel(),), torch.uint8)
+    memory.memmove(t.data_ptr(), cpu.data_ptr(), cpu.numel())
+    return t.untyped_storage()
+
+
+def _register_serialization() -> None:
+    from torch.serialization import register_package
+
+    register_package(15, _trn_tag, _trn_deserialize)  # before the generic privateuse1 entry (23)
+
+
+def _autocast_kernel(op: Any) -> Any:
+    ks = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastPrivateUse1)
+
+    def cast(v: Any, dt: torch.dtype) -> Any:
+        if (isinstance(v, torch.Tensor) and v.is_floating_point() and v.device.type == "trn" and v.dtype != dt
+                and v.dtype != torch.float64):
+            return v.to(dt)
+        if isinstance(v, (list, tuple)):
+            return type(v)(cast(x, dt) for x in v)
+        return v
+
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        dt = torch.get_autocast_dtype("trn")
+        with torch._C._ExcludeDispatchKeyGuard(ks):
+            return op(*[cast(a, dt) for a in args], **{k: cast(v, dt) for k, v in kwargs.items()})
+
+    return kernel
+
+
+def _register_autocast() -> None:
+    lib = torch.library.Library("_", "IMPL")
+    lib.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
+    _LIBS.append(lib)
+    alib = torch.library.Library("aten", "IMPL")
+    for name in AUTOCAST_LOWER:
+        packet = getattr(torch.ops.aten, name, None)
+        if packet is None:
+            continue
+        for ov in packet.overloads():
+            op = getattr(packet, ov)
+            if op._schema.is_mutable or "out" in ov:
+                continue
+            qual = name if ov == "default" else f"{name}.{ov}"
+            alib.impl(qual, _autocast_kernel(op), "AutocastPrivateUse1")
+    _LIBS.append(alib)
+
+
+def _register_conj_neg_fallthroughs() -> None:
+    lib = torch.library.Library("aten", "IMPL")
+    for key in ("Conjugate", "Negative"):
+        for name in ("_copy_from", "_copy_from_and_resize"):
+            lib.impl(name, torch.library.fallthrough_kernel, key)
+    _LIBS.append(lib)
+
+
+_ACCEL = {
+    "synchronize": "synchronize", "memory_allocated": "memory_allocated",
+    "max_memory_allocated": "max_memory_allocated", "memory_reserved": "memory_reserved",
+    "max_memory_reserved": "max_memory_reserved", "memory_stats": "memory_stats", "empty_cache": "empty_cache",
+    "reset_peak_memory_stats": "reset_peak_memory_stats", "reset_accumulated_memory_stats": "reset_peak_memory_stats",
+    "get_memory_info": "mem_get_info",
+}
+
+
+def _patch_accelerator() -> None:
+    """Trap 11: ``torch.accelerator``'s synchronize and memory functions need C++ hooks a Python backend
+    cannot provide; route them to ``torch.trn`` when ``trn`` is the current accelerator."""
+    import torch.accelerator as acc
+
+    mem = getattr(acc, "memory", None)
+    for name, target in _ACCEL.items():
+        orig = getattr(acc, name, None)
+        if orig is None or getattr(orig, "_trn_patched", False):
+            continue
+
+        def make(orig: Any, target: str) -> Any:
+            @functools.wraps(orig)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                cur = acc.current_accelerator()
+                if cur is not None and cur.type == "trn":
+                    dev = args[0] if args else kwargs.get("device_index", kwargs.get("device"))
+                    return getattr(torch.trn, target)(dev) if dev is not None else getattr(torch.trn, target)()
+                return orig(*args, **kwargs)
+
+            wrapper._trn_patched = True  # type: ignore[attr-defined]
+            return wrapper
+
+        w = make(orig, target)
+        setattr(acc, name, w)
+        if mem is not None and getattr(mem, name, None) is orig:
+            setattr(mem, name, w)
+
+
+def install() -> None:
+    """Install all of the above (once per process)."""
+    _patch_printing()
+    _patch_accelerator()
+    _register_serialization()
+    _register_autocast()
+    _register_conj_neg_fallthroughs()

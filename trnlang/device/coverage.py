@@ -1,0 +1,449 @@
+"""Op coverage of the ``trn`` device: PyTorch's OpInfo samples run on ``trn`` and on the CPU, compared.
+
+For every OpInfo of ``op_db`` (optionally filtered), each sample input runs forward (and backward,
+for float32 ops that support autograd) once on the CPU and once on ``trn`` (a copy of the sample
+with the same strides and storage offsets), with the same seed, and the results are compared.
+
+An op is **native** when every comparison passed and no CPU fallback ran; **fallback** when every
+comparison passed but some part ran through the CPU fallback; **fail** when any comparison failed
+(or ``trn`` raised where the CPU did not); **skipped** when nothing could be compared (the reason
+says why). ``float32`` decides the headline numbers; ``bfloat16`` is reported alongside.
+
+Example:
+    >>> from trnlang.device.coverage import run_coverage
+    >>> report = run_coverage(ops=["add", "sin"], progress=False)   # doctest: +SKIP
+    >>> report["compared"], report["fail"]                           # doctest: +SKIP
+    (2, 0)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import torch
+
+__all__ = ["run_coverage", "op_names", "summary_table", "markdown_report", "TOLERANCES"]
+
+#: (rtol, atol) per dtype. Native kernels and composite ops differ from the CPU's fused kernels by
+#: rounding order (fp32 FMA, blocked matmul/sum accumulation); the CPU fallback is bit-identical.
+#: torch's own ``test_compare_cpu`` allows 1e-3 for float32; this is 10x tighter.
+TOLERANCES = {torch.float32: (1e-4, 1e-4), torch.bfloat16: (1.6e-2, 1e-2), torch.float16: (1e-3, 1e-3),
+              torch.float64: (1e-7, 1e-7)}
+
+#: Sample arguments that torch requires on the CPU (positional index in ``sample.args``).
+_CPU_ARGS = {"tensor_split": (0,)}
+
+#: OpInfos whose outputs are uninitialised memory: compare metadata only.
+_UNINITIALISED = {"empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided", "empty_permuted"}
+
+#: OpInfos that cannot be compared on a second device, with the reason.
+_SKIP = {
+    "to_sparse": "sparse layouts do not live on trn",
+    "sparse.sampled_addmm": "sparse layouts do not live on trn",
+    "sparse.mm": "sparse layouts do not live on trn",
+    "pin_memory": "pinned host memory is a CUDA concept",
+}
+
+_SEED = 1234
+
+
+class _Skip(Exception):
+    """This sample cannot be compared (the reason is the message)."""
+
+
+@dataclass
+class _Result:
+    name: str
+    status: str = "skipped"
+    reason: str = ""
+    compared: int = 0
+    failed: int = 0
+    fallbacks: set[str] = field(default_factory=set)
+    error: str = ""
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "reason": self.reason, "samples_compared": self.compared,
+                "samples_failed": self.failed, "fallback_ops": sorted(self.fallbacks), "error": self.error,
+                "seconds": round(self.seconds, 3)}
+
+
+def op_names(op: Any) -> str:
+    """Display name of an OpInfo (``name.variant`` when it has a variant)."""
+    return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+
+
+def _op_db() -> list[Any]:
+    from trnlang.device import register
+
+    register()  # before torch.testing._internal.common_utils computes its device lists
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    return op_db
+
+
+def _clone_to_trn(x: torch.Tensor) -> torch.Tensor:
+    """A ``trn`` copy of ``x`` with the same sizes, strides and storage offset (noncontiguous samples stay so)."""
+    if x.layout != torch.strided:
+        raise _Skip(f"{x.layout} sample tensor")
+    if x.is_conj() or x.is_neg():
+        x = x.resolve_conj().resolve_neg()
+    x = x.detach()
+    st = x.untyped_storage()
+    nbytes = st.nbytes()
+    item = x.element_size()
+    if nbytes % item:
+        return x.to("trn")
+    src = torch.empty((0,), dtype=x.dtype).set_(st, 0, (nbytes // item,), (1,))
+    base = src.to("trn")
+    return torch.as_strided(base, x.shape, x.stride(), x.storage_offset()).detach()
+
+
+def _to_trn(v: Any, memo: dict[int, Any], key: str | None = None) -> Any:
+    if isinstance(v, torch.Tensor):
+        hit = memo.get(id(v))
+        if hit is None:
+            hit = _clone_to_trn(v)
+            if v.requires_grad:
+                hit.requires_grad_(True)
+            memo[id(v)] = hit
+        return hit
+    if key == "device" and (isinstance(v, torch.device) or isinstance(v, str)):
+        return torch.device("trn") if torch.device(v).type == "cpu" else v
+    if isinstance(v, list):
+        return [_to_trn(x, memo) for x in v]
+    if isinstance(v, tuple):
+        return tuple(_to_trn(x, memo) for x in v)
+    if isinstance(v, dict):
+        return {k: _to_trn(x, memo, k) for k, x in v.items()}
+    return v
+
+
+def _flatten(v: Any, out: list[Any]) -> list[Any]:
+    if isinstance(v, (list, tuple)):
+        for x in v:
+            _flatten(x, out)
+    elif isinstance(v, dict):
+        for x in v.values():
+            _flatten(x, out)
+    else:
+        out.append(v)
+    return out
+
+
+def _compare(actual: Any, expected: Any, dtype: torch.dtype, metadata_only: bool) -> None:
+    a, e = _flatten(actual, []), _flatten(expected, [])
+    if len(a) != len(e):
+        raise AssertionError(f"{len(a)} outputs on trn, {len(e)} on the CPU")
+    rtol, atol = TOLERANCES.get(dtype, (1e-5, 1e-5))
+    for x, y in zip(a, e):
+        if isinstance(y, torch.Tensor):
+            if not isinstance(x, torch.Tensor):
+                raise AssertionError(f"trn returned {type(x).__name__}, the CPU a tensor")
+            if x.device.type != y.device.type and not (x.device.type == "trn" and y.device.type == "cpu"):
+                raise AssertionError(f"output on {x.device}, expected {y.device}")
+            xc = x.detach().cpu() if x.device.type == "trn" else x.detach()
+            if metadata_only:
+                if xc.shape != y.shape or xc.dtype != y.dtype:
+                    raise AssertionError(f"metadata {xc.shape}/{xc.dtype} vs {y.shape}/{y.dtype}")
+                continue
+            torch.testing.assert_close(xc, y.detach(), rtol=rtol, atol=atol, equal_nan=True, check_device=False,
+                                       check_stride=False)
+        elif isinstance(y, float) and isinstance(x, float):
+            if not (x == y or abs(x - y) <= atol + rtol * abs(y) or (x != x and y != y)):
+                raise AssertionError(f"{x} != {y}")
+        elif x != y and not (isinstance(x, torch.dtype) or isinstance(x, torch.device)):
+            raise AssertionError(f"{x!r} != {y!r}")
+
+
+def _grad_inputs(sample_args: Any) -> list[torch.Tensor]:
+    return [t for t in _flatten(sample_args, []) if isinstance(t, torch.Tensor) and t.requires_grad]
+
+
+def _run_sample(op: Any, sample: Any, dtype: torch.dtype, backward: bool) -> tuple[str, set[str], str]:
+    """Compare one sample: ('pass'|'fail'|'skip', fallback op names, message)."""
+    from trnlang.device import fallback
+
+    memo: dict[int, Any] = {}
+    for i in _CPU_ARGS.get(op.name, ()):
+        if i < len(sample.args) and isinstance(sample.args[i], torch.Tensor):
+            memo[id(sample.args[i])] = sample.args[i]  # stays on the CPU
+    try:
+        t_args = _to_trn((sample.input, sample.args, sample.kwargs), memo)
+    except _Skip as e:
+        return "skip", set(), str(e)
+    c_args = (sample.input, sample.args, sample.kwargs)
+    torch.manual_seed(_SEED)
+    try:
+        expected = op(c_args[0], *c_args[1], **c_args[2])
+    except Exception as e:  # the CPU rejects the sample: nothing to compare
+        return "skip", set(), f"CPU raised {type(e).__name__}"
+    before = fallback.fallback_stats()
+    torch.manual_seed(_SEED)
+    meta_only = op.name in _UNINITIALISED
+    try:
+        actual = op(t_args[0], *t_args[1], **t_args[2])
+        proc = sample.output_process_fn_grad  # e.g. sign-normalises singular vectors, as torch's tests do
+        _compare(proc(actual), proc(expected), dtype, meta_only)
+        if backward and not meta_only:
+            _compare_backward(op, sample, c_args, t_args, expected, actual, dtype)
+    except _Skip as e:
+        return "skip", set(), str(e)
+    except Exception as e:
+        return "fail", _diff(before, fallback.fallback_stats()), f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+    return "pass", _diff(before, fallback.fallback_stats()), ""
+
+
+def _compare_backward(op: Any, sample: Any, c_args: Any, t_args: Any, expected: Any, actual: Any,
+                      dtype: torch.dtype) -> None:
+    c_in, t_in = _grad_inputs(c_args), _grad_inputs(t_args)
+    if not c_in:
+        return
+    proc = sample.output_process_fn_grad
+    c_outs = [t for t in _flatten(proc(expected), []) if isinstance(t, torch.Tensor) and t.requires_grad
+              and (t.is_floating_point() or t.is_complex())]
+    t_outs = [t for t in _flatten(proc(actual), []) if isinstance(t, torch.Tensor) and t.requires_grad
+              and (t.is_floating_point() or t.is_complex())]
+    if not c_outs:
+        return
+    if len(c_outs) != len(t_outs):
+        raise AssertionError(f"{len(t_outs)} differentiable outputs on trn, {len(c_outs)} on the CPU")
+    g = torch.Generator().manual_seed(_SEED)
+    grads = [torch.randn(t.shape, dtype=t.dtype, generator=g) for t in c_outs]
+    try:
+        c_grads = torch.autograd.grad(c_outs, c_in, grads, allow_unused=True)
+    except Exception as e:
+        raise _Skip(f"CPU backward raised {type(e).__name__}") from None
+    t_grads = torch.autograd.grad(t_outs, t_in, [x.to(t.device) for x, t in zip(grads, t_outs)], allow_unused=True)
+    for a, b in zip(t_grads, c_grads):
+        if (a is None) != (b is None):
+            raise AssertionError("a gradient is missing on one device")
+        if a is not None:
+            _compare(a, b, dtype, False)
+
+
+def _diff(before: dict[str, int], after: dict[str, int]) -> set[str]:
+    return {k for k, v in after.items() if v > before.get(k, 0)}
+
+
+def _run_op(op: Any, dtype: torch.dtype, backward: bool, max_samples: int | None) -> _Result:
+    res = _Result(op_names(op))
+    t0 = time.perf_counter()
+    try:
+        if res.name in _SKIP or op.name in _SKIP:
+            res.reason = _SKIP.get(res.name) or _SKIP[op.name]
+            return res
+        if not op.supports_dtype(dtype, "cpu"):
+            res.reason = f"{str(dtype).replace('torch.', '')} not supported on the CPU"
+            return res
+        do_bwd = backward and op.supports_autograd and dtype.is_floating_point
+        try:
+            samples = op.sample_inputs("cpu", dtype, requires_grad=do_bwd)
+            samples = list(samples if max_samples is None else _take(samples, max_samples))
+        except Exception as e:
+            res.reason = f"sample generation raised {type(e).__name__}"
+            return res
+        reasons = set()
+        for s in samples:
+            status, fb, msg = _run_sample(op, s, dtype, do_bwd)
+            if status == "skip":
+                reasons.add(msg)
+                continue
+            res.compared += 1
+            res.fallbacks |= fb
+            if status == "fail":
+                res.failed += 1
+                res.error = res.error or msg
+        if res.compared == 0:
+            res.reason = "; ".join(sorted(reasons))[:200] or "no sample inputs"
+        elif res.failed:
+            res.status = "fail"
+        else:
+            res.status = "fallback_pass" if res.fallbacks else "native_pass"
+        return res
+    finally:
+        res.seconds = time.perf_counter() - t0
+
+
+def _take(it: Iterable[Any], n: int) -> Iterable[Any]:
+    for i, x in enumerate(it):
+        if i >= n:
+            return
+        yield x
+
+
+def _progress(items: list[Any], enabled: bool) -> Any:
+    if not enabled:
+        return items
+    try:
+        from tqdm import tqdm
+
+        return tqdm(items, desc="trn coverage", unit="op", file=sys.stderr, dynamic_ncols=True)
+    except ImportError:
+        return _SimpleProgress(items)
+
+
+class _SimpleProgress:
+    """A progress line on stderr when tqdm is not installed."""
+
+    def __init__(self, items: list[Any]) -> None:
+        self.items = items
+
+    def __iter__(self) -> Any:
+        n = len(self.items)
+        for i, x in enumerate(self.items):
+            sys.stderr.write(f"\rtrn coverage: {i + 1}/{n} ops")
+            sys.stderr.flush()
+            yield x
+        sys.stderr.write("\n")
+
+    def set_postfix_str(self, s: str) -> None:
+        """Ignored (tqdm API)."""
+
+
+def _select(ops: list[str] | None, limit: int | None) -> list[Any]:
+    db = _op_db()
+    if ops:
+        want = set(ops)
+        db = [o for o in db if o.name in want or op_names(o) in want]
+    if limit is not None:
+        db = db[:limit]
+    return db
+
+
+def run_coverage(ops: list[str] | None = None, limit: int | None = None, dtypes: Iterable[torch.dtype] = (
+        torch.float32, torch.bfloat16), backward: bool = True, max_samples: int | None = None,
+        progress: bool = True, on_op: Callable[[str, dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Run OpInfo samples on ``trn`` and the CPU and compare them.
+
+    Args:
+        ops: OpInfo names (``add``, ``nn.functional.relu``, ``linalg.norm.subgradients_at_zero``) to
+            run; None for all of ``op_db``.
+        limit: run only the first ``limit`` selected OpInfos.
+        dtypes: dtypes to run; the first one (float32) decides the summary counts.
+        backward: also compare gradients (float dtypes, ops that support autograd).
+        max_samples: compare at most this many samples per op and dtype (None: all).
+        progress: show a progress bar on stderr.
+        on_op: called with (name, detail) after each op.
+
+    Returns:
+        ``{"compared", "native_pass", "fallback_pass", "fail", "skipped"}`` (ints, for the first dtype),
+        ``"per_dtype"`` (the same counts for every dtype) and ``"ops"`` (name -> detail per dtype).
+    """
+    dtypes = list(dtypes)
+    selected = _select(ops, limit)
+    per_op: dict[str, dict[str, Any]] = {}
+    old_policy = os.environ.get("TRN_FALLBACK")
+    os.environ["TRN_FALLBACK"] = "silent"
+    bar = _progress(selected, progress)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for op in bar:
+                name = op_names(op)
+                if hasattr(bar, "set_postfix_str"):
+                    bar.set_postfix_str(name)
+                detail = {str(dt).replace("torch.", ""): _run_op(op, dt, backward and dt == dtypes[0],
+                                                                 max_samples).as_dict() for dt in dtypes}
+                per_op[name] = detail
+                if on_op is not None:
+                    on_op(name, detail)
+    finally:
+        if old_policy is None:
+            os.environ.pop("TRN_FALLBACK", None)
+        else:
+            os.environ["TRN_FALLBACK"] = old_policy
+    per_dtype = {}
+    for dt in dtypes:
+        key = str(dt).replace("torch.", "")
+        counts = {"native_pass": 0, "fallback_pass": 0, "fail": 0, "skipped": 0}
+        for d in per_op.values():
+            counts[d[key]["status"]] += 1
+        counts["compared"] = counts["native_pass"] + counts["fallback_pass"] + counts["fail"]
+        per_dtype[key] = counts
+    head = per_dtype[str(dtypes[0]).replace("torch.", "")]
+    from trnlang.device.registry import registry_table
+
+    return {**head, "dtype": str(dtypes[0]).replace("torch.", ""), "per_dtype": per_dtype, "ops": per_op,
+            "registry": registry_table(), "torch": torch.__version__, "backward": backward,
+            "max_samples": max_samples}
+
+
+def _pct(n: int, d: int) -> str:
+    return f"{100.0 * n / d:.1f}%" if d else "n/a"
+
+
+def summary_table(report: dict[str, Any]) -> str:
+    """The summary as a text table (one column per dtype)."""
+    keys = list(report["per_dtype"])
+    rows = [("compared", "compared"), ("  passing natively", "native_pass"),
+            ("  passing through fallback", "fallback_pass"), ("  failing", "fail"), ("skipped", "skipped")]
+    w = max(len(r[0]) for r in rows + [("pass rate (any path)", "")])
+    lines = [f"{'OpInfo ops':<{w}}  " + "  ".join(f"{k:>10}" for k in keys)]
+    for label, k in rows:
+        lines.append(f"{label:<{w}}  " + "  ".join(f"{report['per_dtype'][d][k]:>10}" for d in keys))
+    rate = [_pct(report["per_dtype"][d]["native_pass"] + report["per_dtype"][d]["fallback_pass"],
+                 report["per_dtype"][d]["compared"]) for d in keys]
+    lines.append(f"{'pass rate (any path)':<{w}}  " + "  ".join(f"{r:>10}" for r in rate))
+    skipped: dict[str, int] = {}
+    for d in report["ops"].values():
+        det = d[keys[0]]
+        if det["status"] == "skipped":
+            skipped[det["reason"]] = skipped.get(det["reason"], 0) + 1
+    if skipped:
+        lines.append("")
+        lines.append(f"skipped ({keys[0]}), by reason:")
+        for reason, n in sorted(skipped.items(), key=lambda kv: -kv[1])[:12]:
+            lines.append(f"  {n:>4}  {reason}")
+    fails = [(n, d[keys[0]]["error"]) for n, d in report["ops"].items() if d[keys[0]]["status"] == "fail"]
+    if fails:
+        lines.append("")
+        lines.append(f"failing ({keys[0]}):")
+        for n, err in fails:
+            lines.append(f"  {n}: {err}")
+    return "\n".join(lines)
+
+
+def markdown_report(report: dict[str, Any]) -> str:
+    """``docs/op_compatibility.md``: summary, the native lowerings, and every OpInfo's status."""
+    keys = list(report["per_dtype"])
+    out = ["# trn op compatibility", "",
+           "Generated by `trn coverage` (do not edit by hand): every OpInfo of PyTorch's `op_db` runs its sample",
+           "inputs on the `trn` device and on the CPU, forward and (for float32) backward, and the results are",
+           f"compared (torch {report['torch']}; float32 rtol/atol 1e-5, bfloat16 1.6e-2/1e-2).", "",
+           "- **native**: every comparison passed and nothing ran through the CPU fallback;",
+           "- **fallback**: every comparison passed, with some ATen ops run by the CPU fallback;",
+           "- **fail**: a comparison failed or `trn` raised where the CPU did not;",
+           "- **skipped**: nothing could be compared (the reason is given).", "",
+           "## Summary", "", "| | " + " | ".join(keys) + " |", "|---|" + "---:|" * len(keys)]
+    for label, k in (("compared", "compared"), ("passing natively", "native_pass"),
+                     ("passing through fallback", "fallback_pass"), ("failing", "fail"), ("skipped", "skipped")):
+        out.append(f"| {label} | " + " | ".join(str(report["per_dtype"][d][k]) for d in keys) + " |")
+    rates = [_pct(report["per_dtype"][d]["native_pass"] + report["per_dtype"][d]["fallback_pass"],
+                  report["per_dtype"][d]["compared"]) for d in keys]
+    out.append("| pass rate (any path) | " + " | ".join(rates) + " |")
+    out += ["", "## Native lowerings (the registry)", "",
+            "| ATen op | kind | dtypes | source |", "|---|---|---|---|"]
+    for name, ent in report["registry"].items():
+        dts = ", ".join(ent["dtypes"]) if ent["dtypes"] else "all"
+        src = ent["source"] + (f" (via {ent['routed_from']})" if ent.get("routed_from") else "")
+        out.append(f"| `{name}` | {ent['kind']} | {dts} | {src} |")
+    out += ["", "## OpInfo results", "", "| OpInfo | " + " | ".join(keys) + " | CPU-fallback ATen ops / note |",
+            "|---|" + "---|" * len(keys) + "---|"]
+    for name, det in sorted(report["ops"].items()):
+        first = det[keys[0]]
+        note = ", ".join(f"`{f}`" for f in first["fallback_ops"][:6])
+        if len(first["fallback_ops"]) > 6:
+            note += f" (+{len(first['fallback_ops']) - 6})"
+        if first["status"] == "skipped":
+            note = first["reason"]
+        elif first["status"] == "fail":
+            note = first["error"].replace("|", "\\|")
+        out.append(f"| `{name}` | " + " | ".join(det[k]["status"].replace("_pass", "") for k in keys)
+                   + f" | {note} |")
+    return "\n".join(out) + "\n"

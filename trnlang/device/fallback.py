@@ -1,0 +1,350 @@
+"""The CPU fallback: ATen ops without a ``trn`` lowering run on CPU views of device memory.
+
+Device memory is host memory, so a CPU view of a ``trn`` tensor is zero-copy: in-place and
+``out=`` ops write straight into the device bytes, views come back as ``trn`` aliases of their
+base, and fresh CPU results are adopted as device memory without a copy.
+
+Policy (``TRN_FALLBACK``, read at each fallback): ``warn`` (default: one warning per op name),
+``error`` (raise :class:`FallbackError` naming the op) or ``silent``. Every fallback is counted
+(:func:`fallback_stats`).
+
+Example:
+    >>> import torch, trnlang.device as td
+    >>> x = torch.ones(3, device="trn")          # doctest: +SKIP
+    >>> torch.sin(x).cpu()[0].item()              # doctest: +SKIP
+    0.8414709568023682
+    >>> td.fallback_stats()["aten::sin.out"] >= 1  # doctest: +SKIP
+    True
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import warnings
+from collections import Counter
+from typing import Any, Callable
+
+import torch
+
+from trnlang.device import memory
+from trnlang.frontend.errors import TrnError
+
+__all__ = ["FallbackError", "FallbackWarning", "fallback_stats", "reset_fallback_stats", "run_on_cpu",
+           "op_name", "check_devices", "policy"]
+
+_POLICIES = ("warn", "error", "silent")
+_lock = threading.Lock()
+_counts: Counter[str] = Counter()
+_warned: set[str] = set()
+_tls = threading.local()
+
+
+class FallbackError(TrnError, NotImplementedError):
+    """An op has no ``trn`` lowering and ``TRN_FALLBACK=error`` forbids running it on the CPU."""
+
+
+class FallbackWarning(UserWarning):
+    """An op ran on the CPU because it has no ``trn`` lowering (once per op name)."""
+
+
+class _OpInfo:
+    """What the fallback needs from an op's schema, computed once per op (schema objects are slow)."""
+
+    __slots__ = ("name", "names", "generator", "outs", "indices_pos", "tensor_pos")
+
+    def __init__(self, op: Any) -> None:
+        schema = op._schema
+        ov = op._overloadname
+        self.name = schema.name if ov == "default" else f"{schema.name}.{ov}"
+        args = list(schema.arguments)
+        self.names = [a.name for a in args]
+        self.generator = [(i, a.kwarg_only) for i, a in enumerate(args)
+                          if a.name == "generator" and a.type.kind() == "OptionalType"]
+        self.outs = [a.name for a in args if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write]
+        self.indices_pos = self.names.index("indices") if "indices" in self.names else -1
+        self.tensor_pos = [(i, a.name, a.kwarg_only) for i, a in enumerate(args) if str(a.type) == "Tensor"]
+
+
+_INFO: dict[Any, _OpInfo] = {}
+
+
+def _info(op: Any) -> _OpInfo:
+    info = _INFO.get(op)
+    if info is None:
+        info = _INFO[op] = _OpInfo(op)
+    return info
+
+
+def op_name(op: Any) -> str:
+    """``aten::name.overload`` (``aten::name`` for the default overload) of an OpOverload."""
+    return _info(op).name
+
+
+def policy() -> str:
+    """The current fallback policy: ``warn``, ``error`` or ``silent`` (from ``TRN_FALLBACK``)."""
+    p = os.environ.get("TRN_FALLBACK", "warn").strip().lower() or "warn"
+    if p not in _POLICIES:
+        raise ValueError(f"TRN_FALLBACK must be one of {', '.join(_POLICIES)}, got {p!r}")
+    return p
+
+
+def fallback_stats() -> dict[str, int]:
+    """How many times each op ran through the CPU fallback in this process, by op name."""
+    with _lock:
+        return dict(_counts)
+
+
+def reset_fallback_stats() -> None:
+    """Clear the counters (warnings already given are not repeated)."""
+    with _lock:
+        _counts.clear()
+
+
+def total_fallbacks() -> int:
+    """Sum of all fallback counts (cheap; used by the coverage runner)."""
+    with _lock:
+        return sum(_counts.values())
+
+
+def note(name: str) -> None:
+    """Apply the policy to one fallback of ``name`` (raise, warn once, or nothing) and count it."""
+    p = policy()
+    if p == "error":
+        raise FallbackError(f"{name} has no trn lowering and TRN_FALLBACK=error forbids the CPU fallback "
+                            "(register one with @trn.lowering, or set TRN_FALLBACK=warn|silent)")
+    with _lock:
+        _counts[name] += 1
+        first = name not in _warned
+        if first:
+            _warned.add(name)
+    if first and p == "warn":
+        warnings.warn(f"trn: {name} has no trn lowering; running it on the CPU (zero-copy views of device "
+                      "memory). Set TRN_FALLBACK=silent to hide this, =error to forbid it.", FallbackWarning,
+                      stacklevel=_user_stacklevel())
+
+
+_SKIP_DIRS = (os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.abspath(torch.__file__)))
+
+
+def _user_stacklevel() -> int:
+    """Stack level of the first frame outside the device layer and torch (the user's line)."""
+    f = sys._getframe(2)
+    level = 2
+    while f is not None and f.f_code.co_filename.startswith(_SKIP_DIRS):
+        f = f.f_back
+        level += 1
+    return level
+
+
+def _same_device_error(a: torch.device, b: torch.device) -> RuntimeError:
+    return RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, {a} and {b}!")
+
+
+def check_devices(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Raise like a device backend does when ``trn`` tensors meet CPU tensors that are not 0-dim
+    (tensors in an ``indices`` argument may stay on the CPU)."""
+    cpu_dev = None
+    has_trn = False
+    for i, v in enumerate(args):
+        if isinstance(v, torch.Tensor):
+            t = v.device.type
+            if t == "trn":
+                has_trn = True
+            elif t == "cpu" and v.dim() != 0:
+                cpu_dev = v.device
+        elif isinstance(v, (list, tuple)) and v:
+            if i == _info(op).indices_pos:
+                continue
+            for x in v:
+                if isinstance(x, torch.Tensor):
+                    if x.device.type == "trn":
+                        has_trn = True
+                    elif x.device.type == "cpu" and x.dim() != 0:
+                        cpu_dev = x.device
+    for k, v in kwargs.items():
+        if isinstance(v, torch.Tensor):
+            if v.device.type == "trn":
+                has_trn = True
+            elif v.device.type == "cpu" and v.dim() != 0:
+                cpu_dev = v.device
+        elif isinstance(v, (list, tuple)) and k != "indices":
+            for x in v:
+                if isinstance(x, torch.Tensor):
+                    if x.device.type == "trn":
+                        has_trn = True
+                    elif x.device.type == "cpu" and x.dim() != 0:
+                        cpu_dev = x.device
+    if has_trn and cpu_dev is not None:
+        raise _same_device_error(memory.DEVICE, cpu_dev)
+
+
+class _Converter:
+    """Maps ``trn`` arguments to CPU views (one view per tensor) and CPU results back."""
+
+    def __init__(self) -> None:
+        self.views: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # id(trn) -> (trn, cpu view)
+        self.by_view: dict[int, torch.Tensor] = {}  # id(cpu view) -> trn
+        self.cpu_storages: dict[int, Any] = {}  # block address -> cpu storage
+        self.trn_storages: dict[int, Any] = {}  # block address -> trn storage
+        self.user_cpu_ptrs: set[int] = set()
+
+    def to_cpu(self, v: Any) -> Any:
+        if isinstance(v, torch.Tensor):
+            dev = v.device.type
+            if dev == "trn":
+                hit = self.views.get(id(v))
+                if hit is not None:
+                    return hit[1]
+                blk = memory.block_of(v)
+                cst = self.cpu_storages.get(blk.ptr)
+                if cst is None:
+                    cst = self.cpu_storages[blk.ptr] = blk.cpu_storage()
+                    self.trn_storages[blk.ptr] = v.untyped_storage()
+                view = memory.cpu_view(v, cst)
+                self.views[id(v)] = (v, view)
+                self.by_view[id(view)] = v
+                return view
+            if dev == "cpu" and v.layout == torch.strided:
+                self.user_cpu_ptrs.add(v.untyped_storage().data_ptr())
+            return v
+        if isinstance(v, torch.device) and v.type == "trn":
+            return torch.device("cpu")
+        if isinstance(v, list):
+            return [self.to_cpu(x) for x in v]
+        if isinstance(v, tuple):
+            return tuple(self.to_cpu(x) for x in v)
+        return v
+
+    def to_trn(self, v: Any, adopted: dict[int, Any]) -> Any:
+        if isinstance(v, torch.Tensor):
+            orig = self.by_view.get(id(v))
+            if orig is not None:
+                return orig
+            if v.device.type != "cpu":
+                return v
+            if v.layout != torch.strided:
+                raise RuntimeError(f"trn: the CPU fallback produced a {v.layout} tensor; only strided tensors "
+                                   "live on the trn device")
+            ptr = v.untyped_storage().data_ptr()
+            st = self.trn_storages.get(ptr)
+            if st is not None:  # a view of a device tensor: a device alias
+                t = memory.wrap(st, v.dtype, v.shape, v.stride(), v.storage_offset())
+                if v.is_conj():
+                    t = t.conj()
+                if v.is_neg():
+                    t = torch._neg_view(t)
+                return t
+            if v.is_conj() or v.is_neg():
+                v = v.resolve_conj().resolve_neg()
+            elif ptr in self.user_cpu_ptrs and ptr != 0:  # aliases a user's CPU tensor: copy
+                v = v.clone()
+            return memory.adopt(v, adopted)
+        if isinstance(v, list):
+            return [self.to_trn(x, adopted) for x in v]
+        if isinstance(v, tuple):
+            return tuple(self.to_trn(x, adopted) for x in v)
+        return v
+
+    def sync_back(self) -> None:
+        """A CPU op may have changed a mutated argument's metadata (resize within its storage)."""
+        for t, view in self.views.values():
+            if t.shape != view.shape or t.stride() != view.stride() or t.storage_offset() != view.storage_offset():
+                memory.set_metadata(t, view.shape, view.stride(), view.storage_offset())
+
+
+def _wrapped_number(v: Any, ref: torch.dtype | None) -> torch.Tensor:
+    """Trap 4: a C++ "wrapped number" reaches Python kernels as a Python number. Rebuild a 0-dim tensor
+    whose dtype promotes like the wrapped number did (it never wins within its category)."""
+    if isinstance(v, bool):
+        dt = ref or torch.bool
+    elif isinstance(v, int):
+        dt = ref if ref is not None and ref != torch.bool else torch.int64
+    elif isinstance(v, float):
+        dt = ref if ref is not None and (ref.is_floating_point or ref.is_complex) else torch.get_default_dtype()
+    else:
+        dt = ref if ref is not None and ref.is_complex else torch.complex64
+    return torch.tensor(v, dtype=dt)
+
+
+def _wrap_numbers(info: _OpInfo, cargs: list[Any], ckw: dict[str, Any]) -> None:
+    fix = [(i, n, kw) for i, n, kw in info.tensor_pos
+           if isinstance(ckw.get(n) if kw or i >= len(cargs) else cargs[i], (bool, int, float, complex))]
+    if not fix:
+        return
+    ref = next((a.dtype for a in [*cargs, *ckw.values()] if isinstance(a, torch.Tensor)), None)
+    for i, n, kw in fix:
+        if kw or i >= len(cargs):
+            ckw[n] = _wrapped_number(ckw[n], ref)
+        else:
+            cargs[i] = _wrapped_number(cargs[i], ref)
+
+
+def _generator() -> torch.Generator:
+    from trnlang.device import module
+
+    return module.default_generator()
+
+
+def run_on_cpu(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, cpu_op: Callable[..., Any] | None = None,
+               name: str | None = None, count: bool = True) -> Any:
+    """Run ``op`` (or ``cpu_op``) on CPU views of the ``trn`` arguments; results come back on ``trn``.
+
+    Args:
+        op: the ATen OpOverload that was called (its schema drives the argument handling).
+        args: positional arguments as the dispatcher gave them.
+        kwargs: keyword arguments as the dispatcher gave them.
+        cpu_op: what to run on the CPU instead of ``op`` (for ops routed to a different CPU op).
+        name: op name for the policy and the counters (default: ``op``'s name).
+        count: apply the fallback policy and count this call (False for plumbing that is native).
+    """
+    if count:
+        note(name or _info(op).name)
+    check_devices(op, args, kwargs)
+    conv = _Converter()
+    cargs = [conv.to_cpu(a) for a in args]
+    ckw = {k: conv.to_cpu(v) for k, v in kwargs.items()}
+    info = _info(op)
+    _wrap_numbers(info, cargs, ckw)
+    fresh_outs: dict[str, torch.Tensor] = {}
+    for i, kwarg_only in info.generator:
+        if kwarg_only or i >= len(cargs):
+            if ckw.get("generator") is None:
+                ckw["generator"] = _generator()
+        elif cargs[i] is None:
+            cargs[i] = _generator()
+    for oname in info.outs:
+        t = kwargs.get(oname)
+        # empty outs, and 0-dim ones (torch's composite wrappers hand .out kernels a 0-dim out that the
+        # kernel resizes, e.g. mse_loss): let the CPU op allocate, then adopt or copy back
+        if isinstance(t, torch.Tensor) and t.device.type == "trn" and (t.numel() == 0 or t.dim() == 0):
+            fresh_outs[oname] = ckw[oname] = torch.empty((0,), dtype=t.dtype)
+    run = cpu_op or op
+    try:
+        out = run(*cargs, **ckw)
+    except RuntimeError as e:
+        if "not resizable" not in str(e):
+            raise
+        for oname in info.outs:  # an out= argument must grow: give the CPU op fresh tensors
+            t = kwargs.get(oname)
+            if isinstance(t, torch.Tensor):
+                fresh_outs[oname] = ckw[oname] = torch.empty((0,), dtype=t.dtype)
+        out = run(*cargs, **ckw)
+    adopted: dict[int, Any] = {}
+    for k, fresh in fresh_outs.items():  # out= tensors the CPU op allocated
+        t = kwargs[k]
+        if fresh.shape == t.shape and t.numel() > 0:
+            memory.cpu_view(t).copy_(fresh)  # same shape: write into the caller's memory (keeps aliases)
+        else:
+            src = memory.adopt(fresh, adopted)
+            memory.set_metadata(t, src.shape, src.stride(), src.storage_offset(), storage=src.untyped_storage())
+        conv.by_view[id(fresh)] = t
+        conv.views.pop(id(t), None)
+    conv.sync_back()
+    return conv.to_trn(out, adopted)
+
+
+def boxed_fallback(op: Any, *args: Any, **kwargs: Any) -> Any:
+    """The PrivateUse1 backend fallback: every op without a registered kernel lands here."""
+    return run_on_cpu(op, args, kwargs)

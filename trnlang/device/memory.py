@@ -1,0 +1,292 @@
+"""Simulated HBM: where the bytes of ``trn`` tensors live, and the tensors that point at them.
+
+Design (see TORCH_DEVICE_NOTES.md):
+
+- A :class:`HbmBlock` is one allocation of simulated HBM: host memory (a CPU ``UntypedStorage``
+  by default, or the storage of a CPU result adopted zero-copy) with its address and size.
+- A ``trn`` tensor is a plain ``torch.Tensor`` on ``trn:0`` whose sizes, strides and storage offset
+  are the truth. Its storage is a non-owning, non-resizable ``trn`` storage made from the block's
+  address (so ``data_ptr()`` is real and aliasing checks work), and the storage's Python object
+  carries the block (``_trn_block``). PyTorch preserves a storage's Python object while the
+  storage lives, so every alias C++ creates (views, detach, ``Parameter``, grads) finds the bytes,
+  and the block is freed exactly when the last tensor using it dies.
+- CPU views (for the CPU fallback and host copies) and numpy views (for kernel launches) are
+  zero-copy windows on the same bytes, with the tensor's real strides and offset.
+
+Example:
+    >>> import torch, trnlang.device.memory as mem
+    >>> t = mem.empty((2, 3), torch.float32)            # doctest: +SKIP
+    >>> mem.cpu_view(t).fill_(1.0); t.cpu().sum().item()  # doctest: +SKIP
+    6.0
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from trnlang.ir.types import to_dtype
+
+DEVICE = torch.device("trn", 0)
+_CPU_KS = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+_META_KS = torch._C.DispatchKeySet(torch._C.DispatchKey.Meta)
+_SET = torch.ops.aten.set_.source_Storage_storage_offset
+_construct = torch._C._construct_storage_from_data_pointer
+_create_empty = torch._C._acc.create_empty_tensor
+_CPU = torch.device("cpu")
+
+
+class _Stats:
+    """Allocation counters of the device (one simulated NeuronCore)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.allocated = 0
+        self.peak = 0
+        self.count = 0
+        self.total_allocs = 0
+        self.total_frees = 0
+        self.capacity: int | None = None
+
+    def hbm_capacity(self) -> int:
+        if self.capacity is None:
+            from trnlang.sim.targets import get_target
+
+            self.capacity = int(get_target().hbm_bytes_per_core)
+        return self.capacity
+
+
+STATS = _Stats()
+_READY: list[bool] = []
+
+
+def _first_use() -> None:
+    """The first device tensor of the process: import the stdlib lowerings (outside torch's import)."""
+    _READY.append(True)
+    from trnlang.device import backend
+
+    backend.ensure_lowerings()
+
+
+class _Interface:
+    """Carrier of an ``__array_interface__`` (numpy keeps it as the array's base)."""
+
+    __slots__ = ("__array_interface__",)
+
+
+class HbmBlock:
+    """One allocation of simulated HBM (host memory), kept alive by the storages that use it."""
+
+    __slots__ = ("owner", "ptr", "nbytes", "_np", "__weakref__")
+
+    def __init__(self, owner: Any, ptr: int, nbytes: int) -> None:
+        self.owner = owner
+        self.ptr = ptr
+        self.nbytes = nbytes
+        self._np: np.ndarray | None = None
+        with STATS.lock:
+            STATS.allocated += nbytes
+            STATS.count += 1
+            STATS.total_allocs += 1
+            STATS.peak = max(STATS.peak, STATS.allocated)
+
+    def __del__(self) -> None:
+        try:
+            with STATS.lock:
+                STATS.allocated -= self.nbytes
+                STATS.count -= 1
+                STATS.total_frees += 1
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
+
+    # Storages point at the block, never the reverse (no reference cycle: the bytes are freed as
+    # soon as the last storage dies, without waiting for the garbage collector).
+    def trn_storage(self) -> Any:
+        """A new ``trn`` storage over this block (make one per block: aliases share it)."""
+        st = _construct(self.ptr, DEVICE, self.nbytes)
+        st._trn_block = self
+        return st
+
+    def cpu_storage(self) -> Any:
+        """A non-resizable CPU storage over the same bytes (a CPU op can never reallocate them)."""
+        st = _construct(self.ptr, _CPU, self.nbytes)
+        st._trn_block = self  # CPU views that escape keep the bytes alive
+        return st
+
+    def np_bytes(self) -> np.ndarray:
+        """The block as a flat numpy uint8 array (zero-copy)."""
+        a = self._np
+        if a is None:
+            if self.nbytes == 0:
+                a = np.empty(0, np.uint8)
+            else:  # the array interface is the cheapest way to wrap an address (no ctypes type per size)
+                h = _Interface()
+                h.__array_interface__ = {"data": (self.ptr, False), "shape": (self.nbytes,), "typestr": "|u1",
+                                         "version": 3}
+                a = np.asarray(h)
+            self._np = a
+        return a
+
+
+def _new_block(nbytes: int) -> HbmBlock:
+    cap = STATS.hbm_capacity()
+    if STATS.allocated + nbytes > cap:
+        raise torch.OutOfMemoryError(
+            f"trn: out of memory: tried to allocate {nbytes} bytes with {STATS.allocated} of {cap} bytes of "
+            "simulated HBM in use (the target's HBM per core; set TRN_TARGET or free tensors)")
+    owner = torch.UntypedStorage(max(nbytes, 1))  # 64-byte aligned host memory
+    return HbmBlock(owner, owner.data_ptr(), nbytes)
+
+
+def block_of(t: torch.Tensor) -> HbmBlock:
+    """The HBM block behind a ``trn`` tensor (raises for tensors not made by the device layer)."""
+    blk = getattr(t.untyped_storage(), "_trn_block", None)
+    if blk is None:
+        raise RuntimeError("trn: this tensor's storage has no device memory attached (not created by trnlang)")
+    return blk
+
+
+def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    """Row-major strides of ``shape`` (size-0/1 dims get the stride they would have)."""
+    strides = [1] * len(shape)
+    acc = 1
+    for i in range(len(shape) - 1, -1, -1):
+        strides[i] = acc
+        acc *= max(int(shape[i]), 1)
+    return tuple(strides)
+
+
+def storage_nbytes(shape: Sequence[int], strides: Sequence[int], itemsize: int, offset: int = 0) -> int:
+    """Bytes a strided tensor needs from the start of its storage (0 for an empty tensor)."""
+    if any(int(s) == 0 for s in shape):
+        return 0
+    last = offset + sum((int(n) - 1) * int(st) for n, st in zip(shape, strides))
+    return (last + 1) * itemsize
+
+
+def wrap(storage: Any, dtype: torch.dtype, shape: Sequence[int], strides: Sequence[int],
+         offset: int = 0) -> torch.Tensor:
+    """A new ``trn`` tensor over a ``trn`` storage with the given metadata."""
+    if not _READY:
+        _first_use()
+    t = _create_empty((0,), dtype)
+    _SET.redispatch(_CPU_KS, t, storage, offset, tuple(shape), tuple(strides))
+    return t
+
+
+def empty_strided(shape: Sequence[int], strides: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+    """Allocate a ``trn`` tensor with the given sizes and strides."""
+    shape = tuple(int(s) for s in shape)
+    strides = tuple(int(s) for s in strides)
+    blk = _new_block(storage_nbytes(shape, strides, dtype.itemsize))
+    return wrap(blk.trn_storage(), dtype, shape, strides)
+
+
+def empty(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+    """Allocate a contiguous ``trn`` tensor."""
+    shape = tuple(int(s) for s in shape)
+    return empty_strided(shape, contiguous_strides(shape), dtype)
+
+
+def adopt(cpu: torch.Tensor, storages: dict[int, Any] | None = None) -> torch.Tensor:
+    """Move a CPU tensor to ``trn`` by adopting its storage as device memory (zero-copy).
+
+    ``storages`` maps CPU storage addresses to the ``trn`` storages already made in the same call,
+    so results sharing a storage stay aliases on the device.
+    """
+    st = cpu.untyped_storage()
+    ptr = st.data_ptr()
+    trn_st = storages.get(ptr) if storages is not None else None
+    if trn_st is None:
+        blk = getattr(st, "_trn_block", None)  # a CPU view of device memory: same block
+        if blk is None:
+            blk = HbmBlock(st, ptr, st.nbytes())
+        trn_st = blk.trn_storage()
+        if storages is not None:
+            storages[ptr] = trn_st
+    return wrap(trn_st, cpu.dtype, cpu.shape, cpu.stride(), cpu.storage_offset())
+
+
+def cpu_view(t: torch.Tensor, cpu_storage: Any = None) -> torch.Tensor:
+    """A CPU tensor viewing the same bytes as the ``trn`` tensor ``t`` (same sizes, strides, offset).
+
+    The conjugate/negative bits are kept, so CPU ops see exactly what ``t`` means. Pass
+    ``cpu_storage`` (from :meth:`HbmBlock.cpu_storage`) to make several views share one storage.
+    """
+    if cpu_storage is None:
+        cpu_storage = block_of(t).cpu_storage()
+    v = torch.empty((0,), dtype=t.dtype)
+    v.set_(cpu_storage, t.storage_offset(), t.shape, t.stride())
+    if t.is_conj():
+        v = v.conj()
+    if t.is_neg():
+        v = torch._neg_view(v)
+    return v
+
+
+def np_view(t: torch.Tensor) -> np.ndarray:
+    """A numpy array viewing the bytes of ``t`` with its real strides (bf16/fp8 via ml_dtypes)."""
+    d = to_dtype(t.dtype)
+    if d is None:
+        raise TypeError(f"trn: dtype {t.dtype} has no numpy equivalent for kernels")
+    item = d.itemsize
+    blk = block_of(t)
+    return np.ndarray(tuple(t.shape), d.np, buffer=blk.np_bytes(), offset=t.storage_offset() * item,
+                      strides=tuple(s * item for s in t.stride()))
+
+
+def set_metadata(t: torch.Tensor, shape: Sequence[int], strides: Sequence[int], offset: int,
+                 storage: Any = None) -> torch.Tensor:
+    """Point ``t`` at (``storage`` or its own storage) with new metadata, in place."""
+    st = storage if storage is not None else t.untyped_storage()
+    _SET.redispatch(_CPU_KS, t, st, int(offset), tuple(int(s) for s in shape), tuple(int(s) for s in strides))
+    return t
+
+
+def memmove(dst: int, src: int, nbytes: int) -> None:
+    """Raw host copy between device/host addresses (the simulated DMA for dense same-layout copies)."""
+    if nbytes > 0:
+        ctypes.memmove(dst, src, nbytes)
+
+
+def is_dense(t: torch.Tensor) -> bool:
+    """Non-overlapping and dense (some permutation of the dims is contiguous)."""
+    if t.is_contiguous():
+        return True
+    dims = sorted((st, n) for n, st in zip(t.shape, t.stride()) if n != 1)
+    expected = 1
+    for st, n in dims:
+        if st != expected:
+            return False
+        expected *= n
+    return True
+
+
+def stats() -> dict[str, int]:
+    """Counters in the key spelling of ``torch.cuda.memory_stats``."""
+    with STATS.lock:
+        cur, peak, count = STATS.allocated, STATS.peak, STATS.count
+        allocs, frees = STATS.total_allocs, STATS.total_frees
+    return {
+        "allocated_bytes.all.current": cur,
+        "allocated_bytes.all.peak": peak,
+        "reserved_bytes.all.current": cur,
+        "reserved_bytes.all.peak": peak,
+        "active_bytes.all.current": cur,
+        "allocation.all.current": count,
+        "allocation.all.allocated": allocs,
+        "allocation.all.freed": frees,
+        "num_alloc_retries": 0,
+        "num_ooms": 0,
+        "hbm_bytes_per_core": STATS.hbm_capacity(),
+    }
+
+
+def reset_peak() -> None:
+    """Reset the peak counter to the current allocation."""
+    with STATS.lock:
+        STATS.peak = STATS.allocated

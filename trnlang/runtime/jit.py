@@ -1,0 +1,544 @@
+"""The JIT backend: compile a ``Kernel`` to native code (``codegen.lower``), cache it, launch it.
+
+``JitExecutor(kernel, debug)`` is the executor ``backend.make_executor`` returns
+by default: ``run(arrays, grid)`` with the same contract as the interpreter's
+``run_kernel`` (one numpy array per ``kernel.tensors``, any strides, mutated in
+place; ``BoundsError`` naming the source line on an out-of-bounds access).
+
+Specialization: one native variant per (tensor contiguity, whether two launch
+arrays overlap in memory, grid). C-contiguous tensors get compile-time strides;
+the others are addressed with run-time strides (in elements).
+
+Caches: in memory per executor; on disk under ``$TRN_CACHE_DIR`` (default
+``~/.cache/trnlang``) in the per-user directory ``jit-<uid>`` (mode 0700, must be
+owned by the user, else the disk cache is off). An entry is
+``MAGIC + sha256(payload) + payload``; ``payload`` = JSON header (key, arena
+size...) + object code. Entries whose digest, magic or key do not match are
+rebuilt and replaced, never loaded. Writes are atomic (temp file + rename). The
+key hashes the printed IR, argument dtypes and contiguity, grid, debug flag,
+target, trnlang/llvmlite versions, host CPU name and features, and the codegen
+sources.
+
+Launch: ctypes with declared argtypes, zero-copy pointers. Grid instances run
+on a thread pool of ``os.cpu_count()`` threads (ctypes releases the GIL), each
+thread with its own scratch arena, when the grid is large enough to pay for it
+(measured on the first launches); kernels with ``device_print`` or kernel
+allocated HBM scratch run their instances in order on the calling thread.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import ctypes
+import functools
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from trnlang.frontend.errors import BoundsError, LaunchError, TrnError
+from trnlang.ir.nodes import Instr, Kernel, Loop, Region
+
+_MAGIC = b"TRNJIT01"
+_N_PID = 3
+_NCPU = os.cpu_count() or 1
+_PARALLEL_MIN_NS = 150_000   # run a grid on the pool when sequential time would exceed this
+
+_PRINT_CB = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64))
+_ARGTYPES = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+
+
+# ------------------------------------------------------------------------------------------ disk cache
+
+
+def cache_dir() -> str | None:
+    """The per-user object cache directory (created 0700), or None when it is unusable."""
+    base = os.environ.get("TRN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "trnlang")
+    d = os.path.join(base, f"jit-{os.getuid()}")
+    try:
+        os.makedirs(base, mode=0o700, exist_ok=True)
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        st = os.stat(d)
+        if st.st_uid != os.getuid():
+            _warn_once(f"trnlang: JIT cache {d} is not owned by this user; disk cache disabled")
+            return None
+        if st.st_mode & 0o077:
+            os.chmod(d, 0o700)
+        return d
+    except OSError as e:
+        _warn_once(f"trnlang: JIT cache {d} unusable ({e}); disk cache disabled")
+        return None
+
+
+@functools.cache
+def _warn_once(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+@functools.cache
+def _codegen_fingerprint() -> str:
+    """Hash of the code generator's sources (a change in codegen must invalidate cached objects)."""
+    import codegen
+
+    h = hashlib.sha256()
+    root = os.path.dirname(os.path.abspath(codegen.__file__))
+    for name in sorted(os.listdir(root)):
+        if name.endswith(".py"):
+            with open(os.path.join(root, name), "rb") as f:
+                h.update(name.encode() + b"\0" + f.read())
+    return h.hexdigest()
+
+
+def cache_key(ir_text: str, dtypes: Sequence[str], contiguous: Sequence[bool], may_alias: bool,
+              grid: Sequence[int], debug: bool, target: str) -> str:
+    """sha256 naming one compiled variant."""
+    from codegen import llvm
+    from codegen.lower import LOWERING_VERSION
+    from codegen.lower_vecmath import libm_forced
+    from trnlang._version import __version__
+
+    parts = [
+        "trnlang-jit", LOWERING_VERSION, __version__, llvm.llvmlite_version, llvm.host_cpu_key(),
+        "libm" if libm_forced() else "vecmath",
+        _codegen_fingerprint(), target, ",".join(dtypes), "".join("1" if c else "0" for c in contiguous),
+        str(int(may_alias)), ",".join(str(g) for g in grid), str(int(debug)), ir_text,
+    ]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def read_entry(path: str, key: str) -> tuple[dict[str, Any], bytes] | None:
+    """(header, object bytes) of a cache entry, or None when missing, corrupt, truncated or foreign."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    if len(data) < len(_MAGIC) + 36 or not data.startswith(_MAGIC):
+        return None
+    digest = data[len(_MAGIC):len(_MAGIC) + 32]
+    payload = data[len(_MAGIC) + 32:]
+    if hashlib.sha256(payload).digest() != digest:
+        return None
+    n = int.from_bytes(payload[:4], "little")
+    try:
+        header = json.loads(payload[4:4 + n].decode())
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(header, dict) or header.get("key") != key:
+        return None
+    return header, payload[4 + n:]
+
+
+def write_entry(path: str, header: dict[str, Any], obj: bytes) -> None:
+    """Atomically write a cache entry (temp file in the same directory, then rename)."""
+    h = json.dumps(header, sort_keys=True).encode()
+    payload = len(h).to_bytes(4, "little") + h + obj
+    data = _MAGIC + hashlib.sha256(payload).digest() + payload
+    d = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=d)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+# ------------------------------------------------------------------------------------------ variants
+
+
+@dataclass
+class Variant:
+    """One compiled specialization."""
+
+    fn: Any
+    arena_size: int
+    meta_words: int
+    has_print: bool
+    key: str
+    params: tuple[Any, ...]
+    ns_per_instance: float | None = None
+    deferred: dict[int, TrnError] | None = None
+    meta: np.ndarray | None = None
+    meta_addr: int = 0
+    uses_meta: bool = True
+    timed: int = 0
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+_tls = threading.local()
+
+
+def _get_pool() -> concurrent.futures.ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                _pool = concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1,
+                                                              thread_name_prefix="trn-jit")
+    return _pool
+
+
+def _err_buffer() -> tuple[np.ndarray, int]:
+    """This thread's error record (read only after a failing call) and its address."""
+    e = getattr(_tls, "err", None)
+    if e is None:
+        e = _tls.err = (np.zeros(64, np.int64),)
+        _tls.err_addr = e[0].ctypes.data
+    return e[0], _tls.err_addr
+
+
+def _arena(size: int) -> int:
+    """Address of this thread's 64-byte aligned scratch arena of at least ``size`` bytes."""
+    buf = getattr(_tls, "arena", None)
+    if buf is None or buf.size < size + 64:
+        buf = np.empty(max(size, 1 << 16) + 64, np.uint8)
+        _tls.arena = buf
+        _tls.addr = (buf.ctypes.data + 63) & ~63
+    return _tls.addr
+
+
+def _instr_table(k: Kernel) -> list[tuple[Instr, tuple[Loop, ...]]]:
+    out: list[tuple[Instr, tuple[Loop, ...]]] = []
+
+    def rec(stmts: Sequence[Any], loops: tuple[Loop, ...]) -> None:
+        for s in stmts:
+            if isinstance(s, Loop):
+                rec(s.body, (*loops, s))
+            else:
+                out.append((s, loops))
+
+    rec(k.body, ())
+    return out
+
+
+class JitExecutor:
+    """``run(arrays, grid)`` on native code compiled for this kernel."""
+
+    def __init__(self, kernel: Kernel, debug: bool = False) -> None:
+        self.kernel = kernel
+        self.debug = debug
+        self.variants: dict[tuple[Any, ...], Variant] = {}
+        self._ir_text: str | None = None
+        self._instrs: list[tuple[Instr, tuple[Loop, ...]]] | None = None
+        self._has_scratch = bool(kernel.scratch)
+        self._cb = _PRINT_CB(self._print_cb)
+        self._cb_addr = ctypes.cast(self._cb, ctypes.c_void_p).value
+        self._sig: list[tuple[np.dtype, tuple[int, ...] | None]] | None = None
+        self._grids: dict[Any, tuple[int, ...]] = {}
+        self._lock = threading.Lock()
+        self.last_compile: dict[str, float] = {}
+
+    # ------------------------------------------------------------------ compile
+    def ir_text(self) -> str:
+        if self._ir_text is None:
+            from trnlang.ir.printer import print_kernel
+
+            self._ir_text = print_kernel(self.kernel)
+        return self._ir_text
+
+    def variant(self, contiguous: tuple[bool, ...], may_alias: bool, grid: tuple[int, ...]) -> Variant:
+        key = (contiguous, may_alias, grid)
+        v = self.variants.get(key)
+        if v is None:
+            with self._lock:
+                v = self.variants.get(key)
+                if v is None:
+                    v = self._compile(contiguous, may_alias, grid)
+                    self.variants[key] = v
+        return v
+
+    def _compile(self, contiguous: tuple[bool, ...], may_alias: bool, grid: tuple[int, ...]) -> Variant:
+        from codegen import llvm
+        from codegen.lower import ENTRY, lower_kernel
+
+        t0 = time.perf_counter()
+        k = self.kernel
+        dtypes = [t.dtype.short for t in k.tensors]
+        key = cache_key(self.ir_text(), dtypes, contiguous, may_alias, grid, self.debug, k.target)
+        d = cache_dir() if not os.environ.get("TRN_JIT_NO_DISK_CACHE") else None
+        path = os.path.join(d, key + ".bin") if d else None
+        entry = read_entry(path, key) if path else None
+        stats: dict[str, float] = {}
+        deferred = None
+        if entry is not None:
+            header, obj = entry
+            stats["source"] = 1.0
+        else:
+            low = lower_kernel(k, grid, contiguous, may_alias, self.debug)
+            t1 = time.perf_counter()
+            obj = llvm.compile_ir(low.module)
+            stats["lower_s"] = t1 - t0
+            stats["llvm_s"] = time.perf_counter() - t1
+            header = {"key": key, "arena_size": low.arena_size, "meta_words": low.meta_words,
+                      "has_print": low.has_print}
+            deferred = low.deferred
+            if path:
+                write_entry(path, header, obj)
+        lib = llvm.load_object(obj)
+        fn = lib.cfunc(ENTRY, ctypes.c_int32, _ARGTYPES)
+        stats["total_s"] = time.perf_counter() - t0
+        self.last_compile = stats
+        v = Variant(fn, int(header["arena_size"]), int(header["meta_words"]), bool(header["has_print"]), key,
+                    (contiguous, may_alias, grid), deferred=deferred, stats=stats)
+        v.meta = np.zeros(max(1, v.meta_words), np.int64)
+        v.meta_addr = v.meta.ctypes.data
+        v.uses_meta = not all(contiguous) or any(not isinstance(d, int) for t in k.tensors for d in t.shape)
+        return v
+
+    # ------------------------------------------------------------------ launch
+    def __call__(self, arrays: list[np.ndarray], grid: Any = None) -> None:
+        self.run(arrays, grid)
+
+    def _signature(self) -> list[tuple[np.dtype, tuple[int, ...] | None]]:
+        """Expected (dtype, shape) per launch array (shape None when symbolic): the cheap launch check."""
+        if self._sig is None:
+            out = []
+            for t in self.kernel.tensors:
+                static = all(isinstance(d, int) for d in t.shape)
+                out.append((t.dtype.np, tuple(int(d) for d in t.shape) if static else None))
+            self._sig = out
+        return self._sig
+
+    def run(self, arrays: list[np.ndarray], grid: Any = None) -> None:
+        """Execute every program instance of ``grid`` (default ``kernel.grid``) on ``arrays``, in place."""
+        k = self.kernel
+        if isinstance(grid, list):
+            grid = tuple(grid)
+        g = self._grids.get(grid)
+        if g is None:
+            g = tuple(int(x) for x in (k.grid if grid is None else grid))
+            if len(g) > _N_PID or any(x < 0 for x in g):
+                raise LaunchError(f"bad grid {g}", loc=k.loc)
+            self._grids[grid] = g
+        sig = self._signature()
+        ok = len(arrays) == len(sig)
+        if ok:
+            for a, (dt, shape) in zip(arrays, sig):
+                if not isinstance(a, np.ndarray) or a.dtype != dt or shape is None or a.shape != shape:
+                    ok = False
+                    break
+        if not ok:
+            self._check(arrays)
+        contiguous = tuple([a.flags.c_contiguous for a in arrays])
+        copies: list[tuple[np.ndarray, np.ndarray]] = []
+        if not all(contiguous):
+            arrays, copies = _fix_strides(arrays)
+            contiguous = tuple([a.flags.c_contiguous for a in arrays])
+        ptrs = [a.__array_interface__["data"][0] for a in arrays]
+        may_alias = _overlap(arrays, ptrs, contiguous)
+        v = self.variants.get((contiguous, may_alias, g))
+        if v is None:
+            v = self.variant(contiguous, may_alias, g)
+        meta_addr = v.meta_addr
+        if v.uses_meta:  # a fresh array per launch: concurrent launches must not share it
+            meta = np.zeros(max(1, v.meta_words), np.int64)
+            meta_addr = meta.ctypes.data
+            pos = 0
+            for a in arrays:
+                nd = a.ndim
+                if nd:
+                    meta[pos:pos + nd] = a.shape
+                    meta[pos + nd:pos + 2 * nd] = [st // a.itemsize for st in a.strides]
+                pos += 2 * nd
+        n = len(g)
+        g0 = g[0] if n > 0 else 1
+        g1 = g[1] if n > 1 else 1
+        g2 = g[2] if n > 2 else 1
+        total = g0 * g1 * g2
+        if total == 0:
+            return
+        ptr_arr = (ctypes.c_void_p * max(1, len(ptrs)))(*ptrs)
+        try:
+            self._launch(v, ptr_arr, meta_addr, (g0, g1, g2), total, arrays)
+        finally:
+            for dst, src in copies:
+                dst[...] = src
+
+    def _launch(self, v: Variant, ptr_arr: Any, meta_addr: int, gg: tuple[int, int, int], total: int,
+                arrays: list[np.ndarray]) -> None:
+        cb_addr = self._cb_addr if v.has_print else None
+        sequential = (total == 1 or v.has_print or self._has_scratch or _NCPU == 1 or v.timed < 2
+                      or v.ns_per_instance is None or v.ns_per_instance * total < _PARALLEL_MIN_NS)
+        if sequential:
+            err, err_addr = _err_buffer()
+            if v.timed < 2 and total > 1:
+                t0 = time.perf_counter_ns()
+                rc = v.fn(ptr_arr, meta_addr, 0, total, gg[1], gg[2], _arena(v.arena_size), err_addr, cb_addr)
+                v.ns_per_instance = (time.perf_counter_ns() - t0) / total
+                v.timed += 1
+            else:
+                rc = v.fn(ptr_arr, meta_addr, 0, total, gg[1], gg[2], _arena(v.arena_size), err_addr, cb_addr)
+            if rc:
+                self._raise(v, err, arrays)
+            return
+        workers = min(_NCPU, total)
+        bounds = [(total * w // workers, total * (w + 1) // workers) for w in range(workers)]
+        errs = [np.zeros(64, np.int64) for _ in bounds]
+
+        def work(i: int) -> int:
+            lo, hi = bounds[i]
+            return int(v.fn(ptr_arr, meta_addr, lo, hi, gg[1], gg[2], _arena(v.arena_size), errs[i].ctypes.data,
+                            None))
+
+        futs = [_get_pool().submit(work, i) for i in range(1, workers)]
+        rcs = [work(0)] + [f.result() for f in futs]
+        for rc, err in zip(rcs, errs):
+            if rc:
+                self._raise(v, err, arrays)
+
+    def _check(self, arrays: list[np.ndarray]) -> None:
+        from trnlang.interpret.interpreter import _check_launch
+
+        _check_launch(self.kernel, arrays, {})
+
+    # ------------------------------------------------------------------ errors and printing
+    def instrs(self) -> list[tuple[Instr, tuple[Loop, ...]]]:
+        if self._instrs is None:
+            self._instrs = _instr_table(self.kernel)
+        return self._instrs
+
+    @staticmethod
+    def _where(err: np.ndarray, loops: Sequence[Loop]) -> str:
+        from codegen.lower import ERR_LOOPS, ERR_PIDS
+
+        pids = ", ".join(str(int(err[ERR_PIDS + a])) for a in range(_N_PID))
+        lv = "".join(f" {lp.var}={int(err[ERR_LOOPS + k])}" for k, lp in enumerate(loops))
+        return f"pid=({pids}){lv}"
+
+    def _raise(self, v: Variant, err: np.ndarray, arrays: list[np.ndarray]) -> None:
+        from codegen.lower import (
+            ERR_A,
+            ERR_B,
+            ERR_C,
+            ERR_INDEX,
+            ERR_INSTR,
+            ERR_KIND,
+            ERR_POS,
+            KIND_ACCESS,
+            KIND_DEFERRED,
+            KIND_REGION,
+            KIND_STEP,
+        )
+        from codegen.lower_plan import _all_regions
+
+        kind, iid = int(err[ERR_KIND]), int(err[ERR_INSTR])
+        table = self.instrs()
+        if kind == KIND_STEP:
+            from codegen.lower import _all_loops
+
+            lp = _all_loops(self.kernel.body)[int(err[ERR_A])]
+            raise ValueError(f"loop {lp.var} has step 0")
+        ins, loops = table[iid]
+        where = self._where(err, loops)
+        op = ins.op.value
+        if kind == KIND_ACCESS:
+            acc = [*ins.outs, *ins.ins][int(err[ERR_B])]
+            shape = [int(s) for s in acc.shape]
+            arr = arrays[[id(t) for t in self.kernel.tensors].index(id(acc.tensor))]
+            pos = [int(x) for x in err[ERR_POS:ERR_POS + len(shape)]]
+            at = [int(x) for x in err[ERR_INDEX:ERR_INDEX + len(acc.index)]]
+            raise BoundsError(f"{op}: index {at} is out of bounds for tensor {acc.tensor.name} of shape "
+                              f"{tuple(arr.shape)} (tile element {pos} of {shape}; {int(err[ERR_A])} element(s) out "
+                              f"of bounds) (at {where})", loc=ins.loc)
+        if kind == KIND_REGION:
+            r: Region = _all_regions(ins)[int(err[ERR_C])]
+            d, s = int(err[ERR_A]), int(err[ERR_B])
+            raise BoundsError(f"{op}: region [{s}:{s + r.sizes[d]}] of dimension {d} is outside buffer "
+                              f"{r.buf.name} of shape {tuple(r.buf.shape)} (at {where})", loc=ins.loc)
+        if kind == KIND_DEFERRED:
+            if v.deferred is None:
+                from codegen.lower import lower_kernel
+
+                contiguous, may_alias, grid = v.params
+                v.deferred = lower_kernel(self.kernel, grid, contiguous, may_alias, self.debug).deferred
+            e = v.deferred.get(iid)
+            if e is not None:
+                raise e
+        raise RuntimeError(f"trnlang JIT: unknown error record {err[:8].tolist()}")
+
+    def _print_cb(self, iid: int, data: int, vals: Any) -> None:
+        try:
+            ins, loops = self.instrs()[iid]
+            r = ins.ins[0]
+            if isinstance(r, Region):
+                dt = r.dtype
+                shape = tuple(int(s) for s in r.shape)
+            else:
+                from trnlang.ir.types import DType
+
+                dt = DType.float32 if isinstance(r.value, float) else DType.int32
+                shape = ()
+            n = int(np.prod(shape)) if shape else 1
+            raw = (ctypes.c_char * (n * dt.itemsize)).from_address(data)
+            tile = np.frombuffer(raw, dtype=dt.np, count=n).reshape(shape).copy()
+            pids = ", ".join(str(int(vals[a])) for a in range(_N_PID))
+            lv = "".join(f" {lp.var}={int(vals[_N_PID + k])}" for k, lp in enumerate(loops))
+            label = ins.attrs.get("label", "")
+            with np.printoptions(threshold=1 << 16, linewidth=120):
+                print(f"[{self.kernel.name} pid=({pids}){lv}] {label}: {dt.short}{list(tile.shape)}\n"
+                      f"{np.array2string(tile)}", flush=True)
+        except Exception as e:  # noqa: BLE001 - never unwind through native frames
+            print(f"trnlang device_print failed: {e!r}", file=sys.stderr)
+
+
+def _fix_strides(arrays: list[np.ndarray]) -> tuple[list[np.ndarray], list[tuple[np.ndarray, np.ndarray]]]:
+    """Arrays whose strides are not whole elements are run on contiguous copies (copied back after)."""
+    out, copies = arrays, []
+    for i, a in enumerate(arrays):
+        if any(s % a.itemsize for s in a.strides) or a.ctypes.data % min(a.itemsize, 8):
+            c = np.ascontiguousarray(a)
+            if c is a:
+                continue
+            if out is arrays:
+                out = list(arrays)
+            out[i] = c
+            copies.append((a, c))
+    return out, copies
+
+
+def _overlap(arrays: list[np.ndarray], ptrs: list[int], contiguous: tuple[bool, ...]) -> bool:
+    """Whether the memory extents of two launch arrays intersect."""
+    if len(arrays) < 2:
+        return False
+    ext = []
+    for a, p, c in zip(arrays, ptrs, contiguous):
+        if c:
+            if a.nbytes:
+                ext.append((p, p + a.nbytes))
+            continue
+        if a.size == 0:
+            continue
+        lo = hi = p
+        for n, st in zip(a.shape, a.strides):
+            if st > 0:
+                hi += (n - 1) * st
+            else:
+                lo += (n - 1) * st
+        ext.append((lo, hi + a.itemsize))
+    ext.sort()
+    return any(ext[i + 1][0] < ext[i][1] for i in range(len(ext) - 1))
+
+
+def run_kernel(kernel: Kernel, arrays: list[np.ndarray], grid: tuple[int, ...] | None = None,
+               debug: bool = False) -> None:
+    """Compiled counterpart of ``trnlang.interpret.interpreter.run_kernel`` (executor cached on the kernel)."""
+    ex = getattr(kernel, "_trn_jit", None)
+    if ex is None or ex.debug != debug:
+        ex = JitExecutor(kernel, debug)
+        kernel._trn_jit = ex  # type: ignore[attr-defined]
+    ex.run(arrays, grid)
