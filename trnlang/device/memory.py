@@ -44,7 +44,7 @@ class _Stats:
     """Allocation counters of the device (one simulated NeuronCore)."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # re-entrant: a block freed by GC inside a locked section
         self.allocated = 0
         self.peak = 0
         self.count = 0
