@@ -371,7 +371,11 @@ class KernelLowering:
         if bid in self.temp_bufs or bid not in bufs:
             return self._aa_for("temps", "temps", [f"buf{b}" for b in bufs] + ["hbm"])
         lo, hi = bufs[bid], bufs[bid] + self.plan.sizes[bid]
-        others = [f"buf{b}" for b, o in bufs.items() if b != bid and (o + self.plan.sizes[b] <= lo or o >= hi)]
+        l0, l1 = self.plan.live[bid]
+        live = self.plan.live
+        # only buffers live at the same time matter (and keep the metadata small in big kernels)
+        others = [f"buf{b}" for b, o in bufs.items() if b != bid and (o + self.plan.sizes[b] <= lo or o >= hi)
+                  and not (live[b][1] < l0 or live[b][0] > l1)]
         return self._aa_for(f"buf{bid}", f"buf{bid}", [*others, "temps", "hbm"])
 
     def _aa_hbm(self) -> tuple[Any, Any]:
@@ -498,7 +502,7 @@ class KernelLowering:
                 v = from_compute(cx, val.emit(cx, idx), val.ct, dt)
                 t.store(cx, ev.index(cx, env), v)
 
-    def resolve_hazards(self, ins: Instr, vals: Sequence[Val], elementwise: bool = True, scan: bool = False) -> None:
+    def resolve_hazards(self, ins: Instr, vals: Sequence[Val], elementwise: bool = True) -> None:
         """Copy aside every region an instruction reads that it also writes, unless the read is the same
         region with the identity element mapping (elementwise ops read element a before writing it)."""
         outs = regions_written(ins)

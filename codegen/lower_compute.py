@@ -35,7 +35,7 @@ def scan(L: KernelLowering, ins: Instr) -> None:
     imap = bcast_map(ishape_eff, lead + (1,), "scan initial")
     op0, op1 = ins.attrs["op0"], ins.attrs["op1"]
     cx, b = L.cx, L.cx.b
-    L.resolve_hazards(ins, [a, c, ini], elementwise=True, scan=True)
+    L.resolve_hazards(ins, [a, c, ini], elementwise=True)
     view = L.view(out)
     for v in (a, c, ini):
         v.prepare(cx)

@@ -139,6 +139,7 @@ class Plan:
     producer: dict[tuple[int, int], Instr] = field(default_factory=dict)      # (id(C), id(B)) -> P
     offsets: dict[int, int] = field(default_factory=dict)                     # id(Buf) -> arena byte offset
     sizes: dict[int, int] = field(default_factory=dict)                       # id(Buf) -> arena bytes
+    live: dict[int, tuple[int, int]] = field(default_factory=dict)            # id(Buf) -> live instr ids
     bufs: dict[int, Buf] = field(default_factory=dict)
     bufs_size: int = 0
 
@@ -386,5 +387,6 @@ class Plan:
             placed.append((lo, hi, off, size))
             self.offsets[bid] = off
             self.sizes[bid] = size
+            self.live[bid] = (lo, hi)
             top = max(top, off + size)
         self.bufs_size = top

@@ -31,8 +31,19 @@ from trnlang.runtime.autotune import Config, autotune
 from trnlang.runtime.kernel import KernelFn, kernel
 from trnlang.sim.profile import Profile
 
+
+
+def __getattr__(name: str) -> object:
+    """The device layer's public names, imported on first use (``import trnlang`` stays light)."""
+    if name in ("lowering", "fallback_stats", "reset_fallback_stats", "register_decomposition"):
+        import trnlang.device as _device
+
+        return getattr(_device, name)
+    raise AttributeError(f"module 'trnlang' has no attribute {name!r}")
+
+
 __all__ = [
     "__version__", "kernel", "KernelFn", "TrnError", "TraceError", "ShapeError", "DTypeError", "BoundsError",
     "SbufOverflowError", "VerifyError", "LaunchError", "LoweringError", "CompileError", "Profile", "autotune",
-    "Config",
+    "Config", "lowering", "fallback_stats", "reset_fallback_stats", "register_decomposition",
 ]

@@ -39,8 +39,19 @@ def test_device_module():
 
 
 def test_memory_stats_track_hbm():
+    import gc
+
     from trnlang.sim.targets import get_target
 
+    gc.collect()  # device tensors in garbage cycles of earlier tests must not be freed mid-measurement
+    gc.disable()
+    try:
+        _check_memory_stats(get_target())
+    finally:
+        gc.enable()
+
+
+def _check_memory_stats(target) -> None:
     torch.trn.reset_peak_memory_stats()
     before = torch.trn.memory_allocated()
     x = torch.empty(1 << 16, device="trn")
@@ -49,7 +60,7 @@ def test_memory_stats_track_hbm():
     stats = torch.trn.memory_stats()
     assert stats["allocated_bytes.all.current"] == torch.trn.memory_allocated()
     free, total = torch.trn.mem_get_info()
-    assert total == get_target().hbm_bytes_per_core and free == total - torch.trn.memory_allocated()
+    assert total == target.hbm_bytes_per_core and free == total - torch.trn.memory_allocated()
     del x
     assert torch.trn.memory_allocated() == before
 

@@ -11,6 +11,7 @@ DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.int64
           torch.uint8, torch.complex64]
 
 
+@pytest.mark.filterwarnings("ignore:Casting complex values")
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_roundtrip_and_copy_across_dtypes(dtype):
     src = (torch.randn(3, 5) * 10).to(dtype)
@@ -187,3 +188,19 @@ def test_resize_set_and_storage():
     s2 = torch.empty(0, device="trn").set_(t.untyped_storage(), 1, (2,), (1,))
     assert s2.tolist() == [2.0, 2.0] and s2.data_ptr() == t.data_ptr() + 4
     assert t.untyped_storage().cpu().nbytes() == t.untyped_storage().nbytes()
+
+
+def test_deepcopy_and_storage_ops():
+    import copy
+
+    x = torch.arange(6.0).to("trn")
+    y = copy.deepcopy(x[1:])
+    assert y.device.type == "trn" and y.tolist() == [1.0, 2.0, 3.0, 4.0, 5.0] and y.data_ptr() != x.data_ptr() + 4
+    m = torch.nn.Linear(3, 2).to("trn")
+    m2 = copy.deepcopy(m)
+    assert m2.weight.device.type == "trn" and torch.equal(m2.weight.cpu(), m.weight.cpu())
+    assert m2.weight.data_ptr() != m.weight.data_ptr()
+    st = torch.UntypedStorage(16).to(device="trn")
+    assert st.device.type == "trn" and st.nbytes() == 16
+    assert x.untyped_storage().clone().device.type == "trn"
+    assert "MiB allocated" in torch.trn.memory_summary()

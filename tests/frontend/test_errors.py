@@ -189,3 +189,15 @@ def test_range_on_loop_var():
     with pytest.raises(trn.TraceError) as e:
         k(x, x.copy())
     _check(e, k.fn, "# MARK", "Python int")
+
+
+def test_constant_slice_past_the_end_is_an_error():
+    @trn.kernel
+    def k(x, out):
+        t = tl.load(x[0:128, :])  # MARK
+        tl.store(out[0:100, :], t)
+
+    x = np.zeros((100, 4), np.float32)
+    with pytest.raises(trn.BoundsError) as e:
+        k(x, x.copy())
+    _check(e, k.fn, "# MARK", "outside a dimension of size 100")

@@ -5,7 +5,9 @@
 - ``torch.autocast(device_type="trn")``: a fallthrough for the autocast key (trap 8) plus
   casting kernels for the matmul family, like CUDA's lower-precision list;
 - trap 2: ``_copy_from`` falls through the Conjugate and Negative keys (the CPU views keep the bits);
-- ``torch.accelerator.synchronize`` and its memory functions route to ``torch.trn`` (trap 11).
+- ``torch.accelerator.synchronize`` and its memory functions route to ``torch.trn`` (trap 11);
+- ``torch.UntypedStorage(n, device="trn")`` (deepcopy, ``storage.clone()``/``.to("trn")``) allocates
+  device memory instead of crashing in C++ for want of a PrivateUse1 allocator.
 """
 
 from __future__ import annotations
@@ -150,9 +152,38 @@ def _patch_accelerator() -> None:
             setattr(mem, name, w)
 
 
+def _patch_storage_new() -> None:
+    """``torch.UntypedStorage(n, device="trn")`` would ask C++ for a PrivateUse1 allocator that a Python
+    backend cannot register (and crash); ``copy.deepcopy``, ``storage.clone()`` and ``storage.to("trn")``
+    all go through it. Allocate device memory instead."""
+    cls = torch.UntypedStorage
+    if getattr(cls.__dict__.get("__new__"), "_trn_patched", False):
+        return
+    orig = torch._C.StorageBase.__new__
+
+    def __new__(cls_: Any, *args: Any, **kwargs: Any) -> Any:
+        dev = kwargs.get("device")
+        if dev is not None and torch.device(dev).type == "trn":
+            if torch.device(dev).index not in (None, 0):
+                raise RuntimeError(f"trn: invalid device {dev}; torch.trn.device_count() is 1")
+            if not args:
+                return memory.empty((0,), torch.uint8).untyped_storage()
+            if len(args) == 1 and isinstance(args[0], int):
+                return memory.empty((args[0],), torch.uint8).untyped_storage()
+            cpu = orig(cls_, *args)  # from a sequence of bytes: build on the CPU, then copy
+            t = memory.empty((cpu.nbytes(),), torch.uint8)
+            memory.memmove(t.data_ptr(), cpu.data_ptr(), cpu.nbytes())
+            return t.untyped_storage()
+        return orig(cls_, *args, **kwargs)
+
+    __new__._trn_patched = True  # type: ignore[attr-defined]
+    cls.__new__ = __new__  # type: ignore[method-assign]
+
+
 def install() -> None:
     """Install all of the above (once per process)."""
     _patch_printing()
+    _patch_storage_new()
     _patch_accelerator()
     _register_serialization()
     _register_autocast()

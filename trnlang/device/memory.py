@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 from typing import Any, Sequence
 
@@ -50,14 +51,20 @@ class _Stats:
         self.count = 0
         self.total_allocs = 0
         self.total_frees = 0
-        self.capacity: int | None = None
+        self.capacity: int | None = None  # an override (tests, tools); None: the target's figure
+        self._by_target: dict[str, int] = {}
 
     def hbm_capacity(self) -> int:
-        if self.capacity is None:
+        """HBM per core of the current target (``TRN_TARGET``, else the default target)."""
+        if self.capacity is not None:
+            return self.capacity
+        key = os.environ.get("TRN_TARGET", "")
+        cap = self._by_target.get(key)
+        if cap is None:
             from trnlang.sim.targets import get_target
 
-            self.capacity = int(get_target().hbm_bytes_per_core)
-        return self.capacity
+            cap = self._by_target[key] = int(get_target().hbm_bytes_per_core)
+        return cap
 
 
 STATS = _Stats()
@@ -73,21 +80,20 @@ def _first_use() -> None:
 
 
 class _Interface:
-    """Carrier of an ``__array_interface__`` (numpy keeps it as the array's base)."""
+    """Carrier of an ``__array_interface__`` (numpy keeps it as the array's base, so ``block`` stays alive)."""
 
-    __slots__ = ("__array_interface__",)
+    __slots__ = ("__array_interface__", "block")
 
 
 class HbmBlock:
     """One allocation of simulated HBM (host memory), kept alive by the storages that use it."""
 
-    __slots__ = ("owner", "ptr", "nbytes", "_np", "__weakref__")
+    __slots__ = ("owner", "ptr", "nbytes", "__weakref__")
 
     def __init__(self, owner: Any, ptr: int, nbytes: int) -> None:
         self.owner = owner
         self.ptr = ptr
         self.nbytes = nbytes
-        self._np: np.ndarray | None = None
         with STATS.lock:
             STATS.allocated += nbytes
             STATS.count += 1
@@ -118,18 +124,16 @@ class HbmBlock:
         return st
 
     def np_bytes(self) -> np.ndarray:
-        """The block as a flat numpy uint8 array (zero-copy)."""
-        a = self._np
-        if a is None:
-            if self.nbytes == 0:
-                a = np.empty(0, np.uint8)
-            else:  # the array interface is the cheapest way to wrap an address (no ctypes type per size)
-                h = _Interface()
-                h.__array_interface__ = {"data": (self.ptr, False), "shape": (self.nbytes,), "typestr": "|u1",
-                                         "version": 3}
-                a = np.asarray(h)
-            self._np = a
-        return a
+        """The block as a flat numpy uint8 array (zero-copy) that keeps the block alive.
+
+        Not cached on the block: the array references the block, and a cache would make a cycle.
+        """
+        if self.nbytes == 0:
+            return np.empty(0, np.uint8)
+        h = _Interface()  # the array interface is the cheapest way to wrap an address
+        h.__array_interface__ = {"data": (self.ptr, False), "shape": (self.nbytes,), "typestr": "|u1", "version": 3}
+        h.block = self
+        return np.asarray(h)
 
 
 def _new_block(nbytes: int) -> HbmBlock:

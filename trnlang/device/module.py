@@ -25,8 +25,8 @@ __all__ = [
     "is_available", "is_initialized", "device_count", "current_device", "set_device", "device", "synchronize",
     "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "get_rng_state", "set_rng_state",
     "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved", "memory_stats",
-    "reset_peak_memory_stats", "mem_get_info", "empty_cache", "get_device_name", "get_device_properties",
-    "get_amp_supported_dtype", "is_bf16_supported", "default_generator",
+    "reset_peak_memory_stats", "mem_get_info", "memory_summary", "empty_cache", "get_device_name",
+    "get_device_properties", "get_amp_supported_dtype", "is_bf16_supported", "default_generator",
 ]
 
 _generator: torch.Generator | None = None
@@ -206,6 +206,15 @@ def mem_get_info(device: Any = None) -> tuple[int, int]:
 
     total = memory.STATS.hbm_capacity()
     return total - memory.STATS.allocated, total
+
+
+def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
+    """A short text report of the device memory counters."""
+    st = memory_stats(device)
+    mib = 1024 * 1024
+    return (f"trn:0 simulated HBM: {st['allocated_bytes.all.current'] / mib:.2f} MiB allocated in "
+            f"{st['allocation.all.current']} blocks, peak {st['allocated_bytes.all.peak'] / mib:.2f} MiB, "
+            f"capacity {st['hbm_bytes_per_core'] / mib:.0f} MiB")
 
 
 def empty_cache() -> None:

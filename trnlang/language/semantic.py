@@ -12,7 +12,7 @@ from typing import Any
 
 import sympy
 
-from trnlang.frontend.errors import DTypeError, ShapeError, TraceError
+from trnlang.frontend.errors import BoundsError, DTypeError, ShapeError, TraceError
 from trnlang.frontend.tracer import current
 from trnlang.ir.nodes import Access, Imm, Instr, Region, axis_sym, gather_sym
 from trnlang.ir.ops import ALU_SPECS, Alu, AluKind, Op
@@ -291,7 +291,11 @@ def _slice_bounds(k: Any, n: int) -> tuple[sympy.Expr, int, int]:
     if step <= 0:
         raise TraceError("slice steps must be positive")
     if all(isinstance(v, int) or v is None for v in (k.start, k.stop)):
-        start, stop, _ = slice(k.start, k.stop, step).indices(n)
+        start = 0 if k.start is None else (k.start + n if k.start < 0 else k.start)
+        stop = n if k.stop is None else (k.stop + n if k.stop < 0 else k.stop)
+        if start < 0 or stop > n:
+            raise BoundsError(f"slice [{k.start}:{k.stop}] is outside a dimension of size {n} (slices are not "
+                              "clamped: a tile's shape is what you write); mask the access or fix the bounds")
         return sympy.Integer(start), max(0, (stop - start + step - 1) // step), step
     start = _ZERO if k.start is None else to_expr(k.start)
     stop = sympy.Integer(n) if k.stop is None else to_expr(k.stop)
