@@ -24,6 +24,18 @@ live ranges do not overlap share memory). Fresh buffers are poisoned (NaN / int
 minimum / True, as the interpreter) only in debug mode; in normal mode a read of
 never-written memory sees whatever the arena holds.
 
+Code shape: IR loops become LLVM loops; each instruction becomes a loop nest
+over its output tile (last dimension innermost, unit stride in the arena)
+evaluating a ``lower_vals.Val`` tree per element. Elementwise producers whose
+tile has a single consumer are inlined into it (``lower_plan`` fusion), so a
+chain like load -> sub -> exp -> store is one loop. Scalar element code is
+written so that LLVM's O3 loop vectoriser turns the inner loops into SIMD
+(transcendentals come from ``codegen.vecmath`` as straight-line code); every
+arena access carries alias-scope metadata (one scope per buffer, noalias with
+the buffers it does not share memory with) so loads and stores of different
+tiles never block vectorisation. HBM accesses the verifier cannot prove inside
+their tensor get a checking pass over the tile before the instruction runs.
+
 ``llvm_ir_text(kernel)`` returns the module's LLVM IR (for ``KernelFn.llvm_ir``).
 """
 

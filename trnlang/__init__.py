@@ -14,6 +14,7 @@ Example:
     3.0
 """
 
+import trnlang.device  # noqa: E402,F401 - registers the trn torch device once torch is imported
 from trnlang._version import __version__
 from trnlang.frontend.errors import (
     BoundsError,
@@ -30,7 +31,6 @@ from trnlang.frontend.errors import (
 from trnlang.runtime.autotune import Config, autotune
 from trnlang.runtime.kernel import KernelFn, kernel
 from trnlang.sim.profile import Profile
-
 
 
 def __getattr__(name: str) -> object:

@@ -159,8 +159,6 @@ def test_user_kernels_run_on_trn_tensors_in_place():
     assert_same(view, torch.softmax(x, -1), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.xfail(reason="kernel-returned outputs on trn need runtime/args.as_array to route device tensors to "
-                   "runtime.devices.device_array (lead's file)", strict=False)
 def test_kernel_returned_outputs_on_trn():
     from tests.kernels import new_output
 

@@ -72,15 +72,19 @@ def make_kernel(ops, loop_kind, two_pass, carry, dt, inner=0, resident=False):
         rng = tl.affine_range if loop_kind == "affine" else tl.sequential_range
         state = tl.zeros((128, d), tl.float32) if carry else None
         nt = -(-n // 128)
-        if resident:  # loaded before the loop, read by iteration i: the loop is paced by these loads at first
+        if resident:  # tile i is loaded before the loop
             res = tl.ndarray((128, nt, d), x.dtype, buffer=tl.sbuf)
             for t in tl.affine_range(nt):
                 isa.dma_copy(res[:, t, :], x[0:128, 0:d])
         for i in rng(nt):
             rows = i * 128 + tl.arange(128)[:, None]
             cols = tl.arange(d)[None, :]
-            a = tl.load(x[rows, cols], mask=rows < n)
-            b = tl.load(y[rows, cols], mask=rows < n)
+            if resident:  # the loop reads only what the loads before it bring: paced by them at first
+                a = tl.copy(res[:, i, :])
+                b = a * 0.5
+            else:
+                a = tl.load(x[rows, cols], mask=rows < n)
+                b = tl.load(y[rows, cols], mask=rows < n)
             v = [a, b]
             for op in ops:
                 if op == "add":
@@ -103,8 +107,6 @@ def make_kernel(ops, loop_kind, two_pass, carry, dt, inner=0, resident=False):
                     v.append(tl.copy(tl.matmul(v[-1], v[-2], transpose_x=True)))
                 elif op == "transpose" and d == 128:
                     v.append(tl.copy(tl.transpose(v[-1])))
-            if resident:
-                v.append(v[-1] + res[:, i, :])
             if inner:  # a nested loop accumulating into a tile of the outer body
                 acc = tl.zeros((128, d), tl.float32)
                 for j in tl.affine_range(inner):

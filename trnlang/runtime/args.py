@@ -44,8 +44,13 @@ def torch_to_numpy(t: Any) -> np.ndarray:
 
 
 def as_array(x: Any) -> np.ndarray:
+    """Zero-copy numpy view of a numpy array, a CPU torch tensor or a ``trn`` device tensor."""
     if isinstance(x, np.ndarray):
         return x
+    if x.device.type != "cpu":
+        from trnlang.runtime import devices
+
+        return devices.device_array(x)
     return torch_to_numpy(x)
 
 

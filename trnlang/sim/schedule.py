@@ -458,37 +458,18 @@ class _Sim:
         b2, b3 = marks[i - p][0], marks[i][0]
         size = b3 - b2
         tm, rs, st, du, nb, bd = self.log.block(b2, b3)
-        shifts = dt * np.arange(1, k + 1)
-        st_all = (st[None, :] + shifts[:, None]).ravel()
+        if self._pending(set(tm.tolist()), marks[i - 3 * p][0], float(st.min()) + dt):
+            return False
+        if k > 2 and self._place(rs, st, du, dt, 2, len(self.log)) is None:  # cheap trial before the full one
+            return False
+        placed = self._place(rs, st, du, dt, k, len(self.log))
+        if placed is None:
+            return False
+        rs_all, st_all, heap, new_gaps = placed
         tm_all, du_all, nb_all = np.tile(tm, k), np.tile(du, k), np.tile(nb, k)
         bd_all = (np.where(bd >= 0, bd, -1)[None, :] + np.where(bd >= 0, 1, 0)[None, :] * size
                   * np.arange(1, k + 1)[:, None]).ravel()
-        rs_all = np.tile(rs, k)
         dma = np.nonzero(rs_all >= NE)[0]
-        heap = [(f, q) for q, f in enumerate(self.qfree)]
-        heapq.heapify(heap)
-        tol = 1e-12 + 1e-9 * abs(float(st_all[-1]))
-        for idx in dma[np.argsort(st_all[dma], kind="stable")]:
-            s = st_all[idx]
-            f, q = heapq.heappop(heap)
-            if f > s + tol:
-                return False
-            rs_all[idx] = NE + q
-            heapq.heappush(heap, (float(s + du_all[idx]), q))
-        if self._pending(set(tm.tolist()), marks[i - 3 * p][0], float(st_all.min())):
-            return False
-        # engines: place the copies into the free intervals, in program order, as the explicit walk would
-        new_gaps: dict[int, list[list[Any]]] = {}
-        base = len(self.log)
-        for e in range(NE):
-            idx = np.nonzero(rs_all == e)[0]
-            if idx.size == 0:
-                continue
-            gaps = [list(g) for g in self.gaps[e]]
-            for j, a, d in zip(idx.tolist(), st_all[idx].tolist(), du_all[idx].tolist()):
-                if not _carve(gaps, a, a + d, base + j):
-                    return False
-            new_gaps[e] = gaps
         # commit
         for e, g in new_gaps.items():
             self.gaps[e] = g
@@ -496,9 +477,10 @@ class _Sim:
         self.extrapolated += k * size
         for f, q in heap:
             self.qfree[q] = f
-        for idx in dma.tolist():  # the last copy on each queue
-            q = int(rs_all[idx]) - NE
-            self.qlast[q] = max(self.qlast[q], len(self.log) - len(tm_all) + idx)
+        base = len(self.log) - len(tm_all)
+        qs = rs_all[dma] - NE
+        for q in np.unique(qs).tolist():  # the last copy on each queue
+            self.qlast[q] = max(self.qlast[q], base + int(dma[qs == q].max()))
         before, now = marks[i - p], marks[i]
         for a in range(len(self.count)):
             self.count[a] += k * (now[2][a] - before[2][a])
@@ -513,6 +495,36 @@ class _Sim:
             if len(lst) > RECORD_CAP:
                 self.hmerge(ti)
         return True
+
+    def _place(self, rs: np.ndarray, st: np.ndarray, du: np.ndarray, dt: float, k: int, base: int,
+               ) -> tuple[np.ndarray, np.ndarray, list[tuple[float, int]], dict[int, list[list[Any]]]] | None:
+        """Resources of ``k`` shifted copies of a block: DMA queues (each transfer to a queue free by its start) and
+        the engines' free intervals after placing them, in program order; None if they do not fit."""
+        st_all = (st[None, :] + dt * np.arange(1, k + 1)[:, None]).ravel()
+        du_all = np.tile(du, k)
+        rs_all = np.tile(rs, k)
+        dma = np.nonzero(rs_all >= NE)[0]
+        heap = [(f, q) for q, f in enumerate(self.qfree)]
+        heapq.heapify(heap)
+        tol = 1e-12 + 1e-9 * abs(float(st_all[-1]))
+        for idx in dma[np.argsort(st_all[dma], kind="stable")]:
+            s = st_all[idx]
+            f, q = heapq.heappop(heap)
+            if f > s + tol:
+                return None
+            rs_all[idx] = NE + q
+            heapq.heappush(heap, (float(s + du_all[idx]), q))
+        new_gaps: dict[int, list[list[Any]]] = {}
+        for e in range(NE):
+            idx = np.nonzero(rs_all == e)[0]
+            if idx.size == 0:
+                continue
+            gaps = [list(g) for g in self.gaps[e]]
+            for j, a, d in zip(idx.tolist(), st_all[idx].tolist(), du_all[idx].tolist()):
+                if not _carve(gaps, a, a + d, base + j):
+                    return None
+            new_gaps[e] = gaps
+        return rs_all, st_all, heap, new_gaps
 
     def _pending(self, tmpls: set[int], window: int, t0: float) -> bool:
         """Whether work from before the compared periods (token < ``window``) that the copied instructions may
