@@ -28,19 +28,27 @@ def _is_torch(x: Any) -> bool:
     return isinstance(x, torch.Tensor)
 
 
+_REINTERPRET: dict[Any, tuple[Any, np.dtype]] = {}  # torch dtypes numpy lacks: viewed as ints, then as ml_dtypes
+
+
 def torch_to_numpy(t: Any) -> np.ndarray:
     """Zero-copy numpy view of a CPU torch tensor (bf16/fp8 reinterpreted through ml_dtypes)."""
     import torch
 
     t = t.detach()
-    d = to_dtype(t.dtype)
-    if d is None:
-        raise DTypeError(f"unsupported tensor dtype {t.dtype}")
-    if t.dtype in (torch.bfloat16, torch.float16):
-        return t.view(torch.int16).numpy().view(d.np)
-    if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
-        return t.view(torch.uint8).numpy().view(d.np)
-    return t.numpy()
+    special = _REINTERPRET.get(t.dtype)
+    if special is None:
+        if not _REINTERPRET:
+            _REINTERPRET.update({torch.bfloat16: (torch.int16, DType.bfloat16.np),
+                                 torch.float16: (torch.int16, DType.float16.np),
+                                 torch.float8_e4m3fn: (torch.uint8, DType.float8_e4m3.np),
+                                 torch.float8_e5m2: (torch.uint8, DType.float8_e5m2.np)})
+            return torch_to_numpy(t)
+        try:
+            return t.numpy()
+        except TypeError:
+            raise DTypeError(f"unsupported tensor dtype {t.dtype}") from None
+    return t.view(special[0]).numpy().view(special[1])
 
 
 def as_array(x: Any) -> np.ndarray:
