@@ -49,7 +49,7 @@ from trnlang.ir.nodes import Instr, Kernel, Loop, Region
 
 _MAGIC = b"TRNJIT01"
 _N_PID = 3
-_NCPU = os.cpu_count() or 1
+_NCPU = os.cpu_count() or 1  # grid worker threads; TRN_NUM_THREADS overrides (read per launch)
 _PARALLEL_MIN_NS = 150_000   # run a grid on the pool when sequential time would exceed this
 
 _PRINT_CB = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64))
@@ -181,6 +181,12 @@ class Variant:
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 _tls = threading.local()
+
+
+def _num_threads() -> int:
+    """Threads for grid instances: ``TRN_NUM_THREADS`` if set, else the machine's cores."""
+    v = os.environ.get("TRN_NUM_THREADS")
+    return max(1, int(v)) if v and v.isdigit() else _NCPU
 
 
 def _get_pool() -> concurrent.futures.ThreadPoolExecutor:
@@ -372,7 +378,8 @@ class JitExecutor:
     def _launch(self, v: Variant, ptr_arr: Any, meta_addr: int, gg: tuple[int, int, int], total: int,
                 arrays: list[np.ndarray]) -> None:
         cb_addr = self._cb_addr if v.has_print else None
-        sequential = (total == 1 or v.has_print or self._has_scratch or _NCPU == 1 or v.timed < 2
+        ncpu = _num_threads()
+        sequential = (total == 1 or v.has_print or self._has_scratch or ncpu == 1 or v.timed < 2
                       or v.ns_per_instance is None or v.ns_per_instance * total < _PARALLEL_MIN_NS)
         if sequential:
             err, err_addr = _err_buffer()
@@ -386,7 +393,7 @@ class JitExecutor:
             if rc:
                 self._raise(v, err, arrays)
             return
-        workers = min(_NCPU, total)
+        workers = min(ncpu, total)
         bounds = [(total * w // workers, total * (w + 1) // workers) for w in range(workers)]
         errs = [np.zeros(64, np.int64) for _ in bounds]
 
