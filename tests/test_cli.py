@@ -1,7 +1,9 @@
-"""The `trn` command line: `trn info` in a subprocess and through main(), placeholders, --help."""
+"""The `trn` command line: `trn info` in a subprocess and through main(); cache, bench, profile; --help."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import tomllib
@@ -69,12 +71,6 @@ def test_info_unknown_target(capsys: pytest.CaptureFixture[str], monkeypatch: py
     assert "TRN_TARGET" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command", ["cache", "bench", "profile"])
-def test_placeholders_say_not_implemented(command: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main([command]) == 2
-    assert "not implemented yet" in capsys.readouterr().err
-
-
 @pytest.mark.parametrize("command", ["info", "cache", "coverage", "bench", "profile"])
 def test_every_subcommand_has_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main([command, "--help"]) == 0
@@ -90,8 +86,141 @@ def test_top_level_usage(capsys: pytest.CaptureFixture[str]) -> None:
     assert "invalid choice" in capsys.readouterr().err
 
 
-def test_demo_placeholder_prints_device_table(capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_prints_device_table_and_writes_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from trnlang import demo
 
-    demo.main()
+    assert demo.main(["--trace", str(tmp_path / "demo.json")]) == 0  # not pytest's own sys.argv
     assert "target trn" in capsys.readouterr().out
+    assert (tmp_path / "demo.json").exists()
+
+
+_TINY_SCRIPT = """
+import sys
+import numpy as np
+import trnlang as trn
+import trnlang.language as tl
+
+@trn.kernel
+def cli_tiny_double(x, out):
+    tl.store(out[0:128, 0:64], tl.load(x[0:128, 0:64]) * 2.0)
+
+x = np.ones((128, 64), np.float32)
+o = np.empty_like(x)
+for _ in range(3):
+    cli_tiny_double(x, o)
+print("script argv", sys.argv[1:], float(o[0, 0]))
+"""
+
+
+def test_cache_info_and_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
+
+    import trnlang as trn
+    import trnlang.language as tl
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("TRN_CACHE_DIR", str(cache))
+    monkeypatch.delenv("TRN_JIT_NO_DISK_CACHE", raising=False)
+    monkeypatch.delenv("TRN_INTERPRET", raising=False)
+    assert cli.main(["cache", "info"]) == 0  # nothing there yet: reported, not created
+    out = capsys.readouterr().out
+    assert "does not exist" in out and not cache.exists()
+
+    @trn.kernel
+    def cli_cache_add(x, out):
+        tl.store(out[0:4, 0:8], tl.load(x[0:4, 0:8]) + 1.0)
+
+    x = np.zeros((4, 8), np.float32)
+    o = np.empty_like(x)
+    cli_cache_add(x, o)
+    assert o[0, 0] == 1.0
+    tune = cache / "autotune"
+    tune.mkdir()
+    (tune / "mod.k-0123.json").write_text("{}")
+    unrelated = cache / "notes.txt"
+    unrelated.write_text("keep me")
+    outside = tmp_path / "outside.bin"
+    outside.write_text("keep me too")
+    jit_dir = cache / f"jit-{os.getuid()}"
+    (jit_dir / ("a" * 64 + ".bin")).symlink_to(outside)  # an entry-like symlink: never followed nor deleted
+    (jit_dir / "README").write_text("not ours")
+
+    assert cli.main(["cache", "info"]) == 0
+    out = capsys.readouterr().out
+    assert str(cache) in out
+    entries = int(next(ln for ln in out.splitlines() if ln.startswith("entries")).split()[1])
+    assert entries >= 1
+    assert "autotune entries  1" in out
+
+    assert cli.main(["cache", "clear"]) == 0
+    out = capsys.readouterr().out
+    assert f"removed {entries} JIT object(s)" in out and "removed 1 autotune file(s)" in out
+    assert unrelated.read_text() == "keep me" and outside.read_text() == "keep me too"
+    assert (jit_dir / "README").exists() and (jit_dir / ("a" * 64 + ".bin")).is_symlink()
+    assert not list(tune.iterdir())
+
+    assert cli.main(["cache", "info"]) == 0
+    out = capsys.readouterr().out
+    assert "entries           0" in out and "autotune entries  0" in out
+
+
+def test_cache_does_not_follow_symlinked_dirs(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "precious.json").write_text("{}")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "autotune").symlink_to(elsewhere)
+    monkeypatch.setenv("TRN_CACHE_DIR", str(cache))
+    assert cli.main(["cache", "clear"]) == 0
+    assert "symlink" in capsys.readouterr().err
+    assert (elsewhere / "precious.json").exists()
+
+
+def test_profile_script(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from trnlang.runtime.kernel import KernelFn
+
+    monkeypatch.setenv("TRN_CACHE_DIR", str(tmp_path / "cache"))
+    script = tmp_path / "tiny.py"
+    script.write_text(_TINY_SCRIPT)
+    trace = tmp_path / "trace.json"
+    run, launch = KernelFn._run, KernelFn._launch
+    assert cli.main(["profile", "--trace", str(trace), "--summary", str(script), "a", "--b"]) == 0
+    assert (KernelFn._run, KernelFn._launch) == (run, launch)  # the hooks are removed again
+    out = capsys.readouterr().out
+    assert "script argv ['a', '--b'] 2.0" in out
+    row = next(ln for ln in out.splitlines() if ln.startswith("cli_tiny_double "))
+    assert row.split()[1] == "3"  # launches
+    assert float(row.split()[2]) > 0  # simulated us per launch
+    assert "MFU" in out and "MBU" in out and "profile of cli_tiny_double" in out
+    events = json.loads(trace.read_text())["traceEvents"]
+    xs = [e for e in events if e["ph"] == "X"]
+    assert xs and all(e["dur"] >= 0 and "ts" in e and "pid" in e and "tid" in e for e in xs)
+
+
+def test_profile_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["profile", str(tmp_path / "missing.py")]) == 2
+    assert "no such script" in capsys.readouterr().err
+    script = tmp_path / "nokernel.py"
+    script.write_text("import sys\nsys.exit(3)\n")
+    assert cli.main(["profile", "--trace", str(tmp_path / "t.json"), str(script)]) == 3
+    assert "launched no trn kernel" in capsys.readouterr().err
+    assert not (tmp_path / "t.json").exists()
+
+
+def test_bench(tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    assert cli.main(["bench", "--help"]) == 0
+    out = capfd.readouterr().out
+    assert "--quick" in out and "--only" in out
+    monkeypatch.setattr(cli, "_benchmarks_dir", lambda: None)
+    assert cli.main(["bench"]) == 2
+    assert "benchmarks/ not found" in capfd.readouterr().err
+    (tmp_path / "bench_jit.py").write_text("import sys\nprint('fake jit bench', sys.argv[1:])\n")
+    monkeypatch.setattr(cli, "_benchmarks_dir", lambda: str(tmp_path))
+    assert cli.main(["bench", "--only", "jit", "--quick"]) == 0
+    assert "fake jit bench ['--quick']" in capfd.readouterr().out
+    assert cli.main(["bench", "--only", "nope"]) == 2
+    monkeypatch.undo()
+    assert (ROOT / "benchmarks" / "bench_jit.py").exists() and cli._benchmarks_dir() == str(ROOT / "benchmarks")

@@ -139,12 +139,292 @@ def _add_coverage_parser(sub: Any) -> None:
     p.set_defaults(func=_cmd_coverage)
 
 
-def _not_implemented(name: str) -> Callable[[argparse.Namespace], int]:
-    def run(args: argparse.Namespace) -> int:
-        print(f"trn {name}: not implemented yet", file=sys.stderr)
-        return 2
+# ------------------------------------------------------------------------------------------ trn cache
 
-    return run
+_HEX = set("0123456789abcdef")
+
+
+def _cache_paths() -> tuple[str, str, str]:
+    """(base, JIT object directory, autotune directory), computed like ``runtime.jit`` / ``runtime.autotune``.
+
+    Nothing is created: ``trn cache info`` on a fresh machine must not make directories.
+    """
+    base = os.environ.get("TRN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "trnlang")
+    return base, os.path.join(base, f"jit-{os.getuid()}"), os.path.join(base, "autotune")
+
+
+def _is_jit_entry(name: str) -> bool:
+    stem = name[:-4] if name.endswith(".bin") else ""
+    return (len(stem) == 64 and set(stem) <= _HEX) or name.startswith(".tmp-")
+
+
+def _is_autotune_entry(name: str) -> bool:
+    return name.endswith(".json")
+
+
+def _cache_files(d: str, match: Callable[[str], bool]) -> tuple[list[tuple[str, int]], str | None]:
+    """Regular files (not symlinks) directly in ``d`` whose names ``match``, with sizes; or a reason to skip ``d``."""
+    if os.path.islink(d):
+        return [], f"{d} is a symlink; not followed"
+    if not os.path.isdir(d):
+        return [], None
+    files = []
+    try:
+        with os.scandir(d) as it:
+            for e in it:
+                if match(e.name) and e.is_file(follow_symlinks=False):
+                    try:
+                        files.append((e.path, e.stat(follow_symlinks=False).st_size))
+                    except OSError:
+                        pass
+    except OSError as exc:
+        return [], f"{d}: {exc}"
+    return sorted(files), None
+
+
+def _fmt_size(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def _cmd_cache(args: argparse.Namespace) -> int:
+    base, jit_dir, tune_dir = _cache_paths()
+    jit, jit_note = _cache_files(jit_dir, _is_jit_entry)
+    tune, tune_note = _cache_files(tune_dir, _is_autotune_entry)
+    for note in (jit_note, tune_note):
+        if note:
+            print(f"trn cache: warning: {note}", file=sys.stderr)
+    if args.action == "info":
+        jit_bytes, tune_bytes = sum(s for _, s in jit), sum(s for _, s in tune)
+        rows = [("directory", base + ("" if os.path.isdir(base) else "  (does not exist)")),
+                ("JIT objects", f"{jit_dir}"),
+                ("entries", f"{len(jit)}"),
+                ("total bytes", f"{jit_bytes + tune_bytes} ({_fmt_size(jit_bytes + tune_bytes)})"),
+                ("autotune", f"{tune_dir}"),
+                ("autotune entries", f"{len(tune)} ({_fmt_size(tune_bytes)})")]
+        width = max(len(k) for k, _ in rows)
+        for key, value in rows:
+            print(f"{key:<{width}}  {value}")
+        return 0
+    freed, failed = 0, 0
+    for what, d, files in (("JIT object(s)", jit_dir, jit), ("autotune file(s)", tune_dir, tune)):
+        removed = 0
+        for path, size in files:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:  # a concurrent clear got there first
+                continue
+            except OSError as exc:
+                print(f"trn cache: could not remove {path}: {exc}", file=sys.stderr)
+                failed += 1
+                continue
+            removed += 1
+            freed += size
+        print(f"removed {removed} {what} from {d}")
+    print(f"freed {freed} bytes ({_fmt_size(freed)})")
+    return 1 if failed else 0
+
+
+def _add_cache_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "cache",
+        help="inspect or clear the compiled-kernel cache ($TRN_CACHE_DIR)",
+        description="Show or clear trnlang's on-disk caches under $TRN_CACHE_DIR (default ~/.cache/trnlang): the "
+        "JIT's compiled objects (jit-<uid>/*.bin) and autotune results (autotune/*.json). `clear` removes only "
+        "those files; it leaves other files alone and never follows symlinks.",
+    )
+    p.add_argument("action", choices=["info", "clear"], help="info: directory, entries, bytes; clear: remove them")
+    p.set_defaults(func=_cmd_cache)
+
+
+# ------------------------------------------------------------------------------------------ trn bench
+
+_BENCHMARKS = {  # name -> (script, extra arguments for --quick)
+    "jit": ("bench_jit.py", ["--quick"]),
+    "gemm": ("bench_gemm.py", ["--sizes", "512", "--repeat", "2"]),
+    "device": ("bench_device.py", ["--repeat", "3", "--iters", "100"]),
+}
+
+
+def _benchmarks_dir() -> str | None:
+    """benchmarks/ of the source tree (next to the package, for editable installs), if it exists."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    d = os.path.join(root, "benchmarks")
+    return d if os.path.isdir(d) else None
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    import subprocess
+
+    d = _benchmarks_dir()
+    if d is None:
+        print("trn bench: error: benchmarks/ not found next to the trnlang package (it ships with the source "
+              "tree; use an editable install)", file=sys.stderr)
+        return 2
+    names = [args.only] if args.only else list(_BENCHMARKS)
+    status = 0
+    for name in names:
+        script, quick = _BENCHMARKS[name]
+        path = os.path.join(d, script)
+        if not os.path.isfile(path):
+            print(f"trn bench: error: {path} not found", file=sys.stderr)
+            status = status or 2
+            continue
+        cmd = [sys.executable, path, *(quick if args.quick else [])]
+        print(f"== {name}: {' '.join(cmd)}", flush=True)
+        rc = subprocess.run(cmd, cwd=os.path.dirname(d)).returncode  # output streams straight to our terminal
+        if rc != 0:
+            print(f"trn bench: {script} exited with {rc}", file=sys.stderr)
+            status = status or 1
+        print(flush=True)
+    return status
+
+
+def _add_bench_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "bench",
+        help="run the benchmarks against torch CPU",
+        description="Run the benchmark scripts of benchmarks/ (" + ", ".join(s for s, _ in _BENCHMARKS.values())
+        + ") one after another as subprocesses with this Python, streaming their output.",
+    )
+    p.add_argument("--quick", action="store_true", help="smaller sizes and fewer repetitions")
+    p.add_argument("--only", metavar="NAME", choices=list(_BENCHMARKS),
+                   help=f"run one benchmark: {', '.join(_BENCHMARKS)}")
+    p.set_defaults(func=_cmd_bench)
+
+
+# ------------------------------------------------------------------------------------------ trn profile
+
+
+class _LaunchRecorder:
+    """Counts launches per specialization by wrapping ``KernelFn._run`` / ``KernelFn._launch`` (both get the
+    ``Compiled`` being launched) for the duration of a ``with`` block."""
+
+    def __init__(self) -> None:
+        self.launches: dict[tuple[int, tuple[int, ...]], list[Any]] = {}  # (id(comp), grid) -> [comp, grid, n]
+
+    def _note(self, comp: Any, grid: tuple[int, ...]) -> None:
+        rec = self.launches.get((id(comp), grid))
+        if rec is None:
+            self.launches[(id(comp), grid)] = [comp, grid, 1]  # holds comp: its id stays unique
+        else:
+            rec[2] += 1
+
+    def __enter__(self) -> _LaunchRecorder:
+        from trnlang.runtime.kernel import KernelFn
+
+        self._orig = (KernelFn._run, KernelFn._launch)
+        run, launch = self._orig
+        note = self._note
+
+        def _run(kfn: Any, comp: Any, prepared: Any, args: Any, grid: Any) -> Any:
+            out = run(kfn, comp, prepared, args, grid)
+            note(comp, grid)
+            return out
+
+        def _launch(kfn: Any, comp: Any, arrays: Any, args: Any, grid: Any) -> Any:
+            out = launch(kfn, comp, arrays, args, grid)
+            note(comp, grid)
+            return out
+
+        KernelFn._run, KernelFn._launch = _run, _launch  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        from trnlang.runtime.kernel import KernelFn
+
+        KernelFn._run, KernelFn._launch = self._orig  # type: ignore[method-assign]
+
+
+def _run_script(path: str, argv: list[str]) -> int:
+    import runpy
+    import traceback
+
+    old_argv, old_path0 = sys.argv[:], sys.path[0] if sys.path else None
+    sys.argv = [path, *argv]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:
+        runpy.run_path(path, run_name="__main__")
+        return 0
+    except SystemExit as exc:
+        code = exc.code
+        if code is None or isinstance(code, int):
+            return code or 0
+        print(code, file=sys.stderr)
+        return 1
+    except Exception:
+        traceback.print_exc()
+        return 1
+    finally:
+        sys.argv = old_argv
+        if sys.path and sys.path[0] != old_path0:
+            del sys.path[0]
+
+
+def _cmd_profile(args: argparse.Namespace) -> int:
+    import json
+
+    from trnlang.sim.profile import Profile
+
+    if not os.path.isfile(args.script):
+        print(f"trn profile: error: no such script: {args.script}", file=sys.stderr)
+        return 2
+    with _LaunchRecorder() as rec:
+        rc = _run_script(args.script, list(args.script_args))
+    if not rec.launches:
+        print(f"trn profile: {args.script} launched no trn kernel", file=sys.stderr)
+        return rc or 1
+    events: list[dict[str, Any]] = []
+    per_kernel: dict[str, list[float]] = {}  # name -> [launches, time us, peak-time us, dma-peak-time us]
+    for pid, (comp, grid, n) in enumerate(rec.launches.values(), start=1):
+        try:
+            p = Profile.simulate(comp.ir, grid)
+        except Exception as exc:  # a kernel the simulator cannot schedule must not lose the others
+            print(f"trn profile: warning: cannot simulate {comp.ir.name} grid {grid}: {exc}", file=sys.stderr)
+            continue
+        for ev in p.trace_events(args.max_events):
+            ev["pid"] = pid
+            if ev["name"] == "process_name":
+                ev["args"] = {"name": f"{p.kernel} grid {grid} on {p.target.name} ({n} launch{'es' * (n != 1)})"}
+            events.append(ev)
+        agg = per_kernel.setdefault(p.kernel, [0, 0.0, 0.0, 0.0])
+        agg[0] += n
+        agg[1] += n * p.time_us
+        agg[2] += n * p.time_us * p.mfu
+        agg[3] += n * p.time_us * p.mbu
+        if args.summary:
+            print(p.summary())
+            print()
+    with open(args.trace, "w") as f:
+        json.dump({"traceEvents": events, "displayTimeUnit": "ns"}, f)
+    width = max(len("kernel"), *(len(k) for k in per_kernel))
+    print(f"{'kernel':<{width}}  {'launches':>8}  {'sim us/launch':>13}  {'MFU':>6}  {'MBU':>6}")
+    for name, (n, t, mf, mb) in sorted(per_kernel.items(), key=lambda kv: -kv[1][1]):
+        print(f"{name:<{width}}  {int(n):>8}  {t / n:>13,.2f}  {mf / t if t else 0:>6.3f}  {mb / t if t else 0:>6.3f}")
+    print(f"wrote {args.trace} ({len(rec.launches)} specialization(s); open in https://ui.perfetto.dev)")
+    return rc
+
+
+def _add_profile_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "profile",
+        help="profile the trn kernels a Python script launches, on the simulated device",
+        description="Run a Python script (as __main__, with sys.argv = [SCRIPT, *ARGS]) and simulate the schedule "
+        "of every trn kernel specialization it launches. Writes one Chrome trace (one process per kernel "
+        "specialization; open it in Perfetto or chrome://tracing) and prints per kernel: launches, simulated "
+        "time per launch, MFU and MBU. Options of trn profile go before SCRIPT; everything after SCRIPT is "
+        "passed to the script.",
+    )
+    p.add_argument("--trace", metavar="PATH", default="trn_profile_trace.json",
+                   help="Chrome trace output (default trn_profile_trace.json)")
+    p.add_argument("--summary", action="store_true", help="also print each specialization's full profile summary")
+    p.add_argument("--max-events", metavar="N", type=int, default=200_000,
+                   help="at most N instruction events per specialization in the trace (default 200000)")
+    p.add_argument("script", metavar="SCRIPT", help="the Python script to run")
+    p.add_argument("script_args", metavar="ARGS", nargs=argparse.REMAINDER, help="arguments for the script")
+    p.set_defaults(func=_cmd_profile)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -171,14 +451,9 @@ def build_parser() -> argparse.ArgumentParser:
     info.set_defaults(func=_cmd_info)
 
     _add_coverage_parser(sub)
-    placeholders = {
-        "cache": "inspect or clear the compiled-kernel cache ($TRN_CACHE_DIR)",
-        "bench": "run the benchmarks against torch CPU",
-        "profile": "profile a kernel on the simulated device",
-    }
-    for name, help_text in placeholders.items():
-        p = sub.add_parser(name, help=f"{help_text} (not implemented yet)", description=help_text)
-        p.set_defaults(func=_not_implemented(name))
+    _add_cache_parser(sub)
+    _add_bench_parser(sub)
+    _add_profile_parser(sub)
     return parser
 
 
@@ -189,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
         argv: arguments without the program name; ``None`` for ``sys.argv[1:]``.
 
     Returns:
-        0 on success, 2 on usage errors (and for subcommands not implemented yet).
+        0 on success, 2 on usage errors.
 
     Example:
         >>> main(["--version"])  # doctest: +SKIP
