@@ -26,9 +26,11 @@ The kernel is a bf16 matmul ``out = lhsT.T @ rhs`` (see tutorial 03) with two
 knobs: ``BLOCK_N``, the width of the output tile (one PSUM bank holds 512 fp32
 columns, so at most 512), and ``HOIST``, whether the moving operand's column
 block is loaded once per ``n`` and reused by every row tile, or re-loaded for
-every row tile. The profile of the naive configuration shows DMA-bound lines;
-the tuner finds the configuration that loads the least and keeps the Tensor
-engine busiest.
+every row tile. The profile of the naive configuration shows DMA-bound lines
+(the two operand loads); the tuner finds the configuration that loads the least
+and keeps the Tensor engine busiest. Note that the knobs interact: with
+128-wide tiles hoisting alone changes nothing (the ``lhsT`` loads, as many as
+before, still set the time), which is why a tuner tries combinations.
 
 Run: ``python tutorials/07_performance_tuning.py``
 """
