@@ -27,7 +27,8 @@ def _step(i: int, n: int, title: str) -> None:
     print(f"\n[{i}/{n}] {title}", flush=True)
 
 
-def _load_tutorial(name: str) -> Any:
+def load_tutorial(name: str) -> Any:
+    """Import ``tutorials/<name>.py`` of this checkout as a module (None when tutorials/ is not there)."""
     path = ROOT / "tutorials" / f"{name}.py"
     if not path.exists():
         return None
@@ -43,9 +44,9 @@ def _kernels_section() -> list[tuple[str, Any, tuple[Any, ...]]]:
 
     g = torch.Generator().manual_seed(0)
     cases: list[tuple[str, Any, tuple[Any, ...], Any]] = []
-    t01 = _load_tutorial("01_vector_add")
-    t02 = _load_tutorial("02_fused_softmax")
-    t04 = _load_tutorial("04_layernorm")
+    t01 = load_tutorial("01_vector_add")
+    t02 = load_tutorial("02_fused_softmax")
+    t04 = load_tutorial("04_layernorm")
     x = torch.randn(2048, 1024, generator=g)
     y = torch.randn(2048, 1024, generator=g)
     w = torch.randn(1, 1024, generator=g)
