@@ -9,7 +9,8 @@ from __future__ import annotations
 import importlib
 
 FAMILIES = ("stdlib_kernels.pointwise", "stdlib_kernels.matmul", "stdlib_kernels.reduce",
-            "stdlib_kernels.softmax", "stdlib_kernels.copy", "stdlib_kernels.decompositions")
+            "stdlib_kernels.softmax", "stdlib_kernels.copy", "stdlib_kernels.decompositions",
+            "stdlib_kernels.unary")
 
 
 def register_all() -> None:
