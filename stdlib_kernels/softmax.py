@@ -27,14 +27,17 @@ def _at(t: Any, b: Any, rows: Any, cols: Any) -> Any:
     return t[b, rows, cols] if t.ndim == 3 else t[rows, cols]
 
 
+def _tiling(x: Any) -> tuple[int, int, int, int, int, bool]:
+    """(batch, rows, cols, partitions per tile, column chunk, ragged last row tile) of ``x [(A,) R, C]``."""
+    r_dim, c_dim = x.shape[-2], x.shape[-1]
+    p = min(128, r_dim)
+    return (x.shape[0] if x.ndim == 3 else 1), r_dim, c_dim, p, min(c_dim, CHUNK), r_dim % p != 0
+
+
 @trn.kernel
 def softmax_fwd(x, out):
     """Softmax of ``x [(A,) R, C]`` along C (fp32 on chip)."""
-    a = x.shape[0] if x.ndim == 3 else 1
-    r_dim, c_dim = x.shape[-2], x.shape[-1]
-    p = min(128, r_dim)
-    f = min(c_dim, CHUNK)
-    rr = r_dim % p != 0
+    a, r_dim, c_dim, p, f, rr = _tiling(x)
     for b in tl.affine_range(a):
         for i in tl.affine_range(tl.cdiv(r_dim, p)):
             rows = i * p + tl.arange(p)[:, None]
@@ -65,11 +68,7 @@ def softmax_fwd(x, out):
 @trn.kernel
 def softmax_bwd(g, y, out):
     """``out = y * (g - sum(g * y))`` along C: the gradient of softmax given its output ``y``."""
-    a = g.shape[0] if g.ndim == 3 else 1
-    r_dim, c_dim = g.shape[-2], g.shape[-1]
-    p = min(128, r_dim)
-    f = min(c_dim, CHUNK)
-    rr = r_dim % p != 0
+    a, r_dim, c_dim, p, f, rr = _tiling(g)
     for b in tl.affine_range(a):
         for i in tl.affine_range(tl.cdiv(r_dim, p)):
             rows = i * p + tl.arange(p)[:, None]

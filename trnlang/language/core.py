@@ -51,10 +51,9 @@ class tile_size:  # noqa: N801 - NKI spelling
 # index values --------------------------------------------------------------------------
 def program_id(axis: int = 0) -> Index:
     """Index of this program instance along grid ``axis`` (symbolic)."""
-    ctx = current()
+    current()  # only inside a kernel being traced
     if not 0 <= axis < 3:
         raise TraceError(f"program_id axis must be 0, 1 or 2, got {axis}")
-    del ctx
     return Index((), pid_sym(axis))
 
 

@@ -363,7 +363,6 @@ def make_access(ref: HbmRef, key: Any) -> AccessPattern:
     values of 2+ dims broadcast right-aligned (NKI style: ``x[i * 128 + ix, iy]``)."""
     tensor = ref.tensor
     key = _norm_key(key, tensor.ndim, f"tensor {tensor.name}")
-    ctx = current()
     comps: list[tuple[str, Any]] = []
     for d, k in enumerate(key):
         n = tensor.shape[d]
@@ -426,7 +425,6 @@ def make_access(ref: HbmRef, key: Any) -> AccessPattern:
             gathers.append(v.region)
             exprs.append(gather_sym(len(gathers) - 1))
     shape = broadcast_shapes(*shapes) if shapes else ()
-    del ctx
     return AccessPattern(Access(tensor, shape, tuple(sympy.sympify(e) for e in exprs), tuple(gathers), None))
 
 

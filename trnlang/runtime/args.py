@@ -15,9 +15,7 @@ _CONST_TYPES = (int, float, bool, str, type(None))
 
 
 def is_tensor(x: Any) -> bool:
-    if isinstance(x, np.ndarray):
-        return True
-    return type(x).__module__.startswith("torch") and type(x).__name__ in ("Tensor", "Parameter") or _is_torch(x)
+    return isinstance(x, np.ndarray) or _is_torch(x)
 
 
 def _is_torch(x: Any) -> bool:
