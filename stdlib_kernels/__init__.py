@@ -10,7 +10,11 @@ import importlib
 
 FAMILIES = ("stdlib_kernels.pointwise", "stdlib_kernels.matmul", "stdlib_kernels.reduce",
             "stdlib_kernels.softmax", "stdlib_kernels.copy", "stdlib_kernels.decompositions",
-            "stdlib_kernels.unary")
+            "stdlib_kernels.unary", "stdlib_kernels.ternary", "stdlib_kernels.compare",
+            "stdlib_kernels.activations", "stdlib_kernels.scans", "stdlib_kernels.sort",
+            "stdlib_kernels.indexing", "stdlib_kernels.linalg", "stdlib_kernels.rnn", "stdlib_kernels.conv",
+            "stdlib_kernels.pool", "stdlib_kernels.upsample", "stdlib_kernels.norm", "stdlib_kernels.attention",
+            "stdlib_kernels.loss", "stdlib_kernels.movement", "stdlib_kernels.creation", "stdlib_kernels.random")
 
 
 def register_all() -> None:
