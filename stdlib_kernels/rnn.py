@@ -1,0 +1,300 @@
+"""Fused RNN cells on ``trn``: the LSTM and GRU gate math in one kernel each, forward and backward.
+
+On a PrivateUse1 device PyTorch's ``nn.LSTM`` / ``nn.GRU`` / ``nn.LSTMCell`` / ``nn.GRUCell`` (the
+CompositeImplicitAutograd ``aten::lstm`` / ``gru`` / ``lstm_cell`` / ``gru_cell``) take the same path as on
+CUDA: the gate pre-activations ``x @ W_ih^T`` and ``h @ W_hh^T`` come from matmuls (the matmul family's
+kernels) and the elementwise gate math goes to ``aten::_thnn_fused_lstm_cell`` / ``_thnn_fused_gru_cell``,
+whose backward is ``_thnn_fused_lstm_cell_backward_impl`` / ``_thnn_fused_gru_cell_backward``. Those four ops
+are lowered here, each to one trnlang kernel: rows are the batch (128 per partition tile), the hidden size is
+the free dimension; biases are ``[1, f]`` rows broadcast over the partitions; the workspace layout is the one
+CUDA uses (LSTM: activated gates ``[i, f, g, o]``; GRU: ``[r, z, n, hx, hn]``), so autograd's formulas apply
+unchanged. The bias gradient is a batch reduction of the gate gradients (the reduce family's sum).
+
+:func:`lstm_cell_fused` is the fully fused cell (both matmuls accumulated into one PSUM tile, then the gate
+math); ``aten::lstm_cell`` uses it when no gradient is needed (inference), the composite path otherwise.
+
+Example:
+    >>> import torch
+    >>> lstm = torch.nn.LSTM(16, 32, num_layers=2, batch_first=True).to("trn")   # doctest: +SKIP
+    >>> out, (h, c) = lstm(torch.randn(4, 10, 16, device="trn"))                 # doctest: +SKIP
+    >>> out.sum().backward()                                                      # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+import trnlang as trn
+import trnlang.language as tl
+from stdlib_kernels import _util as U
+from trnlang.device import lowering
+
+DTYPES = (torch.float32, torch.bfloat16)
+_F = 512  # hidden-size chunk per instruction
+
+
+def _blk(n: int, h: int) -> tuple[int, int, bool]:
+    p = min(128, n)
+    f = min(h, _F)
+    return p, f, (n % p != 0 or h % f != 0)
+
+
+@trn.kernel
+def lstm_fwd(ig, hg, cx, ib, hb, hy, cy, ws):
+    """LSTM gate math: ``gates = ig + hg (+ ib + hb)``; ``i, f, o = sigmoid``, ``g = tanh``;
+    ``cy = f * cx + i * g``; ``hy = o * tanh(cy)``; ``ws`` = the activated gates ``[i, f, g, o]``."""
+    n, h = cx.shape
+    p, f, ragged = _blk(n, h)
+    for r in tl.affine_range(tl.cdiv(n, p)):
+        rows = r * p + tl.arange(p)[:, None]
+        for j in tl.affine_range(tl.cdiv(h, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            m = ((rows < n) & (cols < h)) if ragged else None
+            mb = (cols < h) if ragged else None
+            acts = []
+            for k in tl.static_range(4):
+                z = tl.load(ig[rows, k * h + cols], mask=m).astype(tl.float32) + \
+                    tl.load(hg[rows, k * h + cols], mask=m).astype(tl.float32)
+                if ib is not None:
+                    z = z + tl.load(ib[k * h + cols], mask=mb).astype(tl.float32)
+                if hb is not None:
+                    z = z + tl.load(hb[k * h + cols], mask=mb).astype(tl.float32)
+                a = tl.tanh(z) if k == 2 else tl.sigmoid(z)
+                tl.store(ws[rows, k * h + cols], a, mask=m)
+                acts.append(a)
+            c0 = tl.load(cx[rows, cols], mask=m).astype(tl.float32)
+            c1 = acts[1] * c0 + acts[0] * acts[2]
+            tl.store(cy[rows, cols], c1, mask=m)
+            tl.store(hy[rows, cols], acts[3] * tl.tanh(c1), mask=m)
+
+
+@trn.kernel
+def lstm_bwd(ghy, gcy, cx, cy, ws, ggates, gcx):
+    """Backward of :func:`lstm_fwd` from the saved activated gates (``ghy``/``gcy`` may be None: zeros)."""
+    n, h = cx.shape
+    p, f, ragged = _blk(n, h)
+    for r in tl.affine_range(tl.cdiv(n, p)):
+        rows = r * p + tl.arange(p)[:, None]
+        for j in tl.affine_range(tl.cdiv(h, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            m = ((rows < n) & (cols < h)) if ragged else None
+            ai = tl.load(ws[rows, cols], mask=m).astype(tl.float32)
+            af = tl.load(ws[rows, h + cols], mask=m).astype(tl.float32)
+            ag = tl.load(ws[rows, 2 * h + cols], mask=m).astype(tl.float32)
+            ao = tl.load(ws[rows, 3 * h + cols], mask=m).astype(tl.float32)
+            c0 = tl.load(cx[rows, cols], mask=m).astype(tl.float32)
+            tc = tl.tanh(tl.load(cy[rows, cols], mask=m).astype(tl.float32))
+            if ghy is not None:
+                gh = tl.load(ghy[rows, cols], mask=m).astype(tl.float32)
+                gc = gh * ao * (1.0 - tc * tc)
+                if gcy is not None:
+                    gc = gc + tl.load(gcy[rows, cols], mask=m).astype(tl.float32)
+                go = gh * tc * ao * (1.0 - ao)
+            else:
+                gc = tl.load(gcy[rows, cols], mask=m).astype(tl.float32)
+                go = gc * 0.0
+            tl.store(ggates[rows, cols], gc * ag * ai * (1.0 - ai), mask=m)
+            tl.store(ggates[rows, h + cols], gc * c0 * af * (1.0 - af), mask=m)
+            tl.store(ggates[rows, 2 * h + cols], gc * ai * (1.0 - ag * ag), mask=m)
+            tl.store(ggates[rows, 3 * h + cols], go, mask=m)
+            tl.store(gcx[rows, cols], gc * af, mask=m)
+
+
+@trn.kernel
+def gru_fwd(ig, hg, hx, ib, hb, hy, ws):
+    """GRU gate math: ``r = sigmoid(ir + hr)``, ``z = sigmoid(ii + hi)``, ``n = tanh(in + r * hn)``,
+    ``hy = n + z * (hx - n)``; ``ws = [r, z, n, hx, hn]`` (biases included)."""
+    n, h = hx.shape
+    p, f, ragged = _blk(n, h)
+    for r in tl.affine_range(tl.cdiv(n, p)):
+        rows = r * p + tl.arange(p)[:, None]
+        for j in tl.affine_range(tl.cdiv(h, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            m = ((rows < n) & (cols < h)) if ragged else None
+            mb = (cols < h) if ragged else None
+            xs = []
+            hs = []
+            for k in tl.static_range(3):
+                a = tl.load(ig[rows, k * h + cols], mask=m).astype(tl.float32)
+                b = tl.load(hg[rows, k * h + cols], mask=m).astype(tl.float32)
+                if ib is not None:
+                    a = a + tl.load(ib[k * h + cols], mask=mb).astype(tl.float32)
+                if hb is not None:
+                    b = b + tl.load(hb[k * h + cols], mask=mb).astype(tl.float32)
+                xs.append(a)
+                hs.append(b)
+            rg = tl.sigmoid(xs[0] + hs[0])
+            zg = tl.sigmoid(xs[1] + hs[1])
+            ng = tl.tanh(xs[2] + rg * hs[2])
+            h0 = tl.load(hx[rows, cols], mask=m).astype(tl.float32)
+            tl.store(hy[rows, cols], ng + zg * (h0 - ng), mask=m)
+            tl.store(ws[rows, cols], rg, mask=m)
+            tl.store(ws[rows, h + cols], zg, mask=m)
+            tl.store(ws[rows, 2 * h + cols], ng, mask=m)
+            tl.store(ws[rows, 3 * h + cols], h0, mask=m)
+            tl.store(ws[rows, 4 * h + cols], hs[2], mask=m)
+
+
+@trn.kernel
+def gru_bwd(ghy, ws, gig, ghg, ghx):
+    """Backward of :func:`gru_fwd` from its workspace."""
+    n, h = ghx.shape
+    p, f, ragged = _blk(n, h)
+    for r in tl.affine_range(tl.cdiv(n, p)):
+        rows = r * p + tl.arange(p)[:, None]
+        for j in tl.affine_range(tl.cdiv(h, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            m = ((rows < n) & (cols < h)) if ragged else None
+            rg = tl.load(ws[rows, cols], mask=m).astype(tl.float32)
+            zg = tl.load(ws[rows, h + cols], mask=m).astype(tl.float32)
+            ng = tl.load(ws[rows, 2 * h + cols], mask=m).astype(tl.float32)
+            h0 = tl.load(ws[rows, 3 * h + cols], mask=m).astype(tl.float32)
+            hn = tl.load(ws[rows, 4 * h + cols], mask=m).astype(tl.float32)
+            gh = tl.load(ghy[rows, cols], mask=m).astype(tl.float32)
+            gz = gh * (h0 - ng) * zg * (1.0 - zg)
+            gn = gh * (1.0 - zg) * (1.0 - ng * ng)
+            gr = gn * hn * rg * (1.0 - rg)
+            tl.store(ghx[rows, cols], gh * zg, mask=m)
+            tl.store(gig[rows, cols], gr, mask=m)
+            tl.store(gig[rows, h + cols], gz, mask=m)
+            tl.store(gig[rows, 2 * h + cols], gn, mask=m)
+            tl.store(ghg[rows, cols], gr, mask=m)
+            tl.store(ghg[rows, h + cols], gz, mask=m)
+            tl.store(ghg[rows, 2 * h + cols], gn * rg, mask=m)
+
+
+@trn.kernel
+def lstm_cell_fused(x, hx, cx, wih, whh, bias, hy, cy):
+    """One LSTM step with everything on chip: for each gate, ``x @ W_ih^T`` and ``h @ W_hh^T`` accumulate into
+    one PSUM tile (K tiled by 128), then bias, activations and the cell update run on the evicted tile.
+
+    ``x [B, I]``, ``hx/cx [B, H]``, ``wih [4H, I]``, ``whh [4H, H]`` (read transposed), ``bias``: None or the
+    summed ``[4H]`` bias.
+    """
+    n, in_dim = x.shape
+    h = cx.shape[1]
+    p = min(128, n)
+    f = min(h, _F)
+    ti, th = min(128, in_dim), min(128, h)
+    ragged = n % p != 0 or h % f != 0
+    for r in tl.affine_range(tl.cdiv(n, p)):
+        rows = r * p + tl.arange(p)[:, None]
+        for j in tl.affine_range(tl.cdiv(h, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            m = ((rows < n) & (cols < h)) if ragged else None
+            acts = []
+            for g in tl.static_range(4):
+                acc = tl.zeros((p, f), tl.float32, buffer=tl.psum)
+                for k in tl.affine_range(tl.cdiv(in_dim, ti)):
+                    kc = k * ti + tl.arange(ti)[None, :]
+                    kr = k * ti + tl.arange(ti)[:, None]
+                    a = tl.load(x[rows, kc], mask=(rows < n) & (kc < in_dim))
+                    w = tl.load(wih[g * h + cols, kr], mask=(kr < in_dim) & (cols < h))
+                    acc += tl.matmul(a, w)
+                for k in tl.affine_range(tl.cdiv(h, th)):
+                    kc = k * th + tl.arange(th)[None, :]
+                    kr = k * th + tl.arange(th)[:, None]
+                    a = tl.load(hx[rows, kc], mask=(rows < n) & (kc < h))
+                    w = tl.load(whh[g * h + cols, kr], mask=(kr < h) & (cols < h))
+                    acc += tl.matmul(a, w)
+                z = tl.copy(acc)
+                if bias is not None:
+                    z = z + tl.load(bias[g * h + cols], mask=(cols < h) if ragged else None).astype(tl.float32)
+                acts.append(tl.tanh(z) if g == 2 else tl.sigmoid(z))
+            c0 = tl.load(cx[rows, cols], mask=m).astype(tl.float32)
+            c1 = acts[1] * c0 + acts[0] * acts[2]
+            tl.store(cy[rows, cols], c1, mask=m)
+            tl.store(hy[rows, cols], acts[3] * tl.tanh(c1), mask=m)
+
+
+def _ok2(*ts: Any) -> bool:
+    return all(t is None or (U.is_trn(t) and t.dtype in DTYPES) for t in ts)
+
+
+def _bias(b: Any, size: int) -> Any:
+    if b is None:
+        return None
+    if b.dim() != 1 or b.shape[0] != size:
+        return NotImplemented
+    return b
+
+
+@lowering("aten::_thnn_fused_lstm_cell", dtypes=DTYPES)
+def thnn_fused_lstm_cell(input_gates: torch.Tensor, hidden_gates: torch.Tensor, cx: torch.Tensor,
+                         input_bias: torch.Tensor | None = None, hidden_bias: torch.Tensor | None = None) -> Any:
+    """``(hy, cy, workspace)`` of one LSTM step from the gate pre-activations (one kernel)."""
+    if not _ok2(input_gates, hidden_gates, cx, input_bias, hidden_bias) or cx.dim() != 2:
+        return NotImplemented
+    n, h = cx.shape
+    if tuple(input_gates.shape) != (n, 4 * h) or tuple(hidden_gates.shape) != (n, 4 * h):
+        return NotImplemented
+    ib, hb = _bias(input_bias, 4 * h), _bias(hidden_bias, 4 * h)
+    if ib is NotImplemented or hb is NotImplemented:
+        return NotImplemented
+    dt = input_gates.dtype
+    hy = torch.empty((n, h), dtype=dt, device="trn")
+    cy = torch.empty((n, h), dtype=dt, device="trn")
+    ws = torch.empty((n, 4 * h), dtype=dt, device="trn")
+    if n * h:
+        lstm_fwd(input_gates, hidden_gates, cx, ib, hb, hy, cy, ws)
+    return hy, cy, ws
+
+
+def _bias_grad(g: torch.Tensor, has_bias: bool) -> Any:
+    return g.sum(0) if has_bias else None
+
+
+@lowering("aten::_thnn_fused_lstm_cell_backward_impl", dtypes=DTYPES)
+def thnn_fused_lstm_cell_backward_impl(grad_hy: torch.Tensor | None, grad_cy: torch.Tensor | None,
+                                       cx: torch.Tensor, cy: torch.Tensor, workspace: torch.Tensor,
+                                       has_bias: bool) -> Any:
+    """``(grad_gates, grad_cx, grad_bias)`` of :func:`thnn_fused_lstm_cell` (one kernel + a batch sum)."""
+    if not _ok2(grad_hy, grad_cy, cx, cy, workspace) or cx.dim() != 2:
+        return NotImplemented
+    n, h = cx.shape
+    dt = workspace.dtype
+    gg = torch.empty((n, 4 * h), dtype=dt, device="trn")
+    gcx = torch.empty((n, h), dtype=dt, device="trn")
+    if grad_hy is None and grad_cy is None:
+        gg.zero_()
+        gcx.zero_()
+    elif n * h:
+        lstm_bwd(grad_hy, grad_cy, cx, cy, workspace, gg, gcx)
+    return gg, gcx, _bias_grad(gg, has_bias)
+
+
+@lowering("aten::_thnn_fused_gru_cell", dtypes=DTYPES)
+def thnn_fused_gru_cell(input_gates: torch.Tensor, hidden_gates: torch.Tensor, hx: torch.Tensor,
+                        input_bias: torch.Tensor | None = None, hidden_bias: torch.Tensor | None = None) -> Any:
+    """``(hy, workspace)`` of one GRU step from the gate pre-activations (one kernel)."""
+    if not _ok2(input_gates, hidden_gates, hx, input_bias, hidden_bias) or hx.dim() != 2:
+        return NotImplemented
+    n, h = hx.shape
+    if tuple(input_gates.shape) != (n, 3 * h) or tuple(hidden_gates.shape) != (n, 3 * h):
+        return NotImplemented
+    ib, hb = _bias(input_bias, 3 * h), _bias(hidden_bias, 3 * h)
+    if ib is NotImplemented or hb is NotImplemented:
+        return NotImplemented
+    dt = input_gates.dtype
+    hy = torch.empty((n, h), dtype=dt, device="trn")
+    ws = torch.empty((n, 5 * h), dtype=dt, device="trn")
+    if n * h:
+        gru_fwd(input_gates, hidden_gates, hx, ib, hb, hy, ws)
+    return hy, ws
+
+
+@lowering("aten::_thnn_fused_gru_cell_backward", dtypes=DTYPES)
+def thnn_fused_gru_cell_backward(grad_hy: torch.Tensor, workspace: torch.Tensor, has_bias: bool) -> Any:
+    """``(grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias, grad_hidden_bias)`` (one kernel)."""
+    if not _ok2(grad_hy, workspace) or grad_hy.dim() != 2:
+        return NotImplemented
+    n, h = grad_hy.shape
+    dt = workspace.dtype
+    gig = torch.empty((n, 3 * h), dtype=dt, device="trn")
+    ghg = torch.empty((n, 3 * h), dtype=dt, device="trn")
+    ghx = torch.empty((n, h), dtype=dt, device="trn")
+    if n * h:
+        gru_bwd(grad_hy, workspace, gig, ghg, ghx)
+    return gig, ghg, ghx, _bias_grad(gig, has_bias), _bias_grad(ghg, has_bias)
