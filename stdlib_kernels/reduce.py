@@ -1,9 +1,20 @@
-"""Reductions along free axes: ``sum`` and ``mean`` over any set of dims.
+"""Reductions along free axes: sum, mean, prod, amax/amin, max/min (with indices), argmax/argmin,
+all/any, var/std (+ ``var_mean``/``std_mean``), ``linalg_vector_norm`` and ``logsumexp``.
 
-The reduced dims are moved last (a view) and merged into one free axis ``C``; the kept dims
-become rows ``R`` (tiled by 128 partitions). Each row tile accumulates fp32 partial sums over
-column chunks. A full reduction of a long contiguous tensor first spreads it over all 128
-partitions, then reduces the 128 partial sums.
+The reduced dims are moved last (a strided view) and merged into one free axis ``C``; the kept
+dims become rows ``R`` (tiled by 128 partitions), so reducing over a leading dim is a strided DMA
+and never a transpose. Each row tile accumulates fp32 partials over column chunks (masked-off
+elements load the reduction's identity). A full reduction of a long contiguous tensor first
+spreads it over all 128 partitions, then combines the 128 partials with a second launch.
+
+Indices (``max.dim``, ``argmax``) are computed as int32 tiles and stored into int64 HBM tensors
+(the DMA widens). Integer sums of ``bool`` inputs count in int32; other integer sums, ``mean`` of
+integers and anything else not handled here are declined (CPU fallback, which also raises torch's
+errors for bad arguments).
+
+Example:
+    >>> x = torch.randn(4096, 1024).to("trn")
+    >>> x.sum(0), x.amax(1), x.max(dim=1), torch.logsumexp(x, 1), x.var(1, correction=0)  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -18,28 +29,164 @@ import trnlang.language as tl
 from stdlib_kernels import _util as U
 from trnlang.device import lowering
 
+_I32_MIN, _I32_MAX = -2**31, 2**31 - 1
+#: identity of each combine op (the ``other=`` of masked loads), fp32 and int32.
+_IDENT = {"sum": 0.0, "prod": 1.0, "max": -math.inf, "min": math.inf, "lse": -math.inf}
+_IDENT_I = {"sum": 0, "prod": 1, "max": _I32_MIN, "min": _I32_MAX}
+_RED = {"sum": tl.sum, "prod": tl.prod, "max": tl.max, "min": tl.min}
+_COMB = {"sum": tl.add, "prod": tl.multiply, "max": tl.maximum, "min": tl.minimum}
 
-@trn.kernel
-def row_sum(x, out, divisor):
-    """``out[r, 0] = sum(x[r, :]) / divisor`` (fp32 accumulation; ``divisor`` 1.0 for a sum)."""
+
+def _pre(t: Any, pre: str, p: float) -> Any:
+    """Elementwise map applied before reducing (on the loaded, already cast tile)."""
+    if pre == "abs":
+        return tl.abs(t)
+    if pre == "sq":
+        return t * t
+    if pre == "pow":
+        return tl.power(tl.abs(t), p)
+    if pre == "nz":  # 1.0 where nonzero (NaN counts), else 0.0
+        return (t != 0).astype(tl.float32)
+    return t
+
+
+def _other(op: str, pre: str, p: float, ct: str) -> Any:
+    """The value masked-off loads give: one that ``pre`` maps to the identity of ``op``."""
+    if ct == "i32":
+        return _IDENT_I[op]
+    if pre == "none":
+        return _IDENT[op]
+    if op == "min" or (pre == "pow" and p < 0):
+        return math.inf  # abs/nz/pow(p<0) of inf: inf / 1 / 0
+    return 0.0
+
+
+def _post(acc: Any, post: str, scale: float, p: float) -> Any:
+    if post == "div":
+        return acc / scale
+    if post == "sqrt":
+        return tl.sqrt(acc)
+    if post == "root":
+        return tl.power(acc, 1.0 / p)
+    return acc
+
+
+def _shape(x: Any) -> tuple[int, int, int, int, bool]:
     r_dim, c_dim = x.shape
     p = min(128, r_dim)
-    f = min(c_dim, U.FREE_CHUNK)
-    rows_ragged = r_dim % p != 0
-    for i in tl.affine_range(tl.cdiv(r_dim, p)):
-        rows = i * p + tl.arange(p)[:, None]
+    return r_dim, c_dim, p, min(c_dim, U.FREE_CHUNK), r_dim % p != 0
+
+
+@trn.kernel
+def row_reduce(x, out, op, pre, post, scale, p, ct):
+    """``out[r, 0] = post(op_c pre(x[r, c]))``; ``op`` sum/prod/max/min/lse, ``ct`` "f32"/"i32" arithmetic.
+
+    Example: ``row_reduce(x, out, "sum", "none", "div", float(C), 0.0, "f32")`` is a row mean.
+    """
+    r_dim, c_dim, pp, f, rr = _shape(x)
+    dt = tl.float32 if ct == "f32" else tl.int32
+    red = "max" if op == "lse" else op
+    ident = _IDENT[red] if ct == "f32" else _IDENT_I[red]
+    other = _other(red, pre, p, ct)
+    one = tl.arange(1)[None, :]
+    for i in tl.affine_range(tl.cdiv(r_dim, pp)):
+        rows = i * pp + tl.arange(pp)[:, None]
+        rm = (rows < r_dim) if rr else None
         if c_dim <= f:
             cols = tl.arange(c_dim)[None, :]
-            t = tl.load(x[rows, cols], mask=(rows < r_dim) if rows_ragged else None).astype(tl.float32)
-            acc = tl.sum(t, axis=1, keepdims=True)
+            t = _pre(tl.load(x[rows, cols], mask=rm).astype(dt), pre, p)
+            acc = _RED[red](t, axis=1, keepdims=True)
+            if op == "lse":
+                m = tl.where(tl.abs(acc) == math.inf, 0.0, acc)
+                acc = tl.log(tl.sum(tl.exp(t - m), axis=1, keepdims=True)) + m
         else:
-            acc = tl.zeros((p, 1), tl.float32)
+            acc = tl.full((pp, 1), ident, dt)
+            for j in tl.sequential_range(tl.cdiv(c_dim, f)):
+                cols = j * f + tl.arange(f)[None, :]
+                m = (rows < r_dim) & (cols < c_dim)
+                t = _pre(tl.load(x[rows, cols], mask=m, other=other).astype(dt), pre, p)
+                acc[...] = _COMB[red](acc, _RED[red](t, axis=1, keepdims=True))
+            if op == "lse":
+                m = tl.where(tl.abs(acc) == math.inf, 0.0, acc)
+                s = tl.zeros((pp, 1), tl.float32)
+                for j in tl.sequential_range(tl.cdiv(c_dim, f)):
+                    cols = j * f + tl.arange(f)[None, :]
+                    t = tl.load(x[rows, cols], mask=(rows < r_dim) & (cols < c_dim), other=-math.inf).astype(dt)
+                    s[...] = s + tl.sum(tl.exp(t - m), axis=1, keepdims=True)
+                acc = tl.log(s) + m
+        tl.store(out[rows, one], _post(acc, post, scale, p), mask=rm)
+
+
+@trn.kernel
+def row_arg_reduce(x, vals, idx, op, ct):
+    """Per row the max (``op="max"``) or min and the index of its first occurrence (NaN wins, as in torch).
+
+    ``vals`` may be None (argmax/argmin only); ``idx`` is an int32 or int64 ``[R, 1]`` tensor.
+    """
+    r_dim, c_dim, pp, f, rr = _shape(x)
+    dt = tl.float32 if ct == "f32" else tl.int32
+    red = tl.max if op == "max" else tl.min
+    arg = tl.argmax if op == "max" else tl.argmin
+    one = tl.arange(1)[None, :]
+    for i in tl.affine_range(tl.cdiv(r_dim, pp)):
+        rows = i * pp + tl.arange(pp)[:, None]
+        rm = (rows < r_dim) if rr else None
+        if c_dim <= f:
+            cols = tl.arange(c_dim)[None, :]
+            t = tl.load(x[rows, cols], mask=rm).astype(dt)
+            v = red(t, axis=1, keepdims=True)
+            ai = arg(t, axis=1, keepdims=True)
+        else:
+            ident = (_IDENT if ct == "f32" else _IDENT_I)[op]
+            v = tl.full((pp, 1), ident, dt)
+            ai = tl.zeros((pp, 1), tl.int32)
+            for j in tl.sequential_range(tl.cdiv(c_dim, f)):
+                cols = j * f + tl.arange(f)[None, :]
+                t = tl.load(x[rows, cols], mask=(rows < r_dim) & (cols < c_dim), other=ident).astype(dt)
+                cv = red(t, axis=1, keepdims=True)
+                ci = arg(t, axis=1, keepdims=True) + j * f
+                better = (cv > v) if op == "max" else (cv < v)
+                if ct == "f32":
+                    better = better | ((cv != cv) & (v == v))
+                ai[...] = tl.where(better, ci, ai)
+                v[...] = tl.where(better, cv, v)
+        if vals is not None:
+            tl.store(vals[rows, one], v, mask=rm)
+        tl.store(idx[rows, one], ai, mask=rm)
+
+
+@trn.kernel
+def row_var(x, out, mean_out, divisor, std):
+    """Per row ``sum((x - mean)^2) / divisor`` (two passes, fp32), its sqrt for ``std``; the mean if asked."""
+    r_dim, c_dim, pp, f, rr = _shape(x)
+    one = tl.arange(1)[None, :]
+    for i in tl.affine_range(tl.cdiv(r_dim, pp)):
+        rows = i * pp + tl.arange(pp)[:, None]
+        rm = (rows < r_dim) if rr else None
+        if c_dim <= f:
+            cols = tl.arange(c_dim)[None, :]
+            t = tl.load(x[rows, cols], mask=rm).astype(tl.float32)
+            mean = tl.sum(t, axis=1, keepdims=True) / float(c_dim)
+            d = t - mean
+            ss = tl.sum(d * d, axis=1, keepdims=True)
+        else:
+            s = tl.zeros((pp, 1), tl.float32)
             for j in tl.sequential_range(tl.cdiv(c_dim, f)):
                 cols = j * f + tl.arange(f)[None, :]
                 t = tl.load(x[rows, cols], mask=(rows < r_dim) & (cols < c_dim)).astype(tl.float32)
-                acc[...] = acc + tl.sum(t, axis=1, keepdims=True)
-        res = acc / divisor if divisor != 1.0 else acc
-        tl.store(out[rows, tl.arange(1)[None, :]], res, mask=(rows < r_dim) if rows_ragged else None)
+                s[...] = s + tl.sum(t, axis=1, keepdims=True)
+            mean = s / float(c_dim)
+            ss = tl.zeros((pp, 1), tl.float32)
+            for j in tl.sequential_range(tl.cdiv(c_dim, f)):
+                cols = j * f + tl.arange(f)[None, :]
+                m = (rows < r_dim) & (cols < c_dim)
+                t = tl.load(x[rows, cols], mask=m).astype(tl.float32)
+                d = tl.where(cols < c_dim, t - mean, 0.0)
+                ss[...] = ss + tl.sum(d * d, axis=1, keepdims=True)
+        v = ss / divisor
+        tl.store(out[rows, one], tl.sqrt(v) if std else v, mask=rm)
+        if mean_out is not None:
+            tl.store(mean_out[rows, one], mean, mask=rm)
 
 
 _SPREAD = 16384
@@ -48,13 +195,12 @@ _SPREAD = 16384
 def _as_rows(x: torch.Tensor, red: list[int]) -> torch.Tensor:
     """``x`` with the reduced dims last, merged: a ``[R, C]`` view (or a contiguous copy's view)."""
     kept = [d for d in range(x.dim()) if d not in red]
-    xp = x.permute(kept + red)
     r_sh = [x.shape[d] for d in kept]
     c_sh = [x.shape[d] for d in red]
     kr, ks = U.coalesce(r_sh, [[x.stride(d) for d in kept]])
     cr, cs = U.coalesce(c_sh, [[x.stride(d) for d in red]])
     if len(kr) > 1 or len(cr) > 1:
-        xp = xp.contiguous()
+        xp = x.permute(kept + red).contiguous()
         return xp.view(U.prod(r_sh), U.prod(c_sh))
     r, c = U.prod(r_sh), U.prod(c_sh)
     rs = ks[0][0] if kr else 0
@@ -62,65 +208,362 @@ def _as_rows(x: torch.Tensor, red: list[int]) -> torch.Tensor:
     return U.view(x, (r, c), (rs, cst), x.storage_offset())
 
 
-def _reduce(self: torch.Tensor, dim: Sequence[int] | None, keepdim: bool, dtype: torch.dtype | None,
-            mean: bool) -> Any:
-    if not U.is_trn(self) or self.dtype not in U.FLOAT_DTYPES:
-        return NotImplemented
-    odt = dtype or self.dtype
-    if odt not in U.FLOAT_DTYPES or self.is_conj() or self.is_neg():
-        return NotImplemented
-    if self.dim() == 0:  # a scalar: dim may be 0, -1 or empty; the result is the value itself
-        if dim and any(d not in (0, -1) for d in dim):
-            return NotImplemented
-        out = torch.empty((), dtype=odt, device="trn")
-        return out.copy_(self)
+def _dims(self: torch.Tensor, dim: Sequence[int] | int | None) -> list[int] | None:
+    """Normalised, sorted reduced dims (all for None/[]); None for invalid dims (declined)."""
     nd = self.dim()
+    if isinstance(dim, int):
+        dim = [dim]
+    if nd == 0:
+        return [] if not dim or all(d in (0, -1) for d in dim) else None
     dims = list(range(nd)) if not dim else [d if d >= 0 else d + nd for d in dim]
     if any(not 0 <= d < nd for d in dims) or len(set(dims)) != len(dims):
+        return None
+    return sorted(dims)
+
+
+def _out_shape(self: torch.Tensor, red: list[int], keepdim: bool) -> list[int]:
+    if keepdim:
+        return [1 if d in red else n for d, n in enumerate(self.shape)]
+    return [n for d, n in enumerate(self.shape) if d not in red]
+
+
+def _spread_ok(x2: torch.Tensor) -> bool:
+    return x2.shape[0] == 1 and x2.shape[1] >= _SPREAD and x2.stride(1) == 1
+
+
+def _launch(x2: torch.Tensor, o2: torch.Tensor, op: str, pre: str, post: str, scale: float, p: float,
+            ct: str) -> None:
+    """``o2 [R, 1] = reduce(x2 [R, C])``, spreading one long row over 128 partitions first."""
+    if _spread_ok(x2) and ct == "f32":
+        c = x2.shape[1]
+        cols = c // 128
+        rem = c - 128 * cols
+        part = torch.empty((128 + (1 if rem else 0), 1), dtype=torch.float32, device="trn")
+        off = x2.storage_offset()
+        row_reduce(U.view(x2, (128, cols), (cols, 1), off), part[:128], op, pre, "none", 1.0, p, ct)
+        if rem:
+            row_reduce(U.view(x2, (1, rem), (rem, 1), off + 128 * cols), part[128:], op, pre, "none", 1.0, p, ct)
+        row_reduce(part.view(1, -1), o2, op, "none", post, scale, p, ct)
+    else:
+        row_reduce(x2, o2, op, pre, post, scale, p, ct)
+
+
+def _simple(self: Any, dim: Any, keepdim: bool, odt: torch.dtype, op: str, pre: str = "none", post: str = "none",
+            p: float = 0.0, empty_value: Any = None, ints: bool = False) -> Any:
+    """Reduce ``self`` over ``dim`` into a new ``odt`` tensor; ``post="div"`` divides by the reduced count."""
+    if not U.is_trn(self) or self.is_conj() or self.is_neg():
         return NotImplemented
-    red = sorted(dims)
-    out_shape = [1 if d in red else n for d, n in enumerate(self.shape)] if keepdim else \
-        [n for d, n in enumerate(self.shape) if d not in red]
-    out = torch.empty(out_shape, dtype=odt, device="trn")
-    r = U.prod(self.shape[d] for d in range(nd) if d not in red)
+    if self.dtype not in U.FLOAT_DTYPES and not (ints and self.dtype in (torch.int32, torch.bool)):
+        return NotImplemented
+    red = _dims(self, dim)
+    if red is None:
+        return NotImplemented
+    out = torch.empty(_out_shape(self, red, keepdim), dtype=odt, device="trn")
+    r = U.prod(self.shape[d] for d in range(self.dim()) if d not in red)
     c = U.prod(self.shape[d] for d in red)
     if r == 0:
         return out
     if c == 0:
-        return out.fill_(math.nan if mean else 0.0)
-    divisor = float(c) if mean else 1.0
-    x2 = _as_rows(self, red)
-    o2 = out.view(r, 1)
-    if r == 1 and c >= _SPREAD and c % 128 == 0 and x2.stride(1) == 1:
-        part = torch.empty((128, 1), dtype=torch.float32, device="trn")
-        row_sum(U.view(x2, (128, c // 128), (c // 128, 1), x2.storage_offset()), part, 1.0)
-        row_sum(part.view(1, 128), o2, divisor)
+        if empty_value is None:
+            return NotImplemented  # torch raises (no identity): let the fallback say so
+        return out.fill_(empty_value)
+    if self.dim() == 0:
+        x2 = U.view(self, (1, 1), (1, 1), self.storage_offset())
     else:
-        row_sum(x2, o2, divisor)
+        x2 = _as_rows(self, red)
+    o2 = U.view(out, (r, 1), (1, 1), 0)
+    ct = "f32" if self.dtype.is_floating_point else "i32"
+    scale = float(c) if post == "div" else 1.0
+    _launch(x2, o2, op, pre, post, scale, p, ct)
     return out
 
 
-@lowering("aten::sum.dim_IntList", dtypes=U.FLOAT_DTYPES)
+def _float_out(self: torch.Tensor, dtype: torch.dtype | None) -> torch.dtype | None:
+    odt = dtype or self.dtype
+    return odt if odt in U.FLOAT_DTYPES else None
+
+
+# --- sum / mean / prod -------------------------------------------------------------------------------------
+def _sum(self: Any, dim: Any, keepdim: bool, dtype: torch.dtype | None) -> Any:
+    if not U.is_trn(self):
+        return NotImplemented
+    if self.dtype == torch.bool and dtype in (None, torch.int64, torch.int32):
+        if self.numel() >= 2**31:
+            return NotImplemented
+        return _simple(self, dim, keepdim, dtype or torch.int64, "sum", empty_value=0, ints=True)
+    odt = _float_out(self, dtype)
+    if odt is None or self.dtype not in U.FLOAT_DTYPES:
+        return NotImplemented
+    return _simple(self, dim, keepdim, odt, "sum", empty_value=0.0)
+
+
+@lowering("aten::sum.dim_IntList", dtypes=None)
 def sum_dim(self: torch.Tensor, dim: Sequence[int] | None, keepdim: bool = False, *,
             dtype: torch.dtype | None = None) -> Any:
-    """Sum over ``dim`` (all dims for None or [])."""
-    return _reduce(self, dim, keepdim, dtype, mean=False)
+    """Sum over ``dim`` (all dims for None or []); float inputs, and bool inputs counted in int32."""
+    return _sum(self, dim, keepdim, dtype)
+
+
+@lowering("aten::sum", dtypes=None)
+def sum_all(self: torch.Tensor, *, dtype: torch.dtype | None = None) -> Any:
+    """Sum of all elements."""
+    return _sum(self, None, False, dtype)
 
 
 @lowering("aten::mean.dim", dtypes=U.FLOAT_DTYPES)
 def mean_dim(self: torch.Tensor, dim: Sequence[int] | None, keepdim: bool = False, *,
              dtype: torch.dtype | None = None) -> Any:
     """Mean over ``dim`` (all dims for None or [])."""
-    return _reduce(self, dim, keepdim, dtype, mean=True)
-
-
-@lowering("aten::sum", dtypes=U.FLOAT_DTYPES)
-def sum_all(self: torch.Tensor, *, dtype: torch.dtype | None = None) -> Any:
-    """Sum of all elements."""
-    return _reduce(self, None, False, dtype, mean=False)
+    odt = _float_out(self, dtype)
+    if odt is None:
+        return NotImplemented
+    return _simple(self, dim, keepdim, odt, "sum", post="div", empty_value=math.nan)
 
 
 @lowering("aten::mean", dtypes=U.FLOAT_DTYPES)
 def mean_all(self: torch.Tensor, *, dtype: torch.dtype | None = None) -> Any:
     """Mean of all elements."""
-    return _reduce(self, None, False, dtype, mean=True)
+    return mean_dim(self, None, False, dtype=dtype)
+
+
+@lowering("aten::prod.dim_int", dtypes=U.FLOAT_DTYPES)
+def prod_dim(self: torch.Tensor, dim: int, keepdim: bool = False, *, dtype: torch.dtype | None = None) -> Any:
+    """Product over one dim (fp32 on chip)."""
+    odt = _float_out(self, dtype)
+    if odt is None:
+        return NotImplemented
+    return _simple(self, [dim], keepdim, odt, "prod", empty_value=1.0)
+
+
+@lowering("aten::prod", dtypes=U.FLOAT_DTYPES)
+def prod_all(self: torch.Tensor, *, dtype: torch.dtype | None = None) -> Any:
+    """Product of all elements."""
+    odt = _float_out(self, dtype)
+    if odt is None:
+        return NotImplemented
+    return _simple(self, None, False, odt, "prod", empty_value=1.0)
+
+
+# --- amax / amin / max / min / argmax / argmin ---------------------------------------------------------------
+_MINMAX_DTYPES = (*U.FLOAT_DTYPES, torch.int32)
+
+
+@lowering("aten::amax", dtypes=_MINMAX_DTYPES)
+def amax(self: torch.Tensor, dim: Sequence[int] = (), keepdim: bool = False) -> Any:
+    """Maximum over ``dim`` (all dims for []); NaN propagates."""
+    return _simple(self, dim, keepdim, self.dtype, "max", ints=True)
+
+
+@lowering("aten::amin", dtypes=_MINMAX_DTYPES)
+def amin(self: torch.Tensor, dim: Sequence[int] = (), keepdim: bool = False) -> Any:
+    """Minimum over ``dim`` (all dims for [])."""
+    return _simple(self, dim, keepdim, self.dtype, "min", ints=True)
+
+
+@lowering("aten::max", dtypes=_MINMAX_DTYPES)
+def max_all(self: torch.Tensor) -> Any:
+    """Maximum of all elements (empty tensors are declined: torch raises)."""
+    return _simple(self, None, False, self.dtype, "max", ints=True)
+
+
+@lowering("aten::min", dtypes=_MINMAX_DTYPES)
+def min_all(self: torch.Tensor) -> Any:
+    """Minimum of all elements."""
+    return _simple(self, None, False, self.dtype, "min", ints=True)
+
+
+def _arg(self: Any, dim: int | None, keepdim: bool, op: str, with_values: bool) -> Any:
+    if not U.is_trn(self) or self.dtype not in _MINMAX_DTYPES or self.is_conj() or self.is_neg():
+        return NotImplemented
+    nd = self.dim()
+    if dim is None:
+        red = list(range(nd))
+        shape = [1] * nd if keepdim else []
+    else:
+        if not -max(nd, 1) <= dim < max(nd, 1):
+            return NotImplemented
+        d = dim % max(nd, 1)
+        red = [d] if nd else []
+        shape = _out_shape(self, red, keepdim)
+    if U.prod(self.shape[d] for d in red) == 0 or self.numel() == 0:
+        return NotImplemented  # torch raises for an empty reduction
+    idx = torch.empty(shape, dtype=torch.int64, device="trn")
+    vals = torch.empty(shape, dtype=self.dtype, device="trn") if with_values else None
+    r = U.prod(self.shape[d] for d in range(nd) if d not in red)
+    x2 = _as_rows(self, red) if nd else U.view(self, (1, 1), (1, 1), self.storage_offset())
+    v2 = U.view(vals, (r, 1), (1, 1), 0) if vals is not None else None
+    row_arg_reduce(x2, v2, U.view(idx, (r, 1), (1, 1), 0), op, "f32" if self.dtype.is_floating_point else "i32")
+    return (vals, idx) if with_values else idx
+
+
+@lowering("aten::max.dim", dtypes=None)
+def max_dim(self: torch.Tensor, dim: int, keepdim: bool = False) -> Any:
+    """``(values, indices)`` of the maximum along ``dim`` (first occurrence; NaN wins)."""
+    return _arg(self, dim, keepdim, "max", True)
+
+
+@lowering("aten::min.dim", dtypes=None)
+def min_dim(self: torch.Tensor, dim: int, keepdim: bool = False) -> Any:
+    """``(values, indices)`` of the minimum along ``dim``."""
+    return _arg(self, dim, keepdim, "min", True)
+
+
+@lowering("aten::argmax", dtypes=None)
+def argmax(self: torch.Tensor, dim: int | None = None, keepdim: bool = False) -> Any:
+    """Index of the first maximum (over the flattened tensor for ``dim=None``)."""
+    return _arg(self, dim, keepdim, "max", False)
+
+
+@lowering("aten::argmin", dtypes=None)
+def argmin(self: torch.Tensor, dim: int | None = None, keepdim: bool = False) -> Any:
+    """Index of the first minimum."""
+    return _arg(self, dim, keepdim, "min", False)
+
+
+# --- all / any ---------------------------------------------------------------------------------------------
+_LOGIC_DTYPES = (*U.FLOAT_DTYPES, torch.int32, torch.bool)
+
+
+def _logic(self: Any, dim: Any, keepdim: bool, op: str) -> Any:
+    """all = min over (x != 0), any = max over (x != 0), as fp32 0/1 stored into a bool tensor."""
+    if not U.is_trn(self) or self.dtype not in _LOGIC_DTYPES:
+        return NotImplemented
+    if isinstance(dim, int):
+        dim = [dim]
+    red = _dims(self, dim) if dim is not None else _dims(self, None)
+    if red is None:
+        return NotImplemented
+    if self.dim() == 0 and dim:
+        red = []
+    out = torch.empty(_out_shape(self, red, keepdim), dtype=torch.bool, device="trn")
+    r = U.prod(self.shape[d] for d in range(self.dim()) if d not in red)
+    c = U.prod(self.shape[d] for d in red)
+    if r == 0:
+        return out
+    if c == 0:
+        return out.fill_(op == "all")
+    x2 = _as_rows(self, red) if self.dim() else U.view(self, (1, 1), (1, 1), self.storage_offset())
+    o2 = U.view(out, (r, 1), (1, 1), 0)
+    _launch(x2, o2, "min" if op == "all" else "max", "nz", "none", 1.0, 0.0, "f32")
+    return out
+
+
+@lowering("aten::all", dtypes=_LOGIC_DTYPES)
+def all_all(self: torch.Tensor) -> Any:
+    """True when every element is nonzero."""
+    return _logic(self, None, False, "all")
+
+
+@lowering("aten::all.dim", dtypes=_LOGIC_DTYPES)
+def all_dim(self: torch.Tensor, dim: int, keepdim: bool = False) -> Any:
+    """``all`` along one dim."""
+    return _logic(self, dim, keepdim, "all")
+
+
+@lowering("aten::all.dims", dtypes=_LOGIC_DTYPES)
+def all_dims(self: torch.Tensor, dim: Sequence[int] | None = None, keepdim: bool = False) -> Any:
+    """``all`` along several dims."""
+    return _logic(self, list(dim) if dim else None, keepdim, "all")
+
+
+@lowering("aten::any", dtypes=_LOGIC_DTYPES)
+def any_all(self: torch.Tensor) -> Any:
+    """True when some element is nonzero."""
+    return _logic(self, None, False, "any")
+
+
+@lowering("aten::any.dim", dtypes=_LOGIC_DTYPES)
+def any_dim(self: torch.Tensor, dim: int, keepdim: bool = False) -> Any:
+    """``any`` along one dim."""
+    return _logic(self, dim, keepdim, "any")
+
+
+@lowering("aten::any.dims", dtypes=_LOGIC_DTYPES)
+def any_dims(self: torch.Tensor, dim: Sequence[int] | None = None, keepdim: bool = False) -> Any:
+    """``any`` along several dims."""
+    return _logic(self, list(dim) if dim else None, keepdim, "any")
+
+
+# --- norms / logsumexp -------------------------------------------------------------------------------------
+@lowering("aten::linalg_vector_norm", dtypes=U.FLOAT_DTYPES)
+def vector_norm(self: torch.Tensor, ord: Any = 2, dim: Sequence[int] | None = None, keepdim: bool = False, *,
+                dtype: torch.dtype | None = None) -> Any:
+    """``linalg.vector_norm`` for any real ``ord`` (2, 1, inf, -inf, 0, general p); fp32 on chip."""
+    odt = _float_out(self, dtype)
+    if odt is None or isinstance(ord, complex) or (isinstance(ord, torch.Tensor)):
+        return NotImplemented
+    o = float(ord)
+    if math.isnan(o):
+        return NotImplemented
+    if self.numel() == 0 and o < 0:
+        return NotImplemented  # torch raises for negative orders over empty dims
+    if o == math.inf:
+        return _simple(self, dim, keepdim, odt, "max", pre="abs")
+    if o == -math.inf:
+        return _simple(self, dim, keepdim, odt, "min", pre="abs")
+    if o == 0:
+        return _simple(self, dim, keepdim, odt, "sum", pre="nz", empty_value=0.0)
+    if o == 1:
+        return _simple(self, dim, keepdim, odt, "sum", pre="abs", empty_value=0.0)
+    if o == 2:
+        return _simple(self, dim, keepdim, odt, "sum", pre="sq", post="sqrt", empty_value=0.0)
+    return _simple(self, dim, keepdim, odt, "sum", pre="pow", post="root", p=o, empty_value=0.0)
+
+
+@lowering("aten::logsumexp", dtypes=U.FLOAT_DTYPES)
+def logsumexp(self: torch.Tensor, dim: Sequence[int], keepdim: bool = False) -> Any:
+    """``log(sum(exp(x)))`` over ``dim``, stabilised by the row max (inf-safe as torch is)."""
+    if isinstance(dim, int):
+        dim = [dim]
+    if self.dim() and not dim:
+        dim = list(range(self.dim()))
+    return _simple(self, dim, keepdim, self.dtype, "lse", empty_value=-math.inf)
+
+
+# --- var / std ---------------------------------------------------------------------------------------------
+def _var(self: Any, dim: Any, correction: Any, keepdim: bool, std: bool, with_mean: bool) -> Any:
+    if not U.is_trn(self) or self.dtype not in U.FLOAT_DTYPES or self.is_conj() or self.is_neg():
+        return NotImplemented
+    red = _dims(self, dim)
+    if red is None:
+        return NotImplemented
+    corr = 1.0 if correction is None else float(correction)
+    shape = _out_shape(self, red, keepdim)
+    out = torch.empty(shape, dtype=self.dtype, device="trn")
+    mean = torch.empty(shape, dtype=self.dtype, device="trn") if with_mean else None
+    r = U.prod(self.shape[d] for d in range(self.dim()) if d not in red)
+    c = U.prod(self.shape[d] for d in red)
+    if r == 0 or c == 0:
+        return NotImplemented  # empty reductions (NaN results plus a warning): the fallback does it
+    x2 = _as_rows(self, red) if self.dim() else U.view(self, (1, 1), (1, 1), self.storage_offset())
+    m2 = U.view(mean, (r, 1), (1, 1), 0) if mean is not None else None
+    row_var(x2, U.view(out, (r, 1), (1, 1), 0), m2, max(0.0, c - corr), std)
+    return (out, mean) if with_mean else out
+
+
+@lowering("aten::var.correction", dtypes=U.FLOAT_DTYPES)
+def var(self: torch.Tensor, dim: Sequence[int] | None = None, *, correction: Any = None,
+        keepdim: bool = False) -> Any:
+    """Variance over ``dim`` with ``correction`` (default 1)."""
+    return _var(self, dim, correction, keepdim, False, False)
+
+
+@lowering("aten::std.correction", dtypes=U.FLOAT_DTYPES)
+def std(self: torch.Tensor, dim: Sequence[int] | None = None, *, correction: Any = None,
+        keepdim: bool = False) -> Any:
+    """Standard deviation over ``dim``."""
+    return _var(self, dim, correction, keepdim, True, False)
+
+
+@lowering("aten::var_mean.correction", dtypes=U.FLOAT_DTYPES)
+def var_mean(self: torch.Tensor, dim: Sequence[int] | None = None, *, correction: Any = None,
+             keepdim: bool = False) -> Any:
+    """``(var, mean)`` in one kernel."""
+    return _var(self, dim, correction, keepdim, False, True)
+
+
+@lowering("aten::std_mean.correction", dtypes=U.FLOAT_DTYPES)
+def std_mean(self: torch.Tensor, dim: Sequence[int] | None = None, *, correction: Any = None,
+             keepdim: bool = False) -> Any:
+    """``(std, mean)`` in one kernel."""
+    return _var(self, dim, correction, keepdim, True, True)
