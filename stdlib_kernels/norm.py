@@ -1,0 +1,531 @@
+"""Normalisation layers: layer norm, group norm, batch norm (instance norm), forward and backward.
+
+Every op is reduced to a few row-wise kernels over a ``[R, L]`` view (rows on the 128 partitions,
+the normalised elements on the free axis, fp32 on chip):
+
+- ``ln_fwd``: layer norm of each row in two passes over HBM-free SBUF data: one ``tl.sum`` for the
+  mean, one ``tl.sum(tl.square(t - mean))`` for the centred variance (numerically stable), then one
+  fused normalise-and-store chain ``(t - mean) * rstd * w + b`` (elementwise producers with a single
+  consumer fuse into the store, so the centred row is never materialised). Rows longer than
+  :data:`CHUNK` take three streaming passes over column chunks.
+- ``ln_bwd``: the layer-norm input gradient per row tile, plus per-tile partial column sums of
+  ``dy * xhat`` and ``dy`` (the weight and bias gradients) computed on the Tensor engine as
+  ``ones.T @ tile``; the host adds the partials (a native ``sum``).
+- ``row_moments`` / ``row_dots`` / ``row_affine`` / ``row_affine2``: per-row mean and variance,
+  per-row ``sum(dy)`` and ``sum(dy * x)``, and ``x * a + c`` / ``dy * a + x * b + c`` with
+  per-row coefficients. Group norm and batch norm view ``[N, C, *]`` as ``[N * C, HW]`` rows;
+  the per-group / per-channel statistics and coefficients are small ``[N, C]`` tensors combined
+  with native device ops on the host.
+
+Example:
+    >>> import torch
+    >>> x = torch.randn(8, 32).to("trn")
+    >>> y = torch.nn.functional.layer_norm(x, (32,))      # runs ``ln_fwd``  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+import trnlang as trn
+import trnlang.language as tl
+from stdlib_kernels import _util as U
+from trnlang.device import lowering
+
+#: Longest row kept whole in SBUF (elements per partition); longer rows stream in chunks.
+CHUNK = 8192
+#: Longest row the layer-norm backward handles (it keeps several fp32 rows per partition).
+BWD_MAX = 4096
+#: Column block of the Tensor-engine column sums (one PSUM bank of fp32).
+COLS = 512
+
+
+def _p(r: int) -> int:
+    return min(128, r)
+
+
+@trn.kernel
+def ln_fwd(x, w, b, out, mean_o, rstd_o, eps, has_w, has_b):
+    """Layer norm of the rows of ``x [R, N]``: ``out``, and per-row ``mean_o`` / ``rstd_o`` ``[R, 1]``."""
+    r_dim, n = x.shape
+    p = _p(r_dim)
+    ragged = r_dim % p != 0
+    one = tl.arange(1)[None, :]
+    inv_n = 1.0 / n
+    if n <= CHUNK:
+        cols = tl.arange(n)[None, :]
+        wt = tl.load(w[0:1, 0:n]).astype(tl.float32) if has_w else None
+        bt = tl.load(b[0:1, 0:n]).astype(tl.float32) if has_b else None
+        for i in tl.affine_range(tl.cdiv(r_dim, p)):
+            rows = i * p + tl.arange(p)[:, None]
+            m = (rows < r_dim) if ragged else None
+            t = tl.load(x[rows, cols], mask=m).astype(tl.float32)
+            mean = tl.sum(t, axis=1, keepdims=True) * inv_n
+            rstd = tl.rsqrt(tl.sum(tl.square(t - mean), axis=1, keepdims=True) * inv_n + eps)
+            y = (t - mean) * rstd
+            if has_w:
+                y = y * wt
+            if has_b:
+                y = y + bt
+            tl.store(out[rows, cols], y, mask=m)
+            tl.store(mean_o[rows, one], mean, mask=m)
+            tl.store(rstd_o[rows, one], rstd, mask=m)
+    else:
+        f = CHUNK
+        for i in tl.affine_range(tl.cdiv(r_dim, p)):
+            rows = i * p + tl.arange(p)[:, None]
+            s = tl.zeros((p, 1), tl.float32)
+            for j in tl.sequential_range(tl.cdiv(n, f)):
+                cols = j * f + tl.arange(f)[None, :]
+                t = tl.load(x[rows, cols], mask=(rows < r_dim) & (cols < n)).astype(tl.float32)
+                s[...] = s + tl.sum(t, axis=1, keepdims=True)
+            mean = s * inv_n
+            q = tl.zeros((p, 1), tl.float32)
+            for j in tl.sequential_range(tl.cdiv(n, f)):
+                cols = j * f + tl.arange(f)[None, :]
+                mk = (rows < r_dim) & (cols < n)
+                t = tl.load(x[rows, cols], mask=mk).astype(tl.float32)
+                q[...] = q + tl.sum(tl.where(mk, tl.square(t - mean), 0.0), axis=1, keepdims=True)
+            rstd = tl.rsqrt(q * inv_n + eps)
+            for j in tl.affine_range(tl.cdiv(n, f)):
+                cols = j * f + tl.arange(f)[None, :]
+                mk = (rows < r_dim) & (cols < n)
+                t = tl.load(x[rows, cols], mask=mk).astype(tl.float32)
+                y = (t - mean) * rstd
+                if has_w:
+                    y = y * tl.load(w[tl.arange(1)[:, None], cols], mask=cols < n).astype(tl.float32)
+                if has_b:
+                    y = y + tl.load(b[tl.arange(1)[:, None], cols], mask=cols < n).astype(tl.float32)
+                tl.store(out[rows, cols], y, mask=mk)
+            tl.store(mean_o[rows, one], mean, mask=rows < r_dim)
+            tl.store(rstd_o[rows, one], rstd, mask=rows < r_dim)
+
+
+@trn.kernel
+def ln_bwd(dy, x, mean, rstd, w, dx, pw, pb, has_w, want_dx, want_wb):
+    """Layer-norm backward of the rows of ``x [R, N]`` (``N <= BWD_MAX``).
+
+    ``dx = rstd * (g - mean(g) - xhat * mean(g * xhat))`` with ``g = dy * w``; ``pw[i]`` / ``pb[i]``
+    are row tile ``i``'s column sums of ``dy * xhat`` / ``dy`` (Tensor engine, ``ones.T @ tile``).
+    """
+    r_dim, n = x.shape
+    p = _p(r_dim)
+    ragged = r_dim % p != 0
+    cols = tl.arange(n)[None, :]
+    one = tl.arange(1)[None, :]
+    inv_n = 1.0 / n
+    wt = tl.load(w[0:1, 0:n]).astype(tl.float32) if has_w else None
+    ones = tl.full((p, 1), 1.0, tl.float32)
+    for i in tl.affine_range(tl.cdiv(r_dim, p)):
+        rows = i * p + tl.arange(p)[:, None]
+        m = (rows < r_dim) if ragged else None
+        g0 = tl.load(dy[rows, cols], mask=m).astype(tl.float32)
+        mu = tl.load(mean[rows, one], mask=m).astype(tl.float32)
+        rs = tl.load(rstd[rows, one], mask=m).astype(tl.float32)
+        xh = (tl.load(x[rows, cols], mask=m).astype(tl.float32) - mu) * rs
+        if want_dx:
+            g = g0 * wt if has_w else g0
+            c1 = tl.sum(g, axis=1, keepdims=True) * inv_n
+            c2 = tl.sum(g * xh, axis=1, keepdims=True) * inv_n
+            tl.store(dx[rows, cols], (g - c1 - xh * c2) * rs, mask=m)
+        if want_wb:
+            gx = g0 * xh
+            for c0 in range(0, n, COLS):
+                cb = min(COLS, n - c0)
+                cc = c0 + tl.arange(cb)[None, :]
+                tl.store(pw[i + tl.arange(1)[:, None], cc],
+                         tl.copy(tl.matmul(ones, gx[:, c0:c0 + cb], transpose_x=True)))
+                tl.store(pb[i + tl.arange(1)[:, None], cc],
+                         tl.copy(tl.matmul(ones, g0[:, c0:c0 + cb], transpose_x=True)))
+
+
+@trn.kernel
+def row_moments(x, mean_o, var_o):
+    """Per-row mean and biased variance of ``x [R, L]`` (two passes, fp32) -> ``[R, 1]`` each."""
+    r_dim, n = x.shape
+    p = _p(r_dim)
+    one = tl.arange(1)[None, :]
+    inv_n = 1.0 / n
+    f = min(n, CHUNK)
+    for i in tl.affine_range(tl.cdiv(r_dim, p)):
+        rows = i * p + tl.arange(p)[:, None]
+        if n <= f:
+            cols = tl.arange(n)[None, :]
+            m = rows < r_dim
+            t = tl.load(x[rows, cols], mask=m).astype(tl.float32)
+            mean = tl.sum(t, axis=1, keepdims=True) * inv_n
+            var = tl.sum(tl.square(t - mean), axis=1, keepdims=True) * inv_n
+            tl.store(mean_o[rows, one], mean, mask=m)
+            tl.store(var_o[rows, one], var, mask=m)
+        else:
+            s = tl.zeros((p, 1), tl.float32)
+            for j in tl.sequential_range(tl.cdiv(n, f)):
+                cols = j * f + tl.arange(f)[None, :]
+                t = tl.load(x[rows, cols], mask=(rows < r_dim) & (cols < n)).astype(tl.float32)
+                s[...] = s + tl.sum(t, axis=1, keepdims=True)
+            mean = s * inv_n
+            q = tl.zeros((p, 1), tl.float32)
+            for j in tl.sequential_range(tl.cdiv(n, f)):
+                cols = j * f + tl.arange(f)[None, :]
+                mk = (rows < r_dim) & (cols < n)
+                t = tl.load(x[rows, cols], mask=mk).astype(tl.float32)
+                q[...] = q + tl.sum(tl.where(mk, tl.square(t - mean), 0.0), axis=1, keepdims=True)
+            tl.store(mean_o[rows, one], mean, mask=rows < r_dim)
+            tl.store(var_o[rows, one], q * inv_n, mask=rows < r_dim)
+
+
+@trn.kernel
+def row_dots(dy, x, s1, s2):
+    """Per row of ``[R, L]``: ``s1 = sum(dy)``, ``s2 = sum(dy * x)`` (fp32) -> ``[R, 1]`` each."""
+    r_dim, n = x.shape
+    p = _p(r_dim)
+    one = tl.arange(1)[None, :]
+    f = min(n, CHUNK)
+    for i in tl.affine_range(tl.cdiv(r_dim, p)):
+        rows = i * p + tl.arange(p)[:, None]
+        a = tl.zeros((p, 1), tl.float32)
+        c = tl.zeros((p, 1), tl.float32)
+        for j in tl.sequential_range(tl.cdiv(n, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            mk = (rows < r_dim) & (cols < n)
+            g = tl.load(dy[rows, cols], mask=mk).astype(tl.float32)
+            xt = tl.load(x[rows, cols], mask=mk).astype(tl.float32)
+            a[...] = a + tl.sum(g, axis=1, keepdims=True)
+            c[...] = c + tl.sum(g * xt, axis=1, keepdims=True)
+        tl.store(s1[rows, one], a, mask=rows < r_dim)
+        tl.store(s2[rows, one], c, mask=rows < r_dim)
+
+
+@trn.kernel
+def row_affine(x, a, c, out):
+    """``out = x * a + c`` over ``[R, L]`` with per-row ``a``, ``c`` ``[R, 1]`` (fp32)."""
+    r_dim, n = x.shape
+    p = _p(r_dim)
+    one = tl.arange(1)[None, :]
+    f = min(n, CHUNK)
+    for i in tl.affine_range(tl.cdiv(r_dim, p)):
+        rows = i * p + tl.arange(p)[:, None]
+        at = tl.load(a[rows, one], mask=rows < r_dim).astype(tl.float32)
+        ct = tl.load(c[rows, one], mask=rows < r_dim).astype(tl.float32)
+        for j in tl.affine_range(tl.cdiv(n, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            mk = (rows < r_dim) & (cols < n)
+            tl.store(out[rows, cols], tl.load(x[rows, cols], mask=mk).astype(tl.float32) * at + ct, mask=mk)
+
+
+@trn.kernel
+def row_affine2(dy, x, a, b, c, out):
+    """``out = dy * a + x * b + c`` over ``[R, L]`` with per-row ``a``, ``b``, ``c`` ``[R, 1]`` (fp32)."""
+    r_dim, n = x.shape
+    p = _p(r_dim)
+    one = tl.arange(1)[None, :]
+    f = min(n, CHUNK)
+    for i in tl.affine_range(tl.cdiv(r_dim, p)):
+        rows = i * p + tl.arange(p)[:, None]
+        at = tl.load(a[rows, one], mask=rows < r_dim).astype(tl.float32)
+        bt = tl.load(b[rows, one], mask=rows < r_dim).astype(tl.float32)
+        ct = tl.load(c[rows, one], mask=rows < r_dim).astype(tl.float32)
+        for j in tl.affine_range(tl.cdiv(n, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            mk = (rows < r_dim) & (cols < n)
+            g = tl.load(dy[rows, cols], mask=mk).astype(tl.float32)
+            xt = tl.load(x[rows, cols], mask=mk).astype(tl.float32)
+            tl.store(out[rows, cols], g * at + xt * bt + ct, mask=mk)
+
+
+# ------------------------------------------------------------------------------------------ helpers
+
+
+def _ok(*ts: torch.Tensor | None) -> bool:
+    return all(t is None or (U.is_trn(t) and t.dtype in U.FLOAT_DTYPES and not t.is_conj() and not t.is_neg())
+               for t in ts)
+
+
+def _rows(t: torch.Tensor, r: int, n: int) -> torch.Tensor:
+    """``t`` as a contiguous ``[r, n]`` view (a native copy if it is not contiguous)."""
+    return t.contiguous().view(r, n)
+
+
+def _f32(t: torch.Tensor) -> torch.Tensor:
+    return t if t.dtype == torch.float32 else t.float()
+
+
+def _empty(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+    return torch.empty(tuple(shape), dtype=dtype, device="trn")
+
+
+# ------------------------------------------------------------------------------------------ layer norm
+
+
+@lowering("aten::native_layer_norm", dtypes=U.FLOAT_DTYPES)
+def native_layer_norm(input: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None,
+                      bias: torch.Tensor | None, eps: float) -> Any:
+    """Layer norm over the trailing ``normalized_shape`` dims -> (out, mean, rstd)."""
+    if not _ok(input, weight, bias):
+        return NotImplemented
+    k = len(normalized_shape)
+    if k == 0 or k > input.dim() or tuple(input.shape[-k:]) != tuple(normalized_shape):
+        return NotImplemented
+    for t in (weight, bias):
+        if t is not None and tuple(t.shape) != tuple(normalized_shape):
+            return NotImplemented
+    n = U.prod(normalized_shape)
+    r = U.prod(input.shape[:-k])
+    stat_shape = (*input.shape[:-k], *([1] * k))
+    out = _empty(input.shape, input.dtype)
+    mean = _empty(stat_shape, input.dtype)
+    rstd = _empty(stat_shape, input.dtype)
+    if r == 0:
+        return out, mean, rstd
+    if n == 0:
+        return out, mean.fill_(float("nan")), rstd.fill_(float("nan"))
+    x2 = _rows(input, r, n)
+    w2 = _rows(weight, 1, n) if weight is not None else x2
+    b2 = _rows(bias, 1, n) if bias is not None else x2
+    ln_fwd(x2, w2, b2, out.view(r, n), mean.view(r, 1), rstd.view(r, 1), float(eps), weight is not None,
+           bias is not None)
+    return out, mean, rstd
+
+
+@lowering("aten::native_layer_norm_backward", dtypes=U.FLOAT_DTYPES)
+def native_layer_norm_backward(grad_out: torch.Tensor, input: torch.Tensor, normalized_shape: Sequence[int],
+                               mean: torch.Tensor, rstd: torch.Tensor, weight: torch.Tensor | None,
+                               bias: torch.Tensor | None, output_mask: Sequence[bool]) -> Any:
+    """Gradients of layer norm with respect to input, weight and bias (as ``output_mask`` asks)."""
+    if not _ok(grad_out, input, mean, rstd, weight, bias):
+        return NotImplemented
+    k = len(normalized_shape)
+    n = U.prod(normalized_shape)
+    r = U.prod(input.shape[:-k]) if k else 0
+    if k == 0 or n > BWD_MAX or tuple(grad_out.shape) != tuple(input.shape):
+        return NotImplemented
+    want_dx, want_w, want_b = (bool(v) for v in output_mask)
+    want_w = want_w and weight is not None
+    want_b = want_b and bias is not None
+    dx = _empty(input.shape, input.dtype) if want_dx else None
+    dw = _empty(weight.shape, weight.dtype) if want_w else None
+    db = _empty(bias.shape, bias.dtype) if want_b else None
+    if r == 0 or n == 0:
+        return dx, (dw.zero_() if dw is not None else None), (db.zero_() if db is not None else None)
+    x2 = _rows(input, r, n)
+    g2 = _rows(grad_out, r, n)
+    w2 = _rows(weight, 1, n) if weight is not None else x2
+    tiles = -(-r // _p(r))
+    wb = want_w or want_b
+    pw = _empty((tiles, n), torch.float32) if wb else x2
+    pb = _empty((tiles, n), torch.float32) if wb else x2
+    ln_bwd(g2, x2, _rows(mean, r, 1), _rows(rstd, r, 1), w2, dx.view(r, n) if want_dx else x2, pw, pb,
+           weight is not None, want_dx, wb)
+    if want_w:
+        dw.copy_(pw.sum(0).view(weight.shape))
+    if want_b:
+        db.copy_(pb.sum(0).view(bias.shape))
+    return dx, dw, db
+
+
+# ------------------------------------------------------------------------------------------ group norm
+
+
+@lowering("aten::native_group_norm", dtypes=U.FLOAT_DTYPES)
+def native_group_norm(input: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, N: int,
+                      C: int, HxW: int, group: int, eps: float) -> Any:
+    """Group norm of ``input [N, C, *]`` -> (out, mean ``[N, G]``, rstd ``[N, G]``)."""
+    if not _ok(input, weight, bias) or group <= 0 or C % group or input.numel() != N * C * HxW:
+        return NotImplemented
+    out = _empty(input.shape, input.dtype)
+    mean = _empty((N, group), input.dtype)
+    rstd = _empty((N, group), input.dtype)
+    if N * C == 0:
+        return out, mean, rstd
+    if HxW == 0:
+        return out, mean.fill_(float("nan")), rstd.fill_(float("nan"))
+    d = (C // group) * HxW
+    m32 = _empty((N * group, 1), torch.float32)
+    v32 = _empty((N * group, 1), torch.float32)
+    row_moments(_rows(input, N * group, d), m32, v32)
+    r32 = (v32 + eps).rsqrt()
+    mean.copy_(m32.view(N, group))
+    rstd.copy_(r32.view(N, group))
+    cg = C // group
+    a = r32.view(N, group, 1).expand(N, group, cg)                 # [N, G, C/G]
+    if weight is not None:
+        a = a * _f32(weight).view(1, group, cg)
+    c = -m32.view(N, group, 1) * a
+    if bias is not None:
+        c = c + _f32(bias).view(1, group, cg)
+    row_affine(_rows(input, N * C, HxW), _rows(a, N * C, 1), _rows(c, N * C, 1), out.view(N * C, HxW))
+    return out, mean, rstd
+
+
+@lowering("aten::native_group_norm_backward", dtypes=U.FLOAT_DTYPES)
+def native_group_norm_backward(grad_out: torch.Tensor, input: torch.Tensor, mean: torch.Tensor,
+                               rstd: torch.Tensor, weight: torch.Tensor | None, N: int, C: int, HxW: int,
+                               group: int, output_mask: Sequence[bool]) -> Any:
+    """Gradients of group norm with respect to input, weight and bias."""
+    if not _ok(grad_out, input, mean, rstd, weight) or group <= 0 or C % group:
+        return NotImplemented
+    want_dx, want_w, want_b = (bool(v) for v in output_mask)
+    dx = _empty(input.shape, input.dtype) if want_dx else None
+    dw = _empty((C,), input.dtype) if want_w else None
+    db = _empty((C,), input.dtype) if want_b else None
+    if N * C * HxW == 0:
+        return (dx, dw.zero_() if dw is not None else None, db.zero_() if db is not None else None)
+    cg = C // group
+    x2 = _rows(input, N * C, HxW)
+    g2 = _rows(grad_out, N * C, HxW)
+    s1 = _empty((N * C, 1), torch.float32)
+    s2 = _empty((N * C, 1), torch.float32)
+    row_dots(g2, x2, s1, s2)
+    db_nc = s1.view(N, group, cg)                                  # sum(dy) per (n, c)
+    ds_nc = s2.view(N, group, cg)                                  # sum(dy * x) per (n, c)
+    mu = _f32(mean).reshape(N, group, 1)
+    rs = _f32(rstd).reshape(N, group, 1)
+    if want_dx:
+        w = _f32(weight).view(1, group, cg) if weight is not None else None
+        ds_g = (ds_nc * w if w is not None else ds_nc).sum(2, keepdim=True)
+        db_g = (db_nc * w if w is not None else db_nc).sum(2, keepdim=True)
+        inv_d = 1.0 / (cg * HxW)
+        c2 = (db_g * mu - ds_g) * rs * rs * rs * inv_d               # [N, G, 1]
+        c3 = -c2 * mu - db_g * rs * inv_d
+        a = rs.expand(N, group, cg) * w if w is not None else rs.expand(N, group, cg)
+        row_affine2(g2, x2, _rows(a, N * C, 1), _rows(c2.expand(N, group, cg), N * C, 1),
+                    _rows(c3.expand(N, group, cg), N * C, 1), dx.view(N * C, HxW))
+    if want_w:
+        dw.copy_(((ds_nc - db_nc * mu) * rs).sum(0).reshape(C))
+    if want_b:
+        db.copy_(db_nc.sum(0).reshape(C))
+    return dx, dw, db
+
+
+# ------------------------------------------------------------------------------------------ batch norm
+
+
+def _bn_forward(input: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+                running_mean: torch.Tensor | None, running_var: torch.Tensor | None, training: bool,
+                momentum: float, eps: float) -> Any:
+    if not _ok(input, weight, bias, running_mean, running_var) or input.dim() < 2:
+        return NotImplemented
+    n, c = input.shape[0], input.shape[1]
+    hw = U.prod(input.shape[2:])
+    for t in (weight, bias, running_mean, running_var):
+        if t is not None and t.numel() != c:
+            return NotImplemented
+    if not training and (running_mean is None or running_var is None):
+        return NotImplemented
+    out = _empty(input.shape, input.dtype)
+    sdt = input.dtype
+    if n * hw == 0 or c == 0:
+        return NotImplemented
+    x2 = _rows(input, n * c, hw)
+    if training:
+        m32 = _empty((n * c, 1), torch.float32)
+        v32 = _empty((n * c, 1), torch.float32)
+        row_moments(x2, m32, v32)
+        mr, vr = m32.view(n, c), v32.view(n, c)
+        mean = mr.mean(0)                                           # [C]
+        dev = mr - mean
+        var = vr.mean(0) + (dev * dev).mean(0)                      # biased variance over N * HW
+        invstd = (var + eps).rsqrt()
+        save_mean = mean.to(sdt)
+        save_invstd = invstd.to(sdt)
+        cnt = n * hw
+        if running_mean is not None:
+            running_mean.copy_(running_mean * (1.0 - momentum) + mean.to(running_mean.dtype) * momentum)
+        if running_var is not None:
+            unb = var * (cnt / (cnt - 1)) if cnt > 1 else var
+            running_var.copy_(running_var * (1.0 - momentum) + unb.to(running_var.dtype) * momentum)
+    else:
+        mean = _f32(running_mean)
+        invstd = (_f32(running_var) + eps).rsqrt()
+        save_mean = _empty((0,), torch.float32)
+        save_invstd = _empty((0,), torch.float32)
+    a = invstd * _f32(weight) if weight is not None else invstd
+    sh = -mean * a
+    if bias is not None:
+        sh = sh + _f32(bias)
+    row_affine(x2, _rows(a.view(1, c).expand(n, c), n * c, 1), _rows(sh.view(1, c).expand(n, c), n * c, 1),
+               out.view(n * c, hw))
+    return out, save_mean, save_invstd
+
+
+@lowering("aten::native_batch_norm", dtypes=U.FLOAT_DTYPES)
+def native_batch_norm(input: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+                      running_mean: torch.Tensor | None, running_var: torch.Tensor | None, training: bool,
+                      momentum: float, eps: float) -> Any:
+    """Batch norm over ``input [N, C, *]`` (training updates the running stats in place)."""
+    return _bn_forward(input, weight, bias, running_mean, running_var, training, momentum, eps)
+
+
+@lowering("aten::_native_batch_norm_legit", dtypes=U.FLOAT_DTYPES)
+def native_batch_norm_legit(input: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+                            running_mean: torch.Tensor, running_var: torch.Tensor, training: bool,
+                            momentum: float, eps: float) -> Any:
+    """``_native_batch_norm_legit``: batch norm with running stats."""
+    return _bn_forward(input, weight, bias, running_mean, running_var, training, momentum, eps)
+
+
+@lowering("aten::_native_batch_norm_legit.no_stats", dtypes=U.FLOAT_DTYPES)
+def native_batch_norm_legit_no_stats(input: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+                                     training: bool, momentum: float, eps: float) -> Any:
+    """``_native_batch_norm_legit.no_stats``: batch norm without running stats."""
+    return _bn_forward(input, weight, bias, None, None, training, momentum, eps)
+
+
+@lowering("aten::_native_batch_norm_legit_no_training", dtypes=U.FLOAT_DTYPES)
+def native_batch_norm_legit_no_training(input: torch.Tensor, weight: torch.Tensor | None,
+                                        bias: torch.Tensor | None, running_mean: torch.Tensor,
+                                        running_var: torch.Tensor, momentum: float, eps: float) -> Any:
+    """``_native_batch_norm_legit_no_training``: batch norm in eval mode."""
+    return _bn_forward(input, weight, bias, running_mean, running_var, False, momentum, eps)
+
+
+@lowering("aten::native_batch_norm_backward", dtypes=U.FLOAT_DTYPES)
+def native_batch_norm_backward(grad_out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor | None,
+                               running_mean: torch.Tensor | None, running_var: torch.Tensor | None,
+                               save_mean: torch.Tensor | None, save_invstd: torch.Tensor | None, train: bool,
+                               eps: float, output_mask: Sequence[bool]) -> Any:
+    """Gradients of batch norm with respect to input, weight and bias."""
+    if not _ok(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd) or input.dim() < 2:
+        return NotImplemented
+    n, c = input.shape[0], input.shape[1]
+    hw = U.prod(input.shape[2:])
+    if n * c * hw == 0:
+        return NotImplemented
+    if train:
+        if save_mean is None or save_invstd is None or save_mean.numel() != c:
+            return NotImplemented
+        mean, invstd = _f32(save_mean), _f32(save_invstd)
+    else:
+        if running_mean is None or running_var is None:
+            return NotImplemented
+        mean, invstd = _f32(running_mean), (_f32(running_var) + eps).rsqrt()
+    want_dx, want_w, want_b = (bool(v) for v in output_mask)
+    x2 = _rows(input, n * c, hw)
+    g2 = _rows(grad_out, n * c, hw)
+    s1 = _empty((n * c, 1), torch.float32)
+    s2 = _empty((n * c, 1), torch.float32)
+    row_dots(g2, x2, s1, s2)
+    sum_dy = s1.view(n, c).sum(0)                                    # [C]
+    dot = s2.view(n, c).sum(0) - mean * sum_dy                      # sum(dy * (x - mean))
+    w = _f32(weight) if weight is not None else None
+    dx = dw = db = None
+    if want_dx:
+        dx = _empty(input.shape, input.dtype)
+        k = invstd * w if w is not None else invstd                  # coefficient of dy
+        if train:
+            cnt = n * hw
+            proj = dot * invstd * invstd / cnt                      # coefficient of (x - mean)
+            bco = -proj * k
+            cco = -bco * mean - sum_dy / cnt * k
+        else:
+            bco = torch.zeros_like(k)
+            cco = torch.zeros_like(k)
+        rows = [_rows(t.view(1, c).expand(n, c), n * c, 1) for t in (k, bco, cco)]
+        row_affine2(g2, x2, *rows, dx.view(n * c, hw))
+    if want_w:
+        dw = (dot * invstd).to(weight.dtype if weight is not None else input.dtype)
+    if want_b:
+        db = sum_dy.to(weight.dtype if weight is not None else input.dtype)
+    return dx, dw, db
