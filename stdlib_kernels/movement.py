@@ -1,0 +1,314 @@
+"""Data movement on ``trn``: ``cat`` (and ``stack``), ``flip``, ``roll``, ``tril`` / ``triu``, reflection padding.
+
+Everything is one strided-move kernel (:func:`move3`): ``out[b, r, c] = x[b', r', c']`` over 3-D views, where
+each of the three source indices may run backwards (``n - 1 - i``: a flip is an affine access pattern, not a
+gather). The host side coalesces dims that are contiguous in both tensors and flipped alike, loops over
+leading dims beyond three, and splits one long dim over the 128 partitions. ``cat`` moves each input into its
+slice of the output, ``roll`` moves the two (per rolled dim) segments into place, ``flip`` is one move with
+reversed dims. The store casts to the output dtype (``cat`` of mixed dtypes promotes like torch). 8-byte
+dtypes (int64 token ids, float64) move bit-exactly as pairs of int32 words. ``tril``/``triu`` are one kernel
+with an index predicate (``col - row <= k``) selecting between the input and zero.
+
+Backward passes need nothing more: the gradient of ``cat`` is slicing (views), of ``flip`` a flip, of
+``roll`` a roll; ``tril``/``triu`` are their own gradients.
+
+Example:
+    >>> import torch
+    >>> x = torch.randn(3, 4, device="trn")                       # doctest: +SKIP
+    >>> torch.cat([x, x.flip(0)], dim=1).roll(1, 0).tril()         # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from typing import Any, Sequence
+
+import torch
+
+import trnlang as trn
+import trnlang.language as tl
+from stdlib_kernels import _util as U
+from trnlang.device import lowering
+
+#: Dtypes the movement kernels handle (8-byte ones only without a dtype change).
+DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.bool, torch.int64, torch.float64,
+          torch.int16, torch.int8, torch.uint8)
+_KERNEL_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.bool, torch.int16, torch.int8,
+                  torch.uint8)
+_WIDE = (torch.int64, torch.float64)
+_BIG_1D = 4096
+
+
+@trn.kernel
+def move3(x, out, flips):
+    """``out[b, r, c] = x[b', r', c']`` for same-shaped 3-D views; ``flips[k]``: index ``k`` runs backwards."""
+    a, n, d = out.shape
+    p = min(128, n)
+    f = min(d, U.FREE_CHUNK)
+    ragged = n % p != 0 or d % f != 0
+    for b in tl.affine_range(a):
+        bs = (a - 1 - b) if flips[0] else b
+        for i in tl.affine_range(tl.cdiv(n, p)):
+            rows = i * p + tl.arange(p)[:, None]
+            rs = (n - 1 - rows) if flips[1] else rows
+            for j in tl.affine_range(tl.cdiv(d, f)):
+                cols = j * f + tl.arange(f)[None, :]
+                cs = (d - 1 - cols) if flips[2] else cols
+                m = ((rows < n) & (cols < d)) if ragged else None
+                tl.store(out[b, rows, cols], tl.load(x[bs, rs, cs], mask=m), mask=m)
+
+
+@trn.kernel
+def tri3(x, out, k, upper):
+    """``out = tril(x, k)`` (``triu`` if ``upper``) over ``[B, n, m]`` views: ``col - row <= k`` keeps ``x``."""
+    a, n, d = out.shape
+    p = min(128, n)
+    f = min(d, U.FREE_CHUNK)
+    ragged = n % p != 0 or d % f != 0
+    for b in tl.affine_range(a):
+        for i in tl.affine_range(tl.cdiv(n, p)):
+            rows = i * p + tl.arange(p)[:, None]
+            for j in tl.affine_range(tl.cdiv(d, f)):
+                cols = j * f + tl.arange(f)[None, :]
+                m = ((rows < n) & (cols < d)) if ragged else None
+                t = tl.load(x[b, rows, cols], mask=m)
+                keep = (cols - rows >= k) if upper else (cols - rows <= k)
+                tl.store(out[b, rows, cols], tl.where(keep, t, tl.zeros_like(t)), mask=m)
+
+
+def _words(t: torch.Tensor) -> torch.Tensor:
+    """An 8-byte-dtype tensor seen as int32 words: a trailing dim of 2, strides doubled."""
+    base = torch.empty(0, dtype=torch.int32, device="trn").set_(t.untyped_storage())
+    return torch.as_strided(base, (*t.shape, 2), (*[2 * s for s in t.stride()], 1), 2 * t.storage_offset())
+
+
+def _coalesce(shape: Sequence[int], sts: list[list[int]], flips: list[bool]) -> tuple[list[int], list[list[int]],
+                                                                                          list[bool]]:
+    dims = [i for i, n in enumerate(shape) if n != 1]
+    sh = [int(shape[i]) for i in dims]
+    st = [[s[i] for i in dims] for s in sts]
+    fl = [flips[i] for i in dims]
+    i = len(sh) - 2
+    while i >= 0:
+        if fl[i] == fl[i + 1] and all(s[i] == s[i + 1] * sh[i + 1] for s in st):
+            sh[i] *= sh[i + 1]
+            for s in st:
+                s[i] = s[i + 1]
+                del s[i + 1]
+            del sh[i + 1]
+            del fl[i + 1]
+        i -= 1
+    return sh, st, fl
+
+
+def move(dst: torch.Tensor, src: torch.Tensor, flip_dims: Sequence[int] = ()) -> None:
+    """``dst[...] = src.flip(flip_dims)`` for same-shaped device tensors (casting to ``dst``'s dtype)."""
+    if dst.numel() == 0:
+        return
+    if src.dtype in _WIDE or dst.dtype in _WIDE:
+        assert src.dtype == dst.dtype
+        dst, src = _words(dst), _words(src)
+    flips = [d in flip_dims for d in range(dst.dim())]
+    sh, (ss, ds), fl = _coalesce(tuple(dst.shape), [list(src.stride()), list(dst.stride())], flips)
+    if not sh:
+        sh, ss, ds, fl = [1], [1], [1], [False]
+    so, do = src.storage_offset(), dst.storage_offset()
+    if len(sh) == 1 and sh[0] >= _BIG_1D:  # one long dim: all 128 partitions
+        n, cols = sh[0], sh[0] // 128
+        rem = n - 128 * cols
+        rev = fl[0]
+        s_main = so + (rem * ss[0] if rev else 0)
+        move3(U.view(src, (1, 128, cols), (0, cols * ss[0], ss[0]), s_main),
+              U.view(dst, (1, 128, cols), (0, cols * ds[0], ds[0]), do), (False, rev, rev))
+        if rem:
+            s_tail = so + (0 if rev else 128 * cols * ss[0])
+            move3(U.view(src, (1, 1, rem), (0, 0, ss[0]), s_tail),
+                  U.view(dst, (1, 1, rem), (0, 0, ds[0]), do + 128 * cols * ds[0]), (False, False, rev))
+        return
+    while len(sh) < 3:
+        sh, ss, ds, fl = [1, *sh], [0, *ss], [0, *ds], [False, *fl]
+    lead = len(sh) - 3
+    for idx in itertools.product(*[range(n) for n in sh[:lead]]):
+        soff = so + sum(((sh[k] - 1 - i) if fl[k] else i) * ss[k] for k, i in enumerate(idx))
+        doff = do + sum(i * ds[k] for k, i in enumerate(idx))
+        move3(U.view(src, sh[lead:], ss[lead:], soff), U.view(dst, sh[lead:], ds[lead:], doff), tuple(fl[lead:]))
+
+
+def _movable(src: torch.Tensor, dst_dtype: torch.dtype) -> bool:
+    if not U.is_trn(src) or src.dtype not in DTYPES or src.is_conj() or src.is_neg():
+        return False
+    if src.dtype in _WIDE or dst_dtype in _WIDE:
+        return src.dtype == dst_dtype
+    if src.dtype.is_floating_point and not dst_dtype.is_floating_point and dst_dtype != torch.bool:
+        return False
+    if dst_dtype == torch.bool and src.dtype != torch.bool:
+        return False
+    return dst_dtype in _KERNEL_DTYPES
+
+
+def _check_out(out: torch.Tensor, shape: Sequence[int], dtype: torch.dtype, inputs: Sequence[torch.Tensor]) -> bool:
+    if not U.is_trn(out) or out.dtype != dtype or U.has_internal_overlap(out):
+        return False
+    if tuple(out.shape) != tuple(shape):
+        if out.numel() != 0:
+            return False
+        out.resize_(tuple(shape))
+    return not any(U.overlaps(out, t) for t in inputs if t.numel())
+
+
+@lowering("aten::cat", dtypes=DTYPES)
+def cat(tensors: Sequence[torch.Tensor], dim: int = 0, *, out: torch.Tensor | None = None) -> Any:
+    """``torch.cat``: each input moved into its slice of the output (legacy ``(0,)`` tensors skipped).
+
+    Example:
+        >>> torch.cat([torch.ones(2, 3, device="trn"), torch.zeros(1, 3, device="trn")])  # doctest: +SKIP
+    """
+    tensors = list(tensors)
+    if not tensors or not all(U.is_trn(t) for t in tensors):
+        return NotImplemented
+    dtype = functools.reduce(torch.promote_types, [t.dtype for t in tensors])
+    live = [t for t in tensors if not (t.dim() == 1 and t.numel() == 0)]
+    if not live:
+        shape: tuple[int, ...] = (0,)
+    else:
+        ref = live[0]
+        if ref.dim() == 0 or not -ref.dim() <= dim < ref.dim():
+            return NotImplemented
+        d = dim % ref.dim()
+        for t in live:
+            if t.dim() != ref.dim() or any(a != b for k, (a, b) in enumerate(zip(t.shape, ref.shape)) if k != d):
+                return NotImplemented
+        shape = tuple(ref.shape[:d]) + (sum(t.shape[d] for t in live),) + tuple(ref.shape[d + 1:])
+    if out is None:
+        out = torch.empty(shape, dtype=dtype, device="trn")
+    elif not _check_out(out, shape, out.dtype, tensors) or not torch.can_cast(dtype, out.dtype):
+        return NotImplemented
+    if not all(_movable(t, out.dtype) for t in live):
+        return NotImplemented
+    off = 0
+    for t in live:
+        n = t.shape[d]
+        if n and t.numel():
+            move(out.narrow(d, off, n), t)
+        off += n
+    return out
+
+
+def _wrap_dims(dims: Sequence[int], nd: int) -> list[int] | None:
+    r = []
+    for x in dims:
+        if not -max(nd, 1) <= x < max(nd, 1):
+            return None
+        r.append(x % max(nd, 1))
+    return r
+
+
+@lowering("aten::flip", dtypes=DTYPES)
+def flip(self: torch.Tensor, dims: Sequence[int], *, out: torch.Tensor | None = None) -> Any:
+    """``torch.flip``: one move with reversed indices along ``dims``.
+
+    Example:
+        >>> torch.arange(6., device="trn").view(2, 3).flip(1)   # doctest: +SKIP
+    """
+    wd = _wrap_dims(dims, self.dim())
+    if wd is None or len(set(wd)) != len(wd) or not _movable(self, self.dtype):
+        return NotImplemented
+    if out is None:
+        out = torch.empty(self.shape, dtype=self.dtype, device="trn")
+    elif not _check_out(out, self.shape, self.dtype, [self]):
+        return NotImplemented
+    if self.dim() == 0:
+        move(out.view(1), self.view(1))
+    else:
+        move(out, self, wd)
+    return out
+
+
+@lowering("aten::roll", dtypes=DTYPES)
+def roll(self: torch.Tensor, shifts: Sequence[int], dims: Sequence[int] = (), *,
+         out: torch.Tensor | None = None) -> Any:
+    """``torch.roll``: per rolled dim the two segments move into place (``2^k`` moves for ``k`` dims).
+
+    Example:
+        >>> torch.arange(5., device="trn").roll(2)   # doctest: +SKIP
+    """
+    shifts, dims = list(shifts), list(dims)
+    if not _movable(self, self.dtype) or not shifts:
+        return NotImplemented
+    if not dims:
+        if len(shifts) != 1:
+            return NotImplemented
+        if out is not None:
+            return NotImplemented
+        flat = self if self.is_contiguous() else self.contiguous()
+        return roll(flat.view(-1), shifts, [0]).view(self.shape)
+    if len(shifts) != len(dims):
+        return NotImplemented
+    wd = _wrap_dims(dims, self.dim())
+    if wd is None or self.dim() == 0:
+        return NotImplemented
+    if out is None:
+        out = torch.empty(self.shape, dtype=self.dtype, device="trn")
+    elif not _check_out(out, self.shape, self.dtype, [self]):
+        return NotImplemented
+    if self.numel() == 0:
+        return out
+    total: dict[int, int] = {}
+    for s, d in zip(shifts, wd):
+        total[d] = total.get(d, 0) + int(s)
+    segs = []
+    for d, s in total.items():
+        n = self.shape[d]
+        s %= n
+        segs.append([(d, s, 0, n - s), (d, 0, n - s, s)] if s else [(d, 0, 0, n)])
+    for combo in itertools.product(*segs):
+        dv, sv = out, self
+        for d, dst0, src0, length in combo:
+            if length == 0:
+                break
+            dv = dv.narrow(d, dst0, length)
+            sv = sv.narrow(d, src0, length)
+        else:
+            move(dv, sv)
+    return out
+
+
+def _tri(self: torch.Tensor, diagonal: int, out: torch.Tensor | None, upper: bool) -> Any:
+    if self.dim() < 2 or self.dtype in _WIDE or not U.is_trn(self):
+        return NotImplemented
+    if out is None:
+        out = torch.empty(self.shape, dtype=self.dtype, device="trn")
+    elif not (U.is_trn(out) and out.dtype == self.dtype and tuple(out.shape) == tuple(self.shape)
+              and not U.has_internal_overlap(out) and (U.same_view(out, self) or not U.overlaps(out, self))):
+        return NotImplemented
+    if self.numel() == 0:
+        return out
+    n, m = self.shape[-2:]
+    lead = tuple(self.shape[:-2])
+    sh, (xs, os_) = U.coalesce(lead, [list(self.stride()[:-2]), list(out.stride()[:-2])])
+    if not sh:
+        sh, xs, os_ = [1], [0], [0]
+    xr, xc = self.stride()[-2:]
+    orr, oc = out.stride()[-2:]
+    for idx in itertools.product(*[range(k) for k in sh[:-1]]):
+        xo = self.storage_offset() + sum(i * xs[k] for k, i in enumerate(idx))
+        oo = out.storage_offset() + sum(i * os_[k] for k, i in enumerate(idx))
+        tri3(U.view(self, (sh[-1], n, m), (xs[-1], xr, xc), xo), U.view(out, (sh[-1], n, m), (os_[-1], orr, oc), oo),
+             int(diagonal), upper)
+    return out
+
+
+_TRI_DTYPES = tuple(d for d in DTYPES if d not in _WIDE)
+
+
+@lowering("aten::tril", dtypes=_TRI_DTYPES)
+def tril(self: torch.Tensor, diagonal: int = 0, *, out: torch.Tensor | None = None) -> Any:
+    """``torch.tril``: keep ``col - row <= diagonal``, zero elsewhere (batched over leading dims)."""
+    return _tri(self, diagonal, out, False)
+
+
+@lowering("aten::triu", dtypes=_TRI_DTYPES)
+def triu(self: torch.Tensor, diagonal: int = 0, *, out: torch.Tensor | None = None) -> Any:
+    """``torch.triu``: keep ``col - row >= diagonal``, zero elsewhere (batched over leading dims)."""
+    return _tri(self, diagonal, out, True)
