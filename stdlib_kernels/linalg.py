@@ -1,0 +1,606 @@
+"""Dense linear algebra on the ``trn`` device: Cholesky, triangular solves, LU (partial pivoting), LU solve,
+inverse, solve and Householder QR, as trnlang kernels.
+
+Approach. Each matrix (``n <= 128`` rows, one SBUF tile: rows on partitions, columns on the free axis) is
+factorised in SBUF by a right-looking algorithm with one step per column in a ``tl.sequential_range`` loop:
+
+* a column is a free-axis slice of the tile (``A[:, k:k + 1]``); the Tensor engine transposes it into a
+  row on partition 0 where free-axis reductions (norms, ``argmax`` for the pivot) and scalar arithmetic run;
+* the rank-1 trailing update ``A -= l u^T`` is one ``tl.matmul`` of two one-partition rows (K = 1) on the
+  Tensor engine, and ``v^T A`` (Householder) is one matmul against the whole tile;
+* LU never moves rows: the pivot row is extracted with a one-hot matmul, used rows are masked out of later
+  steps, and the LAPACK row order (and LAPACK's sequential ``ipiv``) is rebuilt at the end with a
+  permutation matmul. Ties pick the first candidate in LAPACK's current row order, as ``idamax`` does;
+* triangular solves run forward/back substitution on the transposed right-hand side (``B^T``: the unknowns'
+  index on the free axis), one column of the triangle (transposed to a row, broadcast over partitions) per
+  step;
+* Householder QR follows LAPACK's ``dlarfg`` sign convention (``beta = -sign(alpha) * norm``), so ``Q`` and
+  ``R`` match torch's CPU results, not only ``Q @ R``; ``Q^T`` is accumulated as ``H_k ... H_1``.
+
+Batches loop inside one kernel (``tl.affine_range`` over the flattened batch). Cholesky and triangular solves
+larger than one tile are blocked on the host (right-looking: panel factorisation by the kernel, triangular
+solve of the off-diagonal block, Schur-complement update with the ``trn`` matmul), so their size is not
+limited; LU, LU solve, inverse, solve and QR handle matrices up to 128 x 128 (QR: 128 rows, 512 columns) and
+decline larger ones (CPU fallback). All of them are float32 only: torch's CPU kernels do not take bfloat16 for
+these ops either, so bf16 calls go to the fallback, which raises torch's own error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+import trnlang as trn
+import trnlang.isa as isa
+import trnlang.language as tl
+from stdlib_kernels import _util as U
+from trnlang.device import lowering
+
+#: Largest matrix side handled by one kernel tile (partition count).
+TILE = 128
+#: Largest number of columns of a QR input.
+QR_MAX_COLS = 512
+_F32 = (torch.float32,)
+
+
+# kernels ------------------------------------------------------------------------------------------------------
+@trn.kernel
+def cholesky_kernel(a, out, info):
+    """Cholesky of each ``a[b]`` (``[B, n, n]``, n <= 128) into ``out[b]``: ``L`` (lower) or, for ``upper``,
+    ``out`` is a transposed view so ``U = L^T`` lands in place. Reads the lower triangle (for ``upper`` the
+    caller passes ``a`` transposed). ``info[b, 0]``: LAPACK's ``info`` (first failing minor)."""
+    n = a.shape[-1]
+    for bi in tl.affine_range(a.shape[0]):
+        rows = tl.arange(n)[:, None]
+        cols = tl.arange(n)[None, :]
+        raw = tl.load(a[bi, rows, cols])
+        low = tl.where(rows > cols, raw, 0.0)
+        sym = tl.ndarray((n, n), tl.float32, buffer=tl.sbuf)
+        sym[:, :] = tl.where(rows >= cols, raw, 0.0) + tl.transpose(low)
+        fac = tl.zeros((n, n), tl.float32)
+        state = tl.zeros((1, 3), tl.float32)  # [ok, step count, info]
+        state[:, 0:1] = tl.ones((1, 1), tl.float32)
+        for k in tl.sequential_range(n):
+            col = sym[:, k:k + 1]
+            row = tl.transpose(col)
+            d = row[:, k:k + 1]
+            state[:, 1:2] = state[:, 1:2] + 1.0
+            bad = tl.logical_not(d > 0.0)  # LAPACK: ajj <= 0 or NaN
+            fail = tl.where(bad, state[:, 0:1], 0.0)
+            state[:, 2:3] = state[:, 2:3] + fail * state[:, 1:2]
+            state[:, 0:1] = state[:, 0:1] - fail
+            r = tl.rsqrt(tl.where(bad, 1.0, d))
+            fac[:, k:k + 1] = col * tl.broadcast_to(r, (n, 1))
+            lrow = row * r
+            sym[:, :] = sym - tl.matmul(lrow, lrow, transpose_x=True)
+        tl.store(out[bi, rows, cols], tl.where(rows >= cols, fac, 0.0))
+        tl.store(info[bi:bi + 1, 0:1], state[:, 2:3].astype(tl.int32))
+
+
+def _substitute(tri, bt, n, mt, lower, unit):
+    """In-place substitution on ``bt = B^T`` ([mt, n], unknown index on the free axis) with the triangle
+    ``tri`` ([n, n] tile; only its lower or upper part and, unless ``unit``, its diagonal are read)."""
+    cols = tl.arange(n)[None, :]
+    for kk in tl.sequential_range(n):
+        k = kk if lower else n - 1 - kk
+        trow = tl.copy(tl.transpose(tri[:, k:k + 1]))  # trow[0, j] = tri[j, k]
+        xk = bt[:, k:k + 1]
+        if not unit:
+            xk = xk / tl.broadcast_to(trow[:, k:k + 1], (mt, 1))
+            bt[:, k:k + 1] = xk
+        below = tl.where((cols > k) if lower else (cols < k), trow, 0.0)
+        bt[:, :] = bt - xk * tl.broadcast_to(below, (mt, n))
+
+
+@trn.kernel
+def trisolve_kernel(t, bt, out_t, lower, unit):
+    """Solve ``T X = B`` per batch: ``t`` ``[Bt, n, n]`` (Bt is 1 or B), ``bt``/``out_t`` ``[B, m, n]``: the
+    right-hand side and the solution seen transposed (strided views, no copies). n <= 128."""
+    n = t.shape[-1]
+    m = bt.shape[1]
+    tm = min(TILE, m)
+    rows = tl.arange(n)[:, None]
+    cols = tl.arange(n)[None, :]
+    for bi in tl.affine_range(bt.shape[0]):
+        tb = bi if t.shape[0] > 1 else 0
+        tri = tl.load(t[tb, rows, cols])
+        for mi in tl.affine_range(tl.cdiv(m, tm)):
+            mr = mi * tm + tl.arange(tm)[:, None]
+            msk = (mr < m) if m % tm else None
+            work = tl.ndarray((tm, n), tl.float32, buffer=tl.sbuf)
+            work[:, :] = tl.load(bt[bi, mr, cols], mask=msk)
+            _substitute(tri, work, n, tm, lower, unit)
+            tl.store(out_t[bi, mr, cols], work, mask=msk)
+
+
+@trn.kernel
+def lu_kernel(a, lu, piv, info):
+    """LU with partial pivoting (LAPACK ``getrf`` results) of each ``a[b]`` ``[m, n]`` (m, n <= 128):
+    ``lu[b]`` packed ``L\\U`` in LAPACK row order, ``piv[b, :k]`` 1-based sequential swaps, ``info[b, 0]``."""
+    m, n = a.shape[-2], a.shape[-1]
+    kmin = min(m, n)
+    for bi in tl.affine_range(a.shape[0]):
+        rows = tl.arange(m)[:, None]
+        cols = tl.arange(n)[None, :]
+        mcols = tl.arange(m)[None, :]
+        work = tl.ndarray((m, n), tl.float32, buffer=tl.sbuf)
+        work[:, :] = tl.load(a[bi, rows, cols])
+        used = tl.zeros((m, 1), tl.float32)
+        pos = tl.ndarray((1, m), tl.float32, buffer=tl.sbuf)  # current LAPACK position of each original row
+        pos[:, :] = isa.iota(mcols, tl.float32)
+        pv = tl.zeros((1, kmin), tl.float32)
+        state = tl.zeros((1, 3), tl.float32)  # [ok, step count k, info]
+        state[:, 0:1] = tl.ones((1, 1), tl.float32)
+        for k in tl.sequential_range(kmin):
+            col = work[:, k:k + 1]
+            mag = tl.where(used > 0.0, -1.0, tl.abs(col))
+            magrow = tl.transpose(mag)
+            best = tl.max(magrow, axis=1, keepdims=True)
+            score = tl.where(magrow == best, pos, 1.0e9)
+            pp = tl.min(score, axis=1, keepdims=True)  # LAPACK position of the pivot row (idamax: first)
+            ohr = tl.where(pos == pp, 1.0, 0.0)
+            ohc = tl.transpose(ohr)
+            prow = tl.copy(tl.matmul(ohc, work, transpose_x=True))  # the pivot row
+            p = prow[:, k:k + 1]
+            zero = p == 0.0
+            fail = tl.where(zero, state[:, 0:1], 0.0)
+            kk = state[:, 1:2]
+            state[:, 2:3] = state[:, 2:3] + fail * (kk + 1.0)
+            state[:, 0:1] = state[:, 0:1] - fail
+            rp = tl.where(zero, 0.0, 1.0 / tl.where(zero, 1.0, p))
+            lmask = (1.0 - used) * (1.0 - ohc)
+            lcol = col * tl.broadcast_to(rp, (m, 1)) * lmask
+            right = tl.where(cols > k, prow, 0.0)
+            work[:, :] = work - tl.matmul(tl.transpose(lcol), right, transpose_x=True)
+            work[:, k:k + 1] = tl.where(lmask > 0.0, lcol, col)
+            used[:, :] = used + ohc
+            pv[:, k:k + 1] = pp + 1.0
+            ohk = tl.where(pos == kk, 1.0, 0.0)  # the row now at position k swaps with the pivot row
+            pos[:, :] = pos + ohk * (pp - kk) + ohr * (kk - pp)
+            state[:, 1:2] = kk + 1.0
+        perm = tl.where(tl.broadcast_to(tl.transpose(pos), (m, m)) == isa.iota(rows * 0 + mcols, tl.float32),
+                        1.0, 0.0)  # perm[i, j] = 1 where original row i sits at position j
+        tl.store(lu[bi, rows, cols], tl.matmul(perm, work, transpose_x=True))
+        tl.store(piv[bi:bi + 1, tl.arange(kmin)[None, :]], pv.astype(tl.int32))
+        tl.store(info[bi:bi + 1, 0:1], state[:, 2:3].astype(tl.int32))
+
+
+@trn.kernel
+def lu_solve_kernel(lu, piv, b, out, adjoint, identity):
+    """Solve ``A X = B`` (``A^T X = B`` with ``adjoint``) from ``getrf`` results: ``lu`` ``[Bl, n, n]`` (passed
+    transposed when ``adjoint``), ``piv`` ``[Bl, n]`` int32, ``b``/``out`` ``[B, n, m]`` (``identity``: B = I,
+    ``b`` unused). n <= 128."""
+    n = lu.shape[-1]
+    m = out.shape[-1]
+    tm = min(TILE, m)
+    rows = tl.arange(n)[:, None]
+    cols = tl.arange(n)[None, :]
+    for bi in tl.affine_range(out.shape[0]):
+        lb = bi if lu.shape[0] > 1 else 0
+        tri = tl.load(lu[lb, rows, cols])
+        order = tl.ndarray((1, n), tl.float32, buffer=tl.sbuf)  # order[j] = original row at position j
+        order[:, :] = isa.iota(cols, tl.float32)
+        swaps = tl.load(piv[lb:lb + 1, cols]).astype(tl.float32) - 1.0
+        for k in tl.sequential_range(n):
+            p = swaps[:, k:k + 1]
+            ohp = tl.where(isa.iota(cols, tl.float32) == p, 1.0, 0.0)
+            ohk = tl.where(cols == k, 1.0, 0.0)
+            vk = tl.sum(order * ohk, axis=1, keepdims=True)
+            vp = tl.sum(order * ohp, axis=1, keepdims=True)
+            order[:, :] = order + ohk * (vp - vk) + ohp * (vk - vp)
+        ridx = isa.iota(rows + cols * 0, tl.float32)
+        # sel[i, j] = 1 where B's row i goes to position j (P^T B); selt = sel^T undoes it (P Y)
+        sel = tl.where(tl.broadcast_to(order, (n, n)) == ridx, 1.0, 0.0)
+        selt = tl.where(tl.broadcast_to(tl.transpose(order), (n, n)) == isa.iota(rows * 0 + cols, tl.float32),
+                        1.0, 0.0)
+        for mi in tl.affine_range(tl.cdiv(m, tm)):
+            mc = mi * tm + tl.arange(tm)[None, :]
+            msk = ((mc < m) & (rows < n)) if m % tm else None
+            if identity:
+                rhs = tl.where(rows == mc, 1.0, 0.0) * tl.ones((n, tm), tl.float32)
+            else:
+                rhs = tl.load(b[bi, rows, mc], mask=msk)
+            work = tl.ndarray((tm, n), tl.float32, buffer=tl.sbuf)
+            if adjoint:
+                work[:, :] = tl.transpose(rhs)
+                _substitute(tri, work, n, tm, True, False)   # U^T (lower part of LU^T)
+                _substitute(tri, work, n, tm, False, True)   # L^T (unit upper part of LU^T)
+                res = tl.matmul(selt, tl.transpose(work), transpose_x=True)
+            else:
+                work[:, :] = tl.transpose(tl.matmul(sel, rhs, transpose_x=True))
+                _substitute(tri, work, n, tm, True, True)    # L (unit lower)
+                _substitute(tri, work, n, tm, False, False)  # U
+                res = tl.transpose(work)
+            tl.store(out[bi, rows, mc], res, mask=msk)
+
+
+@trn.kernel
+def qr_kernel(a, q, r, kq, kr):
+    """Householder QR of each ``a[b]`` ``[m, n]`` (m <= 128, n <= 512), LAPACK ``geqrf``/``orgqr`` signs.
+    ``q``: ``[B, kq, m]`` view of Q transposed (None: not wanted), ``r``: ``[B, kr, n]``."""
+    m, n = a.shape[-2], a.shape[-1]
+    kmin = min(m, n)
+    rows = tl.arange(m)[:, None]
+    cols = tl.arange(n)[None, :]
+    mcols = tl.arange(m)[None, :]
+    for bi in tl.affine_range(a.shape[0]):
+        work = tl.ndarray((m, n), tl.float32, buffer=tl.sbuf)
+        work[:, :] = tl.load(a[bi, rows, cols])
+        qt = tl.ndarray((m, m), tl.float32, buffer=tl.sbuf)
+        if q is not None:
+            qt[:, :] = tl.where(rows == mcols, 1.0, 0.0) * tl.ones((m, m), tl.float32)
+        for k in tl.sequential_range(kmin):
+            crow = tl.copy(tl.transpose(work[:, k:k + 1]))
+            alpha = crow[:, k:k + 1]
+            x = tl.where(mcols > k, crow, 0.0)
+            xn2 = tl.sum(x * x, axis=1, keepdims=True)
+            nz = xn2 > 0.0
+            sgn = tl.where(alpha >= 0.0, 1.0, -1.0)
+            beta = -sgn * tl.sqrt(alpha * alpha + xn2)
+            safe_beta = tl.where(nz, beta, 1.0)
+            tau = tl.where(nz, (beta - alpha) / safe_beta, 0.0)
+            scale = tl.where(nz, 1.0 / tl.where(nz, alpha - beta, 1.0), 0.0)
+            vrow = x * scale + tl.where(mcols == k, 1.0, 0.0)
+            vcol = tl.transpose(vrow)
+            tv = vrow * tau
+            w = tl.copy(tl.matmul(vcol, work, transpose_x=True))
+            work[:, :] = work - tl.matmul(tv, w, transpose_x=True)
+            if q is not None:
+                wq = tl.copy(tl.matmul(vcol, qt, transpose_x=True))
+                qt[:, :] = qt - tl.matmul(tv, wq, transpose_x=True)
+        if q is not None:
+            tl.store(q[bi, rows, mcols], qt, mask=rows < kq)
+        tl.store(r[bi, rows, cols], tl.where(rows <= cols, work, 0.0), mask=rows < kr)
+
+
+# host helpers -------------------------------------------------------------------------------------------------
+def _ok(*ts: Any) -> bool:
+    return all(U.is_trn(t) and t.dtype == torch.float32 and not t.is_conj() and not t.is_neg() for t in ts)
+
+
+def _flat(x: torch.Tensor) -> torch.Tensor:
+    """``[..., r, c]`` as ``[B, r, c]`` (a view when the batch dims merge, else a native copy)."""
+    r, c = x.shape[-2], x.shape[-1]
+    if x.dim() == 2:
+        return x.unsqueeze(0)
+    return x.reshape(-1, r, c)
+
+
+def _info_out(batch: tuple[int, ...], b: int) -> torch.Tensor:
+    return torch.empty((b, 1), dtype=torch.int32, device="trn")
+
+
+def _empty(shape: Any) -> torch.Tensor:
+    return torch.empty(tuple(shape), dtype=torch.float32, device="trn")
+
+
+def _chol_tile(a3: torch.Tensor, upper: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """[B, n, n] -> (L or U [B, n, n] contiguous, info [B, 1]) for n <= TILE."""
+    b, n = a3.shape[0], a3.shape[-1]
+    out = _empty((b, n, n))
+    info = torch.empty((b, 1), dtype=torch.int32, device="trn")
+    if upper:
+        cholesky_kernel(a3.mT, out.mT, info)
+    else:
+        cholesky_kernel(a3, out, info)
+    return out, info
+
+
+def _chol_lower(a3: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Blocked right-looking Cholesky of [B, n, n] (lower triangle read) -> (L, info [B, 1])."""
+    n = a3.shape[-1]
+    if n <= TILE:
+        return _chol_tile(a3, False)
+    k = TILE
+    l11, info1 = _chol_tile(a3[:, :k, :k], False)
+    # L21 = A21 L11^{-T}: solve L11 L21^T = A21^T, all as strided views
+    l21t = _trsolve(l11, a3[:, k:, :k].mT, lower=True, unit=False)
+    s = a3[:, k:, k:] - torch.bmm(l21t.mT, l21t)
+    l22, info2 = _chol_lower(s)
+    out = torch.zeros(a3.shape, dtype=torch.float32, device="trn")
+    out[:, :k, :k] = l11
+    out[:, k:, :k] = l21t.mT
+    out[:, k:, k:] = l22
+    info = torch.where(info1 != 0, info1, torch.where(info2 != 0, info2 + k, info2))
+    return out, info
+
+
+def _trsolve(t3: torch.Tensor, b3: torch.Tensor, lower: bool, unit: bool) -> torch.Tensor:
+    """Solve ``T X = B``: t3 ``[1 or B, n, n]``, b3 ``[B, n, m]`` (any strides) -> X ``[B, n, m]``, blocked on
+    the host for n > TILE."""
+    bsz, n, m = b3.shape
+    out = _empty((bsz, n, m))
+    if n == 0 or m == 0 or bsz == 0:
+        return out
+    if n <= TILE:
+        trisolve_kernel(t3, b3.mT, out.mT, lower, unit)
+        return out
+    k = TILE
+    if lower:  # X1 = T11^-1 B1; X2 = T22^-1 (B2 - T21 X1)
+        x1 = _trsolve(t3[:, :k, :k], b3[:, :k], lower, unit)
+        rest = b3[:, k:] - torch.matmul(t3[:, k:, :k], x1)
+        x2 = _trsolve(t3[:, k:, k:], rest, lower, unit)
+    else:  # upper: solve the bottom block first
+        s = n - k
+        x2 = _trsolve(t3[:, s:, s:], b3[:, s:], lower, unit)
+        rest = b3[:, :s] - torch.matmul(t3[:, :s, s:], x2)
+        x1 = _trsolve(t3[:, :s, :s], rest, lower, unit)
+        out[:, :s] = x1
+        out[:, s:] = x2
+        return out
+    out[:, :k] = x1
+    out[:, k:] = x2
+    return out
+
+
+def _lu(a3: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    b, m, n = a3.shape
+    lu = _empty((b, m, n))
+    piv = torch.empty((b, min(m, n)), dtype=torch.int32, device="trn")
+    info = torch.empty((b, 1), dtype=torch.int32, device="trn")
+    if b and m and n:
+        lu_kernel(a3, lu, piv, info)
+    else:
+        info.zero_()
+    return lu, piv, info
+
+
+def _lu_solve(lu3: torch.Tensor, piv2: torch.Tensor, b3: torch.Tensor | None, m: int, adjoint: bool,
+              bsz: int) -> torch.Tensor:
+    n = lu3.shape[-1]
+    out = _empty((bsz, n, m))
+    if n and m and bsz:
+        lu_solve_kernel(lu3.mT if adjoint else lu3, piv2, b3, out, adjoint, b3 is None)
+    return out
+
+
+def _unflat(x: torch.Tensor, batch: tuple[int, ...]) -> torch.Tensor:
+    return x.reshape(*batch, *x.shape[1:])
+
+
+# lowerings ----------------------------------------------------------------------------------------------------
+@lowering("aten::linalg_cholesky_ex", dtypes=_F32)
+def linalg_cholesky_ex(self: torch.Tensor, *, upper: bool = False, check_errors: bool = False) -> Any:
+    """Cholesky factor and LAPACK ``info`` (``torch.linalg.cholesky_ex``).
+
+    >>> a = torch.tensor([[4.0, 2.0], [2.0, 3.0]], device="trn")
+    >>> torch.linalg.cholesky_ex(a).L.cpu()
+    tensor([[2.0000, 0.0000],
+            [1.0000, 1.4142]])
+    """
+    if not _ok(self) or self.dim() < 2 or self.shape[-1] != self.shape[-2]:
+        return NotImplemented
+    batch, n = tuple(self.shape[:-2]), self.shape[-1]
+    a3 = _flat(self)
+    if a3.shape[0] == 0 or n == 0:
+        return _empty(self.shape), torch.zeros(batch, dtype=torch.int32, device="trn")
+    if upper and n <= TILE:
+        res, info = _chol_tile(a3, True)
+    elif upper:
+        lo, info = _chol_lower(a3.mT)
+        res = lo.mT.contiguous()
+    else:
+        res, info = _chol_lower(a3)
+    info = info.reshape(batch)
+    if check_errors:
+        torch.ops.aten._linalg_check_errors(info, "torch.linalg.cholesky_ex", is_matrix=self.dim() == 2)
+    return _unflat(res, batch), info
+
+
+@lowering("aten::cholesky", dtypes=_F32)
+def cholesky(self: torch.Tensor, upper: bool = False) -> Any:
+    """``torch.cholesky`` (deprecated API): raises torch's error for a non positive-definite input."""
+    r = linalg_cholesky_ex(self, upper=upper)
+    if r is NotImplemented:
+        return NotImplemented
+    torch.ops.aten._linalg_check_errors(r[1], "cholesky", is_matrix=self.dim() == 2)
+    return r[0]
+
+
+@lowering("aten::_linalg_check_errors", kind="plumbing")
+def linalg_check_errors(info: torch.Tensor, api_name: str, *, is_matrix: bool) -> Any:
+    """torch's own ``info`` check (and error message) on a host copy of the (small) ``info`` tensor."""
+    if not U.is_trn(info):
+        return NotImplemented
+    torch.ops.aten._linalg_check_errors(info.cpu(), api_name, is_matrix=is_matrix)
+    return None
+
+
+def _solve_tri(a: torch.Tensor, b: torch.Tensor, upper: bool, left: bool, unit: bool) -> torch.Tensor | None:
+    """X with ``op(A) X = B`` (left) or ``X A = B``, batch dims broadcast; None: declined."""
+    if not _ok(a, b) or a.dim() < 2 or b.dim() < 2 or a.shape[-1] != a.shape[-2]:
+        return None
+    n = a.shape[-1]
+    if (b.shape[-2] if left else b.shape[-1]) != n:
+        return None
+    try:
+        batch = tuple(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+    except RuntimeError:
+        return None
+    bb = b.expand(*batch, *b.shape[-2:])
+    if not left:  # X A = B  <=>  A^T X^T = B^T
+        aa = a.mT
+        upper = not upper
+        bb = bb.mT
+    else:
+        aa = a
+    if a.shape[:-2] == torch.Size(batch) or U.prod(a.shape[:-2]) > 1:
+        t3 = _flat(aa.expand(*batch, n, n))
+    else:
+        t3 = aa.reshape(1, n, n)
+    res = _trsolve(t3, _flat(bb), lower=not upper, unit=unit)
+    res = _unflat(res, batch)
+    return res.mT if not left else res
+
+
+@lowering("aten::linalg_solve_triangular", dtypes=_F32)
+def linalg_solve_triangular(self: torch.Tensor, B: torch.Tensor, *, upper: bool, left: bool = True,
+                            unitriangular: bool = False, out: torch.Tensor | None = None) -> Any:
+    """``torch.linalg.solve_triangular`` by substitution on the Tensor/Vector engines.
+
+    >>> a = torch.tensor([[2.0, 0.0], [1.0, 1.0]], device="trn")
+    >>> torch.linalg.solve_triangular(a, torch.ones(2, 1, device="trn"), upper=False).cpu().ravel()
+    tensor([0.5000, 0.5000])
+    """
+    res = _solve_tri(self, B, upper, left, unitriangular)
+    if res is None:
+        return NotImplemented
+    if out is not None:
+        if not U.is_trn(out) or out.dtype != torch.float32:
+            return NotImplemented
+        if tuple(out.shape) != tuple(res.shape):
+            out.resize_(res.shape)
+        out.copy_(res)
+        return out
+    return res
+
+
+@lowering("aten::triangular_solve", dtypes=_F32)
+def triangular_solve(self: torch.Tensor, A: torch.Tensor, upper: bool = True, transpose: bool = False,
+                     unitriangular: bool = False) -> Any:
+    """``torch.triangular_solve(b, A)`` -> (solution, clone of A)."""
+    a = A.mT if transpose else A
+    res = _solve_tri(a, self, upper != transpose, True, unitriangular)
+    if res is None:
+        return NotImplemented
+    batch = res.shape[:-2]
+    return res, A.expand(*batch, *A.shape[-2:]).clone()
+
+
+@lowering("aten::linalg_lu_factor_ex", dtypes=_F32)
+def linalg_lu_factor_ex(A: torch.Tensor, *, pivot: bool = True, check_errors: bool = False) -> Any:
+    """LU with partial pivoting, LAPACK layout (``torch.linalg.lu_factor_ex``); matrices up to 128 x 128.
+
+    >>> lu, piv, info = torch.linalg.lu_factor_ex(torch.tensor([[1.0, 2.0], [3.0, 4.0]], device="trn"))
+    >>> piv.cpu(), info.item()
+    (tensor([2, 2], dtype=torch.int32), 0)
+    """
+    if not pivot or not _ok(A) or A.dim() < 2 or A.shape[-1] > TILE or A.shape[-2] > TILE:
+        return NotImplemented
+    batch = tuple(A.shape[:-2])
+    lu, piv, info = _lu(_flat(A))
+    info = info.reshape(batch)
+    if check_errors:
+        torch.ops.aten._linalg_check_errors(info, "torch.linalg.lu_factor_ex", is_matrix=A.dim() == 2)
+    return _unflat(lu, batch), piv.reshape(*batch, piv.shape[-1]), info
+
+
+def _bcast_lu(lu: torch.Tensor, piv: torch.Tensor, batch: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    n = lu.shape[-1]
+    if U.prod(lu.shape[:-2]) <= 1 and U.prod(batch) > 1:
+        return lu.reshape(1, n, n), piv.reshape(1, n)
+    return _flat(lu.expand(*batch, n, n)), piv.expand(*batch, n).reshape(-1, n)
+
+
+@lowering("aten::linalg_lu_solve", dtypes=_F32)
+def linalg_lu_solve(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *, left: bool = True,
+                    adjoint: bool = False, out: torch.Tensor | None = None) -> Any:
+    """``torch.linalg.lu_solve`` (row swaps as a permutation matmul, then two substitutions)."""
+    if not _ok(LU, B) or not U.is_trn(pivots) or pivots.dtype != torch.int32 or LU.dim() < 2 or B.dim() < 2:
+        return NotImplemented
+    n = LU.shape[-1]
+    if LU.shape[-2] != n or n > TILE or pivots.shape[-1] != n:
+        return NotImplemented
+    try:
+        batch = tuple(torch.broadcast_shapes(LU.shape[:-2], pivots.shape[:-1], B.shape[:-2]))
+    except RuntimeError:
+        return NotImplemented
+    bb = B.expand(*batch, *B.shape[-2:])
+    if not left:  # X A = B  <=>  A^H X^H = B^H
+        bb = bb.mT
+        adjoint = not adjoint
+    if bb.shape[-2] != n:
+        return NotImplemented
+    lu3, piv2 = _bcast_lu(LU, pivots, batch)
+    b3 = _flat(bb)
+    res = _unflat(_lu_solve(lu3, piv2, b3, b3.shape[-1], adjoint, b3.shape[0]), batch)
+    if not left:
+        res = res.mT
+    if out is not None:
+        if not U.is_trn(out) or out.dtype != torch.float32:
+            return NotImplemented
+        if tuple(out.shape) != tuple(res.shape):
+            out.resize_(res.shape)
+        out.copy_(res)
+        return out
+    return res
+
+
+@lowering("aten::linalg_inv_ex", dtypes=_F32)
+def linalg_inv_ex(A: torch.Tensor, *, check_errors: bool = False, inverse: torch.Tensor | None = None,
+                  info: torch.Tensor | None = None) -> Any:
+    """Inverse via LU and an LU solve against the identity (``torch.linalg.inv_ex``); up to 128 x 128.
+
+    >>> torch.linalg.inv(torch.tensor([[2.0, 0.0], [0.0, 4.0]], device="trn")).cpu()
+    tensor([[0.5000, 0.0000],
+            [0.0000, 0.2500]])
+    """
+    if inverse is not None or info is not None:
+        return NotImplemented
+    if not _ok(A) or A.dim() < 2 or A.shape[-1] != A.shape[-2] or A.shape[-1] > TILE:
+        return NotImplemented
+    batch, n = tuple(A.shape[:-2]), A.shape[-1]
+    lu, piv, inf = _lu(_flat(A))
+    res = _unflat(_lu_solve(lu, piv, None, n, False, lu.shape[0]), batch)
+    inf = inf.reshape(batch)
+    if check_errors:
+        torch.ops.aten._linalg_check_errors(inf, "torch.linalg.inv_ex", is_matrix=A.dim() == 2)
+    return res, inf
+
+
+@lowering("aten::_linalg_solve_ex", dtypes=_F32)
+def linalg_solve_ex(A: torch.Tensor, B: torch.Tensor, *, left: bool = True, check_errors: bool = False) -> Any:
+    """``torch.linalg.solve``'s kernel: LU of A, then an LU solve (returns result, LU, pivots, info)."""
+    if not _ok(A, B) or A.dim() < 2 or A.shape[-1] != A.shape[-2] or A.shape[-1] > TILE or B.dim() < 1:
+        return NotImplemented
+    n = A.shape[-1]
+    vector = B.dim() == 1 or (left and B.dim() == A.dim() - 1 and B.shape == A.shape[:-1])
+    bm = B.unsqueeze(-1) if vector else B
+    try:
+        batch = tuple(torch.broadcast_shapes(A.shape[:-2], bm.shape[:-2]))
+    except RuntimeError:
+        return NotImplemented
+    abatch = tuple(A.shape[:-2])
+    lu, piv, info = _lu(_flat(A))
+    lu_b, piv_b = _unflat(lu, abatch), piv.reshape(*abatch, n)
+    res = linalg_lu_solve(lu_b, piv_b, bm, left=left)
+    if res is NotImplemented:
+        return NotImplemented
+    if vector:
+        res = res.squeeze(-1)
+    info = info.reshape(abatch)
+    if check_errors:
+        torch.ops.aten._linalg_check_errors(info, "torch.linalg.solve_ex", is_matrix=A.dim() == 2)
+    del batch
+    return res, lu_b, piv_b, info
+
+
+@lowering("aten::linalg_qr", dtypes=_F32)
+def linalg_qr(A: torch.Tensor, mode: str = "reduced") -> Any:
+    """Householder QR with LAPACK's signs (``torch.linalg.qr``); up to 128 rows and 512 columns.
+
+    >>> q, r = torch.linalg.qr(torch.tensor([[3.0, 1.0], [4.0, 2.0]], device="trn"))
+    >>> r.cpu()
+    tensor([[-5.0000, -2.2000],
+            [ 0.0000,  0.4000]])
+    """
+    if mode not in ("reduced", "complete", "r") or not _ok(A) or A.dim() < 2:
+        return NotImplemented
+    m, n = A.shape[-2], A.shape[-1]
+    if m > TILE or n > QR_MAX_COLS:
+        return NotImplemented
+    batch = tuple(A.shape[:-2])
+    k = min(m, n)
+    kq = m if mode == "complete" else k
+    kr = m if mode == "complete" else k
+    a3 = _flat(A)
+    b = a3.shape[0]
+    q = _empty((b, m, kq)) if mode != "r" else None
+    r = torch.zeros((b, kr, n), dtype=torch.float32, device="trn") if kr > k else _empty((b, kr, n))
+    if b and m and n:
+        qr_kernel(a3, q.mT if q is not None else None, r, kq, kr)
+    elif q is not None and b and m:  # n == 0: Q is the identity (complete) / empty
+        q.copy_(torch.eye(m, kq).expand(b, m, kq).to("trn"))
+    qo = _unflat(q, batch) if q is not None else torch.empty((0,), dtype=torch.float32, device="trn")
+    return qo, _unflat(r, batch)
