@@ -1,7 +1,10 @@
-"""Softmax along one dim, forward (``aten::_softmax``) and backward (``_softmax_backward_data``).
+"""Softmax and log-softmax along one dim, forward (``aten::_softmax``, ``aten::_log_softmax``) and
+backward (``_softmax_backward_data``, ``_log_softmax_backward_data``).
 
-``torch.softmax`` is a composite op that reaches the backend as ``_softmax``, which has its own
-autograd formula (``_softmax_backward_data``), so lowering both keeps training native.
+``torch.softmax`` / ``torch.log_softmax`` are composite ops that reach the backend as ``_softmax`` /
+``_log_softmax``, which have their own autograd formulas (the ``*_backward_data`` ops), so lowering
+both keeps training native. A softmax over a leading dim is a strided view whose softmax dim is the
+free axis (no transpose).
 
 Rows (all other dims) are tiled by 128 partitions; the softmax dim is the free axis. Rows that
 fit one chunk are done in one pass on chip; longer rows take three passes (max, sum of exp,
@@ -35,8 +38,8 @@ def _tiling(x: Any) -> tuple[int, int, int, int, int, bool]:
 
 
 @trn.kernel
-def softmax_fwd(x, out):
-    """Softmax of ``x [(A,) R, C]`` along C (fp32 on chip)."""
+def softmax_fwd(x, out, log):
+    """Softmax (``log``: log-softmax) of ``x [(A,) R, C]`` along C (fp32 on chip)."""
     a, r_dim, c_dim, p, f, rr = _tiling(x)
     for b in tl.affine_range(a):
         for i in tl.affine_range(tl.cdiv(r_dim, p)):
@@ -45,8 +48,12 @@ def softmax_fwd(x, out):
                 cols = tl.arange(c_dim)[None, :]
                 m = (rows < r_dim) if rr else None
                 t = tl.load(_at(x, b, rows, cols), mask=m).astype(tl.float32)
-                e = tl.exp(t - tl.max(t, axis=1, keepdims=True))
-                tl.store(_at(out, b, rows, cols), e / tl.sum(e, axis=1, keepdims=True), mask=m)
+                sh = t - tl.max(t, axis=1, keepdims=True)
+                e = tl.exp(sh)
+                if log:
+                    tl.store(_at(out, b, rows, cols), sh - tl.log(tl.sum(e, axis=1, keepdims=True)), mask=m)
+                else:
+                    tl.store(_at(out, b, rows, cols), e / tl.sum(e, axis=1, keepdims=True), mask=m)
             else:
                 mx = tl.full((p, 1), -math.inf, tl.float32)
                 for j in tl.sequential_range(tl.cdiv(c_dim, f)):
@@ -58,16 +65,21 @@ def softmax_fwd(x, out):
                     cols = j * f + tl.arange(f)[None, :]
                     t = tl.load(_at(x, b, rows, cols), mask=(rows < r_dim) & (cols < c_dim), other=-math.inf)
                     s[...] = s + tl.sum(tl.exp(t.astype(tl.float32) - mx), axis=1, keepdims=True)
+                if log:
+                    s = mx + tl.log(s)
                 for j in tl.affine_range(tl.cdiv(c_dim, f)):
                     cols = j * f + tl.arange(f)[None, :]
                     m = (rows < r_dim) & (cols < c_dim)
                     t = tl.load(_at(x, b, rows, cols), mask=m).astype(tl.float32)
-                    tl.store(_at(out, b, rows, cols), tl.exp(t - mx) / s, mask=m)
+                    tl.store(_at(out, b, rows, cols), (t - s) if log else tl.exp(t - mx) / s, mask=m)
 
 
 @trn.kernel
-def softmax_bwd(g, y, out):
-    """``out = y * (g - sum(g * y))`` along C: the gradient of softmax given its output ``y``."""
+def softmax_bwd(g, y, out, log):
+    """``out = y * (g - sum(g * y))`` along C: the gradient of softmax given its output ``y``.
+
+    ``log``: the gradient of log-softmax, ``out = g - exp(y) * sum(g)``.
+    """
     a, r_dim, c_dim, p, f, rr = _tiling(g)
     for b in tl.affine_range(a):
         for i in tl.affine_range(tl.cdiv(r_dim, p)):
@@ -77,8 +89,12 @@ def softmax_bwd(g, y, out):
                 m = (rows < r_dim) if rr else None
                 gt = tl.load(_at(g, b, rows, cols), mask=m).astype(tl.float32)
                 yt = tl.load(_at(y, b, rows, cols), mask=m).astype(tl.float32)
-                s = tl.sum(gt * yt, axis=1, keepdims=True)
-                tl.store(_at(out, b, rows, cols), yt * (gt - s), mask=m)
+                if log:
+                    s = tl.sum(gt, axis=1, keepdims=True)
+                    tl.store(_at(out, b, rows, cols), gt - tl.exp(yt) * s, mask=m)
+                else:
+                    s = tl.sum(gt * yt, axis=1, keepdims=True)
+                    tl.store(_at(out, b, rows, cols), yt * (gt - s), mask=m)
             else:
                 s = tl.zeros((p, 1), tl.float32)
                 for j in tl.sequential_range(tl.cdiv(c_dim, f)):
@@ -86,22 +102,20 @@ def softmax_bwd(g, y, out):
                     m = (rows < r_dim) & (cols < c_dim)
                     gt = tl.load(_at(g, b, rows, cols), mask=m).astype(tl.float32)
                     yt = tl.load(_at(y, b, rows, cols), mask=m).astype(tl.float32)
-                    s[...] = s + tl.sum(gt * yt, axis=1, keepdims=True)
+                    s[...] = s + tl.sum(gt if log else gt * yt, axis=1, keepdims=True)
                 for j in tl.affine_range(tl.cdiv(c_dim, f)):
                     cols = j * f + tl.arange(f)[None, :]
                     m = (rows < r_dim) & (cols < c_dim)
                     gt = tl.load(_at(g, b, rows, cols), mask=m).astype(tl.float32)
                     yt = tl.load(_at(y, b, rows, cols), mask=m).astype(tl.float32)
-                    tl.store(_at(out, b, rows, cols), yt * (gt - s), mask=m)
+                    tl.store(_at(out, b, rows, cols), (gt - tl.exp(yt) * s) if log else yt * (gt - s), mask=m)
 
 
 def _last(t: torch.Tensor, dim: int) -> torch.Tensor:
     return t.movedim(dim, -1) if dim != t.dim() - 1 else t
 
 
-@lowering("aten::_softmax", dtypes=U.FLOAT_DTYPES)
-def softmax(self: torch.Tensor, dim: int, half_to_float: bool) -> Any:
-    """Softmax along ``dim`` (``half_to_float`` is CUDA-only, as on the CPU)."""
+def _forward(self: torch.Tensor, dim: int, half_to_float: bool, log: bool) -> Any:
     if half_to_float or self.is_conj() or self.is_neg():
         return NotImplemented
     nd = max(self.dim(), 1)
@@ -111,16 +125,32 @@ def softmax(self: torch.Tensor, dim: int, half_to_float: bool) -> Any:
     out = torch.empty(self.shape, dtype=self.dtype, device="trn")
     if self.numel() == 0:
         return out
-    if self.dim() == 0:
-        return out.fill_(1.0)
-    for x, o in U.row_views([_last(self, dim), _last(out, dim)]):
-        softmax_fwd(x, o)
+    xs = self if self.dim() else U.view(self, (1,), (1,), self.storage_offset())
+    os_ = out if out.dim() else U.view(out, (1,), (1,), 0)
+    for x, o in U.row_views([_last(xs, dim), _last(os_, dim)]):
+        softmax_fwd(x, o, log)
     return out
 
 
-@lowering("aten::_softmax_backward_data", dtypes=U.FLOAT_DTYPES)
-def softmax_backward(grad_output: torch.Tensor, output: torch.Tensor, dim: int, input_dtype: torch.dtype) -> Any:
-    """Gradient of softmax with respect to its input."""
+@lowering("aten::_softmax", dtypes=U.FLOAT_DTYPES)
+def softmax(self: torch.Tensor, dim: int, half_to_float: bool) -> Any:
+    """Softmax along ``dim`` (``half_to_float`` is CUDA-only, as on the CPU).
+
+    Example: ``torch.softmax(torch.randn(4, 8).to("trn"), 0)`` runs ``softmax_fwd`` on a strided view.
+    """
+    return _forward(self, dim, half_to_float, False)
+
+
+@lowering("aten::_log_softmax", dtypes=U.FLOAT_DTYPES)
+def log_softmax(self: torch.Tensor, dim: int, half_to_float: bool) -> Any:
+    """Log-softmax along ``dim``: ``x - max - log(sum(exp(x - max)))``.
+
+    Example: ``torch.log_softmax(torch.randn(4, 8).to("trn"), -1)``.
+    """
+    return _forward(self, dim, half_to_float, True)
+
+
+def _backward(grad_output: torch.Tensor, output: torch.Tensor, dim: int, input_dtype: torch.dtype, log: bool) -> Any:
     if grad_output.shape != output.shape or input_dtype not in U.FLOAT_DTYPES:
         return NotImplemented
     nd = max(output.dim(), 1)
@@ -131,5 +161,18 @@ def softmax_backward(grad_output: torch.Tensor, output: torch.Tensor, dim: int, 
     if output.dim() == 0:
         return out.zero_()
     for g, y, o in U.row_views([_last(grad_output, dim), _last(output, dim), _last(out, dim)]):
-        softmax_bwd(g, y, o)
+        softmax_bwd(g, y, o, log)
     return out
+
+
+@lowering("aten::_softmax_backward_data", dtypes=U.FLOAT_DTYPES)
+def softmax_backward(grad_output: torch.Tensor, output: torch.Tensor, dim: int, input_dtype: torch.dtype) -> Any:
+    """Gradient of softmax with respect to its input."""
+    return _backward(grad_output, output, dim, input_dtype, False)
+
+
+@lowering("aten::_log_softmax_backward_data", dtypes=U.FLOAT_DTYPES)
+def log_softmax_backward(grad_output: torch.Tensor, output: torch.Tensor, dim: int,
+                         input_dtype: torch.dtype) -> Any:
+    """Gradient of log-softmax: ``g - exp(y) * sum(g)``."""
+    return _backward(grad_output, output, dim, input_dtype, True)
