@@ -1,7 +1,7 @@
 """Ops lowered as torch's own decompositions into ops that have native lowerings.
 
-``addcmul``/``addcdiv`` (the Adam family's updates), ``rsub`` and ``baddbmm`` decompose into
-``mul``/``div``/``add``/``sub``/``bmm``, which run as trnlang kernels; in-place and ``out=``
+``rsub`` and ``baddbmm`` decompose into ``mul``/``add``/``sub``/``bmm``, which run as trnlang
+kernels (``addcmul``/``addcdiv`` have native kernels in ``stdlib_kernels.ternary``); in-place and ``out=``
 variants are routed to the same decomposition. Calls with other dtypes run through the CPU
 fallback.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from stdlib_kernels import _util as U
 from trnlang.device.registry import lowering, resolve
 
-DECOMPOSED = ("aten::addcmul", "aten::addcdiv", "aten::rsub.Tensor", "aten::rsub.Scalar", "aten::baddbmm")
+DECOMPOSED = ("aten::rsub.Tensor", "aten::rsub.Scalar", "aten::baddbmm")
 
 
 def _register() -> None:
@@ -19,7 +19,7 @@ def _register() -> None:
 
     for name in DECOMPOSED:
         fn = decomposition_table[resolve(name)]
-        dtypes = U.FLOAT_DTYPES if name in ("aten::addcdiv", "aten::baddbmm") else U.NATIVE_DTYPES
+        dtypes = U.FLOAT_DTYPES if name == "aten::baddbmm" else U.NATIVE_DTYPES
         lowering(name, dtypes=dtypes, kind="decomposition")(fn)
 
 

@@ -1,18 +1,35 @@
-"""Elementwise binary ops: ``add``/``sub`` (with ``alpha``), ``mul``, ``div`` (true division).
+"""Elementwise binary ops from one table: arithmetic, ``div`` rounding modes, ``pow``, ``maximum``/``minimum``,
+``fmax``/``fmin``, ``fmod``/``remainder``, ``copysign``, ``hypot``, ``xlogy``, ``clamp_min``/``clamp_max``.
 
-One kernel serves them all. Broadcasting is done with strides (stride-0 views, never copies);
-dims that are contiguous in every operand are merged first, so most calls run a 1- to 3-D
-kernel; higher ranks loop over the leading dims on the host. Scalars (Python numbers, CPU 0-dim
-tensors, one-element device tensors) are ``[1, 1]`` device operands broadcast on chip, so new
-values never recompile. Type promotion follows torch (``torch.result_type``): arithmetic runs
-in fp32 (int32 for integer results) and the store rounds to the output dtype, which is what
-torch's CPU kernels do for bf16/fp16 too.
+One kernel (:func:`elementwise`) serves them all: the op is a compile-time string naming an entry of
+:data:`BINARY_OPS`, a function of two tiles written with the ``tl`` ALU functions (ops the ALU
+lacks, like ``remainder`` or ``hypot``, are composed there with torch's own rounding and sign rules).
+The comparison / logical / bitwise ops of ``stdlib_kernels.compare`` use the same kernel and table.
+
+Broadcasting is done with strides (stride-0 views, never copies); dims that are contiguous in every
+operand are merged first (:func:`launch`), so most calls run a 1- to 3-D kernel; higher ranks loop
+over the leading dims on the host. Scalars (Python numbers, CPU 0-dim tensors, one-element device
+tensors) are ``[1, 1]`` device operands broadcast on chip, so new values never recompile. Type
+promotion follows torch (``torch.result_type``): arithmetic runs in fp32 (int32 for integer
+results) and the store rounds to the output dtype, which is what torch's CPU kernels do for
+bf16/fp16 too. Operands may be fp32/bf16/fp16, int32/int16/int8/uint8, bool, and int64 (an
+HBM-only type: loads narrow it to int32, so int64 operands are first checked on the device to hold
+values in a range where the int32 result is exact; otherwise the call is declined).
+
+Integer division-like ops (``div`` with a rounding mode, ``fmod``, ``remainder``) are native only
+for a non-zero Python-number divisor: a zero integer divisor must raise, which needs the CPU.
+
+Example:
+    >>> import torch
+    >>> a = torch.randn(4, 3, device="trn")                         # doctest: +SKIP
+    >>> torch.remainder(a, 0.7), torch.maximum(a, a[:1]), a.pow(2)  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import itertools
-from typing import Any
+import math
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -21,7 +38,108 @@ import trnlang.language as tl
 from stdlib_kernels import _util as U
 from trnlang.device import lowering
 
+#: Tensor dtypes an elementwise operand may have (int64 values are range-checked, see :func:`int64_ok`).
+OPERAND_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.int16, torch.int8, torch.uint8,
+                  torch.bool, torch.int64)
+#: Dtypes an elementwise result may be stored as.
+RESULT_DTYPES = OPERAND_DTYPES
+_INT_RANGE = 2**31
+_CT = {"f32": tl.float32, "i32": tl.int32}
 
+
+# ---------------------------------------------------------------------------------------------- tile math
+def _signbit(y: Any) -> Any:
+    """``y`` is negative, -0.0 included (1 / -0.0 = -inf)."""
+    return (y < 0) | ((1.0 / y) < 0)
+
+
+def _trunc(q: Any) -> Any:
+    return tl.where(q < 0, tl.ceil(q), tl.floor(q))
+
+
+def _div_floor_f(a: Any, b: Any) -> Any:
+    """torch's ``div_floor_floating``: floor of the exact quotient (via fmod), IEEE a / b for b == 0."""
+    q = a / b
+    mod = tl.fmod(a, b)
+    div = (a - mod) / b
+    fix = (mod != 0) & ((b < 0) != (mod < 0))
+    div = div - tl.where(fix, 1.0, 0.0)
+    fl = tl.floor(div)
+    fl = fl + tl.where((div - fl) > 0.5, 1.0, 0.0)
+    fl = tl.where(div == 0, tl.where(_signbit(q), -0.0, 0.0), fl)
+    return tl.where(b == 0, q, fl)
+
+
+def _div_trunc_i(a: Any, b: Any) -> Any:
+    """Exact int32 truncating division (b != 0): an fp32 estimate of the exact multiple, corrected twice."""
+    r = tl.fmod(a, b)
+    n = a - r  # an exact multiple of b
+    q0 = tl.floor(n / b + 0.5).astype(tl.int32)
+    k = tl.floor((n - q0 * b) / b + 0.5).astype(tl.int32)  # |residual / b| <~ 400: exact in fp32
+    return q0 + k
+
+
+def _div_floor_i(a: Any, b: Any) -> Any:
+    r = tl.fmod(a, b)
+    fix = (r != 0) & ((r < 0) != (b < 0))
+    return _div_trunc_i(a, b) - tl.where(fix, 1, 0)
+
+
+def _remainder(a: Any, b: Any) -> Any:
+    """Python-style modulus (sign of the divisor), as torch: ``fmod`` plus ``b`` when the signs differ."""
+    mod = tl.fmod(a, b)
+    fix = (mod != 0) & ((b < 0) != (mod < 0))
+    return tl.where(fix, mod + b, mod)
+
+
+def _fmax(a: Any, b: Any) -> Any:
+    return tl.where(b != b, a, tl.where(a != a, b, tl.maximum(a, b)))
+
+
+def _fmin(a: Any, b: Any) -> Any:
+    return tl.where(b != b, a, tl.where(a != a, b, tl.minimum(a, b)))
+
+
+def _copysign(a: Any, b: Any) -> Any:
+    m = tl.abs(a)
+    return tl.where(_signbit(b), -m, m)
+
+
+def _hypot(a: Any, b: Any) -> Any:
+    """sqrt(a^2 + b^2) without overflow/underflow: big * sqrt(1 + (small / big)^2); inf wins over NaN."""
+    x, y = tl.abs(a), tl.abs(b)
+    big, small = tl.maximum(x, y), tl.minimum(x, y)
+    r = small / big
+    h = big * tl.sqrt(1.0 + r * r)
+    h = tl.where(big == 0, 0.0, h)
+    return tl.where((x == math.inf) | (y == math.inf), math.inf, h)
+
+
+def _xlogy(a: Any, b: Any) -> Any:
+    """``a * log(b)``, 0 where a == 0 (unless b is NaN)."""
+    return tl.where(b != b, math.nan, tl.where(a == 0, 0.0, a * tl.log(b)))
+
+
+#: op name -> function of two compute-type tiles (or a tile and a [1, 1] scalar tile).
+BINARY_OPS: dict[str, Callable[[Any, Any], Any]] = {
+    "add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y, "div": lambda x, y: x / y,
+    "rsub": lambda x, y: y - x,
+    "div_trunc": lambda x, y: _trunc(x / y), "div_floor": _div_floor_f,
+    "div_trunc_i": _div_trunc_i, "div_floor_i": _div_floor_i,
+    "pow": tl.power, "rpow": lambda x, y: tl.power(y, x),
+    "maximum": tl.maximum, "minimum": tl.minimum, "fmax": _fmax, "fmin": _fmin,
+    "fmod": tl.fmod, "remainder": _remainder, "copysign": _copysign, "hypot": _hypot, "xlogy": _xlogy,
+    "eq": lambda x, y: x == y, "ne": lambda x, y: x != y, "lt": lambda x, y: x < y,
+    "le": lambda x, y: x <= y, "gt": lambda x, y: x > y, "ge": lambda x, y: x >= y,
+    "logical_and": tl.logical_and, "logical_or": tl.logical_or, "logical_xor": tl.logical_xor,
+    "bitwise_and": tl.bitwise_and, "bitwise_or": tl.bitwise_or, "bitwise_xor": tl.bitwise_xor,
+    # int64 range check: x is the low word, y the high word of an int64; 1 where the value is not within
+    # [-bound, bound) (the bound is the [1, 1] alpha operand).
+    "i64_bad": lambda x, y: y != tl.where(x < 0, -1, 0),
+}
+
+
+# ---------------------------------------------------------------------------------------------- kernel
 def _shape3(t: Any) -> tuple[int, int, int]:
     if t.ndim == 3:
         return t.shape
@@ -30,7 +148,8 @@ def _shape3(t: Any) -> tuple[int, int, int]:
     return (1, 1, t.shape[0])
 
 
-def _at(t: Any, b: Any, rows: Any, cols: Any) -> Any:
+def at(t: Any, b: Any, rows: Any, cols: Any) -> Any:
+    """The access of ``t`` (1- to 3-D) at batch ``b``, partition rows ``rows``, free columns ``cols``."""
     if t.ndim == 3:
         return t[b, rows, cols]
     if t.ndim == 2:
@@ -38,61 +157,74 @@ def _at(t: Any, b: Any, rows: Any, cols: Any) -> Any:
     return t[cols]
 
 
-def _apply(op: str, x: Any, y: Any) -> Any:
-    if op == "add":
-        return x + y
-    if op == "sub":
-        return x - y
-    if op == "mul":
-        return x * y
-    return x / y
+_at = at  # the name stdlib_kernels.copy imports
+
+
+def load_operand(t: Any, scalar: bool, b: Any, rows: Any, cols: Any, m: Any, compute: str) -> Any:
+    """Load one operand tile in its compute type (a ``[1, 1]`` scalar operand is loaded by the caller)."""
+    v = tl.load(at(t, b, rows, cols), mask=m)
+    return v if compute == "bool" else v.astype(_CT[compute])
 
 
 @trn.kernel
-def elementwise(x, y, alpha, out, op, xs, ys, compute):
-    """``out = op(x, y * alpha)`` over 1- to 3-D tensors (rows tiled by 128, the free dim by chunks).
+def elementwise(x, y, alpha, out, op, scal, compute):
+    """``out = BINARY_OPS[op](x, y * alpha)`` over 1- to 3-D tensors (rows tiled by 128, the free dim by chunks).
 
-    ``xs``/``ys``: the operand is a ``[1, 1]`` scalar broadcast on chip. ``alpha``: None or a
+    ``scal``: per operand, True if it is a ``[1, 1]`` scalar broadcast on chip. ``alpha``: None or a
     ``[1, 1]`` tensor. ``compute``: ``"f32"`` or ``"i32"`` arithmetic.
     """
     a, n, d = _shape3(out)
-    ct = tl.float32 if compute == "f32" else tl.int32
+    ct = _CT[compute]
+    fn = BINARY_OPS[op]
     p = min(128, n)
     f = min(d, U.FREE_CHUNK)
     ragged = n % p != 0 or d % f != 0
-    x0 = tl.load(x[0:1, 0:1]).astype(ct) if xs else None
-    y0 = tl.load(y[0:1, 0:1]).astype(ct) if ys else None
+    x0 = tl.load(x[0:1, 0:1]).astype(ct) if scal[0] else None
+    y0 = tl.load(y[0:1, 0:1]).astype(ct) if scal[1] else None
+    scaled = alpha is not None and op != "i64_bad"
     if alpha is not None:
         a0 = tl.load(alpha[0:1, 0:1]).astype(ct)
-        y0 = y0 * a0 if ys else None
+        y0 = y0 * a0 if scaled and scal[1] else y0
     for b in tl.affine_range(a):
         for i in tl.affine_range(tl.cdiv(n, p)):
             rows = i * p + tl.arange(p)[:, None]
             for j in tl.affine_range(tl.cdiv(d, f)):
                 cols = j * f + tl.arange(f)[None, :]
                 m = ((rows < n) & (cols < d)) if ragged else None
-                xt = x0 if xs else tl.load(_at(x, b, rows, cols), mask=m).astype(ct)
-                if ys:
+                xt = x0 if scal[0] else load_operand(x, False, b, rows, cols, m, compute)
+                if scal[1]:
                     yt = y0
                 else:
-                    yt = tl.load(_at(y, b, rows, cols), mask=m).astype(ct)
-                    if alpha is not None:
+                    yt = load_operand(y, False, b, rows, cols, m, compute)
+                    if scaled:
                         yt = yt * a0
-                tl.store(_at(out, b, rows, cols), _apply(op, xt, yt), mask=m)
+                if op == "i64_bad":  # y: high words, x: low words, alpha: the bound
+                    r = fn(xt, yt) | (xt >= a0) | (xt < -a0)
+                else:
+                    r = fn(xt, yt)
+                tl.store(at(out, b, rows, cols), r, mask=m)
 
 
+# ---------------------------------------------------------------------------------------------- host side
 _BIG_1D = 4096
 
 
-def _launch(op: str, full: list[torch.Tensor | None], scal: list[torch.Tensor | None], alpha: torch.Tensor | None,
-            out: torch.Tensor, compute: str) -> None:
-    """Coalesce dims, make strided views, launch (looping over leading dims beyond 3)."""
+def launch(kern: Any, op: str, full: Sequence[torch.Tensor | None], scal: Sequence[torch.Tensor | None],
+           extra: torch.Tensor | None, out: torch.Tensor, compute: Any) -> None:
+    """Broadcast ``full`` operands to ``out``'s shape with strides, coalesce dims, launch ``kern``.
+
+    ``kern(*operands, extra, out, op, scal_flags, compute)`` is called once per 1- to 3-D piece
+    (a loop over leading dims beyond 3); operand ``k`` is ``full[k]`` (a view) or ``scal[k]`` (a
+    ``[1, 1]`` scalar).
+    """
+    nops = len(full)
+    flags = tuple(full[k] is None for k in range(nops))
     shape = tuple(out.shape)
     ops = [t for t in full if t is not None]
     direct = len(shape) in (1, 2, 3) and all(tuple(t.shape) == shape for t in ops)
     if direct and not (len(shape) == 1 and shape[0] >= _BIG_1D):
-        args = [full[k] if full[k] is not None else scal[k] for k in range(2)]
-        elementwise(args[0], args[1], alpha, out, op, full[0] is None, full[1] is None, compute)
+        args = [full[k] if full[k] is not None else scal[k] for k in range(nops)]
+        kern(*args, extra, out, op, flags, compute)
         return
     strides = [U.broadcast_strides(t, shape) for t in ops] + [list(out.stride())]
     sh, sts = U.coalesce(shape, strides)
@@ -114,98 +246,341 @@ def _launch(op: str, full: list[torch.Tensor | None], scal: list[torch.Tensor | 
     for pshape, pstrides, poffs in parts:
         vs = [U.view(t, pshape, pstrides[k], t.storage_offset() + poffs[k]) for k, t in enumerate(views_of)]
         it = iter(vs[:-1])
-        args = [next(it) if full[k] is not None else scal[k] for k in range(2)]
-        elementwise(args[0], args[1], alpha, vs[-1], op, full[0] is None, full[1] is None, compute)
+        args = [next(it) if full[k] is not None else scal[k] for k in range(nops)]
+        kern(*args, extra, vs[-1], op, flags, compute)
 
 
-def _binary(op: str, self: Any, other: Any, alpha: Any, out: torch.Tensor | None) -> Any:
-    operands = (self, other)
-    full: list[torch.Tensor | None] = [None, None]
-    values: list[Any] = [None, None]
+def int64_ok(t: torch.Tensor, bound: int) -> bool:
+    """All values of a ``trn`` int64 tensor lie in ``[-bound, bound)`` (bound <= 2**31), checked on the device.
+
+    The tensor's 8-byte words are read as (low, high) int32 pairs; a kernel flags the elements whose
+    high word is not the sign extension of the low one or whose low word is out of range.
+    """
+    if t.numel() == 0:
+        return True
+    w = U.view(t, (1,), (1,), t.storage_offset()) if t.dim() == 0 else t
+    if w.stride()[-1] != 1:
+        return False
+    v = w.view(torch.int32)  # [..., 2n]
+    lo = v[..., 0::2]
+    hi = v[..., 1::2]
+    bad = torch.empty(tuple(w.shape), dtype=torch.float32, device="trn")
+    bound_t = U.scalar_tensor(int(min(bound, _INT_RANGE - 1)), torch.int32)
+    launch(elementwise, "i64_bad", [lo, hi], [None, None], bound_t, bad, "i32")
+    return float(bad.sum().item()) == 0.0
+
+
+class Operands:
+    """Operands of an elementwise call classified: device tensors (``full``) and Python values (``values``)."""
+
+    def __init__(self, full: list[torch.Tensor | None], values: list[Any]) -> None:
+        self.full = full
+        self.values = values
+
+
+def classify(operands: Sequence[Any], dtypes: Sequence[torch.dtype] = OPERAND_DTYPES) -> Operands | None:
+    """Split operands into device tensors and scalars; None if one is neither (or has another dtype)."""
+    full: list[torch.Tensor | None] = [None] * len(operands)
+    values: list[Any] = [None] * len(operands)
     for k, v in enumerate(operands):
         if U.is_trn(v):
-            if v.dtype not in U.NATIVE_DTYPES:
-                return NotImplemented
+            if v.dtype not in dtypes:
+                return None
             full[k] = v
         else:
             sv = U.scalar_value(v)
-            if sv is None:
-                return NotImplemented
+            if sv is None or isinstance(sv, complex):
+                return None
             values[k] = sv
-    rdt = torch.result_type(self, other)
-    if op == "div" and not rdt.is_floating_point:
-        rdt = torch.get_default_dtype()
-    if rdt not in U.NATIVE_DTYPES:
-        return NotImplemented
-    is_float = rdt.is_floating_point
-    if alpha is not None and alpha != 1:
-        if isinstance(alpha, complex) or (not is_float and not isinstance(alpha, int)):
-            return NotImplemented
-    else:
-        alpha = None
-    ops = [t for t in full if t is not None]
-    if not ops:
-        return NotImplemented
-    shape = ops[0].shape if len(ops) == 1 or ops[0].shape == ops[1].shape else \
-        torch.broadcast_shapes(*[t.shape for t in ops])
+    if all(t is None for t in full):
+        return None
+    return Operands(full, values)
+
+
+def prepare_out(shape: Sequence[int], rdt: torch.dtype, ops: Sequence[torch.Tensor], out: torch.Tensor | None,
+                exact_dtype: bool = False) -> torch.Tensor | None:
+    """The output tensor (allocated, or a checked ``out=``); None to decline."""
     if out is None:
-        out = U.new_output(shape, rdt, ops)
-    else:
-        if U.is_trn(out) and out.numel() == 0 and tuple(out.shape) != tuple(shape):
-            out.resize_(shape)  # the usual empty out= tensor: resized without a warning
-        if (not U.is_trn(out) or tuple(out.shape) != tuple(shape) or out.dtype not in U.NATIVE_DTYPES
-                or not torch.can_cast(rdt, out.dtype) or U.has_internal_overlap(out)):
-            return NotImplemented
-        if any(U.overlaps(out, t) and not U.same_view(out, t) for t in ops):
-            return NotImplemented
-    if out.numel() == 0:
-        return out
-    sdt = torch.float32 if is_float else torch.int32
-    scal: list[torch.Tensor | None] = [None, None]
-    for k in range(2):
-        if full[k] is None:
-            v = values[k]
-            if not is_float and not -2**31 <= int(v) < 2**31:
-                return NotImplemented
-            scal[k] = U.scalar_tensor(float(v) if is_float else int(v), sdt)
-        elif full[k].numel() == 1 and len(shape) > 0 and tuple(shape) != tuple(full[k].shape):
-            scal[k] = U.as_1x1(full[k])
-            full[k] = None
-    if full[0] is None and full[1] is None:  # both scalars: treat x as a full one-element operand
-        full[0] = U.view(scal[0], (1,), (1,), scal[0].storage_offset())
-        scal[0] = None
-        if out.numel() != 1:
-            return NotImplemented
-    alpha_t = U.scalar_tensor(float(alpha) if is_float else int(alpha), sdt) if alpha is not None else None
-    _launch(op, full, scal, alpha_t, out, "f32" if is_float else "i32")
+        return U.new_output(shape, rdt, ops)
+    if U.is_trn(out) and out.numel() == 0 and tuple(out.shape) != tuple(shape):
+        out.resize_(shape)  # the usual empty out= tensor: resized without a warning
+    if (not U.is_trn(out) or tuple(out.shape) != tuple(shape) or out.dtype not in RESULT_DTYPES
+            or not torch.can_cast(rdt, out.dtype) or U.has_internal_overlap(out)
+            or (exact_dtype and out.dtype != rdt)):
+        return None
+    if any(U.overlaps(out, t) and not U.same_view(out, t) for t in ops):
+        return None
     return out
 
 
-@lowering("aten::add.Tensor", dtypes=U.NATIVE_DTYPES)
+def scalar_operand(v: Any, compute: str) -> torch.Tensor | None:
+    """A Python scalar as a ``[1, 1]`` device tensor of the compute type; None if it does not fit."""
+    if compute == "f32":
+        return U.scalar_tensor(float(v), torch.float32)
+    if isinstance(v, float) and not v.is_integer():
+        return None
+    if not -_INT_RANGE <= int(v) < _INT_RANGE:
+        return None
+    return U.scalar_tensor(int(v), torch.int32)
+
+
+def to_scalars(o: Operands, shape: Sequence[int], computes: Sequence[str]) -> list[torch.Tensor | None] | None:
+    """``[1, 1]`` device operands for the scalars and for one-element tensors broadcast to a bigger shape."""
+    scal: list[torch.Tensor | None] = [None] * len(o.full)
+    for k in range(len(o.full)):
+        t = o.full[k]
+        if t is None:
+            s = scalar_operand(o.values[k], computes[k] if computes[k] != "bool" else "i32")
+            if s is None:
+                return None
+            scal[k] = s
+        elif t.numel() == 1 and len(shape) > 0 and tuple(shape) != tuple(t.shape):
+            scal[k] = U.as_1x1(t)
+            o.full[k] = None
+    if all(t is None for t in o.full):  # all scalars: treat the first as a full one-element operand
+        if U.prod(shape) != 1:
+            return None
+        s = scal[0]
+        o.full[0] = U.view(s, (1,), (1,), s.storage_offset())
+        scal[0] = None
+    return scal
+
+
+def int64_guard(o: Operands, bound: int) -> bool:
+    """Every int64 device operand holds values in ``[-bound, bound)``."""
+    return all(t is None or t.dtype != torch.int64 or int64_ok(t, bound) for t in o.full)
+
+
+#: integer ops whose int64 operands must be small enough for the int32 result to be exact.
+_I64_BOUND = {"add": 2**30, "sub": 2**30, "mul": 2**15, "rsub": 2**30}
+#: integer ops whose result stays within the range of their operands.
+_I64_SAFE = ("maximum", "minimum", "fmax", "fmin", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
+             "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "div_trunc_i", "div_floor_i", "fmod",
+             "remainder", "where", "clamp")
+
+
+def i64_bound(op: str, compute: str, scaled: bool) -> int | None:
+    """The range ``[-bound, bound)`` int64 operands of ``op`` must lie in; None: int64 is declined."""
+    if compute == "f32":
+        return _INT_RANGE  # torch converts to fp32 as well: only the int32 narrowing must be exact
+    if op in _I64_SAFE:
+        return _INT_RANGE
+    if op in _I64_BOUND and not scaled:
+        return _I64_BOUND[op]
+    return None
+
+
+def run_binary(op: str, self: Any, other: Any, out: torch.Tensor | None, *, alpha: Any = None,
+               rdt: torch.dtype | None = None, compute: str | None = None, int_scalar_divisor: bool = False,
+               float_only: bool = False) -> Any:
+    """Launch ``BINARY_OPS[op]`` on two operands (tensors or scalars) with torch's promotion; NotImplemented
+    declines.
+
+    ``rdt`` overrides the result dtype (bool for comparisons); ``compute`` the arithmetic type (default:
+    fp32 for a float result, else int32). ``int_scalar_divisor``: integer arithmetic needs a non-zero
+    Python-number second operand. ``float_only``: integer results are declined.
+    """
+    o = classify((self, other))
+    if o is None:
+        return NotImplemented
+    common = torch.result_type(self, other)
+    rdt = rdt or common
+    if rdt not in RESULT_DTYPES or common not in RESULT_DTYPES:
+        return NotImplemented
+    if compute is None:
+        compute = "f32" if common.is_floating_point else "i32"
+    if compute == "i32":
+        if float_only:
+            return NotImplemented
+        if int_scalar_divisor and (o.full[1] is not None or o.values[1] == 0):
+            return NotImplemented
+        if op.startswith("div_"):
+            op += "_i"
+    if alpha is not None and alpha != 1:
+        if isinstance(alpha, complex) or (compute == "i32" and not isinstance(alpha, int)):
+            return NotImplemented
+    else:
+        alpha = None
+    ops = [t for t in o.full if t is not None]
+    bound = None
+    if any(t.dtype == torch.int64 for t in ops) or rdt == torch.int64:
+        bound = i64_bound(op, compute, alpha is not None)
+        if bound is None:
+            return NotImplemented
+    shape = ops[0].shape if len(ops) == 1 or ops[0].shape == ops[1].shape else \
+        torch.broadcast_shapes(*[t.shape for t in ops])
+    res = prepare_out(shape, rdt, ops, out)
+    if res is None:
+        return NotImplemented
+    if res.numel() == 0:
+        return res
+    if bound is not None and not int64_guard(o, bound):
+        return NotImplemented
+    scal = to_scalars(o, shape, (compute, compute))
+    if scal is None:
+        return NotImplemented
+    alpha_t = scalar_operand(alpha, compute) if alpha is not None else None
+    if alpha is not None and alpha_t is None:
+        return NotImplemented
+    launch(elementwise, op, o.full, scal, alpha_t, res, compute)
+    return res
+
+
+def _binary(op: str, self: Any, other: Any, alpha: Any, out: torch.Tensor | None) -> Any:
+    if op == "div":
+        rdt = torch.result_type(self, other)
+        if not rdt.is_floating_point:
+            rdt = torch.get_default_dtype()
+        return run_binary(op, self, other, out, rdt=rdt, compute="f32")
+    return run_binary(op, self, other, out, alpha=alpha)
+
+
+@lowering("aten::add.Tensor", dtypes=OPERAND_DTYPES)
 def add(self: Any, other: Any, *, alpha: Any = 1, out: torch.Tensor | None = None) -> Any:
     """``self + alpha * other``."""
     return _binary("add", self, other, alpha, out)
 
 
-@lowering("aten::sub.Tensor", dtypes=U.NATIVE_DTYPES)
+@lowering("aten::sub.Tensor", dtypes=OPERAND_DTYPES)
 def sub(self: Any, other: Any, *, alpha: Any = 1, out: torch.Tensor | None = None) -> Any:
     """``self - alpha * other``."""
+    if torch.result_type(self, other) == torch.bool:
+        return NotImplemented  # torch raises for bool subtraction
     return _binary("sub", self, other, alpha, out)
 
 
-@lowering("aten::mul.Tensor", dtypes=U.NATIVE_DTYPES)
+@lowering("aten::mul.Tensor", dtypes=OPERAND_DTYPES)
 def mul(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     """``self * other``."""
+    if torch.result_type(self, other) == torch.bool:
+        return run_binary("logical_and", self, other, out, rdt=torch.bool)
     return _binary("mul", self, other, None, out)
 
 
-@lowering("aten::div.Tensor", dtypes=U.NATIVE_DTYPES)
+@lowering("aten::div.Tensor", dtypes=OPERAND_DTYPES)
 def div(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     """``self / other`` (true division; integers divide in fp32)."""
     return _binary("div", self, other, None, out)
+
+
+@lowering("aten::div.Tensor_mode", dtypes=OPERAND_DTYPES)
+def div_mode(self: Any, other: Any, *, rounding_mode: str | None = None, out: torch.Tensor | None = None) -> Any:
+    """``self / other`` rounded: ``rounding_mode`` None (true division), ``"trunc"`` or ``"floor"``.
+
+    Example:
+        >>> torch.div(a, b, rounding_mode="floor")  # doctest: +SKIP
+    """
+    if rounding_mode is None:
+        return _binary("div", self, other, None, out)
+    if rounding_mode not in ("trunc", "floor"):
+        return NotImplemented
+    return run_binary("div_" + rounding_mode, self, other, out, int_scalar_divisor=True)
+
+
+@lowering("aten::floor_divide", dtypes=OPERAND_DTYPES)
+def floor_divide(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
+    """``self // other`` (``div(..., rounding_mode="floor")``)."""
+    return run_binary("div_floor", self, other, out, int_scalar_divisor=True)
 
 
 @lowering("aten::neg", dtypes=U.NATIVE_DTYPES)
 def neg(self: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
     """``-self`` (a multiply by -1: exact, and -0.0 for 0.0 as torch gives)."""
     return _binary("mul", self, -1, None, out)
+
+
+# ---------------------------------------------------------------------------------------------- more binary ops
+def _pow(self: Any, exponent: Any, out: torch.Tensor | None) -> Any:
+    rdt = torch.result_type(self, exponent)
+    if not rdt.is_floating_point:  # integer powers: negative exponents raise or truncate; leave them to torch
+        if not isinstance(exponent, (int, bool)) or exponent < 0:
+            return NotImplemented
+    if U.is_trn(exponent) and not U.is_trn(self):
+        return run_binary("rpow", exponent, self, out, rdt=rdt)
+    return run_binary("pow", self, exponent, out, rdt=rdt)
+
+
+@lowering("aten::pow.Tensor_Tensor", dtypes=OPERAND_DTYPES)
+def pow_tt(self: Any, exponent: Any, *, out: torch.Tensor | None = None) -> Any:
+    """``self ** exponent`` (both tensors)."""
+    return _pow(self, exponent, out)
+
+
+@lowering("aten::pow.Tensor_Scalar", dtypes=OPERAND_DTYPES)
+def pow_ts(self: Any, exponent: Any, *, out: torch.Tensor | None = None) -> Any:
+    """``self ** exponent`` (a Python-number exponent)."""
+    if isinstance(exponent, complex):
+        return NotImplemented
+    return _pow(self, exponent, out)
+
+
+@lowering("aten::pow.Scalar", dtypes=OPERAND_DTYPES)
+def pow_s(self: Any, exponent: Any, *, out: torch.Tensor | None = None) -> Any:
+    """``self ** exponent`` (a Python-number base)."""
+    if isinstance(self, complex):
+        return NotImplemented
+    return _pow(self, exponent, out)
+
+
+def _simple(op: str, name: str, doc: str, *, float_only: bool = False, divisor: bool = False,
+            rdt_float: bool = False) -> Callable[..., Any]:
+    def lower(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
+        rdt = None
+        if rdt_float:
+            rdt = torch.result_type(self, other)
+            if not rdt.is_floating_point:
+                rdt = torch.get_default_dtype()
+            return run_binary(op, self, other, out, rdt=rdt, compute="f32")
+        if torch.result_type(self, other) == torch.bool and op in ("fmod", "remainder"):
+            return NotImplemented
+        return run_binary(op, self, other, out, float_only=float_only, int_scalar_divisor=divisor)
+
+    lower.__name__ = name
+    lower.__doc__ = doc
+    return lower
+
+
+_MORE = {
+    # aten name: (table op, docstring, options)
+    "maximum": ("maximum", "Elementwise maximum (NaN propagates).", {}),
+    "minimum": ("minimum", "Elementwise minimum (NaN propagates).", {}),
+    "fmax": ("fmax", "Elementwise maximum ignoring NaN.", {}),
+    "fmin": ("fmin", "Elementwise minimum ignoring NaN.", {}),
+    "fmod.Tensor": ("fmod", "C remainder (sign of the dividend).", {"divisor": True}),
+    "fmod.Scalar": ("fmod", "C remainder by a number.", {"divisor": True}),
+    "remainder.Tensor": ("remainder", "Python modulus (sign of the divisor).", {"divisor": True}),
+    "remainder.Scalar": ("remainder", "Python modulus by a number.", {"divisor": True}),
+    "copysign.Tensor": ("copysign", "|self| with the sign of other.", {"rdt_float": True}),
+    "copysign.Scalar": ("copysign", "|self| with the sign of a number.", {"rdt_float": True}),
+    "hypot": ("hypot", "sqrt(self^2 + other^2) without overflow.", {"float_only": True}),
+    "xlogy.Tensor": ("xlogy", "self * log(other), 0 where self == 0.", {"rdt_float": True}),
+    "xlogy.Scalar_Other": ("xlogy", "self * log(number).", {"rdt_float": True}),
+    "clamp_min": ("maximum", "max(self, min) (NaN propagates).", {}),
+    "clamp_min.Tensor": ("maximum", "max(self, min) (NaN propagates).", {}),
+    "clamp_max": ("minimum", "min(self, max) (NaN propagates).", {}),
+    "clamp_max.Tensor": ("minimum", "min(self, max) (NaN propagates).", {}),
+}
+
+for _name, (_op, _doc, _kw) in _MORE.items():
+    _fn = _simple(_op, _name.replace(".", "_"), f"``aten::{_name}``: {_doc}", **_kw)
+    if _name.startswith("clamp_"):  # schema names: clamp_min(self, min), clamp_max(self, max)
+        _arg = "min" if _name.startswith("clamp_min") else "max"
+
+        def _clamp(self: Any, *args: Any, _f: Callable[..., Any] = _fn, _a: str = _arg, **kwargs: Any) -> Any:
+            other = args[0] if args else kwargs.pop(_a)
+            return _f(self, other, **kwargs)
+
+        _clamp.__name__ = _fn.__name__
+        _clamp.__doc__ = _fn.__doc__
+        lowering(f"aten::{_name}", dtypes=OPERAND_DTYPES)(_clamp)
+    else:
+        lowering(f"aten::{_name}", dtypes=OPERAND_DTYPES)(_fn)
+
+
+@lowering("aten::xlogy.Scalar_Self", dtypes=OPERAND_DTYPES)
+def xlogy_scalar_self(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
+    """``number * log(other)``."""
+    rdt = torch.result_type(self, other)
+    if not rdt.is_floating_point:
+        rdt = torch.get_default_dtype()
+    return run_binary("xlogy", self, other, out, rdt=rdt, compute="f32")
