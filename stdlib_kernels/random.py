@@ -1,0 +1,284 @@
+"""Random numbers on ``trn`` from a counter-based generator computed in trnlang kernels.
+
+Every element draws from a hash of ``(key, element index)``: the index (``base + row * d + col``) is mixed
+with a 64-bit key by two rounds of MurmurHash3's 32-bit finaliser (``fmix32``) on the Vector engine's integer
+ALU (int32 multiplies wrap; xor/and are bitwise). The language has no shift instruction, so the finaliser's
+logical right shift ``h >> s`` is computed exactly as ``((h & -2^s) * 2^-s) & (2^(32-s) - 1)`` through fp32
+(the masked value has at most ``32 - s <= 24`` significant bits, so the float round trip is exact).
+The low 24 bits of the hash give a uniform ``u = k / 2^24`` in ``[0, 1)``; normals use Box-Muller with a
+second hash of the same counter.
+
+The key (two int32 words) is drawn on the host from the device generator (``torch.trn.default_generator()``,
+seeded by ``torch.manual_seed`` / ``torch.trn.manual_seed``) or from the ``generator=`` argument: the same seed
+gives the same numbers, and each call advances the generator, so successive calls draw different streams.
+Keys travel as a ``[1, 2]`` device tensor (a runtime operand: a new key never recompiles). A result depends
+on the element's logical index only, so a non-contiguous ``self`` gets the same values as a contiguous one
+(generated contiguously, then copied into the view). The numbers differ from the CPU generator's (as CUDA's
+do); tests compare distributions.
+
+Lowered: ``uniform_``, ``normal_``, ``bernoulli_`` (float and tensor ``p``), ``random_`` (``from``/``to``, ranges
+up to 2^24), ``exponential_``, ``native_dropout`` (mask and scaled output in one kernel) and
+``native_dropout_backward``.
+
+Example:
+    >>> import torch
+    >>> torch.manual_seed(0)                                                  # doctest: +SKIP
+    >>> x = torch.rand(1000, device="trn")                                    # doctest: +SKIP
+    >>> y = torch.nn.functional.dropout(torch.ones(8, device="trn"), 0.5)     # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+import trnlang as trn
+import trnlang.language as tl
+from stdlib_kernels import _util as U
+from trnlang.device import lowering
+
+FLOATS = (torch.float32, torch.bfloat16, torch.float16)
+_F = 512
+_BIG = 4096
+_INV24 = 1.0 / (1 << 24)
+
+
+def _srl(h: Any, s: int) -> Any:
+    """Logical ``h >> s`` of an int32 tile, exact via fp32 (``s >= 8``)."""
+    hi = (h & -(1 << s)).astype(tl.float32) * (1.0 / (1 << s))
+    return hi.astype(tl.int32) & ((1 << (32 - s)) - 1)
+
+
+def _fmix(h: Any) -> Any:
+    """MurmurHash3 ``fmix32`` (constants as signed int32)."""
+    h = h ^ _srl(h, 16)
+    h = h * -2048144789  # 0x85ebca6b
+    h = h ^ _srl(h, 13)
+    h = h * -1028477387  # 0xc2b2ae35
+    return h ^ _srl(h, 16)
+
+
+def _u24(h: Any) -> Any:
+    """Uniform in ``[0, 1)`` from the low 24 bits."""
+    return (h & 0xFFFFFF).astype(tl.float32) * _INV24
+
+
+@trn.kernel
+def rng(out, keys, params, x, out2, kind, base):
+    """Fill the 2-D view ``out [n, d]`` (element index ``base + r * d + c``) with draws of ``kind``.
+
+    ``params [1, 2]`` fp32: (a, b) of the distribution; ``x``: the ``p`` tensor (bernoulli) or the input
+    (dropout) as a view shaped like ``out``; ``out2``: the dropout mask (bool).
+    """
+    n, d = out.shape
+    p = min(128, n)
+    f = min(d, _F)
+    ragged = n % p != 0 or d % f != 0
+    k0 = tl.load(keys[0:1, 0:1])
+    k1 = tl.load(keys[0:1, 1:2])
+    a = tl.load(params[0:1, 0:1])
+    b = tl.load(params[0:1, 1:2])
+    for i in tl.affine_range(tl.cdiv(n, p)):
+        rows = i * p + tl.arange(p)[:, None]
+        for j in tl.affine_range(tl.cdiv(d, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            m = ((rows < n) & (cols < d)) if ragged else None
+            idx = tl.copy(base + rows * d + cols, dtype=tl.int32)
+            h = _fmix((idx * -1640531535) ^ k0)  # 0x9e3779b1
+            h = _fmix(h ^ k1)
+            if kind == "uniform":  # a + (b - a) * u
+                res = a + (b - a) * _u24(h)
+            elif kind == "normal":  # a + b * z (Box-Muller)
+                u1 = ((h & 0xFFFFFF) + 1).astype(tl.float32) * _INV24
+                u2 = _u24(_fmix(h ^ 1540483477))
+                z = tl.sqrt(tl.log(u1) * -2.0) * tl.cos(u2 * (2.0 * math.pi) - math.pi)
+                res = a + b * z
+            elif kind == "exponential":  # -log(1 - u) / a
+                res = -tl.log(1.0 - _u24(h)) / a
+            elif kind == "bernoulli":  # u < a
+                res = tl.where(_u24(h) < a, tl.ones((p, f), tl.float32), tl.zeros((p, f), tl.float32))
+            elif kind == "bernoulli_t":  # u < p[i]
+                pt = tl.load(x[rows, cols], mask=m).astype(tl.float32)
+                res = tl.where(_u24(h) < pt, tl.ones((p, f), tl.float32), tl.zeros((p, f), tl.float32))
+            elif kind == "randint":  # a + floor(u * b), b = range
+                v = tl.minimum(tl.floor(_u24(h) * b), b - 1.0)
+                res = v.astype(tl.int32) + a.astype(tl.int32)
+            else:  # dropout: keep with probability 1 - a, scale by b
+                keep = _u24(h) >= a
+                xt = tl.load(x[rows, cols], mask=m).astype(tl.float32)
+                res = tl.where(keep, xt * b, tl.zeros((p, f), tl.float32))
+                tl.store(out2[rows, cols], keep, mask=m)
+            tl.store(out[rows, cols], res, mask=m)
+
+
+@trn.kernel
+def dropout_bwd(g, mask, scale, out):
+    """``out = g * mask * scale`` over 2-D views (``scale``: a ``[1, 1]`` fp32 tensor)."""
+    n, d = out.shape
+    p = min(128, n)
+    f = min(d, U.FREE_CHUNK)
+    ragged = n % p != 0 or d % f != 0
+    s = tl.load(scale[0:1, 0:1])
+    for i in tl.affine_range(tl.cdiv(n, p)):
+        rows = i * p + tl.arange(p)[:, None]
+        for j in tl.affine_range(tl.cdiv(d, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            m = ((rows < n) & (cols < d)) if ragged else None
+            gt = tl.load(g[rows, cols], mask=m).astype(tl.float32)
+            mt = tl.load(mask[rows, cols], mask=m)
+            tl.store(out[rows, cols], tl.where(mt, gt * s, tl.zeros_like(gt)), mask=m)
+
+
+def _flat_views(t: torch.Tensor) -> list[tuple[torch.Tensor, int]]:
+    """2-D views of a contiguous tensor with the flat index of their first element."""
+    n = t.numel()
+    o = t.storage_offset()
+    if n >= _BIG:
+        cols = n // 128
+        vs = [(U.view(t, (128, cols), (cols, 1), o), 0)]
+        if n - 128 * cols:
+            vs.append((U.view(t, (1, n - 128 * cols), (0, 1), o + 128 * cols), 128 * cols))
+        return vs
+    return [(U.view(t, (1, n), (0, 1), o), 0)]
+
+
+def _keys(generator: Any) -> torch.Tensor | None:
+    """Two int32 key words drawn from the generator (advancing it), as a ``[1, 2]`` device tensor."""
+    if generator is None:
+        from trnlang.device import module
+
+        generator = module.default_generator()
+    elif not isinstance(generator, torch.Generator) or generator.device.type != "cpu":
+        return None
+    k = torch.randint(-2**31, 2**31 - 1, (1, 2), generator=generator, dtype=torch.int32)
+    return k.to("trn")
+
+
+def _params(a: float, b: float) -> torch.Tensor:
+    return torch.tensor([[float(a), float(b)]], dtype=torch.float32).to("trn")
+
+
+def _run(self: torch.Tensor, kind: str, a: float, b: float, generator: Any, x: torch.Tensor | None = None,
+         out2: torch.Tensor | None = None) -> Any:
+    """Fill ``self`` (any layout) with ``kind`` draws; returns ``self`` or NotImplemented."""
+    if not U.is_trn(self):
+        return NotImplemented
+    keys = _keys(generator)
+    if keys is None:
+        return NotImplemented
+    if self.numel() == 0:
+        return self
+    dst = self if self.is_contiguous() else torch.empty(self.shape, dtype=self.dtype, device="trn")
+    params = _params(a, b)
+    xs = _flat_views(x) if x is not None else None
+    ms = _flat_views(out2) if out2 is not None else None
+    for k, (v, base) in enumerate(_flat_views(dst)):
+        rng(v, keys, params, xs[k][0] if xs else None, ms[k][0] if ms else None, kind, base)
+    if dst is not self:
+        self.copy_(dst)
+    return self
+
+
+@lowering("aten::uniform_", dtypes=FLOATS)
+def uniform_(self: torch.Tensor, from_: float = 0.0, to: float = 1.0, *, generator: Any = None) -> Any:
+    """``self.uniform_(from, to)``: ``from + (to - from) * u``, ``u`` in ``[0, 1)`` with 24 random bits."""
+    if not (math.isfinite(from_) and math.isfinite(to)) or from_ > to:
+        return NotImplemented
+    return _run(self, "uniform", from_, to, generator)
+
+
+@lowering("aten::normal_", dtypes=FLOATS)
+def normal_(self: torch.Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Any = None) -> Any:
+    """``self.normal_(mean, std)`` by Box-Muller."""
+    if std < 0 or not math.isfinite(std):
+        return NotImplemented
+    return _run(self, "normal", mean, std, generator)
+
+
+@lowering("aten::exponential_", dtypes=FLOATS)
+def exponential_(self: torch.Tensor, lambd: float = 1.0, *, generator: Any = None) -> Any:
+    """``self.exponential_(lambd)``: ``-log(1 - u) / lambd``."""
+    if not lambd > 0:
+        return NotImplemented
+    return _run(self, "exponential", lambd, 0.0, generator)
+
+
+_BERN_DTYPES = FLOATS + (torch.int32, torch.bool, torch.int64, torch.uint8, torch.int8, torch.int16)
+
+
+@lowering("aten::bernoulli_.float", dtypes=_BERN_DTYPES)
+def bernoulli_float(self: torch.Tensor, p: float = 0.5, *, generator: Any = None) -> Any:
+    """``self.bernoulli_(p)``: 1 where ``u < p`` (stored in ``self``'s dtype)."""
+    if not 0.0 <= p <= 1.0:
+        return NotImplemented
+    return _run(self, "bernoulli", p, 0.0, generator)
+
+
+@lowering("aten::bernoulli_.Tensor", dtypes=_BERN_DTYPES)
+def bernoulli_tensor(self: torch.Tensor, p: torch.Tensor, *, generator: Any = None) -> Any:
+    """``self.bernoulli_(p)`` with a (broadcast) probability tensor on ``trn``."""
+    if not U.is_trn(p) or p.dtype not in FLOATS:
+        return NotImplemented
+    try:
+        pe = p.expand(self.shape)
+    except RuntimeError:
+        return NotImplemented
+    pc = pe.contiguous()
+    return _run(self, "bernoulli_t", 0.0, 0.0, generator, x=pc)
+
+
+_INT_LIMITS = {torch.int32: (-2**31, 2**31), torch.int64: (-2**63, 2**63), torch.int16: (-2**15, 2**15),
+               torch.int8: (-128, 128), torch.uint8: (0, 256), torch.float32: (-2**24, 2**24 + 1)}
+
+
+@lowering("aten::random_.from", dtypes=tuple(_INT_LIMITS))
+def random_from(self: torch.Tensor, from_: int, to: int | None = None, *, generator: Any = None) -> Any:
+    """``self.random_(from, to)``: integers uniform in ``[from, to)`` (``|from|`` and the range up to 2^24)."""
+    if to is None:
+        return NotImplemented
+    lo, hi = _INT_LIMITS[self.dtype]
+    if not (lo <= from_ < to <= hi) or to - from_ > 1 << 24 or abs(from_) > 1 << 24:
+        return NotImplemented
+    return _run(self, "randint", from_, to - from_, generator)
+
+
+@lowering("aten::random_.to", dtypes=tuple(_INT_LIMITS))
+def random_to(self: torch.Tensor, to: int, *, generator: Any = None) -> Any:
+    """``self.random_(to)``: integers uniform in ``[0, to)``."""
+    return random_from(self, 0, to, generator=generator)
+
+
+@lowering("aten::native_dropout", dtypes=FLOATS)
+def native_dropout(input: torch.Tensor, p: float, train: bool | None = None) -> Any:
+    """``(output, mask)``: ``mask = u >= p`` (bool), ``output = input * mask / (1 - p)`` in one kernel."""
+    if not U.is_trn(input) or not 0.0 <= p <= 1.0:
+        return NotImplemented
+    if train is False:
+        return input.clone(), torch.ones(input.shape, dtype=torch.bool, device="trn")
+    x = input if input.is_contiguous() else input.contiguous()
+    out = torch.empty(input.shape, dtype=input.dtype, device="trn")
+    mask = torch.empty(input.shape, dtype=torch.bool, device="trn")
+    scale = 1.0 / (1.0 - p) if p < 1.0 else 0.0
+    r = _run(out, "dropout", p, scale, None, x=x, out2=mask)
+    if r is NotImplemented:
+        return r
+    return out, mask
+
+
+@lowering("aten::native_dropout_backward", dtypes=FLOATS + (torch.bool,))
+def native_dropout_backward(grad_output: torch.Tensor, mask: torch.Tensor, scale: float) -> Any:
+    """``grad_output * mask * scale``."""
+    if not (U.is_trn(grad_output) and U.is_trn(mask)) or mask.dtype != torch.bool \
+            or grad_output.dtype not in FLOATS or mask.shape != grad_output.shape:
+        return NotImplemented
+    g = grad_output if grad_output.is_contiguous() else grad_output.contiguous()
+    mk = mask if mask.is_contiguous() else mask.contiguous()
+    out = torch.empty(g.shape, dtype=g.dtype, device="trn")
+    if out.numel() == 0:
+        return out
+    s = U.scalar_tensor(float(scale), torch.float32)
+    for (gv, _), (mv, _), (ov, _) in zip(_flat_views(g), _flat_views(mk), _flat_views(out)):
+        dropout_bwd(gv, mv, s, ov)
+    return out
