@@ -1,0 +1,249 @@
+"""Tensor factories on ``trn``: ``arange``, ``linspace``, ``logspace``, ``eye``, each one trnlang kernel.
+
+The factories reach the backend as their ``out=`` variants (``torch.arange(10, device="trn")`` is
+``arange.start_out`` on an empty int64 tensor), so the lowerings compute the result size as torch does,
+resize ``out`` and fill it. Values come from the element index, an ``iota``-like index expression turned into an
+int32 tile: ``start + i * step`` in fp32 (floats) or int32 (integers; int64 outputs are stored from int32
+tiles, which the DMA widens, so position ids are made on the device). ``linspace`` uses torch's two-sided
+formula (``start + i * step`` below the halfway point, ``end - (steps - 1 - i) * step`` above), ``logspace``
+raises ``base`` to it, ``eye`` is an index predicate ``row == col``. Start/step are runtime ``[1, 1]``
+operands (a new range of the same length does not recompile). ``full``/``zeros``/``ones`` are the device's
+``fill_`` plumbing.
+
+Example:
+    >>> import torch
+    >>> torch.arange(10, device="trn")                 # doctest: +SKIP
+    >>> torch.linspace(0, 1, 5, device="trn")          # doctest: +SKIP
+    >>> torch.eye(3, device="trn")                     # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+import trnlang as trn
+import trnlang.language as tl
+from stdlib_kernels import _util as U
+from trnlang.device import lowering
+
+FLOATS = (torch.float32, torch.bfloat16, torch.float16)
+INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+_BIG = 4096
+
+
+@trn.kernel
+def ramp(out, a, b, c, kind, base, steps):
+    """Fill the 2-D view ``out [n, d]`` (element index ``i = base + r * d + col``).
+
+    ``kind``: ``"arange"`` ``a + i * b`` in fp32, ``"iarange"`` the same in int32, ``"linspace"`` ``a + i * b``
+    below ``steps // 2`` and ``c - (steps - 1 - i) * b`` from there on. ``a``, ``b``, ``c``: ``[1, 1]`` operands.
+    """
+    n, d = out.shape
+    p = min(128, n)
+    f = min(d, U.FREE_CHUNK)
+    ragged = n % p != 0 or d % f != 0
+    at = tl.load(a[0:1, 0:1])
+    bt = tl.load(b[0:1, 0:1])
+    ct = tl.load(c[0:1, 0:1]) if c is not None else None
+    for i in tl.affine_range(tl.cdiv(n, p)):
+        rows = i * p + tl.arange(p)[:, None]
+        for j in tl.affine_range(tl.cdiv(d, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            m = ((rows < n) & (cols < d)) if ragged else None
+            idx = tl.copy(base + rows * d + cols, dtype=tl.int32)
+            if kind == "iarange":
+                res = at + idx * bt
+            elif kind == "arange":
+                res = at + idx.astype(tl.float32) * bt
+            else:
+                fi = idx.astype(tl.float32)
+                lo = at + fi * bt
+                hi = ct - ((steps - 1) - fi) * bt
+                res = tl.where(idx < steps // 2, lo, hi)
+            tl.store(out[rows, cols], res, mask=m)
+
+
+@trn.kernel
+def pow_base(x, base_t, out):
+    """``out = base ** x`` over 2-D views (fp32 math; ``base_t``: a ``[1, 1]`` fp32 tensor)."""
+    n, d = out.shape
+    p = min(128, n)
+    f = min(d, U.FREE_CHUNK)
+    ragged = n % p != 0 or d % f != 0
+    bt = tl.load(base_t[0:1, 0:1])
+    for i in tl.affine_range(tl.cdiv(n, p)):
+        rows = i * p + tl.arange(p)[:, None]
+        for j in tl.affine_range(tl.cdiv(d, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            m = ((rows < n) & (cols < d)) if ragged else None
+            tl.store(out[rows, cols], tl.power(bt, tl.load(x[rows, cols], mask=m).astype(tl.float32)), mask=m)
+
+
+@trn.kernel
+def eye_kernel(out, kind):
+    """``out[r, c] = (r == c)`` (``kind``: ``"f"`` float, ``"i"`` int, ``"b"`` bool store)."""
+    n, d = out.shape
+    p = min(128, n)
+    f = min(d, U.FREE_CHUNK)
+    ragged = n % p != 0 or d % f != 0
+    for i in tl.affine_range(tl.cdiv(n, p)):
+        rows = i * p + tl.arange(p)[:, None]
+        for j in tl.affine_range(tl.cdiv(d, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            m = ((rows < n) & (cols < d)) if ragged else None
+            dt = tl.float32 if kind == "f" else tl.int32
+            if kind == "b":
+                val = tl.copy(rows == cols, dtype=tl.bool_)
+            else:
+                val = tl.where(rows == cols, tl.ones((p, f), dt), tl.zeros((p, f), dt))
+            tl.store(out[rows, cols], val, mask=m)
+
+
+def _flat_views(t: torch.Tensor) -> list[tuple[torch.Tensor, int]]:
+    n = t.numel()
+    o = t.storage_offset()
+    if n >= _BIG:
+        cols = n // 128
+        vs = [(U.view(t, (128, cols), (cols, 1), o), 0)]
+        if n - 128 * cols:
+            vs.append((U.view(t, (1, n - 128 * cols), (0, 1), o + 128 * cols), 128 * cols))
+        return vs
+    return [(U.view(t, (1, n), (0, 1), o), 0)]
+
+
+def _prepare_out(out: torch.Tensor, shape: tuple[int, ...]) -> bool:
+    if not U.is_trn(out):
+        return False
+    if tuple(out.shape) != shape:
+        out.resize_(shape)
+    return out.is_contiguous()
+
+
+def _num(v: Any) -> Any:
+    if isinstance(v, torch.Tensor):
+        return v.item()
+    return v
+
+
+@lowering("aten::arange.start_out", dtypes=FLOATS + INTS)
+def arange_out(start: Any, end: Any, step: Any = 1, *, out: torch.Tensor) -> Any:
+    """``torch.arange(start, end, step, out=out)``: size as torch computes it, then ``start + i * step``.
+
+    Integer outputs (int64 included) are computed in int32 when the whole range fits; float outputs in fp32.
+    """
+    start, end, step = _num(start), _num(end), _num(step)
+    if any(isinstance(v, (complex, bool)) for v in (start, end, step)):
+        return NotImplemented
+    if not all(math.isfinite(float(v)) for v in (start, end, step)) or step == 0:
+        return NotImplemented
+    if (step > 0 and end < start) or (step < 0 and end > start):
+        return NotImplemented
+    integral = not out.dtype.is_floating_point
+    if integral and all(isinstance(v, int) for v in (start, end, step)):
+        sgn = (step > 0) - (step < 0)
+        size = (end - start + step - sgn) // step
+    else:
+        if integral:
+            return NotImplemented
+        size = math.ceil((float(end) - float(start)) / float(step))
+    size = max(int(size), 0)
+    if integral:
+        last = start + (size - 1) * step if size else start
+        lo, hi = -2**31, 2**31 - 1
+        if not (lo <= start <= hi and lo <= last <= hi and lo <= step <= hi):
+            return NotImplemented
+    elif size > 1 << 24:
+        return NotImplemented
+    if not _prepare_out(out, (size,)):
+        return NotImplemented
+    if size == 0:
+        return out
+    if integral:
+        a, b, kind = U.scalar_tensor(int(start), torch.int32), U.scalar_tensor(int(step), torch.int32), "iarange"
+    else:
+        a, b, kind = U.scalar_tensor(float(start), torch.float32), U.scalar_tensor(float(step), torch.float32), \
+            "arange"
+    for v, base in _flat_views(out):
+        ramp(v, a, b, None, kind, base, 0)
+    return out
+
+
+@lowering("aten::arange.out", dtypes=FLOATS + INTS)
+def arange_end_out(end: Any, *, out: torch.Tensor) -> Any:
+    """``torch.arange(end, out=out)``."""
+    return arange_out(0, end, 1, out=out)
+
+
+def _linspace_into(out: torch.Tensor, start: float, end: float, steps: int) -> None:
+    """torch's CPU formula, with the step computed in fp32 as the fp32 kernel does."""
+    s32, e32 = np.float32(start), np.float32(end)
+    step = float((e32 - s32) / np.float32(steps - 1)) if steps > 1 else 0.0
+    a = U.scalar_tensor(float(s32), torch.float32)
+    b = U.scalar_tensor(step, torch.float32)
+    c = U.scalar_tensor(float(e32), torch.float32)
+    for v, base in _flat_views(out):
+        ramp(v, a, b, c, "linspace", base, steps)
+
+
+def _lin_args(start: Any, end: Any, steps: int, out: torch.Tensor) -> tuple[float, float] | None:
+    start, end = _num(start), _num(end)
+    if isinstance(start, complex) or isinstance(end, complex) or steps < 0 or out.dtype not in FLOATS:
+        return None
+    if steps > 1 << 24:
+        return None
+    return float(start), float(end)
+
+
+@lowering("aten::linspace.out", dtypes=FLOATS)
+def linspace_out(start: Any, end: Any, steps: int, *, out: torch.Tensor) -> Any:
+    """``torch.linspace(start, end, steps, out=out)`` (float outputs)."""
+    args = _lin_args(start, end, steps, out)
+    if args is None or not _prepare_out(out, (steps,)):
+        return NotImplemented
+    if steps == 1:
+        out.fill_(args[0])
+    elif steps:
+        _linspace_into(out, *args, steps)
+    return out
+
+
+@lowering("aten::logspace.out", dtypes=FLOATS)
+def logspace_out(start: Any, end: Any, steps: int, base: float = 10.0, *, out: torch.Tensor) -> Any:
+    """``torch.logspace(start, end, steps, base, out=out)``: ``base ** linspace`` (float outputs, base > 0)."""
+    args = _lin_args(start, end, steps, out)
+    if args is None or not base > 0 or not _prepare_out(out, (steps,)):
+        return NotImplemented
+    if steps:
+        exps = torch.empty((steps,), dtype=torch.float32, device="trn")
+        if steps == 1:
+            exps.fill_(args[0])
+        else:
+            _linspace_into(exps, *args, steps)
+        bt = U.scalar_tensor(float(base), torch.float32)
+        for (xv, _), (ov, _) in zip(_flat_views(exps), _flat_views(out)):
+            pow_base(xv, bt, ov)
+    return out
+
+
+_EYE_DTYPES = FLOATS + INTS + (torch.bool,)
+
+
+@lowering("aten::eye.m_out", dtypes=_EYE_DTYPES)
+def eye_m_out(n: int, m: int, *, out: torch.Tensor) -> Any:
+    """``torch.eye(n, m, out=out)``."""
+    if n < 0 or m < 0 or not _prepare_out(out, (n, m)):
+        return NotImplemented
+    if n * m:
+        kind = "b" if out.dtype == torch.bool else ("f" if out.dtype.is_floating_point else "i")
+        eye_kernel(out, kind)
+    return out
+
+
+@lowering("aten::eye.out", dtypes=_EYE_DTYPES)
+def eye_out(n: int, *, out: torch.Tensor) -> Any:
+    """``torch.eye(n, out=out)``."""
+    return eye_m_out(n, n, out=out)
