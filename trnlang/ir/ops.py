@@ -99,6 +99,7 @@ class Alu(enum.Enum):
     bitwise_and = "bitwise_and"
     bitwise_or = "bitwise_or"
     bitwise_xor = "bitwise_xor"
+    atan2 = "atan2"
     # unary
     copy = "copy"
     exp = "exp"
@@ -126,6 +127,23 @@ class Alu(enum.Enum):
     cos = "cos"
     logical_not = "logical_not"
     bitwise_not = "bitwise_not"
+    trunc = "trunc"
+    round = "round"  # noqa: A003 - half to even, as torch.round
+    tan = "tan"
+    asin = "asin"
+    acos = "acos"
+    atan = "atan"
+    sinh = "sinh"
+    cosh = "cosh"
+    asinh = "asinh"
+    acosh = "acosh"
+    atanh = "atanh"
+    log2 = "log2"
+    log10 = "log10"
+    exp2 = "exp2"
+    erfc = "erfc"
+    erfinv = "erfinv"
+    lgamma = "lgamma"
     # reduce-only
     argmax = "argmax"
     argmin = "argmin"
@@ -163,6 +181,7 @@ ALU_SPECS: dict[Alu, AluSpec] = {
     Alu.bitwise_and: AluSpec(_B, int_only=True),
     Alu.bitwise_or: AluSpec(_B, int_only=True),
     Alu.bitwise_xor: AluSpec(_B, int_only=True),
+    Alu.atan2: AluSpec(_B, transcendental=True),
     Alu.copy: AluSpec(_U),
     Alu.exp: AluSpec(_U, transcendental=True),
     Alu.log: AluSpec(_U, transcendental=True),
@@ -189,6 +208,23 @@ ALU_SPECS: dict[Alu, AluSpec] = {
     Alu.cos: AluSpec(_U, transcendental=True),
     Alu.logical_not: AluSpec(_U, compare=True),
     Alu.bitwise_not: AluSpec(_U, int_only=True),
+    Alu.trunc: AluSpec(_U),
+    Alu.round: AluSpec(_U),
+    Alu.tan: AluSpec(_U, transcendental=True),
+    Alu.asin: AluSpec(_U, transcendental=True),
+    Alu.acos: AluSpec(_U, transcendental=True),
+    Alu.atan: AluSpec(_U, transcendental=True),
+    Alu.sinh: AluSpec(_U, transcendental=True),
+    Alu.cosh: AluSpec(_U, transcendental=True),
+    Alu.asinh: AluSpec(_U, transcendental=True),
+    Alu.acosh: AluSpec(_U, transcendental=True),
+    Alu.atanh: AluSpec(_U, transcendental=True),
+    Alu.log2: AluSpec(_U, transcendental=True),
+    Alu.log10: AluSpec(_U, transcendental=True),
+    Alu.exp2: AluSpec(_U, transcendental=True),
+    Alu.erfc: AluSpec(_U, transcendental=True),
+    Alu.erfinv: AluSpec(_U, transcendental=True),
+    Alu.lgamma: AluSpec(_U, transcendental=True),
     Alu.argmax: AluSpec(_R, reducible=True),
     Alu.argmin: AluSpec(_R, reducible=True),
 }

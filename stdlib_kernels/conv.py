@@ -1,0 +1,341 @@
+"""Convolutions on the Tensor engine: conv1d/conv2d and their transposed forms, forward and backward.
+
+``F.conv*`` on a PrivateUse1 device reaches the backend as ``aten::convolution_overrideable`` (and
+``aten::convolution_backward_overrideable`` for autograd); both are lowered here.
+
+One *generalised convolution* kernel (:func:`conv_kernel`) does every "data" pass. Per spatial axis
+it computes ``out[o] = sum_k w[k] * x[i]`` with ``i * u = o * s + k * d - p`` (stride ``s``, input
+stride ``u``, dilation ``d``, offset ``p``):
+
+* forward convolution: ``u = 1`` (``i = o * s + k * d - p``);
+* transposed convolution and the input gradient of a convolution: ``s = 1``, ``u = stride``,
+  flipped taps, ``p = (K - 1) * d - padding``. Output positions are split into ``u`` *phases*
+  ``o = u * q + r``; inside one phase only the taps with ``(r + k * d - p) % u == 0`` contribute and
+  ``i = q + (r + k * d - p) // u`` is affine in ``q``, so no zeros are ever inserted.
+
+For one tile of output pixels (N <= 512), one tile of output channels (M <= 128) and one tile of
+input channels (K <= 128), every contributing tap is a matmul of a weight slice ``[C_in, C_out]``
+with the shifted input patch ``[C_in, pixels]`` (loaded by a strided, masked DMA: padding is the
+mask), all accumulated in one PSUM bank; the bias is added when the bank is evicted. Groups are a
+loop; the weight is a 5-D view ``[G, C_out/G, C_in/G, KH, KW]`` so the transposed weight of the
+input-gradient pass is a view, not a copy.
+
+The weight gradient (:func:`conv_wgrad_kernel`) contracts over pixels: per tap, tiles of the
+gradient and of the shifted input (pixels x channels, transposed on chip) are multiplied and
+accumulated over the batch and all pixel tiles in PSUM. The bias gradient is a native ``sum``.
+
+Example:
+    >>> import torch, torch.nn.functional as F
+    >>> x, w = torch.randn(2, 3, 8, 8, device="trn"), torch.randn(4, 3, 3, 3, device="trn")  # doctest: +SKIP
+    >>> F.conv2d(x, w, padding=1).shape                                                         # doctest: +SKIP
+    torch.Size([2, 4, 8, 8])
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+import trnlang as trn
+import trnlang.language as tl
+from trnlang.device import fallback, lowering
+
+aten = torch.ops.aten
+DTYPES = (torch.float32, torch.bfloat16)
+
+
+def _phases(o_dim: int, k_dim: int, s: int, u: int, d: int, p: int, flip: bool) -> list[tuple[int, ...]]:
+    """Per output phase ``r``: ``(r, q_dim, k0, step, count, c0, dc)``.
+
+    Output ``o = u * q + r`` (``q < q_dim``) gets the taps ``k = k0 + j * step`` (``j < count``), which read
+    input ``i = q * s + c0 + j * dc``; the weight tap is ``k`` (``K - 1 - k`` when flipped).
+    """
+    import math
+
+    res = []
+    step = u // math.gcd(u, d)
+    for r in range(u):
+        q_dim = -(-(o_dim - r) // u) if o_dim > r else 0
+        ks = [k for k in range(k_dim) if (r + k * d - p) % u == 0]
+        if not ks:
+            res.append((r, q_dim, 0, 1, 0, 0, 0))
+            continue
+        k0 = ks[0]
+        res.append((r, q_dim, k0, step, len(ks), (r + k0 * d - p) // u, step * d // u))
+    return res
+
+
+@trn.kernel
+def conv_kernel(x, w, bias, out, geo, flip):
+    """Generalised 2-D convolution (see the module docstring).
+
+    ``x [N, G*Ci, IH, IW]``, ``w [G, Co, Ci, KH, KW]``, ``bias [G*Co]`` or None, ``out [N, G*Co, OH, OW]``;
+    ``geo = "s_h,u_h,d_h,p_h,s_w,u_w,d_w,p_w"`` (a compile-time string: kernels take no tuples).
+    """
+    n_dim, _, ih_dim, iw_dim = x.shape
+    g_dim, co_dim, ci_dim, kh_dim, kw_dim = w.shape
+    oh_dim, ow_dim = out.shape[2], out.shape[3]
+    sh, uh, dh, ph, sw, uw, dw, pw = (int(v) for v in geo.split(","))
+    cip, cop = min(128, ci_dim), min(128, co_dim)
+    n_ci = tl.cdiv(ci_dim, cip)
+    for g in tl.affine_range(g_dim):
+        for cot in tl.affine_range(tl.cdiv(co_dim, cop)):
+            co = cot * cop + tl.arange(cop)[None, :]
+            co_p = cot * cop + tl.arange(cop)[:, None, None]
+            for rh, qh_dim, kh0, kh_st, kh_n, ch0, dch in _phases(oh_dim, kh_dim, sh, uh, dh, ph, flip):
+                for rw, qw_dim, kw0, kw_st, kw_n, cw0, dcw in _phases(ow_dim, kw_dim, sw, uw, dw, pw, flip):
+                    if qh_dim == 0 or qw_dim == 0:
+                        continue
+                    wt_dim = min(qw_dim, 512)
+                    rt_dim = max(1, min(qh_dim, 512 // wt_dim))
+                    for n in tl.affine_range(n_dim):
+                        for qht in tl.affine_range(tl.cdiv(qh_dim, rt_dim)):
+                            for qwt in tl.affine_range(tl.cdiv(qw_dim, wt_dim)):
+                                qh = qht * rt_dim + tl.arange(rt_dim)[None, :, None]
+                                qw = qwt * wt_dim + tl.arange(wt_dim)[None, None, :]
+                                mo = (co_p < co_dim) & (qh < qh_dim) & (qw < qw_dim)
+                                if kh_n and kw_n:
+                                    acc = tl.zeros((cop, rt_dim * wt_dim), tl.float32, buffer=tl.psum)
+                                    for cit in tl.affine_range(n_ci):
+                                        ci_k = cit * cip + tl.arange(cip)[:, None]
+                                        ci_x = cit * cip + tl.arange(cip)[:, None, None]
+                                        mw = (ci_k < ci_dim) & (co < co_dim)
+                                        for jh in tl.affine_range(kh_n):
+                                            for jw in tl.affine_range(kw_n):
+                                                kh = kh0 + jh * kh_st
+                                                kw = kw0 + jw * kw_st
+                                                if flip:
+                                                    kh, kw = kh_dim - 1 - kh, kw_dim - 1 - kw
+                                                wt = tl.load(w[g, co, ci_k, kh, kw], mask=mw)
+                                                hh = qh * sh + ch0 + jh * dch
+                                                ww = qw * sw + cw0 + jw * dcw
+                                                mx = ((ci_x < ci_dim) & (hh >= 0) & (hh < ih_dim) & (ww >= 0)
+                                                      & (ww < iw_dim) & (qh < qh_dim) & (qw < qw_dim))
+                                                xt = tl.load(x[n, g * ci_dim + ci_x, hh, ww], mask=mx)
+                                                acc += tl.matmul(wt, tl.reshape(xt, (cip, rt_dim * wt_dim)),
+                                                                 transpose_x=True)
+                                    res = tl.copy(acc)
+                                else:
+                                    res = tl.zeros((cop, rt_dim * wt_dim), tl.float32)
+                                if bias is not None:
+                                    bt = tl.load(bias[g * co_dim + cot * cop + tl.arange(cop)[:, None]],
+                                                 mask=cot * cop + tl.arange(cop)[:, None] < co_dim)
+                                    res = res + bt.astype(tl.float32)
+                                tl.store(out[n, g * co_dim + co_p, qh * uh + rh, qw * uw + rw],
+                                         tl.reshape(res, (cop, rt_dim, wt_dim)), mask=mo)
+
+
+@trn.kernel
+def conv_wgrad_kernel(a, b, gw, geo):
+    """Weight gradient ``gw[g, i, j, kh, kw] = sum_{n, oh, ow} a[n, g*A+i, oh, ow] * b[n, g*B+j, ih, iw]``.
+
+    ``ih = oh * s_h + kh * d_h - p_h`` (likewise for w); ``geo = "s_h,d_h,p_h,s_w,d_w,p_w"``. Pixels are the
+    contraction: tiles ``[channels, pixels]`` are transposed on chip to ``[pixels, channels]``.
+    """
+    n_dim, _, oh_dim, ow_dim = a.shape
+    ih_dim, iw_dim = b.shape[2], b.shape[3]
+    g_dim, a_dim, b_dim, kh_dim, kw_dim = gw.shape
+    sh, dh, ph, sw, dw, pw = (int(v) for v in geo.split(","))
+    ap, bp = min(128, a_dim), min(128, b_dim)
+    wt_dim = min(ow_dim, 128)
+    rt_dim = max(1, min(oh_dim, 128 // wt_dim))
+    k_dim = rt_dim * wt_dim
+    for g in tl.affine_range(g_dim):
+        for at in tl.affine_range(tl.cdiv(a_dim, ap)):
+            ai = at * ap + tl.arange(ap)[:, None, None]
+            for bt in tl.affine_range(tl.cdiv(b_dim, bp)):
+                bi = bt * bp + tl.arange(bp)[:, None, None]
+                for kh in tl.affine_range(kh_dim):
+                    for kw in tl.affine_range(kw_dim):
+                        acc = tl.zeros((ap, bp), tl.float32, buffer=tl.psum)
+                        for n in tl.affine_range(n_dim):
+                            for oht in tl.affine_range(tl.cdiv(oh_dim, rt_dim)):
+                                for owt in tl.affine_range(tl.cdiv(ow_dim, wt_dim)):
+                                    oh = oht * rt_dim + tl.arange(rt_dim)[None, :, None]
+                                    ow = owt * wt_dim + tl.arange(wt_dim)[None, None, :]
+                                    hh = oh * sh + kh * dh - ph
+                                    ww = ow * sw + kw * dw - pw
+                                    ma = (ai < a_dim) & (oh < oh_dim) & (ow < ow_dim)
+                                    mb = ((bi < b_dim) & (oh < oh_dim) & (ow < ow_dim) & (hh >= 0) & (hh < ih_dim)
+                                          & (ww >= 0) & (ww < iw_dim))
+                                    ta = tl.load(a[n, g * a_dim + ai, oh, ow], mask=ma)
+                                    tb = tl.load(b[n, g * b_dim + bi, hh, ww], mask=mb)
+                                    ta_t = tl.copy(tl.transpose(tl.reshape(ta, (ap, k_dim))), dtype=ta.dtype)
+                                    tb_t = tl.copy(tl.transpose(tl.reshape(tb, (bp, k_dim))), dtype=tb.dtype)
+                                    acc += tl.matmul(ta_t, tb_t, transpose_x=True)
+                        jj = bt * bp + tl.arange(bp)[None, :]
+                        ii = at * ap + tl.arange(ap)[:, None]
+                        tl.store(gw[g, ii, jj, kh, kw], acc, mask=(ii < a_dim) & (jj < b_dim))
+
+
+# --- host side ------------------------------------------------------------------------------------------------
+def _cpu_forward(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, stride: Any, padding: Any,
+                 dilation: Any, transposed: bool, output_padding: Any, groups: int) -> torch.Tensor:
+    return aten.convolution.default(input, weight, bias, stride, padding, dilation, transposed, output_padding,
+                                    groups)
+
+
+def _cpu_backward(grad_output: torch.Tensor, input: torch.Tensor, weight: torch.Tensor, stride: Any, padding: Any,
+                  dilation: Any, transposed: bool, output_padding: Any, groups: int,
+                  output_mask: Any) -> tuple[Any, ...]:
+    bias_sizes = [weight.shape[1] * groups] if transposed else [weight.shape[0]]
+    return aten.convolution_backward.default(grad_output, input, weight, bias_sizes, stride, padding, dilation,
+                                             transposed, output_padding, groups, output_mask)
+
+
+_FWD = "aten::convolution_overrideable"
+_BWD = "aten::convolution_backward_overrideable"
+
+
+def _decline_fwd(*args: Any) -> Any:
+    return fallback.run_on_cpu(aten.convolution_overrideable.default, args, {}, cpu_op=_cpu_forward, name=_FWD)
+
+
+def _decline_bwd(*args: Any) -> Any:
+    return fallback.run_on_cpu(aten.convolution_backward_overrideable.default, args, {}, cpu_op=_cpu_backward,
+                               name=_BWD)
+
+
+def _ok(ts: Sequence[Any], nd: int) -> bool:
+    """All tensors on trn with one supported dtype, the right rank, and no conj/neg bits."""
+    dt = ts[0].dtype
+    return all(isinstance(t, torch.Tensor) and t.device.type == "trn" and t.dtype == dt and t.dim() == nd
+               and not t.is_conj() and not t.is_neg() for t in ts) and dt in DTYPES
+
+
+def _params(stride: Any, padding: Any, dilation: Any, output_padding: Any, nsp: int) -> tuple[list[int], ...] | None:
+    def lst(v: Any, default: int) -> list[int] | None:
+        v = list(v) if isinstance(v, (list, tuple)) else [v]
+        if len(v) == 1:
+            v = v * nsp
+        return [int(e) for e in v] if len(v) == nsp else None
+
+    st, pd, dl, op = lst(stride, 1), lst(padding, 0), lst(dilation, 1), lst(output_padding, 0)
+    if st is None or pd is None or dl is None or op is None:
+        return None
+    if any(s < 1 for s in st) or any(d < 1 for d in dl) or any(p < 0 for p in pd):
+        return None
+    return st, pd, dl, op
+
+
+def _as4d(t: torch.Tensor) -> torch.Tensor:
+    """A 3-D ``[N, C, L]`` tensor as ``[N, C, 1, L]`` (a view)."""
+    return t.unsqueeze(2) if t.dim() == 3 else t
+
+
+def _w5(w: torch.Tensor, groups: int, transposed_layout: bool) -> torch.Tensor:
+    """The weight as ``[G, C_out/G, C_in/G, KH, KW]`` of the pass whose output channels come first.
+
+    ``transposed_layout``: ``w`` is stored ``[G * A, B, ...]`` and the pass needs ``[G, B, A, ...]``.
+    """
+    w4 = _as4d(w)
+    a, b = w4.shape[0] // groups, w4.shape[1]
+    w5 = w4.view(groups, a, b, w4.shape[2], w4.shape[3]) if w4.is_contiguous() else \
+        torch.as_strided(w4, (groups, a, b, w4.shape[2], w4.shape[3]),
+                         (a * w4.stride(0), w4.stride(0), w4.stride(1), w4.stride(2), w4.stride(3)),
+                         w4.storage_offset())
+    return w5.transpose(1, 2) if transposed_layout else w5
+
+
+def _geo(st: list[int], pd: list[int], dl: list[int], ks: Sequence[int], data_transposed: bool) -> str:
+    """The per-axis ``s,u,d,p`` of the generalised convolution (h then w)."""
+    vals = []
+    for s, p, d, k in zip(st, pd, dl, ks):
+        vals += [1, s, d, (k - 1) * d - p] if data_transposed else [s, 1, d, p]
+    return ",".join(str(v) for v in vals)
+
+
+def _spatial(st: list[int], pd: list[int], dl: list[int], op: list[int], nsp: int) -> tuple[list[int], ...]:
+    """Parameters padded to two spatial axes (1-D convolutions get a unit H axis)."""
+    if nsp == 2:
+        return st, pd, dl, op
+    return [1] + st, [0] + pd, [1] + dl, [0] + op
+
+
+@lowering(_FWD, dtypes=None)
+def convolution(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, stride: Any, padding: Any,
+                dilation: Any, transposed: bool, output_padding: Any, groups: int) -> Any:
+    """``aten::convolution_overrideable``: conv1d/conv2d and transposed conv1d/conv2d (fp32, bf16)."""
+    args = (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+    nd = input.dim() if isinstance(input, torch.Tensor) else 0
+    ts = [input, weight] + ([bias] if bias is not None else [])
+    if nd not in (3, 4) or not _ok([input, weight], nd) or (bias is not None and not _ok([bias], 1)) \
+            or (bias is not None and bias.dtype != input.dtype) or groups < 1:
+        return _decline_fwd(*args)
+    nsp = nd - 2
+    prm = _params(stride, padding, dilation, output_padding, nsp)
+    if prm is None:
+        return _decline_fwd(*args)
+    try:  # shapes, and torch's own errors for bad arguments, from the meta kernel
+        meta = _cpu_forward(*[t.to("meta") if isinstance(t, torch.Tensor) else t for t in args])
+    except Exception:  # noqa: BLE001 - let the CPU raise its own error
+        return _decline_fwd(*args)
+    del ts
+    st, pd, dl, op = _spatial(*prm, nsp)
+    out = torch.empty(meta.shape, dtype=input.dtype, device="trn")
+    if out.numel() == 0:
+        return out
+    x4, o4 = _as4d(input), _as4d(out)
+    if input.numel() == 0 or weight.numel() == 0:
+        out.zero_()
+        if bias is not None:
+            out.add_(bias.view(1, -1, *([1] * nsp)))
+        return out
+    ks = _as4d(weight).shape[2:]
+    if transposed:
+        w5 = _w5(weight, groups, True)
+        conv_kernel(x4, w5, bias, o4, _geo(st, pd, dl, ks, True), True)
+    else:
+        conv_kernel(x4, _w5(weight, groups, False), bias, o4, _geo(st, pd, dl, ks, False), False)
+    return out
+
+
+@lowering(_BWD, dtypes=None)
+def convolution_backward(grad_output: torch.Tensor, input: torch.Tensor, weight: torch.Tensor, stride: Any,
+                         padding: Any, dilation: Any, transposed: bool, output_padding: Any, groups: int,
+                         output_mask: Any) -> Any:
+    """``aten::convolution_backward_overrideable``: (grad_input, grad_weight, grad_bias) as ``output_mask`` asks."""
+    args = (grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups, output_mask)
+    nd = input.dim() if isinstance(input, torch.Tensor) else 0
+    if nd not in (3, 4) or not _ok([grad_output, input, weight], nd) or groups < 1:
+        return _decline_bwd(*args)
+    nsp = nd - 2
+    prm = _params(stride, padding, dilation, output_padding, nsp)
+    if prm is None:
+        return _decline_bwd(*args)
+    try:
+        _cpu_backward(*[t.to("meta") if isinstance(t, torch.Tensor) else t for t in args])
+    except Exception:  # noqa: BLE001
+        return _decline_bwd(*args)
+    st, pd, dl, op = _spatial(*prm, nsp)
+    ks = _as4d(weight).shape[2:]
+    g4, x4 = _as4d(grad_output), _as4d(input)
+    empty = grad_output.numel() == 0 or input.numel() == 0 or weight.numel() == 0
+    gi = gw = gb = None
+    if output_mask[0]:
+        gi = torch.empty(input.shape, dtype=input.dtype, device="trn")
+        if empty:
+            gi.zero_()
+        elif transposed:  # the input gradient of a transposed convolution is a convolution of grad_output
+            conv_kernel(g4, _w5(weight, groups, False), None, _as4d(gi), _geo(st, pd, dl, ks, False), False)
+        else:
+            conv_kernel(g4, _w5(weight, groups, True), None, _as4d(gi), _geo(st, pd, dl, ks, True), True)
+    if output_mask[1]:
+        gw = torch.empty(weight.shape, dtype=weight.dtype, device="trn")
+        if empty:
+            gw.zero_()
+        else:
+            geo = ",".join(str(v) for v in (st[0], dl[0], pd[0], st[1], dl[1], pd[1]))
+            w5 = _w5(gw, groups, False)
+            if transposed:  # gw[ci, co] = sum x[ci, i] * g[co, i * s + k * d - p]
+                conv_wgrad_kernel(x4, g4, w5, geo)
+            else:  # gw[co, ci] = sum g[co, o] * x[ci, o * s + k * d - p]
+                conv_wgrad_kernel(g4, x4, w5, geo)
+    if output_mask[2]:
+        c = grad_output.shape[1]
+        if grad_output.numel() == 0:
+            gb = torch.zeros((c,), dtype=grad_output.dtype, device="trn")
+        else:
+            gb = grad_output.sum(dim=[0, *range(2, nd)])
+    return gi, gw, gb
