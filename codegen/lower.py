@@ -51,16 +51,17 @@ from llvmlite import ir
 
 from codegen import lower_compute as lc
 from codegen import lower_ops as lo
+from codegen.lower_alu import binary as alu_binary
 from codegen.lower_ctx import I1, I8P, I32, I64, I64P, Ctx, ci32, ci64, const_int_value
 from codegen.lower_expr import emit_int
 from codegen.lower_plan import Plan, _all_regions, regions_written, same_region
-from codegen.lower_types import from_compute, poison_storage, storage_ty
+from codegen.lower_types import from_compute, poison_storage, storage_ty, to_compute
 from codegen.lower_vals import AccessEval, Binary, Imm, Iota, RegionRead, RegionView, RoundTrip, TensorArgs, Val
 from codegen.lower_vals import bcast as vbcast
 from trnlang.frontend.errors import TrnError
 from trnlang.ir.bounds import expr_range
 from trnlang.ir.nodes import Access, Buf, Instr, Kernel, Loop, Region, Stmt, pid_sym
-from trnlang.ir.ops import Op
+from trnlang.ir.ops import Alu, Op
 from trnlang.ir.types import DType, Space
 
 ENTRY = "kernel_entry"
@@ -498,8 +499,11 @@ class KernelLowering:
                 with b.if_then(guard(idx)):
                     view.store(cx, idx, from_compute(cx, val.emit(cx, idx), val.ct, region.dtype))
 
-    def store_access(self, ins: Instr, acc: Access, val: Val) -> None:
-        """HBM store: ``tensor[index(a)] = cast(val[a])`` where the mask holds, in row-major tile order."""
+    def store_access(self, ins: Instr, acc: Access, val: Val, accumulate: Alu | None = None) -> None:
+        """HBM store: ``tensor[index(a)] = cast(val[a])`` where the mask holds, in row-major tile order.
+
+        ``accumulate``: an accumulating DMA, ``tensor[i] = cast(op(to_compute(tensor[i]), val[a]))`` per element.
+        """
         cx, b = self.cx, self.cx.b
         ev = AccessEval(acc, [self.val(g, ins) for g in acc.gathers])
         t = self.targs(acc.tensor)
@@ -511,8 +515,14 @@ class KernelLowering:
             m = ev.mask(cx, env)
             ctx = b.if_then(m) if m is not None else contextlib.nullcontext()
             with ctx:
-                v = from_compute(cx, val.emit(cx, idx), val.ct, dt)
-                t.store(cx, ev.index(cx, env), v)
+                index = ev.index(cx, env)
+                if accumulate is None:
+                    v = from_compute(cx, val.emit(cx, idx), val.ct, dt)
+                else:
+                    cur, cct = to_compute(cx, t.load(cx, index), dt)
+                    r, rct = alu_binary(cx, accumulate, cur, cct, val.emit(cx, idx), val.ct)
+                    v = from_compute(cx, r, rct, dt)
+                t.store(cx, index, v)
 
     def resolve_hazards(self, ins: Instr, vals: Sequence[Val], elementwise: bool = True) -> None:
         """Copy aside every region an instruction reads that it also writes, unless the read is the same

@@ -49,7 +49,7 @@ def dma_copy(L: KernelLowering, ins: Instr) -> None:
     elif isinstance(dst, Access) and isinstance(src, Region):
         L.check_access(ins, dst)
         v = bcast(L.val(src, ins), tuple(int(s) for s in dst.shape), "stored tile")
-        L.store_access(ins, dst, v)
+        L.store_access(ins, dst, v, ins.attrs.get("accumulate"))
     elif isinstance(dst, Region) and isinstance(src, Region):
         L.write(ins, dst, bcast(L.val(src, ins), dst.shape, "output"))
     elif isinstance(dst, Access) and isinstance(src, Access):

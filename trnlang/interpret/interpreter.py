@@ -173,6 +173,26 @@ class _Ctx:
             return
         arr[tuple(ix[mask] for ix in idxs)] = vals[mask]
 
+    def store_accumulate(self, acc: Access, values: np.ndarray, op: Alu) -> None:
+        """Accumulating store: ``t[i] = cast(op(to_compute(t[i]), v))`` per element, in row-major tile order
+        (repeated indices all accumulate, each step rounded to the tensor dtype)."""
+        arr, mask, idxs = self.resolve(acc)
+        vals = alu.to_compute(self.bcast(values, mask.shape, "stored tile"))
+        if arr.ndim == 0:
+            for v in vals[mask]:
+                arr[()] = alu.cast(alu.binary(op, alu.to_compute(arr[()][None]), v[None]), arr.dtype)[0]
+            return
+        sel = tuple(ix[mask] for ix in idxs)
+        vs = vals[mask]
+        ufunc = {Alu.add: np.add, Alu.multiply: np.multiply, Alu.maximum: None, Alu.minimum: None}[op]
+        if ufunc is not None and alu.to_compute(arr[:0]).dtype == arr.dtype and vs.dtype == arr.dtype:
+            ufunc.at(arr, sel, vs)  # compute dtype == storage dtype: numpy's unbuffered in-order update
+            return
+        flat = np.ravel_multi_index(sel, arr.shape)
+        view = arr.reshape(-1)
+        for k, v in zip(flat.tolist(), vs):
+            view[k] = alu.cast(alu.binary(op, alu.to_compute(view[k:k + 1]), np.asarray(v)[None]), arr.dtype)[0]
+
 
 def _poisoned(buf: Buf) -> np.ndarray:
     dt = buf.dtype.np
@@ -205,7 +225,10 @@ def _dma_copy(c: _Ctx, ins: Instr) -> None:
             cur[mask_o] = tile_o[mask_o]
             c.write(dst, cur)
     elif isinstance(dst, Access) and isinstance(src, Region):
-        c.store(dst, c.read(src))
+        if ins.attrs.get("accumulate") is not None:
+            c.store_accumulate(dst, c.read(src), ins.attrs["accumulate"])
+        else:
+            c.store(dst, c.read(src))
     elif isinstance(dst, Region) and isinstance(src, Region):
         c.write(dst, c.read(src))
     elif isinstance(dst, Access) and isinstance(src, Access):

@@ -50,7 +50,7 @@ class OpSpec:
 
 OP_SPECS: dict[Op, OpSpec] = {
     Op.ALLOC: OpSpec(1, 0, ()),
-    Op.DMA_COPY: OpSpec(1, 1, (E.DMA,), ("other",)),
+    Op.DMA_COPY: OpSpec(1, 1, (E.DMA,), ("other", "accumulate")),
     Op.ACTIVATION: OpSpec(1, None, (E.SCALAR, E.VECTOR, E.GPSIMD), ("func", "scale", "reduce_op")),
     Op.TENSOR_TENSOR: OpSpec(1, 2, (E.VECTOR, E.GPSIMD), ("op",)),
     Op.TENSOR_SCALAR: OpSpec(1, None, (E.VECTOR, E.SCALAR, E.GPSIMD), ("op0", "op1", "reverse")),

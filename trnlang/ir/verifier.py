@@ -425,6 +425,9 @@ class _Verifier:
 # --- per-op checks ---------------------------------------------------------------------------------
 
 
+_DMA_ACCUMULATE = (Alu.add, Alu.multiply, Alu.maximum, Alu.minimum)
+
+
 def _check_dma(v: _Verifier, ins: Instr, loops: tuple[Loop, ...]) -> None:
     out, src, loc = ins.outs[0], ins.ins[0], ins.loc
     if isinstance(out, Region) and isinstance(src, Access):
@@ -439,6 +442,16 @@ def _check_dma(v: _Verifier, ins: Instr, loops: tuple[Loop, ...]) -> None:
     if reg.space is not Space.SBUF:
         v.err(VerifyError, f"DMA moves data between HBM and SBUF only: {_region(reg)} is in {reg.space.value.upper()} "
                            f"(copy it to SBUF with tl.copy first)", loc)
+    accum = ins.attrs.get("accumulate")
+    if accum is not None:
+        if acc is not out:
+            v.err(VerifyError, "accumulate= is only allowed on a store (SBUF -> HBM)", loc)
+        elif accum not in _DMA_ACCUMULATE:
+            v.err(VerifyError, f"DMA accumulate must be one of {', '.join(a.name for a in _DMA_ACCUMULATE)}, "
+                               f"got {accum!r}", loc)
+        elif acc.tensor.dtype == DType.bool_ or (acc.tensor.dtype.is_int and reg.dtype.is_float):
+            v.err(DTypeError, f"accumulating a {_dt(reg.dtype)} tile into a {_dt(acc.tensor.dtype)} tensor is not "
+                              f"supported", loc)
     t = acc.tensor
     if id(t) not in v.tensor_ids:
         v.err(VerifyError, f"access to tensor '{t.name}', which is not a parameter, output or scratch tensor of "

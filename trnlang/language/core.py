@@ -171,9 +171,14 @@ def load(ap: Any, mask: Any = None, other: Any = 0, dtype: Any = None) -> Tile:
     return sem.load(ap, mask, other, dtype)
 
 
-def store(ap: Any, value: Any, mask: Any = None) -> None:
-    """Tile -> HBM access pattern; masked-off elements are not written."""
-    sem.store(ap, value, mask)
+def store(ap: Any, value: Any, mask: Any = None, accumulate: Any = None) -> None:
+    """Tile -> HBM access pattern; masked-off elements are not written.
+
+    ``accumulate="add"`` (or ``"multiply"``, ``"max"``, ``"min"``; ``True`` means ``"add"``) makes an
+    accumulating DMA: ``tensor[i] = op(tensor[i], value)``, repeated indices of a gathered (indirect)
+    access all accumulate, e.g. ``tl.store(grad[ids, cols], rows_tile, accumulate="add")`` (scatter-add).
+    """
+    sem.store(ap, value, mask, accumulate)
 
 
 def load_transpose2d(ap: Any, dtype: Any = None) -> Tile:

@@ -475,8 +475,23 @@ def load_transpose2d(ap: Any, dtype: Any = None) -> Tile:
     return load(AccessPattern(Access(acc.tensor, (acc.shape[1], acc.shape[0]), idx, (), None)), dtype=dtype)
 
 
-def store(ap: Any, value: Any, mask: Any = None) -> None:
-    """SBUF -> HBM (a DMA); a PSUM value is first evicted to SBUF."""
+#: ``accumulate=`` names of accumulating stores -> the ALU function the DMA applies (read-modify-write).
+ACCUMULATE_OPS = {"add": Alu.add, "multiply": Alu.multiply, "max": Alu.maximum, "min": Alu.minimum}
+
+
+def store(ap: Any, value: Any, mask: Any = None, accumulate: Any = None) -> None:
+    """SBUF -> HBM (a DMA); a PSUM value is first evicted to SBUF.
+
+    ``accumulate="add"|"multiply"|"max"|"min"`` makes it an accumulating DMA: each element becomes
+    ``op(old, value)`` (computed in fp32/int32, rounded to the tensor dtype), element by element in
+    row-major tile order, so repeated (gathered) indices all accumulate (scatter-add).
+    """
+    acc_op = None
+    if accumulate is not None and accumulate is not False:
+        acc_op = ACCUMULATE_OPS.get("add" if accumulate is True else accumulate)
+        if acc_op is None:
+            raise TraceError(f"accumulate= must be one of {', '.join(ACCUMULATE_OPS)} (or True for add), "
+                             f"got {accumulate!r}")
     if isinstance(ap, HbmRef):
         ap = make_access(ap, ())
     if not isinstance(ap, AccessPattern):
@@ -493,7 +508,7 @@ def store(ap: Any, value: Any, mask: Any = None) -> None:
         t = broadcast_to(t, acc.shape)
     t = _sbuf_operand(t)
     a2 = Access(acc.tensor, acc.shape, acc.index, acc.gathers, _mask_expr(mask, acc.shape))
-    _emit(Op.DMA_COPY, (a2,), (t.region,), {}, Engine.DMA)
+    _emit(Op.DMA_COPY, (a2,), (t.region,), {"accumulate": acc_op} if acc_op is not None else {}, Engine.DMA)
 
 
 # --------------------------------------------------------------------------------------
