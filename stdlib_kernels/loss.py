@@ -1,0 +1,456 @@
+"""Losses, forward and backward: nll_loss (1-D/2-D and the 4-D ``nll_loss2d``), mse, l1-style, bce.
+
+``cross_entropy`` composes ``_log_softmax`` (softmax family) with ``nll_loss``; its label-smoothing and
+class-probability variants compose natively from pointwise ops and sums.
+
+- ``nll_fwd``: rows (samples) on partitions; the picked log-probability ``x[n, t[n]]`` is a gather
+  through an index tile (``n * stride_n + t * stride_c``) from a flat view of ``x``, the class
+  weight another gather. It writes the per-sample loss, the per-sample weight and an
+  out-of-range-target flag; sums and the mean run as native ``sum`` / ``div``. A bad target
+  makes the lowering decline, so torch's CPU kernel raises its own error.
+- ``nll_bwd``: the gradient is dense (zero except one column per row), so it is written in one
+  pass as ``where(col == t, -w[t] * g, 0)`` over column chunks.
+- ``pw_loss`` / ``pw_loss_bwd``: elementwise losses (mse, l1, smooth_l1, huber, bce,
+  bce-with-logits) over a flat ``[R, L]`` view, writing either the elementwise loss or per-row
+  partial sums (``sum`` / ``mean`` reductions), and their input gradients.
+
+Example:
+    >>> import torch, torch.nn.functional as F
+    >>> x = torch.randn(4, 5).to("trn")
+    >>> F.cross_entropy(x, torch.tensor([0, 1, 2, 3]).to("trn"))   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+import trnlang as trn
+import trnlang.isa as isa
+import trnlang.language as tl
+from stdlib_kernels import _util as U
+from trnlang.device import lowering
+
+CHUNK = 4096
+FLAT = 2048
+_NONE, _MEAN, _SUM = 0, 1, 2
+
+
+@trn.kernel
+def nll_fwd(xf, t, wf, loss, wsum, bad, rows_n, n_cls, s_n, s_c, ignore, has_w):
+    """Per sample ``n < rows_n``: ``loss = -w[t] * x[n, t]``, ``wsum = w[t]`` (0 when ignored), ``bad``."""
+    p = min(128, rows_n)
+    one = tl.arange(1)[None, :]
+    for i in tl.affine_range(tl.cdiv(rows_n, p)):
+        rows = i * p + tl.arange(p)[:, None]
+        m = rows < rows_n
+        ti = tl.load(t[rows, one], mask=m)
+        tf = ti.astype(tl.float32)
+        notign = tf != float(ignore)
+        inr = (tf >= 0.0) & (tf < float(n_cls))
+        valid = notign & inr
+        tc = tl.where(valid, ti, 0)
+        idx = tl.minimum(isa.iota(rows, tl.int32), rows_n - 1) * s_n + tc * s_c
+        xv = tl.load(xf[idx[:, 0:1], one]).astype(tl.float32)
+        if has_w:
+            wv = tl.where(valid, tl.load(wf[tc[:, 0:1], one]).astype(tl.float32), 0.0)
+        else:
+            wv = tl.where(valid, 1.0, 0.0)
+        tl.store(loss[rows, one], -(xv * wv), mask=m)
+        tl.store(wsum[rows, one], wv, mask=m)
+        tl.store(bad[rows, one], tl.where(notign & ~inr, 1.0, 0.0), mask=m)
+
+
+@trn.kernel
+def nll_bwd(g, t, wf, out, ignore, has_w, g_scalar, scale):
+    """``out[n, c] = -w[t] * g[n] * scale`` where ``c == t[n] != ignore``, else 0; ``out [N, C]``."""
+    r_dim, c_dim = out.shape
+    p = min(128, r_dim)
+    one = tl.arange(1)[None, :]
+    f = min(c_dim, CHUNK)
+    for i in tl.affine_range(tl.cdiv(r_dim, p)):
+        rows = i * p + tl.arange(p)[:, None]
+        m = rows < r_dim
+        ti = tl.load(t[rows, one], mask=m)
+        tf = ti.astype(tl.float32)
+        valid = (tf != float(ignore)) & (tf >= 0.0) & (tf < float(c_dim))
+        tc = tl.where(valid, ti, 0)
+        if g_scalar:
+            gv = tl.broadcast_to(tl.load(g[0:1, 0:1]).astype(tl.float32), (p, 1))
+        else:
+            gv = tl.load(g[rows, one], mask=m).astype(tl.float32)
+        if has_w:
+            gv = gv * tl.load(wf[tc[:, 0:1], one]).astype(tl.float32)
+        gv = tl.where(valid, gv * (-scale), 0.0)
+        tcf = tc.astype(tl.float32)
+        for j in tl.affine_range(tl.cdiv(c_dim, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            cf = isa.iota(cols, tl.int32).astype(tl.float32)
+            tl.store(out[rows, cols], tl.where(cf == tcf, gv, 0.0), mask=m & (cols < c_dim))
+
+
+def _elem(mode: str, a: Any, b: Any, param: float) -> Any:
+    """The elementwise loss of ``mode`` at input ``a``, target ``b`` (fp32 tiles)."""
+    if mode == "mse":
+        return tl.square(a - b)
+    if mode == "l1":
+        return tl.abs(a - b)
+    if mode == "smooth_l1":
+        d = tl.abs(a - b)
+        return tl.where(d < param, tl.square(d) * (0.5 / param), d - 0.5 * param) if param > 0 else d
+    if mode == "huber":
+        d = tl.abs(a - b)
+        return tl.where(d < param, tl.square(d) * 0.5, (d - 0.5 * param) * param)
+    if mode == "bce":
+        lp = tl.maximum(tl.log(a), -100.0)
+        lq = tl.maximum(tl.log(1.0 - a), -100.0)
+        return -(b * lp + (1.0 - b) * lq)
+    raise ValueError(mode)
+
+
+def _elem_grad(mode: str, a: Any, b: Any, param: float) -> Any:
+    """d(loss)/d(a) of ``mode`` (fp32 tiles)."""
+    if mode == "mse":
+        return (a - b) * 2.0
+    if mode == "l1":
+        d = a - b
+        return tl.where(d > 0.0, 1.0, tl.where(d < 0.0, -1.0, 0.0))
+    if mode == "smooth_l1":
+        d = a - b
+        sg = tl.where(d > 0.0, 1.0, tl.where(d < 0.0, -1.0, 0.0))
+        return tl.where(tl.abs(d) < param, d * (1.0 / param), sg) if param > 0 else sg
+    if mode == "huber":
+        d = a - b
+        return tl.where(d < -param, -param, tl.where(d > param, param, d))
+    if mode == "bce":
+        return (a - b) / tl.maximum((1.0 - a) * a, 1e-12)
+    raise ValueError(mode)
+
+
+@trn.kernel
+def pw_loss(a, b, w, pw, out, mode, param, has_w, has_pw, reduce):
+    """Elementwise loss of ``a``, ``b`` (``[R, L]``); ``out`` is ``[R, L]`` or per-row sums ``[R, 1]``."""
+    r_dim, c_dim = a.shape
+    p = min(128, r_dim)
+    cols = tl.arange(c_dim)[None, :]
+    for i in tl.affine_range(tl.cdiv(r_dim, p)):
+        rows = i * p + tl.arange(p)[:, None]
+        m = rows < r_dim
+        at = tl.load(a[rows, cols], mask=m).astype(tl.float32)
+        bt = tl.load(b[rows, cols], mask=m).astype(tl.float32)
+        if mode == "bce_logits":
+            sp = tl.log1p(tl.exp(-tl.abs(at))) + tl.maximum(-at, 0.0)
+            if has_pw:
+                sp = sp * ((tl.load(pw[rows, cols], mask=m).astype(tl.float32) - 1.0) * bt + 1.0)
+            v = (1.0 - bt) * at + sp
+        else:
+            v = _elem(mode, at, bt, param)
+        if has_w:
+            v = v * tl.load(w[rows, cols], mask=m).astype(tl.float32)
+        if reduce:
+            tl.store(out[rows, tl.arange(1)[None, :]], tl.sum(v, axis=1, keepdims=True), mask=m)
+        else:
+            tl.store(out[rows, cols], v, mask=m)
+
+
+@trn.kernel
+def pw_loss_bwd(g, a, b, w, out, mode, param, has_w, g_scalar, scale):
+    """``out = g * scale * d(loss)/d(a)`` (times ``w``) over ``[R, L]``; ``g`` is ``[R, L]`` or ``[1, 1]``."""
+    r_dim, c_dim = a.shape
+    p = min(128, r_dim)
+    cols = tl.arange(c_dim)[None, :]
+    for i in tl.affine_range(tl.cdiv(r_dim, p)):
+        rows = i * p + tl.arange(p)[:, None]
+        m = rows < r_dim
+        at = tl.load(a[rows, cols], mask=m).astype(tl.float32)
+        bt = tl.load(b[rows, cols], mask=m).astype(tl.float32)
+        if g_scalar:
+            gv = tl.broadcast_to(tl.load(g[0:1, 0:1]).astype(tl.float32), (p, 1)) * scale
+        else:
+            gv = tl.load(g[rows, cols], mask=m).astype(tl.float32) * scale
+        v = _elem_grad(mode, at, bt, param) * gv
+        if has_w:
+            v = v * tl.load(w[rows, cols], mask=m).astype(tl.float32)
+        tl.store(out[rows, cols], v, mask=m)
+
+
+# ------------------------------------------------------------------------------------------ helpers
+
+
+def _flt(*ts: torch.Tensor | None) -> bool:
+    return all(t is None or (U.is_trn(t) and t.dtype in U.FLOAT_DTYPES and not t.is_conj() and not t.is_neg())
+               for t in ts)
+
+
+def _flat_parts(ts: list[torch.Tensor]) -> list[list[torch.Tensor]]:
+    """Same-shaped contiguous tensors as ``[R, L]`` (+ a ``[1, tail]`` rest) views, one list per launch."""
+    n = ts[0].numel()
+    L = min(n, FLAT)
+    body, tail = n // L, n % L
+    launches = [[t.view(-1)[:body * L].view(body, L) for t in ts]]
+    if tail:
+        launches.append([t.view(-1)[body * L:].view(1, tail) for t in ts])
+    return launches
+
+
+def _pw_forward(mode: str, a: torch.Tensor, b: torch.Tensor, reduction: int, param: float = 0.0,
+                w: torch.Tensor | None = None, pw: torch.Tensor | None = None) -> Any:
+    if not _flt(a, b, w, pw) or reduction not in (_NONE, _MEAN, _SUM):
+        return NotImplemented
+    try:
+        shape = torch.broadcast_shapes(a.shape, b.shape, *(t.shape for t in (w, pw) if t is not None))
+    except RuntimeError:
+        return NotImplemented
+    if tuple(shape) != tuple(a.shape) or a.dtype != b.dtype:
+        return NotImplemented
+    ins = [t.expand(shape).contiguous() for t in (a, b, w, pw) if t is not None]
+    n = a.numel()
+    if n == 0:
+        if reduction == _NONE:
+            return torch.empty(shape, dtype=a.dtype, device="trn")
+        return torch.full((), float("nan") if reduction == _MEAN else 0.0, dtype=a.dtype, device="trn")
+    if reduction == _NONE:
+        out = torch.empty(shape, dtype=a.dtype, device="trn")
+        for views in _flat_parts(ins + [out]):
+            va, vb = views[0], views[1]
+            vw = views[2] if w is not None else va
+            vp = views[-2] if pw is not None else va
+            pw_loss(va, vb, vw, vp, views[-1], mode, float(param), w is not None, pw is not None, False)
+        return out
+    parts = []
+    for views in _flat_parts(ins):
+        va, vb = views[0], views[1]
+        vw = views[2] if w is not None else va
+        vp = views[-1] if pw is not None else va
+        part = torch.empty((va.shape[0], 1), dtype=torch.float32, device="trn")
+        pw_loss(va, vb, vw, vp, part, mode, float(param), w is not None, pw is not None, True)
+        parts.append(part.sum())
+    tot = parts[0] if len(parts) == 1 else parts[0] + parts[1]
+    if reduction == _MEAN:
+        tot = tot / n
+    return tot.to(a.dtype)
+
+
+def _pw_backward(mode: str, grad: torch.Tensor, a: torch.Tensor, b: torch.Tensor, reduction: int,
+                 param: float = 0.0, w: torch.Tensor | None = None) -> Any:
+    if not _flt(grad, a, b, w) or reduction not in (_NONE, _MEAN, _SUM):
+        return NotImplemented
+    try:
+        shape = torch.broadcast_shapes(a.shape, b.shape, *(t.shape for t in (w,) if t is not None))
+    except RuntimeError:
+        return NotImplemented
+    if tuple(shape) != tuple(a.shape):
+        return NotImplemented
+    g_scalar = grad.numel() == 1 and reduction != _NONE
+    if not g_scalar and tuple(grad.shape) != tuple(shape):
+        try:
+            if torch.broadcast_shapes(grad.shape, shape) != shape:
+                return NotImplemented
+        except RuntimeError:
+            return NotImplemented
+    out = torch.empty(shape, dtype=a.dtype, device="trn")
+    n = a.numel()
+    if n == 0:
+        return out
+    scale = 1.0 / n if reduction == _MEAN else 1.0
+    ins = [t.expand(shape).contiguous() for t in (a, b, w) if t is not None]
+    if g_scalar:
+        g1 = U.as_1x1(grad.reshape(1, 1))
+        for views in _flat_parts(ins + [out]):
+            pw_loss_bwd(g1, views[0], views[1], views[2] if w is not None else views[0], views[-1], mode,
+                        float(param), w is not None, True, scale)
+    else:
+        gc = grad.expand(shape).contiguous()
+        for views in _flat_parts([gc] + ins + [out]):
+            pw_loss_bwd(views[0], views[1], views[2], views[3] if w is not None else views[1], views[-1], mode,
+                        float(param), w is not None, False, scale)
+    return out
+
+
+# ------------------------------------------------------------------------------------------ nll
+
+
+def _nll_ok(self: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None) -> bool:
+    return (_flt(self, weight) and U.is_trn(target) and target.dtype in (torch.int64, torch.int32)
+            and (weight is None or weight.dim() == 1))
+
+
+def _nll_core(x2: torch.Tensor, t1: torch.Tensor, weight: torch.Tensor | None, reduction: int,
+              ignore_index: int) -> Any:
+    """nll over ``x2 [N, C]`` (any strides) and ``t1 [N]``; None when a target is out of range."""
+    n, c = x2.shape
+    out_dt = x2.dtype
+    loss = torch.empty((n, 1), dtype=torch.float32, device="trn")
+    wsum = torch.empty((n, 1), dtype=torch.float32, device="trn")
+    bad = torch.empty((n, 1), dtype=torch.float32, device="trn")
+    span = (n - 1) * x2.stride(0) + (c - 1) * x2.stride(1) + 1
+    xf = U.view(x2, (span, 1), (1, 1), x2.storage_offset())
+    tt = U.view(t1, (n, 1), (t1.stride(0), 1), t1.storage_offset())
+    wf = U.view(weight, (c, 1), (weight.stride(0), 1), weight.storage_offset()) if weight is not None else xf
+    nll_fwd(xf, tt, wf, loss, wsum, bad, n, c, x2.stride(0), x2.stride(1), int(ignore_index), weight is not None)
+    if bad.sum().item() > 0:
+        return None
+    if reduction == _NONE:
+        return loss.view(n).to(out_dt), torch.zeros((), dtype=out_dt, device="trn")
+    tot_w = wsum.sum()
+    tot = loss.sum()
+    if reduction == _MEAN:
+        tot = tot / tot_w
+    return tot.to(out_dt), tot_w.to(out_dt)
+
+
+@lowering("aten::nll_loss_forward", dtypes=None)
+def nll_loss_forward(self: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None, reduction: int,
+                     ignore_index: int) -> Any:
+    """Negative log-likelihood of ``self [N, C]`` (or ``[C]``) at ``target`` -> (output, total_weight)."""
+    if not _nll_ok(self, target, weight) or self.dim() not in (1, 2) or reduction not in (0, 1, 2):
+        return NotImplemented
+    x2 = self if self.dim() == 2 else self.view(1, -1)
+    t1 = target.reshape(-1)
+    if t1.numel() != x2.shape[0] or (weight is not None and weight.numel() != x2.shape[1]) or x2.shape[1] == 0:
+        return NotImplemented
+    if x2.shape[0] == 0:
+        return NotImplemented
+    r = _nll_core(x2, t1, weight, reduction, ignore_index)
+    if r is None:
+        return NotImplemented
+    out, tw = r
+    if self.dim() == 1 and reduction == _NONE:
+        out = out.view(())
+    return out, tw
+
+
+@lowering("aten::nll_loss_backward", dtypes=None)
+def nll_loss_backward(grad_output: torch.Tensor, self: torch.Tensor, target: torch.Tensor,
+                      weight: torch.Tensor | None, reduction: int, ignore_index: int,
+                      total_weight: torch.Tensor) -> Any:
+    """Gradient of nll_loss with respect to ``self``."""
+    if not _nll_ok(self, target, weight) or self.dim() not in (1, 2) or not _flt(grad_output):
+        return NotImplemented
+    x2 = self if self.dim() == 2 else self.view(1, -1)
+    n, c = x2.shape
+    if target.numel() != n or n == 0 or c == 0:
+        return NotImplemented
+    out = torch.empty(self.shape, dtype=self.dtype, device="trn")
+    _nll_grad(grad_output, target.reshape(n), weight, reduction, ignore_index, total_weight, out.view(n, c))
+    return out
+
+
+def _nll_grad(grad_output: torch.Tensor, t1: torch.Tensor, weight: torch.Tensor | None, reduction: int,
+              ignore_index: int, total_weight: torch.Tensor, out2: torch.Tensor) -> None:
+    n, c = out2.shape
+    tt = U.view(t1, (n, 1), (t1.stride(0), 1), t1.storage_offset())
+    wf = U.view(weight, (c, 1), (weight.stride(0), 1), weight.storage_offset()) if weight is not None else tt
+    if reduction == _NONE:
+        g = grad_output.reshape(n, 1)
+        nll_bwd(g, tt, wf, out2, int(ignore_index), weight is not None, False, 1.0)
+        return
+    g = grad_output.reshape(1, 1)
+    if reduction == _MEAN:
+        g = g / total_weight.reshape(1, 1)
+    nll_bwd(U.as_1x1(g), tt, wf, out2, int(ignore_index), weight is not None, True, 1.0)
+
+
+@lowering("aten::nll_loss2d_forward", dtypes=None)
+def nll_loss2d_forward(self: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None, reduction: int,
+                       ignore_index: int) -> Any:
+    """nll_loss of ``self [N, C, H, W]`` at ``target [N, H, W]``."""
+    if not _nll_ok(self, target, weight) or self.dim() != 4 or target.dim() != 3 or reduction not in (0, 1, 2):
+        return NotImplemented
+    n, c, h, w = self.shape
+    if tuple(target.shape) != (n, h, w) or n * h * w == 0 or c == 0:
+        return NotImplemented
+    x2 = self.permute(0, 2, 3, 1).contiguous().view(n * h * w, c)
+    r = _nll_core(x2, target.reshape(-1), weight, reduction, ignore_index)
+    if r is None:
+        return NotImplemented
+    out, tw = r
+    if reduction == _NONE:
+        out = out.view(n, h, w)
+    return out, tw
+
+
+@lowering("aten::nll_loss2d_backward", dtypes=None)
+def nll_loss2d_backward(grad_output: torch.Tensor, self: torch.Tensor, target: torch.Tensor,
+                        weight: torch.Tensor | None, reduction: int, ignore_index: int,
+                        total_weight: torch.Tensor) -> Any:
+    """Gradient of nll_loss2d with respect to ``self``."""
+    if not _nll_ok(self, target, weight) or self.dim() != 4 or not _flt(grad_output):
+        return NotImplemented
+    n, c, h, w = self.shape
+    if n * h * w == 0 or c == 0:
+        return NotImplemented
+    tmp = torch.empty((n, h, w, c), dtype=self.dtype, device="trn")
+    _nll_grad(grad_output.contiguous() if reduction == _NONE else grad_output, target.reshape(-1), weight,
+              reduction, ignore_index, total_weight, tmp.view(n * h * w, c))
+    return tmp.permute(0, 3, 1, 2).contiguous()
+
+
+# ------------------------------------------------------------------------------------------ pointwise losses
+
+
+@lowering("aten::mse_loss", dtypes=U.FLOAT_DTYPES)
+def mse_loss(self: torch.Tensor, target: torch.Tensor, reduction: int = _MEAN) -> Any:
+    """Mean squared error."""
+    return _pw_forward("mse", self, target, reduction)
+
+
+@lowering("aten::mse_loss_backward", dtypes=U.FLOAT_DTYPES)
+def mse_loss_backward(grad_output: torch.Tensor, self: torch.Tensor, target: torch.Tensor, reduction: int) -> Any:
+    """Gradient of mse_loss with respect to ``self``."""
+    return _pw_backward("mse", grad_output, self, target, reduction)
+
+
+@lowering("aten::smooth_l1_loss", dtypes=U.FLOAT_DTYPES)
+def smooth_l1_loss(self: torch.Tensor, target: torch.Tensor, reduction: int = _MEAN, beta: float = 1.0) -> Any:
+    """Smooth L1 loss."""
+    return _pw_forward("smooth_l1", self, target, reduction, beta)
+
+
+@lowering("aten::smooth_l1_loss_backward", dtypes=U.FLOAT_DTYPES)
+def smooth_l1_loss_backward(grad_output: torch.Tensor, self: torch.Tensor, target: torch.Tensor, reduction: int,
+                            beta: float) -> Any:
+    """Gradient of smooth_l1_loss with respect to ``self``."""
+    return _pw_backward("smooth_l1", grad_output, self, target, reduction, beta)
+
+
+@lowering("aten::huber_loss", dtypes=U.FLOAT_DTYPES)
+def huber_loss(self: torch.Tensor, target: torch.Tensor, reduction: int = _MEAN, delta: float = 1.0) -> Any:
+    """Huber loss."""
+    return _pw_forward("huber", self, target, reduction, delta)
+
+
+@lowering("aten::huber_loss_backward", dtypes=U.FLOAT_DTYPES)
+def huber_loss_backward(grad_output: torch.Tensor, self: torch.Tensor, target: torch.Tensor, reduction: int,
+                        delta: float) -> Any:
+    """Gradient of huber_loss with respect to ``self``."""
+    return _pw_backward("huber", grad_output, self, target, reduction, delta)
+
+
+@lowering("aten::binary_cross_entropy", dtypes=U.FLOAT_DTYPES)
+def binary_cross_entropy(self: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None = None,
+                         reduction: int = _MEAN) -> Any:
+    """Binary cross entropy of probabilities (log clamped at -100, as on the CPU)."""
+    if U.is_trn(self) and self.numel() and not _probs_ok(self):
+        return NotImplemented
+    return _pw_forward("bce", self, target, reduction, 0.0, weight)
+
+
+def _probs_ok(x: torch.Tensor) -> bool:
+    """All of ``x`` in [0, 1] (else decline: the CPU raises torch's error)."""
+    return bool(((x >= 0) & (x <= 1)).all().item())
+
+
+@lowering("aten::binary_cross_entropy_backward", dtypes=U.FLOAT_DTYPES)
+def binary_cross_entropy_backward(grad_output: torch.Tensor, self: torch.Tensor, target: torch.Tensor,
+                                  weight: torch.Tensor | None = None, reduction: int = _MEAN) -> Any:
+    """Gradient of binary_cross_entropy with respect to ``self``."""
+    return _pw_backward("bce", grad_output, self, target, reduction, 0.0, weight)
+
+
+@lowering("aten::binary_cross_entropy_with_logits", dtypes=U.FLOAT_DTYPES)
+def binary_cross_entropy_with_logits(self: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None = None,
+                                     pos_weight: torch.Tensor | None = None, reduction: int = _MEAN) -> Any:
+    """``(1 - y) * x + (1 + (pw - 1) * y) * softplus(-x)`` (stable form), times ``weight``."""
+    return _pw_forward("bce_logits", self, target, reduction, 0.0, weight, pos_weight)
