@@ -12,6 +12,8 @@ from typing import Any, Sequence
 
 import torch
 
+from trnlang.device import memory
+
 #: Tensor dtypes the elementwise kernels load and store natively.
 NATIVE_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.int32)
 FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -101,8 +103,8 @@ def new_output(shape: Sequence[int], dtype: torch.dtype, like: Sequence[torch.Te
     """Allocate an output on ``trn`` (strides follow a dense operand, like TensorIterator)."""
     st = out_strides_like(shape, like)
     if st is None:
-        return torch.empty(tuple(shape), dtype=dtype, device="trn")
-    return torch.empty_strided(tuple(shape), st, dtype=dtype, device="trn")
+        return memory.empty(shape, dtype)  # the device allocator directly: no dispatcher round trip
+    return memory.empty_strided(shape, st, dtype)
 
 
 def broadcast_strides(t: torch.Tensor, shape: Sequence[int]) -> list[int]:

@@ -58,7 +58,7 @@ class _Stats:
         """HBM per core of the current target (``TRN_TARGET``, else the default target)."""
         if self.capacity is not None:
             return self.capacity
-        key = os.environ.get("TRN_TARGET", "")
+        key = _ENV.get(b"TRN_TARGET", b"") if _ENV is not None else os.environ.get("TRN_TARGET", "")
         cap = self._by_target.get(key)
         if cap is None:
             from trnlang.sim.targets import get_target
@@ -67,6 +67,8 @@ class _Stats:
         return cap
 
 
+#: os.environ's backing dict (kept in sync by os.environ): the allocator reads TRN_TARGET on every call.
+_ENV: Any = getattr(os.environ, "_data", None) if isinstance(getattr(os.environ, "_data", None), dict) else None
 STATS = _Stats()
 _READY: list[bool] = []
 
@@ -184,16 +186,30 @@ def wrap(storage: Any, dtype: torch.dtype, shape: Sequence[int], strides: Sequen
 
 def empty_strided(shape: Sequence[int], strides: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
     """Allocate a ``trn`` tensor with the given sizes and strides."""
-    shape = tuple(int(s) for s in shape)
-    strides = tuple(int(s) for s in strides)
+    shape = tuple([int(s) for s in shape])
+    strides = tuple([int(s) for s in strides])
     blk = _new_block(storage_nbytes(shape, strides, dtype.itemsize))
-    return wrap(blk.trn_storage(), dtype, shape, strides)
+    if not _READY:
+        _first_use()
+    t = _create_empty((0,), dtype)
+    _SET.redispatch(_CPU_KS, t, blk.trn_storage(), 0, shape, strides)
+    return t
 
 
 def empty(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
-    """Allocate a contiguous ``trn`` tensor."""
-    shape = tuple(int(s) for s in shape)
-    return empty_strided(shape, contiguous_strides(shape), dtype)
+    """Allocate a contiguous ``trn`` tensor (the allocation fast path of the lowerings)."""
+    shape = tuple([int(s) for s in shape])
+    n = 1
+    for s in shape:
+        n *= s
+    if n == 0:
+        return empty_strided(shape, contiguous_strides(shape), dtype)
+    blk = _new_block(n * dtype.itemsize)
+    if not _READY:
+        _first_use()
+    t = _create_empty((0,), dtype)
+    _SET.redispatch(_CPU_KS, t, blk.trn_storage(), 0, shape, contiguous_strides(shape))
+    return t
 
 
 def adopt(cpu: torch.Tensor, storages: dict[int, Any] | None = None) -> torch.Tensor:

@@ -100,20 +100,32 @@ def _kernel_for(op: Any, name: str) -> Callable[..., Any]:
     """The function torch.library calls: looks the entry up at call time (entries may be replaced)."""
     def trn_kernel(*args: Any, **kwargs: Any) -> Any:
         ent = REGISTRY[name]
-        if ent.dtypes is not None:
-            ok = ent.dtypes
+        ok = ent.dtypes
+        # the common case in one pass: positional tensors only, all on trn (or 0-dim CPU scalars)
+        simple = not kwargs
+        if simple:
             for a in args:
-                if isinstance(a, torch.Tensor) and a.dtype not in ok:
-                    return fallback.run_on_cpu(op, args, kwargs, name=name)
-                if isinstance(a, (list, tuple)):
-                    for x in a:
-                        if isinstance(x, torch.Tensor) and x.dtype not in ok:
-                            return fallback.run_on_cpu(op, args, kwargs, name=name)
-            for a in kwargs.values():
-                if isinstance(a, torch.Tensor) and a.dtype not in ok:
-                    return fallback.run_on_cpu(op, args, kwargs, name=name)
-        if ent.device_check:
-            fallback.check_devices(op, args, kwargs)
+                if isinstance(a, torch.Tensor):
+                    if ok is not None and a.dtype not in ok:
+                        return fallback.run_on_cpu(op, args, kwargs, name=name)
+                    if a.is_cpu and a.dim() != 0:
+                        simple = False
+                elif isinstance(a, (list, tuple)):
+                    simple = False
+        if not simple:
+            if ok is not None:
+                for a in args:
+                    if isinstance(a, torch.Tensor) and a.dtype not in ok:
+                        return fallback.run_on_cpu(op, args, kwargs, name=name)
+                    if isinstance(a, (list, tuple)):
+                        for x in a:
+                            if isinstance(x, torch.Tensor) and x.dtype not in ok:
+                                return fallback.run_on_cpu(op, args, kwargs, name=name)
+                for a in kwargs.values():
+                    if isinstance(a, torch.Tensor) and a.dtype not in ok:
+                        return fallback.run_on_cpu(op, args, kwargs, name=name)
+            if ent.device_check:
+                fallback.check_devices(op, args, kwargs)
         r = ent.fn(*args, **kwargs)
         if r is NotImplemented:
             return fallback.run_on_cpu(op, args, kwargs, name=name)
