@@ -57,15 +57,27 @@ def _trunc(q: Any) -> Any:
     return tl.where(q < 0, tl.ceil(q), tl.floor(q))
 
 
-def _div_floor_f(a: Any, b: Any) -> Any:
-    """torch's ``div_floor_floating``: floor of the exact quotient (via fmod), IEEE a / b for b == 0."""
-    q = a / b
-    mod = tl.fmod(a, b)
-    div = (a - mod) / b
+def _exact(x: Any) -> Any:
+    return x
+
+
+def _round_to(dt: Any) -> Callable[[Any], Any]:
+    """Round an fp32 tile to ``dt`` and back: torch's bf16/fp16 kernels round every intermediate."""
+    return lambda x: x.astype(dt).astype(tl.float32)
+
+
+def _div_floor_f(a: Any, b: Any, r: Callable[[Any], Any] = _exact) -> Any:
+    """torch's ``div_floor_floating``: floor of the exact quotient (via fmod), IEEE a / b for b == 0.
+
+    ``r`` rounds each intermediate (to bf16/fp16 for those dtypes, as torch's CPU kernels do).
+    """
+    q = r(a / b)
+    mod = r(tl.fmod(a, b))
+    div = r(r(a - mod) / b)
     fix = (mod != 0) & ((b < 0) != (mod < 0))
-    div = div - tl.where(fix, 1.0, 0.0)
+    div = r(div - tl.where(fix, 1.0, 0.0))
     fl = tl.floor(div)
-    fl = fl + tl.where((div - fl) > 0.5, 1.0, 0.0)
+    fl = r(fl + tl.where(r(div - fl) > 0.5, 1.0, 0.0))
     fl = tl.where(div == 0, tl.where(_signbit(q), -0.0, 0.0), fl)
     return tl.where(b == 0, q, fl)
 
@@ -125,6 +137,10 @@ BINARY_OPS: dict[str, Callable[[Any, Any], Any]] = {
     "add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y, "div": lambda x, y: x / y,
     "rsub": lambda x, y: y - x,
     "div_trunc": lambda x, y: _trunc(x / y), "div_floor": _div_floor_f,
+    "div_trunc_bf16": lambda x, y: _trunc(_round_to(tl.bfloat16)(x / y)),
+    "div_trunc_f16": lambda x, y: _trunc(_round_to(tl.float16)(x / y)),
+    "div_floor_bf16": lambda x, y: _div_floor_f(x, y, _round_to(tl.bfloat16)),
+    "div_floor_f16": lambda x, y: _div_floor_f(x, y, _round_to(tl.float16)),
     "div_trunc_i": _div_trunc_i, "div_floor_i": _div_floor_i,
     "pow": tl.power, "rpow": lambda x, y: tl.power(y, x),
     "maximum": tl.maximum, "minimum": tl.minimum, "fmax": _fmax, "fmin": _fmin,
@@ -259,11 +275,11 @@ def int64_ok(t: torch.Tensor, bound: int) -> bool:
     if t.numel() == 0:
         return True
     w = U.view(t, (1,), (1,), t.storage_offset()) if t.dim() == 0 else t
-    if w.stride()[-1] != 1:
-        return False
-    v = w.view(torch.int32)  # [..., 2n]
-    lo = v[..., 0::2]
-    hi = v[..., 1::2]
+    span = 1 + sum((n - 1) * st for n, st in zip(w.shape, w.stride()))
+    words = U.view(w, (span,), (1,), w.storage_offset()).view(torch.int32)  # the same bytes as int32 pairs
+    st2 = [2 * st for st in w.stride()]
+    lo = U.view(words, tuple(w.shape), st2, words.storage_offset())
+    hi = U.view(words, tuple(w.shape), st2, words.storage_offset() + 1)
     bad = torch.empty(tuple(w.shape), dtype=torch.float32, device="trn")
     bound_t = U.scalar_tensor(int(min(bound, _INT_RANGE - 1)), torch.int32)
     launch(elementwise, "i64_bad", [lo, hi], [None, None], bound_t, bad, "i32")
@@ -295,6 +311,16 @@ def classify(operands: Sequence[Any], dtypes: Sequence[torch.dtype] = OPERAND_DT
     if all(t is None for t in full):
         return None
     return Operands(full, values)
+
+
+def broadcast_shape(ops: Sequence[torch.Tensor]) -> tuple[int, ...] | None:
+    """The broadcast shape of device operands; None if they do not broadcast."""
+    if len(ops) == 1 or all(t.shape == ops[0].shape for t in ops):
+        return tuple(ops[0].shape)
+    try:
+        return tuple(torch.broadcast_shapes(*[t.shape for t in ops]))
+    except RuntimeError:
+        return None
 
 
 def prepare_out(shape: Sequence[int], rdt: torch.dtype, ops: Sequence[torch.Tensor], out: torch.Tensor | None,
@@ -370,6 +396,15 @@ def i64_bound(op: str, compute: str, scaled: bool) -> int | None:
     return None
 
 
+#: ops whose number operand torch keeps in fp32 for bf16/fp16 tensors (others round it to the tensor dtype).
+_OPMATH_SCALAR = ("mul", "div")
+
+
+def round_to(v: Any, dtype: torch.dtype) -> Any:
+    """A Python number rounded to a (bf16/fp16) dtype, as a Python float."""
+    return torch.tensor(float(v), dtype=torch.float32).to(dtype).item()
+
+
 def run_binary(op: str, self: Any, other: Any, out: torch.Tensor | None, *, alpha: Any = None,
                rdt: torch.dtype | None = None, compute: str | None = None, int_scalar_divisor: bool = False,
                float_only: bool = False) -> Any:
@@ -396,19 +431,26 @@ def run_binary(op: str, self: Any, other: Any, out: torch.Tensor | None, *, alph
             return NotImplemented
         if op.startswith("div_"):
             op += "_i"
+    elif op.startswith("div_") and rdt in (torch.bfloat16, torch.float16):
+        op += "_bf16" if rdt == torch.bfloat16 else "_f16"
     if alpha is not None and alpha != 1:
         if isinstance(alpha, complex) or (compute == "i32" and not isinstance(alpha, int)):
             return NotImplemented
     else:
         alpha = None
+    if common in (torch.bfloat16, torch.float16) and op not in _OPMATH_SCALAR:
+        # torch casts number operands (and alpha) to a bf16/fp16 common dtype first; mul/div keep fp32
+        o.values = [v if v is None else round_to(v, common) for v in o.values]
+        alpha = round_to(alpha, common) if alpha is not None else None
     ops = [t for t in o.full if t is not None]
     bound = None
     if any(t.dtype == torch.int64 for t in ops) or rdt == torch.int64:
         bound = i64_bound(op, compute, alpha is not None)
         if bound is None:
             return NotImplemented
-    shape = ops[0].shape if len(ops) == 1 or ops[0].shape == ops[1].shape else \
-        torch.broadcast_shapes(*[t.shape for t in ops])
+    shape = broadcast_shape(ops)
+    if shape is None:
+        return NotImplemented  # the CPU fallback raises torch's own error
     res = prepare_out(shape, rdt, ops, out)
     if res is None:
         return NotImplemented

@@ -92,7 +92,9 @@ def run_ternary(op: str, operands: tuple[Any, Any, Any], out: torch.Tensor | Non
             return NotImplemented
         if not P.int64_guard(o, 2**31):
             return NotImplemented
-    shape = torch.broadcast_shapes(*[t.shape for t in ops])
+    shape = P.broadcast_shape(ops)
+    if shape is None:
+        return NotImplemented  # the CPU fallback raises torch's own error
     res = P.prepare_out(shape, rdt, ops, out)
     if res is None:
         return NotImplemented
