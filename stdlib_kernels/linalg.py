@@ -166,6 +166,23 @@ def lu_kernel(a, lu, piv, info):
         tl.store(info[bi:bi + 1, 0:1], state[:, 2:3].astype(tl.int32))
 
 
+def _row_order(piv, lb, n, steps):
+    """``order[0, j]``: the original row at LAPACK position ``j`` after the sequential swaps ``piv[lb, :steps]``
+    (1-based, as ``getrf`` writes them); a ``[1, n]`` float tile."""
+    cols = tl.arange(n)[None, :]
+    order = tl.ndarray((1, n), tl.float32, buffer=tl.sbuf)
+    order[:, :] = isa.iota(cols, tl.float32)
+    swaps = tl.load(piv[lb:lb + 1, tl.arange(steps)[None, :]]).astype(tl.float32) - 1.0
+    for k in tl.sequential_range(steps):
+        p = swaps[:, k:k + 1]
+        ohp = tl.where(isa.iota(cols, tl.float32) == p, 1.0, 0.0)
+        ohk = tl.where(cols == k, 1.0, 0.0)
+        vk = tl.sum(order * ohk, axis=1, keepdims=True)
+        vp = tl.sum(order * ohp, axis=1, keepdims=True)
+        order[:, :] = order + ohk * (vp - vk) + ohp * (vk - vp)
+    return order
+
+
 @trn.kernel
 def lu_solve_kernel(lu, piv, b, out, adjoint, identity):
     """Solve ``A X = B`` (``A^T X = B`` with ``adjoint``) from ``getrf`` results: ``lu`` ``[Bl, n, n]`` (passed
@@ -179,16 +196,7 @@ def lu_solve_kernel(lu, piv, b, out, adjoint, identity):
     for bi in tl.affine_range(out.shape[0]):
         lb = bi if lu.shape[0] > 1 else 0
         tri = tl.load(lu[lb, rows, cols])
-        order = tl.ndarray((1, n), tl.float32, buffer=tl.sbuf)  # order[j] = original row at position j
-        order[:, :] = isa.iota(cols, tl.float32)
-        swaps = tl.load(piv[lb:lb + 1, cols]).astype(tl.float32) - 1.0
-        for k in tl.sequential_range(n):
-            p = swaps[:, k:k + 1]
-            ohp = tl.where(isa.iota(cols, tl.float32) == p, 1.0, 0.0)
-            ohk = tl.where(cols == k, 1.0, 0.0)
-            vk = tl.sum(order * ohk, axis=1, keepdims=True)
-            vp = tl.sum(order * ohp, axis=1, keepdims=True)
-            order[:, :] = order + ohk * (vp - vk) + ohp * (vk - vp)
+        order = _row_order(piv, lb, n, n)
         ridx = isa.iota(rows + cols * 0, tl.float32)
         # sel[i, j] = 1 where B's row i goes to position j (P^T B); selt = sel^T undoes it (P Y)
         sel = tl.where(tl.broadcast_to(order, (n, n)) == ridx, 1.0, 0.0)
@@ -213,6 +221,49 @@ def lu_solve_kernel(lu, piv, b, out, adjoint, identity):
                 _substitute(tri, work, n, tm, False, False)  # U
                 res = tl.transpose(work)
             tl.store(out[bi, rows, mc], res, mask=msk)
+
+
+@trn.kernel
+def lu_unpack_kernel(lu, piv, p, low, up):
+    """``getrf`` results -> ``P [B, m, m]``, unit-lower ``L [B, m, k]``, upper ``U [B, k, n]`` (m, n <= 128)."""
+    m, n = lu.shape[-2], lu.shape[-1]
+    k = min(m, n)
+    rows = tl.arange(m)[:, None]
+    cols = tl.arange(n)[None, :]
+    mcols = tl.arange(m)[None, :]
+    kcols = tl.arange(k)[None, :]
+    for bi in tl.affine_range(lu.shape[0]):
+        t = tl.load(lu[bi, rows, cols])
+        order = _row_order(piv, bi, m, k)
+        ridx = isa.iota(rows + mcols * 0, tl.float32)
+        tl.store(p[bi, rows, mcols], tl.where(tl.broadcast_to(order, (m, m)) == ridx, 1.0, 0.0))
+        lt = tl.where(rows > cols, t, 0.0) + tl.where(rows == cols, 1.0, 0.0)
+        tl.store(low[bi, rows, kcols], lt[:, 0:k])
+        tl.store(up[bi, rows, cols], tl.where(rows <= cols, t, 0.0), mask=rows < k)
+
+
+@trn.kernel
+def lu_det_kernel(lu, piv, res, logdet):
+    """Determinant from ``getrf`` results (``res[b, 0]``), or with ``logdet`` ``(sign, log|det|)`` in
+    ``res[b, 0:2]``: the product of U's diagonal times the sign of the row permutation."""
+    n = lu.shape[-1]
+    rows = tl.arange(n)[:, None]
+    cols = tl.arange(n)[None, :]
+    for bi in tl.affine_range(lu.shape[0]):
+        t = tl.load(lu[bi, rows, cols])
+        dcol = tl.sum(tl.where(rows == cols, t, 0.0), axis=1, keepdims=True)
+        drow = tl.copy(tl.transpose(dcol))
+        swaps = tl.load(piv[bi:bi + 1, cols]).astype(tl.float32)
+        nswap = tl.sum(tl.where(swaps == isa.iota(cols + 1, tl.float32), 0.0, 1.0), axis=1, keepdims=True)
+        psign = 1.0 - 2.0 * tl.fmod(nswap, 2.0)
+        if logdet:
+            neg = tl.sum(tl.where(drow < 0.0, 1.0, 0.0), axis=1, keepdims=True)
+            zero = tl.max(tl.where(drow == 0.0, 1.0, 0.0), axis=1, keepdims=True)
+            sgn = psign * (1.0 - 2.0 * tl.fmod(neg, 2.0)) * (1.0 - zero)
+            tl.store(res[bi:bi + 1, 0:1], sgn)
+            tl.store(res[bi:bi + 1, 1:2], tl.sum(tl.log(tl.abs(drow)), axis=1, keepdims=True))
+        else:
+            tl.store(res[bi:bi + 1, 0:1], tl.prod(drow, axis=1, keepdims=True) * psign)
 
 
 @trn.kernel
@@ -264,7 +315,7 @@ def _flat(x: torch.Tensor) -> torch.Tensor:
     r, c = x.shape[-2], x.shape[-1]
     if x.dim() == 2:
         return x.unsqueeze(0)
-    return x.reshape(-1, r, c)
+    return x.reshape(U.prod(x.shape[:-2]), r, c)
 
 
 def _info_out(batch: tuple[int, ...], b: int) -> torch.Tensor:
@@ -335,8 +386,9 @@ def _trsolve(t3: torch.Tensor, b3: torch.Tensor, lower: bool, unit: bool) -> tor
 
 
 def _lu(a3: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """getrf of [B, m, n]; LU comes back column-major per matrix (LAPACK's layout, as torch's CPU op)."""
     b, m, n = a3.shape
-    lu = _empty((b, m, n))
+    lu = _empty((b, n, m)).mT
     piv = torch.empty((b, min(m, n)), dtype=torch.int32, device="trn")
     info = torch.empty((b, 1), dtype=torch.int32, device="trn")
     if b and m and n:
@@ -493,7 +545,7 @@ def _bcast_lu(lu: torch.Tensor, piv: torch.Tensor, batch: tuple[int, ...]) -> tu
     return _flat(lu.expand(*batch, n, n)), piv.expand(*batch, n).reshape(-1, n)
 
 
-@lowering("aten::linalg_lu_solve", dtypes=_F32)
+@lowering("aten::linalg_lu_solve", dtypes=(torch.float32, torch.int32))
 def linalg_lu_solve(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *, left: bool = True,
                     adjoint: bool = False, out: torch.Tensor | None = None) -> Any:
     """``torch.linalg.lu_solve`` (row swaps as a permutation matmul, then two substitutions)."""
@@ -604,3 +656,117 @@ def linalg_qr(A: torch.Tensor, mode: str = "reduced") -> Any:
         q.copy_(torch.eye(m, kq).expand(b, m, kq).to("trn"))
     qo = _unflat(q, batch) if q is not None else torch.empty((0,), dtype=torch.float32, device="trn")
     return qo, _unflat(r, batch)
+
+
+def _unpack(lu3: torch.Tensor, piv2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    b, m, n = lu3.shape
+    k = min(m, n)
+    p, lo, up = _empty((b, m, m)), _empty((b, m, k)), _empty((b, k, n))
+    if b and m and n:
+        lu_unpack_kernel(lu3, piv2, p, lo, up)
+    elif b and m:
+        p.copy_(torch.eye(m).expand(b, m, m).to("trn"))
+    return p, lo, up
+
+
+@lowering("aten::lu_unpack", dtypes=(torch.float32, torch.int32))
+def lu_unpack(LU_data: torch.Tensor, LU_pivots: torch.Tensor, unpack_data: bool = True,
+              unpack_pivots: bool = True) -> Any:
+    """``torch.lu_unpack``: permutation matrix, unit-lower L and upper U from ``getrf`` results."""
+    if not (unpack_data or unpack_pivots) or not _ok(LU_data) or LU_data.dim() < 2:
+        return NotImplemented
+    m, n = LU_data.shape[-2], LU_data.shape[-1]
+    if not U.is_trn(LU_pivots) or LU_pivots.dtype != torch.int32 or m > TILE or n > TILE:
+        return NotImplemented
+    batch = tuple(LU_data.shape[:-2])
+    if tuple(LU_pivots.shape) != (*batch, min(m, n)):
+        return NotImplemented
+    p, lo, up = _unpack(_flat(LU_data), LU_pivots.reshape(U.prod(batch), min(m, n)))
+    none = _empty((0,))
+    return (_unflat(p, batch) if unpack_pivots else none, _unflat(lo, batch) if unpack_data else none,
+            _unflat(up, batch) if unpack_data else none)
+
+
+@lowering("aten::linalg_lu", dtypes=_F32)
+def linalg_lu(A: torch.Tensor, *, pivot: bool = True) -> Any:
+    """``torch.linalg.lu``: ``P, L, U`` with ``A = P L U`` (LU kernel, then the unpack kernel)."""
+    if not pivot or not _ok(A) or A.dim() < 2 or A.shape[-1] > TILE or A.shape[-2] > TILE:
+        return NotImplemented
+    batch = tuple(A.shape[:-2])
+    lu, piv, _ = _lu(_flat(A))
+    p, lo, up = _unpack(lu, piv)
+    return _unflat(p, batch), _unflat(lo, batch), _unflat(up, batch)
+
+
+def _det(A: torch.Tensor, logdet: bool) -> Any:
+    if not _ok(A) or A.dim() < 2 or A.shape[-1] != A.shape[-2] or A.shape[-1] > TILE:
+        return None
+    batch, n = tuple(A.shape[:-2]), A.shape[-1]
+    # as torch's CPU kernel: det(A^T) = det(A), so a row-major A is factorised transposed (the backward
+    # formula expects exactly this LU)
+    lu, piv, _ = _lu(_flat(A.mT if A.is_contiguous() else A))
+    res = _empty((lu.shape[0], 2 if logdet else 1))
+    if n and lu.shape[0]:
+        lu_det_kernel(lu, piv, res, logdet)
+    elif lu.shape[0]:  # empty matrix: det 1, log|det| 0
+        res.fill_(1.0)
+        if logdet:
+            res[:, 1] = 0.0
+    return res, _unflat(lu, batch), piv.reshape(*batch, n), batch
+
+
+@lowering("aten::_linalg_det", dtypes=_F32)
+def linalg_det(A: torch.Tensor) -> Any:
+    """``torch.linalg.det``'s kernel: LU, then a kernel multiplying U's diagonal with the permutation sign."""
+    r = _det(A, False)
+    if r is None:
+        return NotImplemented
+    res, lu, piv, batch = r
+    return res[:, 0].reshape(batch), lu, piv
+
+
+@lowering("aten::_linalg_slogdet", dtypes=_F32)
+def linalg_slogdet(A: torch.Tensor) -> Any:
+    """``torch.linalg.slogdet``'s kernel: ``(sign, log|det|, LU, pivots)``."""
+    r = _det(A, True)
+    if r is None:
+        return NotImplemented
+    res, lu, piv, batch = r
+    return res[:, 0].reshape(batch).clone(), res[:, 1].reshape(batch).clone(), lu, piv
+
+
+@lowering("aten::_cholesky_solve_helper", dtypes=_F32)
+def cholesky_solve_helper(self: torch.Tensor, A: torch.Tensor, upper: bool) -> Any:
+    """``torch.cholesky_solve``'s kernel (batch dims already broadcast): two triangular solves."""
+    if self.dim() < 2 or A.dim() < 2:
+        return NotImplemented
+    if upper:  # A = U^T U
+        y = _solve_tri(A.mT, self, False, True, False)
+        x = _solve_tri(A, y, True, True, False) if y is not None else None
+    else:  # A = L L^T
+        y = _solve_tri(A, self, False, True, False)
+        x = _solve_tri(A.mT, y, True, True, False) if y is not None else None
+    return NotImplemented if x is None else x
+
+
+@lowering("aten::cholesky_inverse", dtypes=_F32)
+def cholesky_inverse(self: torch.Tensor, upper: bool = False, *, out: torch.Tensor | None = None) -> Any:
+    """``(L L^T)^{-1} = L^{-T} L^{-1}``: one triangular solve against the identity and one matmul."""
+    if not _ok(self) or self.dim() < 2 or self.shape[-1] != self.shape[-2]:
+        return NotImplemented
+    n = self.shape[-1]
+    batch = tuple(self.shape[:-2])
+    eye = torch.eye(n).to("trn").expand(*batch, n, n)
+    low = self.mT if upper else self
+    li = _solve_tri(low, eye, False, True, False)  # L^{-1}
+    if li is None:
+        return NotImplemented
+    res = torch.matmul(li.mT, li)
+    if out is not None:
+        if not U.is_trn(out) or out.dtype != torch.float32:
+            return NotImplemented
+        if tuple(out.shape) != tuple(res.shape):
+            out.resize_(res.shape)
+        out.copy_(res)
+        return out
+    return res

@@ -1,4 +1,6 @@
-"""Matrix products on the Tensor engine: ``mm``, ``addmm`` (nn.Linear), ``bmm``.
+"""Matrix products on the Tensor engine: ``mm``, ``addmm`` (nn.Linear), ``bmm``, ``baddbmm``, ``addmv``
+(``mv``), ``dot``/``vdot``, ``addr`` (``outer`` reaches ``mul``; ``matmul``/``linear`` are composites that
+reach these).
 
 Tiles: M by 128 (stationary), K by 128 (contraction, accumulated in a PSUM bank), N by 512
 (moving). Ragged edges are masked (masked loads give 0, which adds nothing to the product).
@@ -92,6 +94,21 @@ def addmm(self: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta: A
     return _matmul(mat1, mat2, self, a, b, out, batched=False)
 
 
+@lowering("aten::baddbmm", dtypes=_MM_DTYPES)
+def baddbmm(self: torch.Tensor, batch1: torch.Tensor, batch2: torch.Tensor, *, beta: Any = 1, alpha: Any = 1,
+            out: torch.Tensor | None = None) -> Any:
+    """``beta * self + alpha * (batch1 @ batch2)`` in one kernel (the bias is read through a broadcast view).
+
+    >>> x = torch.ones(2, 3, 4, device="trn")
+    >>> torch.baddbmm(torch.zeros(2, 3, 3, device="trn"), x, x.mT, alpha=0.5).cpu()[0, 0]
+    tensor([2., 2., 2.])
+    """
+    a, b = _scalar(alpha), _scalar(beta)
+    if a is None or b is None:
+        return NotImplemented
+    return _matmul(batch1, batch2, self, a, b, out, batched=True)
+
+
 def _matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, alpha: float, beta: float,
             out: torch.Tensor | None, batched: bool) -> Any:
     rank = 3 if batched else 2
@@ -167,6 +184,12 @@ def dot(self: torch.Tensor, tensor: torch.Tensor, *, out: torch.Tensor | None = 
         return NotImplemented
     r = _matmul(self.unsqueeze(0), tensor.unsqueeze(1), None, 1.0, 1.0, out.view(1, 1), batched=False)
     return NotImplemented if r is NotImplemented else out
+
+
+@lowering("aten::vdot", dtypes=_MM_DTYPES)
+def vdot(self: torch.Tensor, other: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
+    """``vdot`` of real vectors is ``dot`` (no conjugation for real dtypes)."""
+    return dot(self, other, out=out)
 
 
 @lowering("aten::addr", dtypes=(torch.float32,))  # bf16: the CPU rounds beta*self first; match it via fallback
