@@ -135,8 +135,8 @@ def arange_out(start: Any, end: Any, step: Any = 1, *, out: torch.Tensor) -> Any
 
     Integer outputs (int64 included) are computed in int32 when the whole range fits; float outputs in fp32.
     """
-    start, end, step = _num(start), _num(end), _num(step)
-    if any(isinstance(v, (complex, bool)) for v in (start, end, step)):
+    start, end, step = (int(v) if isinstance(v, bool) else v for v in (_num(start), _num(end), _num(step)))
+    if any(isinstance(v, complex) for v in (start, end, step)):
         return NotImplemented
     if not all(math.isfinite(float(v)) for v in (start, end, step)) or step == 0:
         return NotImplemented

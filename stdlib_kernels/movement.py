@@ -312,3 +312,141 @@ def tril(self: torch.Tensor, diagonal: int = 0, *, out: torch.Tensor | None = No
 def triu(self: torch.Tensor, diagonal: int = 0, *, out: torch.Tensor | None = None) -> Any:
     """``torch.triu``: keep ``col - row >= diagonal``, zero elsewhere (batched over leading dims)."""
     return _tri(self, diagonal, out, True)
+
+
+# padding ---------------------------------------------------------------------------------------------------
+def _pad_pairs(padding: Sequence[int], nd: int, x: torch.Tensor, mode: str) -> list[tuple[int, int, int]] | None:
+    """``[(dim, left, right)]`` for the padded (trailing) dims, last dim first, or None if not handled.
+
+    Negative pads crop (replicate mode only: output index ``o`` reads input ``clamp(o - left, 0, n - 1)``);
+    reflection pads must be non-negative and smaller than the dim (otherwise the CPU raises torch's error).
+    """
+    pads = [int(p) for p in padding]
+    if len(pads) != 2 * nd or x.dim() not in (nd + 1, nd + 2):
+        return None
+    pairs = [(x.dim() - 1 - k, pads[2 * k], pads[2 * k + 1]) for k in range(nd)]
+    for d, lp, rp in pairs:
+        n = x.shape[d]
+        if mode == "reflect" and (lp < 0 or rp < 0 or lp >= n or rp >= n):
+            return None
+        if n == 0 or n + lp + rp < 0:
+            return None
+    return pairs
+
+
+def _segments(n: int, lp: int, rp: int) -> list[tuple[int, int, int, bool]]:
+    """Replication padding along one dim: ``(out_start, length, in_start, broadcast)`` pieces."""
+    total = n + lp + rp
+    segs = []
+    a, b = 0, min(max(lp, 0), total)
+    if b > a:
+        segs.append((a, b - a, 0, True))
+    a, b = max(lp, 0), min(lp + n, total)
+    if b > a:
+        segs.append((a, b - a, a - lp, False))
+    a = max(lp + n, 0)
+    if total > a:
+        segs.append((a, total - a, n - 1, True))
+    return segs
+
+
+def _pad(self: torch.Tensor, padding: Sequence[int], nd: int, mode: str) -> Any:
+    """Reflection/replication padding.
+
+    Replication: per dim up to three pieces (left edge broadcast with stride 0, the kept middle, right edge);
+    every combination of pieces is one move from the input. Reflection: the input moves to the centre, then
+    each padded dim (last first) fills its borders with flipped slices of the output itself.
+    """
+    if not _movable(self, self.dtype):
+        return NotImplemented
+    pairs = _pad_pairs(padding, nd, self, mode)
+    if pairs is None:
+        return NotImplemented
+    shape = list(self.shape)
+    for d, lp, rp in pairs:
+        shape[d] += lp + rp
+    out = torch.empty(shape, dtype=self.dtype, device="trn")
+    if out.numel() == 0:
+        return out
+    if mode == "replicate":
+        for combo in itertools.product(*[_segments(self.shape[d], lp, rp) for d, lp, rp in pairs]):
+            dst, src = out, self
+            st = list(self.stride())
+            for (d, _, _), (o0, length, i0, bc) in zip(pairs, combo):
+                dst = dst.narrow(d, o0, length)
+                src = src.narrow(d, i0, 1 if bc else length)
+                if bc:
+                    st[d] = 0
+            move(dst, torch.as_strided(src, dst.shape, st, src.storage_offset()))
+        return out
+    centre = out  # reflection: the input moves to the centre, borders are flipped slices of the output
+    for d, lp, _ in pairs:
+        centre = centre.narrow(d, lp, self.shape[d])
+    move(centre, self)
+    for d, lp, rp in pairs:
+        region = out  # the centre along not-yet-padded dims, full along padded ones
+        for d2, lp2, _ in pairs:
+            if d2 < d:
+                region = region.narrow(d2, lp2, self.shape[d2])
+        m = self.shape[d]
+        for side, width in ((0, lp), (1, rp)):
+            if width <= 0:
+                continue
+            dst = region.narrow(d, 0 if side == 0 else lp + m, width)
+            move(dst, region.narrow(d, lp + 1 if side == 0 else lp + m - 1 - width, width), (d,))
+    return out
+
+
+def _pad_backward(grad_output: torch.Tensor, self: torch.Tensor, padding: Sequence[int], nd: int, mode: str) -> Any:
+    """Fold the borders of ``grad_output`` back onto the centre, one padded dim at a time (first dim first)."""
+    if not U.is_trn(grad_output) or grad_output.dtype not in (torch.float32, torch.bfloat16):
+        return NotImplemented
+    pairs = _pad_pairs(padding, nd, self, mode)
+    if pairs is None:
+        return NotImplemented
+    g = grad_output
+    for d, lp, rp in reversed(pairs):
+        n = self.shape[d]
+        c = torch.empty([*g.shape[:d], n, *g.shape[d + 1:]], dtype=g.dtype, device="trn")
+        if c.numel() == 0:
+            g = c
+            continue
+        if mode == "replicate":
+            segs = _segments(n, lp, rp)
+            centre = [sg for sg in segs if not sg[3]]
+            if not centre or centre[0][1] != n:
+                c.zero_()
+            for o0, length, i0, bc in centre:
+                move(c.narrow(d, i0, length), g.narrow(d, o0, length))
+            for o0, length, i0, bc in segs:
+                if bc:
+                    c.narrow(d, i0, 1).add_(g.narrow(d, o0, length).sum(d, keepdim=True))
+        else:
+            move(c.narrow(d, 0, n), g.narrow(d, lp, n))
+            for side, width in ((0, lp), (1, rp)):
+                if width <= 0:
+                    continue
+                border = g.narrow(d, 0 if side == 0 else lp + n, width)
+                tmp = torch.empty(border.shape, dtype=g.dtype, device="trn")
+                move(tmp, border, (d,))
+                c.narrow(d, 1 if side == 0 else n - 1 - width, width).add_(tmp)
+        g = c
+    return g if g is not grad_output else grad_output.clone()
+
+
+_PAD_DTYPES = DTYPES
+for _nd in (1, 2, 3):
+    for _mode, _name in (("reflect", "reflection"), ("replicate", "replication")):
+        def _fwd(self: torch.Tensor, padding: Sequence[int], _nd: int = _nd, _mode: str = _mode) -> Any:
+            return _pad(self, padding, _nd, _mode)
+
+        def _bwd(grad_output: torch.Tensor, self: torch.Tensor, padding: Sequence[int], _nd: int = _nd,
+                 _mode: str = _mode) -> Any:
+            return _pad_backward(grad_output, self, padding, _nd, _mode)
+
+        _fwd.__name__ = f"{_name}_pad{_nd}d"
+        _fwd.__doc__ = f"``aten::{_name}_pad{_nd}d``: border moves from the output itself ({_mode} mode)."
+        _bwd.__name__ = f"{_name}_pad{_nd}d_backward"
+        _bwd.__doc__ = f"``aten::{_name}_pad{_nd}d_backward``: borders folded onto the centre (adds)."
+        lowering(f"aten::{_name}_pad{_nd}d", dtypes=_PAD_DTYPES)(_fwd)
+        lowering(f"aten::{_name}_pad{_nd}d_backward", dtypes=(torch.float32, torch.bfloat16))(_bwd)

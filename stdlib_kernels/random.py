@@ -282,3 +282,47 @@ def native_dropout_backward(grad_output: torch.Tensor, mask: torch.Tensor, scale
     for (gv, _), (mv, _), (ov, _) in zip(_flat_views(g), _flat_views(mk), _flat_views(out)):
         dropout_bwd(gv, mv, s, ov)
     return out
+
+
+def _normal_tensor(mean: Any, std: Any, generator: Any, out: torch.Tensor | None) -> Any:
+    """``mean + std * z`` with tensor mean and/or std: standard normals, then the pointwise kernels."""
+    ts = [t for t in (mean, std) if isinstance(t, torch.Tensor)]
+    if not all(U.is_trn(t) and t.dtype in FLOATS for t in ts):
+        return NotImplemented
+    if isinstance(std, torch.Tensor):
+        if std.numel() and float(std.amin()) < 0:
+            return NotImplemented  # the CPU raises torch's error
+    elif std < 0:
+        return NotImplemented
+    shape = torch.broadcast_shapes(*[t.shape for t in ts])
+    dtype = mean.dtype if isinstance(mean, torch.Tensor) else std.dtype
+    if out is None:
+        out = torch.empty(shape, dtype=dtype, device="trn")
+    elif not (U.is_trn(out) and out.dtype == dtype and tuple(out.shape) == tuple(shape)):
+        return NotImplemented
+    if _run(out, "normal", 0.0, 1.0, generator) is NotImplemented:
+        return NotImplemented
+    if out.numel():
+        out.mul_(std).add_(mean)
+    return out
+
+
+@lowering("aten::normal.Tensor_float", dtypes=FLOATS)
+def normal_tensor_float(mean: torch.Tensor, std: float = 1.0, *, generator: Any = None,
+                        out: torch.Tensor | None = None) -> Any:
+    """``torch.normal(mean_tensor, std)``."""
+    return _normal_tensor(mean, std, generator, out)
+
+
+@lowering("aten::normal.float_Tensor", dtypes=FLOATS)
+def normal_float_tensor(mean: float, std: torch.Tensor, *, generator: Any = None,
+                        out: torch.Tensor | None = None) -> Any:
+    """``torch.normal(mean, std_tensor)``."""
+    return _normal_tensor(mean, std, generator, out)
+
+
+@lowering("aten::normal.Tensor_Tensor", dtypes=FLOATS)
+def normal_tensor_tensor(mean: torch.Tensor, std: torch.Tensor, *, generator: Any = None,
+                         out: torch.Tensor | None = None) -> Any:
+    """``torch.normal(mean_tensor, std_tensor)`` (broadcast)."""
+    return _normal_tensor(mean, std, generator, out)
