@@ -1,0 +1,311 @@
+"""Scaled dot-product attention as flash-attention kernels, forward and backward.
+
+On a PrivateUse1 device torch 2.13 picks the SDPA backend with a C++ dispatch stub that Python
+cannot register, so ``F.scaled_dot_product_attention`` would take the math path. We register an
+``AutogradPrivateUse1`` kernel for ``aten::scaled_dot_product_attention`` that calls
+``aten::_scaled_dot_product_fused_attention_overrideable`` (which has an autograd formula calling
+``..._overrideable_backward``) and lower both of those with flash kernels. Calls we do not handle
+(dropout, head dim > 128, unusual ranks) take torch's math decomposition, whose pieces run natively.
+
+- ``flash_fwd``: per (batch, head, 128-query block) an online softmax over 128-key blocks
+  (running max ``m``, sum ``l``, un-normalised accumulator; see tutorial 05), ``q @ k.T`` and
+  ``p @ v`` on the Tensor engine (fp32 accumulation), causal blocks above the diagonal skipped,
+  a boolean or additive mask applied per block, ragged sequence lengths masked. Fully masked rows
+  give 0 (as torch's CPU kernel). It also writes the row log-sum-exp for the backward.
+- ``flash_bwd_kv``: per key block, loop over query blocks recomputing ``p = exp(s - lse)``;
+  ``dV += p.T @ dO``, ``dS = p * (dO @ V.T - rowsum(dO * O))``, ``dK += dS.T @ Q * scale``.
+- ``flash_bwd_q``: per query block, ``dQ += dS @ K * scale`` over key blocks (and ``dS`` itself,
+  the gradient of an additive mask, when asked).
+
+GQA (``enable_gqa`` with fewer key/value heads) maps query head ``h`` to key/value head
+``h // (Hq // Hkv)`` inside the kernels; ``dK`` / ``dV`` are summed over the group.
+
+Example:
+    >>> import torch, torch.nn.functional as F
+    >>> q = torch.randn(2, 4, 256, 64).to("trn")
+    >>> o = F.scaled_dot_product_attention(q, q, q, is_causal=True)   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+import trnlang as trn
+import trnlang.language as tl
+from trnlang.device import lowering
+
+BQ = 128
+BK = 128
+_F = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def _mask_scores(s, m4, b, h, rq, kc, sq, sk, causal, mask_kind):
+    """Scores with the causal / attention mask / ragged-key masks applied (-inf where masked)."""
+    keep = kc < sk
+    if causal:
+        keep = keep & (kc <= rq)
+    if mask_kind == "bool":
+        mt = tl.load(m4[b, h, rq, kc], mask=(rq < sq) & (kc < sk))
+        s = tl.where(mt.astype(tl.float32) != 0.0, s, -math.inf)
+    elif mask_kind == "float":
+        s = s + tl.load(m4[b, h, rq, kc], mask=(rq < sq) & (kc < sk)).astype(tl.float32)
+    return tl.where(keep, s, -math.inf)
+
+
+@trn.kernel
+def flash_fwd(q, k, v, m4, out, lse, scale, causal, mask_kind):
+    """``out = softmax(q @ k.T * scale + mask) @ v`` over ``[B, H, S, D]``; ``lse [B, H, Sq, 1]``."""
+    nb, hq, sq, d = q.shape
+    hk, sk = k.shape[1], k.shape[2]
+    grp = hq // hk
+    cd = tl.arange(d)[None, :]
+    one = tl.arange(1)[None, :]
+    nkb = tl.cdiv(sk, BK)
+    for b in tl.affine_range(nb):
+        for hkv in tl.affine_range(hk):
+            for g in tl.affine_range(grp):
+                h = hkv * grp + g
+                for qi in tl.affine_range(tl.cdiv(sq, BQ)):
+                    rq = qi * BQ + tl.arange(BQ)[:, None]
+                    q_t = tl.transpose(tl.load(q[b, h, rq, cd], mask=rq < sq).astype(tl.float32))   # [d, BQ]
+                    m_i = tl.full((BQ, 1), -math.inf, tl.float32)
+                    l_i = tl.zeros((BQ, 1), tl.float32)
+                    acc = tl.zeros((BQ, d), tl.float32)
+                    n_blocks = qi + 1 if causal else nkb
+                    for kj in tl.sequential_range(n_blocks):
+                        rk = kj * BK + tl.arange(BK)[:, None]
+                        kc = kj * BK + tl.arange(BK)[None, :]
+                        k_t = tl.transpose(tl.load(k[b, hkv, rk, cd], mask=rk < sk).astype(tl.float32))
+                        v_t = tl.load(v[b, hkv, rk, cd], mask=rk < sk).astype(tl.float32)
+                        s = tl.copy(tl.matmul(q_t, k_t, transpose_x=True)) * scale
+                        s = _mask_scores(s, m4, b, h, rq, kc, sq, sk, causal, mask_kind)
+                        m_new = tl.maximum(m_i, tl.max(s, axis=1, keepdims=True))
+                        m_safe = tl.where(m_new == -math.inf, 0.0, m_new)
+                        p = tl.exp(s - m_safe)
+                        alpha = tl.exp(m_i - m_safe)
+                        l_i[...] = l_i * alpha + tl.sum(p, axis=1, keepdims=True)
+                        acc[...] = acc * alpha + tl.matmul(tl.transpose(p), v_t, transpose_x=True)
+                        m_i[...] = m_new
+                    empty = l_i == 0.0
+                    inv = tl.where(empty, 0.0, 1.0 / tl.where(empty, 1.0, l_i))
+                    tl.store(out[b, h, rq, cd], acc * inv, mask=rq < sq)
+                    tl.store(lse[b, h, rq, one], tl.where(empty, math.inf, m_i + tl.log(tl.where(empty, 1.0, l_i))),
+                             mask=rq < sq)
+
+
+@trn.kernel
+def flash_bwd_kv(q, k, v, m4, do, lse, dsum, dk, dv, scale, causal, mask_kind):
+    """``dK``, ``dV`` per key block (``[B, Hq, Sk, D]`` fp32: the caller sums GQA groups)."""
+    nb, hq, sq, d = q.shape
+    hk, sk = k.shape[1], k.shape[2]
+    grp = hq // hk
+    cd = tl.arange(d)[None, :]
+    one = tl.arange(1)[None, :]
+    nqb = tl.cdiv(sq, BQ)
+    for b in tl.affine_range(nb):
+        for hkv in tl.affine_range(hk):
+            for g in tl.affine_range(grp):
+                h = hkv * grp + g
+                for kj in tl.affine_range(tl.cdiv(sk, BK)):
+                    rk = kj * BK + tl.arange(BK)[:, None]
+                    kc = kj * BK + tl.arange(BK)[None, :]
+                    k_t = tl.transpose(tl.load(k[b, hkv, rk, cd], mask=rk < sk).astype(tl.float32))   # [d, BK]
+                    v_t = tl.transpose(tl.load(v[b, hkv, rk, cd], mask=rk < sk).astype(tl.float32))
+                    dk_acc = tl.zeros((BK, d), tl.float32)
+                    dv_acc = tl.zeros((BK, d), tl.float32)
+                    for qi in tl.sequential_range(nqb):
+                        rq = qi * BQ + tl.arange(BQ)[:, None]
+                        qt = tl.load(q[b, h, rq, cd], mask=rq < sq).astype(tl.float32)
+                        dot = tl.load(do[b, h, rq, cd], mask=rq < sq).astype(tl.float32)
+                        ls = tl.load(lse[b, h, rq, one], mask=rq < sq, other=math.inf)
+                        di = tl.load(dsum[b, h, rq, one], mask=rq < sq)
+                        s = tl.copy(tl.matmul(tl.transpose(qt), k_t, transpose_x=True)) * scale
+                        s = _mask_scores(s, m4, b, h, rq, kc, sq, sk, causal, mask_kind)
+                        p = tl.exp(s - ls)                                              # [BQ, BK]
+                        dv_acc[...] = dv_acc + tl.matmul(p, dot, transpose_x=True)
+                        dp = tl.copy(tl.matmul(tl.transpose(dot), v_t, transpose_x=True))
+                        ds = p * (dp - di)
+                        dk_acc[...] = dk_acc + tl.matmul(ds, qt, transpose_x=True)
+                    tl.store(dk[b, h, rk, cd], dk_acc * scale, mask=rk < sk)
+                    tl.store(dv[b, h, rk, cd], dv_acc, mask=rk < sk)
+
+
+@trn.kernel
+def flash_bwd_q(q, k, v, m4, do, lse, dsum, dq, dbias, scale, causal, mask_kind, want_dbias):
+    """``dQ`` per query block (and ``dS``, the additive mask's gradient, into ``dbias`` when asked)."""
+    nb, hq, sq, d = q.shape
+    hk, sk = k.shape[1], k.shape[2]
+    grp = hq // hk
+    cd = tl.arange(d)[None, :]
+    one = tl.arange(1)[None, :]
+    nkb = tl.cdiv(sk, BK)
+    for b in tl.affine_range(nb):
+        for hkv in tl.affine_range(hk):
+            for g in tl.affine_range(grp):
+                h = hkv * grp + g
+                for qi in tl.affine_range(tl.cdiv(sq, BQ)):
+                    rq = qi * BQ + tl.arange(BQ)[:, None]
+                    q_t = tl.transpose(tl.load(q[b, h, rq, cd], mask=rq < sq).astype(tl.float32))
+                    do_t = tl.transpose(tl.load(do[b, h, rq, cd], mask=rq < sq).astype(tl.float32))
+                    ls = tl.load(lse[b, h, rq, one], mask=rq < sq, other=math.inf)
+                    di = tl.load(dsum[b, h, rq, one], mask=rq < sq)
+                    dq_acc = tl.zeros((BQ, d), tl.float32)
+                    for kj in tl.sequential_range(nkb):
+                        rk = kj * BK + tl.arange(BK)[:, None]
+                        kc = kj * BK + tl.arange(BK)[None, :]
+                        kt = tl.load(k[b, hkv, rk, cd], mask=rk < sk).astype(tl.float32)
+                        v_t = tl.transpose(tl.load(v[b, hkv, rk, cd], mask=rk < sk).astype(tl.float32))
+                        s = tl.copy(tl.matmul(q_t, tl.transpose(kt), transpose_x=True)) * scale
+                        s = _mask_scores(s, m4, b, h, rq, kc, sq, sk, causal, mask_kind)
+                        p = tl.exp(s - ls)
+                        dp = tl.copy(tl.matmul(do_t, v_t, transpose_x=True))
+                        ds = p * (dp - di)
+                        if want_dbias:
+                            tl.store(dbias[b, h, rq, kc], ds, mask=(rq < sq) & (kc < sk))
+                        dq_acc[...] = dq_acc + tl.matmul(tl.transpose(ds), kt, transpose_x=True)
+                    tl.store(dq[b, h, rq, cd], dq_acc * scale, mask=rq < sq)
+
+
+# ------------------------------------------------------------------------------------------ host side
+
+
+def _mask_kind(mask: torch.Tensor | None, dtype: torch.dtype) -> str | None:
+    if mask is None:
+        return "none"
+    if mask.dtype == torch.bool:
+        return "bool"
+    if mask.dtype in _F:
+        return "float"
+    return None
+
+
+def _expand_mask(mask: torch.Tensor | None, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    if mask is None:
+        return q
+    shape = (q.shape[0], q.shape[1], q.shape[2], k.shape[2])
+    return mask.expand(shape)
+
+
+def _supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> bool:
+    if not all(t.device.type == "trn" and t.dtype in _F and t.dim() == 4 for t in (q, k, v)):
+        return False
+    if q.dtype != k.dtype or q.dtype != v.dtype or k.shape != v.shape:
+        return False
+    b, hq, sq, d = q.shape
+    if k.shape[0] != b or k.shape[3] != d or d > 128 or d == 0 or hq % max(k.shape[1], 1) or k.shape[1] == 0:
+        return False
+    if sq == 0 or k.shape[2] == 0 or b == 0:
+        return False
+    if mask is not None:
+        if mask.device.type != "trn" or _mask_kind(mask, q.dtype) is None:
+            return False
+        try:
+            if torch.broadcast_shapes(mask.shape, (b, hq, sq, k.shape[2])) != (b, hq, sq, k.shape[2]):
+                return False
+        except RuntimeError:
+            return False
+    return True
+
+
+def _scale(scale: float | None, d: int) -> float:
+    return float(scale) if scale is not None else 1.0 / math.sqrt(d)
+
+
+@lowering("aten::_scaled_dot_product_fused_attention_overrideable", dtypes=None)
+def sdpa_overrideable(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                      attn_bias: torch.Tensor | None = None, dropout_p: float = 0.0, is_causal: bool = False,
+                      return_debug_mask: bool = False, *, scale: float | None = None) -> Any:
+    """Flash-attention forward -> (output, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, seed, offset, debug)."""
+    if dropout_p != 0.0 or return_debug_mask or not _supported(query, key, value, attn_bias):
+        return NotImplemented
+    b, h, sq, d = query.shape
+    sk = key.shape[2]
+    if is_causal and sq > sk:
+        return NotImplemented
+    kind = _mask_kind(attn_bias, query.dtype)
+    out = torch.empty(query.shape, dtype=query.dtype, device="trn")
+    lse = torch.empty((b, h, sq, 1), dtype=torch.float32, device="trn")
+    flash_fwd(query, key, value, _expand_mask(attn_bias, query, key), out, lse, _scale(scale, d), bool(is_causal),
+              kind)
+    empty = torch.empty((0,), dtype=torch.int64, device="trn")
+    seed = torch.empty((), dtype=torch.int64, device="trn")
+    return (out, lse.view(b, h, sq), empty, empty, sq, sk, seed, seed,
+            torch.empty((0,), dtype=query.dtype, device="trn"))
+
+
+@lowering("aten::_scaled_dot_product_fused_attention_overrideable_backward", dtypes=None)
+def sdpa_overrideable_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                               attn_bias: torch.Tensor | None, grad_input_mask: Any, out: torch.Tensor,
+                               logsumexp: torch.Tensor, cum_seq_q: Any, cum_seq_k: Any, max_q: int, max_k: int,
+                               dropout_p: float, is_causal: bool, philox_seed: Any, philox_offset: Any, *,
+                               scale: float | None = None) -> Any:
+    """Flash-attention backward -> (grad_query, grad_key, grad_value, grad_attn_bias)."""
+    if attn_bias is not None and attn_bias.numel() == 0:
+        attn_bias = None
+    if dropout_p != 0.0 or not _supported(query, key, value, attn_bias):
+        return NotImplemented
+    b, hq, sq, d = query.shape
+    hk, sk = key.shape[1], key.shape[2]
+    if is_causal and sq > sk:
+        return NotImplemented
+    kind = _mask_kind(attn_bias, query.dtype)
+    sc = _scale(scale, d)
+    lse = logsumexp.reshape(b, hq, sq, 1)
+    dsum = (grad_out.float() * out.float()).sum(-1, keepdim=True)
+    m4 = _expand_mask(attn_bias, query, key)
+    want = list(grad_input_mask) + [False] * (4 - len(grad_input_mask))
+    dq = torch.empty(query.shape, dtype=query.dtype, device="trn")
+    want_db = bool(want[3]) and kind == "float"
+    dbias = torch.empty((b, hq, sq, sk), dtype=torch.float32, device="trn") if want_db else dq
+    flash_bwd_q(query, key, value, m4, grad_out, lse, dsum, dq, dbias, sc, bool(is_causal), kind, want_db)
+    grp = hq // hk
+    kv_dt = torch.float32 if grp > 1 else key.dtype
+    dk = torch.empty((b, hq, sk, d), dtype=kv_dt, device="trn")
+    dv = torch.empty((b, hq, sk, d), dtype=kv_dt, device="trn")
+    flash_bwd_kv(query, key, value, m4, grad_out, lse, dsum, dk, dv, sc, bool(is_causal), kind)
+    if grp > 1:
+        dk = dk.view(b, hk, grp, sk, d).sum(2).to(key.dtype)
+        dv = dv.view(b, hk, grp, sk, d).sum(2).to(value.dtype)
+    db = None
+    if want_db:
+        red = [i for i in range(4) if attn_bias.dim() - 4 + i < 0 or attn_bias.shape[attn_bias.dim() - 4 + i] == 1]
+        g = dbias.sum(red, keepdim=True) if red else dbias
+        db = g.reshape(attn_bias.shape).to(attn_bias.dtype)
+    return dq, dk, dv, db
+
+
+# ------------------------------------------------------------------------------------------ routing
+
+
+def _sdpa_autograd(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: torch.Tensor | None = None,
+                   dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
+                   enable_gqa: bool = False) -> torch.Tensor:
+    """``aten::scaled_dot_product_attention`` on trn: the fused op when supported, else torch's math path."""
+    op = torch.ops.aten.scaled_dot_product_attention.default
+    ok = dropout_p == 0.0 and not (is_causal and attn_mask is not None) and query.dim() in (3, 4)
+    if ok and query.dim() == 3:
+        ok = key.dim() == 3 and value.dim() == 3
+    if ok:
+        q4, k4, v4 = (t if t.dim() == 4 else t.unsqueeze(0) for t in (query, key, value))
+        m = attn_mask
+        if m is not None and m.dim() < 4:
+            m = m.reshape((1,) * (4 - m.dim()) + tuple(m.shape))
+        if k4.shape[1] != q4.shape[1] and not enable_gqa:
+            ok = False
+        ok = ok and _supported(q4, k4, v4, m) and k4.shape[2] == v4.shape[2]
+        if ok and is_causal and q4.shape[2] > k4.shape[2]:
+            ok = False
+    if not ok:
+        return op.decompose(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+    if m is not None and m.dtype != torch.bool and m.dtype != q4.dtype:
+        m = m.to(q4.dtype)
+    out = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(q4, k4, v4, m, 0.0, bool(is_causal),
+                                                                         False, scale=scale)[0]
+    return out if query.dim() == 4 else out.squeeze(0)
+
+
+_LIB = torch.library.Library("aten", "IMPL")
+_LIB.impl("scaled_dot_product_attention", _sdpa_autograd, "AutogradPrivateUse1")
