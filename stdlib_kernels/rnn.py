@@ -298,3 +298,36 @@ def thnn_fused_gru_cell_backward(grad_hy: torch.Tensor, workspace: torch.Tensor,
     if n * h:
         gru_bwd(grad_hy, workspace, gig, ghg, ghx)
     return gig, ghg, ghx, _bias_grad(gig, has_bias), _bias_grad(ghg, has_bias)
+
+
+@lowering("aten::lstm_cell", dtypes=DTYPES)
+def lstm_cell(input: torch.Tensor, hx: list[torch.Tensor], w_ih: torch.Tensor, w_hh: torch.Tensor,
+              b_ih: torch.Tensor | None = None, b_hh: torch.Tensor | None = None) -> Any:
+    """``torch.lstm_cell`` / ``nn.LSTMCell`` without gradients: one :func:`lstm_cell_fused` launch.
+
+    (With gradients the registry runs the composite path: matmuls + ``_thnn_fused_lstm_cell``.)
+    """
+    if len(hx) != 2 or not _ok2(input, w_ih, w_hh, b_ih, b_hh, *hx) or input.dim() != 2:
+        return NotImplemented
+    h0, c0 = hx
+    n, in_dim = input.shape
+    if h0.dim() != 2 or c0.shape != h0.shape or h0.shape[0] != n:
+        return NotImplemented
+    h = h0.shape[1]
+    if tuple(w_ih.shape) != (4 * h, in_dim) or tuple(w_hh.shape) != (4 * h, h):
+        return NotImplemented
+    if len({t.dtype for t in (input, w_ih, w_hh, h0, c0)}) != 1:
+        return NotImplemented
+    bias = None
+    if b_ih is not None or b_hh is not None:
+        bs = [b for b in (b_ih, b_hh) if b is not None]
+        if any(tuple(b.shape) != (4 * h,) for b in bs):
+            return NotImplemented
+        bias = bs[0] if len(bs) == 1 else torch.add(bs[0].float(), bs[1].float())
+    hy = torch.empty((n, h), dtype=input.dtype, device="trn")
+    cy = torch.empty((n, h), dtype=input.dtype, device="trn")
+    if n * h:
+        if in_dim == 0:
+            return NotImplemented
+        lstm_cell_fused(input, h0, c0, w_ih, w_hh, bias, hy, cy)
+    return hy, cy
