@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     repeat = 1 if args.quick else args.repeat
     min_time = 0.01 if args.quick else 0.2
     print(f"stdlib families vs torch CPU ({threads} thread(s)); ratio = cpu time / trn time (> 1: trn faster)")
-    print(f"{"family":<16} {'case':<44} {'cpu':>11} {'trn':>11} {'ratio':>7}  fallbacks")
+    print(f"{'family':<16} {'case':<44} {'cpu':>11} {'trn':>11} {'ratio':>7}  fallbacks")
     for fam in wanted:
         mod = importlib.import_module(f"benchmarks.families.{fam}")
         for name, cpu, trn in mod.cases(args.quick):
