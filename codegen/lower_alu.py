@@ -8,7 +8,8 @@ logical not. Integer-only functions on floats raise ``DTypeError``.
 Floats: the IEEE basic operations are fp32 (correctly rounded, no FMA
 contraction). ``maximum``/``minimum`` propagate NaN. Transcendental and
 composite functions (exp, log, log1p, expm1, tanh, sin, cos, power, rsqrt,
-sigmoid, gelu, gelu_tanh, silu, softplus, erf) follow the interpreter's oracle:
+sigmoid, gelu, gelu_tanh, silu, softplus, erf; tan, asin, acos, atan, atan2, sinh,
+cosh, asinh, acosh, atanh, log2, log10, exp2, erfc, erfinv, lgamma) follow the interpreter's oracle:
 ``codegen.vecmath`` fp32 kernels when that module provides them (vectorisable,
 a few ulp), else libm in float64 rounded once to fp32 (scalar, matches the
 interpreter to the last bit in practice). ``rsqrt`` is always computed in f64
@@ -31,9 +32,11 @@ _FLOAT_UNARY = {
     Alu.copy, Alu.exp, Alu.log, Alu.log1p, Alu.expm1, Alu.sqrt, Alu.rsqrt, Alu.reciprocal, Alu.abs,
     Alu.negative, Alu.sign, Alu.floor, Alu.ceil, Alu.square, Alu.tanh, Alu.sigmoid, Alu.relu, Alu.gelu,
     Alu.gelu_tanh, Alu.silu, Alu.softplus, Alu.erf, Alu.sin, Alu.cos, Alu.logical_not,
+    Alu.trunc, Alu.round, Alu.tan, Alu.asin, Alu.acos, Alu.atan, Alu.sinh, Alu.cosh, Alu.asinh, Alu.acosh,
+    Alu.atanh, Alu.log2, Alu.log10, Alu.exp2, Alu.erfc, Alu.erfinv, Alu.lgamma,
 }
 _INT_UNARY = {Alu.copy, Alu.abs, Alu.negative, Alu.sign, Alu.floor, Alu.ceil, Alu.square, Alu.relu,
-              Alu.logical_not, Alu.bitwise_not}
+              Alu.logical_not, Alu.bitwise_not, Alu.trunc, Alu.round}
 _COMPARE = {Alu.equal: "==", Alu.not_equal: "!=", Alu.less: "<", Alu.less_equal: "<=", Alu.greater: ">",
             Alu.greater_equal: ">="}
 _LOGICAL = {Alu.logical_and, Alu.logical_or, Alu.logical_xor}
@@ -60,7 +63,7 @@ def binary_ct(op: Alu, a: CT, b: CT) -> CT:
     """Result compute type of a binary function."""
     if ALU_SPECS[op].kind is not AluKind.BINARY:
         raise DTypeError(f"{op.name} is not a binary function")
-    flt = op is Alu.divide or a is CT.F32 or b is CT.F32
+    flt = op in (Alu.divide, Alu.atan2) or a is CT.F32 or b is CT.F32
     if flt and op in _INT_ONLY:
         raise DTypeError(f"{op.name} is not defined on floating-point operands ({a.value}, {b.value})")
     if op in _COMPARE or op in _LOGICAL:
@@ -103,6 +106,33 @@ def _softplus64(cx: Ctx, x: ir.Value) -> ir.Value:
     return b.select(big, x, _libm(cx, "log1p", _exp64(cx, x)))
 
 
+def _erfinv64(cx: Ctx, x: ir.Value) -> ir.Value:
+    """erfinv: the interpreter's algorithm (Giles' initial guess, Newton steps on erf / erfc) in f64."""
+    from trnlang.interpret.alu import ERFINV_NEWTON, ERFINV_W1, ERFINV_W2
+
+    b = cx.b
+    a = cx.call_intrinsic("llvm.fabs", [x])
+    ac = cx.call_intrinsic("llvm.minnum", [a, cf64(0.99999999)])
+    w = b.fneg(_libm(cx, "log", b.fmul(b.fsub(cf64(1.0), ac), b.fadd(cf64(1.0), ac))))
+    ws = b.fsub(w, cf64(2.5))
+    wb = b.fsub(cx.call_intrinsic("llvm.sqrt", [w]), cf64(3.0))
+    ps: ir.Value = cf64(ERFINV_W1[0])
+    pb: ir.Value = cf64(ERFINV_W2[0])
+    for c1, c2 in zip(ERFINV_W1[1:], ERFINV_W2[1:]):
+        ps = b.fadd(b.fmul(ps, ws), cf64(c1))
+        pb = b.fadd(b.fmul(pb, wb), cf64(c2))
+    r = b.fmul(b.select(b.fcmp_ordered("<", w, cf64(5.0)), ps, pb), ac)
+    lo = b.fcmp_ordered("<=", a, cf64(0.5))
+    for _ in range(ERFINV_NEWTON):
+        e = b.select(lo, b.fsub(_libm(cx, "erf", r), a), b.fsub(b.fsub(cf64(1.0), a), _libm(cx, "erfc", r)))
+        d = b.fmul(cf64(1.1283791670955126), _exp64(cx, b.fneg(b.fmul(r, r))))
+        r = b.fsub(r, b.fdiv(e, d))
+    r = b.select(b.fcmp_ordered("==", a, cf64(1.0)), cf64(math.inf), r)
+    r = b.select(b.fcmp_ordered(">", a, cf64(1.0)), cf64(math.nan), r)
+    r = b.select(b.fcmp_unordered("uno", x, x), x, r)
+    return cx.call_intrinsic("llvm.copysign", [r, x])
+
+
 def _rsqrt64(cx: Ctx, x: ir.Value) -> ir.Value:
     return cx.b.fdiv(cf64(1.0), cx.call_intrinsic("llvm.sqrt", [x]))
 
@@ -122,6 +152,21 @@ _F64: dict[Alu, Callable[[Ctx, ir.Value], ir.Value]] = {
     Alu.silu: lambda cx, x: cx.b.fmul(x, _sigmoid64(cx, x)),
     Alu.softplus: _softplus64,
     Alu.rsqrt: _rsqrt64,
+    Alu.erfinv: _erfinv64,
+    Alu.tan: lambda cx, x, _n="tan": _libm(cx, _n, x),
+    Alu.asin: lambda cx, x, _n="asin": _libm(cx, _n, x),
+    Alu.acos: lambda cx, x, _n="acos": _libm(cx, _n, x),
+    Alu.atan: lambda cx, x, _n="atan": _libm(cx, _n, x),
+    Alu.sinh: lambda cx, x, _n="sinh": _libm(cx, _n, x),
+    Alu.cosh: lambda cx, x, _n="cosh": _libm(cx, _n, x),
+    Alu.asinh: lambda cx, x, _n="asinh": _libm(cx, _n, x),
+    Alu.acosh: lambda cx, x, _n="acosh": _libm(cx, _n, x),
+    Alu.atanh: lambda cx, x, _n="atanh": _libm(cx, _n, x),
+    Alu.log2: lambda cx, x, _n="log2": _libm(cx, _n, x),
+    Alu.log10: lambda cx, x, _n="log10": _libm(cx, _n, x),
+    Alu.exp2: lambda cx, x, _n="exp2": _libm(cx, _n, x),
+    Alu.erfc: lambda cx, x, _n="erfc": _libm(cx, _n, x),
+    Alu.lgamma: lambda cx, x, _n="lgamma": _libm(cx, _n, x),
 }
 
 
@@ -164,6 +209,10 @@ def _unary_f32(cx: Ctx, op: Alu, x: ir.Value) -> ir.Value:
         return b.fsub(pos, neg)
     if op is Alu.floor:
         return cx.call_intrinsic("llvm.floor", [x])
+    if op is Alu.trunc:
+        return cx.call_intrinsic("llvm.trunc", [x])
+    if op is Alu.round:
+        return cx.call_intrinsic("llvm.rint", [x])
     if op is Alu.ceil:
         return cx.call_intrinsic("llvm.ceil", [x])
     if op is Alu.square:
@@ -179,7 +228,7 @@ def _unary_i32(cx: Ctx, op: Alu, x: ir.Value, ct: CT) -> ir.Value:
     b = cx.b
     if op is Alu.bitwise_not and ct is CT.BOOL:
         return b.zext(b.icmp_signed("==", x, ci32(0)), I32)
-    if op in (Alu.copy, Alu.floor, Alu.ceil):
+    if op in (Alu.copy, Alu.floor, Alu.ceil, Alu.trunc, Alu.round):
         return x
     if op is Alu.abs:
         return b.select(b.icmp_signed("<", x, ci32(0)), b.neg(x), x)
@@ -271,6 +320,9 @@ def _binary_f32(cx: Ctx, op: Alu, a: ir.Value, c: ir.Value) -> ir.Value:
         return b.fptrunc(p, F32)
     if op is Alu.fmod:
         return b.frem(a, c)
+    if op is Alu.atan2:
+        at = cx.b.call(cx.extern("atan2", F64, [F64, F64]), [b.fpext(a, F64), b.fpext(c, F64)])
+        return b.fptrunc(at, F32)
     if op in _COMPARE:
         rel = _COMPARE[op]
         cmp = b.fcmp_unordered(rel, a, c) if rel == "!=" else b.fcmp_ordered(rel, a, c)
@@ -327,7 +379,7 @@ def _binary_i32(cx: Ctx, op: Alu, a: ir.Value, c: ir.Value) -> ir.Value:
 def binary(cx: Ctx, op: Alu, a: ir.Value, act: CT, c: ir.Value, cct: CT) -> tuple[ir.Value, CT]:
     """Apply a binary ALU function to two compute values (already broadcast)."""
     rct = binary_ct(op, act, cct)
-    if op is Alu.divide or act is CT.F32 or cct is CT.F32:
+    if op in (Alu.divide, Alu.atan2) or act is CT.F32 or cct is CT.F32:
         return _binary_f32(cx, op, to_f32(cx, a, act), to_f32(cx, c, cct)), rct
     return _binary_i32(cx, op, a, c), rct
 

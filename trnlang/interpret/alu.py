@@ -8,10 +8,12 @@ Float accuracy: the IEEE basic operations (add, subtract, multiply, divide,
 sqrt, reciprocal, fmod, min/max, abs, negative, floor, ceil, square) run in
 numpy float32 and are therefore correctly rounded. Transcendental and composite
 functions (exp, log, log1p, expm1, tanh, sin, cos, power, rsqrt, sigmoid, gelu,
-gelu_tanh, silu, softplus, erf) are evaluated in float64 and rounded once to
+gelu_tanh, silu, softplus, erf, tan, asin, acos, atan, atan2, sinh, cosh, asinh, acosh,
+atanh, log2, log10, exp2, erfc, erfinv, lgamma) are evaluated in float64 and rounded once to
 float32: a stable, platform-independent oracle within ~0.5 ulp of the exact
-function. Float ``add``/``multiply`` reductions accumulate in float64 and round
-once to float32.
+function (``lgamma`` calls the C library's, ``erfinv`` refines an initial guess with
+Newton steps on erf/erfc). ``trunc`` and ``round`` (half to even, as torch) are exact.
+Float ``add``/``multiply`` reductions accumulate in float64 and round once to float32.
 
 Edge cases follow torch where the IR spec is silent: ``sign(NaN) = 0``,
 ``relu`` keeps NaN and -0.0, ``softplus(x) = x`` for x > 20, fp8 e4m3fn
@@ -137,6 +139,65 @@ def _erf(x: np.ndarray) -> np.ndarray:
     return np.asarray(_erf64(x), dtype=F64) if x.size else x.astype(F64)
 
 
+def _libm1(name: str, fallback: Callable[[float], float]) -> Callable[[np.ndarray], np.ndarray]:
+    """A float64 libm function (the one the compiled code calls) applied elementwise; ``fallback`` without libm."""
+    fn: Callable[[float], float] = fallback
+    try:
+        import ctypes
+        import ctypes.util
+
+        lib = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+        cfn = getattr(lib, name)
+        cfn.restype = ctypes.c_double
+        cfn.argtypes = [ctypes.c_double]
+        fn = cfn
+    except (OSError, AttributeError):  # pragma: no cover - no C libm (the fallback is within an ulp)
+        pass
+    vf = np.frompyfunc(fn, 1, 1)
+    return lambda x: np.asarray(vf(x), dtype=F64) if x.size else x.astype(F64)
+
+
+_lgamma64 = _libm1("lgamma", math.lgamma)
+_erfc_py = np.frompyfunc(math.erfc, 1, 1)
+
+
+def _erfc64(x: np.ndarray) -> np.ndarray:
+    return np.asarray(_erfc_py(x), dtype=F64) if x.size else x.astype(F64)
+
+
+#: erfinv initial guess (M. Giles, "Approximating the erfinv function", single precision), then Newton
+#: steps in float64 on erf (|y| <= 0.5) or erfc (|y| > 0.5, 1 - |y| is exact): float64 accurate.
+ERFINV_W1 = [2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
+             -0.00417768164, 0.246640727, 1.50140941]
+ERFINV_W2 = [-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
+             0.00943887047, 1.00167406, 2.83297682]
+ERFINV_NEWTON = 3
+
+
+def _erfinv(y: np.ndarray) -> np.ndarray:
+    """erfinv in float64 (the compiled code runs the same steps with libm erf/erfc)."""
+    a = np.abs(y)
+    ac = np.minimum(a, 0.99999999)
+    w = -np.log((1.0 - ac) * (1.0 + ac))
+    small = w < 5.0
+    ws = w - 2.5
+    wb = np.sqrt(w) - 3.0
+    ps = np.full_like(w, ERFINV_W1[0])
+    pb = np.full_like(w, ERFINV_W2[0])
+    for c1, c2 in zip(ERFINV_W1[1:], ERFINV_W2[1:]):
+        ps = ps * ws + c1
+        pb = pb * wb + c2
+    x = np.where(small, ps, pb) * ac
+    lo = a <= 0.5
+    for _ in range(ERFINV_NEWTON):
+        e = np.where(lo, _erf(x) - a, (1.0 - a) - _erfc64(x))
+        x = x - e / (1.1283791670955126 * np.exp(-x * x))
+    x = np.where(a == 1.0, np.inf, x)
+    x = np.where(a > 1.0, np.nan, x)
+    x = np.where(np.isnan(y), y, x)
+    return np.copysign(x, y)
+
+
 def _gelu(x: np.ndarray) -> np.ndarray:
     return x * 0.5 * (1.0 + _erf(x / math.sqrt(2.0)))
 
@@ -185,6 +246,23 @@ _UNARY_F32: dict[Alu, Callable[[np.ndarray], np.ndarray]] = {
     Alu.sin: _f64(np.sin),
     Alu.cos: _f64(np.cos),
     Alu.logical_not: lambda x: (x == 0).astype(I32),
+    Alu.trunc: np.trunc,
+    Alu.round: np.rint,
+    Alu.tan: _f64(np.tan),
+    Alu.asin: _f64(np.arcsin),
+    Alu.acos: _f64(np.arccos),
+    Alu.atan: _f64(np.arctan),
+    Alu.sinh: _f64(np.sinh),
+    Alu.cosh: _f64(np.cosh),
+    Alu.asinh: _f64(np.arcsinh),
+    Alu.acosh: _f64(np.arccosh),
+    Alu.atanh: _f64(np.arctanh),
+    Alu.log2: _f64(np.log2),
+    Alu.log10: _f64(np.log10),
+    Alu.exp2: _f64(np.exp2),
+    Alu.erfc: _f64(_erfc64),
+    Alu.erfinv: _f64(_erfinv),
+    Alu.lgamma: _f64(_lgamma64),
 }
 
 _UNARY_I32: dict[Alu, Callable[[np.ndarray], np.ndarray]] = {
@@ -198,6 +276,8 @@ _UNARY_I32: dict[Alu, Callable[[np.ndarray], np.ndarray]] = {
     Alu.relu: lambda x: np.maximum(x, np.int32(0)),
     Alu.logical_not: lambda x: (x == 0).astype(I32),
     Alu.bitwise_not: np.invert,
+    Alu.trunc: lambda x: x,
+    Alu.round: lambda x: x,
 }
 
 
@@ -275,6 +355,7 @@ _BINARY_F32: dict[Alu, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     Alu.divide: np.divide,
     Alu.power: lambda a, b: np.power(a.astype(F64), b.astype(F64)).astype(F32),
     Alu.fmod: np.fmod,
+    Alu.atan2: lambda a, b: np.arctan2(a.astype(F64), b.astype(F64)).astype(F32),
 }
 
 _BINARY_I32: dict[Alu, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
@@ -298,7 +379,7 @@ def binary(op: Alu, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _binary(op: Alu, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if op is Alu.divide or is_float(a.dtype) or is_float(b.dtype):
+    if op in (Alu.divide, Alu.atan2) or is_float(a.dtype) or is_float(b.dtype):
         fn = _BINARY_F32.get(op)
         if fn is None:
             raise AluTypeError(f"{op.name} is not defined on floating-point operands ({a.dtype}, {b.dtype})")
