@@ -72,12 +72,15 @@ def test_out_of_memory_is_torch_oom():
         torch.empty(torch.trn.mem_get_info()[1] // 2 + 1, dtype=torch.int16, device="trn")
 
 
-def test_seeding_matches_cpu():
+def test_seeding_is_reproducible():
+    # the device has its own generator (like CUDA): torch.manual_seed seeds it too, streams differ from the CPU's
     torch.manual_seed(7)
     a = torch.randn(5, device="trn").cpu()
     torch.manual_seed(7)
-    b = torch.randn(5)
+    b = torch.randn(5, device="trn").cpu()
     assert torch.equal(a, b)
+    torch.manual_seed(8)
+    assert not torch.equal(torch.randn(5, device="trn").cpu(), a)
     torch.trn.manual_seed(3)
     s = torch.trn.get_rng_state()
     c = torch.rand(4, device="trn").cpu()

@@ -8,6 +8,11 @@
 - ``torch.accelerator.synchronize`` and its memory functions route to ``torch.trn`` (trap 11);
 - ``torch.UntypedStorage(n, device="trn")`` (deepcopy, ``storage.clone()``/``.to("trn")``) allocates
   device memory instead of crashing in C++ for want of a PrivateUse1 allocator.
+- ``module.to("trn")`` / ``module.cpu()`` keep Parameter objects (so tied weights stay tied and an
+  optimizer made before the move still holds the module's parameters): torch only reuses a Parameter
+  across a conversion when the two TensorImpls are "shallow-copy compatible", which PrivateUse1 and
+  CPU are not in torch 2.13, so it would make a new Parameter per module attribute. Conversions that
+  involve ``trn`` run with torch's ``swap_module_params_on_conversion`` instead (``swap_tensors``).
 """
 
 from __future__ import annotations
@@ -180,8 +185,59 @@ def _patch_storage_new() -> None:
     cls.__new__ = __new__  # type: ignore[method-assign]
 
 
+def _involves_trn(module: torch.nn.Module, device: Any) -> bool:
+    if device is not None and torch.device(device).type == "trn":
+        return True
+    for t in module.parameters():
+        return t.device.type == "trn"
+    for t in module.buffers():
+        return t.device.type == "trn"
+    return False
+
+
+def _patch_module_conversion() -> None:
+    mod = torch.nn.Module
+    if getattr(mod.to, "_trn_patched", False):
+        return
+    orig_to, orig_cpu = mod.to, mod.cpu
+
+    def swapping(fn: Any, module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+        fut = torch.__future__
+        prev = fut.get_swap_module_params_on_conversion()
+        fut.set_swap_module_params_on_conversion(True)
+        try:
+            return fn(module, *args, **kwargs)
+        finally:
+            fut.set_swap_module_params_on_conversion(prev)
+
+    @functools.wraps(orig_to)
+    def to(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+        device = torch._C._nn._parse_to(*args, **kwargs)[0]
+        if _involves_trn(self, device):
+            return swapping(orig_to, self, *args, **kwargs)
+        return orig_to(self, *args, **kwargs)
+
+    @functools.wraps(orig_cpu)
+    def cpu(self: torch.nn.Module) -> Any:
+        if _involves_trn(self, None):
+            return swapping(orig_cpu, self)
+        return orig_cpu(self)
+
+    to._trn_patched = True  # type: ignore[attr-defined]
+    mod.to = to  # type: ignore[method-assign]
+    mod.cpu = cpu  # type: ignore[method-assign]
+    trn_method = getattr(mod, "trn", None)
+    if trn_method is not None:
+        @functools.wraps(trn_method)
+        def trn(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+            return swapping(trn_method, self, *args, **kwargs)
+
+        mod.trn = trn  # type: ignore[attr-defined]
+
+
 def install() -> None:
     """Install all of the above (once per process)."""
+    _patch_module_conversion()
     _patch_printing()
     _patch_storage_new()
     _patch_accelerator()
