@@ -1,8 +1,9 @@
 """Random numbers on ``trn`` from a counter-based generator computed in trnlang kernels.
 
-Every element draws from a hash of ``(key, element index)``: the index (``base + row * d + col``) is mixed
-with a 64-bit key by two rounds of MurmurHash3's 32-bit finaliser (``fmix32``) on the Vector engine's integer
-ALU (int32 multiplies wrap; xor/and are bitwise). The language has no shift instruction, so the finaliser's
+Every element draws from a hash of ``(key, element index)``: the index ``i`` (``base + row * d + col``) is
+keyed with a 64-bit key ``(k0, k1)`` as ``((i ^ k1) * 0x9e3779b1 + k0)`` (a bijection of the counter) and mixed
+by MurmurHash3's 32-bit finaliser (``fmix32``) on the Vector engine's integer ALU (int32 multiplies wrap;
+xor/and are bitwise). The language has no shift instruction, so the finaliser's
 logical right shift ``h >> s`` is computed exactly as ``((h & -2^s) * 2^-s) & (2^(32-s) - 1)`` through fp32
 (the masked value has at most ``32 - s <= 24`` significant bits, so the float round trip is exact).
 The low 24 bits of the hash give a uniform ``u = k / 2^24`` in ``[0, 1)``; normals use Box-Muller with a
@@ -86,8 +87,7 @@ def rng(out, keys, params, x, out2, kind, base):
             cols = j * f + tl.arange(f)[None, :]
             m = ((rows < n) & (cols < d)) if ragged else None
             idx = tl.copy(base + rows * d + cols, dtype=tl.int32)
-            h = _fmix((idx * -1640531535) ^ k0)  # 0x9e3779b1
-            h = _fmix(h ^ k1)
+            h = _fmix((idx ^ k1) * -1640531535 + k0)  # 0x9e3779b1: a keyed bijection of the counter, mixed
             if kind == "uniform":  # a + (b - a) * u
                 res = a + (b - a) * _u24(h)
             elif kind == "normal":  # a + b * z (Box-Muller)
