@@ -1,0 +1,312 @@
+"""The indexing family (stdlib_kernels/indexing.py): trn vs CPU, forward and backward, no fallbacks.
+
+gather / scatter(_add, _reduce) / index / index_put / index_select / index_add / index_copy / index_fill /
+take / take_along_dim / masked_fill / masked_select / masked_scatter / nonzero / embedding (+ backward):
+ragged shapes, size 1, empty, non-contiguous operands, negative indices, fp32 and bf16; bad indices
+raise torch's own errors.
+"""
+
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import trnlang
+from tests.device.conftest import assert_same
+
+_SETTINGS = settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                           HealthCheck.function_scoped_fixture])
+
+
+@pytest.fixture(autouse=True)
+def _no_fallback(monkeypatch):
+    """Every call of this file must run natively: a fallback raises."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    trnlang.reset_fallback_stats()
+    yield
+    assert trnlang.fallback_stats() == {}
+
+
+def _t(x: torch.Tensor) -> torch.Tensor:
+    return x.to("trn")
+
+
+def _cmp(fn, *args, dtype=torch.float32, **kw):
+    """Run ``fn`` on CPU and trn copies of ``args`` and compare."""
+    ref = fn(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args], **kw)
+    got = fn(*[_t(a) if isinstance(a, torch.Tensor) else a for a in args], **kw)
+    tol = 1e-5 if dtype == torch.float32 else 1e-2
+    if isinstance(ref, torch.Tensor):
+        assert_same(got, ref, rtol=tol, atol=tol)
+    return got, ref
+
+
+def _grads(fn, *args, dtype=torch.float32):
+    """d(sum(fn(*args) * w))/d(float args) on CPU and trn."""
+    outs = []
+    for dev in ("cpu", "trn"):
+        xs = [a.detach().to(dev).requires_grad_(a.is_floating_point()) if isinstance(a, torch.Tensor) else a
+              for a in args]
+        y = fn(*xs)
+        w = torch.linspace(-1, 2, y.numel()).reshape(y.shape).to(y.dtype).to(dev)
+        (y * w).sum().backward()
+        outs.append([x.grad for x in xs if isinstance(x, torch.Tensor) and x.requires_grad])
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    for g, r in zip(outs[1], outs[0]):
+        assert_same(g, r, rtol=tol, atol=tol)
+
+
+def _ix(g, high, shape, neg=False):
+    i = torch.randint(0, max(high, 1), shape, generator=g)
+    if neg:
+        i = torch.where(torch.rand(shape, generator=g) < 0.5, i - high, i)
+    return i
+
+
+# ------------------------------------------------------------------------------ forward
+
+
+@_SETTINGS
+@given(n=st.integers(1, 200), d=st.integers(1, 150), k=st.integers(0, 140), dim=st.integers(0, 1),
+       seed=st.integers(0, 999))
+def test_gather_scatter_random(n, d, k, dim, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, d, generator=g)
+    ishape = (k, d) if dim == 0 else (n, k)
+    idx = _ix(g, x.shape[dim], ishape)
+    _cmp(torch.gather, x, dim, idx)
+    src = torch.randn(ishape, generator=g)
+    _cmp(lambda a, i, s: a.scatter_add(dim, i, s), x, idx, src)
+    _cmp(lambda a, i, s: torch.zeros_like(a).scatter_(dim, i, 1.5), x, idx, src)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gather_noncontiguous_3d(dtype):
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(9, 6, 131, generator=g).to(dtype).transpose(0, 2)  # [131, 6, 9], strided
+    for dim in range(3):
+        shape = list(x.shape)
+        shape[dim] = 5
+        shape[(dim + 1) % 3] -= 1  # index smaller than x on a non-gathered dim
+        idx = _ix(g, x.shape[dim], shape)
+        _cmp(torch.gather, x, dim, idx, dtype=dtype)
+        _cmp(torch.gather, x, dim, idx.transpose(0, 1).contiguous().transpose(0, 1), dtype=dtype)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce(reduce, include_self):
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(7, 130, generator=g)
+    idx = _ix(g, 7, (20, 130))  # many repeats
+    src = torch.rand(20, 130, generator=g) + 0.5
+    _cmp(lambda a, i, s: a.scatter_reduce(0, i, s, reduce, include_self=include_self), x, idx, src)
+
+
+def test_scatter_src_and_index_ops_dims():
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(4, 33, 5, generator=g)
+    perm = torch.randperm(33, generator=g)[:20]  # unique rows for scatter/index_copy
+    for dim in (0, 1, 2, -1):
+        n = x.shape[dim]
+        idx = _ix(g, n, (7,))
+        uniq = perm[perm < n][:3] if n < 33 else perm
+        _cmp(torch.index_select, x, dim, idx)
+        shape = list(x.shape)
+        shape[dim] = idx.numel()
+        _cmp(lambda a, i, s: a.index_add(dim, i, s, alpha=0.5), x, idx, torch.randn(shape, generator=g))
+        shape[dim] = uniq.numel()
+        _cmp(lambda a, i, s: a.index_copy(dim, i, s), x, uniq, torch.randn(shape, generator=g))
+        _cmp(lambda a, i: a.index_fill(dim, i, -2.0), x, idx)
+        sidx = _ix(g, n, (2, 3, 2))
+        _cmp(lambda a, i: a.scatter(dim, i, a[:2, :3, :2] * 2), x, sidx)
+
+
+@_SETTINGS
+@given(n=st.integers(1, 140), d=st.integers(1, 40), k=st.integers(0, 30), seed=st.integers(0, 999))
+def test_advanced_index_random(n, d, k, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, d, 3, generator=g)
+    i0 = _ix(g, n, (k,), neg=True)
+    i1 = _ix(g, d, (k,), neg=True)
+    _cmp(lambda a, i: a[i], x, i0)
+    _cmp(lambda a, i, j: a[i, j], x, i0, i1)
+
+
+def test_advanced_index_shapes():
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(6, 7, 8, 9, generator=g)
+    i = _ix(g, 6, (2, 3), neg=True)
+    j = _ix(g, 7, (3,))
+    k = _ix(g, 8, (2, 1))
+    _cmp(lambda a, i, j: a[i, j], x, i, j)            # broadcast index shapes
+    _cmp(lambda a, j, k: a[:, j, k], x, j, k)         # adjacent, after a slice
+    _cmp(lambda a, i, k: a[i, :, k], x, i, k)         # non-adjacent: broadcast dims go first
+    _cmp(lambda a, i, j, k: a[i, j, k], x, i, j, k)   # three indexed dims
+    _cmp(lambda a, j: a.transpose(1, 3)[:, :, :, j], x, j)
+    _cmp(lambda a, m: a[m], x, torch.randn(6, 7, generator=g) > 0)       # a 2-D mask
+    _cmp(lambda a, m: a[:, m], x, torch.randn(7, generator=g) > 0)
+    _cmp(lambda a, m: a[m], x, torch.zeros(6, dtype=torch.bool))          # empty result
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_index_put(accumulate, dtype):
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(300, 17, generator=g).to(dtype)
+    i = _ix(g, 300, (150,), neg=True) if accumulate else torch.randperm(300, generator=g)[:150]
+    v = torch.randn(150, 17, generator=g).to(dtype)
+    _cmp(lambda a, i, v: a.index_put_((i,), v, accumulate=accumulate), x, i, v, dtype=dtype)
+    _cmp(lambda a, i, v: a.index_put((i,), v[:, :1], accumulate=accumulate), x, i, v, dtype=dtype)  # broadcast
+    j = _ix(g, 17, (150,)) if accumulate else torch.arange(150) % 17
+    _cmp(lambda a, i, j, v: a.index_put_((i, j), v[:, 0], accumulate=accumulate), x, i, j, v, dtype=dtype)
+
+    def setitem(a, m, v):
+        a[m] = v
+        return a
+    _cmp(setitem, x, x.float() > 0, torch.tensor(3.0).to(dtype), dtype=dtype)
+    _cmp(setitem, x.t(), torch.tensor([1, 5, -1]), torch.tensor(1.0).to(dtype), dtype=dtype)
+
+
+def test_take_and_take_along_dim():
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(13, 29, generator=g)
+    _cmp(torch.take, x.t(), _ix(g, x.numel(), (4, 50), neg=True))
+    _cmp(torch.take, x, torch.zeros(0, dtype=torch.long))
+    idx = torch.argsort(x, dim=1)
+    _cmp(torch.take_along_dim, x, idx, 1)
+    _cmp(torch.take_along_dim, x, idx[:1], 0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_masked_ops(dtype):
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(37, 130, generator=g).to(dtype)
+    m = torch.randn(37, 130, generator=g) > 0
+    _cmp(lambda a, m: a.masked_fill(m, -1.5), x, m, dtype=dtype)
+    _cmp(lambda a, m: a.t().masked_fill(m[:, 0], torch.tensor(2.0)), x, m, dtype=dtype)  # broadcast mask, 0-dim value
+    _cmp(lambda a, m: a.masked_fill_(m[:, :1], 0.25), x, m, dtype=dtype)
+    _cmp(torch.masked_select, x, m, dtype=dtype)
+    _cmp(torch.masked_select, x, m[0], dtype=dtype)
+    _cmp(lambda a, m, s: a.masked_scatter(m, s), x, m, torch.randn(37 * 130, generator=g).to(dtype), dtype=dtype)
+
+
+@_SETTINGS
+@given(shape=st.lists(st.integers(0, 70), min_size=0, max_size=4).map(tuple), p=st.floats(0, 1),
+       seed=st.integers(0, 999))
+def test_nonzero_random(shape, p, seed):
+    g = torch.Generator().manual_seed(seed)
+    m = torch.rand(shape, generator=g) < p
+    got, ref = _cmp(torch.nonzero, m)
+    assert got.dtype == torch.int64
+
+
+def test_nonzero_float_and_strided():
+    g = torch.Generator().manual_seed(10)
+    x = torch.randn(300, 7, generator=g).relu()
+    _cmp(torch.nonzero, x.t())
+    _cmp(torch.nonzero, x.bfloat16())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_embedding_forward_backward(dtype):
+    g = torch.Generator().manual_seed(8)
+    w = torch.randn(300, 65, generator=g).to(dtype)
+    ids = _ix(g, 300, (5, 37))
+    ids[0, :3] = 7
+    _cmp(F.embedding, ids, w, dtype=dtype)
+    _grads(lambda w: F.embedding(ids.to(w.device), w), w, dtype=dtype)
+    _grads(lambda w: F.embedding(ids.to(w.device), w, padding_idx=7), w, dtype=dtype)
+
+
+def test_backward_through_indexing():
+    g = torch.Generator().manual_seed(9)
+    x = torch.randn(40, 33, generator=g)
+    i = _ix(g, 40, (25,), neg=True)
+    j = _ix(g, 33, (40, 7))
+    m = torch.randn(40, 33, generator=g) > 0
+    _grads(lambda a: a[i.to(a.device)], x)
+    _grads(lambda a: a[m.to(a.device)], x)
+    _grads(lambda a: torch.gather(a, 1, j.to(a.device)), x)
+    _grads(lambda a: a.index_select(0, (i % 40).to(a.device)), x)
+    _grads(lambda a: a.masked_fill(m.to(a.device), 0.0), x)
+    _grads(lambda a, s: a.scatter_add(1, j.to(a.device), s), x, torch.randn(40, 7, generator=g))
+    _grads(lambda a, s: a.index_add(0, (i % 40).to(a.device), s), x, torch.randn(25, 33, generator=g))
+
+
+def test_empty_and_size_one():
+    x = torch.randn(1, 1)
+    _cmp(torch.gather, x, 0, torch.zeros(1, 1, dtype=torch.long))
+    _cmp(torch.gather, x, 1, torch.zeros(1, 0, dtype=torch.long))
+    _cmp(torch.index_select, torch.randn(0, 4), 1, torch.tensor([3, 0]))
+    _cmp(lambda a, i: a[i], torch.randn(5), torch.zeros(0, dtype=torch.long))
+    _cmp(lambda a, i, s: a.index_add(0, i, s), torch.randn(4, 3), torch.zeros(0, dtype=torch.long), torch.ones(0, 3))
+    _cmp(torch.gather, torch.tensor(2.5), 0, torch.tensor(0))
+
+
+# ------------------------------------------------------------------------------ errors
+
+
+def test_out_of_range_indices_raise_torch_errors(monkeypatch):
+    """Bad indices are caught by the kernel's bounds check; the op declines and torch's CPU check raises."""
+    monkeypatch.setenv("TRN_FALLBACK", "silent")
+    x = torch.randn(5, 4)
+    cases = [
+        (lambda a: a[torch.tensor([1, 9]).to(a.device)], IndexError),
+        (lambda a: a[torch.tensor([-6]).to(a.device)], IndexError),
+        (lambda a: a[torch.tensor([2**32 + 1]).to(a.device)], IndexError),   # does not fit in 32 bits
+        (lambda a: torch.gather(a, 1, torch.tensor([[0, 4]]).to(a.device)), RuntimeError),
+        (lambda a: torch.gather(a, 1, torch.tensor([[0, -1]]).to(a.device)), RuntimeError),
+        (lambda a: a.index_select(0, torch.tensor([5]).to(a.device)), IndexError),
+        (lambda a: a.index_add_(0, torch.tensor([7]).to(a.device), torch.ones(1, 4).to(a.device)), RuntimeError),
+        (lambda a: F.embedding(torch.tensor([5]).to(a.device), a), IndexError),
+        (lambda a: a.index_put_((torch.tensor([5]).to(a.device),), torch.tensor(1.0).to(a.device),
+                                accumulate=True), IndexError),
+    ]
+    try:
+        for fn, err in cases:
+            with pytest.raises(err) as cpu_err:
+                fn(x.clone())
+            xt = _t(x)
+            with pytest.raises(err) as trn_err:
+                fn(xt)
+            assert type(trn_err.value) is type(cpu_err.value)
+            assert torch.equal(xt.cpu(), x)
+    finally:
+        trnlang.reset_fallback_stats()
+
+
+def test_declines_other_dtypes_to_fallback(monkeypatch):
+    monkeypatch.setenv("TRN_FALLBACK", "silent")
+    x = torch.arange(10, dtype=torch.int64)
+    i = torch.tensor([3, 1])
+    assert torch.equal(_t(x)[_t(i)].cpu(), x[i])  # int64 data: declined, runs on the CPU
+    assert trnlang.fallback_stats()
+    trnlang.reset_fallback_stats()
+
+
+# ------------------------------------------------------------------------------ profile
+
+
+def test_profile_gather_kernel():
+    from stdlib_kernels.indexing import gather_scatter
+
+    w = torch.randn(1000, 256, device="trn")
+    ids = torch.randint(0, 1000, (512,), device="trn")
+    out = torch.empty(512, 256, device="trn")
+    lo = ids.view(torch.int32)
+    iv = torch.as_strided(lo, (1, 512, 256), (0, 2, 0), 0)
+    hv = torch.as_strided(lo, (1, 512, 256), (0, 2, 0), 1)
+    prof = gather_scatter.profile(w.view(1, 1000, 256), out.view(1, 512, 256), None, iv, hv, None, None, None, None,
+                                  (1, 512, 256), (1000,), (1,), False, "gather", None, "pk", True)
+    assert torch.equal(out.cpu(), w.cpu()[ids.cpu()])
+    assert prof.time_us > 0
+    assert prof.engines["dma"].busy_us > 0 and prof.dma_bytes >= 512 * 256 * 4 * 2
+    for name, es in prof.engines.items():
+        assert 0 <= es.utilization <= 1.0 + 1e-9, (name, es.utilization)
+    assert 0 < prof.mbu <= 1.0 + 1e-9
+    if os.environ.get("TRN_SHOW_PROFILE"):
+        print(prof.summary())
