@@ -173,13 +173,27 @@ def at(t: Any, b: Any, rows: Any, cols: Any) -> Any:
     return t[cols]
 
 
+def tiles(a: int, n: int, d: int, p: int, f: int) -> Any:
+    """Yield ``(b, rows, cols)`` for every ``[p, f]`` tile of an ``[a, n, d]`` iteration space.
+
+    Only dims with more than one tile get a real loop, so a kernel's tiles are allocated directly in
+    the body of a loop with several iterations and the planner can multi-buffer them (load tile
+    ``i + 1`` while tile ``i`` computes).
+    """
+    nb, ni, nj = a, tl.cdiv(n, p), tl.cdiv(d, f)
+    for b in (tl.affine_range(nb) if nb > 1 else (0,)):
+        for i in (tl.affine_range(ni) if ni > 1 else (0,)):
+            rows = i * p + tl.arange(p)[:, None]
+            for j in (tl.affine_range(nj) if nj > 1 else (0,)):
+                yield b, rows, j * f + tl.arange(f)[None, :]
+
+
 _at = at  # the name stdlib_kernels.copy imports
 
 
-def load_operand(t: Any, scalar: bool, b: Any, rows: Any, cols: Any, m: Any, compute: str) -> Any:
-    """Load one operand tile in its compute type (a ``[1, 1]`` scalar operand is loaded by the caller)."""
-    v = tl.load(at(t, b, rows, cols), mask=m)
-    return v if compute == "bool" else v.astype(_CT[compute])
+def load_operand(t: Any, b: Any, rows: Any, cols: Any, m: Any, compute: str) -> Any:
+    """Load one operand tile, converted to its compute type by the DMA (``"bool"``: as stored)."""
+    return tl.load(at(t, b, rows, cols), mask=m, dtype=None if compute == "bool" else _CT[compute])
 
 
 @trn.kernel
@@ -201,24 +215,20 @@ def elementwise(x, y, alpha, out, op, scal, compute):
     if alpha is not None:
         a0 = tl.load(alpha[0:1, 0:1]).astype(ct)
         y0 = y0 * a0 if scaled and scal[1] else y0
-    for b in tl.affine_range(a):
-        for i in tl.affine_range(tl.cdiv(n, p)):
-            rows = i * p + tl.arange(p)[:, None]
-            for j in tl.affine_range(tl.cdiv(d, f)):
-                cols = j * f + tl.arange(f)[None, :]
-                m = ((rows < n) & (cols < d)) if ragged else None
-                xt = x0 if scal[0] else load_operand(x, False, b, rows, cols, m, compute)
-                if scal[1]:
-                    yt = y0
-                else:
-                    yt = load_operand(y, False, b, rows, cols, m, compute)
-                    if scaled:
-                        yt = yt * a0
-                if op == "i64_bad":  # y: high words, x: low words, alpha: the bound
-                    r = fn(xt, yt) | (xt >= a0) | (xt < -a0)
-                else:
-                    r = fn(xt, yt)
-                tl.store(at(out, b, rows, cols), r, mask=m)
+    for b, rows, cols in tiles(a, n, d, p, f):
+        m = ((rows < n) & (cols < d)) if ragged else None
+        xt = x0 if scal[0] else load_operand(x, b, rows, cols, m, compute)
+        if scal[1]:
+            yt = y0
+        else:
+            yt = load_operand(y, b, rows, cols, m, compute)
+            if scaled:
+                yt = yt * a0
+        if op == "i64_bad":  # y: high words, x: low words, alpha: the bound
+            r = fn(xt, yt) | (xt >= a0) | (xt < -a0)
+        else:
+            r = fn(xt, yt)
+        tl.store(at(out, b, rows, cols), r, mask=m)
 
 
 # ---------------------------------------------------------------------------------------------- host side

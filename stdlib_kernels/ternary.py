@@ -69,15 +69,10 @@ def ternary(x, y, z, value, out, op, scal, compute):
     s0 = [_load_scalar(t, compute[k]) if scal[k] else None for k, t in enumerate(ops)]
     v0 = tl.load(value[0:1, 0:1]).astype(tl.float32 if compute[0] != "i32" else tl.int32) \
         if value is not None else None
-    for b in tl.affine_range(a):
-        for i in tl.affine_range(tl.cdiv(n, p)):
-            rows = i * p + tl.arange(p)[:, None]
-            for j in tl.affine_range(tl.cdiv(d, f)):
-                cols = j * f + tl.arange(f)[None, :]
-                m = ((rows < n) & (cols < d)) if ragged else None
-                ts = [s0[k] if scal[k] else P.load_operand(t, False, b, rows, cols, m, compute[k])
-                      for k, t in enumerate(ops)]
-                tl.store(P.at(out, b, rows, cols), fn(ts[0], ts[1], ts[2], v0), mask=m)
+    for b, rows, cols in P.tiles(a, n, d, p, f):
+        m = ((rows < n) & (cols < d)) if ragged else None
+        ts = [s0[k] if scal[k] else P.load_operand(t, b, rows, cols, m, compute[k]) for k, t in enumerate(ops)]
+        tl.store(P.at(out, b, rows, cols), fn(ts[0], ts[1], ts[2], v0), mask=m)
 
 
 def run_ternary(op: str, operands: tuple[Any, Any, Any], out: torch.Tensor | None, rdt: torch.dtype,
