@@ -42,6 +42,7 @@ import trnlang.language as tl
 from trnlang.device import fallback, lowering
 
 aten = torch.ops.aten
+_WBUF = 16384  # most weight elements per partition kept in SBUF for a whole output-channel tile
 DTYPES = (torch.float32, torch.bfloat16)
 
 
@@ -83,6 +84,17 @@ def conv_kernel(x, w, bias, out, geo, flip):
         for cot in tl.affine_range(tl.cdiv(co_dim, cop)):
             co = cot * cop + tl.arange(cop)[None, :]
             co_p = cot * cop + tl.arange(cop)[:, None, None]
+            # the weight slices [C_in tile, C_out tile] of every tap, loaded once per output-channel tile
+            wbuf = None
+            if n_ci * kh_dim * kw_dim * cop <= _WBUF:
+                wbuf = tl.ndarray((cip, n_ci * kh_dim * kw_dim * cop), w.dtype, buffer=tl.sbuf)
+                for cit in tl.affine_range(n_ci):
+                    ci_k = cit * cip + tl.arange(cip)[:, None]
+                    for kh in tl.affine_range(kh_dim):
+                        for kw in tl.affine_range(kw_dim):
+                            slot = ((cit * kh_dim + kh) * kw_dim + kw) * cop
+                            wbuf[:, slot:slot + cop] = tl.load(w[g, co, ci_k, kh, kw],
+                                                                mask=(ci_k < ci_dim) & (co < co_dim))
             for rh, qh_dim, kh0, kh_st, kh_n, ch0, dch in _phases(oh_dim, kh_dim, sh, uh, dh, ph, flip):
                 for rw, qw_dim, kw0, kw_st, kw_n, cw0, dcw in _phases(ow_dim, kw_dim, sw, uw, dw, pw, flip):
                     if qh_dim == 0 or qw_dim == 0:
@@ -101,18 +113,34 @@ def conv_kernel(x, w, bias, out, geo, flip):
                                         ci_k = cit * cip + tl.arange(cip)[:, None]
                                         ci_x = cit * cip + tl.arange(cip)[:, None, None]
                                         mw = (ci_k < ci_dim) & (co < co_dim)
+                                        slab = None
+                                        if sh == sw == uh == uw == 1 and not flip and wbuf is not None:
+                                            # stride 1: one halo'd input slab per pixel tile, taps are SBUF windows
+                                            h_sl, w_sl = rt_dim + (kh_dim - 1) * dh, wt_dim + (kw_dim - 1) * dw
+                                            sa = qht * rt_dim + ch0 + tl.arange(h_sl)[None, :, None]
+                                            sb = qwt * wt_dim + cw0 + tl.arange(w_sl)[None, None, :]
+                                            slab = tl.load(x[n, g * ci_dim + ci_x, sa, sb],
+                                                           mask=(ci_x < ci_dim) & (sa >= 0) & (sa < ih_dim) & (sb >= 0)
+                                                           & (sb < iw_dim))
                                         for jh in tl.affine_range(kh_n):
                                             for jw in tl.affine_range(kw_n):
                                                 kh = kh0 + jh * kh_st
                                                 kw = kw0 + jw * kw_st
                                                 if flip:
                                                     kh, kw = kh_dim - 1 - kh, kw_dim - 1 - kw
-                                                wt = tl.load(w[g, co, ci_k, kh, kw], mask=mw)
-                                                hh = qh * sh + ch0 + jh * dch
-                                                ww = qw * sw + cw0 + jw * dcw
-                                                mx = ((ci_x < ci_dim) & (hh >= 0) & (hh < ih_dim) & (ww >= 0)
-                                                      & (ww < iw_dim) & (qh < qh_dim) & (qw < qw_dim))
-                                                xt = tl.load(x[n, g * ci_dim + ci_x, hh, ww], mask=mx)
+                                                if wbuf is None:
+                                                    wt = tl.load(w[g, co, ci_k, kh, kw], mask=mw)
+                                                else:
+                                                    slot = ((cit * kh_dim + kh) * kw_dim + kw) * cop
+                                                    wt = wbuf[:, slot:slot + cop]
+                                                if slab is not None:
+                                                    xt = slab[:, jh * dh:jh * dh + rt_dim, jw * dw:jw * dw + wt_dim]
+                                                else:
+                                                    hh = qh * sh + ch0 + jh * dch
+                                                    ww = qw * sw + cw0 + jw * dcw
+                                                    mx = ((ci_x < ci_dim) & (hh >= 0) & (hh < ih_dim) & (ww >= 0)
+                                                          & (ww < iw_dim) & (qh < qh_dim) & (qw < qw_dim))
+                                                    xt = tl.load(x[n, g * ci_dim + ci_x, hh, ww], mask=mx)
                                                 acc += tl.matmul(wt, tl.reshape(xt, (cip, rt_dim * wt_dim)),
                                                                  transpose_x=True)
                                     res = tl.copy(acc)
