@@ -17,7 +17,7 @@ Layout: the ``N * C`` planes are the partition dimension (tiles of 128), a tile 
   (``i = s * q + r``), where the outputs whose window holds ``i`` at tap ``k`` are ``o = q + c(k)``,
   affine in ``q``. Max pooling adds ``g[o]`` where ``indices[o] == i``; average pooling adds
   ``g[o] / divisor[o]``. No atomics, no zero-initialised scatter target.
-* adaptive average pooling is separable: ``P_h @ x @ P_w^T`` with averaging matrices, on the Tensor
+* adaptive average pooling (2-D and 3-D) is separable: ``P_h @ x @ P_w^T`` with averaging matrices, on the Tensor
   engine (shared with :mod:`stdlib_kernels.upsample`); its gradient is the transposed product.
 * adaptive max pooling uses the max-pooling kernels when the sizes divide; otherwise the windows are
   unrolled (small outputs only): a separable scan (rows, then columns) for the forward and an SBUF plane
@@ -427,6 +427,31 @@ def adaptive_avg_pool2d_backward(grad_output: torch.Tensor, self: torch.Tensor) 
     if min(ih, iw, oh, ow) <= 0:
         return NotImplemented
     return UP.apply_separable(grad_output, _adaptive_mats(ih, oh), _adaptive_mats(iw, ow), (ih, iw), True)
+
+
+@lowering("aten::_adaptive_avg_pool3d", dtypes=DTYPES)
+def adaptive_avg_pool3d(self: torch.Tensor, output_size: Sequence[int]) -> Any:
+    """3-D adaptive average pooling: one averaging matrix per spatial dim (``F.interpolate(mode="area")``)."""
+    if not _ok(self, (4, 5)) or _meta(torch.ops.aten._adaptive_avg_pool3d.default, self, output_size) is None:
+        return NotImplemented
+    osz = [int(v) for v in output_size]
+    isz = list(self.shape[-3:])
+    if min(isz + osz) <= 0:
+        return NotImplemented
+    return UP.apply_axes(self, [_adaptive_mats(i, o) for i, o in zip(isz, osz)], osz, False)
+
+
+@lowering("aten::_adaptive_avg_pool3d_backward", dtypes=DTYPES)
+def adaptive_avg_pool3d_backward(grad_output: torch.Tensor, self: torch.Tensor) -> Any:
+    """Gradient of 3-D adaptive average pooling."""
+    if not _ok(self, (4, 5)) or not _ok(grad_output, (4, 5)) or grad_output.dtype != self.dtype or \
+            grad_output.shape[:-3] != self.shape[:-3]:
+        return NotImplemented
+    osz = list(grad_output.shape[-3:])
+    isz = list(self.shape[-3:])
+    if min(isz + osz) <= 0:
+        return NotImplemented
+    return UP.apply_axes(grad_output, [_adaptive_mats(i, o) for i, o in zip(isz, osz)], isz, True)
 
 
 def _windows(i: int, o: int) -> list[tuple[int, int]]:

@@ -1,4 +1,4 @@
-"""Upsampling (nearest, nearest-exact, linear, bilinear, bicubic), forward and backward, as matmuls.
+"""Upsampling (nearest, nearest-exact, linear, bilinear, trilinear, bicubic), forward and backward, as matmuls.
 
 Every mode is *separable*: along each spatial axis the output is a fixed linear map of the input,
 ``out = Wh @ x @ Ww^T`` per ``(n, c)`` plane, with interpolation matrices ``Wh [OH, IH]`` and
@@ -10,7 +10,8 @@ transposed map, ``grad_in = Wh^T @ g @ Ww``. Both run as two Tensor-engine passe
   tiled by 128 on the output partitions, the contraction by 128, the output columns by 512;
 * :func:`sep_planes`: ``out[p] = M^T @ y[p]`` for every plane ``p`` (the H axis).
 
-The intermediate is kept in fp32 and the result is rounded once (bf16 inputs behave like torch's
+3-D modes (``upsample_nearest3d``, ``upsample_trilinear3d``) apply a third map the same way. The
+intermediate is kept in fp32 and the result is rounded once (bf16 inputs behave like torch's
 fp32-opmath CPU kernels). The same machinery serves ``adaptive_avg_pool`` (averaging matrices), see
 :mod:`stdlib_kernels.pool`.
 
@@ -193,29 +194,47 @@ def apply_separable(x: torch.Tensor, mh: tuple[torch.Tensor, torch.Tensor] | Non
 
     ``mh`` / ``mw`` are ``(W^T, W)`` pairs from :func:`device_matrix`; ``out_hw`` the output's trailing sizes.
     """
-    lead = tuple(x.shape[:-2]) if mh is not None else tuple(x.shape[:-1])
-    shape = (*lead, *out_hw)
+    mats = [mw] if mh is None else [mh, mw]
+    return apply_axes(x, mats, out_hw, transpose, out)
+
+
+def apply_axes(x: torch.Tensor, mats: Sequence[tuple[torch.Tensor, torch.Tensor]], out_sizes: Sequence[int],
+               transpose: bool, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Apply one ``(W^T, W)`` linear map per trailing dim of ``x`` (``len(mats)`` dims; ``W^T`` for ``transpose``).
+
+    The last dim goes through :func:`sep_rows`, the others through :func:`sep_planes`; intermediates are fp32.
+    """
+    k = len(mats)
+    lead = tuple(x.shape[:-k])
+    shape = (*lead, *[int(v) for v in out_sizes])
     if out is None:
         out = torch.empty(shape, dtype=x.dtype, device="trn")
     if out.numel() == 0:
         return out
     if x.numel() == 0:
         return out.zero_()
-    xc = x if x.is_contiguous() else x.contiguous()
-    ih, iw = (x.shape[-2], x.shape[-1]) if mh is not None else (1, x.shape[-1])
-    rows = xc.numel() // iw
-    mat_w = mw[1] if transpose else mw[0]  # [IW, OW]
-    ow = mat_w.shape[1]
-    if mh is None:
-        sep_rows(xc.view(rows, iw), mat_w, out.view(rows, ow))
-        return out
-    mat_h = mh[1] if transpose else mh[0]  # [IH, OH]
-    oh = mat_h.shape[1]
-    planes = rows // ih
-    y = torch.empty((rows, ow), dtype=torch.float32, device="trn")
-    sep_rows(xc.view(rows, iw), mat_w, y)
-    sep_planes(y.view(planes, ih, ow), mat_h, out.view(planes, oh, ow))
+    cur = x if x.is_contiguous() else x.contiguous()
+    sizes = list(x.shape)
+    for step, ax in enumerate(range(len(sizes) - 1, len(sizes) - k - 1, -1)):
+        pair = mats[ax - len(lead)]
+        m = pair[1] if transpose else pair[0]  # [in, out]
+        last = step == k - 1
+        new_sizes = sizes[:ax] + [m.shape[1]] + sizes[ax + 1:]
+        dst = out if last else torch.empty(new_sizes, dtype=torch.float32, device="trn")
+        outer, inner = _prod(sizes[:ax]), _prod(sizes[ax + 1:])
+        if inner == 1:
+            sep_rows(cur.view(outer, sizes[ax]), m, dst.view(outer, m.shape[1]))
+        else:
+            sep_planes(cur.view(outer, sizes[ax], inner), m, dst.view(outer, m.shape[1], inner))
+        cur, sizes = dst, new_sizes
     return out
+
+
+def _prod(xs: Sequence[int]) -> int:
+    r = 1
+    for v in xs:
+        r *= int(v)
+    return r
 
 
 # --- lowerings -----------------------------------------------------------------------------------------------------
@@ -247,9 +266,8 @@ def _forward(kind: str, nsp: int, x: torch.Tensor, output_size: Sequence[int], a
     if out is not None and (not _ok(out, nsp + 2) or out.dtype != x.dtype or tuple(out.shape) != shape
                             or not out.is_contiguous() or _overlap(out, x)):
         return NotImplemented
-    mw = _mat(kind, x.shape[-1], osz[-1], align, scales[-1])
-    mh = _mat(kind, x.shape[-2], osz[-2], align, scales[-2]) if nsp == 2 else None
-    return apply_separable(x, mh, mw, osz, False, out)
+    mats = [_mat(kind, x.shape[2 + a], osz[a], align, scales[a]) for a in range(nsp)]
+    return apply_axes(x, mats, osz, False, out)
 
 
 def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -266,9 +284,8 @@ def _backward(kind: str, nsp: int, g: torch.Tensor, output_size: Sequence[int], 
     if list(g.shape) != [*isz[:2], *[int(s) for s in output_size]] or not _sizes_ok(output_size, isz[2:]):
         return NotImplemented
     osz = [int(s) for s in output_size]
-    mw = _mat(kind, isz[-1], osz[-1], align, scales[-1])
-    mh = _mat(kind, isz[-2], osz[-2], align, scales[-2]) if nsp == 2 else None
-    return apply_separable(g, mh, mw, isz[2:], True)
+    mats = [_mat(kind, isz[2 + a], osz[a], align, scales[a]) for a in range(nsp)]
+    return apply_axes(g, mats, isz[2:], True)
 
 
 @lowering("aten::upsample_nearest1d", dtypes=DTYPES)
@@ -372,3 +389,53 @@ def upsample_bicubic2d_backward(grad_output: torch.Tensor, output_size: Sequence
                                 scales_w: float | None = None) -> Any:
     """Gradient of :func:`upsample_bicubic2d`."""
     return _backward("cubic", 2, grad_output, output_size, input_size, align_corners, [scales_h, scales_w])
+
+
+@lowering("aten::upsample_nearest3d", dtypes=DTYPES)
+def upsample_nearest3d(self: torch.Tensor, output_size: Sequence[int], scales_d: float | None = None,
+                       scales_h: float | None = None, scales_w: float | None = None, *,
+                       out: torch.Tensor | None = None) -> Any:
+    """Nearest upsampling of ``[N, C, D, H, W]``."""
+    return _forward("nearest", 3, self, output_size, False, [scales_d, scales_h, scales_w], out)
+
+
+@lowering("aten::_upsample_nearest_exact3d", dtypes=DTYPES)
+def upsample_nearest_exact3d(self: torch.Tensor, output_size: Sequence[int], scales_d: float | None = None,
+                             scales_h: float | None = None, scales_w: float | None = None, *,
+                             out: torch.Tensor | None = None) -> Any:
+    """Nearest-exact upsampling of ``[N, C, D, H, W]``."""
+    return _forward("nearest_exact", 3, self, output_size, False, [scales_d, scales_h, scales_w], out)
+
+
+@lowering("aten::upsample_trilinear3d", dtypes=DTYPES)
+def upsample_trilinear3d(self: torch.Tensor, output_size: Sequence[int], align_corners: bool,
+                         scales_d: float | None = None, scales_h: float | None = None, scales_w: float | None = None,
+                         *, out: torch.Tensor | None = None) -> Any:
+    """Trilinear interpolation of ``[N, C, D, H, W]``."""
+    return _forward("linear", 3, self, output_size, align_corners, [scales_d, scales_h, scales_w], out)
+
+
+@lowering("aten::upsample_nearest3d_backward", dtypes=DTYPES)
+def upsample_nearest3d_backward(grad_output: torch.Tensor, output_size: Sequence[int], input_size: Sequence[int],
+                                scales_d: float | None = None, scales_h: float | None = None,
+                                scales_w: float | None = None) -> Any:
+    """Gradient of :func:`upsample_nearest3d`."""
+    return _backward("nearest", 3, grad_output, output_size, input_size, False, [scales_d, scales_h, scales_w])
+
+
+@lowering("aten::_upsample_nearest_exact3d_backward", dtypes=DTYPES)
+def upsample_nearest_exact3d_backward(grad_output: torch.Tensor, output_size: Sequence[int],
+                                      input_size: Sequence[int], scales_d: float | None = None,
+                                      scales_h: float | None = None, scales_w: float | None = None) -> Any:
+    """Gradient of :func:`upsample_nearest_exact3d`."""
+    return _backward("nearest_exact", 3, grad_output, output_size, input_size, False,
+                     [scales_d, scales_h, scales_w])
+
+
+@lowering("aten::upsample_trilinear3d_backward", dtypes=DTYPES)
+def upsample_trilinear3d_backward(grad_output: torch.Tensor, output_size: Sequence[int], input_size: Sequence[int],
+                                  align_corners: bool, scales_d: float | None = None, scales_h: float | None = None,
+                                  scales_w: float | None = None) -> Any:
+    """Gradient of :func:`upsample_trilinear3d`."""
+    return _backward("linear", 3, grad_output, output_size, input_size, align_corners,
+                     [scales_d, scales_h, scales_w])
