@@ -1,0 +1,112 @@
+"""The attention family (stdlib_kernels/attention.py): flash SDPA forward and backward, trn vs CPU."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import trnlang
+from stdlib_kernels import attention as A
+from tests.device.conftest import assert_same
+
+_SETTINGS = settings(max_examples=3, deadline=None, derandomize=True,
+                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+_TOL = {torch.float32: (2e-5, 2e-5), torch.bfloat16: (3e-2, 3e-2)}
+
+
+def _compare(fn, tensors, dtype, fallback_ok=False):
+    rtol, atol = _TOL[dtype]
+    cpu = [t.detach().clone().requires_grad_(t.is_floating_point()) for t in tensors]
+    dev = [t.detach().to("trn").requires_grad_(t.is_floating_point()) for t in tensors]
+    trnlang.reset_fallback_stats()
+    ref = fn(*cpu)
+    out = fn(*dev)
+    assert_same(out, ref, rtol=rtol, atol=atol)
+    g = torch.randn(ref.shape, generator=torch.Generator().manual_seed(5)).to(dtype)
+    ref.backward(g)
+    out.backward(g.to("trn"))
+    for c, d in zip(cpu, dev):
+        if c.grad is not None:
+            assert_same(d.grad, c.grad, rtol=rtol, atol=atol * max(1.0, float(c.grad.abs().max())))
+    if not fallback_ok:
+        assert trnlang.fallback_stats() == {}
+
+
+def _qkv(b, h, sq, sk, d, dtype, hk=None, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(b, h, sq, d, generator=g).to(dtype)
+    k = torch.randn(b, hk or h, sk, d, generator=g).to(dtype)
+    v = torch.randn(b, hk or h, sk, d, generator=g).to(dtype)
+    return q, k, v
+
+
+@_SETTINGS
+@given(sq=st.sampled_from([1, 7, 130]), sk=st.sampled_from([1, 130]), d=st.sampled_from([8, 64]),
+       causal=st.booleans())
+def test_sdpa(sq, sk, d, causal):
+    if causal and sq > sk:
+        sq = sk
+    q, k, v = _qkv(2, 2, sq, sk, d, torch.float32, seed=sq + sk)
+    _compare(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal), [q, k, v], torch.float32)
+
+
+def test_sdpa_bf16_causal_ragged():
+    q, k, v = _qkv(1, 2, 130, 130, 16, torch.bfloat16)
+    _compare(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), [q, k, v], torch.bfloat16)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32])
+def test_sdpa_masks_scale_gqa(dtype):
+    q, k, v = _qkv(2, 4, 70, 140, 16, dtype, hk=2)
+    g = torch.Generator().manual_seed(9)
+    bm = torch.rand(70, 140, generator=g) > 0.4
+    bm[3] = False  # a fully masked row gives 0, as on the CPU
+    fm = torch.randn(2, 1, 70, 140, generator=g).to(dtype)
+    _compare(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=bm.to(q.device), enable_gqa=True),
+             [q, k, v], dtype)
+    _compare(lambda q, k, v, m: F.scaled_dot_product_attention(q, k[:, :1].expand(2, 4, 140, 16).contiguous(),
+                                                               v[:, :1].expand(2, 4, 140, 16).contiguous(),
+                                                               attn_mask=m, scale=0.2), [q, k, v, fm], dtype)
+
+
+def test_sdpa_noncontiguous_3d_and_module():
+    x = torch.randn(9, 3, 16, generator=torch.Generator().manual_seed(1))
+    _compare(lambda x: F.scaled_dot_product_attention(x.transpose(0, 1), x.transpose(0, 1), x.transpose(0, 1)),
+             [x], torch.float32)
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(32, 4, batch_first=True)
+    mhat = torch.nn.MultiheadAttention(32, 4, batch_first=True).to("trn")
+    mhat.load_state_dict(mha.state_dict())
+    xs = torch.randn(2, 10, 32)
+    ref = mha(xs, xs, xs, need_weights=False)[0]
+    out = mhat(xs.to("trn"), xs.to("trn"), xs.to("trn"), need_weights=False)[0]
+    assert_same(out, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_sdpa_dropout_takes_the_math_path():
+    q, k, v = _qkv(1, 1, 4, 4, 8, torch.float32)
+    torch.manual_seed(0)
+    out = F.scaled_dot_product_attention(q.to("trn"), k.to("trn"), v.to("trn"), dropout_p=1.0)
+    assert out.shape == (1, 1, 4, 4 * 0 + 8) and float(out.abs().sum().cpu()) == 0.0
+
+
+def test_sdpa_bad_input_raises_torch_error():
+    q = torch.randn(1, 1, 4, 8).to("trn")
+    with pytest.raises(RuntimeError):
+        F.scaled_dot_product_attention(q, torch.randn(1, 1, 4, 6).to("trn"), torch.randn(1, 1, 4, 8).to("trn"))
+
+
+def test_profile_flash_fwd_is_sane():
+    q, k, v = (t.to("trn") for t in _qkv(1, 1, 256, 256, 64, torch.float32))
+    out = torch.empty(1, 1, 256, 64, device="trn")
+    lse = torch.empty(1, 1, 256, 1, device="trn")
+    prof = A.flash_fwd.profile(q, k, v, q, out, lse, 0.125, True, "none")
+    assert prof.time_us > 0 and prof.cycles > 0
+    assert all(0 <= e.utilization <= 1 for e in prof.engines.values()), prof.engines
+    assert prof.engines["tensor"].instructions > 0 and 0 < prof.mfu <= 1
+    ref = F.scaled_dot_product_attention(q.cpu(), k.cpu(), v.cpu(), is_causal=True, scale=0.125)
+    assert_same(out, ref, rtol=1e-4, atol=1e-5)
+    assert math.isfinite(float(lse.cpu().sum()))

@@ -1,0 +1,123 @@
+"""The loss family (stdlib_kernels/loss.py): nll / cross_entropy / mse / l1-style / bce, forward and backward."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import trnlang
+from stdlib_kernels import loss as L
+from tests.device.conftest import assert_same
+
+_SETTINGS = settings(max_examples=4, deadline=None, derandomize=True,
+                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+_TOL = {torch.float32: (1e-5, 1e-5), torch.bfloat16: (2e-2, 2e-2)}
+REDUCTIONS = ["none", "mean", "sum"]
+
+
+def _compare(fn, x, dtype, extra=()):
+    """``fn(x, *extra)`` on CPU and trn: outputs and the gradient of ``x``; no fallback."""
+    rtol, atol = _TOL[dtype]
+    xc = x.detach().clone().requires_grad_()
+    xd = x.detach().to("trn").requires_grad_()
+    ed = [e.to("trn") if isinstance(e, torch.Tensor) else e for e in extra]
+    trnlang.reset_fallback_stats()
+    ref = fn(xc, *extra)
+    out = fn(xd, *ed)
+    assert_same(out, ref, rtol=rtol, atol=atol * max(1.0, float(ref.detach().abs().max())) if ref.numel() else atol)
+    g = torch.randn(ref.shape, generator=torch.Generator().manual_seed(2)).to(dtype)
+    ref.backward(g)
+    out.backward(g.to("trn"))
+    scale = max(1.0, float(xc.grad.abs().max())) if xc.grad.numel() else 1.0
+    assert_same(xd.grad, xc.grad, rtol=rtol, atol=atol * scale)
+    assert trnlang.fallback_stats() == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@_SETTINGS
+@given(n=st.sampled_from([1, 5, 130]), c=st.sampled_from([1, 3, 17]), reduction=st.sampled_from(REDUCTIONS),
+       weighted=st.booleans(), ignore=st.sampled_from([-100, 0]))
+def test_nll_and_cross_entropy(dtype, n, c, reduction, weighted, ignore):
+    g = torch.Generator().manual_seed(n * 100 + c)
+    x = torch.randn(n, c, generator=g).to(dtype)
+    t = torch.randint(0, c, (n,), generator=g)
+    if n > 1:
+        t[0] = ignore
+    w = (torch.rand(c, generator=g) + 0.1).to(dtype) if weighted else None
+    if reduction == "mean" and (t == ignore).all():
+        return  # nan either way; covered by the CPU's own semantics
+    _compare(lambda x, t, w: F.nll_loss(F.log_softmax(x, 1), t, w, reduction=reduction, ignore_index=ignore),
+             x, dtype, (t, w))
+    _compare(lambda x, t, w: F.cross_entropy(x, t, w, reduction=reduction, ignore_index=ignore), x, dtype, (t, w))
+
+
+def test_cross_entropy_variants_noncontiguous_and_2d():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(7, 9, generator=g)
+    t = torch.randint(0, 7, (9,), generator=g)
+    _compare(lambda x, t: F.cross_entropy(x.t(), t, label_smoothing=0.2), x, torch.float32, (t,))
+    p = torch.softmax(torch.randn(9, 7, generator=g), 1)
+    _compare(lambda x, p: F.cross_entropy(x.t(), p), x, torch.float32, (p,))
+    x4 = torch.randn(2, 5, 3, 4, generator=g)
+    t4 = torch.randint(0, 5, (2, 3, 4), generator=g)
+    t4[0, 0, 0] = -100
+    for red in REDUCTIONS:
+        _compare(lambda x, t: F.cross_entropy(x, t, reduction=red), x4, torch.float32, (t4,))
+    _compare(lambda x: F.nll_loss(x, torch.tensor(2).to(x.device)), torch.randn(6, generator=g), torch.float32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("loss", ["mse", "l1", "smooth_l1", "huber", "bce", "bce_logits"])
+@settings(max_examples=2, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(shape=st.sampled_from([(1,), (3, 5), (130, 3), (2, 3, 700)]), reduction=st.sampled_from(REDUCTIONS))
+def test_pointwise_losses(dtype, loss, shape, reduction):
+    g = torch.Generator().manual_seed(len(shape))
+    if loss == "bce":
+        x = (torch.rand(shape, generator=g) * 0.9 + 0.05).to(dtype)
+        y = torch.rand(shape, generator=g).to(dtype)
+        w = torch.rand(shape[-1:], generator=g).to(dtype)
+        fn = lambda x, y, w: F.binary_cross_entropy(x, y, w.expand(x.shape), reduction=reduction)  # noqa: E731
+    elif loss == "bce_logits":
+        x = torch.randn(shape, generator=g).to(dtype)
+        y = torch.rand(shape, generator=g).to(dtype)
+        w = torch.rand(shape[-1:], generator=g).to(dtype) + 0.5
+        fn = lambda x, y, w: F.binary_cross_entropy_with_logits(x, y, pos_weight=w, reduction=reduction)  # noqa
+    else:
+        x = torch.randn(shape, generator=g).to(dtype)
+        y = torch.randn(shape, generator=g).to(dtype)
+        w = None
+        f = {"mse": F.mse_loss, "l1": F.l1_loss, "smooth_l1": lambda a, b, reduction: F.smooth_l1_loss(
+            a, b, reduction=reduction, beta=0.5), "huber": lambda a, b, reduction: F.huber_loss(
+            a, b, reduction=reduction, delta=0.7)}[loss]
+        fn = lambda x, y, w: f(x, y, reduction=reduction)  # noqa: E731
+    _compare(fn, x, dtype, (y, w))
+
+
+def test_noncontiguous_broadcast_target_mse():
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(6, 40, generator=g)
+    y = torch.randn(40, 1, generator=g)
+    _compare(lambda x, y: F.mse_loss(x.t(), y.expand(40, 6)), x, torch.float32, (y,))
+
+
+def test_bad_targets_raise_torch_errors():
+    x = torch.randn(4, 3).to("trn")
+    with pytest.raises((IndexError, RuntimeError), match="out of bounds|Target"):
+        F.nll_loss(x, torch.tensor([0, 1, 5, 2]).to("trn"))
+    with pytest.raises(RuntimeError):
+        F.binary_cross_entropy(torch.full((3,), 1.5).to("trn"), torch.rand(3).to("trn"))
+
+
+def test_profile_nll_is_sane():
+    n, c = 256, 64
+    x = torch.randn(n, c).to("trn")
+    t = torch.randint(0, c, (n, 1)).to("trn")
+    loss = torch.empty(n, 1, device="trn")
+    ws, bad = torch.empty(n, 1, device="trn"), torch.empty(n, 1, device="trn")
+    prof = L.nll_fwd.profile(x.view(-1, 1), t, x.view(-1, 1), loss, ws, bad, n, c, c, 1, -100, False)
+    assert prof.time_us > 0 and prof.cycles > 0
+    assert all(0 <= e.utilization <= 1 for e in prof.engines.values()), prof.engines
+    assert 0 < prof.mbu <= 1
+    ref = -x.cpu().gather(1, t.cpu())
+    assert_same(loss, ref)

@@ -1,0 +1,160 @@
+"""The norm family (stdlib_kernels/norm.py): layer/group/batch/instance norm forward and backward, trn vs CPU."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import trnlang
+from stdlib_kernels import norm as N
+from tests.device.conftest import assert_same
+
+_SETTINGS = settings(max_examples=3, deadline=None, derandomize=True,
+                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+_TOL = {torch.float32: (1e-4, 1e-4), torch.bfloat16: (2e-2, 2e-2)}
+
+
+def _leaf(t: torch.Tensor | None, dev: str) -> torch.Tensor | None:
+    return None if t is None else t.detach().to(dev).requires_grad_(t.is_floating_point())
+
+
+def _compare(fn, tensors, dtype, grads=True, gtol=None):
+    """Run ``fn`` on CPU and trn copies of ``tensors``; compare outputs and (optionally) input gradients."""
+    rtol, atol = _TOL[dtype]
+    cpu = [_leaf(t, "cpu") for t in tensors]
+    dev = [_leaf(t, "trn") for t in tensors]
+    trnlang.reset_fallback_stats()
+    ref = fn(*cpu)
+    out = fn(*dev)
+    assert_same(out, ref, rtol=rtol, atol=atol)
+    if grads:
+        g = torch.randn(ref.shape, generator=torch.Generator().manual_seed(1)).to(dtype)
+        ref.backward(g)
+        out.backward(g.to("trn"))
+        grt, gat = gtol or (rtol, atol)
+        for c, d in zip(cpu, dev):
+            if c is not None and c.grad is not None:
+                assert_same(d.grad, c.grad, rtol=grt, atol=gat * max(1.0, float(c.grad.abs().max())))
+    assert trnlang.fallback_stats() == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@_SETTINGS
+@given(rows=st.sampled_from([1, 3, 130]), n=st.sampled_from([1, 7, 200]), affine=st.booleans())
+def test_layer_norm(dtype, rows, n, affine):
+    g = torch.Generator().manual_seed(rows * 1000 + n)
+    x = torch.randn(rows, n, generator=g).to(dtype)
+    w = torch.randn(n, generator=g).to(dtype) if affine else None
+    b = torch.randn(n, generator=g).to(dtype) if affine else None
+    _compare(lambda x, w, b: F.layer_norm(x, (n,), w, b, eps=1e-5), [x, w, b], dtype)
+
+
+def test_layer_norm_multi_dim_noncontiguous_weight_only():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(6, 130, 5, generator=g)
+    w = torch.randn(6, 5, generator=g)
+    _compare(lambda x, w: F.layer_norm(x.transpose(0, 1), (6, 5), w), [x, w], torch.float32)
+
+
+def test_layer_norm_long_rows_stream():
+    """Rows longer than one SBUF chunk take the streaming path (forward) and decline the backward."""
+    x = torch.randn(3, N.CHUNK + 5, generator=torch.Generator().manual_seed(0)) * 3 + 1
+    _compare(lambda x: F.layer_norm(x, (N.CHUNK + 5,)), [x], torch.float32, grads=False)
+
+
+def test_layer_norm_empty_and_module():
+    xe = torch.randn(0, 8)
+    out = F.layer_norm(xe.to("trn"), (8,))
+    assert out.shape == (0, 8) and out.device.type == "trn"
+    m = torch.nn.LayerNorm(16)
+    x = torch.randn(4, 16)
+    md = torch.nn.LayerNorm(16).to("trn")
+    md.load_state_dict(m.state_dict())
+    assert_same(md(x.to("trn")), m(x), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@_SETTINGS
+@given(n=st.sampled_from([1, 3]), groups=st.sampled_from([1, 2, 4]), hw=st.sampled_from([(1, 1), (5, 3)]),
+       affine=st.booleans())
+def test_group_norm(dtype, n, groups, hw, affine):
+    c = 4
+    g = torch.Generator().manual_seed(n * 10 + groups)
+    x = (torch.randn(n, c, *hw, generator=g) * 2 + 1).to(dtype)
+    w = torch.randn(c, generator=g).to(dtype) if affine else None
+    b = torch.randn(c, generator=g).to(dtype) if affine else None
+    _compare(lambda x, w, b: F.group_norm(x, groups, w, b), [x, w, b], dtype, gtol=(5e-2, 5e-2)
+             if dtype == torch.bfloat16 else None)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shape", [(4, 3), (2, 5, 7), (3, 4, 5, 6)])
+def test_batch_norm_training_updates_running_stats(dtype, shape):
+    c = shape[1]
+    g = torch.Generator().manual_seed(len(shape))
+    x = (torch.randn(*shape, generator=g) * 2 + 0.5).to(dtype)
+    w, b = torch.randn(c, generator=g).to(dtype), torch.randn(c, generator=g).to(dtype)
+    rm, rv = torch.randn(c, generator=g).to(dtype), torch.rand(c, generator=g).to(dtype) + 0.5
+    rmt, rvt = rm.to("trn"), rv.to("trn")
+
+    def fn(x, w, b):
+        on = x.device.type == "trn"
+        return F.batch_norm(x, rmt if on else rm, rvt if on else rv, w, b, training=True, momentum=0.3)
+
+    _compare(fn, [x, w, b], dtype)
+    rtol, atol = _TOL[dtype]
+    assert_same(rmt, rm, rtol=rtol, atol=atol)
+    assert_same(rvt, rv, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_batch_norm_eval_and_no_stats(dtype):
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(3, 4, 5, 5, generator=g).to(dtype)
+    w, b = torch.randn(4, generator=g).to(dtype), torch.randn(4, generator=g).to(dtype)
+    rm, rv = torch.randn(4, generator=g).to(dtype), (torch.rand(4, generator=g) + 0.5).to(dtype)
+
+    def ev(x, w, b):
+        return F.batch_norm(x, rm.to(x.device), rv.to(x.device), w, b, training=False)
+
+    _compare(ev, [x, w, b], dtype)
+    _compare(lambda x: F.batch_norm(x, None, None, training=True), [x.transpose(2, 3)], dtype)
+    _compare(lambda x: F.instance_norm(x), [x], dtype)
+
+
+def test_batch_norm_module_training_step():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 1, bias=False), torch.nn.BatchNorm2d(4))
+    bn = torch.nn.BatchNorm2d(4)
+    x = torch.randn(2, 4, 6, 6)
+    bnt = torch.nn.BatchNorm2d(4).to("trn")
+    trnlang.reset_fallback_stats()
+    out = bnt(x.to("trn"))
+    ref = bn(x)
+    assert_same(out, ref, rtol=1e-4, atol=1e-4)
+    assert_same(bnt.running_mean, bn.running_mean, rtol=1e-5, atol=1e-6)
+    assert_same(bnt.running_var, bn.running_var, rtol=1e-5, atol=1e-6)
+    assert int(bnt.num_batches_tracked.cpu()) == 1
+    del m
+
+
+def test_bad_input_raises_torch_error():
+    with pytest.raises(RuntimeError, match="normalized_shape|Expected"):
+        F.layer_norm(torch.randn(4, 6).to("trn"), (5,))
+    with pytest.raises(RuntimeError, match="divisible|group"):
+        F.group_norm(torch.randn(2, 5, 3).to("trn"), 2)
+
+
+def test_profile_layer_norm_is_sane():
+    x = torch.randn(256, 512).to("trn")
+    w, b = torch.randn(1, 512).to("trn"), torch.randn(1, 512).to("trn")
+    out = torch.empty(256, 512, device="trn")
+    mean, rstd = torch.empty(256, 1, device="trn"), torch.empty(256, 1, device="trn")
+    prof = N.ln_fwd.profile(x, w, b, out, mean, rstd, 1e-5, True, True)
+    assert prof.time_us > 0 and prof.cycles > 0
+    assert all(0 <= e.utilization <= 1 for e in prof.engines.values()), prof.engines
+    assert 0 < prof.mbu <= 1
+    assert prof.dma_bytes >= 2 * 4 * 256 * 512
+    ref = F.layer_norm(x.cpu(), (512,), w.cpu()[0], b.cpu()[0])
+    assert_same(out, ref, rtol=1e-4, atol=1e-4)
