@@ -1,0 +1,181 @@
+"""Random ops on trn (stdlib_kernels/random.py): distributions, seeding, streams, dropout forward/backward.
+
+The device's counter-based generator does not reproduce the CPU generator's numbers, so the tests check
+statistics (1e5 samples, tolerances of several standard errors), reproducibility and independence.
+"""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import trnlang
+from tests.device.conftest import assert_same
+
+N = 100_000
+
+
+@pytest.fixture(autouse=True)
+def _no_fallback(monkeypatch):
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    trnlang.reset_fallback_stats()
+    yield
+    assert trnlang.fallback_stats() == {}
+
+
+def _moments(t: torch.Tensor) -> tuple[float, float]:
+    c = t.detach().cpu().double()
+    return c.mean().item(), c.var().item()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_uniform(dtype):
+    torch.manual_seed(0)
+    u = torch.empty(N, device="trn", dtype=dtype).uniform_(-2.0, 3.0)
+    m, v = _moments(u)
+    assert abs(m - 0.5) < 5 * math.sqrt(25 / 12 / N) + (0.01 if dtype == torch.bfloat16 else 0)
+    assert abs(v - 25 / 12) < 0.05
+    c = u.cpu()
+    assert c.min() >= -2.0 and c.max() <= 3.0
+    hist = torch.histc(c.float(), 10, -2.0, 3.0)
+    assert (hist - N / 10).abs().max() < 6 * math.sqrt(N / 10)
+
+
+def test_rand_randn_factories_and_normal():
+    torch.manual_seed(1)
+    r = torch.rand(317, 331, device="trn")
+    assert r.shape == (317, 331) and 0.0 <= r.cpu().min() and r.cpu().max() < 1.0
+    z = torch.randn(N, device="trn")
+    m, v = _moments(z)
+    assert abs(m) < 5 / math.sqrt(N) and abs(v - 1) < 0.03
+    c = z.cpu()
+    assert abs((c.abs() < 1).double().mean().item() - 0.6827) < 0.01  # the shape, not only two moments
+    y = torch.empty(N, device="trn").normal_(3.0, 0.5)
+    m, v = _moments(y)
+    assert abs(m - 3.0) < 0.01 and abs(v - 0.25) < 0.01
+
+
+def test_normal_tensor_args_and_exponential():
+    torch.manual_seed(2)
+    mean = torch.linspace(-5, 5, 1000, device="trn").unsqueeze(1).expand(1000, 100)
+    std = torch.full((100,), 2.0, device="trn")
+    z = (torch.normal(mean, std) - mean) / 2.0
+    m, v = _moments(z)
+    assert abs(m) < 0.02 and abs(v - 1) < 0.03
+    e = torch.empty(N, device="trn").exponential_(4.0)
+    m, v = _moments(e)
+    assert abs(m - 0.25) < 0.005 and abs(v - 1 / 16) < 0.004 and e.cpu().min() >= 0
+
+
+def test_bernoulli_float_and_tensor_p():
+    torch.manual_seed(3)
+    b = torch.empty(N, device="trn").bernoulli_(0.3)
+    assert set(b.cpu().unique().tolist()) <= {0.0, 1.0}
+    assert abs(b.cpu().mean().item() - 0.3) < 5 * math.sqrt(0.21 / N)
+    p = torch.tensor([0.0, 0.1, 0.9, 1.0], device="trn").repeat(N // 4)
+    d = torch.bernoulli(p).cpu().view(-1, 4).mean(0)
+    assert d[0] == 0 and d[3] == 1 and abs(d[1] - 0.1) < 0.01 and abs(d[2] - 0.9) < 0.01
+    i = torch.empty(1000, dtype=torch.int64, device="trn").bernoulli_(0.5)
+    assert i.dtype == torch.int64 and set(i.cpu().unique().tolist()) <= {0, 1}
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.float32])
+def test_randint(dtype):
+    torch.manual_seed(4)
+    r = torch.randint(-3, 7, (N,), device="trn", dtype=dtype).cpu()
+    assert r.dtype == dtype and r.min() == -3 and r.max() == 6
+    counts = torch.bincount((r.long() + 3), minlength=10).double()
+    assert (counts - N / 10).abs().max() < 6 * math.sqrt(N / 10)
+    big = torch.randint(0, 1 << 24, (1000,), device="trn").cpu()
+    assert big.max() > 1 << 20 and big.min() >= 0
+
+
+def test_seed_reproducibility_and_streams():
+    torch.manual_seed(5)
+    a = torch.rand(1000, device="trn").cpu()
+    b = torch.rand(1000, device="trn").cpu()
+    torch.manual_seed(5)
+    a2 = torch.rand(1000, device="trn").cpu()
+    torch.trn.manual_seed(6)
+    c = torch.rand(1000, device="trn").cpu()
+    assert torch.equal(a, a2)
+    assert not torch.equal(a, b) and not torch.equal(a, c)
+    for x, y in ((a, b), (a, c)):
+        assert abs(torch.corrcoef(torch.stack([x, y]))[0, 1].item()) < 0.15
+    lag = torch.rand(N, device="trn").cpu()
+    assert abs(torch.corrcoef(torch.stack([lag[:-1], lag[1:]]))[0, 1].item()) < 0.02
+    g = torch.Generator().manual_seed(7)
+    d1 = torch.empty(100, device="trn").uniform_(generator=g).cpu()
+    g.manual_seed(7)
+    d2 = torch.empty(100, device="trn").uniform_(generator=g).cpu()
+    assert torch.equal(d1, d2)
+
+
+def test_noncontiguous_self_gets_the_contiguous_values():
+    torch.manual_seed(8)
+    a = torch.empty(40, 30, device="trn").uniform_().cpu()
+    torch.manual_seed(8)
+    t = torch.empty(30, 40, device="trn").t()
+    t.uniform_()
+    assert torch.equal(t.cpu(), a)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("p", [0.0, 0.25, 1.0])
+def test_dropout_forward_backward(dtype, p):
+    torch.manual_seed(9)
+    x = (torch.randn(500, 200) + 3).to(dtype).to("trn").requires_grad_()
+    y = F.dropout(x, p, training=True)
+    kept = y.detach().cpu() != 0
+    frac = kept.double().mean().item()
+    assert abs(frac - (1 - p)) < 0.01
+    scale = 1 / (1 - p) if p < 1 else 0.0
+    exp = torch.where(kept, x.detach().cpu().float() * scale, torch.zeros(()))
+    assert_same(y.float(), exp, rtol=1e-2 if dtype == torch.bfloat16 else 1e-6, atol=1e-6)
+    g = torch.randn(500, 200).to(dtype)
+    y.backward(g.to("trn"))
+    exp_g = torch.where(kept, g.float() * scale, torch.zeros(()))
+    assert_same(x.grad.float(), exp_g, rtol=1e-2 if dtype == torch.bfloat16 else 1e-6, atol=1e-6)
+
+
+def test_dropout_eval_empty_and_native_ops():
+    x = torch.randn(7, 9)
+    xt = x.to("trn")
+    assert_same(F.dropout(xt, 0.5, training=False), x)
+    out, mask = torch.ops.aten.native_dropout(xt, 0.5, False)
+    assert mask.dtype == torch.bool and bool(mask.cpu().all())
+    e = F.dropout(torch.empty(0, 3, device="trn"), 0.5)
+    assert e.shape == (0, 3)
+    torch.manual_seed(10)
+    out, mask = torch.ops.aten.native_dropout(xt.t(), 0.4, True)
+    gi = torch.ops.aten.native_dropout_backward(torch.ones(9, 7, device="trn"), mask, 2.5)
+    assert_same(gi, mask.cpu().float() * 2.5)
+    assert_same(out, torch.where(mask.cpu(), x.t() / 0.6, torch.zeros(())), rtol=1e-6, atol=1e-6)
+
+
+def test_bad_arguments_raise_torchs_errors(monkeypatch):
+    monkeypatch.setenv("TRN_FALLBACK", "silent")
+    for call in (lambda d: torch.empty(3, device=d).uniform_(2.0, 1.0),
+                 lambda d: torch.empty(3, device=d).normal_(0.0, -1.0),
+                 lambda d: torch.empty(3, device=d).bernoulli_(1.5)):
+        with pytest.raises(RuntimeError) as ce:
+            call("cpu")
+        with pytest.raises(RuntimeError) as te:
+            call("trn")
+        assert str(te.value) == str(ce.value)
+    trnlang.reset_fallback_stats()
+
+
+def test_profile_rng_kernel():
+    from stdlib_kernels.random import rng
+
+    out = torch.empty(128, 512, device="trn")
+    keys = torch.tensor([[11, 12]], dtype=torch.int32).to("trn")
+    params = torch.tensor([[0.0, 1.0]]).to("trn")
+    prof = rng.profile(out, keys, params, None, None, "uniform", 0)
+    assert prof.time_us > 0
+    assert all(0 <= e.utilization <= 1 for e in prof.engines.values()), prof.engines
+    assert prof.engines["vector"].utilization > 0.3  # the hash is integer ALU work on the Vector engine
+    c = out.cpu()
+    assert 0 <= c.min() and c.max() < 1 and abs(c.mean().item() - 0.5) < 0.01
