@@ -317,6 +317,9 @@ def gather(self: torch.Tensor, dim: int, index: torch.Tensor, *, sparse_grad: bo
 
     Example: ``torch.gather(x, 1, idx)`` with ``x`` and ``idx`` on ``trn``.
     """
+    if U.is_trn(index) and index.numel() == 0 and _ok_data(self) and out is None:
+        meta = torch.gather(torch.empty_like(self, device="meta"), dim, torch.empty_like(index, device="meta"))
+        return torch.empty(meta.shape, dtype=self.dtype, device="trn")  # torch's own checks ran on meta
     d = _gather_checks(self, dim, index)
     if d is None:
         return NotImplemented
@@ -482,8 +485,7 @@ def index_select(self: torch.Tensor, dim: int, index: torch.Tensor, *, out: torc
     s = _as1(self)
     shape = list(s.shape)
     shape[d] = idx.shape[0]
-    res = torch.empty(shape if self.dim() else [idx.shape[0]] if index.dim() else [],
-                      dtype=self.dtype, device="trn")
+    res = torch.empty(shape if self.dim() else [], dtype=self.dtype, device="trn")
     if res.numel():
         if self.numel() == 0:
             return NotImplemented
@@ -608,6 +610,30 @@ def take(self: torch.Tensor, index: torch.Tensor, *, out: torch.Tensor | None = 
             out.resize_(res.shape)
         return out.copy_(res)
     return res
+
+
+@lowering("aten::put_")
+def put_(self: torch.Tensor, index: torch.Tensor, source: torch.Tensor, accumulate: bool = False) -> Any:
+    """``self.put_(index, source, accumulate)``: elements of the flattened ``self`` (negative indices wrap)."""
+    if not (_ok_data(self, source) and _ok_index(index)) or source.dtype != self.dtype:
+        return NotImplemented
+    if index.numel() != source.numel() or not self.is_contiguous() or not _fits(self.numel(), index.numel()):
+        return NotImplemented
+    if index.numel() == 0:
+        return self
+    if self.numel() == 0:
+        return NotImplemented
+    flat = self.view(-1)
+    i1 = index.reshape(-1)
+    s1 = source.reshape(-1)
+    if U.overlaps(s1, flat):
+        s1 = s1.clone()
+    try:
+        _run(flat, [0], flat.shape[0], 1, s1, list(s1.stride()), None, [i1], [list(i1.stride())], [flat.shape[0]],
+             [1], [i1.shape[0]], (0, 1), "scatter", True, "add" if accumulate else None)
+    except _Bounds:
+        return NotImplemented
+    return self
 
 
 # ------------------------------------------------------------------------------ advanced indexing
@@ -829,10 +855,13 @@ def _masked_fill(self: torch.Tensor, mask: torch.Tensor, value: Any, out: torch.
     if not _ok_data(self) or not U.is_trn(mask) or mask.dtype != torch.bool:
         return NotImplemented
     try:
-        if torch.broadcast_shapes(self.shape, mask.shape) != self.shape:
-            return NotImplemented
+        bshape = torch.broadcast_shapes(self.shape, mask.shape)
     except RuntimeError:
         return NotImplemented
+    if bshape != self.shape:  # out of place only: the result takes the broadcast shape
+        if out is not None:
+            return NotImplemented
+        self = self.expand(bshape)
     if isinstance(value, torch.Tensor) and value.dim() != 0:
         return NotImplemented
     if U.is_trn(value) and value.dtype != self.dtype:
@@ -840,7 +869,7 @@ def _masked_fill(self: torch.Tensor, mask: torch.Tensor, value: Any, out: torch.
     vt = _value_tensor(value, self.dtype)
     if vt is None:
         return NotImplemented
-    res = out if out is not None else torch.empty_like(self)
+    res = out if out is not None else torch.empty(self.shape, dtype=self.dtype, device="trn")
     if not U.is_trn(res) or res.shape != self.shape or res.dtype != self.dtype or U.has_internal_overlap(res):
         return NotImplemented
     if self.numel() == 0:
@@ -998,13 +1027,13 @@ def masked_scatter(self: torch.Tensor, mask: torch.Tensor, source: torch.Tensor,
     if not _ok_data(self, source) or source.dtype != self.dtype or not U.is_trn(mask) or mask.dtype != torch.bool:
         return NotImplemented
     try:
-        if torch.broadcast_shapes(self.shape, mask.shape) != self.shape:
-            return NotImplemented
+        bshape = torch.broadcast_shapes(self.shape, mask.shape)
     except RuntimeError:
         return NotImplemented
-    res = out if out is not None else self.clone()
-    if out is not None and not U.same_view(out, self):
+    if out is not None and (not U.same_view(out, self) or bshape != self.shape):
         return NotImplemented
+    res = out if out is not None else self.expand(bshape).clone(memory_format=torch.contiguous_format)
+    self = res
     if self.dim() == 0:
         return NotImplemented
     mk = mask.expand(self.shape)

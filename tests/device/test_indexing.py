@@ -310,3 +310,20 @@ def test_profile_gather_kernel():
     assert 0 < prof.mbu <= 1.0 + 1e-9
     if os.environ.get("TRN_SHOW_PROFILE"):
         print(prof.summary())
+
+
+def test_put_and_broadcast_masks():
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(6, 9, generator=g)
+    i = _ix(g, 54, (20,), neg=True)
+    s = torch.randn(20, generator=g)
+    _cmp(lambda a, i, s: a.put_(i, s, accumulate=True), x, i, s)
+    _cmp(lambda a, i, s: a.put(i[:5], s[:5]), x, i, s)
+    _grads(lambda a: torch.take(a, i.to(a.device)), x)
+    m = torch.randn(4, 6, 9, generator=g) > 0
+    _cmp(lambda a, m: a.masked_fill(m, 1.0), x, m)       # the result takes the broadcast shape
+    _cmp(lambda a, m, s: a.masked_scatter(m, s), x, m, torch.randn(216, generator=g))
+    y = x.clone()
+    y2 = _t(y)
+    y2.masked_scatter(_t(m[0]), _t(s.repeat(3)))
+    assert torch.equal(y2.cpu(), y)  # out of place: the input is untouched
