@@ -68,7 +68,7 @@ def _hardswish(p: tuple, x: Any) -> Any:
 
 
 def _hardswish_bw(p: tuple, g: Any, x: Any) -> Any:
-    return tl.where(x < -3.0, 0.0, tl.where(x <= 3.0, g * (x / 3.0 + 0.5), g))
+    return tl.where(x <= -3.0, 0.0, tl.where(x < 3.0, g * (x / 3.0 + 0.5), g))
 
 
 def _mish(p: tuple, x: Any) -> Any:
