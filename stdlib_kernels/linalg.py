@@ -542,7 +542,7 @@ def _bcast_lu(lu: torch.Tensor, piv: torch.Tensor, batch: tuple[int, ...]) -> tu
     n = lu.shape[-1]
     if U.prod(lu.shape[:-2]) <= 1 and U.prod(batch) > 1:
         return lu.reshape(1, n, n), piv.reshape(1, n)
-    return _flat(lu.expand(*batch, n, n)), piv.expand(*batch, n).reshape(-1, n)
+    return _flat(lu.expand(*batch, n, n)), piv.expand(*batch, n).reshape(U.prod(batch), n)
 
 
 @lowering("aten::linalg_lu_solve", dtypes=(torch.float32, torch.int32))

@@ -1,0 +1,254 @@
+"""Linear algebra on ``trn`` (stdlib_kernels/matmul.py, stdlib_kernels/linalg.py) against torch CPU.
+
+Matmul family: fp32 and bf16, ragged / size-1 / empty shapes, transposed operands, batch broadcasting,
+vector cases, forward and backward. Factorisations (fp32): Cholesky, triangular solves, LU, LU solve,
+inverse, solve, QR, det, forward and backward, singular / non positive-definite inputs reported as torch does.
+Every native call asserts that nothing ran through the CPU fallback.
+"""
+
+import pytest
+import torch
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+import trnlang
+from stdlib_kernels import linalg as LA
+from tests.device.conftest import assert_same
+
+_SETTINGS = settings(max_examples=4, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
+                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _rand(*shape, seed=0, dtype=torch.float32):
+    return torch.randn(tuple(shape), generator=_gen(seed)).to(dtype)
+
+
+def _spd(batch, n, seed=0):
+    x = _rand(*batch, n, n, seed=seed)
+    return x @ x.mT / max(n, 1) + torch.eye(n)
+
+
+def _well(batch, m, n, seed=0):
+    """A well-conditioned (diagonally weighted) general matrix."""
+    x = _rand(*batch, m, n, seed=seed) / max(m, n) ** 0.5
+    k = min(m, n)
+    x[..., range(k), range(k)] += 2.0
+    return x
+
+
+def _native(fn, *args):
+    """Run ``fn`` on trn copies of ``args`` (requires_grad), assert no fallback; returns (trn out, trn args)."""
+    targs = [a.detach().to("trn").requires_grad_(a.requires_grad) for a in args]
+    trnlang.reset_fallback_stats()
+    out = fn(*targs)
+    assert trnlang.fallback_stats() == {}, trnlang.fallback_stats()
+    return out, targs
+
+
+def _fwd_bwd(fn, *args, rtol=1e-4, atol=1e-4):
+    """Forward and backward of a scalar-free ``fn`` on trn vs CPU, no fallback in either direction."""
+    cargs = [a.clone().requires_grad_() for a in args]
+    out, targs = _native(fn, *[a.clone().requires_grad_() for a in args])
+    ref = fn(*cargs)
+    outs, refs = (out, ref) if isinstance(out, tuple) else ((out,), (ref,))
+    for o, r in zip(outs, refs):
+        assert_same(o.detach(), r.detach(), rtol=rtol, atol=atol)
+    g = [_rand(*r.shape, seed=7) for r in refs]
+    trnlang.reset_fallback_stats()
+    torch.autograd.backward([o for o in outs], [x.to("trn") for x in g])
+    assert trnlang.fallback_stats() == {}, trnlang.fallback_stats()
+    torch.autograd.backward(list(refs), g)
+    for t, c in zip(targs, cargs):
+        assert_same(t.grad, c.grad, rtol=rtol * 10, atol=atol * 10)
+
+
+# --- matmul family ---------------------------------------------------------------------------------------------
+dims = st.sampled_from([1, 3, 17, 128, 130])
+
+
+@_SETTINGS
+@given(m=dims, k=dims, n=dims, ta=st.booleans(), tb=st.booleans())
+def test_mm_shapes_transposed_fp32(m, k, n, ta, tb):
+    a = _rand(k, m, seed=1).t() if ta else _rand(m, k, seed=1)
+    b = _rand(n, k, seed=2).t() if tb else _rand(k, n, seed=2)
+    _fwd_bwd(torch.mm, a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_matmul_family_cases(dtype):
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else dict(rtol=1e-2, atol=1e-2)
+    a3, b3 = _rand(4, 5, 7, seed=1, dtype=dtype), _rand(4, 7, 3, seed=2, dtype=dtype)
+    v7, v5 = _rand(7, seed=3, dtype=dtype), _rand(5, seed=4, dtype=dtype)
+    bias = _rand(3, seed=5, dtype=dtype)
+    cases = [
+        (torch.bmm, (a3, b3)),
+        (torch.matmul, (a3, b3[0])),             # broadcast batch
+        (torch.matmul, (a3[0], b3)),
+        (torch.matmul, (a3[0], v7)),             # mv
+        (torch.matmul, (v5, a3[0])),             # vector @ matrix
+        (torch.matmul, (v7, v7)),                # dot
+        (torch.vdot, (v7, v7)),
+        (torch.outer, (v5, v7)),
+        (torch.nn.functional.linear, (a3, b3[0].t().contiguous(), bias)),
+        (lambda x, y, z: torch.addmm(z, x, y, beta=0.5, alpha=2.0), (a3[0], b3[0], bias)),
+        (lambda x, y, z: torch.baddbmm(z, x, y, beta=0.5, alpha=2.0), (a3, b3, bias)),
+        (lambda x, y, z: torch.addmv(z, x, y, alpha=3.0), (a3[0], v7, v5)),
+        (torch.mm, (a3[:, :, 0].t(), a3[:, 0, :])),  # strided, non-contiguous views
+    ]
+    for fn, args in cases:
+        out, _ = _native(fn, *args)
+        assert_same(out, fn(*args), **tol)
+        assert out.dtype == dtype
+
+
+def test_matmul_bf16_backward_and_empty():
+    a, b = _rand(33, 20, seed=1, dtype=torch.bfloat16), _rand(20, 9, seed=2, dtype=torch.bfloat16)
+    _fwd_bwd(torch.mm, a, b, rtol=1e-2, atol=1e-2)
+    for sa, sb in (((0, 4), (4, 3)), ((3, 0), (0, 5)), ((2, 0, 4), (2, 4, 3))):
+        fn = torch.matmul
+        out, _ = _native(fn, torch.ones(sa), torch.ones(sb))
+        assert_same(out, fn(torch.ones(sa), torch.ones(sb)))
+
+
+# --- factorisations ---------------------------------------------------------------------------------------------
+sizes = st.sampled_from([1, 2, 7, 33, 128])
+batches = st.sampled_from([(), (1,), (3,), (2, 2)])
+
+
+@_SETTINGS
+@given(n=sizes, batch=batches, upper=st.booleans())
+def test_cholesky(n, batch, upper):
+    _fwd_bwd(lambda a: torch.linalg.cholesky(a, upper=upper), _spd(batch, n, seed=n))
+
+
+def test_cholesky_blocked_and_errors():
+    a = _spd((2,), 150, seed=3)  # > one tile: host-blocked, still native
+    out, _ = _native(torch.linalg.cholesky, a)
+    assert_same(out, torch.linalg.cholesky(a), rtol=1e-4, atol=1e-4)
+    bad = _spd((3,), 6, seed=4)
+    bad[1, 2, 2] = -5.0
+    bad[2] = -bad[2]
+    out, _ = _native(torch.linalg.cholesky_ex, bad)
+    assert out.info.cpu().tolist() == torch.linalg.cholesky_ex(bad).info.tolist()
+    with pytest.raises(torch.linalg.LinAlgError, match="not positive-definite"):
+        torch.linalg.cholesky(bad.to("trn"))
+    with pytest.raises(RuntimeError) as cpu_err:
+        torch.linalg.cholesky(bad.bfloat16())
+    with pytest.raises(RuntimeError, match=str(cpu_err.value).split(":")[0]):
+        torch.linalg.cholesky(bad.bfloat16().to("trn"))  # bf16 declines to the fallback, which raises alike
+
+
+@_SETTINGS
+@given(n=st.sampled_from([1, 5, 40, 140]), m=st.sampled_from([1, 6, 130]), upper=st.booleans(),
+       left=st.booleans(), unit=st.booleans())
+def test_solve_triangular(n, m, upper, left, unit):
+    t = _well((2,), n, n, seed=n)
+    t = t.triu() if upper else t.tril()
+    b = _rand(2, n, m, seed=m) if left else _rand(2, m, n, seed=m)
+    _fwd_bwd(lambda x, y: torch.linalg.solve_triangular(x, y, upper=upper, left=left, unitriangular=unit), t, b)
+
+
+@pytest.mark.filterwarnings("ignore:torch.triangular_solve is deprecated")
+def test_triangular_solve_broadcast_and_transpose():
+    a = _well((), 9, 9, seed=1).triu()
+    b = _rand(3, 9, 4, seed=2)
+    _fwd_bwd(lambda x, y: torch.triangular_solve(y, x, upper=True, transpose=True)[0], a, b)
+
+
+@_SETTINGS
+@given(m=sizes, n=sizes, batch=batches)
+def test_lu_factor_and_unpack(m, n, batch):
+    a = _rand(*batch, m, n, seed=m * n)
+    out, _ = _native(torch.linalg.lu_factor_ex, a)
+    ref = torch.linalg.lu_factor_ex(a)
+    assert_same(out.LU, ref.LU, rtol=1e-4, atol=1e-4)
+    assert out.pivots.cpu().tolist() == ref.pivots.tolist()
+    assert out.info.cpu().tolist() == ref.info.tolist()
+    _fwd_bwd(lambda x: torch.linalg.lu(x)[1:], _well(batch, m, n, seed=1))  # P has no gradient
+
+
+def test_lu_singular_inv_ex_info_and_errors():
+    a = _rand(3, 5, 5, seed=1)
+    a[0, :, 2] = 0.0
+    a[1] = 0.0
+    for fn in (torch.linalg.lu_factor_ex, torch.linalg.inv_ex):
+        out, _ = _native(fn, a)
+        assert out[-1].cpu().tolist() == fn(a)[-1].tolist()
+    with pytest.raises(torch.linalg.LinAlgError, match="singular"):
+        torch.linalg.inv(a.to("trn"))
+    with pytest.raises(RuntimeError, match="square"):
+        torch.linalg.inv(_rand(3, 4).to("trn"))
+
+
+@_SETTINGS
+@given(n=sizes, batch=batches, left=st.booleans(), adjoint=st.booleans())
+def test_lu_solve_inv_solve_det(n, batch, left, adjoint):
+    a = _well(batch, n, n, seed=n)
+    b = _rand(*batch, n, 3, seed=2) if left else _rand(*batch, 3, n, seed=2)
+    _fwd_bwd(lambda x, y: torch.linalg.lu_solve(*torch.linalg.lu_factor(x), y, left=left, adjoint=adjoint), a, b)
+    _fwd_bwd(torch.linalg.inv, a, rtol=1e-3)
+    _fwd_bwd(lambda x, y: torch.linalg.solve(x, y, left=left), a, b, rtol=1e-3)
+    _fwd_bwd(torch.linalg.det, a, rtol=1e-3)
+
+
+def test_solve_vector_rhs_broadcast_and_cholesky_solve():
+    a = _well((2,), 6, 6, seed=1)
+    _fwd_bwd(torch.linalg.solve, a, _rand(6, seed=2))
+    _fwd_bwd(torch.linalg.solve, a, _rand(4, 2, 6, 1, seed=3))
+    _fwd_bwd(lambda x: torch.linalg.slogdet(x)[1], a)
+    low = torch.linalg.cholesky(_spd((2,), 6, seed=4))
+    _fwd_bwd(lambda x, y: torch.cholesky_solve(y, x), low, _rand(2, 6, 3, seed=5))
+    _fwd_bwd(torch.cholesky_inverse, low)
+
+
+@_SETTINGS
+@given(m=sizes, n=st.sampled_from([1, 4, 33, 200]), batch=batches, mode=st.sampled_from(["reduced", "complete"]))
+def test_qr_matches_lapack_signs(m, n, batch, mode):
+    a = _rand(*batch, m, n, seed=m + n)
+    (q, r), _ = _native(lambda x: torch.linalg.qr(x, mode=mode), a)
+    qc, rc = torch.linalg.qr(a, mode=mode)
+    assert_same(q, qc, rtol=1e-4, atol=1e-4)
+    assert_same(r, rc, rtol=1e-4, atol=1e-4)
+    qtq = (q.mT @ q).cpu()
+    torch.testing.assert_close(qtq, torch.eye(q.shape[-1]).expand_as(qtq), rtol=1e-4, atol=1e-4)
+
+
+def test_qr_backward_and_r_mode():
+    _fwd_bwd(lambda x: torch.linalg.qr(x), _well((2,), 7, 5, seed=1))
+    out, _ = _native(lambda x: torch.linalg.qr(x, mode="r"), _rand(6, 4))
+    assert out.Q.numel() == 0
+    assert_same(out.R, torch.linalg.qr(_rand(6, 4), mode="r").R, rtol=1e-4, atol=1e-4)
+
+
+def test_empty_inputs():
+    for fn, a in ((torch.linalg.cholesky, torch.zeros(0, 3, 3)), (torch.linalg.inv, torch.zeros(2, 0, 0)),
+                  (torch.linalg.qr, torch.zeros(0, 5, 2))):
+        out, _ = _native(fn, a)
+        ref = fn(a)
+        for o, r in zip(out if isinstance(out, tuple) else (out,), ref if isinstance(ref, tuple) else (ref,)):
+            assert o.shape == r.shape
+
+
+def test_factorisations_above_a_tile_decline():
+    a = _well((), 130, 130, seed=1)
+    trnlang.reset_fallback_stats()
+    out = torch.linalg.inv(a.to("trn"))  # LU is limited to one tile: the CPU fallback computes it
+    assert trnlang.fallback_stats()
+    assert_same(out, torch.linalg.inv(a), rtol=1e-4, atol=1e-4)
+
+
+def test_profile_cholesky_kernel():
+    a = _spd((2,), 64, seed=1).to("trn")
+    out = torch.empty_like(a)
+    info = torch.empty((2, 1), dtype=torch.int32, device="trn")
+    prof = LA.cholesky_kernel.profile(a, out, info)
+    assert prof.time_us > 0 and prof.cycles > 0
+    assert prof.engines["tensor"].instructions > 0  # transposes and rank-1 updates on the Tensor engine
+    for stat in prof.engines.values():
+        assert 0.0 <= stat.utilization <= 1.0 + 1e-9
+    assert 0.0 <= prof.mfu <= 1.0 and 0.0 <= prof.mbu <= 1.0
+    assert_same(out, torch.linalg.cholesky(a.cpu()), rtol=1e-4, atol=1e-4)
