@@ -309,6 +309,12 @@ def render(results: list[Result], speeds: dict[str, float], n: int) -> str:
         "|x/y| < 2^29, libm `fmodf` via `frem` for larger quotients).",
         "- Special values (NaN, +-inf, +-0, overflow, underflow, pow/fmod corner cases) are checked "
         "exactly by the tests.",
+        '- Not in the table (no vecmath kernel yet): tan, asin, acos, atan, atan2, sinh, cosh, asinh, '
+        'acosh, atanh, log2, log10, exp2, erfc, erfinv and lgamma compile to the float64 libm path '
+        "(`codegen/lower_alu.py`: the C library's double function rounded once to fp32, scalar code) and "
+        "match the interpreter bit for bit; erfinv refines Giles' initial guess with three float64 "
+        'Newton steps on erf/erfc. trunc and round (half to even) are exact LLVM intrinsics. Tested in '
+        '`tests/codegen/test_new_alu.py`.',
         "",
     ]
     return "\n".join(lines)
