@@ -132,6 +132,26 @@ def _xlogy(a: Any, b: Any) -> Any:
     return tl.where(b != b, math.nan, tl.where(a == 0, 0.0, a * tl.log(b)))
 
 
+def _ipow(x: Any, k: int) -> Any:
+    """``x ** k`` for a Python int ``k >= 0`` by square-and-multiply (int32 products wrap like torch's)."""
+    r = None
+    while k:
+        if k & 1:
+            r = x if r is None else r * x
+        k >>= 1
+        if k:
+            x = x * x
+    return r if r is not None else x * 0 + 1
+
+
+def op_fn(op: str) -> Callable[[Any, Any], Any]:
+    """The tile function of a binary op name (``"ipow:K"``: integer power by the constant K)."""
+    if op.startswith("ipow:"):
+        k = int(op[5:])
+        return lambda x, y: _ipow(x, k)
+    return BINARY_OPS[op]
+
+
 #: op name -> function of two compute-type tiles (or a tile and a [1, 1] scalar tile).
 BINARY_OPS: dict[str, Callable[[Any, Any], Any]] = {
     "add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y, "div": lambda x, y: x / y,
@@ -205,7 +225,7 @@ def elementwise(x, y, alpha, out, op, scal, compute):
     """
     a, n, d = _shape3(out)
     ct = _CT[compute]
-    fn = BINARY_OPS[op]
+    fn = op_fn(op)
     p = min(128, n)
     f = min(d, U.FREE_CHUNK)
     ragged = n % p != 0 or d % f != 0
@@ -415,6 +435,14 @@ def round_to(v: Any, dtype: torch.dtype) -> Any:
     return torch.tensor(float(v), dtype=torch.float32).to(dtype).item()
 
 
+def has_zero(t: torch.Tensor) -> bool:
+    """A ``trn`` tensor holds a zero (checked on the device: an ``== 0`` kernel, then a sum)."""
+    if t.numel() == 0:
+        return False
+    flags = run_binary("eq", t, 0, None, rdt=torch.float32, compute="i32")
+    return flags is NotImplemented or float(flags.sum().item()) > 0
+
+
 def run_binary(op: str, self: Any, other: Any, out: torch.Tensor | None, *, alpha: Any = None,
                rdt: torch.dtype | None = None, compute: str | None = None, int_scalar_divisor: bool = False,
                float_only: bool = False) -> Any:
@@ -437,8 +465,8 @@ def run_binary(op: str, self: Any, other: Any, out: torch.Tensor | None, *, alph
     if compute == "i32":
         if float_only:
             return NotImplemented
-        if int_scalar_divisor and (o.full[1] is not None or o.values[1] == 0):
-            return NotImplemented
+        if int_scalar_divisor and (o.values[1] == 0 if o.full[1] is None else has_zero(o.full[1])):
+            return NotImplemented  # an integer division by zero raises: the CPU fallback gives torch's error
         if op.startswith("div_"):
             op += "_i"
     elif op.startswith("div_") and rdt in (torch.bfloat16, torch.float16):
@@ -542,11 +570,19 @@ def neg(self: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------- more binary ops
+_MAX_INT_EXPONENT = 64
+
+
 def _pow(self: Any, exponent: Any, out: torch.Tensor | None) -> Any:
     rdt = torch.result_type(self, exponent)
-    if not rdt.is_floating_point:  # integer powers: negative exponents raise or truncate; leave them to torch
-        if not isinstance(exponent, (int, bool)) or exponent < 0:
+    if not rdt.is_floating_point:
+        # integer powers wrap around: exact only as int32 multiplications, so a small non-negative number
+        # exponent (square-and-multiply, one kernel per exponent); negative ones raise (left to torch)
+        k = U.scalar_value(exponent)
+        if rdt == torch.bool or not U.is_trn(self) or not isinstance(k, int) or isinstance(k, bool) \
+                or not 0 <= k <= _MAX_INT_EXPONENT:
             return NotImplemented
+        return run_binary(f"ipow:{k}", self, 0, out, rdt=rdt)
     if U.is_trn(exponent) and not U.is_trn(self):
         return run_binary("rpow", exponent, self, out, rdt=rdt)
     return run_binary("pow", self, exponent, out, rdt=rdt)

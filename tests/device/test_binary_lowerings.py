@@ -120,18 +120,30 @@ def test_integer_division_exact():
             assert torch.equal(got.cpu(), fn(big))
 
 
-def test_integer_tensor_divisor_declines_and_raises_like_torch():
+def test_integer_tensor_divisor_and_zero_division_raises_like_torch():
     a = torch.arange(-6, 6, dtype=torch.int32)
     b = torch.tensor([3, 0] * 6, dtype=torch.int32)
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
         torch.div(a, b, rounding_mode="floor")
-    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
-        torch.div(a.to("trn"), b.to("trn"), rounding_mode="floor")
-    c = torch.tensor([3, -2] * 6, dtype=torch.int32)
     trnlang.reset_fallback_stats()
-    got = torch.remainder(a.to("trn"), c.to("trn"))
-    assert trnlang.fallback_stats()  # declined to the CPU (a zero divisor must raise there)
-    assert torch.equal(got.cpu(), torch.remainder(a, c))
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):  # a zero divisor is found on device: declined
+        torch.div(a.to("trn"), b.to("trn"), rounding_mode="floor")
+    assert trnlang.fallback_stats() == {"aten::div.Tensor_mode": 1}
+    g = torch.Generator().manual_seed(4)
+    x = torch.randint(-2**31, 2**31 - 1, (300, 7), dtype=torch.int32, generator=g)
+    y = torch.randint(1, 2**20, (7,), dtype=torch.int32, generator=g) * torch.tensor([1, -1, 1, -1, 1, -1, 1]).int()
+    for fn in (torch.remainder, torch.fmod, torch.floor_divide, lambda p, q: torch.div(p, q, rounding_mode="trunc")):
+        got = _native(fn, x.to("trn"), y.to("trn"))
+        assert torch.equal(got.cpu(), fn(x, y))
+
+
+def test_integer_power_exact():
+    x = torch.randint(-2**31, 2**31 - 1, (500,), dtype=torch.int32, generator=torch.Generator().manual_seed(5))
+    for k in (0, 1, 2, 3, 12, 33):
+        got = _native(torch.pow, x.to("trn"), k)
+        assert torch.equal(got.cpu(), torch.pow(x, k))
+    with pytest.raises(RuntimeError, match="negative integer powers"):
+        torch.pow(x.to("trn"), -1)
 
 
 def test_int64_bool_and_int_operands():
