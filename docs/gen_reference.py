@@ -72,7 +72,8 @@ TL_LOWERING: dict[str, tuple[list[Op], str]] = {
     "sequential_range": ([], "IR `Loop(kind=sequential)`; never unrolled"),
     "static_range": ([], "unrolled at trace time"),
     "load": ([Op.DMA_COPY], "HBM -> SBUF; masked elements are not read"),
-    "store": ([Op.DMA_COPY], "SBUF -> HBM; a PSUM tile is first evicted with `tensor_copy`"),
+    "store": ([Op.DMA_COPY], "SBUF -> HBM; a PSUM tile is first evicted with `tensor_copy`; `accumulate=` "
+              "(add/multiply/max/min) makes it an accumulating read-modify-write DMA (scatter-add with gathered rows)"),
     "load_transpose2d": ([Op.DMA_COPY], "element-strided DMA (each run shorter than a burst costs a burst)"),
     "ndarray": ([Op.ALLOC], "declares a buffer; HBM tensors become kernel scratch"),
     "zeros": ([Op.ALLOC, Op.MEMSET], ""),

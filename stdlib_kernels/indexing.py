@@ -801,6 +801,20 @@ def index_put(self: torch.Tensor, indices: Sequence[Any], values: torch.Tensor, 
 # ------------------------------------------------------------------------------------------ embedding
 
 
+@trn.kernel
+def zero_rows(out):
+    """``out[...] = 0`` for a ``[n, d]`` tensor (memset tiles stored by DMA)."""
+    n, d = out.shape
+    p = min(128, n)
+    f = min(d, 2048)
+    z = tl.zeros((p, f), out.dtype)
+    for i in tl.affine_range(tl.cdiv(n, p)):
+        rows = i * p + tl.arange(p)[:, None]
+        for j in tl.affine_range(tl.cdiv(d, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            tl.store(out[rows, cols], z, mask=((rows < n) & (cols < d)) if (n % p or d % f) else None)
+
+
 @lowering("aten::embedding_dense_backward")
 def embedding_dense_backward(grad_output: torch.Tensor, indices: torch.Tensor, num_weights: int,
                              padding_idx: int, scale_grad_by_freq: bool) -> Any:
@@ -815,7 +829,9 @@ def embedding_dense_backward(grad_output: torch.Tensor, indices: torch.Tensor, n
         return NotImplemented
     d = grad_output.shape[-1] if grad_output.dim() else 1
     n = indices.numel()
-    gw = torch.zeros((num_weights, d), dtype=grad_output.dtype, device="trn")
+    gw = torch.empty((num_weights, d), dtype=grad_output.dtype, device="trn")
+    if gw.numel():
+        zero_rows(gw)
     if n == 0 or d == 0:
         return gw
     g2 = grad_output.reshape(n, d)
