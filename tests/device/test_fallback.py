@@ -6,12 +6,14 @@ import trnlang.device as td
 from tests.device.conftest import run_py
 
 
+# Ops used here fall back because nothing lowers them and torch has no decomposition for them
+# (polygamma, histc); logaddexp is left unlowered on purpose for tutorial 06.
 def test_counted_and_zero_copy():
     x = torch.linspace(-1, 1, 7, device="trn")
-    before = td.fallback_stats().get("aten::atan.out", 0)
-    y = torch.atan(x)
-    assert td.fallback_stats()["aten::atan.out"] == before + 1
-    torch.testing.assert_close(y.cpu(), torch.atan(torch.linspace(-1, 1, 7)))
+    before = td.fallback_stats().get("aten::polygamma.out", 0)
+    y = torch.special.polygamma(1, x + 2)
+    assert td.fallback_stats()["aten::polygamma.out"] == before + 1
+    torch.testing.assert_close(y.cpu(), torch.special.polygamma(1, torch.linspace(-1, 1, 7) + 2))
     # a view computed by the CPU op comes back as a device alias of its input, not a copy
     from trnlang.device import fallback
 
@@ -41,10 +43,10 @@ x = torch.ones(3, device="trn")
 with warnings.catch_warnings(record=True) as w:
     warnings.simplefilter("always")
     for _ in range(3):
-        torch.erfinv(x * 0.5)
-    torch.digamma(x)
+        torch.special.polygamma(1, x * 0.5)
+    torch.histc(x)
 fb = [str(m.message) for m in w if issubclass(m.category, td.FallbackWarning)]
-print(len(fb), fb[0].split()[1], fb[1].split()[1], td.fallback_stats()["aten::erfinv.out"], w[0].filename)
+print(len(fb), fb[0].split()[1], fb[1].split()[1], td.fallback_stats()["aten::polygamma.out"], w[0].filename)
 """
 
 
@@ -52,7 +54,7 @@ def test_warns_once_per_op():
     r = run_py(WARN_ONCE)
     assert r.returncode == 0, r.stderr
     n, first, second, count, filename = r.stdout.split()
-    assert (n, first, second, count) == ("2", "aten::erfinv.out", "aten::digamma.out", "3")
+    assert (n, first, second, count) == ("2", "aten::polygamma.out", "aten::histc", "3")
     assert filename == "<string>"  # the warning points at the user's line
 
 
@@ -61,9 +63,9 @@ import torch, trnlang, trnlang.device as td
 x = torch.ones(3, device="trn")
 y = (x + x) * 2                       # native: fine
 try:
-    torch.erfinv(x * 0.5)
+    torch.special.polygamma(1, x * 0.5)
 except td.FallbackError as e:
-    print(isinstance(e, trnlang.TrnError), isinstance(e, NotImplementedError), "aten::erfinv.out" in str(e))
+    print(isinstance(e, trnlang.TrnError), isinstance(e, NotImplementedError), "aten::polygamma.out" in str(e))
 """
 
 
@@ -75,10 +77,10 @@ def test_strict_mode_raises_naming_the_op():
 
 def test_silent_mode():
     r = run_py("import warnings, torch, trnlang.device as td\nwarnings.simplefilter('error')\n"
-               "print(torch.erfinv(torch.zeros(2, device='trn')).cpu().tolist(), td.fallback_stats())",
+               "print(torch.histc(torch.zeros(2, device='trn'), bins=2).cpu().tolist(), td.fallback_stats())",
                env={"TRN_FALLBACK": "silent"})
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "[0.0, 0.0] {'aten::erfinv.out': 1}"
+    assert r.stdout.strip() == "[0.0, 2.0] {'aten::histc': 1}"
 
 
 def test_registry_lowering_for_a_custom_op():
@@ -110,4 +112,23 @@ def test_registry_routes_inplace_and_out_variants():
     assert reg["aten::add_.Tensor"].routed_from == "aten::add.Tensor"
     assert reg["aten::mm.out"].routed_from == "aten::mm"
     assert reg["aten::_softmax"].kind == "kernel" and reg["aten::empty.memory_format"].kind == "plumbing"
-    assert reg["aten::native_layer_norm"].kind == "cpu"
+    assert all(e.kind in ("kernel", "decomposition", "plumbing", "cpu") for e in reg.values())
+
+
+def test_ops_with_a_torch_decomposition_run_it_on_trn():
+    """An op without a lowering but with a decomposition in torch runs it (its pieces native), not the CPU."""
+    from trnlang.device import fallback
+
+    x = torch.rand(5, 7).to("trn")
+    cands = [("aten::special_entr.out", torch.special.entr), ("aten::trace", torch.trace),
+             ("aten::heaviside.out", lambda t: torch.heaviside(t - 0.5, t))]
+    name, fn = next((n, f) for n, f in cands if n not in td.REGISTRY)
+    before, dec = td.fallback_stats(), fallback.decomposition_stats()
+    y = fn(x)
+    assert fallback.decomposition_stats().get(name, 0) == dec.get(name, 0) + 1, fallback.decomposition_stats()
+    assert td.fallback_stats() == before
+    torch.testing.assert_close(y.cpu(), fn(x.cpu()))
+    # tutorial 06's op stays a fallback (its decomposition is not used)
+    before = td.fallback_stats().get("aten::logaddexp.out", 0)
+    torch.logaddexp(x, x)
+    assert td.fallback_stats().get("aten::logaddexp.out", 0) == before + 1

@@ -70,12 +70,14 @@ class _Result:
     compared: int = 0
     failed: int = 0
     fallbacks: set[str] = field(default_factory=set)
+    decomposed: set[str] = field(default_factory=set)
     error: str = ""
     seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return {"status": self.status, "reason": self.reason, "samples_compared": self.compared,
-                "samples_failed": self.failed, "fallback_ops": sorted(self.fallbacks), "error": self.error,
+                "samples_failed": self.failed, "fallback_ops": sorted(self.fallbacks),
+                "decomposed_ops": sorted(self.decomposed), "error": self.error,
                 "seconds": round(self.seconds, 3)}
 
 
@@ -255,6 +257,9 @@ def _run_op(op: Any, dtype: torch.dtype, backward: bool, max_samples: int | None
             res.reason = f"sample generation raised {type(e).__name__}"
             return res
         reasons = set()
+        from trnlang.device import fallback
+
+        dec_before = fallback.decomposition_stats()
         for s in samples:
             status, fb, msg = _run_sample(op, s, dtype, do_bwd)
             if status == "skip":
@@ -265,6 +270,7 @@ def _run_op(op: Any, dtype: torch.dtype, backward: bool, max_samples: int | None
             if status == "fail":
                 res.failed += 1
                 res.error = res.error or msg
+        res.decomposed = _diff(dec_before, fallback.decomposition_stats())
         if res.compared == 0:
             res.reason = "; ".join(sorted(reasons))[:200] or "no sample inputs"
         elif res.failed:
@@ -442,7 +448,10 @@ def markdown_report(report: dict[str, Any]) -> str:
     out += ["", "## The lowering registry", "",
             "Kinds: `kernel` (trnlang kernels in `stdlib_kernels/`), `decomposition` (torch's decomposition into",
             "ops with kernels), `plumbing` (device-layer metadata and host<->device copies) - all native; `cpu`",
-            "(routed to a CPU op explicitly, counted as a fallback). Other dtypes than those listed fall back.", "",
+            "(routed to a CPU op explicitly, counted as a fallback). Other dtypes than those listed fall back.",
+            "An op with no entry here but a decomposition in torch (`torch._decomp`) runs that decomposition on",
+            "`trn` (functional and `out=` ops only; its pieces dispatch to `trn` again and count as fallbacks if",
+            "they have no lowering): the OpInfo table lists such ops as `decomposed`.", "",
             "| ATen op | kind | dtypes | source |", "|---|---|---|---|"]
     for name, ent in report["registry"].items():
         dts = ", ".join(ent["dtypes"]) if ent["dtypes"] else "all"
@@ -453,6 +462,8 @@ def markdown_report(report: dict[str, Any]) -> str:
     for name, det in sorted(report["ops"].items()):
         first = det[keys[0]]
         note = ", ".join(f"`{f}`" for f in first["fallback_ops"][:6])
+        if first.get("decomposed_ops") and not first["fallback_ops"]:
+            note = "decomposed: " + ", ".join(f"`{f}`" for f in first["decomposed_ops"][:4])
         if len(first["fallback_ops"]) > 6:
             note += f" (+{len(first['fallback_ops']) - 6})"
         if first["status"] == "skipped":

@@ -345,6 +345,70 @@ def run_on_cpu(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, cpu_op
     return conv.to_trn(out, adopted)
 
 
+_decomposed: Counter[str] = Counter()
+_DECOMP: dict[Any, Callable[..., Any] | None] = {}
+#: Ops kept on the CPU fallback although torch can decompose them: tutorial 06 lowers logaddexp as its example.
+NOT_DECOMPOSED = frozenset({"aten::logaddexp", "aten::logaddexp.out"})
+
+
+def decomposition_stats() -> dict[str, int]:
+    """How many times each op without a lowering ran as torch's decomposition on ``trn`` (by op name)."""
+    with _lock:
+        return dict(_decomposed)
+
+
+def _decomposition(op: Any) -> Callable[..., Any] | None:
+    """torch's decomposition of ``op`` if it is safe to run eagerly on ``trn``, else None (cached).
+
+    Safe: functional ops and ``out=`` variants (the decomposition writes ``out`` at the end) whose
+    results are not views; in-place ops and view ops keep the CPU fallback, which preserves their
+    aliasing exactly.
+    """
+    hit = _DECOMP.get(op, False)
+    if hit is not False:
+        return hit  # type: ignore[return-value]
+    fn = None
+    try:
+        from torch._decomp import decomposition_table
+
+        fn = decomposition_table.get(op)
+        schema = op._schema
+        outs = {a.name for a in schema.arguments if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write}
+        mutates_inputs = any(a.alias_info is not None and a.alias_info.is_write and a.name not in outs
+                             for a in schema.arguments)
+        returns_view = not outs and any(r.alias_info is not None for r in schema.returns)
+        if mutates_inputs or returns_view or op.namespace != "aten" or _info(op).name in NOT_DECOMPOSED:
+            fn = None
+    except Exception:  # noqa: BLE001 - no usable decomposition
+        fn = None
+    _DECOMP[op] = fn
+    return fn
+
+
 def boxed_fallback(op: Any, *args: Any, **kwargs: Any) -> Any:
-    """The PrivateUse1 backend fallback: every op without a registered kernel lands here."""
+    """The PrivateUse1 backend fallback: every op without a registered kernel lands here.
+
+    Ops with a decomposition in torch (``torch._decomp``) run it first: its pieces dispatch to
+    ``trn`` again (native where they have lowerings, each piece counted if it falls back). When the
+    decomposition fails for this call (an unsupported case), the whole op runs on the CPU.
+    """
+    fn = _decomposition(op)
+    if fn is not None:
+        active = getattr(_tls, "decomposing", None)
+        if active is None:
+            active = _tls.decomposing = set()
+        if op not in active:
+            active.add(op)
+            try:
+                r = fn(*args, **kwargs)
+            except FallbackError:
+                raise  # strict mode: names the piece that has no lowering
+            except Exception:  # noqa: BLE001 - this call is not decomposable here: the CPU runs it
+                r = NotImplemented
+            finally:
+                active.discard(op)
+            if r is not NotImplemented:
+                with _lock:
+                    _decomposed[_info(op).name] += 1
+                return r
     return run_on_cpu(op, args, kwargs)
