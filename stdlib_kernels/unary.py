@@ -161,6 +161,11 @@ def launch(op: str, ins: Sequence[torch.Tensor], out: torch.Tensor, params: tupl
     shape = tuple(out.shape)
     views_of = list(ins) + [out]
     strides = [U.broadcast_strides(t, shape) for t in ins] + [list(out.stride())]
+    # dims in the output's memory order (largest stride first), as TensorIterator does: a transposed
+    # operand written to a transposed output then streams contiguously instead of element by element
+    order = sorted(range(len(shape)), key=lambda k: -out.stride()[k])
+    shape = tuple(shape[k] for k in order)
+    strides = [[st[k] for k in order] for st in strides]
     sh, sts = U.coalesce(shape, strides)
     if not sh:
         sh, sts = [1], [[0] for _ in ins] + [[1]]
