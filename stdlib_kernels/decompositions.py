@@ -9,6 +9,7 @@ fallback.
 from __future__ import annotations
 
 from stdlib_kernels import _util as U
+from stdlib_kernels.pointwise import OPERAND_DTYPES
 from trnlang.device.registry import lowering, resolve
 
 DECOMPOSED = ("aten::rsub.Tensor", "aten::rsub.Scalar", "aten::baddbmm")
@@ -19,7 +20,7 @@ def _register() -> None:
 
     for name in DECOMPOSED:
         fn = decomposition_table[resolve(name)]
-        dtypes = U.FLOAT_DTYPES if name == "aten::baddbmm" else U.NATIVE_DTYPES
+        dtypes = U.FLOAT_DTYPES if name == "aten::baddbmm" else OPERAND_DTYPES
         lowering(name, dtypes=dtypes, kind="decomposition")(fn)
 
 

@@ -172,6 +172,7 @@ BINARY_OPS: dict[str, Callable[[Any, Any], Any]] = {
     # int64 range check: x is the low word, y the high word of an int64; 1 where the value is not within
     # [-bound, bound) (the bound is the [1, 1] alpha operand).
     "i64_bad": lambda x, y: y != tl.where(x < 0, -1, 0),
+    "i32_bad": lambda x, y: x,  # (the kernel compares x with the bound)
 }
 
 
@@ -231,7 +232,7 @@ def elementwise(x, y, alpha, out, op, scal, compute):
     ragged = n % p != 0 or d % f != 0
     x0 = tl.load(x[0:1, 0:1]).astype(ct) if scal[0] else None
     y0 = tl.load(y[0:1, 0:1]).astype(ct) if scal[1] else None
-    scaled = alpha is not None and op != "i64_bad"
+    scaled = alpha is not None and op not in ("i64_bad", "i32_bad")
     if alpha is not None:
         a0 = tl.load(alpha[0:1, 0:1]).astype(ct)
         y0 = y0 * a0 if scaled and scal[1] else y0
@@ -246,6 +247,8 @@ def elementwise(x, y, alpha, out, op, scal, compute):
                 yt = yt * a0
         if op == "i64_bad":  # y: high words, x: low words, alpha: the bound
             r = fn(xt, yt) | (xt >= a0) | (xt < -a0)
+        elif op == "i32_bad":  # alpha: the bound
+            r = (xt >= a0) | (xt < -a0)
         else:
             r = fn(xt, yt)
         tl.store(at(out, b, rows, cols), r, mask=m)
@@ -402,11 +405,6 @@ def to_scalars(o: Operands, shape: Sequence[int], computes: Sequence[str]) -> li
     return scal
 
 
-def int64_guard(o: Operands, bound: int) -> bool:
-    """Every int64 device operand holds values in ``[-bound, bound)``."""
-    return all(t is None or t.dtype != torch.int64 or int64_ok(t, bound) for t in o.full)
-
-
 #: integer ops whose int64 operands must be small enough for the int32 result to be exact.
 _I64_BOUND = {"add": 2**30, "sub": 2**30, "mul": 2**15, "rsub": 2**30}
 #: integer ops whose result stays within the range of their operands.
@@ -415,15 +413,45 @@ _I64_SAFE = ("maximum", "minimum", "fmax", "fmin", "eq", "ne", "lt", "le", "gt",
              "remainder", "where", "clamp")
 
 
-def i64_bound(op: str, compute: str, scaled: bool) -> int | None:
-    """The range ``[-bound, bound)`` int64 operands of ``op`` must lie in; None: int64 is declined."""
+def i64_bound(op: str, compute: str, alpha: Any = None) -> int | None:
+    """The range ``[-bound, bound)`` the integer operands of ``op`` must lie in when int64 is involved (an int64
+    operand or result: computed in int32 on chip); None: declined."""
     if compute == "f32":
         return _INT_RANGE  # torch converts to fp32 as well: only the int32 narrowing must be exact
     if op in _I64_SAFE:
         return _INT_RANGE
-    if op in _I64_BOUND and not scaled:
-        return _I64_BOUND[op]
+    if op in _I64_BOUND:
+        if alpha is None:
+            return _I64_BOUND[op]
+        if op in ("add", "sub") and isinstance(alpha, int):
+            return _INT_RANGE // (1 + abs(alpha))  # |x + alpha * y| < 2**31
     return None
+
+
+def ints_in_range(o: Operands, bound: int) -> bool:
+    """Every integer operand (device tensor or number) lies in ``[-bound, bound)``, checked on the device."""
+    for t, v in zip(o.full, o.values):
+        if t is None:
+            if isinstance(v, int) and not -bound <= v < bound:
+                return False
+        elif t.dtype == torch.int64:
+            if not int64_ok(t, bound):
+                return False
+        elif t.dtype == torch.int32 and bound < _INT_RANGE:
+            if not int32_ok(t, bound):
+                return False
+        elif t.dtype in (torch.int16, torch.int8, torch.uint8, torch.bool) and bound < 2**15:
+            return False
+    return True
+
+
+def int32_ok(t: torch.Tensor, bound: int) -> bool:
+    """All values of a ``trn`` int32 tensor lie in ``[-bound, bound)``, checked on the device."""
+    if t.numel() == 0:
+        return True
+    bad = torch.empty(tuple(t.shape), dtype=torch.float32, device="trn")
+    launch(elementwise, "i32_bad", [t, t], [None, None], U.scalar_tensor(int(bound), torch.int32), bad, "i32")
+    return float(bad.sum().item()) == 0.0
 
 
 #: ops whose number operand torch keeps in fp32 for bf16/fp16 tensors (others round it to the tensor dtype).
@@ -483,7 +511,7 @@ def run_binary(op: str, self: Any, other: Any, out: torch.Tensor | None, *, alph
     ops = [t for t in o.full if t is not None]
     bound = None
     if any(t.dtype == torch.int64 for t in ops) or rdt == torch.int64:
-        bound = i64_bound(op, compute, alpha is not None)
+        bound = i64_bound(op, compute, alpha)
         if bound is None:
             return NotImplemented
     shape = broadcast_shape(ops)
@@ -494,7 +522,7 @@ def run_binary(op: str, self: Any, other: Any, out: torch.Tensor | None, *, alph
         return NotImplemented
     if res.numel() == 0:
         return res
-    if bound is not None and not int64_guard(o, bound):
+    if bound is not None and not ints_in_range(o, bound):
         return NotImplemented
     scal = to_scalars(o, shape, (compute, compute))
     if scal is None:

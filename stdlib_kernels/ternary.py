@@ -83,9 +83,9 @@ def run_ternary(op: str, operands: tuple[Any, Any, Any], out: torch.Tensor | Non
         return NotImplemented
     ops = [t for t in o.full if t is not None]
     if any(t.dtype == torch.int64 for t in ops) or rdt == torch.int64:
-        if P.i64_bound(op, "i32" if "i32" in computes else "f32", False) is None:
+        if P.i64_bound(op, "i32" if "i32" in computes else "f32") is None:
             return NotImplemented
-        if not P.int64_guard(o, 2**31):
+        if not P.ints_in_range(o, 2**31):
             return NotImplemented
     shape = P.broadcast_shape(ops)
     if shape is None:

@@ -171,6 +171,13 @@ def test_int64_out_of_int32_range_declines():
     got = big.to("trn") + 1
     assert trnlang.fallback_stats() == {"aten::add.Tensor": 1}
     assert torch.equal(got.cpu(), big + 1)
+    i32 = torch.tensor([2**31 - 1, 5], dtype=torch.int32)  # an int64 sum of it would not fit int32
+    trnlang.reset_fallback_stats()
+    got = i32.to("trn") + torch.tensor([5, 6]).to("trn")
+    assert trnlang.fallback_stats() == {"aten::add.Tensor": 1}
+    assert torch.equal(got.cpu(), i32 + torch.tensor([5, 6]))
+    small = big[1:].to("trn")
+    assert torch.equal(_native(lambda: torch.add(small, 4, alpha=-3)).cpu(), torch.add(big[1:], 4, alpha=-3))
     assert P.int64_ok(torch.tensor([2**31 - 2, -2**31 + 1]).to("trn"), 2**31)
     assert not P.int64_ok(torch.tensor([0, 2**31]).to("trn"), 2**31)
     assert not P.int64_ok(torch.tensor([-2**31 - 1, 0]).to("trn"), 2**31)
