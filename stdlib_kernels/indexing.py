@@ -700,7 +700,8 @@ def _plan(self: torch.Tensor, indices: Sequence[Any]) -> Any:
         span = 0
     xs = [self.stride(d) for d in range(dims[0])] + [0] * nb + [self.stride(d) for d in range(dims[-1] + 1,
                                                                                                 self.dim())]
-    if not _fits(span * max(steps + [1]), U.prod(dense), self.numel()):
+    reach = sizes[0] if len(dims) == 1 else span * max(steps)  # largest on-chip linear index (the sentinel)
+    if not _fits(reach, U.prod(dense), self.numel()):
         return None
     return self, dims, ivs, sizes, steps, span, xs, dense, (len(before), len(before) + nb)
 
