@@ -227,12 +227,12 @@ logical_xor = _bin(Alu.logical_xor)
 bitwise_and = _bin(Alu.bitwise_and)
 bitwise_or = _bin(Alu.bitwise_or)
 bitwise_xor = _bin(Alu.bitwise_xor)
+atan2 = _bin(Alu.atan2)
 
 exp = _un(Alu.exp)
 log = _un(Alu.log)
 log1p = _un(Alu.log1p)
 expm1 = _un(Alu.expm1)
-atan2 = _bin(Alu.atan2)
 sqrt = _un(Alu.sqrt)
 rsqrt = _un(Alu.rsqrt)
 reciprocal = _un(Alu.reciprocal)
@@ -254,11 +254,6 @@ sin = _un(Alu.sin)
 cos = _un(Alu.cos)
 logical_not = _un(Alu.logical_not)
 bitwise_not = _un(Alu.bitwise_not)
-
-
-def where(cond: Any, x: Any, y: Any, dtype: Any = None) -> Tile:
-    """``x`` where ``cond`` else ``y`` (cond: a bool tile or an index predicate)."""
-    return sem.where(cond, x, y, dtype)
 trunc = _un(Alu.trunc)
 round = _un(Alu.round)  # noqa: A001 - the language's name (half to even)
 tan = _un(Alu.tan)
@@ -276,6 +271,11 @@ exp2 = _un(Alu.exp2)
 erfc = _un(Alu.erfc)
 erfinv = _un(Alu.erfinv)
 lgamma = _un(Alu.lgamma)
+
+
+def where(cond: Any, x: Any, y: Any, dtype: Any = None) -> Tile:
+    """``x`` where ``cond`` else ``y`` (cond: a bool tile or an index predicate)."""
+    return sem.where(cond, x, y, dtype)
 
 
 def copy(x: Any, dtype: Any = None) -> Tile:
