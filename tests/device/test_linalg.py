@@ -184,7 +184,7 @@ def test_lu_singular_inv_ex_info_and_errors():
         torch.linalg.inv(_rand(3, 4).to("trn"))
 
 
-@_SETTINGS
+@settings(_SETTINGS, max_examples=3)
 @given(n=sizes, batch=batches, left=st.booleans(), adjoint=st.booleans())
 def test_lu_solve_inv_solve_det(n, batch, left, adjoint):
     a = _well(batch, n, n, seed=n)
