@@ -8,7 +8,8 @@ transposed map, ``grad_in = Wh^T @ g @ Ww``. Both run as two Tensor-engine passe
 
 * :func:`sep_rows`: ``y[r, :] = x[r, :] @ M`` for every row ``r`` of all planes (the W axis), rows
   tiled by 128 on the output partitions, the contraction by 128, the output columns by 512;
-* :func:`sep_planes`: ``out[p] = M^T @ y[p]`` for every plane ``p`` (the H axis).
+* :func:`sep_planes`: ``out[p] = M^T @ y[p]`` for every plane ``p`` (the H axis), several planes per
+  matmul when their rows are short.
 
 3-D modes (``upsample_nearest3d``, ``upsample_trilinear3d``) apply a third map the same way. The
 intermediate is kept in fp32 and the result is rounded once (bf16 inputs behave like torch's
@@ -40,47 +41,62 @@ DTYPES = (torch.float32, torch.bfloat16)
 
 @trn.kernel
 def sep_rows(x, m, y):
-    """``y[r, b] = sum_a x[r, a] * m[a, b]`` for ``x [R, A]``, ``m [A, B]`` (fp32), ``y [R, B]``."""
+    """``y[r, b] = sum_a x[r, a] * m[a, b]`` for ``x [R, A]``, ``m [A, B]`` (fp32), ``y [R, B]``.
+
+    Row tiles of ``x`` are loaded as they lie in memory (contiguous rows) and transposed on the Tensor
+    engine, so the contraction dim ``a`` sits on the partitions.
+    """
     r_dim, a_dim = x.shape
     b_dim = m.shape[1]
     rp, ap, bp = min(128, r_dim), min(128, a_dim), min(512, b_dim)
+    one = a_dim <= 128 and b_dim <= 512
+    if one:
+        mt1 = tl.load(m[tl.arange(ap)[:, None], tl.arange(bp)[None, :]])
     for rt in tl.affine_range(tl.cdiv(r_dim, rp)):
+        ro = rt * rp + tl.arange(rp)[:, None]
         for bt in tl.affine_range(tl.cdiv(b_dim, bp)):
             acc = tl.zeros((rp, bp), tl.float32, buffer=tl.psum)
-            rr = rt * rp + tl.arange(rp)[None, :]
             bb = bt * bp + tl.arange(bp)[None, :]
             for at in tl.affine_range(tl.cdiv(a_dim, ap)):
+                ac = at * ap + tl.arange(ap)[None, :]
                 aa = at * ap + tl.arange(ap)[:, None]
-                xt = tl.load(x[rr, aa], mask=(rr < r_dim) & (aa < a_dim)).astype(tl.float32)  # [A, R]
-                mt = tl.load(m[aa, bb], mask=(aa < a_dim) & (bb < b_dim))
+                xr = tl.load(x[ro, ac], mask=(ro < r_dim) & (ac < a_dim)).astype(tl.float32)  # [R, A]
+                xt = tl.copy(tl.transpose(xr))  # [A, R]
+                mt = mt1 if one else tl.load(m[aa, bb], mask=(aa < a_dim) & (bb < b_dim))
                 acc += tl.matmul(xt, mt, transpose_x=True)
-            ro = rt * rp + tl.arange(rp)[:, None]
             tl.store(y[ro, bb], acc, mask=(ro < r_dim) & (bb < b_dim))
 
 
 @trn.kernel
 def sep_planes(y, m, out):
-    """``out[p, c, b] = sum_a m[a, c] * y[p, a, b]`` for ``y [P, A, B]``, ``m [A, C]`` (fp32), ``out [P, C, B]``."""
+    """``out[p, c, b] = sum_a m[a, c] * y[p, a, b]`` for ``y [P, A, B]``, ``m [A, C]`` (fp32), ``out [P, C, B]``.
+
+    When a plane row is short (``B < 512``) several planes share one matmul: the moving tile is
+    ``[A, planes, B]`` flattened to ``[A, planes * B]``.
+    """
     p_dim, a_dim, b_dim = y.shape
     c_dim = m.shape[1]
     ap, cp, bp = min(128, a_dim), min(128, c_dim), min(512, b_dim)
+    pt_dim = max(1, min(p_dim, 512 // bp))
     one = a_dim <= 128 and c_dim <= 128
     if one:
-        aa = tl.arange(ap)[:, None]
-        mt1 = tl.load(m[aa, tl.arange(cp)[None, :]])
-    for p in tl.affine_range(p_dim):
+        mt1 = tl.load(m[tl.arange(ap)[:, None], tl.arange(cp)[None, :]])
+    for pt in tl.affine_range(tl.cdiv(p_dim, pt_dim)):
+        pp = pt * pt_dim + tl.arange(pt_dim)[None, :, None]
         for ct in tl.affine_range(tl.cdiv(c_dim, cp)):
             cc = ct * cp + tl.arange(cp)[None, :]
             for bt in tl.affine_range(tl.cdiv(b_dim, bp)):
-                bb = bt * bp + tl.arange(bp)[None, :]
-                acc = tl.zeros((cp, bp), tl.float32, buffer=tl.psum)
+                bb = bt * bp + tl.arange(bp)[None, None, :]
+                acc = tl.zeros((cp, pt_dim * bp), tl.float32, buffer=tl.psum)
                 for at in tl.affine_range(tl.cdiv(a_dim, ap)):
                     aa = at * ap + tl.arange(ap)[:, None]
+                    a3 = at * ap + tl.arange(ap)[:, None, None]
                     mt = mt1 if one else tl.load(m[aa, cc], mask=(aa < a_dim) & (cc < c_dim))
-                    yt = tl.load(y[p, aa, bb], mask=(aa < a_dim) & (bb < b_dim)).astype(tl.float32)
-                    acc += tl.matmul(mt, yt, transpose_x=True)
-                co = ct * cp + tl.arange(cp)[:, None]
-                tl.store(out[p, co, bb], acc, mask=(co < c_dim) & (bb < b_dim))
+                    yt = tl.load(y[pp, a3, bb], mask=(pp < p_dim) & (a3 < a_dim) & (bb < b_dim))
+                    acc += tl.matmul(mt, tl.reshape(yt.astype(tl.float32), (ap, pt_dim * bp)), transpose_x=True)
+                co = ct * cp + tl.arange(cp)[:, None, None]
+                tl.store(out[pp, co, bb], tl.reshape(acc, (cp, pt_dim, bp)),
+                         mask=(pp < p_dim) & (co < c_dim) & (bb < b_dim))
 
 
 # --- interpolation matrices (host, float32 arithmetic as torch's CPU kernels) ---------------------------------------
