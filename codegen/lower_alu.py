@@ -9,7 +9,7 @@ Floats: the IEEE basic operations are fp32 (correctly rounded, no FMA
 contraction). ``maximum``/``minimum`` propagate NaN. Transcendental and
 composite functions (exp, log, log1p, expm1, tanh, sin, cos, power, rsqrt,
 sigmoid, gelu, gelu_tanh, silu, softplus, erf; tan, asin, acos, atan, atan2, sinh,
-cosh, asinh, acosh, atanh, log2, log10, exp2, erfc, erfinv, lgamma) follow the interpreter's oracle:
+cosh, asinh, acosh, atanh, log2, log10, exp2, erfc, erfinv, lgamma, digamma) follow the interpreter's oracle:
 ``codegen.vecmath`` fp32 kernels when that module provides them (vectorisable,
 a few ulp), else libm in float64 rounded once to fp32 (scalar, matches the
 interpreter to the last bit in practice). ``rsqrt`` is always computed in f64
@@ -33,7 +33,7 @@ _FLOAT_UNARY = {
     Alu.negative, Alu.sign, Alu.floor, Alu.ceil, Alu.square, Alu.tanh, Alu.sigmoid, Alu.relu, Alu.gelu,
     Alu.gelu_tanh, Alu.silu, Alu.softplus, Alu.erf, Alu.sin, Alu.cos, Alu.logical_not,
     Alu.trunc, Alu.round, Alu.tan, Alu.asin, Alu.acos, Alu.atan, Alu.sinh, Alu.cosh, Alu.asinh, Alu.acosh,
-    Alu.atanh, Alu.log2, Alu.log10, Alu.exp2, Alu.erfc, Alu.erfinv, Alu.lgamma,
+    Alu.atanh, Alu.log2, Alu.log10, Alu.exp2, Alu.erfc, Alu.erfinv, Alu.lgamma, Alu.digamma,
 }
 _INT_UNARY = {Alu.copy, Alu.abs, Alu.negative, Alu.sign, Alu.floor, Alu.ceil, Alu.square, Alu.relu,
               Alu.logical_not, Alu.bitwise_not, Alu.trunc, Alu.round}
@@ -133,6 +133,34 @@ def _erfinv64(cx: Ctx, x: ir.Value) -> ir.Value:
     return cx.call_intrinsic("llvm.copysign", [r, x])
 
 
+def _digamma64(cx: Ctx, x: ir.Value) -> ir.Value:
+    """digamma: the interpreter's algorithm (shift to x >= 10, asymptotic series, reflection) in f64."""
+    from trnlang.interpret.alu import DIGAMMA_SERIES, DIGAMMA_SHIFT
+
+    b = cx.b
+    neg = b.fcmp_ordered("<", x, cf64(0.0))
+    r = b.fsub(x, cx.call_intrinsic("llvm.trunc", [x]))
+    tan = _libm(cx, "tan", b.fmul(cf64(math.pi), r))
+    refl = b.select(neg, b.fdiv(cf64(math.pi), tan), cf64(0.0))
+    y = b.select(neg, b.fsub(cf64(1.0), x), x)
+    small = b.fcmp_ordered("<", y, cf64(float(DIGAMMA_SHIFT)))
+    acc: ir.Value = cf64(0.0)
+    for k in range(DIGAMMA_SHIFT):
+        acc = b.fadd(acc, b.fdiv(cf64(1.0), b.fadd(y, cf64(float(k)))))
+    acc = b.select(small, acc, cf64(0.0))
+    y = b.select(small, b.fadd(y, cf64(float(DIGAMMA_SHIFT))), y)
+    z = b.fdiv(cf64(1.0), b.fmul(y, y))
+    p: ir.Value = cf64(DIGAMMA_SERIES[0])
+    for c in DIGAMMA_SERIES[1:]:
+        p = b.fadd(b.fmul(p, z), cf64(c))
+    res = b.fadd(b.fsub(_libm(cx, "log", y), b.fdiv(cf64(0.5), y)), b.fmul(p, z))
+    res = b.fsub(b.fsub(res, acc), refl)
+    res = b.select(b.and_(neg, b.fcmp_ordered("==", r, cf64(0.0))), cf64(math.nan), res)
+    zero = b.fcmp_ordered("==", x, cf64(0.0))
+    res = b.select(zero, cx.call_intrinsic("llvm.copysign", [cf64(math.inf), b.fneg(x)]), res)
+    return b.select(b.fcmp_unordered("uno", x, x), x, res)
+
+
 def _rsqrt64(cx: Ctx, x: ir.Value) -> ir.Value:
     return cx.b.fdiv(cf64(1.0), cx.call_intrinsic("llvm.sqrt", [x]))
 
@@ -153,6 +181,7 @@ _F64: dict[Alu, Callable[[Ctx, ir.Value], ir.Value]] = {
     Alu.softplus: _softplus64,
     Alu.rsqrt: _rsqrt64,
     Alu.erfinv: _erfinv64,
+    Alu.digamma: _digamma64,
     Alu.tan: lambda cx, x, _n="tan": _libm(cx, _n, x),
     Alu.asin: lambda cx, x, _n="asin": _libm(cx, _n, x),
     Alu.acos: lambda cx, x, _n="acos": _libm(cx, _n, x),

@@ -71,7 +71,7 @@ EW_OPS: dict[str, Callable[..., Any]] = {
         "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "reciprocal", "abs", "floor", "ceil", "tanh", "sigmoid",
         "relu", "gelu", "gelu_tanh", "silu", "softplus", "erf", "sin", "cos", "square", "trunc", "tan", "asin",
         "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log2", "log10", "exp2", "erfc", "erfinv",
-        "lgamma", "sign", "logical_not")
+        "lgamma", "digamma", "sign", "logical_not")
 }
 EW_OPS.update({
     "neg": _simple(tl.negative),
@@ -239,7 +239,7 @@ def _make(op: str) -> Callable[..., Any]:
 _SIMPLE = ("exp", "log", "log1p", "sqrt", "rsqrt", "reciprocal", "abs", "neg", "sign", "floor", "ceil",
            "tanh", "sigmoid", "relu", "silu", "erf", "cos", "sin", "expm1", "square", "trunc", "frac", "tan", "asin",
            "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log2", "log10", "exp2", "erfc", "erfinv",
-           "lgamma", "deg2rad", "rad2deg")
+           "lgamma", "digamma", "deg2rad", "rad2deg")
 
 
 def _register(name: str, fn: Callable[..., Any], dtypes: Any = DTYPES) -> None:

@@ -19,7 +19,7 @@ from trnlang.interpret import alu as ialu
 from trnlang.ir.ops import ALU_SPECS, Alu
 
 NEW_UNARY = ["trunc", "round", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log2",
-             "log10", "exp2", "erfc", "erfinv", "lgamma"]
+             "log10", "exp2", "erfc", "erfinv", "lgamma", "digamma"]
 HARD = [0.0, -0.0, math.inf, -math.inf, math.nan, 1e-30, -1e-30, 1e-45, -1e-45, 3e38, -3e38, 0.5, -0.5, 1.5, -1.5,
         2.5, -2.5, 1.0, -1.0, 0.99999994, -0.99999994, 1.0000001, 88.7, -88.7, 89.5, -103.0, 128.0, -150.0, 1e4,
         -1e4, 8388609.0, -8388609.5, 2.0, -2.0, -3.0, 1e-8, 0.1, -0.1]

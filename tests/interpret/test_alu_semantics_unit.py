@@ -119,7 +119,7 @@ def _torch_unary(op: Alu):
     # functions added with issue 6: torch's fp32 kernels are a few ulp off near overflow / roots, so the
     # reference is torch in float64 rounded once (the interpreter's contract)
     for name in ("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log2", "log10",
-                 "exp2", "erfc", "erfinv", "lgamma"):
+                 "exp2", "erfc", "erfinv", "lgamma", "digamma"):
         table[Alu[name]] = (lambda fn: lambda x: fn(x.double()).float())(getattr(torch, name))
     return table[op]
 

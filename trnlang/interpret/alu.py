@@ -9,7 +9,7 @@ sqrt, reciprocal, fmod, min/max, abs, negative, floor, ceil, square) run in
 numpy float32 and are therefore correctly rounded. Transcendental and composite
 functions (exp, log, log1p, expm1, tanh, sin, cos, power, rsqrt, sigmoid, gelu,
 gelu_tanh, silu, softplus, erf, tan, asin, acos, atan, atan2, sinh, cosh, asinh, acosh,
-atanh, log2, log10, exp2, erfc, erfinv, lgamma) are evaluated in float64 and rounded once to
+atanh, log2, log10, exp2, erfc, erfinv, lgamma, digamma) are evaluated in float64 and rounded once to
 float32: a stable, platform-independent oracle within ~0.5 ulp of the exact
 function (``lgamma`` calls the C library's, ``erfinv`` refines an initial guess with
 Newton steps on erf/erfc). ``trunc`` and ``round`` (half to even, as torch) are exact.
@@ -198,6 +198,34 @@ def _erfinv(y: np.ndarray) -> np.ndarray:
     return np.copysign(x, y)
 
 
+#: digamma: psi(x) = psi(x + 10) - sum_k 1/(x + k) for x < 10, then the asymptotic series (z = 1/y^2);
+#: x < 0 by reflection psi(x) = psi(1 - x) - pi / tan(pi frac(x)); psi(+-0) = -+inf, negative integers NaN (torch)
+DIGAMMA_SHIFT = 10
+DIGAMMA_SERIES = [-1.0 / 12, 691.0 / 32760, -1.0 / 132, 1.0 / 240, -1.0 / 252, 1.0 / 120, -1.0 / 12]
+
+
+def _digamma(x: np.ndarray) -> np.ndarray:
+    """digamma in float64 (the compiled code runs the same steps)."""
+    neg = x < 0.0
+    r = x - np.trunc(x)
+    refl = np.where(neg, math.pi / np.tan(math.pi * r), 0.0)
+    y = np.where(neg, 1.0 - x, x)
+    small = y < DIGAMMA_SHIFT
+    acc = np.zeros_like(y)
+    for k in range(DIGAMMA_SHIFT):
+        acc = acc + 1.0 / (y + k)
+    acc = np.where(small, acc, 0.0)
+    y = np.where(small, y + DIGAMMA_SHIFT, y)
+    z = 1.0 / (y * y)
+    p = np.full_like(y, DIGAMMA_SERIES[0])
+    for c in DIGAMMA_SERIES[1:]:
+        p = p * z + c
+    res = np.log(y) - 0.5 / y + p * z - acc - refl
+    res = np.where(neg & (r == 0.0), np.nan, res)
+    res = np.where(x == 0.0, np.copysign(np.inf, -x), res)
+    return np.where(np.isnan(x), x, res)
+
+
 def _gelu(x: np.ndarray) -> np.ndarray:
     return x * 0.5 * (1.0 + _erf(x / math.sqrt(2.0)))
 
@@ -263,6 +291,7 @@ _UNARY_F32: dict[Alu, Callable[[np.ndarray], np.ndarray]] = {
     Alu.erfc: _f64(_erfc64),
     Alu.erfinv: _f64(_erfinv),
     Alu.lgamma: _f64(_lgamma64),
+    Alu.digamma: _f64(_digamma),
 }
 
 _UNARY_I32: dict[Alu, Callable[[np.ndarray], np.ndarray]] = {

@@ -144,6 +144,7 @@ class Alu(enum.Enum):
     erfc = "erfc"
     erfinv = "erfinv"
     lgamma = "lgamma"
+    digamma = "digamma"
     # reduce-only
     argmax = "argmax"
     argmin = "argmin"
@@ -225,6 +226,7 @@ ALU_SPECS: dict[Alu, AluSpec] = {
     Alu.erfc: AluSpec(_U, transcendental=True),
     Alu.erfinv: AluSpec(_U, transcendental=True),
     Alu.lgamma: AluSpec(_U, transcendental=True),
+    Alu.digamma: AluSpec(_U, transcendental=True),
     Alu.argmax: AluSpec(_R, reducible=True),
     Alu.argmin: AluSpec(_R, reducible=True),
 }

@@ -271,6 +271,7 @@ exp2 = _un(Alu.exp2)
 erfc = _un(Alu.erfc)
 erfinv = _un(Alu.erfinv)
 lgamma = _un(Alu.lgamma)
+digamma = _un(Alu.digamma)
 
 
 def where(cond: Any, x: Any, y: Any, dtype: Any = None) -> Tile:
