@@ -5,7 +5,8 @@ They are entries of ``stdlib_kernels.pointwise.BINARY_OPS`` and run through the 
 broadcasting and promotion as ``add``: both operands are compared in their common dtype (fp32 for
 floats, int32 for integers and bools, int64 values range-checked) and the store writes torch
 ``bool`` (one byte per element, 0/1). Tensor and Scalar overloads, in-place and ``out=`` variants
-are handled; ``logical_not`` is ``x == 0`` with a bool result.
+are handled; ``logical_not`` is ``x == 0`` with a bool result (registered only if the unary family
+has not lowered it).
 
 Example:
     >>> import torch
@@ -20,7 +21,7 @@ from typing import Any, Callable
 import torch
 
 from stdlib_kernels.pointwise import OPERAND_DTYPES, run_binary
-from trnlang.device import lowering
+from trnlang.device import REGISTRY, lowering
 
 _INT_LIKE = (torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool, torch.int64)
 
@@ -67,10 +68,13 @@ for _op in ("bitwise_and", "bitwise_or", "bitwise_xor"):
         lowering(f"aten::{_op}.{_ov}", dtypes=_INT_LIKE)(_bitwise(_op))
 
 
-@lowering("aten::logical_not", dtypes=OPERAND_DTYPES)
 def logical_not(self: Any, *, out: torch.Tensor | None = None) -> Any:
     """``self == 0`` as bool (``out=`` may have another dtype: the 0/1 values are cast)."""
     if not isinstance(self, torch.Tensor):
         return NotImplemented
     zero = 0.0 if self.dtype.is_floating_point else 0
     return run_binary("eq", self, zero, out, rdt=torch.bool)
+
+
+if "aten::logical_not" not in REGISTRY:  # a unary op: the unary family's lowering, when present, is kept
+    lowering("aten::logical_not", dtypes=OPERAND_DTYPES)(logical_not)

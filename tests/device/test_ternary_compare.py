@@ -170,7 +170,7 @@ def test_compare_dtypes_and_overloads():
     m = f > 0
     for fn, args in [(torch.lt, (h, f)), (torch.eq, (i, i64)), (torch.ge, (i, 0.5)), (torch.ne, (u, 7)),
                      (torch.eq, (m, m.flip(0))), (torch.le, (i64, 2)), (torch.gt, (h, torch.tensor(0.25))),
-                     (torch.logical_and, (i, f)), (torch.logical_or, (u, m)), (torch.logical_not, (i64,)),
+                     (torch.logical_and, (i, f)), (torch.logical_or, (u, m)), (torch.logical_not, (i,)),
                      (torch.bitwise_and, (i, 6)), (torch.bitwise_or, (i, i64)), (torch.bitwise_xor, (m, m.flip(0))),
                      (torch.bitwise_and, (i64, i64)), (torch.bitwise_or, (u, 3)),
                      (lambda x: x == x, (torch.tensor([1.0, math.nan, math.inf]),))]:
