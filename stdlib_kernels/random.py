@@ -326,3 +326,23 @@ def normal_tensor_tensor(mean: torch.Tensor, std: torch.Tensor, *, generator: An
                          out: torch.Tensor | None = None) -> Any:
     """``torch.normal(mean_tensor, std_tensor)`` (broadcast)."""
     return _normal_tensor(mean, std, generator, out)
+
+
+@lowering("aten::randperm.generator_out", dtypes=(torch.int64,))
+def randperm_out(n: int, *, generator: Any = None, out: torch.Tensor) -> Any:
+    """``torch.randperm(n)`` for ``n`` up to the sort family's row limit: argsort of uniform keys (a stable sort
+    of 24-bit keys; ties keep index order, a bias of order ``n / 2^24``)."""
+    from stdlib_kernels import movement, sort
+
+    if not U.is_trn(out) or out.dtype != torch.int64 or not 0 <= n <= sort.MAX_SORT:
+        return NotImplemented
+    if tuple(out.shape) != (n,):
+        out.resize_((n,))
+    if n == 0:
+        return out
+    keys = torch.empty((n,), dtype=torch.float32, device="trn")
+    if _run(keys, "uniform", 0.0, 1.0, generator) is NotImplemented:
+        return NotImplemented
+    _, idx = torch.sort(keys, stable=True)
+    movement.move(out, idx)
+    return out

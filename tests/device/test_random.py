@@ -112,6 +112,18 @@ def test_seed_reproducibility_and_streams():
     assert torch.equal(d1, d2)
 
 
+def test_randperm():
+    for n in (0, 1, 10, 4096):
+        p = torch.randperm(n, device="trn").cpu()
+        assert p.dtype == torch.int64 and torch.equal(p.sort().values, torch.arange(n))
+    torch.manual_seed(12)
+    a = torch.randperm(100, device="trn").cpu()
+    torch.manual_seed(12)
+    assert torch.equal(torch.randperm(100, device="trn").cpu(), a)
+    first = torch.stack([torch.randperm(4096, device="trn")[:64] for _ in range(3)]).cpu().double()
+    assert abs(first.mean().item() - 2047.5) < 6 * 1182 / math.sqrt(first.numel())
+
+
 def test_noncontiguous_self_gets_the_contiguous_values():
     torch.manual_seed(8)
     a = torch.empty(40, 30, device="trn").uniform_().cpu()
