@@ -344,6 +344,15 @@ def _scatter_impl(self: torch.Tensor, dim: int, index: torch.Tensor, src: torch.
                   accumulate: str | None, out: torch.Tensor | None) -> Any:
     if src is not None and not _ok_data(src):
         return NotImplemented
+    if U.is_trn(index) and index.numel() == 0 and _ok_data(self) and (out is None or U.same_view(out, self)):
+        mi = torch.empty_like(index, device="meta")
+        ms = torch.empty_like(src, device="meta") if src is not None else None
+        mself = torch.empty_like(self, device="meta")
+        try:  # torch's own checks, on meta
+            torch.scatter(mself, dim, mi, ms) if ms is not None else torch.scatter(mself, dim, mi, 0.0)
+        except (RuntimeError, IndexError):
+            return NotImplemented  # the CPU raises its error
+        return out if out is not None else self.clone()
     d = _gather_checks(self, dim, index)
     if d is None:
         return NotImplemented
@@ -1050,10 +1059,8 @@ def masked_scatter(self: torch.Tensor, mask: torch.Tensor, source: torch.Tensor,
     if out is not None and (not U.same_view(out, self) or bshape != self.shape):
         return NotImplemented
     res = out if out is not None else self.expand(bshape).clone(memory_format=torch.contiguous_format)
-    self = res
-    if self.dim() == 0:
-        return NotImplemented
-    mk = mask.expand(self.shape)
+    self = res if res.dim() else res.view(1)
+    mk = mask.expand(res.shape).reshape(self.shape)
     nz = nonzero(mk)
     if nz is NotImplemented:
         return NotImplemented
@@ -1063,5 +1070,5 @@ def masked_scatter(self: torch.Tensor, mask: torch.Tensor, source: torch.Tensor,
     if count == 0:
         return res
     vals = source.reshape(-1)[:count]
-    r = _index_put(res, [nz.select(1, j) for j in range(self.dim())], vals, False)
+    r = _index_put(self, [nz.select(1, j) for j in range(self.dim())], vals, False)
     return NotImplemented if r is NotImplemented else res

@@ -245,6 +245,8 @@ def test_empty_and_size_one():
     _cmp(lambda a, i: a[i], torch.randn(5), torch.zeros(0, dtype=torch.long))
     _cmp(lambda a, i, s: a.index_add(0, i, s), torch.randn(4, 3), torch.zeros(0, dtype=torch.long), torch.ones(0, 3))
     _cmp(torch.gather, torch.tensor(2.5), 0, torch.tensor(0))
+    _grads(lambda a: torch.masked_select(a, torch.tensor(True).to(a.device)), torch.tensor(1.5))
+    _grads(lambda a: torch.gather(a, 0, torch.zeros(0, dtype=torch.long).to(a.device)), torch.randn(5))
 
 
 # ------------------------------------------------------------------------------ errors
