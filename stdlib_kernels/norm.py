@@ -47,8 +47,11 @@ def _p(r: int) -> int:
 
 
 @trn.kernel
-def ln_fwd(x, w, b, out, mean_o, rstd_o, eps, has_w, has_b):
-    """Layer norm of the rows of ``x [R, N]``: ``out``, and per-row ``mean_o`` / ``rstd_o`` ``[R, 1]``."""
+def ln_fwd(x, w, b, out, mean_o, rstd_o, eps, has_w, has_b, rms=False):
+    """Layer norm of the rows of ``x [R, N]``: ``out``, and per-row ``mean_o`` / ``rstd_o`` ``[R, 1]``.
+
+    ``rms=True``: RMS norm (no centring, no mean output): ``x * rsqrt(mean(x * x) + eps) * w``.
+    """
     r_dim, n = x.shape
     p = _p(r_dim)
     ragged = r_dim % p != 0
@@ -62,15 +65,20 @@ def ln_fwd(x, w, b, out, mean_o, rstd_o, eps, has_w, has_b):
             rows = i * p + tl.arange(p)[:, None]
             m = (rows < r_dim) if ragged else None
             t = tl.load(x[rows, cols], mask=m).astype(tl.float32)
-            mean = tl.sum(t, axis=1, keepdims=True) * inv_n
-            rstd = tl.rsqrt(tl.sum(tl.square(t - mean), axis=1, keepdims=True) * inv_n + eps)
-            y = (t - mean) * rstd
+            if rms:
+                rstd = tl.rsqrt(tl.sum(tl.square(t), axis=1, keepdims=True) * inv_n + eps)
+                y = t * rstd
+            else:
+                mean = tl.sum(t, axis=1, keepdims=True) * inv_n
+                rstd = tl.rsqrt(tl.sum(tl.square(t - mean), axis=1, keepdims=True) * inv_n + eps)
+                y = (t - mean) * rstd
             if has_w:
                 y = y * wt
             if has_b:
                 y = y + bt
             tl.store(out[rows, cols], y, mask=m)
-            tl.store(mean_o[rows, one], mean, mask=m)
+            if not rms:
+                tl.store(mean_o[rows, one], mean, mask=m)
             tl.store(rstd_o[rows, one], rstd, mask=m)
     else:
         f = CHUNK
@@ -80,15 +88,19 @@ def ln_fwd(x, w, b, out, mean_o, rstd_o, eps, has_w, has_b):
             for j in tl.sequential_range(tl.cdiv(n, f)):
                 cols = j * f + tl.arange(f)[None, :]
                 t = tl.load(x[rows, cols], mask=(rows < r_dim) & (cols < n)).astype(tl.float32)
-                s[...] = s + tl.sum(t, axis=1, keepdims=True)
-            mean = s * inv_n
-            q = tl.zeros((p, 1), tl.float32)
-            for j in tl.sequential_range(tl.cdiv(n, f)):
-                cols = j * f + tl.arange(f)[None, :]
-                mk = (rows < r_dim) & (cols < n)
-                t = tl.load(x[rows, cols], mask=mk).astype(tl.float32)
-                q[...] = q + tl.sum(tl.where(mk, tl.square(t - mean), 0.0), axis=1, keepdims=True)
-            rstd = tl.rsqrt(q * inv_n + eps)
+                s[...] = s + tl.sum(t if not rms else tl.square(t), axis=1, keepdims=True)
+            if rms:
+                mean = tl.zeros((p, 1), tl.float32)
+                rstd = tl.rsqrt(s * inv_n + eps)
+            else:
+                mean = s * inv_n
+                q = tl.zeros((p, 1), tl.float32)
+                for j in tl.sequential_range(tl.cdiv(n, f)):
+                    cols = j * f + tl.arange(f)[None, :]
+                    mk = (rows < r_dim) & (cols < n)
+                    t = tl.load(x[rows, cols], mask=mk).astype(tl.float32)
+                    q[...] = q + tl.sum(tl.where(mk, tl.square(t - mean), 0.0), axis=1, keepdims=True)
+                rstd = tl.rsqrt(q * inv_n + eps)
             for j in tl.affine_range(tl.cdiv(n, f)):
                 cols = j * f + tl.arange(f)[None, :]
                 mk = (rows < r_dim) & (cols < n)
@@ -99,16 +111,18 @@ def ln_fwd(x, w, b, out, mean_o, rstd_o, eps, has_w, has_b):
                 if has_b:
                     y = y + tl.load(b[tl.arange(1)[:, None], cols], mask=cols < n).astype(tl.float32)
                 tl.store(out[rows, cols], y, mask=mk)
-            tl.store(mean_o[rows, one], mean, mask=rows < r_dim)
+            if not rms:
+                tl.store(mean_o[rows, one], mean, mask=rows < r_dim)
             tl.store(rstd_o[rows, one], rstd, mask=rows < r_dim)
 
 
 @trn.kernel
-def ln_bwd(dy, x, mean, rstd, w, dx, pw, pb, has_w, want_dx, want_wb):
+def ln_bwd(dy, x, mean, rstd, w, dx, pw, pb, has_w, want_dx, want_wb, rms=False):
     """Layer-norm backward of the rows of ``x [R, N]`` (``N <= BWD_MAX``).
 
     ``dx = rstd * (g - mean(g) - xhat * mean(g * xhat))`` with ``g = dy * w``; ``pw[i]`` / ``pb[i]``
     are row tile ``i``'s column sums of ``dy * xhat`` / ``dy`` (Tensor engine, ``ones.T @ tile``).
+    ``rms=True``: RMS norm (``xhat = x * rstd``, no ``mean(g)`` term; ``mean`` is not read).
     """
     r_dim, n = x.shape
     p = _p(r_dim)
@@ -122,14 +136,20 @@ def ln_bwd(dy, x, mean, rstd, w, dx, pw, pb, has_w, want_dx, want_wb):
         rows = i * p + tl.arange(p)[:, None]
         m = (rows < r_dim) if ragged else None
         g0 = tl.load(dy[rows, cols], mask=m).astype(tl.float32)
-        mu = tl.load(mean[rows, one], mask=m).astype(tl.float32)
         rs = tl.load(rstd[rows, one], mask=m).astype(tl.float32)
-        xh = (tl.load(x[rows, cols], mask=m).astype(tl.float32) - mu) * rs
+        if rms:
+            xh = tl.load(x[rows, cols], mask=m).astype(tl.float32) * rs
+        else:
+            mu = tl.load(mean[rows, one], mask=m).astype(tl.float32)
+            xh = (tl.load(x[rows, cols], mask=m).astype(tl.float32) - mu) * rs
         if want_dx:
             g = g0 * wt if has_w else g0
-            c1 = tl.sum(g, axis=1, keepdims=True) * inv_n
             c2 = tl.sum(g * xh, axis=1, keepdims=True) * inv_n
-            tl.store(dx[rows, cols], (g - c1 - xh * c2) * rs, mask=m)
+            if rms:
+                tl.store(dx[rows, cols], (g - xh * c2) * rs, mask=m)
+            else:
+                c1 = tl.sum(g, axis=1, keepdims=True) * inv_n
+                tl.store(dx[rows, cols], (g - c1 - xh * c2) * rs, mask=m)
         if want_wb:
             gx = g0 * xh
             for c0 in range(0, n, COLS):
@@ -137,8 +157,9 @@ def ln_bwd(dy, x, mean, rstd, w, dx, pw, pb, has_w, want_dx, want_wb):
                 cc = c0 + tl.arange(cb)[None, :]
                 tl.store(pw[i + tl.arange(1)[:, None], cc],
                          tl.copy(tl.matmul(ones, gx[:, c0:c0 + cb], transpose_x=True)))
-                tl.store(pb[i + tl.arange(1)[:, None], cc],
-                         tl.copy(tl.matmul(ones, g0[:, c0:c0 + cb], transpose_x=True)))
+                if not rms:
+                    tl.store(pb[i + tl.arange(1)[:, None], cc],
+                             tl.copy(tl.matmul(ones, g0[:, c0:c0 + cb], transpose_x=True)))
 
 
 @trn.kernel
@@ -299,8 +320,10 @@ def native_layer_norm_backward(grad_out: torch.Tensor, input: torch.Tensor, norm
     k = len(normalized_shape)
     n = U.prod(normalized_shape)
     r = U.prod(input.shape[:-k]) if k else 0
-    if k == 0 or n > BWD_MAX or tuple(grad_out.shape) != tuple(input.shape):
+    if k == 0 or tuple(grad_out.shape) != tuple(input.shape):
         return NotImplemented
+    if n > BWD_MAX and r > 0:
+        return _ln_bwd_long(grad_out, input, mean, rstd, weight, bias, output_mask, r, n)
     want_dx, want_w, want_b = (bool(v) for v in output_mask)
     want_w = want_w and weight is not None
     want_b = want_b and bias is not None
@@ -322,6 +345,39 @@ def native_layer_norm_backward(grad_out: torch.Tensor, input: torch.Tensor, norm
         dw.copy_(pw.sum(0).view(weight.shape))
     if want_b:
         db.copy_(pb.sum(0).view(bias.shape))
+    return dx, dw, db
+
+
+def _ln_bwd_long(grad_out: torch.Tensor, input: torch.Tensor, mean: torch.Tensor, rstd: torch.Tensor,
+                 weight: torch.Tensor | None, bias: torch.Tensor | None, output_mask: Sequence[bool], r: int,
+                 n: int) -> Any:
+    """Layer-norm backward for rows longer than ``BWD_MAX``: streaming row kernels plus native glue.
+
+    With ``g = dy * w``, ``A = sum(g)``, ``B = sum(g * x)`` per row (``row_dots``):
+    ``dx = g * rstd + x * (-rstd^2 c) + (mean * rstd^2 c - A / n * rstd)``, ``c = (B - mean A) rstd / n``.
+    """
+    want_dx, want_w, want_b = (bool(v) for v in output_mask)
+    x2 = _rows(input, r, n)
+    g2 = _rows(grad_out, r, n)
+    mu = _f32(_rows(mean, r, 1))
+    rs = _f32(_rows(rstd, r, 1))
+    dx = dw = db = None
+    if want_dx:
+        g = (g2 * _rows(weight, 1, n)).contiguous() if weight is not None else g2
+        a = _empty((r, 1), torch.float32)
+        b = _empty((r, 1), torch.float32)
+        row_dots(g, x2, a, b)
+        c = (b - mu * a) * rs * (1.0 / n)
+        xc = -(rs * rs * c)
+        cc = -(mu * xc) - a * rs * (1.0 / n)
+        dx = _empty(input.shape, input.dtype)
+        row_affine2(g, x2, rs, xc, cc, dx.view(r, n))
+    if want_w and weight is not None:
+        xh = _empty((r, n), torch.float32)
+        row_affine(x2, rs, -(mu * rs), xh)
+        dw = (_f32(g2) * xh).sum(0).view(weight.shape).to(weight.dtype)
+    if want_b and bias is not None:
+        db = _f32(g2).sum(0).view(bias.shape).to(bias.dtype)
     return dx, dw, db
 
 
@@ -529,3 +585,85 @@ def native_batch_norm_backward(grad_out: torch.Tensor, input: torch.Tensor, weig
     if want_b:
         db = sum_dy.to(weight.dtype if weight is not None else input.dtype)
     return dx, dw, db
+
+
+# ------------------------------------------------------------------------------------------ rms norm
+# ``F.rms_norm`` reaches the backend as the composite ``aten::rms_norm``, which on a PrivateUse1
+# device decomposes into pow/mean/rsqrt/mul. We route it (``AutogradPrivateUse1``) to
+# ``aten::_fused_rms_norm``, whose autograd formula calls ``_fused_rms_norm_backward`` (CUDA-only
+# in torch), and lower both with the layer-norm kernels in RMS mode. ``_fused_rms_norm`` is itself
+# a CompositeImplicitAutograd op with its own autograd formula, so its kernel is registered with
+# ``torch.library`` directly (a ``@lowering`` would route its autograd to the decomposition).
+
+
+def _rms_eps(eps: float | None, dtype: torch.dtype) -> float:
+    """The default eps is that of the op-math dtype (fp32 for fp32/bf16/fp16 inputs), as in torch."""
+    return float(eps) if eps is not None else float(torch.finfo(torch.float32).eps)
+
+
+def _rms_ok(input: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None) -> bool:
+    k = len(normalized_shape)
+    if not _ok(input, weight) or k == 0 or k > input.dim() or tuple(input.shape[-k:]) != tuple(normalized_shape):
+        return False
+    if weight is not None and (tuple(weight.shape) != tuple(normalized_shape) or weight.dtype != input.dtype):
+        return False
+    return U.prod(normalized_shape) > 0
+
+
+def fused_rms_norm(input: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None,
+                   eps: float | None) -> Any:
+    """``aten::_fused_rms_norm`` on trn -> (out, rstd ``[*, 1...]`` fp32)."""
+    if not _rms_ok(input, normalized_shape, weight):
+        return torch.ops.aten._fused_rms_norm.default.decompose(input, normalized_shape, weight, eps)
+    k = len(normalized_shape)
+    n = U.prod(normalized_shape)
+    r = U.prod(input.shape[:-k])
+    out = _empty(input.shape, input.dtype)
+    rstd = _empty((*input.shape[:-k], *([1] * k)), torch.float32)
+    if r == 0:
+        return out, rstd
+    x2 = _rows(input, r, n)
+    w2 = _rows(weight, 1, n) if weight is not None else x2
+    ln_fwd(x2, w2, x2, out.view(r, n), rstd.view(r, 1), rstd.view(r, 1), _rms_eps(eps, input.dtype),
+           weight is not None, False, True)
+    return out, rstd
+
+
+@lowering("aten::_fused_rms_norm_backward", dtypes=(torch.float32, torch.bfloat16, torch.float16))
+def fused_rms_norm_backward(grad_out: torch.Tensor, input: torch.Tensor, normalized_shape: Sequence[int],
+                            rstd: torch.Tensor, weight: torch.Tensor | None, output_mask: Sequence[bool]) -> Any:
+    """Gradients of RMS norm with respect to input and weight."""
+    k = len(normalized_shape)
+    n = U.prod(normalized_shape)
+    if not _rms_ok(input, normalized_shape, weight) or n > BWD_MAX or tuple(grad_out.shape) != tuple(input.shape):
+        return NotImplemented
+    r = U.prod(input.shape[:-k])
+    want_dx, want_w = bool(output_mask[0]), bool(output_mask[1]) and weight is not None
+    dx = _empty(input.shape, input.dtype) if want_dx else None
+    dw = _empty(weight.shape, weight.dtype) if want_w else None
+    if r == 0:
+        return dx, (dw.zero_() if dw is not None else None)
+    x2 = _rows(input, r, n)
+    g2 = _rows(grad_out, r, n)
+    w2 = _rows(weight, 1, n) if weight is not None else x2
+    tiles = -(-r // _p(r))
+    pw = _empty((tiles, n), torch.float32) if want_w else x2
+    rs = _rows(rstd, r, 1)
+    ln_bwd(g2, x2, rs, rs, w2, dx.view(r, n) if want_dx else x2, pw, pw, weight is not None, want_dx, want_w,
+           True)
+    if want_w:
+        dw.copy_(pw.sum(0).view(weight.shape))
+    return dx, dw
+
+
+def _rms_norm_autograd(input: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None = None,
+                       eps: float | None = None) -> torch.Tensor:
+    """``aten::rms_norm`` on trn: the fused op (with its autograd formula) when supported."""
+    if not _rms_ok(input, normalized_shape, weight) or U.prod(normalized_shape) > BWD_MAX:
+        return torch.ops.aten.rms_norm.default.decompose(input, normalized_shape, weight, eps)
+    return torch.ops.aten._fused_rms_norm(input, normalized_shape, weight, eps)[0]
+
+
+_LIB = torch.library.Library("aten", "IMPL")
+_LIB.impl("_fused_rms_norm", fused_rms_norm, "PrivateUse1")
+_LIB.impl("rms_norm", _rms_norm_autograd, "AutogradPrivateUse1")

@@ -58,9 +58,30 @@ def test_layer_norm_multi_dim_noncontiguous_weight_only():
 
 
 def test_layer_norm_long_rows_stream():
-    """Rows longer than one SBUF chunk take the streaming path (forward) and decline the backward."""
-    x = torch.randn(3, N.CHUNK + 5, generator=torch.Generator().manual_seed(0)) * 3 + 1
-    _compare(lambda x: F.layer_norm(x, (N.CHUNK + 5,)), [x], torch.float32, grads=False)
+    """Rows longer than one SBUF chunk take the streaming kernels, forward and backward."""
+    n = N.CHUNK + 5
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, n, generator=g) * 3 + 1
+    w, b = torch.randn(n, generator=g), torch.randn(n, generator=g)
+    _compare(lambda x, w, b: F.layer_norm(x, (n,), w, b), [x, w, b], torch.float32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@_SETTINGS
+@given(rows=st.sampled_from([1, 130]), n=st.sampled_from([1, 33]), weighted=st.booleans())
+def test_rms_norm(dtype, rows, n, weighted):
+    g = torch.Generator().manual_seed(rows + n)
+    x = torch.randn(rows, 2, n, generator=g).to(dtype)
+    w = torch.randn(n, generator=g).to(dtype) if weighted else None
+    _compare(lambda x, w: F.rms_norm(x.transpose(0, 1), (n,), w, eps=1e-5), [x, w], dtype,
+             gtol=(5e-2, 5e-2) if dtype == torch.bfloat16 else None)
+    with torch.no_grad():  # inference goes below autograd: the fused kernel directly
+        trnlang.reset_fallback_stats()
+        xd = x.to("trn")
+        ref = F.rms_norm(x, (n,), w)
+        assert_same(F.rms_norm(xd, (n,), None if w is None else w.to("trn")), ref, rtol=_TOL[dtype][0],
+                    atol=_TOL[dtype][1])
+        assert trnlang.fallback_stats() == {}
 
 
 def test_layer_norm_empty_and_module():
