@@ -403,6 +403,27 @@ def scatter_value(self: torch.Tensor, dim: int, index: torch.Tensor, value: Any,
     return _scatter_impl(self, dim, index, None, value, None, out)
 
 
+_LEGACY_REDUCE = {"add": "add", "multiply": "multiply"}
+
+
+@lowering("aten::scatter.reduce")
+def scatter_src_reduce(self: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor, *, reduce: str,
+                       out: torch.Tensor | None = None) -> Any:
+    """``self.scatter(dim, index, src, reduce="add"|"multiply")`` (an accumulating DMA)."""
+    if reduce not in _LEGACY_REDUCE:
+        return NotImplemented
+    return _scatter_impl(self, dim, index, src, None, _LEGACY_REDUCE[reduce], out)
+
+
+@lowering("aten::scatter.value_reduce")
+def scatter_value_reduce(self: torch.Tensor, dim: int, index: torch.Tensor, value: Any, *, reduce: str,
+                         out: torch.Tensor | None = None) -> Any:
+    """``self.scatter(dim, index, value, reduce="add"|"multiply")``."""
+    if reduce not in _LEGACY_REDUCE:
+        return NotImplemented
+    return _scatter_impl(self, dim, index, None, value, _LEGACY_REDUCE[reduce], out)
+
+
 @lowering("aten::scatter_add")
 def scatter_add(self: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor, *,
                 out: torch.Tensor | None = None) -> Any:

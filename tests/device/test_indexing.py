@@ -106,6 +106,17 @@ def test_scatter_reduce(reduce, include_self):
     _cmp(lambda a, i, s: a.scatter_reduce(0, i, s, reduce, include_self=include_self), x, idx, src)
 
 
+@pytest.mark.filterwarnings("ignore:The reduce argument of torch.scatter")
+@pytest.mark.parametrize("reduce", ["add", "multiply"])
+def test_scatter_legacy_reduce(reduce):
+    g = torch.Generator().manual_seed(12)
+    x = torch.randn(5, 9, generator=g)
+    idx = _ix(g, 5, (8, 9))
+    src = torch.rand(8, 9, generator=g) + 0.5
+    _cmp(lambda a, i, s: a.scatter(0, i, s, reduce=reduce), x, idx, src)
+    _cmp(lambda a, i: a.scatter_(0, i, 1.5, reduce=reduce), x, idx)
+
+
 def test_scatter_src_and_index_ops_dims():
     g = torch.Generator().manual_seed(3)
     x = torch.randn(4, 33, 5, generator=g)
