@@ -224,6 +224,17 @@ def test_qr_backward_and_r_mode():
     assert_same(out.R, torch.linalg.qr(_rand(6, 4), mode="r").R, rtol=1e-4, atol=1e-4)
 
 
+def test_geqrf_and_householder_product():
+    for m, n in ((6, 4), (4, 6), (33, 33)):
+        a = _rand(2, m, n, seed=m * n)
+        (packed, tau), _ = _native(torch.geqrf, a)
+        ref = torch.geqrf(a)
+        assert_same(packed, ref.a, rtol=1e-4, atol=1e-4)
+        assert_same(tau, ref.tau, rtol=1e-4, atol=1e-4)
+        if m >= n:
+            _fwd_bwd(torch.linalg.householder_product, ref.a, ref.tau)
+
+
 def test_empty_inputs():
     for fn, a in ((torch.linalg.cholesky, torch.zeros(0, 3, 3)), (torch.linalg.inv, torch.zeros(2, 0, 0)),
                   (torch.linalg.qr, torch.zeros(0, 5, 2))):
