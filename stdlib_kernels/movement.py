@@ -401,6 +401,8 @@ def _pad_backward(grad_output: torch.Tensor, self: torch.Tensor, padding: Sequen
     """Fold the borders of ``grad_output`` back onto the centre, one padded dim at a time (first dim first)."""
     if not U.is_trn(grad_output) or grad_output.dtype not in (torch.float32, torch.bfloat16):
         return NotImplemented
+    if mode == "replicate" and grad_output.dtype != torch.float32:
+        return NotImplemented  # the CPU accumulates the edge sums in bf16, element by element: not reproduced
     pairs = _pad_pairs(padding, nd, self, mode)
     if pairs is None:
         return NotImplemented
