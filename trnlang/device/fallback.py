@@ -399,6 +399,8 @@ def boxed_fallback(op: Any, *args: Any, **kwargs: Any) -> Any:
             active = _tls.decomposing = set()
         if op not in active:
             active.add(op)
+            name = _info(op).name
+            own = _counts.get(name, 0)
             try:
                 r = fn(*args, **kwargs)
             except FallbackError:
@@ -409,6 +411,7 @@ def boxed_fallback(op: Any, *args: Any, **kwargs: Any) -> Any:
                 active.discard(op)
             if r is not NotImplemented:
                 with _lock:
-                    _decomposed[_info(op).name] += 1
+                    if _counts.get(name, 0) == own:  # not a wrapper that ended up running the op itself on the CPU
+                        _decomposed[name] += 1
                 return r
     return run_on_cpu(op, args, kwargs)
