@@ -114,7 +114,7 @@ def conv_kernel(x, w, bias, out, geo, flip):
                                         ci_x = cit * cip + tl.arange(cip)[:, None, None]
                                         mw = (ci_k < ci_dim) & (co < co_dim)
                                         slab = None
-                                        if sh == sw == uh == uw == 1 and not flip and wbuf is not None:
+                                        if sh == sw == uh == uw == 1 and wbuf is not None:
                                             # stride 1: one halo'd input slab per pixel tile, taps are SBUF windows
                                             h_sl, w_sl = rt_dim + (kh_dim - 1) * dh, wt_dim + (kw_dim - 1) * dw
                                             sa = qht * rt_dim + ch0 + tl.arange(h_sl)[None, :, None]
@@ -159,7 +159,8 @@ def conv_wgrad_kernel(a, b, gw, geo):
     """Weight gradient ``gw[g, i, j, kh, kw] = sum_{n, oh, ow} a[n, g*A+i, oh, ow] * b[n, g*B+j, ih, iw]``.
 
     ``ih = oh * s_h + kh * d_h - p_h`` (likewise for w); ``geo = "s_h,d_h,p_h,s_w,d_w,p_w"``. Pixels are the
-    contraction: tiles ``[channels, pixels]`` are transposed on chip to ``[pixels, channels]``.
+    contraction: tiles ``[channels, pixels]`` are transposed on chip to ``[pixels, channels]``. A pixel tile
+    of ``a`` is transposed once for a group of taps whose products share one PSUM bank.
     """
     n_dim, _, oh_dim, ow_dim = a.shape
     ih_dim, iw_dim = b.shape[2], b.shape[3]
@@ -169,32 +170,48 @@ def conv_wgrad_kernel(a, b, gw, geo):
     wt_dim = min(ow_dim, 128)
     rt_dim = max(1, min(oh_dim, 128 // wt_dim))
     k_dim = rt_dim * wt_dim
+    taps = [(kh, kw) for kh in range(kh_dim) for kw in range(kw_dim)]
+    per = max(1, 512 // bp)  # taps sharing one PSUM bank: [A tile, taps * B tile]
+    groups = [taps[i:i + per] for i in range(0, len(taps), per)]
+    slab_ok = sh == sw == 1
     for g in tl.affine_range(g_dim):
         for at in tl.affine_range(tl.cdiv(a_dim, ap)):
             ai = at * ap + tl.arange(ap)[:, None, None]
             for bt in tl.affine_range(tl.cdiv(b_dim, bp)):
                 bi = bt * bp + tl.arange(bp)[:, None, None]
-                for kh in tl.affine_range(kh_dim):
-                    for kw in tl.affine_range(kw_dim):
-                        acc = tl.zeros((ap, bp), tl.float32, buffer=tl.psum)
-                        for n in tl.affine_range(n_dim):
-                            for oht in tl.affine_range(tl.cdiv(oh_dim, rt_dim)):
-                                for owt in tl.affine_range(tl.cdiv(ow_dim, wt_dim)):
-                                    oh = oht * rt_dim + tl.arange(rt_dim)[None, :, None]
-                                    ow = owt * wt_dim + tl.arange(wt_dim)[None, None, :]
-                                    hh = oh * sh + kh * dh - ph
-                                    ww = ow * sw + kw * dw - pw
-                                    ma = (ai < a_dim) & (oh < oh_dim) & (ow < ow_dim)
-                                    mb = ((bi < b_dim) & (oh < oh_dim) & (ow < ow_dim) & (hh >= 0) & (hh < ih_dim)
-                                          & (ww >= 0) & (ww < iw_dim))
-                                    ta = tl.load(a[n, g * a_dim + ai, oh, ow], mask=ma)
-                                    tb = tl.load(b[n, g * b_dim + bi, hh, ww], mask=mb)
-                                    ta_t = tl.copy(tl.transpose(tl.reshape(ta, (ap, k_dim))), dtype=ta.dtype)
+                for grp in groups:
+                    acc = tl.zeros((ap, len(grp) * bp), tl.float32, buffer=tl.psum)
+                    for n in tl.affine_range(n_dim):
+                        for oht in tl.affine_range(tl.cdiv(oh_dim, rt_dim)):
+                            for owt in tl.affine_range(tl.cdiv(ow_dim, wt_dim)):
+                                oh = oht * rt_dim + tl.arange(rt_dim)[None, :, None]
+                                ow = owt * wt_dim + tl.arange(wt_dim)[None, None, :]
+                                ma = (ai < a_dim) & (oh < oh_dim) & (ow < ow_dim)
+                                ta = tl.load(a[n, g * a_dim + ai, oh, ow], mask=ma)
+                                ta_t = tl.copy(tl.transpose(tl.reshape(ta, (ap, k_dim))), dtype=ta.dtype)
+                                slab = None
+                                if slab_ok:  # one halo'd slab of b per pixel tile; taps are windows of it
+                                    h_sl, w_sl = rt_dim + (kh_dim - 1) * dh, wt_dim + (kw_dim - 1) * dw
+                                    sa = oht * rt_dim - ph + tl.arange(h_sl)[None, :, None]
+                                    sb = owt * wt_dim - pw + tl.arange(w_sl)[None, None, :]
+                                    slab = tl.load(b[n, g * b_dim + bi, sa, sb],
+                                                   mask=(bi < b_dim) & (sa >= 0) & (sa < ih_dim) & (sb >= 0)
+                                                   & (sb < iw_dim))
+                                for t, (kh, kw) in enumerate(grp):
+                                    if slab is not None:
+                                        tb = slab[:, kh * dh:kh * dh + rt_dim, kw * dw:kw * dw + wt_dim]
+                                    else:
+                                        hh = oh * sh + kh * dh - ph
+                                        ww = ow * sw + kw * dw - pw
+                                        mb = ((bi < b_dim) & (oh < oh_dim) & (ow < ow_dim) & (hh >= 0)
+                                              & (hh < ih_dim) & (ww >= 0) & (ww < iw_dim))
+                                        tb = tl.load(b[n, g * b_dim + bi, hh, ww], mask=mb)
                                     tb_t = tl.copy(tl.transpose(tl.reshape(tb, (bp, k_dim))), dtype=tb.dtype)
-                                    acc += tl.matmul(ta_t, tb_t, transpose_x=True)
-                        jj = bt * bp + tl.arange(bp)[None, :]
-                        ii = at * ap + tl.arange(ap)[:, None]
-                        tl.store(gw[g, ii, jj, kh, kw], acc, mask=(ii < a_dim) & (jj < b_dim))
+                                    acc[:, t * bp:(t + 1) * bp] += tl.matmul(ta_t, tb_t, transpose_x=True)
+                    jj = bt * bp + tl.arange(bp)[None, :]
+                    ii = at * ap + tl.arange(ap)[:, None]
+                    for t, (kh, kw) in enumerate(grp):
+                        tl.store(gw[g, ii, jj, kh, kw], acc[:, t * bp:(t + 1) * bp], mask=(ii < a_dim) & (jj < b_dim))
 
 
 # --- host side ------------------------------------------------------------------------------------------------
