@@ -17,8 +17,9 @@ on the element's logical index only, so a non-contiguous ``self`` gets the same 
 (generated contiguously, then copied into the view). The numbers differ from the CPU generator's (as CUDA's
 do); tests compare distributions.
 
-Lowered: ``uniform_``, ``normal_``, ``bernoulli_`` (float and tensor ``p``), ``random_`` (``from``/``to``, ranges
-up to 2^24), ``exponential_``, ``native_dropout`` (mask and scaled output in one kernel) and
+Lowered: ``uniform_``, ``normal_`` (and ``normal`` with tensor mean/std), ``bernoulli_`` (float and tensor
+``p``), ``random_`` (``from``/``to``, ranges up to 2^24), ``exponential_``, ``log_normal_``, ``geometric_``,
+``cauchy_``, ``randperm`` (as an argsort of random keys), ``native_dropout`` (mask and scaled output in one kernel) and
 ``native_dropout_backward``.
 
 Example:
@@ -95,6 +96,16 @@ def rng(out, keys, params, x, out2, kind, base):
                 u2 = _u24(_fmix(h ^ 1540483477))
                 z = tl.sqrt(tl.log(u1) * -2.0) * tl.cos(u2 * (2.0 * math.pi) - math.pi)
                 res = a + b * z
+            elif kind == "log_normal":  # exp(a + b * z)
+                u1 = ((h & 0xFFFFFF) + 1).astype(tl.float32) * _INV24
+                u2 = _u24(_fmix(h ^ 1540483477))
+                res = tl.exp(a + b * tl.sqrt(tl.log(u1) * -2.0) * tl.cos(u2 * (2.0 * math.pi) - math.pi))
+            elif kind == "geometric":  # max(1, ceil(log(u) / a)), a = log(1 - p), u in (0, 1)
+                uo = ((h & 0xFFFFFF).astype(tl.float32) + 0.5) * _INV24
+                res = tl.maximum(tl.ceil(tl.log(uo) / a), 1.0)
+            elif kind == "cauchy":  # a + b * tan(pi * (u - 1/2)), u in (0, 1)
+                uo = ((h & 0xFFFFFF).astype(tl.float32) + 0.5) * _INV24
+                res = a + b * tl.tan((uo - 0.5) * math.pi)
             elif kind == "exponential":  # -log(1 - u) / a
                 res = -tl.log(1.0 - _u24(h)) / a
             elif kind == "bernoulli":  # u < a
@@ -203,6 +214,30 @@ def exponential_(self: torch.Tensor, lambd: float = 1.0, *, generator: Any = Non
     if not lambd > 0:
         return NotImplemented
     return _run(self, "exponential", lambd, 0.0, generator)
+
+
+@lowering("aten::log_normal_", dtypes=FLOATS)
+def log_normal_(self: torch.Tensor, mean: float = 1.0, std: float = 2.0, *, generator: Any = None) -> Any:
+    """``self.log_normal_(mean, std)``: ``exp(mean + std * z)``."""
+    if not std > 0 or not math.isfinite(std):
+        return NotImplemented
+    return _run(self, "log_normal", mean, std, generator)
+
+
+@lowering("aten::geometric_", dtypes=FLOATS)
+def geometric_(self: torch.Tensor, p: float, *, generator: Any = None) -> Any:
+    """``self.geometric_(p)``: trials to the first success, ``ceil(log(u) / log(1 - p))``."""
+    if not 0.0 < p <= 1.0:
+        return NotImplemented
+    return _run(self, "geometric", math.log1p(-p) if p < 1.0 else -math.inf, 0.0, generator)
+
+
+@lowering("aten::cauchy_", dtypes=FLOATS)
+def cauchy_(self: torch.Tensor, median: float = 0.0, sigma: float = 1.0, *, generator: Any = None) -> Any:
+    """``self.cauchy_(median, sigma)``: ``median + sigma * tan(pi * (u - 1/2))``."""
+    if not sigma > 0:
+        return NotImplemented
+    return _run(self, "cauchy", median, sigma, generator)
 
 
 _BERN_DTYPES = FLOATS + (torch.int32, torch.bool, torch.int64, torch.uint8, torch.int8, torch.int16)

@@ -68,6 +68,17 @@ def test_normal_tensor_args_and_exponential():
     assert abs(m - 0.25) < 0.005 and abs(v - 1 / 16) < 0.004 and e.cpu().min() >= 0
 
 
+def test_log_normal_geometric_cauchy():
+    torch.manual_seed(13)
+    ln = torch.empty(N, device="trn").log_normal_(0.5, 0.3).cpu().log()
+    assert abs(ln.mean().item() - 0.5) < 0.005 and abs(ln.std().item() - 0.3) < 0.005
+    g = torch.empty(N, device="trn").geometric_(0.25).cpu()
+    assert g.min() == 1 and abs(g.mean().item() - 4) < 0.05 and abs((g == 1).double().mean().item() - 0.25) < 0.01
+    assert torch.equal(torch.empty(5, device="trn").geometric_(1.0).cpu(), torch.ones(5))
+    c = torch.empty(N, device="trn").cauchy_(1.0, 2.0).cpu()
+    assert abs(c.median().item() - 1.0) < 0.05 and abs((c.quantile(0.75) - c.quantile(0.25)).item() / 2 - 2) < 0.06
+
+
 def test_bernoulli_float_and_tensor_p():
     torch.manual_seed(3)
     b = torch.empty(N, device="trn").bernoulli_(0.3)
