@@ -45,7 +45,8 @@ _UNINITIALISED = {"empty", "empty_like", "new_empty", "new_empty_strided", "empt
 #: are not the CPU generator's: compare metadata only (tests/device/test_random.py tests the distributions).
 _RANDOM = {"bernoulli", "uniform", "normal", "normal.in_place", "normal.number_mean", "exponential", "rand_like",
            "randn_like", "randint", "randint_like", "nn.functional.dropout", "nn.functional.dropout2d",
-           "nn.functional.dropout3d", "nn.functional.alpha_dropout", "nn.functional.feature_alpha_dropout"}
+           "nn.functional.dropout3d", "nn.functional.alpha_dropout", "nn.functional.feature_alpha_dropout",
+           "log_normal", "cauchy", "geometric"}
 
 #: OpInfos that cannot be compared on a second device, with the reason.
 _SKIP = {
