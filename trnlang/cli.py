@@ -313,8 +313,11 @@ class _LaunchRecorder:
             rec[2] += 1
 
     def __enter__(self) -> _LaunchRecorder:
+        from trnlang.runtime import kernel
         from trnlang.runtime.kernel import KernelFn
 
+        self._plans = kernel._PLANS[0]
+        kernel._PLANS[0] = False  # warm launch plans bypass _run/_launch: off while recording
         self._orig = (KernelFn._run, KernelFn._launch)
         run, launch = self._orig
         note = self._note
@@ -333,9 +336,11 @@ class _LaunchRecorder:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        from trnlang.runtime import kernel
         from trnlang.runtime.kernel import KernelFn
 
         KernelFn._run, KernelFn._launch = self._orig  # type: ignore[method-assign]
+        kernel._PLANS[0] = self._plans
 
 
 def _run_script(path: str, argv: list[str]) -> int:

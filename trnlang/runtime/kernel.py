@@ -43,6 +43,8 @@ class _SpecCache(dict):
 
 
 _TORCH_TENSOR: Any = None
+#: Launch plans on (tools that observe every launch through ``_run`` / ``_launch`` clear it while they do).
+_PLANS: list[bool] = [True]
 #: os.environ's backing dict (kept in sync by os.environ itself): a 50 ns lookup instead of 1 us.
 _ENV_DATA: Any = getattr(os.environ, "_data", None)
 if not isinstance(_ENV_DATA, dict):  # pragma: no cover - other Pythons
@@ -204,7 +206,7 @@ class KernelFn:
 
     def _call(self, args: tuple[Any, ...], grid: tuple[int, ...]) -> Any:
         try:
-            pk = self._plan_key(args, grid) if not self.debug else None
+            pk = self._plan_key(args, grid) if _PLANS[0] and not self.debug else None
             if pk is not None:
                 plan = self._cache.plans.get(pk[0])
                 if plan is not None and plan.run(pk[1], args):
