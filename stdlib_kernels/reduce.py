@@ -255,6 +255,8 @@ def _simple(self: Any, dim: Any, keepdim: bool, odt: torch.dtype, op: str, pre: 
         return NotImplemented
     if self.dtype not in U.FLOAT_DTYPES and not (ints and self.dtype in (torch.int32, torch.bool)):
         return NotImplemented
+    if self.dtype == torch.bool and op in ("max", "min") and odt != torch.bool:
+        return NotImplemented
     red = _dims(self, dim)
     if red is None:
         return NotImplemented
@@ -345,7 +347,7 @@ def prod_all(self: torch.Tensor, *, dtype: torch.dtype | None = None) -> Any:
 
 
 # --- amax / amin / max / min / argmax / argmin ---------------------------------------------------------------
-_MINMAX_DTYPES = (*U.FLOAT_DTYPES, torch.int32)
+_MINMAX_DTYPES = (*U.FLOAT_DTYPES, torch.int32, torch.bool)
 
 
 @lowering("aten::amax", dtypes=_MINMAX_DTYPES)
@@ -411,12 +413,16 @@ def min_dim(self: torch.Tensor, dim: int, keepdim: bool = False) -> Any:
 @lowering("aten::argmax", dtypes=None)
 def argmax(self: torch.Tensor, dim: int | None = None, keepdim: bool = False) -> Any:
     """Index of the first maximum (over the flattened tensor for ``dim=None``)."""
+    if self.dtype == torch.bool:
+        return NotImplemented  # torch: "argmax(): does not support bool input"
     return _arg(self, dim, keepdim, "max", False)
 
 
 @lowering("aten::argmin", dtypes=None)
 def argmin(self: torch.Tensor, dim: int | None = None, keepdim: bool = False) -> Any:
     """Index of the first minimum."""
+    if self.dtype == torch.bool:
+        return NotImplemented
     return _arg(self, dim, keepdim, "min", False)
 
 

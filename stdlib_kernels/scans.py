@@ -46,10 +46,11 @@ def _step(t: Any, carry: Any, op: str) -> Any:
 
 
 @trn.kernel
-def row_scan(x, out, idx, op):
+def row_scan(x, out, idx, op, ints):
     """Inclusive scan (``op``: sum/prod/max/min) of ``x [(A,) R, C]`` along C into ``out``.
 
     ``idx`` (max/min only, else None): the index of the running extremum, as torch's cummax/cummin.
+    ``ints``: the output is an integer tensor (a count of a bool input; the fp32 scan is exact below 2^24).
     """
     a = x.shape[0] if x.ndim == 3 else 1
     r_dim, c_dim = x.shape[-2], x.shape[-1]
@@ -65,7 +66,7 @@ def row_scan(x, out, idx, op):
                 m = (rows < r_dim) & (cols < c_dim)
                 t = tl.load(_at(x, b, rows, cols), mask=m).astype(tl.float32)
                 s = _step(t, carry, op)
-                tl.store(_at(out, b, rows, cols), s, mask=m)
+                tl.store(_at(out, b, rows, cols), s.astype(tl.int32) if ints else s, mask=m)
                 if idx is not None:
                     rec = (t == s) | (t != t)
                     pos = isa.iota(cols + 0 * rows, tl.float32)
@@ -88,7 +89,7 @@ def _scan(self: Any, dim: int, op: str, out: torch.Tensor, idx: torch.Tensor | N
     if self.numel() == 0:
         return out
     for vs in U.row_views([_last(t, d) for t in ts]):
-        row_scan(vs[0], vs[1], vs[2] if idx is not None else None, op)
+        row_scan(vs[0], vs[1], vs[2] if idx is not None else None, op, not out.dtype.is_floating_point)
     return out
 
 
@@ -99,6 +100,11 @@ def _ok(self: Any, dim: int) -> bool:
 
 
 def _cum(self: Any, dim: int, dtype: torch.dtype | None, op: str) -> Any:
+    if U.is_trn(self) and self.dtype == torch.bool and dtype in (None, torch.int64, torch.int32) and op == "sum":
+        nd = max(self.dim(), 1)  # a running count: exact in the fp32 scan while the dim is < 2^24 long
+        if not -nd <= dim < nd or (self.dim() and self.shape[dim] >= 2 ** 24):
+            return NotImplemented
+        return _scan(self, dim, op, torch.empty(self.shape, dtype=dtype or torch.int64, device="trn"), None)
     odt = dtype or self.dtype
     if not _ok(self, dim) or odt not in U.FLOAT_DTYPES:
         return NotImplemented
@@ -106,9 +112,9 @@ def _cum(self: Any, dim: int, dtype: torch.dtype | None, op: str) -> Any:
     return _scan(self, dim, op, out, None)
 
 
-@lowering("aten::cumsum", dtypes=U.FLOAT_DTYPES)
+@lowering("aten::cumsum", dtypes=(*U.FLOAT_DTYPES, torch.bool, torch.int64, torch.int32))
 def cumsum(self: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None) -> Any:
-    """Inclusive prefix sum along ``dim`` (float inputs; integer ones are declined).
+    """Inclusive prefix sum along ``dim`` (float inputs, and bool ones as int64 counts; integers are declined).
 
     Example: ``torch.arange(6.).to("trn").cumsum(0)`` -> ``[0, 1, 3, 6, 10, 15]``.
     """

@@ -35,7 +35,7 @@ from stdlib_kernels import _util as U
 from trnlang.device import lowering
 
 #: Longest row sorted on chip (two fp32 keys and temporaries per element fit SBUF).
-MAX_SORT = 4096
+MAX_SORT = 8192
 _FLAG = float(2 ** 23)
 _PAD = float(2 ** 24)
 
