@@ -20,6 +20,10 @@ does not fit in 32 bits) is replaced by a sentinel past the end of the tensor, s
 bounds-checked DMA raises ``trn.BoundsError`` without touching memory. The lowering then declines
 (``NotImplemented``) and the CPU fallback raises torch's own ``IndexError``/``RuntimeError``.
 
+Ops that only move data (gather, ``x[idx]``, index_select, take, index_put/scatter without reduction,
+masked_select/scatter) accept any dtype: 8-byte elements (int64, float64) move as two int32 words
+(one more dense dim of size 2). Accumulating ops need a compute dtype (fp32/bf16/fp16/int32).
+
 Groups of dims that do not merge into one strided dim are looped over on the host (one launch per
 leading index), so any strides work without copies. Boolean masks go through :func:`nonzero`
 (a count kernel, one host sync for the size, then a prefix-sum kernel that scatters the
@@ -47,6 +51,10 @@ from trnlang.device import lowering
 
 #: Dtypes of the data tensors moved by the gather/scatter kernels.
 DATA_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.int32)
+#: Dtypes the pure data-movement ops (gather, index, index_select, take, index_put/scatter without reduction)
+#: accept: 8-byte elements move as pairs of int32 words.
+MOVE_DTYPES = DATA_DTYPES + (torch.int64, torch.float64, torch.bool, torch.uint8, torch.int8, torch.int16)
+_SMALL_DTYPES = (torch.bool, torch.uint8, torch.int8, torch.int16)
 _CH = 512           # free-dim chunk of the gather/scatter tiles
 _ACC = {"sum": "add", "prod": "multiply", "amax": "max", "amin": "min"}
 _I32_LIMIT = 2**31 - 1
@@ -157,6 +165,15 @@ def _words(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, list[int
     return base, base, [2 * s for s in t.stride()], 2 * t.storage_offset()
 
 
+_PAIR_DTYPES = (torch.int64, torch.float64)
+
+
+def _alias32(t: torch.Tensor) -> torch.Tensor:
+    """A 1-D int32 alias of the whole storage of an 8-byte tensor (offsets and strides double)."""
+    n = t.untyped_storage().nbytes() // 8
+    return torch.as_strided(t, (max(n, 1),), (1,), 0).view(torch.int32)
+
+
 class _Operand:
     """A tensor (or int32 word base) with strides over the dense dims and a storage offset."""
 
@@ -177,9 +194,19 @@ def _run(x: torch.Tensor, x_strides: Sequence[int], s_span: int, s_stride: int, 
     """
     if any(n == 0 for n in dense):
         return
-    ops: list[_Operand] = [_Operand(x, x_strides, x.storage_offset())]
+    xoff, yoff = x.storage_offset(), (y.storage_offset() if y is not None else 0)
+    if x.dtype in _PAIR_DTYPES:  # 8-byte elements move as two int32 words: one more dense dim of 2
+        if accumulate is not None or alpha is not None or y is None or y.dtype != x.dtype:
+            raise _Bounds("8-byte data can only be moved, not accumulated or filled")
+        x, xoff, y, yoff = _alias32(x), 2 * xoff, _alias32(y), 2 * yoff
+        x_strides = [2 * st for st in x_strides] + [1]
+        y_strides = [2 * st for st in y_strides] + [1]
+        s_stride *= 2
+        idx_strides = [list(st) + [0] for st in idx_strides]
+        dense = list(dense) + [2]
+    ops: list[_Operand] = [_Operand(x, x_strides, xoff)]
     if y is not None:
-        ops.append(_Operand(y, y_strides, y.storage_offset()))
+        ops.append(_Operand(y, y_strides, yoff))
     widx = []
     for t, st in zip(indices, idx_strides):
         lo, hi, _, off = _words(t)
@@ -264,8 +291,10 @@ def _norm_dim(dim: int, nd: int) -> int | None:
     return dim % n
 
 
-def _ok_data(*ts: Any) -> bool:
-    return all(U.is_trn(t) and t.dtype in DATA_DTYPES and not t.is_conj() and not t.is_neg() for t in ts)
+def _ok_data(*ts: Any, move: bool = False) -> bool:
+    """trn tensors of a dtype the kernels compute on (``move``: or only move: 8-byte, bool and small ints)."""
+    ok = MOVE_DTYPES if move else DATA_DTYPES
+    return all(U.is_trn(t) and t.dtype in ok and not t.is_conj() and not t.is_neg() for t in ts)
 
 
 def _ok_index(t: Any) -> bool:
@@ -296,7 +325,7 @@ def _value_tensor(value: Any, dtype: torch.dtype) -> torch.Tensor | None:
 
 
 def _gather_checks(self: torch.Tensor, dim: int, index: torch.Tensor) -> int | None:
-    if not (_ok_data(self) and _ok_index(index)):
+    if not (_ok_data(self, move=True) and _ok_index(index)):
         return None
     nd = max(self.dim(), 1)
     d = _norm_dim(dim, self.dim())
@@ -317,7 +346,7 @@ def gather(self: torch.Tensor, dim: int, index: torch.Tensor, *, sparse_grad: bo
 
     Example: ``torch.gather(x, 1, idx)`` with ``x`` and ``idx`` on ``trn``.
     """
-    if U.is_trn(index) and index.numel() == 0 and _ok_data(self) and out is None:
+    if U.is_trn(index) and index.numel() == 0 and _ok_data(self, move=True) and out is None:
         meta = torch.gather(torch.empty_like(self, device="meta"), dim, torch.empty_like(index, device="meta"))
         return torch.empty(meta.shape, dtype=self.dtype, device="trn")  # torch's own checks ran on meta
     d = _gather_checks(self, dim, index)
@@ -342,9 +371,10 @@ def gather(self: torch.Tensor, dim: int, index: torch.Tensor, *, sparse_grad: bo
 
 def _scatter_impl(self: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor | None, value: Any,
                   accumulate: str | None, out: torch.Tensor | None) -> Any:
-    if src is not None and not _ok_data(src):
+    if src is not None and not _ok_data(src, move=True):
         return NotImplemented
-    if U.is_trn(index) and index.numel() == 0 and _ok_data(self) and (out is None or U.same_view(out, self)):
+    if U.is_trn(index) and index.numel() == 0 and _ok_data(self, move=True) and \
+            (out is None or U.same_view(out, self)):
         mi = torch.empty_like(index, device="meta")
         ms = torch.empty_like(src, device="meta") if src is not None else None
         mself = torch.empty_like(self, device="meta")
@@ -510,7 +540,7 @@ def index_select(self: torch.Tensor, dim: int, index: torch.Tensor, *, out: torc
     """``self.index_select(dim, index)``: whole rows/slices moved by indirect DMA (also embedding's forward)."""
     idx = _index_vec(index)
     d = _norm_dim(dim, self.dim())
-    if idx is None or d is None or not _ok_data(self) or not _fits(self.numel(), idx.numel()):
+    if idx is None or d is None or not _ok_data(self, move=True) or not _fits(self.numel(), idx.numel()):
         return NotImplemented
     s = _as1(self)
     shape = list(s.shape)
@@ -538,13 +568,13 @@ def _index_scatter(self: torch.Tensor, dim: int, index: torch.Tensor, source: to
                    accumulate: str | None, alpha: Any, out: torch.Tensor | None) -> Any:
     idx = _index_vec(index)
     d = _norm_dim(dim, self.dim())
-    if idx is None or d is None or not _ok_data(self) or not _fits(self.numel(), idx.numel()):
+    if idx is None or d is None or not _ok_data(self, move=True) or not _fits(self.numel(), idx.numel()):
         return NotImplemented
     s = _as1(self)
     dense = list(s.shape)
     dense[d] = idx.shape[0]
     if source is not None:
-        if not _ok_data(source) or source.dtype != self.dtype:
+        if not _ok_data(source, move=True) or source.dtype != self.dtype:
             return NotImplemented
         src = _as1(source)
         if list(src.shape) != dense and not (source.dim() == 0 and U.prod(dense) == 1):
@@ -618,7 +648,7 @@ def index_fill_t(self: torch.Tensor, dim: int, index: torch.Tensor, value: torch
 @lowering("aten::take")
 def take(self: torch.Tensor, index: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
     """``torch.take(self, index)``: elements of the flattened ``self`` (negative indices wrap)."""
-    if not (_ok_data(self) and _ok_index(index)) or not _fits(self.numel(), index.numel()):
+    if not (_ok_data(self, move=True) and _ok_index(index)) or not _fits(self.numel(), index.numel()):
         return NotImplemented
     flat = self.contiguous().view(-1)
     res = torch.empty(index.shape, dtype=self.dtype, device="trn")
@@ -645,7 +675,7 @@ def take(self: torch.Tensor, index: torch.Tensor, *, out: torch.Tensor | None = 
 @lowering("aten::put_")
 def put_(self: torch.Tensor, index: torch.Tensor, source: torch.Tensor, accumulate: bool = False) -> Any:
     """``self.put_(index, source, accumulate)``: elements of the flattened ``self`` (negative indices wrap)."""
-    if not (_ok_data(self, source) and _ok_index(index)) or source.dtype != self.dtype:
+    if not (_ok_data(self, source, move=True) and _ok_index(index)) or source.dtype != self.dtype:
         return NotImplemented
     if index.numel() != source.numel() or not self.is_contiguous() or not _fits(self.numel(), index.numel()):
         return NotImplemented
@@ -748,7 +778,7 @@ def index(self: torch.Tensor, indices: Sequence[Any], *, out: torch.Tensor | Non
 
     Negative indices wrap; up to three indexed dims (adjacent or not, as torch orders the result).
     """
-    if not _ok_data(self) or self.dim() == 0:
+    if not _ok_data(self, move=True) or self.dim() == 0:
         return NotImplemented
     plan = _plan(self, indices)
     if plan is None:
@@ -775,7 +805,7 @@ def index(self: torch.Tensor, indices: Sequence[Any], *, out: torch.Tensor | Non
 
 def _index_put(self: torch.Tensor, indices: Sequence[Any], values: torch.Tensor, accumulate: bool) -> Any:
     """In-place ``self[indices] = values`` (``+=`` with accumulate, repeated indices all add)."""
-    if not _ok_data(self, values) or values.dtype != self.dtype or self.dim() == 0:
+    if not _ok_data(self, values, move=True) or values.dtype != self.dtype or self.dim() == 0:
         return NotImplemented
     if U.has_internal_overlap(self):
         return NotImplemented
@@ -822,7 +852,7 @@ def _index_put_impl_(self: torch.Tensor, indices: Sequence[Any], values: torch.T
 @lowering("aten::index_put")
 def index_put(self: torch.Tensor, indices: Sequence[Any], values: torch.Tensor, accumulate: bool = False) -> Any:
     """Out-of-place ``index_put``."""
-    if not _ok_data(self):
+    if not _ok_data(self, move=True):
         return NotImplemented
     res = self.clone()
     r = _index_put(res, indices, values, accumulate)
@@ -899,7 +929,8 @@ def masked_fill_kernel(x, mask, value, out):
 
 
 def _masked_fill(self: torch.Tensor, mask: torch.Tensor, value: Any, out: torch.Tensor | None) -> Any:
-    if not _ok_data(self) or not U.is_trn(mask) or mask.dtype != torch.bool:
+    small = U.is_trn(self) and self.dtype in _SMALL_DTYPES
+    if not (_ok_data(self) or small) or not U.is_trn(mask) or mask.dtype != torch.bool:
         return NotImplemented
     try:
         bshape = torch.broadcast_shapes(self.shape, mask.shape)
@@ -1045,7 +1076,7 @@ def nonzero(self: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
 @lowering("aten::masked_select")
 def masked_select(self: torch.Tensor, mask: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
     """``torch.masked_select(self, mask)``: ``self`` (broadcast) at the mask's nonzeros, in order."""
-    if not _ok_data(self) or not U.is_trn(mask) or mask.dtype != torch.bool:
+    if not _ok_data(self, move=True) or not U.is_trn(mask) or mask.dtype != torch.bool:
         return NotImplemented
     try:
         shape = torch.broadcast_shapes(self.shape, mask.shape)
@@ -1071,7 +1102,9 @@ def masked_select(self: torch.Tensor, mask: torch.Tensor, *, out: torch.Tensor |
 def masked_scatter(self: torch.Tensor, mask: torch.Tensor, source: torch.Tensor, *,
                    out: torch.Tensor | None = None) -> Any:
     """``self.masked_scatter(mask, source)``: consecutive ``source`` elements at the mask's nonzeros."""
-    if not _ok_data(self, source) or source.dtype != self.dtype or not U.is_trn(mask) or mask.dtype != torch.bool:
+    if not _ok_data(self, source, move=True) or source.dtype != self.dtype:
+        return NotImplemented
+    if not U.is_trn(mask) or mask.dtype != torch.bool:
         return NotImplemented
     try:
         bshape = torch.broadcast_shapes(self.shape, mask.shape)

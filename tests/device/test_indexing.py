@@ -292,11 +292,27 @@ def test_out_of_range_indices_raise_torch_errors(monkeypatch):
         trnlang.reset_fallback_stats()
 
 
-def test_declines_other_dtypes_to_fallback(monkeypatch):
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float64, torch.bool, torch.uint8, torch.int16])
+def test_data_movement_of_other_dtypes(dtype):
+    """Pure data movement is exact for any dtype (8-byte elements move as two int32 words)."""
+    g = torch.Generator().manual_seed(13)
+    x = (torch.randn(9, 6, generator=g) * 100).to(dtype)
+    i = _ix(g, 9, (5,), neg=True)
+    j = _ix(g, 6, (9, 3))
+    m = torch.randn(9, 6, generator=g) > 0
+    for fn, args in [(lambda a, i: a[i], (x, i)), (torch.gather, (x, 1, j)), (torch.index_select, (x, 0, i % 9)),
+                     (lambda a, m: a[m], (x, m)), (torch.take, (x, i)),
+                     (lambda a, i, v: a.index_put_((i,), v), (x, torch.tensor([1, 4, -2]), x[:3].flip(0)))]:
+        got, ref = _cmp(fn, *args)
+        assert torch.equal(got.cpu(), ref)
+
+
+def test_declines_accumulating_8_byte_dtypes(monkeypatch):
     monkeypatch.setenv("TRN_FALLBACK", "silent")
     x = torch.arange(10, dtype=torch.int64)
-    i = torch.tensor([3, 1])
-    assert torch.equal(_t(x)[_t(i)].cpu(), x[i])  # int64 data: declined, runs on the CPU
+    i = torch.tensor([3, 1, 3])
+    got = _t(x).index_add_(0, _t(i), _t(x[:3]))  # int64 accumulation: declined, runs on the CPU
+    assert torch.equal(got.cpu(), x.clone().index_add_(0, i, x[:3]))
     assert trnlang.fallback_stats()
     trnlang.reset_fallback_stats()
 
