@@ -331,3 +331,54 @@ def lstm_cell(input: torch.Tensor, hx: list[torch.Tensor], w_ih: torch.Tensor, w
             return NotImplemented
         lstm_cell_fused(input, h0, c0, w_ih, w_hh, bias, hy, cy)
     return hy, cy
+
+
+def _lstm_composite(*args: Any) -> Any:
+    """The CompositeImplicitAutograd path (matmuls + ``_thnn_fused_lstm_cell``), each piece on ``trn``."""
+    return torch.ops.aten.lstm.input.decompose(*args)
+
+
+@lowering("aten::lstm.input", dtypes=DTYPES)
+def lstm_layers(input: torch.Tensor, hx: list[torch.Tensor], params: list[torch.Tensor], has_biases: bool,
+                num_layers: int, dropout: float, train: bool, bidirectional: bool, batch_first: bool) -> Any:
+    """``nn.LSTM`` without gradients (fp32): one :func:`lstm_cell_fused` launch per layer, direction and step.
+
+    Each step writes ``h`` straight into its slice of the layer output (directions side by side). Other cases
+    (gradients: the registry routes them to the composite; bf16, projections, dropout between layers, ...) run
+    the composite path, whose pieces are ``trn`` kernels too.
+    """
+    args = (input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)
+    dirs = 2 if bidirectional else 1
+    per = 4 if has_biases else 2
+    if (input.dtype != torch.float32 or input.dim() != 3 or len(hx) != 2 or len(params) != per * dirs * num_layers
+            or (train and dropout > 0 and num_layers > 1) or not _ok2(input, *hx, *params)
+            or any(p.dtype != torch.float32 for p in (*hx, *params))):
+        return _lstm_composite(*args)
+    x = input.transpose(0, 1) if batch_first else input
+    steps, batch, _ = x.shape
+    h0, c0 = hx
+    hidden = h0.shape[-1]
+    if tuple(h0.shape) != (num_layers * dirs, batch, hidden) or c0.shape != h0.shape or params[1].shape[1] != hidden:
+        return _lstm_composite(*args)
+    if steps == 0 or batch == 0 or hidden == 0 or x.shape[2] == 0:
+        return _lstm_composite(*args)
+    hn = torch.empty(h0.shape, dtype=input.dtype, device="trn")
+    cn = torch.empty(c0.shape, dtype=input.dtype, device="trn")
+    layer_in = x
+    for layer in range(num_layers):
+        out = torch.empty((steps, batch, dirs * hidden), dtype=input.dtype, device="trn")
+        for d in range(dirs):
+            k = layer * dirs + d
+            w = params[k * per:(k + 1) * per]
+            bias = torch.add(w[2], w[3]) if has_biases else None
+            h, c = h0[k], c0[k]
+            cbuf = [torch.empty((batch, hidden), dtype=input.dtype, device="trn") for _ in range(2)]
+            order = range(steps - 1, -1, -1) if d else range(steps)
+            for i, t in enumerate(order):
+                hy = out[t, :, d * hidden:(d + 1) * hidden]
+                cy = cn[k] if i == steps - 1 else cbuf[i % 2]
+                lstm_cell_fused(layer_in[t], h, c, w[0], w[1], bias, hy, cy)
+                h, c = hy, cy
+            hn[k].copy_(h)
+        layer_in = out
+    return (layer_in.transpose(0, 1) if batch_first else layer_in), hn, cn

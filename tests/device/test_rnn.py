@@ -124,3 +124,31 @@ def test_profile_fused_cell():
     rh, rc = torch.lstm_cell(x, (hx, cx), wih, whh, bias, None)
     assert_same(hy, rh, rtol=1e-4, atol=1e-5)
     assert_same(cy, rc, rtol=1e-4, atol=1e-5)
+
+
+def test_lstm_inference_runs_the_fused_cell(monkeypatch):
+    """``nn.LSTM`` under no_grad: one fused-cell launch per layer, direction and step; matches the CPU."""
+    from stdlib_kernels import rnn
+
+    calls = []
+    real = rnn.lstm_cell_fused
+    monkeypatch.setattr(rnn, "lstm_cell_fused", lambda *a: calls.append(1) or real(*a))
+    cpu, trn = _pair(torch.nn.LSTM, 5, 7, num_layers=2, bidirectional=True, batch_first=True)
+    x = torch.randn(3, 4, 5)
+    h0, c0 = torch.randn(4, 3, 7), torch.randn(4, 3, 7)
+    with torch.no_grad():
+        oc, (hc, cc) = cpu(x, (h0, c0))
+        ot, (ht, ct) = trn(x.to("trn"), (h0.to("trn"), c0.to("trn")))
+    assert len(calls) == 2 * 2 * 4
+    for a, b in ((ot, oc), (ht, hc), (ct, cc)):
+        assert_same(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_lstm_training_input_without_grad():
+    """Weights need gradients, the input does not (a training loop): autograd still sees the whole layer."""
+    cpu, trn = _pair(torch.nn.LSTM, 5, 7, num_layers=2)
+    x = torch.randn(4, 3, 5)
+    cpu(x)[0].pow(2).sum().backward()
+    trn(x.to("trn"))[0].pow(2).sum().backward()
+    for pc, pt in zip(cpu.parameters(), trn.parameters()):
+        assert_same(pt.grad, pc.grad, rtol=1e-5, atol=1e-6)
