@@ -17,12 +17,14 @@ factorised in SBUF by a right-looking algorithm with one step per column in a ``
 * Householder QR follows LAPACK's ``dlarfg`` sign convention (``beta = -sign(alpha) * norm``), so ``Q`` and
   ``R`` match torch's CPU results, not only ``Q @ R``; ``Q^T`` is accumulated as ``H_k ... H_1``.
 
-Batches loop inside one kernel (``tl.affine_range`` over the flattened batch). Cholesky and triangular solves
-larger than one tile are blocked on the host (right-looking: panel factorisation by the kernel, triangular
-solve of the off-diagonal block, Schur-complement update with the ``trn`` matmul), so their size is not
-limited; LU, LU solve, inverse, solve and QR handle matrices up to 128 x 128 (QR: 128 rows, 512 columns) and
-decline larger ones (CPU fallback). All of them are float32 only: torch's CPU kernels do not take bfloat16 for
-these ops either, so bf16 calls go to the fallback, which raises torch's own error.
+Batches loop inside one kernel (``tl.affine_range`` over the flattened batch). Larger matrices are blocked on
+the host (right-looking: panel factorisation by a kernel, triangular solve of the off-diagonal block by the
+substitution kernel, Schur-complement update with the ``trn`` matmul): Cholesky and triangular solves of any
+size; LU (and LU solve, inverse, solve) up to ``PANEL_ROWS`` = 512 rows, where the panel kernel's pivot search
+spans four row tiles. QR / geqrf / householder_product (128 rows, 512 columns), det / slogdet, lu_unpack and
+linalg_lu (128 x 128) stay within one tile. Larger inputs are declined (CPU fallback). All of them are
+float32 only: torch's CPU kernels do not take bfloat16 for these ops either, so bf16 calls go to the fallback,
+which raises torch's own error.
 """
 
 from __future__ import annotations
@@ -166,6 +168,74 @@ def lu_kernel(a, lu, piv, info):
         tl.store(info[bi:bi + 1, 0:1], state[:, 2:3].astype(tl.int32))
 
 
+@trn.kernel
+def lu_panel_kernel(a, out, order, piv, info):
+    """Partial-pivoting LU of a tall panel ``a[b]`` ``[m, w]`` (m <= 512 over up to four row tiles, w <= 128),
+    the panel step of the blocked LU. ``out[b]``: the factors with rows left in place (not yet permuted),
+    ``order[b, j]``: the original row at LAPACK position ``j``, ``piv``/``info`` as ``getrf`` (panel-local)."""
+    m, w = a.shape[-2], a.shape[-1]
+    kmin = min(m, w)
+    heights = [min(TILE, m - t * TILE) for t in range(tl.cdiv(m, TILE))]
+    cols = tl.arange(w)[None, :]
+    mcols = tl.arange(m)[None, :]
+    for bi in tl.affine_range(a.shape[0]):
+        works, useds = [], []
+        for t, tr in enumerate(heights):
+            wk = tl.ndarray((tr, w), tl.float32, buffer=tl.sbuf)
+            wk[:, :] = tl.load(a[bi, t * TILE + tl.arange(tr)[:, None], cols])
+            works.append(wk)
+            useds.append(tl.zeros((tr, 1), tl.float32))
+        pos = tl.ndarray((1, m), tl.float32, buffer=tl.sbuf)
+        pos[:, :] = isa.iota(mcols, tl.float32)
+        magrow = tl.ndarray((1, m), tl.float32, buffer=tl.sbuf)
+        pv = tl.zeros((1, kmin), tl.float32)
+        state = tl.zeros((1, 3), tl.float32)  # [ok, step count k, info]
+        state[:, 0:1] = tl.ones((1, 1), tl.float32)
+        for k in tl.sequential_range(kmin):
+            for t, tr in enumerate(heights):
+                mag = tl.where(useds[t] > 0.0, -1.0, tl.abs(works[t][:, k:k + 1]))
+                magrow[:, t * TILE:t * TILE + tr] = tl.transpose(mag)
+            best = tl.max(magrow, axis=1, keepdims=True)
+            score = tl.where(magrow == best, pos, 1.0e9)
+            pp = tl.min(score, axis=1, keepdims=True)
+            ohr = tl.where(pos == pp, 1.0, 0.0)
+            ohcs = [tl.copy(tl.transpose(ohr[:, t * TILE:t * TILE + tr])) for t, tr in enumerate(heights)]
+            acc = tl.zeros((1, w), tl.float32, buffer=tl.psum)
+            for t in range(len(heights)):
+                acc += tl.matmul(ohcs[t], works[t], transpose_x=True)
+            prow = tl.copy(acc)
+            p = prow[:, k:k + 1]
+            zero = p == 0.0
+            fail = tl.where(zero, state[:, 0:1], 0.0)
+            kk = state[:, 1:2]
+            state[:, 2:3] = state[:, 2:3] + fail * (kk + 1.0)
+            state[:, 0:1] = state[:, 0:1] - fail
+            rp = tl.where(zero, 0.0, 1.0 / tl.where(zero, 1.0, p))
+            right = tl.where(cols > k, prow, 0.0)
+            for t, tr in enumerate(heights):
+                col = works[t][:, k:k + 1]
+                lmask = (1.0 - useds[t]) * (1.0 - ohcs[t])
+                lcol = col * tl.broadcast_to(rp, (tr, 1)) * lmask
+                works[t][:, :] = works[t] - tl.matmul(tl.transpose(lcol), right, transpose_x=True)
+                works[t][:, k:k + 1] = tl.where(lmask > 0.0, lcol, col)
+                useds[t][:, :] = useds[t] + ohcs[t]
+            pv[:, k:k + 1] = pp + 1.0
+            ohk = tl.where(pos == kk, 1.0, 0.0)
+            pos[:, :] = pos + ohk * (pp - kk) + ohr * (kk - pp)
+            state[:, 1:2] = kk + 1.0
+        # order[j] = sum_i i * (pos[i] == j): one-hot matmuls, exact for integers
+        oacc = tl.zeros((1, m), tl.float32, buffer=tl.psum)
+        for t, tr in enumerate(heights):
+            rloc = tl.arange(tr)[:, None]
+            hit = tl.where(tl.broadcast_to(tl.copy(tl.transpose(pos[:, t * TILE:t * TILE + tr])), (tr, m))
+                           == isa.iota(rloc * 0 + mcols, tl.float32), 1.0, 0.0)
+            oacc += tl.matmul(isa.iota(t * TILE + rloc, tl.float32), hit, transpose_x=True)
+            tl.store(out[bi, t * TILE + rloc, cols], works[t])
+        tl.store(order[bi:bi + 1, mcols], tl.copy(oacc).astype(tl.int32))
+        tl.store(piv[bi:bi + 1, tl.arange(kmin)[None, :]], pv.astype(tl.int32))
+        tl.store(info[bi:bi + 1, 0:1], state[:, 2:3].astype(tl.int32))
+
+
 def _row_order(piv, lb, n, steps):
     """``order[0, j]``: the original row at LAPACK position ``j`` after the sequential swaps ``piv[lb, :steps]``
     (1-based, as ``getrf`` writes them); a ``[1, n]`` float tile."""
@@ -181,6 +251,14 @@ def _row_order(piv, lb, n, steps):
         vp = tl.sum(order * ohp, axis=1, keepdims=True)
         order[:, :] = order + ohk * (vp - vk) + ohp * (vk - vp)
     return order
+
+
+@trn.kernel
+def pivots_order_kernel(piv, order):
+    """``order[b, j]``: the original row at LAPACK position ``j`` for the ``getrf`` swaps ``piv[b]``."""
+    n = piv.shape[-1]
+    for bi in tl.affine_range(piv.shape[0]):
+        tl.store(order[bi:bi + 1, tl.arange(n)[None, :]], _row_order(piv, bi, n, n).astype(tl.int32))
 
 
 @trn.kernel
@@ -414,9 +492,47 @@ def _trsolve(t3: torch.Tensor, b3: torch.Tensor, lower: bool, unit: bool) -> tor
     return out
 
 
+def _lu_blocked(a3: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-looking blocked getrf for ``m <= PANEL_ROWS`` rows and any columns: per 128-column panel, the
+    panel kernel (pivot search over all remaining rows), the panel's row order applied to the other columns,
+    ``U12 = L11^{-1} A12`` (triangular-solve kernel) and the Schur update ``A22 -= L21 U12`` (trn matmul)."""
+    b, m, n = a3.shape
+    kmin = min(m, n)
+    work = a3.clone(memory_format=torch.contiguous_format)
+    piv = torch.empty((b, kmin), dtype=torch.int32, device="trn")
+    info = torch.zeros((b, 1), dtype=torch.int32, device="trn")
+    for j0 in range(0, kmin, TILE):
+        w = min(TILE, kmin - j0)
+        rows = m - j0
+        panel = _empty((b, rows, w))
+        order = torch.empty((b, rows), dtype=torch.int32, device="trn")
+        ppiv = torch.empty((b, w), dtype=torch.int32, device="trn")
+        pinfo = torch.empty((b, 1), dtype=torch.int32, device="trn")
+        lu_panel_kernel(work[:, j0:, j0:j0 + w], panel, order, ppiv, pinfo)
+        work[:, j0:, j0:j0 + w] = panel
+        idx = order.long().unsqueeze(-1).expand(b, rows, n)
+        work[:, j0:, :] = torch.gather(work[:, j0:, :], 1, idx)
+        piv[:, j0:j0 + w] = ppiv + j0
+        info = torch.where((info == 0) & (pinfo != 0), pinfo + j0, info)
+        if j0 + w < n:
+            u12 = _trsolve(work[:, j0:j0 + w, j0:j0 + w], work[:, j0:j0 + w, j0 + w:], lower=True, unit=True)
+            work[:, j0:j0 + w, j0 + w:] = u12
+            if j0 + w < m:
+                work[:, j0 + w:, j0 + w:] -= torch.bmm(work[:, j0 + w:, j0:j0 + w], u12)
+    lu = _empty((b, n, m)).mT
+    lu.copy_(work)
+    return lu, piv, info
+
+
+#: Rows of the largest LU handled natively (the panel kernel spans four row tiles).
+PANEL_ROWS = 512
+
+
 def _lu(a3: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """getrf of [B, m, n]; LU comes back column-major per matrix (LAPACK's layout, as torch's CPU op)."""
     b, m, n = a3.shape
+    if (m > TILE or n > TILE) and b and m and n:
+        return _lu_blocked(a3)
     lu = _empty((b, n, m)).mT
     piv = torch.empty((b, min(m, n)), dtype=torch.int32, device="trn")
     info = torch.empty((b, 1), dtype=torch.int32, device="trn")
@@ -427,9 +543,30 @@ def _lu(a3: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return lu, piv, info
 
 
+def _lu_solve_blocked(lu3: torch.Tensor, piv2: torch.Tensor, b3: torch.Tensor | None, m: int, adjoint: bool,
+                      bsz: int) -> torch.Tensor:
+    """LU solve above one tile: the row order from the pivots (kernel), a gather, and two host-blocked
+    triangular solves."""
+    n = lu3.shape[-1]
+    if b3 is None:
+        b3 = torch.eye(n, m).to("trn").expand(bsz, n, m)
+    lu3 = lu3.expand(bsz, n, n) if lu3.shape[0] != bsz else lu3
+    order = torch.empty((piv2.shape[0], n), dtype=torch.int32, device="trn")
+    pivots_order_kernel(piv2, order)
+    idx = order.long().expand(bsz, n).unsqueeze(-1).expand(bsz, n, m)
+    if not adjoint:  # A = P L U: X = U^-1 L^-1 P^T B
+        y = _trsolve(lu3, torch.gather(b3, 1, idx), lower=True, unit=True)
+        return _trsolve(lu3, y, lower=False, unit=False)
+    y = _trsolve(lu3.mT, b3, lower=True, unit=False)  # U^T
+    z = _trsolve(lu3.mT, y, lower=False, unit=True)  # L^T
+    return torch.empty_like(z).scatter_(1, idx, z)  # X = P z
+
+
 def _lu_solve(lu3: torch.Tensor, piv2: torch.Tensor, b3: torch.Tensor | None, m: int, adjoint: bool,
               bsz: int) -> torch.Tensor:
     n = lu3.shape[-1]
+    if n > TILE and m and bsz:
+        return _lu_solve_blocked(lu3, piv2, b3, m, adjoint, bsz)
     out = _empty((bsz, n, m))
     if n and m and bsz:
         lu_solve_kernel(lu3.mT if adjoint else lu3, piv2, b3, out, adjoint, b3 is None)
@@ -557,7 +694,7 @@ def linalg_lu_factor_ex(A: torch.Tensor, *, pivot: bool = True, check_errors: bo
     >>> piv.cpu(), info.item()
     (tensor([2, 2], dtype=torch.int32), 0)
     """
-    if not pivot or not _ok(A) or A.dim() < 2 or A.shape[-1] > TILE or A.shape[-2] > TILE:
+    if not pivot or not _ok(A) or A.dim() < 2 or A.shape[-2] > PANEL_ROWS:
         return NotImplemented
     batch = tuple(A.shape[:-2])
     lu, piv, info = _lu(_flat(A))
@@ -581,7 +718,7 @@ def linalg_lu_solve(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *, 
     if not _ok(LU, B) or not U.is_trn(pivots) or pivots.dtype != torch.int32 or LU.dim() < 2 or B.dim() < 2:
         return NotImplemented
     n = LU.shape[-1]
-    if LU.shape[-2] != n or n > TILE or pivots.shape[-1] != n:
+    if LU.shape[-2] != n or n > PANEL_ROWS or pivots.shape[-1] != n:
         return NotImplemented
     try:
         batch = tuple(torch.broadcast_shapes(LU.shape[:-2], pivots.shape[:-1], B.shape[:-2]))
@@ -619,7 +756,7 @@ def linalg_inv_ex(A: torch.Tensor, *, check_errors: bool = False, inverse: torch
     """
     if inverse is not None or info is not None:
         return NotImplemented
-    if not _ok(A) or A.dim() < 2 or A.shape[-1] != A.shape[-2] or A.shape[-1] > TILE:
+    if not _ok(A) or A.dim() < 2 or A.shape[-1] != A.shape[-2] or A.shape[-1] > PANEL_ROWS:
         return NotImplemented
     batch, n = tuple(A.shape[:-2]), A.shape[-1]
     lu, piv, inf = _lu(_flat(A))
@@ -633,7 +770,7 @@ def linalg_inv_ex(A: torch.Tensor, *, check_errors: bool = False, inverse: torch
 @lowering("aten::_linalg_solve_ex", dtypes=_F32)
 def linalg_solve_ex(A: torch.Tensor, B: torch.Tensor, *, left: bool = True, check_errors: bool = False) -> Any:
     """``torch.linalg.solve``'s kernel: LU of A, then an LU solve (returns result, LU, pivots, info)."""
-    if not _ok(A, B) or A.dim() < 2 or A.shape[-1] != A.shape[-2] or A.shape[-1] > TILE or B.dim() < 1:
+    if not _ok(A, B) or A.dim() < 2 or A.shape[-1] != A.shape[-2] or A.shape[-1] > PANEL_ROWS or B.dim() < 1:
         return NotImplemented
     n = A.shape[-1]
     vector = B.dim() == 1 or (left and B.dim() == A.dim() - 1 and B.shape == A.shape[:-1])

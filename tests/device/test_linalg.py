@@ -244,12 +244,26 @@ def test_empty_inputs():
             assert o.shape == r.shape
 
 
-def test_factorisations_above_a_tile_decline():
-    a = _well((), 130, 130, seed=1)
+def test_blocked_lu_inv_solve_above_a_tile():
+    a = _well((2,), 200, 200, seed=1)  # two 128-column panels over two row tiles
+    out, _ = _native(torch.linalg.lu_factor_ex, a)
+    ref = torch.linalg.lu_factor_ex(a)
+    assert_same(out.LU, ref.LU, rtol=1e-4, atol=1e-4)
+    assert out.pivots.cpu().tolist() == ref.pivots.tolist()
+    _fwd_bwd(torch.linalg.inv, a, rtol=1e-4)
+    _fwd_bwd(lambda x, y: torch.linalg.solve(x, y, left=False), a, _rand(2, 3, 200, seed=2))
+    sing = a[:1].clone()
+    sing[0, :, 150] = 0.0
+    out, _ = _native(torch.linalg.inv_ex, sing)
+    assert out.info.cpu().tolist() == torch.linalg.inv_ex(sing).info.tolist()
+
+
+def test_qr_above_a_tile_declines():
+    a = _rand(130, 4)
     trnlang.reset_fallback_stats()
-    out = torch.linalg.inv(a.to("trn"))  # LU is limited to one tile: the CPU fallback computes it
-    assert trnlang.fallback_stats()
-    assert_same(out, torch.linalg.inv(a), rtol=1e-4, atol=1e-4)
+    q, r = torch.linalg.qr(a.to("trn"))  # QR is limited to 128 rows: the CPU fallback computes it
+    assert "aten::linalg_qr" in trnlang.fallback_stats()
+    assert_same(q, torch.linalg.qr(a).Q, rtol=1e-4, atol=1e-4)
 
 
 def test_profile_cholesky_kernel():
