@@ -39,6 +39,8 @@ from trnlang.device import lowering
 
 BQ = 128
 BK = 128
+#: Longest key sequence whose transposed keys and values the forward stages in SBUF per head.
+HOIST_MAX = 8192
 _F = (torch.float32, torch.bfloat16, torch.float16)
 
 
@@ -57,31 +59,49 @@ def _mask_scores(s, m4, b, h, rq, kc, sq, sk, causal, mask_kind):
 
 @trn.kernel
 def flash_fwd(q, k, v, m4, out, lse, scale, causal, mask_kind):
-    """``out = softmax(q @ k.T * scale + mask) @ v`` over ``[B, H, S, D]``; ``lse [B, H, Sq, 1]``."""
+    """``out = softmax(q @ k.T * scale + mask) @ v`` over ``[B, H, S, D]``; ``lse [B, H, Sq, 1]``.
+
+    Per (batch, kv head) the transposed keys and the values are staged in SBUF once (when they fit,
+    ``Sk <= HOIST_MAX``) and shared by every query block of the GQA group.
+    """
     nb, hq, sq, d = q.shape
     hk, sk = k.shape[1], k.shape[2]
     grp = hq // hk
     cd = tl.arange(d)[None, :]
     one = tl.arange(1)[None, :]
     nkb = tl.cdiv(sk, BK)
+    hoist = nkb * BK <= HOIST_MAX
     for b in tl.affine_range(nb):
         for hkv in tl.affine_range(hk):
+            if hoist:
+                k_all = tl.ndarray((d, nkb * BK), tl.float32)
+                v_all = tl.ndarray((BK, nkb, d), tl.float32)
+                for c in tl.affine_range(nkb):
+                    rk = c * BK + tl.arange(BK)[:, None]
+                    k_all[:, c * BK:(c + 1) * BK] = tl.transpose(
+                        tl.load(k[b, hkv, rk, cd], mask=rk < sk).astype(tl.float32))
+                    v_all[:, c, :] = tl.load(v[b, hkv, rk, cd], mask=rk < sk).astype(tl.float32)
             for g in tl.affine_range(grp):
                 h = hkv * grp + g
                 for qi in tl.affine_range(tl.cdiv(sq, BQ)):
                     rq = qi * BQ + tl.arange(BQ)[:, None]
-                    q_t = tl.transpose(tl.load(q[b, h, rq, cd], mask=rq < sq).astype(tl.float32))   # [d, BQ]
+                    q_t = tl.transpose(tl.load(q[b, h, rq, cd], mask=rq < sq).astype(tl.float32) * scale)  # [d, BQ]
                     m_i = tl.full((BQ, 1), -math.inf, tl.float32)
                     l_i = tl.zeros((BQ, 1), tl.float32)
                     acc = tl.zeros((BQ, d), tl.float32)
-                    n_blocks = qi + 1 if causal else nkb
+                    n_blocks = qi + 1 if causal else nkb                 # causal: skip blocks above the diagonal
                     for kj in tl.sequential_range(n_blocks):
-                        rk = kj * BK + tl.arange(BK)[:, None]
                         kc = kj * BK + tl.arange(BK)[None, :]
-                        k_t = tl.transpose(tl.load(k[b, hkv, rk, cd], mask=rk < sk).astype(tl.float32))
-                        v_t = tl.load(v[b, hkv, rk, cd], mask=rk < sk).astype(tl.float32)
-                        s = tl.copy(tl.matmul(q_t, k_t, transpose_x=True)) * scale
-                        s = _mask_scores(s, m4, b, h, rq, kc, sq, sk, causal, mask_kind)
+                        if hoist:
+                            k_t = k_all[:, kj * BK:(kj + 1) * BK]
+                            v_t = v_all[:, kj, :]
+                        else:
+                            rk = kj * BK + tl.arange(BK)[:, None]
+                            k_t = tl.transpose(tl.load(k[b, hkv, rk, cd], mask=rk < sk).astype(tl.float32))
+                            v_t = tl.load(v[b, hkv, rk, cd], mask=rk < sk).astype(tl.float32)
+                        s = tl.copy(tl.matmul(q_t, k_t, transpose_x=True))
+                        if causal or mask_kind != "none" or sk % BK:
+                            s = _mask_scores(s, m4, b, h, rq, kc, sq, sk, causal, mask_kind)
                         m_new = tl.maximum(m_i, tl.max(s, axis=1, keepdims=True))
                         m_safe = tl.where(m_new == -math.inf, 0.0, m_new)
                         p = tl.exp(s - m_safe)
