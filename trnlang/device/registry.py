@@ -153,8 +153,8 @@ def _register_composite_autograd(op: Any, name: str) -> None:
     ``trn`` kernels); otherwise go below autograd to the fused lowering.
     """
     def autograd_kernel(*args: Any, **kwargs: Any) -> Any:
-        if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad
-                                           for a in [*args, *kwargs.values()]):
+        flat = [x for a in [*args, *kwargs.values()] for x in (a if isinstance(a, (list, tuple)) else (a,))]
+        if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in flat):
             return op.decompose(*args, **kwargs)
         with torch._C._AutoDispatchBelowAutograd():
             return op(*args, **kwargs)
