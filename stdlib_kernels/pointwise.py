@@ -144,6 +144,20 @@ def _ipow(x: Any, k: int) -> Any:
     return r if r is not None else x * 0 + 1
 
 
+def _ipow_t(x: Any, e: Any) -> Any:
+    """Integer ``x ** e`` for an int32 exponent tile: square-and-multiply over the 31 exponent bits (exact,
+    wrapping like torch); a negative exponent gives 1 / x ** -e truncated (0 unless x is +-1), as torch."""
+    r = x * 0 + 1
+    p = x
+    for k in range(31):
+        r = tl.where(tl.bitwise_and(e, 1 << k) != 0, r * p, r)
+        if k < 30:
+            p = p * p
+    odd = tl.bitwise_and(e, 1) != 0
+    neg = tl.where(x == 1, 1, tl.where(x == -1, tl.where(odd, -1, 1), 0))
+    return tl.where(e < 0, neg, r)
+
+
 def op_fn(op: str) -> Callable[[Any, Any], Any]:
     """The tile function of a binary op name (``"ipow:K"``: integer power by the constant K)."""
     if op.startswith("ipow:"):
@@ -163,6 +177,7 @@ BINARY_OPS: dict[str, Callable[[Any, Any], Any]] = {
     "div_floor_f16": lambda x, y: _div_floor_f(x, y, _round_to(tl.float16)),
     "div_trunc_i": _div_trunc_i, "div_floor_i": _div_floor_i,
     "pow": tl.power, "rpow": lambda x, y: tl.power(y, x),
+    "ipow_t": _ipow_t, "ripow_t": lambda x, y: _ipow_t(y, x),
     "maximum": tl.maximum, "minimum": tl.minimum, "fmax": _fmax, "fmin": _fmin,
     "fmod": tl.fmod, "remainder": _remainder, "copysign": _copysign, "hypot": _hypot, "xlogy": _xlogy,
     "eq": lambda x, y: x == y, "ne": lambda x, y: x != y, "lt": lambda x, y: x < y,
@@ -606,9 +621,14 @@ def _pow(self: Any, exponent: Any, out: torch.Tensor | None) -> Any:
     if not rdt.is_floating_point:
         # integer powers wrap around: exact only as int32 multiplications, so a small non-negative number
         # exponent (square-and-multiply, one kernel per exponent); negative ones raise (left to torch)
+        if rdt == torch.bool:
+            return NotImplemented
+        if U.is_trn(exponent):  # a tensor of exponents: all 31 bits
+            if U.is_trn(self):
+                return run_binary("ipow_t", self, exponent, out, rdt=rdt)
+            return run_binary("ripow_t", exponent, self, out, rdt=rdt)
         k = U.scalar_value(exponent)
-        if rdt == torch.bool or not U.is_trn(self) or not isinstance(k, int) or isinstance(k, bool) \
-                or not 0 <= k <= _MAX_INT_EXPONENT:
+        if not U.is_trn(self) or not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= _MAX_INT_EXPONENT:
             return NotImplemented
         return run_binary(f"ipow:{k}", self, 0, out, rdt=rdt)
     if U.is_trn(exponent) and not U.is_trn(self):

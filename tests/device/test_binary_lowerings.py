@@ -144,6 +144,11 @@ def test_integer_power_exact():
         assert torch.equal(got.cpu(), torch.pow(x, k))
     with pytest.raises(RuntimeError, match="negative integer powers"):
         torch.pow(x.to("trn"), -1)
+    e = torch.randint(-3, 70, (500,), dtype=torch.int32, generator=torch.Generator().manual_seed(6))
+    x[:4] = torch.tensor([1, -1, -1, 0], dtype=torch.int32)
+    e[:4] = torch.tensor([-3, -3, -4, -1], dtype=torch.int32)
+    assert torch.equal(_native(torch.pow, x.to("trn"), e.to("trn")).cpu(), torch.pow(x, e))
+    assert torch.equal(_native(torch.pow, 3, e.to("trn").abs()).cpu(), torch.pow(3, e.abs()))
 
 
 def test_int64_bool_and_int_operands():
