@@ -706,6 +706,8 @@ def _expand_indices(self: torch.Tensor, indices: Sequence[Any]) -> list[torch.Te
         if t is None:
             res.append(None)
             continue
+        if isinstance(t, torch.Tensor) and t.device.type == "cpu":
+            t = t.to("trn")  # CPU index tensors are allowed (as on CUDA): one host -> device copy
         if not U.is_trn(t):
             return None
         if t.dtype in (torch.bool, torch.uint8):

@@ -161,6 +161,9 @@ def test_advanced_index_shapes():
     _cmp(lambda a, m: a[m], x, torch.randn(6, 7, generator=g) > 0)       # a 2-D mask
     _cmp(lambda a, m: a[:, m], x, torch.randn(7, generator=g) > 0)
     _cmp(lambda a, m: a[m], x, torch.zeros(6, dtype=torch.bool))          # empty result
+    xt = _t(x)
+    assert torch.equal(xt[i, j].cpu(), x[i, j])                           # CPU index tensors
+    assert torch.equal(xt[:, torch.tensor([True] * 3 + [False] * 4)].cpu(), x[:, :3])
 
 
 @pytest.mark.parametrize("accumulate", [False, True])
