@@ -667,3 +667,43 @@ def _rms_norm_autograd(input: torch.Tensor, normalized_shape: Sequence[int], wei
 _LIB = torch.library.Library("aten", "IMPL")
 _LIB.impl("_fused_rms_norm", fused_rms_norm, "PrivateUse1")
 _LIB.impl("rms_norm", _rms_norm_autograd, "AutogradPrivateUse1")
+
+
+# ------------------------------------------------------------------------------------------ batch norm (new API)
+
+
+@lowering("aten::_batch_norm_with_update", dtypes=U.FLOAT_DTYPES)
+def batch_norm_with_update(input: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+                           running_mean: torch.Tensor, running_var: torch.Tensor, momentum: float,
+                           eps: float) -> Any:
+    """Training batch norm that updates the running stats -> (out, save_mean, save_invstd, reserve)."""
+    r = _bn_forward(input, weight, bias, running_mean, running_var, True, momentum, eps)
+    if r is NotImplemented:
+        return r
+    return (*r, torch.empty((0,), dtype=torch.uint8, device="trn"))
+
+
+@lowering("aten::_batch_norm_no_update", dtypes=U.FLOAT_DTYPES)
+def batch_norm_no_update(input: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+                         running_mean: torch.Tensor | None, running_var: torch.Tensor | None, momentum: float,
+                         eps: float) -> Any:
+    """Batch norm without running-stat updates (eval with stats; batch stats without them)."""
+    train = running_mean is None or running_var is None
+    r = _bn_forward(input, weight, bias, None if train else running_mean, None if train else running_var, train,
+                    momentum, eps)
+    if r is NotImplemented:
+        return r
+    return (*r, torch.empty((0,), dtype=torch.uint8, device="trn"))
+
+
+@lowering("aten::batch_norm_backward", dtypes=None)
+def batch_norm_backward(grad_out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor | None,
+                        running_mean: torch.Tensor | None, running_var: torch.Tensor | None,
+                        save_mean: torch.Tensor | None, save_var: torch.Tensor | None, update: bool, eps: float,
+                        output_mask: Sequence[bool], reserve: torch.Tensor) -> Any:
+    """Backward of ``_batch_norm_with_update`` / ``_no_update`` (``save_var`` holds the inverse std)."""
+    train = bool(update) or running_mean is None or running_var is None
+    if save_mean is not None and save_mean.numel() == 0:
+        save_mean = save_var = None
+    return native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_var,
+                                      train, eps, output_mask)

@@ -179,3 +179,20 @@ def test_profile_layer_norm_is_sane():
     assert prof.dma_bytes >= 2 * 4 * 256 * 512
     ref = F.layer_norm(x.cpu(), (512,), w.cpu()[0], b.cpu()[0])
     assert_same(out, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("update", [True, False])
+def test_batch_norm_with_and_without_update_ops(update):
+    g = torch.Generator().manual_seed(7)
+    x, w, b = torch.randn(3, 4, 5, generator=g), torch.randn(4, generator=g), torch.randn(4, generator=g)
+    rm, rv = torch.randn(4, generator=g), torch.rand(4, generator=g) + 0.5
+    rmt, rvt = rm.to("trn"), rv.to("trn")
+    op = torch.ops.aten._batch_norm_with_update if update else torch.ops.aten._batch_norm_no_update
+
+    def fn(x, w, b):
+        on = x.device.type == "trn"
+        return op(x, w, b, rmt if on else rm, rvt if on else rv, 0.1, 1e-5)[0]
+
+    _compare(fn, [x, w, b], torch.float32)
+    assert_same(rmt, rm)
+    assert_same(rvt, rv)
