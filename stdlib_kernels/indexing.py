@@ -627,6 +627,52 @@ def index_copy(self: torch.Tensor, dim: int, index: torch.Tensor, source: torch.
     return _index_scatter(self, dim, index, source, None, None, None, out)
 
 
+@lowering("aten::index_reduce")
+def index_reduce(self: torch.Tensor, dim: int, index: torch.Tensor, source: torch.Tensor, reduce: str, *,
+                 include_self: bool = True, out: torch.Tensor | None = None) -> Any:
+    """``self.index_reduce(dim, index, source, reduce, include_self=...)`` for prod/mean/amax/amin.
+
+    Like scatter_reduce with whole slices: accumulating DMAs (after filling the identity where
+    ``include_self`` is False); mean adds values and counts, then divides.
+    """
+    if reduce not in ("prod", "mean", "amax", "amin") or not _ok_data(self, source):
+        return NotImplemented
+    if not self.dtype.is_floating_point or source.dtype != self.dtype or _index_vec(index) is None:
+        return NotImplemented
+    if out is not None and (not U.is_trn(out) or out.dtype != self.dtype):
+        return NotImplemented
+    if reduce != "mean":
+        res = self.clone()
+        if not include_self:
+            ident = {"prod": 1.0, "amax": float("-inf"), "amin": float("inf")}[reduce]
+            if _index_scatter(res, dim, index, None, ident, None, None, res) is NotImplemented:
+                return NotImplemented
+        r = _index_scatter(res, dim, index, source, None, _ACC[reduce], None, res)
+    else:
+        total = self.to(torch.float32, copy=True)
+        count = torch.ones(self.shape, dtype=torch.float32, device="trn")
+        res = torch.empty(self.shape, dtype=self.dtype, device="trn")
+        r = res
+        steps = [] if include_self else [(total, 0.0, None), (count, 0.0, None)]
+        steps += [(total, None, source.float()), (count, 1.0, None)]
+        for t, v, src in steps:
+            acc = None if v == 0.0 else "add"
+            if _index_scatter(t, dim, index, src, v, acc, None, t) is NotImplemented:
+                return NotImplemented
+        if res.numel():
+            n = res.numel()
+            cols = self.shape[-1] if self.dim() else 1
+            views = [t.contiguous().view(n // cols, cols) for t in (total, count, self)]
+            mean_finish(*views, res.view(n // cols, cols))
+    if r is NotImplemented:
+        return NotImplemented
+    if out is not None:
+        if out.shape != r.shape:
+            out.resize_(r.shape)
+        return out.copy_(r)
+    return r
+
+
 @lowering("aten::index_fill.int_Scalar")
 def index_fill(self: torch.Tensor, dim: int, index: torch.Tensor, value: Any) -> Any:
     """``self.index_fill(dim, index, value)``."""
@@ -805,6 +851,12 @@ def index(self: torch.Tensor, indices: Sequence[Any], *, out: torch.Tensor | Non
     return res
 
 
+@lowering("aten::_unsafe_index.Tensor")
+def unsafe_index(self: torch.Tensor, indices: Sequence[Any]) -> Any:
+    """``aten::_unsafe_index`` (what decompositions emit): the same kernel as ``index`` (still bounds-checked)."""
+    return index(self, indices)
+
+
 def _index_put(self: torch.Tensor, indices: Sequence[Any], values: torch.Tensor, accumulate: bool) -> Any:
     """In-place ``self[indices] = values`` (``+=`` with accumulate, repeated indices all add)."""
     if not _ok_data(self, values, move=True) or values.dtype != self.dtype or self.dim() == 0:
@@ -859,6 +911,13 @@ def index_put(self: torch.Tensor, indices: Sequence[Any], values: torch.Tensor, 
     res = self.clone()
     r = _index_put(res, indices, values, accumulate)
     return NotImplemented if r is NotImplemented else res
+
+
+@lowering("aten::_unsafe_index_put")
+def unsafe_index_put(self: torch.Tensor, indices: Sequence[Any], values: torch.Tensor,
+                     accumulate: bool = False) -> Any:
+    """``aten::_unsafe_index_put``: out-of-place ``index_put`` (still bounds-checked)."""
+    return index_put(self, indices, values, accumulate)
 
 
 # ------------------------------------------------------------------------------------------ embedding

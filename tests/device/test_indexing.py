@@ -359,3 +359,16 @@ def test_put_and_broadcast_masks():
     y2 = _t(y)
     y2.masked_scatter(_t(m[0]), _t(s.repeat(3)))
     assert torch.equal(y2.cpu(), y)  # out of place: the input is untouched
+
+
+@pytest.mark.filterwarnings("ignore:index_reduce")
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+def test_index_reduce_and_unsafe_index(reduce):
+    g = torch.Generator().manual_seed(14)
+    x = torch.randn(6, 130, generator=g)
+    i = _ix(g, 130, (40,))
+    s = torch.rand(6, 40, generator=g) + 0.5
+    for inc in (True, False):
+        _cmp(lambda a, i, s: a.index_reduce(1, i, s, reduce, include_self=inc), x, i, s)
+    _cmp(lambda a, i: torch.ops.aten._unsafe_index(a, [None, i]), x, i)
+    _cmp(lambda a, i, v: torch.ops.aten._unsafe_index_put(a, [None, i], v, True), x, i, s)
