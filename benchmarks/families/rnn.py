@@ -43,7 +43,15 @@ def cases(quick: bool) -> list[tuple[str, Callable[[], Any], Callable[[], Any]]]
         with torch.no_grad():
             return cell_t(xt[0], ht)
 
+    def infer(m: torch.nn.Module, inp: torch.Tensor) -> Callable[[], Any]:
+        def run() -> Any:
+            with torch.no_grad():
+                return m(inp)[0]
+
+        return run
+
     return [
+        (f"LSTM fwd (no grad, fused cells) seq{seq} b{batch} h{hidden}", infer(lstm, x), infer(lstm_t, xt)),
         (f"LSTM fwd+bwd seq{seq} b{batch} h{hidden}", _fwd_bwd(lstm, x), _fwd_bwd(lstm_t, xt)),
         (f"GRU fwd+bwd seq{seq} b{batch} h{hidden}", _fwd_bwd(gru, x), _fwd_bwd(gru_t, xt)),
         (f"LSTMCell fused fwd b{batch} h{hidden}", cell_cpu, cell_trn),
