@@ -134,3 +134,21 @@ def test_accumulate_on_affine_store():
     ref = out + 2 * x
     load_accumulate(x, out)
     torch.testing.assert_close(out, ref)
+
+
+@trn.kernel
+def grid_accumulate(src, out):
+    """Every grid instance adds its rows into the same rows of ``out``."""
+    n, d = src.shape
+    rows = tl.arange(n)[:, None]
+    cols = tl.arange(d)[None, :]
+    tl.store(out[rows, cols], tl.load(src[rows, cols]), accumulate="add")
+
+
+def test_grid_instances_accumulate_in_order():
+    """Accumulating stores of concurrent grid instances to the same elements must all land (run in order)."""
+    src = torch.ones(128, 512)
+    for _ in range(4):  # later launches may run instances on the thread pool
+        out = torch.zeros(128, 512)
+        grid_accumulate[256](src, out)
+        assert torch.equal(out, torch.full((128, 512), 256.0))

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from trnlang.frontend.errors import BoundsError, LaunchError, TrnError
-from trnlang.ir.nodes import Instr, Kernel, Loop, Region
+from trnlang.ir.nodes import Instr, Kernel, Loop, Region, instrs
 
 _MAGIC = b"TRNJIT01"
 _N_PID = 3
@@ -242,6 +242,8 @@ class JitExecutor:
         self._ir_text: str | None = None
         self._instrs: list[tuple[Instr, tuple[Loop, ...]]] | None = None
         self._has_scratch = bool(kernel.scratch)
+        # accumulating DMA stores are read-modify-write: grid instances that may hit the same element run in order
+        self._has_accumulate = any(i.attrs.get("accumulate") is not None for i in instrs(kernel.body))
         self._cb = _PRINT_CB(self._print_cb)
         self._cb_addr = ctypes.cast(self._cb, ctypes.c_void_p).value
         self._sig: list[tuple[np.dtype, tuple[int, ...] | None]] | None = None
@@ -379,7 +381,7 @@ class JitExecutor:
                 arrays: list[np.ndarray]) -> None:
         cb_addr = self._cb_addr if v.has_print else None
         ncpu = _num_threads()
-        sequential = (total == 1 or v.has_print or self._has_scratch or ncpu == 1 or v.timed < 2
+        sequential = (total == 1 or v.has_print or self._has_scratch or self._has_accumulate or ncpu == 1 or v.timed < 2
                       or v.ns_per_instance is None or v.ns_per_instance * total < _PARALLEL_MIN_NS)
         if sequential:
             err, err_addr = _err_buffer()
