@@ -11,7 +11,8 @@ transposed map, ``grad_in = Wh^T @ g @ Ww``. Both run as two Tensor-engine passe
 * :func:`sep_planes`: ``out[p] = M^T @ y[p]`` for every plane ``p`` (the H axis), several planes per
   matmul when their rows are short.
 
-3-D modes (``upsample_nearest3d``, ``upsample_trilinear3d``) apply a third map the same way. The
+3-D modes (``upsample_nearest3d``, ``upsample_trilinear3d``) apply a third map the same way, and the
+anti-aliased modes (``_upsample_bilinear2d_aa``, ``_upsample_bicubic2d_aa``) are just other matrices. The
 intermediate is kept in fp32 and the result is rounded once (bf16 inputs behave like torch's
 fp32-opmath CPU kernels). The same machinery serves ``adaptive_avg_pool`` (averaging matrices), see
 :mod:`stdlib_kernels.pool`.
@@ -176,6 +177,40 @@ def cubic_matrix(i: int, o: int, align: bool, scale: float | None) -> np.ndarray
     return w
 
 
+def _aa_linear(x: np.float32) -> np.float32:
+    x = abs(x)
+    return _F(1 - x) if x < 1 else _F(0)
+
+
+def _aa_cubic(x: np.float32) -> np.float32:
+    a = _F(-0.5)
+    x = abs(x)
+    if x < 1:
+        return _F(_F(_F(_F(a + 2) * x - _F(a + 3)) * x) * x + 1)
+    if x < 2:
+        return _F(_F(_F(_F(x - 5) * x + 8) * x - 4) * a)
+    return _F(0)
+
+
+def aa_matrix(i: int, o: int, align: bool, scale: float | None, cubic: bool) -> np.ndarray:
+    """``W [o, i]`` of torch's anti-aliased (``antialias=True``) bilinear / bicubic resampling along one axis."""
+    w = np.zeros((o, i), np.float32)
+    s = _area_scale(i, o, align, scale)
+    interp = 4 if cubic else 2
+    support = _F(_F(interp * 0.5) * s) if s >= 1.0 else _F(interp * 0.5)
+    inv = _F(1.0) / s if s >= 1.0 else _F(1.0)
+    fn = _aa_cubic if cubic else _aa_linear
+    for d in range(o):
+        center = _F(s * _F(d + 0.5))
+        xmin = max(int(_F(center - support + _F(0.5))), 0)
+        xsize = min(int(_F(center + support + _F(0.5))), i) - xmin
+        ws = [fn(_F(_F(_F(j + xmin) - center + _F(0.5)) * inv)) for j in range(max(xsize, 0))]
+        total = _F(sum(ws, _F(0)))
+        for j, v in enumerate(ws):
+            w[d, xmin + j] = v / total if total != 0 else v
+    return w
+
+
 def adaptive_avg_matrix(i: int, o: int) -> np.ndarray:
     """``W [o, i]`` of adaptive average pooling along one axis: ``1 / len`` over each window."""
     w = np.zeros((o, i), np.float32)
@@ -265,6 +300,8 @@ def _mat(kind: str, i: int, o: int, align: bool, scale: float | None) -> tuple[t
         "nearest_exact": lambda: nearest_matrix(i, o, scale, True),
         "linear": lambda: linear_matrix(i, o, align, scale),
         "cubic": lambda: cubic_matrix(i, o, align, scale),
+        "aa_linear": lambda: aa_matrix(i, o, align, scale, False),
+        "aa_cubic": lambda: aa_matrix(i, o, align, scale, True),
     }
     return device_matrix((kind, i, o, align, scale), builders[kind])
 
@@ -455,3 +492,35 @@ def upsample_trilinear3d_backward(grad_output: torch.Tensor, output_size: Sequen
     """Gradient of :func:`upsample_trilinear3d`."""
     return _backward("linear", 3, grad_output, output_size, input_size, align_corners,
                      [scales_d, scales_h, scales_w])
+
+
+@lowering("aten::_upsample_bilinear2d_aa", dtypes=DTYPES)
+def upsample_bilinear2d_aa(self: torch.Tensor, output_size: Sequence[int], align_corners: bool,
+                           scales_h: float | None = None, scales_w: float | None = None, *,
+                           out: torch.Tensor | None = None) -> Any:
+    """Anti-aliased bilinear resampling (``F.interpolate(..., mode="bilinear", antialias=True)``)."""
+    return _forward("aa_linear", 2, self, output_size, align_corners, [scales_h, scales_w], out)
+
+
+@lowering("aten::_upsample_bicubic2d_aa", dtypes=DTYPES)
+def upsample_bicubic2d_aa(self: torch.Tensor, output_size: Sequence[int], align_corners: bool,
+                          scales_h: float | None = None, scales_w: float | None = None, *,
+                          out: torch.Tensor | None = None) -> Any:
+    """Anti-aliased bicubic resampling (``F.interpolate(..., mode="bicubic", antialias=True)``)."""
+    return _forward("aa_cubic", 2, self, output_size, align_corners, [scales_h, scales_w], out)
+
+
+@lowering("aten::_upsample_bilinear2d_aa_backward", dtypes=DTYPES)
+def upsample_bilinear2d_aa_backward(grad_output: torch.Tensor, output_size: Sequence[int],
+                                    input_size: Sequence[int], align_corners: bool, scales_h: float | None = None,
+                                    scales_w: float | None = None) -> Any:
+    """Gradient of :func:`upsample_bilinear2d_aa`."""
+    return _backward("aa_linear", 2, grad_output, output_size, input_size, align_corners, [scales_h, scales_w])
+
+
+@lowering("aten::_upsample_bicubic2d_aa_backward", dtypes=DTYPES)
+def upsample_bicubic2d_aa_backward(grad_output: torch.Tensor, output_size: Sequence[int],
+                                   input_size: Sequence[int], align_corners: bool, scales_h: float | None = None,
+                                   scales_w: float | None = None) -> Any:
+    """Gradient of :func:`upsample_bicubic2d_aa`."""
+    return _backward("aa_cubic", 2, grad_output, output_size, input_size, align_corners, [scales_h, scales_w])

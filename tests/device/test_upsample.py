@@ -56,6 +56,13 @@ def test_interpolate_1d(mode):
     _check(_rand(2, 3, 11), mode=mode, size=4, **kw)
 
 
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+def test_antialias(mode):
+    x = _rand(2, 3, 17, 19)
+    _check(x, mode=mode, antialias=True, scale_factor=0.37)
+    _check(x, mode=mode, antialias=True, size=(9, 30), align_corners=True)
+
+
 def test_interpolate_3d_and_area():
     x = _rand(2, 2, 3, 4, 5)
     _check(x, mode="trilinear", scale_factor=1.5)
