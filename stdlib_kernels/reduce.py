@@ -25,6 +25,7 @@ from typing import Any, Sequence
 import torch
 
 import trnlang as trn
+import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from trnlang.device import lowering
@@ -117,6 +118,19 @@ def row_reduce(x, out, op, pre, post, scale, p, ct):
         tl.store(out[rows, one], _post(acc, post, scale, p), mask=rm)
 
 
+def _first_index(t: Any, v: Any, col0: Any, rows: Any, f: int, ct: str) -> Any:
+    """Index (fp32) of the first element of ``t`` equal to ``v`` (or NaN): the min of a masked iota.
+
+    Plain whole-tile compare/select/min instructions (cheaper than a ``tensor_reduce`` argmax).
+    """
+    pos = isa.iota(col0 + tl.arange(f)[None, :] + 0 * rows, tl.float32)
+    hit = (t == v) | (t != t) if ct == "f32" else (t == v)
+    return tl.min(tl.where(hit, pos, _BIG), axis=1, keepdims=True)
+
+
+_BIG = float(2 ** 30)
+
+
 @trn.kernel
 def row_arg_reduce(x, vals, idx, op, ct):
     """Per row the max (``op="max"``) or min and the index of its first occurrence (NaN wins, as in torch).
@@ -126,7 +140,6 @@ def row_arg_reduce(x, vals, idx, op, ct):
     r_dim, c_dim, pp, f, rr = _shape(x)
     dt = tl.float32 if ct == "f32" else tl.int32
     red = tl.max if op == "max" else tl.min
-    arg = tl.argmax if op == "max" else tl.argmin
     one = tl.arange(1)[None, :]
     for i in tl.affine_range(tl.cdiv(r_dim, pp)):
         rows = i * pp + tl.arange(pp)[:, None]
@@ -135,16 +148,16 @@ def row_arg_reduce(x, vals, idx, op, ct):
             cols = tl.arange(c_dim)[None, :]
             t = tl.load(x[rows, cols], mask=rm).astype(dt)
             v = red(t, axis=1, keepdims=True)
-            ai = arg(t, axis=1, keepdims=True)
+            ai = _first_index(t, v, 0, rows, c_dim, ct)
         else:
             ident = (_IDENT if ct == "f32" else _IDENT_I)[op]
             v = tl.full((pp, 1), ident, dt)
-            ai = tl.zeros((pp, 1), tl.int32)
+            ai = tl.zeros((pp, 1), tl.float32)
             for j in tl.sequential_range(tl.cdiv(c_dim, f)):
                 cols = j * f + tl.arange(f)[None, :]
                 t = tl.load(x[rows, cols], mask=(rows < r_dim) & (cols < c_dim), other=ident).astype(dt)
                 cv = red(t, axis=1, keepdims=True)
-                ci = arg(t, axis=1, keepdims=True) + j * f
+                ci = _first_index(t, cv, j * f, rows, f, ct)
                 better = (cv > v) if op == "max" else (cv < v)
                 if ct == "f32":
                     better = better | ((cv != cv) & (v == v))
@@ -152,7 +165,7 @@ def row_arg_reduce(x, vals, idx, op, ct):
                 v[...] = tl.where(better, cv, v)
         if vals is not None:
             tl.store(vals[rows, one], v, mask=rm)
-        tl.store(idx[rows, one], ai, mask=rm)
+        tl.store(idx[rows, one], ai.astype(tl.int32), mask=rm)
 
 
 @trn.kernel
@@ -187,6 +200,27 @@ def row_var(x, out, mean_out, divisor, std):
         tl.store(out[rows, one], tl.sqrt(v) if std else v, mask=rm)
         if mean_out is not None:
             tl.store(mean_out[rows, one], mean, mask=rm)
+
+
+@trn.kernel
+def col_sum(xt, out, pre, post, scale, p):
+    """``out[0, r] = post(sum_c pre(xt[c, r]))``: a sum over the partition axis of ``xt [C, R]``.
+
+    For a reduction over leading dims the kept dims are contiguous: row tiles ``[128, 512]`` load
+    densely and a ``ones[128, 1]`` matmul sums their partitions, accumulating in PSUM.
+    """
+    c_dim, r_dim = xt.shape
+    pp = min(128, c_dim)
+    f = min(r_dim, 512)
+    ones = tl.full((pp, 1), 1.0, tl.float32)
+    for jb in tl.affine_range(tl.cdiv(r_dim, f)):
+        cols = jb * f + tl.arange(f)[None, :]
+        acc = tl.zeros((1, f), tl.float32, buffer=tl.psum)
+        for i in tl.affine_range(tl.cdiv(c_dim, pp)):
+            rows = i * pp + tl.arange(pp)[:, None]
+            t = _pre(tl.load(xt[rows, cols], mask=(rows < c_dim) & (cols < r_dim)).astype(tl.float32), pre, p)
+            acc += tl.matmul(ones, t, transpose_x=True)
+        tl.store(out[tl.arange(1)[:, None], cols], _post(tl.copy(acc), post, scale, p), mask=cols < r_dim)
 
 
 _SPREAD = 16384
@@ -234,7 +268,12 @@ def _spread_ok(x2: torch.Tensor) -> bool:
 def _launch(x2: torch.Tensor, o2: torch.Tensor, op: str, pre: str, post: str, scale: float, p: float,
             ct: str) -> None:
     """``o2 [R, 1] = reduce(x2 [R, C])``, spreading one long row over 128 partitions first."""
-    if _spread_ok(x2) and ct == "f32":
+    r, c = x2.shape
+    if op == "sum" and ct == "f32" and r > 1 and c > 1 and x2.stride(0) == 1 and x2.stride(1) >= r \
+            and o2.is_contiguous() and not (pre == "pow" and p < 0):
+        xt = U.view(x2, (c, r), (x2.stride(1), 1), x2.storage_offset())
+        col_sum(xt, U.view(o2, (1, r), (r, 1), o2.storage_offset()), pre, post, scale, p)
+    elif _spread_ok(x2) and ct == "f32":
         c = x2.shape[1]
         cols = c // 128
         rem = c - 128 * cols
