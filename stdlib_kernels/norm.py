@@ -264,6 +264,11 @@ def _ok(*ts: torch.Tensor | None) -> bool:
                for t in ts)
 
 
+def _params_ok(x: torch.Tensor, *ps: torch.Tensor | None) -> bool:
+    """Parameters in the input's dtype or fp32 (the CPU's mixed-dtype rule; others raise there)."""
+    return all(p is None or p.dtype in (x.dtype, torch.float32) for p in ps)
+
+
 def _rows(t: torch.Tensor, r: int, n: int) -> torch.Tensor:
     """``t`` as a contiguous ``[r, n]`` view (a native copy if it is not contiguous)."""
     return t.contiguous().view(r, n)
@@ -284,7 +289,7 @@ def _empty(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
 def native_layer_norm(input: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None,
                       bias: torch.Tensor | None, eps: float) -> Any:
     """Layer norm over the trailing ``normalized_shape`` dims -> (out, mean, rstd)."""
-    if not _ok(input, weight, bias):
+    if not _ok(input, weight, bias) or not _params_ok(input, weight, bias):
         return NotImplemented
     k = len(normalized_shape)
     if k == 0 or k > input.dim() or tuple(input.shape[-k:]) != tuple(normalized_shape):
@@ -388,7 +393,8 @@ def _ln_bwd_long(grad_out: torch.Tensor, input: torch.Tensor, mean: torch.Tensor
 def native_group_norm(input: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, N: int,
                       C: int, HxW: int, group: int, eps: float) -> Any:
     """Group norm of ``input [N, C, *]`` -> (out, mean ``[N, G]``, rstd ``[N, G]``)."""
-    if not _ok(input, weight, bias) or group <= 0 or C % group or input.numel() != N * C * HxW:
+    if not _ok(input, weight, bias) or not _params_ok(input, weight, bias) or group <= 0 or C % group \
+            or input.numel() != N * C * HxW:
         return NotImplemented
     out = _empty(input.shape, input.dtype)
     mean = _empty((N, group), input.dtype)
@@ -462,6 +468,8 @@ def _bn_forward(input: torch.Tensor, weight: torch.Tensor | None, bias: torch.Te
                 running_mean: torch.Tensor | None, running_var: torch.Tensor | None, training: bool,
                 momentum: float, eps: float) -> Any:
     if not _ok(input, weight, bias, running_mean, running_var) or input.dim() < 2:
+        return NotImplemented
+    if not _params_ok(input, weight, bias, running_mean, running_var):
         return NotImplemented
     n, c = input.shape[0], input.shape[1]
     hw = U.prod(input.shape[2:])
