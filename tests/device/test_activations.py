@@ -16,7 +16,7 @@ _SETTINGS = settings(max_examples=3, deadline=None, suppress_health_check=[Healt
 
 
 def _prelu(t):
-    w = torch.linspace(-0.5, 0.5, t.shape[1] if t.dim() > 1 else 1, dtype=t.dtype, device=t.device)
+    w = torch.linspace(-0.5, 0.5, t.shape[1] if t.dim() > 1 else 1).to(t.dtype).to(t.device)
     return F.prelu(t, w)
 
 
@@ -69,14 +69,17 @@ def _check(name: str, shape, dtype=torch.float32, transpose: bool = False) -> No
     assert_same(xt.grad, xc.grad, **tol)
 
 
+#: one activation per kind of formula / launch pattern, for the compile-heavy random-shape test
+REPRESENTATIVE = ["gelu_tanh", "elu_inplace", "hardswish", "glu0", "prelu", "logit_eps"]
+
+
 @pytest.mark.parametrize("name", sorted(ACTS))
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
 def test_forward_backward(name, dtype):
-    _check(name, (130, 34), dtype)
-    _check(name, (6, 40), dtype, transpose=True)
+    _check(name, (130, 34), dtype, transpose=dtype == torch.bfloat16)
 
 
-@pytest.mark.parametrize("name", sorted(ACTS))
+@pytest.mark.parametrize("name", REPRESENTATIVE)
 @_SETTINGS
 @given(shape=st.lists(st.integers(1, 200), min_size=2, max_size=3).map(tuple), transpose=st.booleans())
 def test_random_shapes(name, shape, transpose):
