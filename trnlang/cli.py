@@ -96,8 +96,15 @@ def _cmd_coverage(args: argparse.Namespace) -> int:
     except AttributeError as exc:
         print(f"trn coverage: error: unknown dtype in --dtypes: {exc}", file=sys.stderr)
         return 2
-    report = run_coverage(ops=ops, limit=args.limit, dtypes=dtypes, backward=not args.no_backward,
-                          max_samples=args.max_samples, progress=not args.no_progress)
+    shard = None
+    if args.shard:
+        i, _, n = args.shard.partition("/")
+        shard = (int(i), int(n))
+    if args.jobs > 1 and shard is None:
+        report = _coverage_in_parallel(args)
+    else:
+        report = run_coverage(ops=ops, limit=args.limit, dtypes=dtypes, backward=not args.no_backward,
+                              max_samples=args.max_samples, progress=not args.no_progress, shard=shard)
     if ops and report["compared"] + report["skipped"] == 0:
         print(f"trn coverage: error: no OpInfo named {', '.join(ops)}", file=sys.stderr)
         return 2
@@ -116,6 +123,49 @@ def _cmd_coverage(args: argparse.Namespace) -> int:
     return 0
 
 
+def _coverage_in_parallel(args: argparse.Namespace) -> dict[str, Any]:
+    """Run ``args.jobs`` coverage worker processes on disjoint shards of the OpInfos and merge their reports."""
+    import json
+    import subprocess
+    import tempfile
+    import time
+
+    from trnlang.device.coverage import merge_reports
+
+    base = [sys.executable, "-m", "trnlang.cli", "coverage", "--no-md", "--no-progress", "--dtypes", args.dtypes]
+    for flag, val in (("--ops", args.ops), ("--limit", args.limit), ("--max-samples", args.max_samples)):
+        if val is not None:
+            base += [flag, str(val)]
+    if args.no_backward:
+        base.append("--no-backward")
+    with tempfile.TemporaryDirectory() as tmp:
+        procs = []
+        for i in range(args.jobs):
+            out = os.path.join(tmp, f"shard{i}.json")
+            log = open(os.path.join(tmp, f"shard{i}.log"), "w")
+            procs.append((subprocess.Popen([*base, "--shard", f"{i}/{args.jobs}", "--json", out], stdout=log,
+                                           stderr=subprocess.STDOUT), out, log))
+        t0 = time.time()
+        while any(p.poll() is None for p, _, _ in procs):
+            if not args.no_progress:
+                done = sum(p.poll() is not None for p, _, _ in procs)
+                print(f"\rtrn coverage: {args.jobs} workers, {done} done, {time.time() - t0:.0f} s", end="",
+                      file=sys.stderr, flush=True)
+            time.sleep(2)
+        if not args.no_progress:
+            print(file=sys.stderr)
+        reports = []
+        for i, (p, out, log) in enumerate(procs):
+            log.close()
+            if p.returncode != 0 or not os.path.exists(out):
+                with open(log.name) as f:
+                    tail = f.read()[-2000:]
+                raise SystemExit(f"trn coverage: worker {i} failed (exit {p.returncode}):\n{tail}")
+            with open(out) as f:
+                reports.append(json.load(f))
+    return merge_reports(reports)
+
+
 def _add_coverage_parser(sub: Any) -> None:
     p = sub.add_parser(
         "coverage",
@@ -127,6 +177,9 @@ def _add_coverage_parser(sub: Any) -> None:
     p.add_argument("--ops", metavar="A,B", default=None, help="comma-separated OpInfo names (e.g. add,softmax)")
     p.add_argument("--limit", metavar="N", type=int, default=None, help="only the first N selected OpInfos")
     p.add_argument("--max-samples", metavar="N", type=int, default=None, help="at most N samples per op and dtype")
+    p.add_argument("--jobs", "-j", metavar="N", type=int, default=1,
+                   help="run N worker processes on disjoint shards of the OpInfos (default 1)")
+    p.add_argument("--shard", metavar="I/N", default=None, help=argparse.SUPPRESS)
     p.add_argument("--dtypes", metavar="D,E", default="float32,bfloat16",
                    help="dtypes to run (the first decides the summary; default float32,bfloat16)")
     p.add_argument("--no-backward", action="store_true", help="compare forward results only")

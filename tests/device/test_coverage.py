@@ -50,3 +50,19 @@ def test_cli_json_keys(tmp_path):
     assert "aten::digamma.out" in data["ops"]["digamma"]["float32"]["fallback_ops"]
     assert md.read_text().startswith("# trn op compatibility")
     assert main(["coverage", "--ops", "no_such_op", "--no-progress"]) == 2
+
+
+def test_shards_merge_to_the_full_report():
+    import torch
+
+    from trnlang.device.coverage import merge_reports, run_coverage
+
+    names = ["add", "mul", "neg", "abs"]
+    kw = dict(ops=names, dtypes=[torch.float32], backward=False, max_samples=2, progress=False)
+    full = run_coverage(**kw)
+    parts = [run_coverage(shard=(i, 2), **kw) for i in range(2)]
+    assert sorted(parts[0]["ops"]) != sorted(full["ops"]) and parts[0]["ops"].keys().isdisjoint(parts[1]["ops"])
+    merged = merge_reports(parts)
+    assert sorted(merged["ops"]) == sorted(full["ops"])
+    for k in ("compared", "native_pass", "fallback_pass", "fail", "skipped"):
+        assert merged[k] == full[k]

@@ -331,7 +331,8 @@ def _select(ops: list[str] | None, limit: int | None) -> list[Any]:
 
 def run_coverage(ops: list[str] | None = None, limit: int | None = None, dtypes: Iterable[torch.dtype] = (
         torch.float32, torch.bfloat16), backward: bool = True, max_samples: int | None = None,
-        progress: bool = True, on_op: Callable[[str, dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        progress: bool = True, on_op: Callable[[str, dict[str, Any]], None] | None = None,
+        shard: tuple[int, int] | None = None) -> dict[str, Any]:
     """Run OpInfo samples on ``trn`` and the CPU and compare them.
 
     Args:
@@ -343,6 +344,8 @@ def run_coverage(ops: list[str] | None = None, limit: int | None = None, dtypes:
         max_samples: compare at most this many samples per op and dtype (None: all).
         progress: show a progress bar on stderr.
         on_op: called with (name, detail) after each op.
+        shard: ``(i, n)``: run only the selected OpInfos whose position is ``i`` modulo ``n`` (the
+            ``trn coverage --jobs`` workers; :func:`merge_reports` joins their reports).
 
     Returns:
         ``{"compared", "native_pass", "fallback_pass", "fail", "skipped"}`` (ints, for the first dtype),
@@ -350,6 +353,8 @@ def run_coverage(ops: list[str] | None = None, limit: int | None = None, dtypes:
     """
     dtypes = list(dtypes)
     selected = _select(ops, limit)
+    if shard is not None:
+        selected = [op for k, op in enumerate(selected) if k % shard[1] == shard[0]]
     per_op: dict[str, dict[str, Any]] = {}
     old_policy = os.environ.get("TRN_FALLBACK")
     os.environ["TRN_FALLBACK"] = "silent"
@@ -371,20 +376,32 @@ def run_coverage(ops: list[str] | None = None, limit: int | None = None, dtypes:
             os.environ.pop("TRN_FALLBACK", None)
         else:
             os.environ["TRN_FALLBACK"] = old_policy
+    return _report(per_op, [str(dt).replace("torch.", "") for dt in dtypes], backward, max_samples)
+
+
+def _report(per_op: dict[str, dict[str, Any]], keys: list[str], backward: bool,
+            max_samples: int | None) -> dict[str, Any]:
     per_dtype = {}
-    for dt in dtypes:
-        key = str(dt).replace("torch.", "")
+    for key in keys:
         counts = {"native_pass": 0, "fallback_pass": 0, "fail": 0, "skipped": 0}
         for d in per_op.values():
             counts[d[key]["status"]] += 1
         counts["compared"] = counts["native_pass"] + counts["fallback_pass"] + counts["fail"]
         per_dtype[key] = counts
-    head = per_dtype[str(dtypes[0]).replace("torch.", "")]
     from trnlang.device.registry import registry_table
 
-    return {**head, "dtype": str(dtypes[0]).replace("torch.", ""), "per_dtype": per_dtype, "ops": per_op,
+    return {**per_dtype[keys[0]], "dtype": keys[0], "per_dtype": per_dtype, "ops": per_op,
             "registry": registry_table(), "torch": torch.__version__, "backward": backward,
             "max_samples": max_samples}
+
+
+def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """One report from the reports of disjoint shards (same dtypes and options)."""
+    per_op: dict[str, dict[str, Any]] = {}
+    for r in reports:
+        per_op.update(r["ops"])
+    first = reports[0]
+    return _report(dict(sorted(per_op.items())), _dtype_keys(first), first["backward"], first["max_samples"])
 
 
 def _pct(n: int, d: int) -> str:
