@@ -479,7 +479,9 @@ def _bn_forward(input: torch.Tensor, weight: torch.Tensor | None, bias: torch.Te
     if not training and (running_mean is None or running_var is None):
         return NotImplemented
     out = _empty(input.shape, input.dtype)
-    sdt = input.dtype
+    mixed = input.dtype != torch.float32 and any(p is not None and p.dtype == torch.float32
+                                                 for p in (weight, bias, running_mean, running_var))
+    sdt = torch.float32 if mixed else input.dtype               # saved stats: the CPU's parameter dtype
     if n * hw == 0 or c == 0:
         return NotImplemented
     x2 = _rows(input, n * c, hw)
