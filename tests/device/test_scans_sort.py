@@ -137,6 +137,12 @@ def test_sort_nan_inf_zero():
     assert torch.equal(torch.signbit(vals), torch.signbit(x.sort(dim=1, stable=True)[0]))  # -0.0 kept before 0.0
 
 
+def test_sort_bf16():
+    x = _input((33, 40), ties=False).bfloat16()
+    for fn in SORTS.values():
+        _cmp(_nofb(fn, x.to("trn"), 1), fn(x, 1))
+
+
 def _check_topk(x, k, d, largest):
     vt, it = _nofb(lambda t: t.topk(k, d, largest=largest), x.to("trn"))
     vc, _ = x.topk(k, d, largest=largest)
