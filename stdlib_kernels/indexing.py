@@ -943,9 +943,10 @@ def embedding_dense_backward(grad_output: torch.Tensor, indices: torch.Tensor, n
     """Gradient of ``embedding``: a scatter-add of ``grad_output`` rows into ``[num_weights, D]``.
 
     Rows of the padding index get no gradient (their row is zeroed after the scatter-add: only
-    padding positions write to it).
+    padding positions write to it). ``scale_grad_by_freq`` first scatter-adds ones into per-row
+    counts and divides each token's gradient row by its index's count.
     """
-    if scale_grad_by_freq or not _ok_data(grad_output) or not _ok_index(indices):
+    if not _ok_data(grad_output) or not _ok_index(indices):
         return NotImplemented
     if not grad_output.dtype.is_floating_point:
         return NotImplemented
@@ -960,6 +961,15 @@ def embedding_dense_backward(grad_output: torch.Tensor, indices: torch.Tensor, n
     idx = indices.reshape(n)
     if not _fits(num_weights * d, n * d):
         return NotImplemented
+    if scale_grad_by_freq:
+        counts = torch.empty((num_weights, 1), dtype=torch.float32, device="trn")
+        zero_rows(counts)
+        if _index_scatter(counts, 0, idx, None, 1.0, "add", None, counts) is NotImplemented:
+            return NotImplemented
+        per_token = index_select(counts, 0, idx)
+        if per_token is NotImplemented:
+            return NotImplemented
+        g2 = (g2.float() / per_token).to(grad_output.dtype)
     r = _index_scatter(gw, 0, idx, g2, None, "add", None, gw)
     if r is NotImplemented:
         return NotImplemented

@@ -234,6 +234,7 @@ def test_embedding_forward_backward(dtype):
     _cmp(F.embedding, ids, w, dtype=dtype)
     _grads(lambda w: F.embedding(ids.to(w.device), w), w, dtype=dtype)
     _grads(lambda w: F.embedding(ids.to(w.device), w, padding_idx=7), w, dtype=dtype)
+    _grads(lambda w: F.embedding(ids.to(w.device), w, scale_grad_by_freq=True), w, dtype=dtype)
 
 
 def test_backward_through_indexing():
