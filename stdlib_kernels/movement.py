@@ -318,8 +318,9 @@ def triu(self: torch.Tensor, diagonal: int = 0, *, out: torch.Tensor | None = No
 def _pad_pairs(padding: Sequence[int], nd: int, x: torch.Tensor, mode: str) -> list[tuple[int, int, int]] | None:
     """``[(dim, left, right)]`` for the padded (trailing) dims, last dim first, or None if not handled.
 
-    Negative pads crop (replicate mode only: output index ``o`` reads input ``clamp(o - left, 0, n - 1)``);
-    reflection pads must be non-negative and smaller than the dim (otherwise the CPU raises torch's error).
+    Output index ``o`` reads input ``i = o - left``, clamped to ``[0, n)`` (replicate) or reflected at the
+    ends (reflect); negative pads crop. Reflected indices must stay inside the dim (otherwise the CPU raises
+    torch's error).
     """
     pads = [int(p) for p in padding]
     if len(pads) != 2 * nd or x.dim() not in (nd + 1, nd + 2):
@@ -327,36 +328,37 @@ def _pad_pairs(padding: Sequence[int], nd: int, x: torch.Tensor, mode: str) -> l
     pairs = [(x.dim() - 1 - k, pads[2 * k], pads[2 * k + 1]) for k in range(nd)]
     for d, lp, rp in pairs:
         n = x.shape[d]
-        if mode == "reflect" and (lp < 0 or rp < 0 or lp >= n or rp >= n):
-            return None
         if n == 0 or n + lp + rp < 0:
+            return None
+        if mode == "reflect" and (lp >= n or rp >= n or any(i0 < 0 or i0 + ln > n for _, ln, i0, _ in
+                                                            _segments(n, lp, rp, mode))):
             return None
     return pairs
 
 
-def _segments(n: int, lp: int, rp: int) -> list[tuple[int, int, int, bool]]:
-    """Replication padding along one dim: ``(out_start, length, in_start, broadcast)`` pieces."""
+def _segments(n: int, lp: int, rp: int, mode: str) -> list[tuple[int, int, int, str]]:
+    """Pieces of one padded dim: ``(out_start, length, in_start, kind)``; kind ``copy`` (the kept middle),
+    ``edge`` (replicate: input element ``in_start`` broadcast) or ``flip`` (reflect: input
+    ``[in_start, in_start + length)`` reversed)."""
     total = n + lp + rp
     segs = []
     a, b = 0, min(max(lp, 0), total)
     if b > a:
-        segs.append((a, b - a, 0, True))
+        segs.append((a, b - a, 0, "edge") if mode == "replicate" else (a, b - a, lp - (b - 1), "flip"))
     a, b = max(lp, 0), min(lp + n, total)
     if b > a:
-        segs.append((a, b - a, a - lp, False))
+        segs.append((a, b - a, a - lp, "copy"))
     a = max(lp + n, 0)
     if total > a:
-        segs.append((a, total - a, n - 1, True))
+        segs.append((a, total - a, n - 1, "edge") if mode == "replicate" else
+                    (a, total - a, 2 * (n - 1) - (total - 1 - lp), "flip"))
     return segs
 
 
 def _pad(self: torch.Tensor, padding: Sequence[int], nd: int, mode: str) -> Any:
-    """Reflection/replication padding.
-
-    Replication: per dim up to three pieces (left edge broadcast with stride 0, the kept middle, right edge);
-    every combination of pieces is one move from the input. Reflection: the input moves to the centre, then
-    each padded dim (last first) fills its borders with flipped slices of the output itself.
-    """
+    """Reflection/replication padding: per padded dim up to three pieces (left border, kept middle, right
+    border); every combination of pieces is one move from the input (borders: the edge broadcast with stride
+    0, or a reversed slice)."""
     if not _movable(self, self.dtype):
         return NotImplemented
     pairs = _pad_pairs(padding, nd, self, mode)
@@ -368,37 +370,23 @@ def _pad(self: torch.Tensor, padding: Sequence[int], nd: int, mode: str) -> Any:
     out = torch.empty(shape, dtype=self.dtype, device="trn")
     if out.numel() == 0:
         return out
-    if mode == "replicate":
-        for combo in itertools.product(*[_segments(self.shape[d], lp, rp) for d, lp, rp in pairs]):
-            dst, src = out, self
-            st = list(self.stride())
-            for (d, _, _), (o0, length, i0, bc) in zip(pairs, combo):
-                dst = dst.narrow(d, o0, length)
-                src = src.narrow(d, i0, 1 if bc else length)
-                if bc:
-                    st[d] = 0
-            move(dst, torch.as_strided(src, dst.shape, st, src.storage_offset()))
-        return out
-    centre = out  # reflection: the input moves to the centre, borders are flipped slices of the output
-    for d, lp, _ in pairs:
-        centre = centre.narrow(d, lp, self.shape[d])
-    move(centre, self)
-    for d, lp, rp in pairs:
-        region = out  # the centre along not-yet-padded dims, full along padded ones
-        for d2, lp2, _ in pairs:
-            if d2 < d:
-                region = region.narrow(d2, lp2, self.shape[d2])
-        m = self.shape[d]
-        for side, width in ((0, lp), (1, rp)):
-            if width <= 0:
-                continue
-            dst = region.narrow(d, 0 if side == 0 else lp + m, width)
-            move(dst, region.narrow(d, lp + 1 if side == 0 else lp + m - 1 - width, width), (d,))
+    for combo in itertools.product(*[_segments(self.shape[d], lp, rp, mode) for d, lp, rp in pairs]):
+        dst, src = out, self
+        st = list(self.stride())
+        flips = []
+        for (d, _, _), (o0, length, i0, kind) in zip(pairs, combo):
+            dst = dst.narrow(d, o0, length)
+            src = src.narrow(d, i0, 1 if kind == "edge" else length)
+            if kind == "edge":
+                st[d] = 0
+            elif kind == "flip":
+                flips.append(d)
+        move(dst, torch.as_strided(src, dst.shape, st, src.storage_offset()), flips)
     return out
 
 
 def _pad_backward(grad_output: torch.Tensor, self: torch.Tensor, padding: Sequence[int], nd: int, mode: str) -> Any:
-    """Fold the borders of ``grad_output`` back onto the centre, one padded dim at a time (first dim first)."""
+    """Fold the borders of ``grad_output`` back onto the input, one padded dim at a time (first dim first)."""
     if not U.is_trn(grad_output) or grad_output.dtype not in (torch.float32, torch.bfloat16):
         return NotImplemented
     if mode == "replicate" and grad_output.dtype != torch.float32:
@@ -413,25 +401,20 @@ def _pad_backward(grad_output: torch.Tensor, self: torch.Tensor, padding: Sequen
         if c.numel() == 0:
             g = c
             continue
-        if mode == "replicate":
-            segs = _segments(n, lp, rp)
-            centre = [sg for sg in segs if not sg[3]]
-            if not centre or centre[0][1] != n:
-                c.zero_()
-            for o0, length, i0, bc in centre:
-                move(c.narrow(d, i0, length), g.narrow(d, o0, length))
-            for o0, length, i0, bc in segs:
-                if bc:
-                    c.narrow(d, i0, 1).add_(g.narrow(d, o0, length).sum(d, keepdim=True))
-        else:
-            move(c.narrow(d, 0, n), g.narrow(d, lp, n))
-            for side, width in ((0, lp), (1, rp)):
-                if width <= 0:
-                    continue
-                border = g.narrow(d, 0 if side == 0 else lp + n, width)
+        segs = _segments(n, lp, rp, mode)
+        centre = [sg for sg in segs if sg[3] == "copy"]
+        if not centre or centre[0][1] != n:
+            c.zero_()
+        for o0, length, i0, _ in centre:
+            move(c.narrow(d, i0, length), g.narrow(d, o0, length))
+        for o0, length, i0, kind in segs:
+            if kind == "edge":
+                c.narrow(d, i0, 1).add_(g.narrow(d, o0, length).sum(d, keepdim=True))
+            elif kind == "flip":
+                border = g.narrow(d, o0, length)
                 tmp = torch.empty(border.shape, dtype=g.dtype, device="trn")
                 move(tmp, border, (d,))
-                c.narrow(d, 1 if side == 0 else n - 1 - width, width).add_(tmp)
+                c.narrow(d, i0, length).add_(tmp)
         g = c
     return g if g is not grad_output else grad_output.clone()
 

@@ -134,8 +134,10 @@ def test_reflection_replication_pads(mode, shape, pad):
         _fwd_bwd(lambda t: F.pad(t.transpose(0, 1), pad, mode=mode), torch.randn(shape))
 
 
-def test_replication_negative_pad_and_empty_batch():
+def test_negative_pads_and_empty_batch():
     _fwd_bwd(lambda t: F.pad(t, (-4, 5, 2, -3), mode="replicate"), torch.randn(2, 3, 4, 4))
+    _fwd_bwd(lambda t: F.pad(t, (-1, 1, -2, 1), mode="reflect"), torch.randn(1, 3, 4, 4))
+    _fwd_bwd(lambda t: F.pad(t, (2, -3), mode="reflect"), torch.randn(2, 3, 6))
     assert F.pad(torch.randn(0, 3, 3, device="trn"), (1, 2), mode="reflect").shape == (0, 3, 6)
     _fwd_bwd(lambda t: F.pad(t, (1, 2, 1, 1), mode="reflect"), torch.randn(2, 3, 4, 4), dtype=torch.bfloat16)
     y = F.pad(torch.randn(2, 3, 4, 4, dtype=torch.bfloat16, device="trn"), (1, 2, 1, 1), mode="replicate")
