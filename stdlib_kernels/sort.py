@@ -134,17 +134,20 @@ def topk_extract(x, vals, idx):
         rows = i * p + tl.arange(p)[:, None]
         cols = tl.arange(c_dim)[None, :]
         t = tl.load(x[rows, cols], mask=(rows < r_dim) if rr else None).astype(tl.float32)
-        # positions not taken yet (taken ones hold _BIG): the first position holding the max is a min
+        # taken positions hold -inf in ``cur`` and _BIG in ``posav``: the first untaken position holding the
+        # max is the min of the positions that hit it (a taken -inf can never win over an untaken one)
+        cur = tl.copy(t)
         posav = isa.iota(cols + 0 * rows, tl.float32)
         for kk in tl.sequential_range(k_out):
-            masked = tl.where(posav < _BIG, t, -math.inf)
-            v = tl.max(masked, axis=1, keepdims=True)
-            hit = ((masked == v) | (masked != masked)) & (posav < _BIG)
+            v = tl.max(cur, axis=1, keepdims=True)
+            hit = (cur == v) | (cur != cur)
             j = tl.min(tl.where(hit, posav, _BIG), axis=1, keepdims=True)
             ocol = kk + tl.arange(1)[None, :]
             tl.store(vals[rows, ocol], v, mask=(rows < r_dim) if rr else None)
             tl.store(idx[rows, ocol], j.astype(tl.int32), mask=(rows < r_dim) if rr else None)
-            posav[...] = tl.where(posav == j, _BIG, posav)
+            sel = posav == j
+            cur[...] = tl.where(sel, -math.inf, cur)
+            posav[...] = tl.where(sel, _BIG, posav)
 
 
 def _last(t: torch.Tensor, dim: int) -> torch.Tensor:
