@@ -118,6 +118,11 @@ def _logit_bw(p: tuple, g: Any, x: Any) -> Any:
     return tl.where((x < eps) | (x > 1.0 - eps), 0.0, d)
 
 
+def _log_sigmoid_bw(p: tuple, g: Any, x: Any, z: Any) -> Any:
+    neg = x < 0.0
+    return (tl.where(neg, 1.0, 0.0) - tl.where(neg, 1.0, -1.0) * (z / (z + 1.0))) * g
+
+
 def _glu_bw_a(p: tuple, g: Any, b: Any) -> Any:
     return g * tl.sigmoid(b)
 
@@ -154,6 +159,9 @@ EW_OPS.update({
     "glu": lambda p, a, b: a * tl.sigmoid(b),
     "glu_bw_a": _glu_bw_a,
     "glu_bw_b": _glu_bw_b,
+    "log_sigmoid": lambda p, x: tl.minimum(x, 0.0) - tl.log1p(tl.exp(-tl.abs(x))),
+    "log_sigmoid_buf": lambda p, x: tl.exp(-tl.abs(x)),
+    "log_sigmoid_bw": _log_sigmoid_bw,
     "prelu": lambda p, x, w: tl.where(x > 0.0, x, w * x),
     "prelu_bw_x": lambda p, g, x, w: tl.where(x > 0.0, g, w * g),
     "prelu_bw_w": lambda p, g, x: tl.where(x > 0.0, 0.0, x * g),
@@ -253,9 +261,19 @@ def prelu_kernel(self: Any, weight: Any) -> Any:
     return run("prelu", [self, weight], self.dtype)
 
 
+def log_sigmoid_forward(self: Any, *, output: Any = None, buffer: Any = None) -> Any:
+    """``aten::log_sigmoid_forward``: ``(min(x, 0) - log1p(z), z)`` with ``z = exp(-|x|)`` (torch's CPU buffer)."""
+    if not U.is_trn(self) or self.dtype not in DTYPES:
+        return NotImplemented
+    out = run("log_sigmoid", [self], self.dtype)
+    buf = run("log_sigmoid_buf", [self], self.dtype)
+    return out, buf
+
+
 for _name, _fn in (("elu", elu), ("leaky_relu", leaky_relu), ("hardtanh", hardtanh), ("hardsigmoid", hardsigmoid),
                    ("hardswish", hardswish), ("mish", mish), ("softshrink", softshrink), ("hardshrink", hardshrink),
-                   ("threshold", threshold), ("glu", glu), ("_prelu_kernel", prelu_kernel)):
+                   ("threshold", threshold), ("glu", glu), ("_prelu_kernel", prelu_kernel),
+                   ("log_sigmoid_forward", log_sigmoid_forward)):
     _register(_name, _fn)
 
 
@@ -370,6 +388,14 @@ def glu_backward(grad_output: Any, self: Any, dim: int, *, grad_input: Any = Non
     return res
 
 
+def log_sigmoid_backward(grad_output: Any, self: Any, buffer: Any, *, grad_input: Any = None) -> Any:
+    """``aten::log_sigmoid_backward``: ``(max_deriv - sign z / (1 + z)) g`` from the forward's buffer ``z``."""
+    if not all(U.is_trn(t) for t in (grad_output, self, buffer)) or not (
+            grad_output.dtype == self.dtype == buffer.dtype) or tuple(buffer.shape) != tuple(self.shape):
+        return NotImplemented
+    return run("log_sigmoid_bw", [grad_output, self, buffer], self.dtype)
+
+
 def prelu_kernel_backward(grad_output: Any, self: Any, weight: Any) -> Any:
     """``aten::_prelu_kernel_backward``: ``(x > 0 ? g : w g, x > 0 ? 0 : x g)`` (both of ``self``'s shape)."""
     if not (U.is_trn(grad_output) and U.is_trn(self) and U.is_trn(weight)) \
@@ -390,5 +416,6 @@ for _name, _fn in (("threshold_backward", threshold_backward), ("sigmoid_backwar
                    ("hardswish_backward", hardswish_backward), ("mish_backward", mish_backward),
                    ("logit_backward", logit_backward), ("softshrink_backward", softshrink_backward),
                    ("hardshrink_backward", hardshrink_backward), ("glu_backward", glu_backward),
+                   ("log_sigmoid_backward", log_sigmoid_backward),
                    ("_prelu_kernel_backward", prelu_kernel_backward)):
     _register(_name, _fn)

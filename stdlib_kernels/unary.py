@@ -89,6 +89,9 @@ EW_OPS.update({
     "bitwise_not": _simple(lambda x: ~x if x.dtype == tl.bool_ else x ^ -1),  # activations compute in fp32
     "atan2": lambda p, x, y: tl.atan2(x, y),
     "gelu_torch": _simple(lambda x: tl.where(x == math.inf, math.nan, tl.gelu(x))),  # torch: gelu(inf) = NaN
+    "sinc": _simple(lambda x: tl.where(x == 0.0, 1.0, tl.sin(x * float(math.pi)) / (x * float(math.pi)))),
+    "special_entr": _simple(lambda x: tl.where(x != x, x, tl.where(x > 0.0, -x * tl.log(x),
+                                                                     tl.where(x == 0.0, 0.0, -math.inf)))),
 })
 #: Back-compat: ATen op name -> ``tl`` function for the simple table-driven ops.
 UNARY_OPS: dict[str, Callable[..., Any]] = {
@@ -239,7 +242,7 @@ def _make(op: str) -> Callable[..., Any]:
 _SIMPLE = ("exp", "log", "log1p", "sqrt", "rsqrt", "reciprocal", "abs", "neg", "sign", "floor", "ceil",
            "tanh", "sigmoid", "relu", "silu", "erf", "cos", "sin", "expm1", "square", "trunc", "frac", "tan", "asin",
            "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log2", "log10", "exp2", "erfc", "erfinv",
-           "lgamma", "digamma", "deg2rad", "rad2deg")
+           "lgamma", "digamma", "deg2rad", "rad2deg", "sinc", "special_entr")
 
 
 def _register(name: str, fn: Callable[..., Any], dtypes: Any = DTYPES) -> None:

@@ -34,7 +34,7 @@ ACTS = {
     "hardshrink": (lambda t: F.hardshrink(t, 0.7), "any"), "threshold": (lambda t: F.threshold(t, 0.3, -2.0), "any"),
     "glu": (lambda t: F.glu(t, -1), "even"), "glu0": (lambda t: F.glu(t, 0), "even0"),
     "logit": (torch.logit, "prob"), "logit_eps": (lambda t: torch.logit(t, eps=0.1), "prob"),
-    "prelu": (_prelu, "any"),
+    "prelu": (_prelu, "any"), "logsigmoid": (F.logsigmoid, "any"),
 }
 
 
@@ -96,7 +96,7 @@ def test_empty_and_scalar_shapes(name):
 def test_special_values_forward_and_backward():
     s = torch.tensor([math.nan, math.inf, -math.inf, -0.0, 0.0, -3.0, 3.0, 20.0, -20.0, 100.0, -100.0, 0.3, 0.7])
     for name in ("relu", "silu", "softplus", "elu", "leaky_relu", "hardtanh", "hardsigmoid", "hardswish",
-                 "softshrink", "hardshrink", "threshold", "gelu_tanh", "mish", "tanh", "sigmoid"):
+                 "softshrink", "hardshrink", "threshold", "gelu_tanh", "mish", "tanh", "sigmoid", "logsigmoid"):
         fn, _ = ACTS[name]
         xc = s.clone().requires_grad_()
         xt = s.to("trn").requires_grad_()

@@ -38,6 +38,7 @@ OPS = {
     "deg2rad": (torch.deg2rad, "any"), "rad2deg": (torch.rad2deg, "any"), "sgn": (torch.sgn, "any"),
     "gelu": (F.gelu, "any"), "gelu_tanh": (lambda t: F.gelu(t, approximate="tanh"), "any"),
     "softplus_b2": (lambda t: F.softplus(t, beta=2.0, threshold=5.0), "any"),
+    "sinc": (torch.sinc, "any"), "entr": (torch.special.entr, "any"),
     "nan_to_num": (torch.nan_to_num, "special"),
     "nan_to_num_args": (lambda t: torch.nan_to_num(t, nan=1.5, posinf=7.0, neginf=-3.0), "special"),
 }
@@ -175,7 +176,8 @@ def test_atan2_broadcast_and_strided(dtype):
 def test_special_values_match_torch():
     x = torch.tensor(SPECIAL + [1.0, -1.0, 2.0, -3.0, 0.9999999, 89.0, -89.0, 100.0])
     for name in ("trunc", "round", "frac", "sinh", "cosh", "atan", "asinh", "exp2", "erfc", "sgn", "gelu",
-                 "gelu_tanh", "deg2rad", "nan_to_num", "log2", "erfinv", "asin", "acosh", "atanh"):
+                 "gelu_tanh", "deg2rad", "nan_to_num", "log2", "erfinv", "asin", "acosh", "atanh", "entr",
+                 "digamma"):
         fn, _ = OPS[name]
         got = fn(x.to("trn")).cpu()
         want = fn(x.double()).float() if name != "nan_to_num" else fn(x)
