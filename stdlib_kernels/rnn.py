@@ -209,6 +209,57 @@ def lstm_cell_fused(x, hx, cx, wih, whh, bias, hy, cy):
             tl.store(hy[rows, cols], acts[3] * tl.tanh(c1), mask=m)
 
 
+def _proj(acc: Any, src: Any, w: Any, rows: Any, cols: Any, n: int, k_dim: int, h: int, g: int) -> None:
+    """``acc += src[rows, :] @ w[g * h + cols, :]^T`` (K tiled by 128; trace-time helper of the fused cells)."""
+    tk = min(128, k_dim)
+    for k in tl.affine_range(tl.cdiv(k_dim, tk)):
+        kc = k * tk + tl.arange(tk)[None, :]
+        kr = k * tk + tl.arange(tk)[:, None]
+        a = tl.load(src[rows, kc], mask=(rows < n) & (kc < k_dim))
+        acc += tl.matmul(a, tl.load(w[g * h + cols, kr], mask=(kr < k_dim) & (cols < h)))
+
+
+@trn.kernel
+def gru_cell_fused(x, hx, wih, whh, bih, bhh, hy):
+    """One GRU step on chip: ``r``/``z`` accumulate both matmuls in one PSUM tile each; the ``n`` gate keeps
+    ``x W_in^T`` and ``h W_hn^T`` apart (``n = tanh(i_n + r * h_n)``); then ``hy = n + z * (h - n)``.
+    ``bih``/``bhh``: None or ``[3H]``."""
+    n, in_dim = x.shape
+    h = hx.shape[1]
+    p = min(128, n)
+    f = min(h, _F)
+    ragged = n % p != 0 or h % f != 0
+    for r in tl.affine_range(tl.cdiv(n, p)):
+        rows = r * p + tl.arange(p)[:, None]
+        for j in tl.affine_range(tl.cdiv(h, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            m = ((rows < n) & (cols < h)) if ragged else None
+            mb = (cols < h) if ragged else None
+            gates = []
+            for g in tl.static_range(2):
+                acc = tl.zeros((p, f), tl.float32, buffer=tl.psum)
+                _proj(acc, x, wih, rows, cols, n, in_dim, h, g)
+                _proj(acc, hx, whh, rows, cols, n, h, h, g)
+                z = tl.copy(acc)
+                for b in (bih, bhh):
+                    if b is not None:
+                        z = z + tl.load(b[g * h + cols], mask=mb).astype(tl.float32)
+                gates.append(tl.sigmoid(z))
+            acc_i = tl.zeros((p, f), tl.float32, buffer=tl.psum)
+            _proj(acc_i, x, wih, rows, cols, n, in_dim, h, 2)
+            acc_h = tl.zeros((p, f), tl.float32, buffer=tl.psum)
+            _proj(acc_h, hx, whh, rows, cols, n, h, h, 2)
+            ni = tl.copy(acc_i)
+            nh = tl.copy(acc_h)
+            if bih is not None:
+                ni = ni + tl.load(bih[2 * h + cols], mask=mb).astype(tl.float32)
+            if bhh is not None:
+                nh = nh + tl.load(bhh[2 * h + cols], mask=mb).astype(tl.float32)
+            ng = tl.tanh(ni + gates[0] * nh)
+            h0 = tl.load(hx[rows, cols], mask=m).astype(tl.float32)
+            tl.store(hy[rows, cols], ng + gates[1] * (h0 - ng), mask=m)
+
+
 def _ok2(*ts: Any) -> bool:
     return all(t is None or (U.is_trn(t) and t.dtype in DTYPES) for t in ts)
 
@@ -382,3 +433,57 @@ def lstm_layers(input: torch.Tensor, hx: list[torch.Tensor], params: list[torch.
             hn[k].copy_(h)
         layer_in = out
     return (layer_in.transpose(0, 1) if batch_first else layer_in), hn, cn
+
+
+@lowering("aten::gru_cell", dtypes=DTYPES)
+def gru_cell(input: torch.Tensor, hx: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor,
+             b_ih: torch.Tensor | None = None, b_hh: torch.Tensor | None = None) -> Any:
+    """``torch.gru_cell`` / ``nn.GRUCell`` without gradients: one :func:`gru_cell_fused` launch."""
+    if not _ok2(input, hx, w_ih, w_hh, b_ih, b_hh) or input.dim() != 2 or hx.dim() != 2:
+        return NotImplemented
+    n, in_dim = input.shape
+    h = hx.shape[1]
+    if (hx.shape[0] != n or tuple(w_ih.shape) != (3 * h, in_dim) or tuple(w_hh.shape) != (3 * h, h) or in_dim == 0
+            or any(b is not None and tuple(b.shape) != (3 * h,) for b in (b_ih, b_hh))
+            or len({t.dtype for t in (input, hx, w_ih, w_hh)}) != 1):
+        return NotImplemented
+    hy = torch.empty((n, h), dtype=input.dtype, device="trn")
+    if n * h:
+        gru_cell_fused(input, hx, w_ih, w_hh, b_ih, b_hh, hy)
+    return hy
+
+
+@lowering("aten::gru.input", dtypes=DTYPES)
+def gru_layers(input: torch.Tensor, hx: torch.Tensor, params: list[torch.Tensor], has_biases: bool,
+               num_layers: int, dropout: float, train: bool, bidirectional: bool, batch_first: bool) -> Any:
+    """``nn.GRU`` without gradients (fp32): one :func:`gru_cell_fused` launch per layer, direction and step
+    (other cases run the composite path, on ``trn`` kernels too)."""
+    args = (input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)
+    dirs = 2 if bidirectional else 1
+    per = 4 if has_biases else 2
+    if (input.dtype != torch.float32 or input.dim() != 3 or len(params) != per * dirs * num_layers
+            or (train and dropout > 0 and num_layers > 1) or not _ok2(input, hx, *params)
+            or any(p.dtype != torch.float32 for p in (hx, *params))):
+        return torch.ops.aten.gru.input.decompose(*args)
+    x = input.transpose(0, 1) if batch_first else input
+    steps, batch, in_dim = x.shape
+    hidden = hx.shape[-1]
+    if (tuple(hx.shape) != (num_layers * dirs, batch, hidden) or params[1].shape[1] != hidden or steps == 0
+            or batch == 0 or hidden == 0 or in_dim == 0):
+        return torch.ops.aten.gru.input.decompose(*args)
+    hn = torch.empty(hx.shape, dtype=input.dtype, device="trn")
+    layer_in = x
+    for layer in range(num_layers):
+        out = torch.empty((steps, batch, dirs * hidden), dtype=input.dtype, device="trn")
+        for d in range(dirs):
+            k = layer * dirs + d
+            w = params[k * per:(k + 1) * per]
+            bih, bhh = (w[2], w[3]) if has_biases else (None, None)
+            h = hx[k]
+            for t in (range(steps - 1, -1, -1) if d else range(steps)):
+                hy = out[t, :, d * hidden:(d + 1) * hidden]
+                gru_cell_fused(layer_in[t], h, w[0], w[1], bih, bhh, hy)
+                h = hy
+            hn[k].copy_(h)
+        layer_in = out
+    return (layer_in.transpose(0, 1) if batch_first else layer_in), hn

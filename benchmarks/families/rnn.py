@@ -52,6 +52,7 @@ def cases(quick: bool) -> list[tuple[str, Callable[[], Any], Callable[[], Any]]]
 
     return [
         (f"LSTM fwd (no grad, fused cells) seq{seq} b{batch} h{hidden}", infer(lstm, x), infer(lstm_t, xt)),
+        (f"GRU fwd (no grad, fused cells) seq{seq} b{batch} h{hidden}", infer(gru, x), infer(gru_t, xt)),
         (f"LSTM fwd+bwd seq{seq} b{batch} h{hidden}", _fwd_bwd(lstm, x), _fwd_bwd(lstm_t, xt)),
         (f"GRU fwd+bwd seq{seq} b{batch} h{hidden}", _fwd_bwd(gru, x), _fwd_bwd(gru_t, xt)),
         (f"LSTMCell fused fwd b{batch} h{hidden}", cell_cpu, cell_trn),

@@ -152,3 +152,24 @@ def test_lstm_training_input_without_grad():
     trn(x.to("trn"))[0].pow(2).sum().backward()
     for pc, pt in zip(cpu.parameters(), trn.parameters()):
         assert_same(pt.grad, pc.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_gru_inference_runs_the_fused_cell(monkeypatch):
+    """``nn.GRU`` / ``nn.GRUCell`` under no_grad: fused launches (r/z matmuls share a PSUM tile); matches the CPU."""
+    from stdlib_kernels import rnn
+
+    calls = []
+    real = rnn.gru_cell_fused
+    monkeypatch.setattr(rnn, "gru_cell_fused", lambda *a: calls.append(1) or real(*a))
+    cpu, trn = _pair(torch.nn.GRU, 5, 7, num_layers=2, bidirectional=True, batch_first=True)
+    x, h0 = torch.randn(3, 4, 5), torch.randn(4, 3, 7)
+    with torch.no_grad():
+        oc, hc = cpu(x, h0)
+        ot, ht = trn(x.to("trn"), h0.to("trn"))
+    assert len(calls) == 2 * 2 * 4
+    assert_same(ot, oc, rtol=1e-5, atol=1e-6)
+    assert_same(ht, hc, rtol=1e-5, atol=1e-6)
+    cell_c, cell_t = _pair(torch.nn.GRUCell, 5, 7)
+    with torch.no_grad():
+        assert_same(cell_t(x[0].to("trn"), h0[0].to("trn")), cell_c(x[0], h0[0]), rtol=1e-5, atol=1e-6)
+    assert len(calls) == 2 * 2 * 4 + 1
