@@ -109,6 +109,11 @@ def _elem(mode: str, a: Any, b: Any, param: float) -> Any:
     raise ValueError(mode)
 
 
+def _rnd(t: Any, low: Any) -> Any:
+    """``t`` rounded to the narrower dtype ``low`` and back (None: unchanged)."""
+    return t if low is None else t.astype(low).astype(tl.float32)
+
+
 def _elem_grad(mode: str, a: Any, b: Any, param: float) -> Any:
     """d(loss)/d(a) of ``mode`` (fp32 tiles)."""
     if mode == "mse":
@@ -132,6 +137,7 @@ def _elem_grad(mode: str, a: Any, b: Any, param: float) -> Any:
 def pw_loss(a, b, w, pw, out, mode, param, has_w, has_pw, reduce):
     """Elementwise loss of ``a``, ``b`` (``[R, L]``); ``out`` is ``[R, L]`` or per-row sums ``[R, 1]``."""
     r_dim, c_dim = a.shape
+    low = a.dtype if a.dtype != tl.float32 else None
     p = min(128, r_dim)
     cols = tl.arange(c_dim)[None, :]
     for i in tl.affine_range(tl.cdiv(r_dim, p)):
@@ -140,14 +146,17 @@ def pw_loss(a, b, w, pw, out, mode, param, has_w, has_pw, reduce):
         at = tl.load(a[rows, cols], mask=m).astype(tl.float32)
         bt = tl.load(b[rows, cols], mask=m).astype(tl.float32)
         if mode == "bce_logits":
-            sp = tl.log1p(tl.exp(-tl.abs(at))) + tl.maximum(-at, 0.0)
+            # the CPU's op sequence, each step rounded to the I/O dtype (a no-op for fp32)
+            sp = _rnd(tl.log1p(tl.exp(-tl.abs(at))) + tl.maximum(-at, 0.0), low)       # -log_sigmoid(x)
             if has_pw:
-                sp = sp * ((tl.load(pw[rows, cols], mask=m).astype(tl.float32) - 1.0) * bt + 1.0)
-            v = (1.0 - bt) * at + sp
+                lw = _rnd(_rnd(_rnd(tl.load(pw[rows, cols], mask=m).astype(tl.float32) - 1.0, low) * bt, low) + 1.0,
+                          low)
+                sp = _rnd(sp * lw, low)
+            v = _rnd(_rnd(_rnd(1.0 - bt, low) * at, low) + sp, low)
         else:
             v = _elem(mode, at, bt, param)
         if has_w:
-            v = v * tl.load(w[rows, cols], mask=m).astype(tl.float32)
+            v = _rnd(v * tl.load(w[rows, cols], mask=m).astype(tl.float32), low)
         if reduce:
             tl.store(out[rows, tl.arange(1)[None, :]], tl.sum(v, axis=1, keepdims=True), mask=m)
         else:

@@ -471,6 +471,8 @@ def _bn_forward(input: torch.Tensor, weight: torch.Tensor | None, bias: torch.Te
         return NotImplemented
     if not _params_ok(input, weight, bias, running_mean, running_var):
         return NotImplemented
+    if len({p.dtype for p in (weight, bias, running_mean, running_var) if p is not None}) > 1:
+        return NotImplemented                                       # the CPU raises its mixed-dtype error
     n, c = input.shape[0], input.shape[1]
     hw = U.prod(input.shape[2:])
     for t in (weight, bias, running_mean, running_var):
@@ -505,8 +507,8 @@ def _bn_forward(input: torch.Tensor, weight: torch.Tensor | None, bias: torch.Te
     else:
         mean = _f32(running_mean)
         invstd = (_f32(running_var) + eps).rsqrt()
-        save_mean = _empty((0,), torch.float32)
-        save_invstd = _empty((0,), torch.float32)
+        save_mean = _empty((0,), sdt)
+        save_invstd = _empty((0,), sdt)
     a = invstd * _f32(weight) if weight is not None else invstd
     sh = -mean * a
     if bias is not None:
