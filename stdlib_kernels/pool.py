@@ -462,7 +462,7 @@ def _wstr(ws: list[tuple[int, int]]) -> str:
     return ",".join(f"{a}:{b}" for a, b in ws)
 
 
-_UNROLL = 1024  # most window taps the unrolled adaptive-max kernels take (per axis, or output pairs backward)
+_UNROLL = 256  # most window taps the unrolled adaptive-max kernels take (per axis, or output pairs backward)
 
 
 @lowering("aten::adaptive_max_pool2d", dtypes=_IDX_DTYPES)

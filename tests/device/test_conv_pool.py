@@ -175,6 +175,17 @@ def test_adaptive_pools_2d():
     _check(F.adaptive_avg_pool3d, [_rand(2, 2, 5, 4, 6)], output_size=(2, 3, 4))
 
 
+def test_large_uneven_adaptive_max_is_declined_not_wrong():
+    """Unrolled adaptive-max windows have a size limit; beyond it the op runs on the CPU (counted), still right."""
+    x = _rand(1, 2, 301, 5)
+    trnlang.reset_fallback_stats()
+    out, idx = F.adaptive_max_pool2d(x.to("trn"), (7, 3), return_indices=True)
+    assert any("adaptive_max_pool2d" in k for k in trnlang.fallback_stats())
+    ref, ridx = F.adaptive_max_pool2d(x, (7, 3), return_indices=True)
+    assert_same(out, ref, rtol=0, atol=0)
+    assert torch.equal(idx.cpu(), ridx)
+
+
 def test_pool_bf16_and_empty():
     x = _rand(2, 3, 8, 9)
     _check(F.max_pool2d, [x], dtype=torch.bfloat16, kernel_size=2)
