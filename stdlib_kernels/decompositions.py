@@ -1,18 +1,17 @@
 """Ops lowered as torch's own decompositions into ops that have native lowerings.
 
-``rsub`` and ``baddbmm`` decompose into ``mul``/``add``/``sub``/``bmm``, which run as trnlang
-kernels (``addcmul``/``addcdiv`` have native kernels in ``stdlib_kernels.ternary``); in-place and ``out=``
+``rsub`` decomposes into ``mul``/``sub``, which run as trnlang kernels (``addcmul``/``addcdiv`` have native
+kernels in ``stdlib_kernels.ternary``, ``baddbmm`` in ``stdlib_kernels.matmul``); in-place and ``out=``
 variants are routed to the same decomposition. Calls with other dtypes run through the CPU
 fallback.
 """
 
 from __future__ import annotations
 
-from stdlib_kernels import _util as U
 from stdlib_kernels.pointwise import OPERAND_DTYPES
 from trnlang.device.registry import lowering, resolve
 
-DECOMPOSED = ("aten::rsub.Tensor", "aten::rsub.Scalar", "aten::baddbmm")
+DECOMPOSED = ("aten::rsub.Tensor", "aten::rsub.Scalar")
 
 
 def _register() -> None:
@@ -20,8 +19,7 @@ def _register() -> None:
 
     for name in DECOMPOSED:
         fn = decomposition_table[resolve(name)]
-        dtypes = U.FLOAT_DTYPES if name == "aten::baddbmm" else OPERAND_DTYPES
-        lowering(name, dtypes=dtypes, kind="decomposition")(fn)
+        lowering(name, dtypes=OPERAND_DTYPES, kind="decomposition")(fn)
 
 
 _register()
