@@ -499,11 +499,11 @@ def _bn_forward(input: torch.Tensor, weight: torch.Tensor | None, bias: torch.Te
         save_mean = mean.to(sdt)
         save_invstd = invstd.to(sdt)
         cnt = n * hw
-        if running_mean is not None:
-            running_mean.copy_(running_mean * (1.0 - momentum) + mean.to(running_mean.dtype) * momentum)
+        if running_mean is not None:                               # fp32 update, one rounding (as the CPU)
+            running_mean.copy_(_f32(running_mean) * (1.0 - momentum) + mean * momentum)
         if running_var is not None:
             unb = var * (cnt / (cnt - 1)) if cnt > 1 else var
-            running_var.copy_(running_var * (1.0 - momentum) + unb.to(running_var.dtype) * momentum)
+            running_var.copy_(_f32(running_var) * (1.0 - momentum) + unb * momentum)
     else:
         mean = _f32(running_mean)
         invstd = (_f32(running_var) + eps).rsqrt()
