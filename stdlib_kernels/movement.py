@@ -387,10 +387,8 @@ def _pad(self: torch.Tensor, padding: Sequence[int], nd: int, mode: str) -> Any:
 
 def _pad_backward(grad_output: torch.Tensor, self: torch.Tensor, padding: Sequence[int], nd: int, mode: str) -> Any:
     """Fold the borders of ``grad_output`` back onto the input, one padded dim at a time (first dim first)."""
-    if not U.is_trn(grad_output) or grad_output.dtype not in (torch.float32, torch.bfloat16):
-        return NotImplemented
-    if mode == "replicate" and grad_output.dtype != torch.float32:
-        return NotImplemented  # the CPU accumulates the edge sums in bf16, element by element: not reproduced
+    if not U.is_trn(grad_output) or grad_output.dtype != torch.float32:
+        return NotImplemented  # bf16: the CPU accumulates the borders in bf16 element by element (not reproduced)
     pairs = _pad_pairs(padding, nd, self, mode)
     if pairs is None:
         return NotImplemented
@@ -434,4 +432,4 @@ for _nd in (1, 2, 3):
         _bwd.__name__ = f"{_name}_pad{_nd}d_backward"
         _bwd.__doc__ = f"``aten::{_name}_pad{_nd}d_backward``: borders folded onto the centre (adds)."
         lowering(f"aten::{_name}_pad{_nd}d", dtypes=_PAD_DTYPES)(_fwd)
-        lowering(f"aten::{_name}_pad{_nd}d_backward", dtypes=(torch.float32, torch.bfloat16))(_bwd)
+        lowering(f"aten::{_name}_pad{_nd}d_backward", dtypes=(torch.float32,))(_bwd)
