@@ -978,6 +978,48 @@ def embedding_dense_backward(grad_output: torch.Tensor, indices: torch.Tensor, n
     return gw
 
 
+@trn.kernel
+def renorm_rows(rows, out, max_norm, norm_type):
+    """``out[r] = rows[r] * (max_norm / (norm + 1e-7) if norm > max_norm else 1)`` with ``norm = ||rows[r]||_p``
+    (``norm_type`` 1 or 2) for a ``[n, d]`` tensor (``d`` on the free axis, one chunk)."""
+    n, d = rows.shape
+    p = min(128, n)
+    for i in tl.affine_range(tl.cdiv(n, p)):
+        r = i * p + tl.arange(p)[:, None]
+        cols = tl.arange(d)[None, :]
+        m = (r < n) if n % p else None
+        t = tl.load(rows[r, cols], mask=m).astype(tl.float32)
+        if norm_type == 1:
+            norm = tl.sum(tl.abs(t), axis=1, keepdims=True)
+        else:
+            norm = tl.sqrt(tl.sum(t * t, axis=1, keepdims=True))
+        scale = tl.where(norm > max_norm, max_norm / (norm + 1e-7), 1.0)
+        tl.store(out[r, cols], t * scale, mask=m)
+
+
+@lowering("aten::embedding_renorm_")
+def embedding_renorm_(self: torch.Tensor, indices: torch.Tensor, max_norm: float, norm_type: float) -> Any:
+    """``embedding(..., max_norm=)``'s in-place renorm of the looked-up rows (L1/L2 norms).
+
+    Gathers the rows, rescales them in one kernel, and stores them back by indirect DMA: a repeated
+    index writes the same rescaled row each time, so no deduplication is needed.
+    """
+    if norm_type not in (1.0, 2.0) or not _ok_data(self) or not self.dtype.is_floating_point or self.dim() != 2:
+        return NotImplemented
+    if not _ok_index(indices) or self.shape[1] > 4096 or U.has_internal_overlap(self):
+        return NotImplemented
+    idx = indices.reshape(-1)
+    if idx.numel() == 0 or self.shape[1] == 0:
+        return self
+    rows = index_select(self, 0, idx)
+    if rows is NotImplemented:
+        return NotImplemented
+    scaled = torch.empty_like(rows)
+    renorm_rows(rows, scaled, float(max_norm), int(norm_type))
+    r = _index_scatter(self, 0, idx, scaled, None, None, None, self)
+    return NotImplemented if r is NotImplemented else self
+
+
 # --------------------------------------------------------------------------------------- masks
 
 

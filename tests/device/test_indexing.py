@@ -235,6 +235,8 @@ def test_embedding_forward_backward(dtype):
     _grads(lambda w: F.embedding(ids.to(w.device), w), w, dtype=dtype)
     _grads(lambda w: F.embedding(ids.to(w.device), w, padding_idx=7), w, dtype=dtype)
     _grads(lambda w: F.embedding(ids.to(w.device), w, scale_grad_by_freq=True), w, dtype=dtype)
+    for p in (1.0, 2.0):  # max_norm renormalises the looked-up rows of the table in place
+        _cmp(lambda i, w: (F.embedding(i, w, max_norm=1.5, norm_type=p), w)[1], ids, w * 3, dtype=dtype)
 
 
 def test_backward_through_indexing():
