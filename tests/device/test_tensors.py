@@ -204,3 +204,27 @@ def test_deepcopy_and_storage_ops():
     assert st.device.type == "trn" and st.nbytes() == 16
     assert x.untyped_storage().clone().device.type == "trn"
     assert "MiB allocated" in torch.trn.memory_summary()
+
+
+def test_caching_allocator_reuses_freed_blocks_and_empties():
+    torch.trn.empty_cache()
+    x = torch.empty(3000, device="trn")
+    ptr = x.data_ptr()
+    keep = torch.ones(3000, device="trn")  # alive: never handed out again while it lives
+    del x
+    assert torch.trn.memory_reserved() >= torch.trn.memory_allocated() + 12000
+    y = torch.empty(2990, device="trn")  # same size class: the freed block comes back
+    assert y.data_ptr() == ptr and y.data_ptr() != keep.data_ptr()
+    y.fill_(2.0)
+    assert keep.cpu().sum().item() == 3000.0
+    del y
+    torch.trn.empty_cache()
+    assert torch.trn.memory_reserved() == torch.trn.memory_allocated()
+    # a CPU view keeps the block (and its memory) alive after the device tensor is gone
+    z = torch.arange(100.0).to("trn")
+    from trnlang.device import memory
+
+    v = memory.cpu_view(z)
+    del z
+    w = torch.zeros(100, device="trn")
+    assert v.sum().item() == 4950.0 and w.sum().item() == 0.0

@@ -88,14 +88,18 @@ class _Interface:
 
 
 class HbmBlock:
-    """One allocation of simulated HBM (host memory), kept alive by the storages that use it."""
+    """One allocation of simulated HBM (host memory), kept alive by the storages that use it.
 
-    __slots__ = ("owner", "ptr", "nbytes", "__weakref__")
+    Blocks made by the allocator return their host memory to the cache (:class:`_Cache`) when they die.
+    """
 
-    def __init__(self, owner: Any, ptr: int, nbytes: int) -> None:
+    __slots__ = ("owner", "ptr", "nbytes", "cached", "__weakref__")
+
+    def __init__(self, owner: Any, ptr: int, nbytes: int, cached: int = 0) -> None:
         self.owner = owner
         self.ptr = ptr
         self.nbytes = nbytes
+        self.cached = cached  # size class of the cache this block's memory came from (0: not the allocator's)
         with STATS.lock:
             STATS.allocated += nbytes
             STATS.count += 1
@@ -108,6 +112,8 @@ class HbmBlock:
                 STATS.allocated -= self.nbytes
                 STATS.count -= 1
                 STATS.total_frees += 1
+                if self.cached:
+                    CACHE.put(self.cached, self.owner)
         except Exception:  # pragma: no cover - interpreter shutdown
             pass
 
@@ -138,14 +144,65 @@ class HbmBlock:
         return np.asarray(h)
 
 
+class _Cache:
+    """A caching allocator (like CUDA's): freed host memory is kept by size class and reused.
+
+    Reuse skips the host allocator and, for big blocks, the page faults of touching fresh memory.
+    Size classes: multiples of 512 bytes up to 1 MiB, of 2 MiB above. The cache holds at most
+    ``limit`` bytes (``TRN_CACHE_LIMIT_MB``, default 1024); ``torch.trn.empty_cache()`` releases it.
+    Callers hold ``STATS.lock``.
+    """
+
+    def __init__(self) -> None:
+        self.free: dict[int, list[Any]] = {}
+        self.bytes = 0
+        self.limit = int(os.environ.get("TRN_CACHE_LIMIT_MB", "1024")) << 20
+
+    @staticmethod
+    def size_class(nbytes: int) -> int:
+        if nbytes <= 1 << 20:
+            return max(512, (nbytes + 511) & ~511)
+        return (nbytes + (2 << 20) - 1) & ~((2 << 20) - 1)
+
+    def get(self, cls: int) -> Any:
+        lst = self.free.get(cls)
+        if lst:
+            self.bytes -= cls
+            return lst.pop()
+        return None
+
+    def put(self, cls: int, owner: Any) -> None:
+        if self.bytes + cls > self.limit:
+            return  # over the limit: the host memory is freed
+        self.free.setdefault(cls, []).append(owner)
+        self.bytes += cls
+
+    def clear(self) -> None:
+        self.free.clear()
+        self.bytes = 0
+
+
+CACHE = _Cache()
+
+
 def _new_block(nbytes: int) -> HbmBlock:
     cap = STATS.hbm_capacity()
     if STATS.allocated + nbytes > cap:
         raise torch.OutOfMemoryError(
             f"trn: out of memory: tried to allocate {nbytes} bytes with {STATS.allocated} of {cap} bytes of "
             "simulated HBM in use (the target's HBM per core; set TRN_TARGET or free tensors)")
-    owner = torch.UntypedStorage(max(nbytes, 1))  # 64-byte aligned host memory
-    return HbmBlock(owner, owner.data_ptr(), nbytes)
+    cls = _Cache.size_class(nbytes)
+    with STATS.lock:
+        owner = CACHE.get(cls)
+    if owner is None:
+        owner = torch.UntypedStorage(cls)  # 64-byte aligned host memory
+    return HbmBlock(owner, owner.data_ptr(), nbytes, cls)
+
+
+def empty_cache() -> None:
+    """Release the host memory the caching allocator holds."""
+    with STATS.lock:
+        CACHE.clear()
 
 
 def block_of(t: torch.Tensor) -> HbmBlock:
@@ -294,8 +351,9 @@ def stats() -> dict[str, int]:
     return {
         "allocated_bytes.all.current": cur,
         "allocated_bytes.all.peak": peak,
-        "reserved_bytes.all.current": cur,
-        "reserved_bytes.all.peak": peak,
+        "reserved_bytes.all.current": cur + CACHE.bytes,
+        "reserved_bytes.all.peak": peak + CACHE.bytes,
+        "cached_bytes.all.current": CACHE.bytes,
         "active_bytes.all.current": cur,
         "allocation.all.current": count,
         "allocation.all.allocated": allocs,

@@ -169,8 +169,10 @@ def max_memory_allocated(device: Any = None) -> int:
 
 
 def memory_reserved(device: Any = None) -> int:
-    """No caching allocator: reserved equals allocated."""
-    return memory_allocated(device)
+    """Bytes allocated plus the bytes the caching allocator holds for reuse."""
+    from trnlang.device import memory
+
+    return memory_allocated(device) + memory.CACHE.bytes
 
 
 def max_memory_reserved(device: Any = None) -> int:
@@ -218,7 +220,10 @@ def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
 
 
 def empty_cache() -> None:
-    """Nothing is cached."""
+    """Release the host memory held by the caching allocator (freed blocks kept for reuse)."""
+    from trnlang.device import memory
+
+    memory.empty_cache()
 
 
 def get_device_name(device: Any = None) -> str:
