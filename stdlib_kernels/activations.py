@@ -23,7 +23,7 @@ import torch
 
 import trnlang.language as tl
 from stdlib_kernels import _util as U
-from stdlib_kernels.unary import DTYPES, EW_OPS, run
+from stdlib_kernels.unary import DTYPES, EW_OPS, logit_bounds, run
 from trnlang.device import REGISTRY, lowering
 
 _SQRT1_2 = 0.7071067811865476
@@ -111,11 +111,11 @@ def _softplus_bw(p: tuple, g: Any, x: Any) -> Any:
 
 
 def _logit_bw(p: tuple, g: Any, x: Any) -> Any:
-    eps = p[0]
+    lo, hi = p
     d = g / (x * (1.0 - x))
-    if eps is None:
+    if lo is None:
         return tl.where((x < 0.0) | (x > 1.0), math.nan, d)
-    return tl.where((x < eps) | (x > 1.0 - eps), 0.0, d)
+    return tl.where((x < lo) | (x > hi), 0.0, d)
 
 
 def _log_sigmoid_bw(p: tuple, g: Any, x: Any, z: Any) -> Any:
@@ -347,9 +347,10 @@ def mish_backward(grad_output: Any, self: Any) -> Any:
 
 def logit_backward(grad_output: Any, self: Any, eps: Any = None, *, grad_input: Any = None) -> Any:
     """``aten::logit_backward``: ``g / (x (1 - x))`` (0 outside ``[eps, 1 - eps]``, NaN outside [0, 1] without eps)."""
-    if not (U.is_trn(grad_output) and U.is_trn(self)) or grad_output.dtype != self.dtype:
+    if not (U.is_trn(grad_output) and U.is_trn(self)) or grad_output.dtype != self.dtype \
+            or self.dtype not in DTYPES:
         return NotImplemented
-    return run("logit_bw", [grad_output, self], self.dtype, None, (None if eps is None else float(eps),))
+    return run("logit_bw", [grad_output, self], self.dtype, None, logit_bounds(eps, self.dtype))
 
 
 def softshrink_backward(grad_output: Any, self: Any, lambd: Any, *, grad_input: Any = None) -> Any:

@@ -29,7 +29,7 @@ from stdlib_kernels import _util as U
 from trnlang.device import REGISTRY, lowering
 
 #: Dtypes the float lowerings handle (computed in fp32, rounded on store).
-DTYPES = (torch.float32, torch.bfloat16)
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _BIG_1D = 4096
 _CT = {"f32": tl.float32, "i32": tl.int32, "bool": tl.bool_}
 
@@ -49,9 +49,17 @@ def _round(p: tuple, x: Any) -> Any:
     return tl.round(x / s) * s
 
 
+def logit_bounds(eps: Any, dtype: torch.dtype) -> tuple[float | None, float | None]:
+    """``(eps, 1 - eps)`` rounded to ``dtype`` as torch's kernels do (``(None, None)`` without eps)."""
+    if eps is None:
+        return (None, None)
+    lo = torch.tensor(float(eps), dtype=dtype)
+    return (float(lo), float(torch.tensor(1.0, dtype=dtype) - lo))
+
+
 def _logit(p: tuple, x: Any) -> Any:
     if p[0] is not None:
-        lo, hi = p[0], 1.0 - p[0]
+        lo, hi = p
         x = tl.where(x < lo, lo, tl.where(x > hi, hi, x))
     return tl.log(x / (1.0 - x))
 
@@ -307,7 +315,9 @@ _register("softplus", softplus)
 
 def logit(self: Any, eps: Any = None, *, out: torch.Tensor | None = None) -> Any:
     """``aten::logit``: ``log(x / (1 - x))``, x clamped to ``[eps, 1 - eps]`` when eps is given."""
-    return run_unary("logit", self, out, (None if eps is None else float(eps),))
+    if not U.is_trn(self) or self.dtype not in DTYPES:
+        return NotImplemented
+    return run_unary("logit", self, out, logit_bounds(eps, self.dtype))
 
 
 _register("logit", logit)
@@ -354,11 +364,10 @@ _register("signbit", signbit)
 
 def logical_not(self: Any, *, out: torch.Tensor | None = None) -> Any:
     """``aten::logical_not``: ``self == 0`` as bool (an ``out=`` of another dtype is declined)."""
-    return run("logical_not", [self], torch.bool, out,
-               in_dtypes=(torch.float32, torch.bfloat16, torch.int32, torch.bool))
+    return run("logical_not", [self], torch.bool, out, in_dtypes=DTYPES + (torch.int32, torch.bool))
 
 
-_register("logical_not", logical_not, dtypes=(torch.float32, torch.bfloat16, torch.int32, torch.bool))
+_register("logical_not", logical_not, dtypes=DTYPES + (torch.int32, torch.bool))
 
 
 def bitwise_not(self: Any, *, out: torch.Tensor | None = None) -> Any:

@@ -103,6 +103,8 @@ def _check(name: str, shape, dtype=torch.float32, transpose: bool = False) -> No
             assert_same(got, fn(x.double()).float(), rtol=rtol, atol=atol)
         loose = name in ("sinh", "cosh", "lgamma", "lgamma_any", "digamma")  # torch's fp32 kernels
         assert_same(got, fn(x), rtol=1e-4 if loose else 1e-5, atol=1e-5 if loose else 2e-6)
+    elif dtype == torch.float16:
+        assert_same(got, fn(x), rtol=2e-3, atol=2e-3)
     else:
         assert_same(got, fn(x), rtol=1e-2, atol=1e-2)
 
@@ -129,6 +131,11 @@ def test_random_shapes_fp32(name, shape, transpose):
 @pytest.mark.parametrize("name", sorted(OPS))
 def test_bf16(name):
     _check(name, (130, 33), torch.bfloat16, transpose=name in REPRESENTATIVE)
+
+
+@pytest.mark.parametrize("name", REPRESENTATIVE + ["sinh", "trunc", "erfc"])
+def test_fp16(name):
+    _check(name, (130, 33), torch.float16, transpose=True)
 
 
 @pytest.mark.parametrize("name", sorted(BOOL_OPS))
