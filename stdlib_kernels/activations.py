@@ -40,6 +40,14 @@ def _num(v: Any) -> float | None:
     return float(s)
 
 
+def _num_as(v: Any, t: Any) -> float | None:
+    """A Scalar rounded to ``t``'s dtype first (torch's ``Scalar.to<scalar_t>()`` in hardshrink / shrink backward)."""
+    f = _num(v)
+    if f is None or not isinstance(t, torch.Tensor) or not t.dtype.is_floating_point:
+        return f
+    return float(torch.tensor(f, dtype=t.dtype))
+
+
 # ------------------------------------------------------------------------------------------ formulas
 # forward: fn(params, x); backward: fn(params, grad, x_or_result[, weight])
 
@@ -224,8 +232,8 @@ def softshrink(self: Any, lambd: Any = 0.5, *, out: torch.Tensor | None = None) 
 
 
 def hardshrink(self: Any, lambd: Any = 0.5, *, out: torch.Tensor | None = None) -> Any:
-    """``aten::hardshrink``: 0 on ``[-lambd, lambd]``, else ``x``."""
-    return _fw("hardshrink", self, (_num(lambd),), out)
+    """``aten::hardshrink``: 0 on ``[-lambd, lambd]`` (lambd rounded to the dtype, as torch), else ``x``."""
+    return _fw("hardshrink", self, (_num_as(lambd, self),), out)
 
 
 def threshold(self: Any, threshold: Any, value: Any, *, out: torch.Tensor | None = None) -> Any:
@@ -355,12 +363,12 @@ def logit_backward(grad_output: Any, self: Any, eps: Any = None, *, grad_input: 
 
 def softshrink_backward(grad_output: Any, self: Any, lambd: Any, *, grad_input: Any = None) -> Any:
     """``aten::softshrink_backward``: 0 on ``[-lambd, lambd]``."""
-    return _bw("shrink_bw", grad_output, self, (_num(lambd),), grad_input)
+    return _bw("shrink_bw", grad_output, self, (_num_as(lambd, self),), grad_input)
 
 
 def hardshrink_backward(grad_out: Any, self: Any, lambd: Any, *, grad_input: Any = None) -> Any:
     """``aten::hardshrink_backward``: 0 on ``[-lambd, lambd]``."""
-    return _bw("shrink_bw", grad_out, self, (_num(lambd),), grad_input)
+    return _bw("shrink_bw", grad_out, self, (_num_as(lambd, self),), grad_input)
 
 
 def glu_backward(grad_output: Any, self: Any, dim: int, *, grad_input: Any = None) -> Any:

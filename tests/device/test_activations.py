@@ -139,6 +139,22 @@ def test_backward_ops_directly_with_out_and_strides():
     assert trnlang.fallback_stats() == {}, trnlang.fallback_stats()
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_scalar_arguments_round_like_torch(dtype):
+    p = 0.3  # not representable: torch compares in fp32 in some kernels and in the tensor dtype in others
+    pr = float(torch.tensor(p, dtype=dtype))
+    x = torch.tensor([pr, -pr, 0.5, -0.1], dtype=dtype)
+    g = torch.ones(4, dtype=dtype)
+    xt, gt = x.to("trn"), g.to("trn")
+    A = torch.ops.aten
+    for fn in (lambda x, g: F.threshold(x, p, 9.0), lambda x, g: A.threshold_backward(g, x, p),
+               lambda x, g: F.hardtanh(x, -p, p), lambda x, g: A.hardtanh_backward(g, x, -p, p),
+               lambda x, g: F.softshrink(x, p), lambda x, g: A.softshrink_backward(g, x, p),
+               lambda x, g: F.hardshrink(x, p), lambda x, g: A.hardshrink_backward(g, x, p),
+               lambda x, g: F.leaky_relu(x, p)):
+        assert torch.equal(fn(xt, gt).cpu(), fn(x, g))
+
+
 def test_glu_odd_dim_raises_torchs_error():
     with pytest.raises(RuntimeError, match="even"):
         F.glu(torch.randn(3, 5, device="trn"), -1)
