@@ -337,21 +337,26 @@ def nan_to_num(self: Any, nan: Any = None, posinf: Any = None, neginf: Any = Non
 _register("nan_to_num", nan_to_num)
 
 
+_INT_BOOL = (torch.int32, torch.bool)
+
+
 def _bool_op(op: str) -> Callable[..., Any]:
     def lower(self: Any, *, out: torch.Tensor | None = None) -> Any:
-        return run(op, [self], torch.bool, out)
+        return run(op, [self], torch.bool, out, in_dtypes=DTYPES + _INT_BOOL)  # ints: loaded as fp32, never nan/inf
 
     lower.__name__ = op
-    lower.__doc__ = f"``aten::{op}``: a bool tensor (float inputs)."
+    lower.__doc__ = f"``aten::{op}``: a bool tensor (float, int32 and bool inputs)."
     return lower
 
 
 for _op in ("isnan", "isinf", "isfinite", "isposinf", "isneginf"):
-    _register(_op, _bool_op(_op))
+    _register(_op, _bool_op(_op), dtypes=DTYPES + _INT_BOOL)
 
 
 def signbit(self: Any, *, out: torch.Tensor | None = None) -> Any:
     """``aten::signbit``: the sign bit, read from the int32 view of the (fp32) bits (NaN and -0.0 included)."""
+    if U.is_trn(self) and self.dtype in _INT_BOOL:
+        return run("signbit_i", [self], torch.bool, out, compute="i32", in_dtypes=_INT_BOOL)
     if not U.is_trn(self) or self.dtype not in DTYPES:
         return NotImplemented
     f = self if self.dtype == torch.float32 else self.to(torch.float32)  # a native cast copy (sign kept)
@@ -359,7 +364,7 @@ def signbit(self: Any, *, out: torch.Tensor | None = None) -> Any:
 
 
 EW_OPS["signbit_i"] = lambda p, x: x < 0
-_register("signbit", signbit)
+_register("signbit", signbit, dtypes=DTYPES + _INT_BOOL)
 
 
 def logical_not(self: Any, *, out: torch.Tensor | None = None) -> Any:

@@ -163,6 +163,8 @@ def test_int_and_bool_ops(dtype):
     assert torch.equal(torch.bitwise_not(x.to("trn")).cpu(), torch.bitwise_not(x))
     assert torch.equal(torch.logical_not(x.to("trn")).cpu(), torch.logical_not(x))
     assert torch.equal((~x.to("trn").t()).cpu(), ~x.t())
+    for name, fn in BOOL_OPS.items():
+        assert torch.equal(fn(x.to("trn")).cpu(), fn(x)), name
     assert trnlang.fallback_stats() == {}, trnlang.fallback_stats()
 
 
