@@ -36,6 +36,7 @@ import torch
 import trnlang as trn
 import trnlang.language as tl
 from trnlang.device import lowering
+from trnlang.device.registry import describe
 
 BQ = 128
 BK = 128
@@ -329,3 +330,4 @@ def _sdpa_autograd(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, 
 
 _LIB = torch.library.Library("aten", "IMPL")
 _LIB.impl("scaled_dot_product_attention", _sdpa_autograd, "AutogradPrivateUse1")
+describe("aten::scaled_dot_product_attention", _sdpa_autograd)

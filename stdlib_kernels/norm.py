@@ -33,6 +33,7 @@ import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from trnlang.device import lowering
+from trnlang.device.registry import describe
 
 #: Longest row kept whole in SBUF (elements per partition); longer rows stream in chunks.
 CHUNK = 8192
@@ -679,6 +680,8 @@ def _rms_norm_autograd(input: torch.Tensor, normalized_shape: Sequence[int], wei
 _LIB = torch.library.Library("aten", "IMPL")
 _LIB.impl("_fused_rms_norm", fused_rms_norm, "PrivateUse1")
 _LIB.impl("rms_norm", _rms_norm_autograd, "AutogradPrivateUse1")
+describe("aten::_fused_rms_norm", fused_rms_norm)
+describe("aten::rms_norm", _rms_norm_autograd)
 
 
 # ------------------------------------------------------------------------------------------ batch norm (new API)

@@ -37,7 +37,7 @@ import torch
 
 from trnlang.device import fallback
 
-__all__ = ["Lowering", "REGISTRY", "lowering", "register_decomposition", "resolve", "registry_table"]
+__all__ = ["Lowering", "REGISTRY", "lowering", "register_decomposition", "resolve", "registry_table", "describe"]
 
 
 @dataclass
@@ -309,6 +309,18 @@ def register_decomposition(ops: list[str], *, dtypes: tuple[torch.dtype, ...] | 
         if fn is None:
             raise KeyError(f"torch has no decomposition for {name}")
         lowering(name, dtypes=dtypes, kind="decomposition", variants=False)(fn)
+
+
+def describe(op: str, fn: Callable[..., Any], *, kind: str = "kernel",
+             dtypes: tuple[torch.dtype, ...] | None = None) -> None:
+    """Record, as data only, an implementation registered with ``torch.library`` directly.
+
+    For the few ops whose lowering must sit at a dispatch key ``@lowering`` does not use (an
+    ``AutogradPrivateUse1`` kernel that keeps a fused op and its own backward); the coverage report
+    and the docs then list it like any other entry.
+    """
+    name = fallback.op_name(resolve(op))
+    REGISTRY[name] = Lowering(name, kind, tuple(dtypes) if dtypes else None, _source(fn), fn, None, False, False)
 
 
 def registry_table() -> dict[str, dict[str, Any]]:
