@@ -179,3 +179,71 @@ def row_views(ts: Sequence[torch.Tensor]) -> list[list[torch.Tensor]]:
             vs.append(view(t, (*inner, last), (*ist, lasts[k]), off))
         launches.append(vs)
     return launches
+
+
+# --- host-side parallelism ------------------------------------------------------------------------------------
+_host_pool: Any = None
+#: Work (elements touched, or multiply-adds for matmuls) below which a launch is not split across threads.
+PARALLEL_MIN_WORK = 1 << 20
+
+
+def num_threads() -> int:
+    """Threads the device uses for one op (``TRN_NUM_THREADS``, else the machine's cores), as the JIT's grids."""
+    from trnlang.runtime.jit import _num_threads
+
+    return _num_threads()
+
+
+def chunks(n: int, parts: int, align: int = 128) -> list[tuple[int, int]]:
+    """``[start, stop)`` ranges splitting ``n`` into at most ``parts`` pieces, boundaries multiples of ``align``.
+
+    >>> chunks(1000, 2)
+    [(0, 512), (512, 1000)]
+    """
+    blocks = -(-n // align) if n else 0
+    parts = max(1, min(parts, blocks))
+    out, start = [], 0
+    for p in range(parts):
+        stop = min(n, (blocks * (p + 1) // parts) * align)
+        if stop > start:
+            out.append((start, stop))
+        start = stop
+    return out
+
+
+def run_parallel(calls: Sequence[Any]) -> None:
+    """Run independent kernel launches (closures over disjoint output views) on host threads.
+
+    Compiled kernels release the GIL, and each thread has its own on-chip arena, so launches on
+    disjoint rows of a tensor run concurrently: a device op uses every core like a torch CPU op does.
+    Errors propagate (the first one raised).
+    """
+    if len(calls) <= 1:
+        for c in calls:
+            c()
+        return
+    global _host_pool
+    if _host_pool is None:
+        import concurrent.futures
+
+        _host_pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(2, num_threads()),
+                                                           thread_name_prefix="trn-host")
+    futs = [_host_pool.submit(c) for c in calls[1:]]
+    calls[0]()
+    for f in futs:
+        f.result()
+
+
+def row_blocks(rows: int, work: int) -> list[slice]:
+    """Row slices for one launch per thread (a single full slice when the op is too small to split).
+
+    ``work``: elements the op touches (the split pays off above :data:`PARALLEL_MIN_WORK`). Blocks are
+    multiples of 128 rows, so every launch keeps full partition tiles but its last.
+
+    >>> row_blocks(4096, 1 << 24)  # doctest: +SKIP
+    [slice(0, 2048, None), slice(2048, 4096, None)]
+    """
+    threads = num_threads()
+    if threads == 1 or work < PARALLEL_MIN_WORK or rows < 256:
+        return [slice(None)]
+    return [slice(lo, hi) for lo, hi in chunks(rows, threads, 128)]

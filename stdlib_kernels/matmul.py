@@ -147,8 +147,31 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, alpha: 
             return out.zero_()
         out.copy_(bview)
         return out.mul_(beta) if beta != 1.0 else out
-    matmul(a, b, bview, out, alpha, beta)
+    _launch_split(a, b, bview, out, alpha, beta)
     return out
+
+
+def _launch_split(a: torch.Tensor, b: torch.Tensor, bview: torch.Tensor | None, out: torch.Tensor, alpha: float,
+                  beta: float) -> None:
+    """One ``matmul`` launch, or one per thread on disjoint row blocks of ``out`` (batches for 3-D) when big."""
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    batch = a.shape[0] if a.dim() == 3 else 1
+    threads = U.num_threads()
+    if threads == 1 or batch * m * k * n < 64 * U.PARALLEL_MIN_WORK:
+        matmul(a, b, bview, out, alpha, beta)
+        return
+    if a.dim() == 3 and batch >= threads:
+        parts = [(slice(lo, hi), slice(None)) for lo, hi in U.chunks(batch, threads, 1)]
+    else:
+        parts = [(slice(None), slice(lo, hi)) for lo, hi in U.chunks(m, threads, 128)]
+
+    def part(bs: slice, rs: slice) -> Any:
+        if a.dim() == 3:
+            return lambda: matmul(a[bs, rs], b[bs], bview[bs, rs] if bview is not None else None, out[bs, rs],
+                                  alpha, beta)
+        return lambda: matmul(a[rs], b, bview[rs] if bview is not None else None, out[rs], alpha, beta)
+
+    U.run_parallel([part(bs, rs) for bs, rs in parts])
 
 
 @lowering("aten::addmv", dtypes=_MM_DTYPES)

@@ -311,8 +311,13 @@ def native_layer_norm(input: torch.Tensor, normalized_shape: Sequence[int], weig
     x2 = _rows(input, r, n)
     w2 = _rows(weight, 1, n) if weight is not None else x2
     b2 = _rows(bias, 1, n) if bias is not None else x2
-    ln_fwd(x2, w2, b2, out.view(r, n), mean.view(r, 1), rstd.view(r, 1), float(eps), weight is not None,
-           bias is not None)
+    o2, m2, s2 = out.view(r, n), mean.view(r, 1), rstd.view(r, 1)
+
+    def part(rows: slice) -> Any:
+        return lambda: ln_fwd(x2[rows], w2, b2, o2[rows], m2[rows], s2[rows], float(eps), weight is not None,
+                              bias is not None)
+
+    U.run_parallel([part(rows) for rows in U.row_blocks(r, r * n)])  # one launch per thread on big inputs
     return out, mean, rstd
 
 

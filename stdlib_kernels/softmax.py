@@ -128,8 +128,14 @@ def _forward(self: torch.Tensor, dim: int, half_to_float: bool, log: bool) -> An
     xs = self if self.dim() else U.view(self, (1,), (1,), self.storage_offset())
     os_ = out if out.dim() else U.view(out, (1,), (1,), 0)
     for x, o in U.row_views([_last(xs, dim), _last(os_, dim)]):
-        softmax_fwd(x, o, log)
+        U.run_parallel([_rows_call(softmax_fwd, (x, o), s, log) for s in U.row_blocks(x.shape[-2], x.numel())])
     return out
+
+
+def _rows_call(kern: Any, views: tuple[torch.Tensor, ...], rows: slice, *consts: Any) -> Any:
+    """A launch of ``kern`` on the ``rows`` of ``[R, L]`` / ``[A, R, L]`` views (one thread's share)."""
+    vs = [v[rows] if v.dim() == 2 else v[:, rows] for v in views]
+    return lambda: kern(*vs, *consts)
 
 
 @lowering("aten::_softmax", dtypes=U.FLOAT_DTYPES)
@@ -161,7 +167,7 @@ def _backward(grad_output: torch.Tensor, output: torch.Tensor, dim: int, input_d
     if output.dim() == 0:
         return out.zero_()
     for g, y, o in U.row_views([_last(grad_output, dim), _last(output, dim), _last(out, dim)]):
-        softmax_bwd(g, y, o, log)
+        U.run_parallel([_rows_call(softmax_bwd, (g, y, o), s, log) for s in U.row_blocks(g.shape[-2], g.numel())])
     return out
 
 

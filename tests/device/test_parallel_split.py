@@ -1,0 +1,39 @@
+"""Big device ops run as one launch per thread on disjoint row blocks (stdlib_kernels/_util.py): same results."""
+
+import torch
+
+import trnlang
+from stdlib_kernels import _util as U
+
+
+def test_chunks_cover_exactly_with_aligned_boundaries():
+    for n in (0, 1, 127, 128, 300, 1000, 4096):
+        for parts in (1, 2, 3, 8):
+            cs = U.chunks(n, parts)
+            assert [x for lo, hi in cs for x in range(lo, hi)] == list(range(n))
+            assert all(lo % 128 == 0 for lo, _ in cs) and len(cs) <= parts
+
+
+def test_split_launches_match_cpu(monkeypatch):
+    monkeypatch.setenv("TRN_NUM_THREADS", "2")
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    assert len(U.row_blocks(1000, 1 << 21)) == 2 and len(U.row_blocks(1000, 10)) == 1
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1000, 1100, generator=g)
+    w, b = torch.randn(1100, generator=g), torch.randn(1100, generator=g)
+    a, m = torch.randn(700, 300, generator=g), torch.randn(300, 640, generator=g)
+    xt = x.to("trn")
+    trnlang.reset_fallback_stats()
+    torch.testing.assert_close(torch.softmax(xt, -1).cpu(), torch.softmax(x, -1), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(torch.log_softmax(xt, 0).cpu(), torch.log_softmax(x, 0), rtol=1e-5, atol=1e-5)
+    ln = torch.nn.functional.layer_norm
+    torch.testing.assert_close(ln(xt, (1100,), w.to("trn"), b.to("trn")).cpu(), ln(x, (1100,), w, b),
+                               rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close((a.to("trn") @ m.to("trn")).cpu(), a @ m, rtol=1e-4, atol=1e-4)
+    bias = torch.randn(640, generator=g)
+    torch.testing.assert_close(torch.addmm(bias.to("trn"), a.to("trn"), m.to("trn")).cpu(), torch.addmm(bias, a, m),
+                               rtol=1e-4, atol=1e-4)
+    bb = torch.randn(4, 300, 200, generator=g)
+    torch.testing.assert_close(torch.bmm(bb.to("trn"), bb.to("trn").mT).cpu(), torch.bmm(bb, bb.mT),
+                               rtol=1e-4, atol=1e-3)
+    assert trnlang.fallback_stats() == {}
