@@ -80,3 +80,19 @@ def test_plans_for_cpu_tensors_and_numpy_unchanged():
     xn, on = x.numpy().copy(), np.zeros((4, 6), np.float32)
     shift_add(xn, on)
     np.testing.assert_allclose(on[:, 1:], xn[:, :-1] + 1)
+
+
+def test_plan_made_after_a_numpy_warm_start():
+    @trn.kernel
+    def twice(x, out):
+        tl.store(out[0:4, 0:6], tl.load(x[0:4, 0:6]) * 2.0)
+
+    xn, on = np.ones((4, 6), np.float32), np.zeros((4, 6), np.float32)
+    twice(xn, on)
+    twice(xn, on)
+    xt, ot = torch.ones(4, 6).to("trn"), torch.zeros(4, 6, device="trn")
+    twice(xt, ot)  # same specialization as the numpy call: the warm path, which also makes the plan
+    assert len(twice._cache.plans) == 1
+    ot.zero_()
+    twice(xt, ot)
+    assert ot.cpu().sum().item() == 48.0

@@ -215,13 +215,17 @@ class KernelFn:
             if fast is not None:
                 hit = self._fast.get(fast[0])
                 if hit is not None:  # warm launch: no signature binding, no IR objects
-                    return self._launch(hit, fast[1], args, grid)
+                    r = self._launch(hit, fast[1], args, grid)
+                    if pk is not None and pk[0] not in self._cache.plans:
+                        self._cache.plans[pk[0]] = self._make_plan(hit, fast[1], grid)
+                    return r
             comp, prepared = self._specialize(args, grid)
             if fast is not None:
                 self._fast[fast[0]] = comp
             r = self._run(comp, prepared, args, grid)
             if pk is not None and pk[0] not in self._cache.plans:
-                self._cache.plans[pk[0]] = self._make_plan(comp, prepared, grid)
+                self._cache.plans[pk[0]] = self._make_plan(comp, [p.array for p in prepared if p.tensor is not None],
+                                                           grid)
             return r
         except TrnError as e:
             raise e.with_traceback(user_traceback(e)) from None
@@ -378,14 +382,13 @@ class KernelFn:
             key.append((arr.shape, arr.dtype, arr.flags.c_contiguous))
         return tuple(key), arrays
 
-    def _make_plan(self, comp: Compiled, prepared: list[Any], grid: tuple[int, ...]) -> _Plan | None:
+    def _make_plan(self, comp: Compiled, arrays: list[np.ndarray], grid: tuple[int, ...]) -> _Plan | None:
         from trnlang.runtime.jit import JitExecutor
 
         ex = comp.executor
         k = comp.ir
         if not isinstance(ex, JitExecutor) or k.outputs or k.scratch:
             return None
-        arrays = [p.array for p in prepared if p.tensor is not None]
         if any(any(s % a.itemsize for s in a.strides) or a.ctypes.data % min(a.itemsize, 8) for a in arrays):
             return None
         return _Plan(ex, arrays, grid)
