@@ -247,3 +247,32 @@ def row_blocks(rows: int, work: int) -> list[slice]:
     if threads == 1 or work < PARALLEL_MIN_WORK or rows < 256:
         return [slice(None)]
     return [slice(lo, hi) for lo, hi in chunks(rows, threads, 128)]
+
+
+Part = tuple  # (shape, per-operand strides, per-operand element offsets) of one 1- to 3-D launch
+
+
+def split_parts(parts: list[Part], work: int) -> list[Part]:
+    """Split big launch pieces into one block per thread (disjoint index ranges of one dim).
+
+    A ``[A, N, D]`` piece splits ``A`` (else ``N``), ``[N, D]`` splits the partition dim ``N`` in
+    multiples of 128 (else ``D`` in multiples of 512), ``[D]`` splits ``D``. Operands keep their strides
+    (broadcast dims included); only the offsets move.
+    """
+    threads = num_threads()
+    if threads == 1 or work < PARALLEL_MIN_WORK:
+        return parts
+    out: list[Part] = []
+    for shape, strides, offs in parts:
+        nd = len(shape)
+        cands = {3: [(0, 1), (1, 128)], 2: [(0, 128), (1, 512)], 1: [(0, 512)]}.get(nd, [])
+        pick = next(((d, al) for d, al in cands if shape[d] >= 2 * al), None)
+        if pick is None:
+            out.append((shape, strides, offs))
+            continue
+        d, al = pick
+        for lo, hi in chunks(int(shape[d]), threads, al):
+            sh = list(shape)
+            sh[d] = hi - lo
+            out.append((sh, strides, [o + lo * st[d] for o, st in zip(offs, strides)]))
+    return out

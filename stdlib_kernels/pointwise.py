@@ -285,8 +285,9 @@ def launch(kern: Any, op: str, full: Sequence[torch.Tensor | None], scal: Sequen
     flags = tuple(full[k] is None for k in range(nops))
     shape = tuple(out.shape)
     ops = [t for t in full if t is not None]
+    big = out.numel() >= U.PARALLEL_MIN_WORK and U.num_threads() > 1
     direct = len(shape) in (1, 2, 3) and all(tuple(t.shape) == shape for t in ops)
-    if direct and not (len(shape) == 1 and shape[0] >= _BIG_1D):
+    if direct and not big and not (len(shape) == 1 and shape[0] >= _BIG_1D):
         args = [full[k] if full[k] is not None else scal[k] for k in range(nops)]
         kern(*args, extra, out, op, flags, compute)
         return
@@ -307,11 +308,15 @@ def launch(kern: Any, op: str, full: Sequence[torch.Tensor | None], scal: Sequen
         for idx in itertools.product(*[range(n) for n in lead]):
             offs = [sum(i * s[k] for k, i in enumerate(idx)) for s in sts]
             parts.append((inner, [s[len(lead):] for s in sts], offs))
-    for pshape, pstrides, poffs in parts:
+
+    def call(pshape: Any, pstrides: Any, poffs: Any) -> Any:
         vs = [U.view(t, pshape, pstrides[k], t.storage_offset() + poffs[k]) for k, t in enumerate(views_of)]
         it = iter(vs[:-1])
         args = [next(it) if full[k] is not None else scal[k] for k in range(nops)]
-        kern(*args, extra, vs[-1], op, flags, compute)
+        return lambda: kern(*args, extra, vs[-1], op, flags, compute)
+
+    # big outputs: one launch per thread on disjoint blocks (the kernels release the GIL)
+    U.run_parallel([call(*p) for p in U.split_parts(parts, out.numel())])
 
 
 def int64_ok(t: torch.Tensor, bound: int) -> bool:

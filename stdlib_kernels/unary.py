@@ -192,10 +192,13 @@ def launch(op: str, ins: Sequence[torch.Tensor], out: torch.Tensor, params: tupl
         for idx in itertools.product(*[range(n) for n in lead]):
             offs = [sum(i * s[k] for k, i in enumerate(idx)) for s in sts]
             parts.append((inner, [s[len(lead):] for s in sts], offs))
-    for pshape, pstrides, poffs in parts:
+    def call(pshape: Any, pstrides: Any, poffs: Any) -> Any:
         vs = [U.view(t, pshape, pstrides[k], t.storage_offset() + poffs[k]) for k, t in enumerate(views_of)]
         args = vs[:-1] + [None] * (3 - len(ins))
-        ew(args[0], args[1], args[2], vs[-1], op, params, compute)
+        return lambda: ew(args[0], args[1], args[2], vs[-1], op, params, compute)
+
+    # big outputs: one launch per thread on disjoint blocks (the kernels release the GIL)
+    U.run_parallel([call(*p) for p in U.split_parts(parts, out.numel())])
 
 
 def run(op: str, ins: Sequence[Any], out_dtype: torch.dtype, out: torch.Tensor | None = None, params: tuple = (),

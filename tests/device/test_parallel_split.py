@@ -37,3 +37,24 @@ def test_split_launches_match_cpu(monkeypatch):
     torch.testing.assert_close(torch.bmm(bb.to("trn"), bb.to("trn").mT).cpu(), torch.bmm(bb, bb.mT),
                                rtol=1e-4, atol=1e-3)
     assert trnlang.fallback_stats() == {}
+
+
+def test_split_elementwise_matches_cpu(monkeypatch):
+    monkeypatch.setenv("TRN_NUM_THREADS", "2")
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(1030, 1100, generator=g)
+    row, col = torch.randn(1100, generator=g), torch.randn(1030, 1, generator=g)
+    v = torch.randn(1 << 21, generator=g)
+    three = torch.randn(3, 600, 700, generator=g)
+    xt = x.to("trn")
+    trnlang.reset_fallback_stats()
+    torch.testing.assert_close((xt + row.to("trn")).cpu(), x + row)
+    torch.testing.assert_close((xt * col.to("trn")).cpu(), x * col)
+    torch.testing.assert_close(torch.tanh(xt.t()).cpu(), torch.tanh(x.t()), rtol=2e-6, atol=2e-6)
+    torch.testing.assert_close(torch.sigmoid(v.to("trn")).cpu(), torch.sigmoid(v), rtol=2e-6, atol=2e-6)
+    torch.testing.assert_close((three.to("trn") - 1.5).cpu(), three - 1.5)
+    y = xt.clone()
+    y.mul_(2.0)  # in place: each block reads and writes its own rows
+    torch.testing.assert_close(y.cpu(), x * 2)
+    assert trnlang.fallback_stats() == {}
