@@ -99,7 +99,23 @@ def _ok(self: Any, dim: int) -> bool:
             and -nd <= dim < nd)
 
 
+def _int64_cumsum(self: Any, dim: int, dtype: torch.dtype | None) -> Any:
+    """cumsum of an int64 tensor whose prefix sums provably stay below 2^24 (attention-mask positions, say):
+    the fp32 scan is then exact. A device check bounds the values; anything larger is declined."""
+    from stdlib_kernels.pointwise import int64_ok
+
+    nd = max(self.dim(), 1)
+    if dtype not in (None, torch.int64) or not -nd <= dim < nd:
+        return NotImplemented
+    n = self.shape[dim] if self.dim() else 1
+    if self.numel() and not int64_ok(self, max(1, (1 << 24) // max(n, 1))):
+        return NotImplemented
+    return _scan(self, dim, "sum", torch.empty(self.shape, dtype=torch.int64, device="trn"), None)
+
+
 def _cum(self: Any, dim: int, dtype: torch.dtype | None, op: str) -> Any:
+    if U.is_trn(self) and self.dtype == torch.int64 and op == "sum":
+        return _int64_cumsum(self, dim, dtype)
     if U.is_trn(self) and self.dtype == torch.bool and dtype in (None, torch.int64, torch.int32) and op == "sum":
         nd = max(self.dim(), 1)  # a running count: exact in the fp32 scan while the dim is < 2^24 long
         if not -nd <= dim < nd or (self.dim() and self.shape[dim] >= 2 ** 24):

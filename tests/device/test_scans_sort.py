@@ -194,3 +194,19 @@ def test_profile_scan():
         assert 0 <= e.utilization <= 1.0 + 1e-9, (name, e)
     assert prof.engines["vector"].instructions > 0 and prof.engines["gpsimd"].instructions > 0  # scans, iota
     assert 0 < prof.mbu <= 1.0
+
+
+def test_int64_cumsum_native_when_bounded_else_declined():
+    import trnlang
+
+    g = torch.Generator().manual_seed(3)
+    y = torch.randint(-1000, 1000, (300, 50), generator=g)
+    mask = torch.randint(0, 2, (2, 37), generator=g)  # attention-mask positions, as transformers compute them
+    trnlang.reset_fallback_stats()
+    assert torch.equal(y.to("trn").cumsum(0).cpu(), y.cumsum(0))
+    assert torch.equal(y.to("trn").t().cumsum(1).cpu(), y.t().cumsum(1))
+    assert torch.equal(mask.to("trn").cumsum(-1).cpu(), mask.cumsum(-1))
+    assert trnlang.fallback_stats() == {}
+    big = torch.tensor([2**40, 1, -(2**35)])
+    assert torch.equal(big.to("trn").cumsum(0).cpu(), big.cumsum(0))  # too big for the fp32 scan: the CPU does it
+    assert trnlang.fallback_stats() == {"aten::cumsum": 1}
