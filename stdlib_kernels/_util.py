@@ -276,3 +276,50 @@ def split_parts(parts: list[Part], work: int) -> list[Part]:
             sh[d] = hi - lo
             out.append((sh, strides, [o + lo * st[d] for o, st in zip(offs, strides)]))
     return out
+
+
+# --- 1- to 3-D launch pieces shared by the elementwise kernels ------------------------------------------------
+def shape3(t: Any) -> tuple[int, int, int]:
+    """``(batch, rows, cols)`` of a 1- to 3-D kernel argument (missing leading dims are 1)."""
+    if t.ndim == 3:
+        return t.shape
+    if t.ndim == 2:
+        return (1, t.shape[0], t.shape[1])
+    return (1, 1, t.shape[0])
+
+
+def at3(t: Any, b: Any, rows: Any, cols: Any) -> Any:
+    """The access of ``t`` (1- to 3-D) at batch ``b``, partition rows ``rows``, free columns ``cols``."""
+    if t.ndim == 3:
+        return t[b, rows, cols]
+    if t.ndim == 2:
+        return t[rows, cols]
+    return t[cols]
+
+
+BIG_1D = 4096
+
+
+def launch_parts(sh: list[int], sts: list[list[int]]) -> list[Part]:
+    """1- to 3-D launch pieces of a coalesced iteration space (``sh``, per-operand strides ``sts``).
+
+    One long dim becomes ``[128, n // 128]`` (all partitions) plus a tail; more than 3 dims loop over
+    the leading ones on the host.
+    """
+    if not sh:
+        sh, sts = [1], [[0] for _ in sts]
+    parts: list[Part] = []
+    if len(sh) == 1 and sh[0] >= BIG_1D:
+        cols = sh[0] // 128
+        rem = sh[0] - 128 * cols
+        parts.append(([128, cols], [[s[0] * cols, s[0]] for s in sts], [0] * len(sts)))
+        if rem:
+            parts.append(([rem], [[s[0]] for s in sts], [128 * cols * s[0] for s in sts]))
+        return parts
+    import itertools
+
+    lead, inner = sh[:-3], sh[-3:]
+    for idx in itertools.product(*[range(n) for n in lead]):
+        offs = [sum(i * s[k] for k, i in enumerate(idx)) for s in sts]
+        parts.append((inner, [s[len(lead):] for s in sts], offs))
+    return parts

@@ -27,7 +27,6 @@ Example:
 
 from __future__ import annotations
 
-import itertools
 import math
 from typing import Any, Callable, Sequence
 
@@ -192,21 +191,8 @@ BINARY_OPS: dict[str, Callable[[Any, Any], Any]] = {
 
 
 # ---------------------------------------------------------------------------------------------- kernel
-def _shape3(t: Any) -> tuple[int, int, int]:
-    if t.ndim == 3:
-        return t.shape
-    if t.ndim == 2:
-        return (1, t.shape[0], t.shape[1])
-    return (1, 1, t.shape[0])
-
-
-def at(t: Any, b: Any, rows: Any, cols: Any) -> Any:
-    """The access of ``t`` (1- to 3-D) at batch ``b``, partition rows ``rows``, free columns ``cols``."""
-    if t.ndim == 3:
-        return t[b, rows, cols]
-    if t.ndim == 2:
-        return t[rows, cols]
-    return t[cols]
+_shape3 = U.shape3
+at = U.at3
 
 
 def tiles(a: int, n: int, d: int, p: int, f: int) -> Any:
@@ -270,7 +256,7 @@ def elementwise(x, y, alpha, out, op, scal, compute):
 
 
 # ---------------------------------------------------------------------------------------------- host side
-_BIG_1D = 4096
+_BIG_1D = U.BIG_1D
 
 
 def launch(kern: Any, op: str, full: Sequence[torch.Tensor | None], scal: Sequence[torch.Tensor | None],
@@ -296,18 +282,7 @@ def launch(kern: Any, op: str, full: Sequence[torch.Tensor | None], scal: Sequen
     if not sh:
         sh, sts = [1], [[1] for _ in sts]
     views_of = ops + [out]
-    parts: list[tuple[list[int], list[list[int]], list[int]]] = []
-    if len(sh) == 1 and sh[0] >= _BIG_1D:  # one long dim: use all 128 partitions
-        cols = sh[0] // 128
-        rem = sh[0] - 128 * cols
-        parts.append(([128, cols], [[s[0] * cols, s[0]] for s in sts], [0] * len(sts)))
-        if rem:
-            parts.append(([rem], [[s[0]] for s in sts], [128 * cols * s[0] for s in sts]))
-    else:
-        lead, inner = sh[:-3], sh[-3:]
-        for idx in itertools.product(*[range(n) for n in lead]):
-            offs = [sum(i * s[k] for k, i in enumerate(idx)) for s in sts]
-            parts.append((inner, [s[len(lead):] for s in sts], offs))
+    parts = U.launch_parts(sh, sts)
 
     def call(pshape: Any, pstrides: Any, poffs: Any) -> Any:
         vs = [U.view(t, pshape, pstrides[k], t.storage_offset() + poffs[k]) for k, t in enumerate(views_of)]

@@ -17,7 +17,6 @@ Example:
 
 from __future__ import annotations
 
-import itertools
 import math
 from typing import Any, Callable, Sequence
 
@@ -30,7 +29,6 @@ from trnlang.device import REGISTRY, lowering
 
 #: Dtypes the float lowerings handle (computed in fp32, rounded on store).
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-_BIG_1D = 4096
 _CT = {"f32": tl.float32, "i32": tl.int32, "bool": tl.bool_}
 
 
@@ -111,20 +109,8 @@ UNARY_OPS: dict[str, Callable[..., Any]] = {
 }
 
 
-def _shape3(t: Any) -> tuple[int, int, int]:
-    if t.ndim == 3:
-        return t.shape
-    if t.ndim == 2:
-        return (1, t.shape[0], t.shape[1])
-    return (1, 1, t.shape[0])
-
-
-def _at(t: Any, b: Any, rows: Any, cols: Any) -> Any:
-    if t.ndim == 3:
-        return t[b, rows, cols]
-    if t.ndim == 2:
-        return t[rows, cols]
-    return t[cols]
+_shape3 = U.shape3
+_at = U.at3
 
 
 @trn.kernel
@@ -180,18 +166,8 @@ def launch(op: str, ins: Sequence[torch.Tensor], out: torch.Tensor, params: tupl
     sh, sts = U.coalesce(shape, strides)
     if not sh:
         sh, sts = [1], [[0] for _ in ins] + [[1]]
-    parts: list[tuple[list[int], list[list[int]], list[int]]] = []
-    if len(sh) == 1 and sh[0] >= _BIG_1D:  # one long dim: use all 128 partitions
-        cols = sh[0] // 128
-        rem = sh[0] - 128 * cols
-        parts.append(([128, cols], [[s[0] * cols, s[0]] for s in sts], [0] * len(sts)))
-        if rem:
-            parts.append(([rem], [[s[0]] for s in sts], [128 * cols * s[0] for s in sts]))
-    else:
-        lead, inner = sh[:-3], sh[-3:]
-        for idx in itertools.product(*[range(n) for n in lead]):
-            offs = [sum(i * s[k] for k, i in enumerate(idx)) for s in sts]
-            parts.append((inner, [s[len(lead):] for s in sts], offs))
+    parts = U.launch_parts(sh, sts)
+
     def call(pshape: Any, pstrides: Any, poffs: Any) -> Any:
         vs = [U.view(t, pshape, pstrides[k], t.storage_offset() + poffs[k]) for k, t in enumerate(views_of)]
         args = vs[:-1] + [None] * (3 - len(ins))
