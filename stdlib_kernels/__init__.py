@@ -14,7 +14,9 @@ FAMILIES = ("stdlib_kernels.pointwise", "stdlib_kernels.matmul", "stdlib_kernels
             "stdlib_kernels.activations", "stdlib_kernels.scans", "stdlib_kernels.sort",
             "stdlib_kernels.indexing", "stdlib_kernels.linalg", "stdlib_kernels.rnn", "stdlib_kernels.conv",
             "stdlib_kernels.pool", "stdlib_kernels.upsample", "stdlib_kernels.norm", "stdlib_kernels.attention",
-            "stdlib_kernels.loss", "stdlib_kernels.movement", "stdlib_kernels.creation", "stdlib_kernels.random")
+            "stdlib_kernels.loss", "stdlib_kernels.movement", "stdlib_kernels.creation", "stdlib_kernels.random",
+            "stdlib_kernels.bessel", "stdlib_kernels.special", "stdlib_kernels.fft", "stdlib_kernels.linalg_eig",
+            "stdlib_kernels.selection", "stdlib_kernels.sampling")
 
 
 def register_all() -> None:
