@@ -223,3 +223,96 @@ def addr(self: torch.Tensor, vec1: torch.Tensor, vec2: torch.Tensor, *, beta: An
     if a is None or b is None or vec1.dim() != 1 or vec2.dim() != 1 or not U.is_trn(self):
         return NotImplemented
     return _matmul(vec1.unsqueeze(1), vec2.unsqueeze(0), self, a, b, out, batched=False)
+
+
+@trn.kernel
+def batch_sum_matmul(a, b, bias, out, alpha, beta):
+    """``out = beta * bias + alpha * sum_b a[b] @ b[b]`` for ``a [B, M, K]``, ``b [B, K, N]`` (``addbmm``);
+    ``bias``: None or a view like ``out``.
+
+    fp32: the batch is one more contraction loop accumulated in the same PSUM bank. Narrower dtypes round the
+    running result to the output dtype after every batch, as torch's CPU kernel (one ``addmm_`` per batch) does.
+    """
+    batch, m_dim, k_dim = a.shape
+    n_dim = b.shape[-1]
+    tm, tk, tn = min(128, m_dim), min(128, k_dim), min(512, n_dim)
+    low = out.dtype if out.dtype != tl.float32 else None
+    for m in tl.affine_range(tl.cdiv(m_dim, tm)):
+        for n in tl.affine_range(tl.cdiv(n_dim, tn)):
+            im = m * tm + tl.arange(tm)[:, None]
+            jn = n * tn + tl.arange(tn)[None, :]
+            mo = (im < m_dim) & (jn < n_dim)
+            if bias is not None:
+                bt = tl.load(bias[im, jn], mask=mo).astype(tl.float32)
+                res = bt * beta if beta != 1.0 else bt
+            else:
+                res = tl.zeros((tm, tn), tl.float32)
+            if low is None:
+                acc = tl.zeros((tm, tn), tl.float32, buffer=tl.psum)
+                for bi in tl.affine_range(batch):
+                    for k in tl.affine_range(tl.cdiv(k_dim, tk)):
+                        kk = k * tk + tl.arange(tk)[None, :]
+                        ik = k * tk + tl.arange(tk)[:, None]
+                        at = tl.load(a[bi, im, kk], mask=(im < m_dim) & (kk < k_dim))
+                        bt = tl.load(b[bi, ik, jn], mask=(ik < k_dim) & (jn < n_dim))
+                        acc += tl.matmul(at, bt)
+                res = res + (tl.copy(acc) * alpha if alpha != 1.0 else tl.copy(acc))
+            else:
+                run = tl.zeros((tm, tn), tl.float32)
+                run[...] = res
+                for bi in tl.sequential_range(batch):
+                    acc = tl.zeros((tm, tn), tl.float32, buffer=tl.psum)
+                    for k in tl.affine_range(tl.cdiv(k_dim, tk)):
+                        kk = k * tk + tl.arange(tk)[None, :]
+                        ik = k * tk + tl.arange(tk)[:, None]
+                        at = tl.load(a[bi, im, kk], mask=(im < m_dim) & (kk < k_dim))
+                        bt = tl.load(b[bi, ik, jn], mask=(ik < k_dim) & (jn < n_dim))
+                        acc += tl.matmul(at, bt)
+                    prod = tl.copy(acc) * alpha if alpha != 1.0 else tl.copy(acc)
+                    run[...] = (run + prod).astype(low).astype(tl.float32)
+                res = run
+            tl.store(out[im, jn], res, mask=mo)
+
+
+@lowering("aten::addbmm", dtypes=_MM_DTYPES)
+def addbmm(self: torch.Tensor, batch1: torch.Tensor, batch2: torch.Tensor, *, beta: Any = 1, alpha: Any = 1,
+           out: torch.Tensor | None = None) -> Any:
+    """``beta * self + alpha * sum_b batch1[b] @ batch2[b]``: one kernel, the batch summed in PSUM.
+
+    >>> x = torch.ones(3, 2, 4, device="trn")
+    >>> torch.addbmm(torch.zeros(2, 2, device="trn"), x, x.mT).cpu()[0]
+    tensor([12., 12.])
+    """
+    a, b = _scalar(alpha), _scalar(beta)
+    if a is None or b is None or not (U.is_trn(self) and U.is_trn(batch1) and U.is_trn(batch2)):
+        return NotImplemented
+    if batch1.dim() != 3 or batch2.dim() != 3 or batch1.shape[0] != batch2.shape[0] or \
+            batch1.shape[2] != batch2.shape[1]:
+        return NotImplemented  # torch's own shape error from the CPU
+    if len({self.dtype, batch1.dtype, batch2.dtype}) != 1 or any(t.is_conj() or t.is_neg()
+                                                                 for t in (self, batch1, batch2)):
+        return NotImplemented
+    shape = (batch1.shape[1], batch2.shape[2])
+    try:
+        if torch.broadcast_shapes(self.shape, shape) != torch.Size(shape):
+            return NotImplemented
+    except RuntimeError:
+        return NotImplemented
+    if out is None:
+        out = torch.empty(shape, dtype=self.dtype, device="trn")
+    elif out.numel() == 0 and tuple(out.shape) != shape and U.is_trn(out):
+        out.resize_(shape)
+    if not U.is_trn(out) or tuple(out.shape) != shape or out.dtype != self.dtype or U.has_internal_overlap(out):
+        return NotImplemented
+    if U.overlaps(out, batch1) or U.overlaps(out, batch2) or (U.overlaps(out, self) and not U.same_view(out, self)):
+        return NotImplemented
+    if out.numel() == 0:
+        return out
+    bias = None if b == 0.0 else self.expand(shape)  # beta == 0: self is ignored (NaNs included), as torch
+    if batch1.shape[0] == 0 or batch1.shape[2] == 0:
+        if bias is None:
+            return out.zero_()
+        out.copy_(bias)
+        return out.mul_(b) if b != 1.0 else out
+    batch_sum_matmul(batch1, batch2, bias, out, a, b)
+    return out
