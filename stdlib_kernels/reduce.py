@@ -8,9 +8,10 @@ elements load the reduction's identity). A full reduction of a long contiguous t
 spreads it over all 128 partitions, then combines the 128 partials with a second launch.
 
 Indices (``max.dim``, ``argmax``) are computed as int32 tiles and stored into int64 HBM tensors
-(the DMA widens). Integer sums of ``bool`` inputs count in int32; other integer sums, ``mean`` of
-integers and anything else not handled here are declined (CPU fallback, which also raises torch's
-errors for bad arguments).
+(the DMA widens). Integer sums of ``bool`` inputs count in int32; int32/int64 sums accumulate in int32
+when a device check bounds every value by ``(2^31 - 1) / C`` (so no partial sum can overflow; int64 loads
+narrow to the low word). Larger integer sums, ``mean`` of integers and anything else not handled here are
+declined (CPU fallback, which also raises torch's errors for bad arguments).
 
 Example:
     >>> x = torch.randn(4096, 1024).to("trn")
@@ -292,7 +293,7 @@ def _simple(self: Any, dim: Any, keepdim: bool, odt: torch.dtype, op: str, pre: 
     """Reduce ``self`` over ``dim`` into a new ``odt`` tensor; ``post="div"`` divides by the reduced count."""
     if not U.is_trn(self) or self.is_conj() or self.is_neg():
         return NotImplemented
-    if self.dtype not in U.FLOAT_DTYPES and not (ints and self.dtype in (torch.int32, torch.bool)):
+    if self.dtype not in U.FLOAT_DTYPES and not (ints and self.dtype in (torch.int32, torch.bool, torch.int64)):
         return NotImplemented
     if self.dtype == torch.bool and op in ("max", "min") and odt != torch.bool:
         return NotImplemented
@@ -325,6 +326,21 @@ def _float_out(self: torch.Tensor, dtype: torch.dtype | None) -> torch.dtype | N
 
 
 # --- sum / mean / prod -------------------------------------------------------------------------------------
+def _int_sum_ok(self: torch.Tensor, dim: Any) -> bool:
+    """The int32 sums of an int32/int64 reduction are exact: every value ``|x| <= (2^31 - 1) // C``
+    (``C``: elements per output), checked on the device (one host sync). Larger values are declined."""
+    red = _dims(self, dim)
+    if red is None or self.numel() == 0:
+        return red is not None
+    c = max(1, U.prod(self.shape[d] for d in red))
+    bound = (2**31 - 1) // c
+    if self.dtype == torch.int64:
+        from stdlib_kernels.pointwise import int64_ok
+
+        return int64_ok(self, bound)  # the loads then narrow int64 to its (exact) low word
+    return -bound <= int(self.amin().item()) and int(self.amax().item()) <= bound
+
+
 def _sum(self: Any, dim: Any, keepdim: bool, dtype: torch.dtype | None) -> Any:
     if not U.is_trn(self):
         return NotImplemented
@@ -332,6 +348,11 @@ def _sum(self: Any, dim: Any, keepdim: bool, dtype: torch.dtype | None) -> Any:
         if self.numel() >= 2**31:
             return NotImplemented
         return _simple(self, dim, keepdim, dtype or torch.int64, "sum", empty_value=0, ints=True)
+    if self.dtype in (torch.int64, torch.int32) and dtype in (None, torch.int64, self.dtype):
+        # int32 accumulation, exact when the values are small enough (counts: masked means, prod's zero counts)
+        if not _int_sum_ok(self, dim):
+            return NotImplemented
+        return _simple(self, dim, keepdim, torch.int64 if dtype is None else dtype, "sum", empty_value=0, ints=True)
     odt = _float_out(self, dtype)
     if odt is None or self.dtype not in U.FLOAT_DTYPES:
         return NotImplemented
