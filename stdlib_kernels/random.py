@@ -19,8 +19,8 @@ do); tests compare distributions.
 
 Lowered: ``uniform_``, ``normal_`` (and ``normal`` with tensor mean/std), ``bernoulli_`` (float and tensor
 ``p``), ``random_`` (``from``/``to``, ranges up to 2^24), ``exponential_``, ``log_normal_``, ``geometric_``,
-``cauchy_``, ``randperm`` (as an argsort of random keys), ``native_dropout`` (mask and scaled output in one kernel) and
-``native_dropout_backward``.
+``cauchy_``, ``randperm`` (as an argsort of random keys), ``native_dropout`` (mask and scaled output in one kernel),
+``native_dropout_backward`` and ``rrelu_with_noise`` (noise and output in one kernel; its backward decomposes).
 
 Example:
     >>> import torch
@@ -72,7 +72,7 @@ def rng(out, keys, params, x, out2, kind, base):
     """Fill the 2-D view ``out [n, d]`` (element index ``base + r * d + c``) with draws of ``kind``.
 
     ``params [1, 2]`` fp32: (a, b) of the distribution; ``x``: the ``p`` tensor (bernoulli) or the input
-    (dropout) as a view shaped like ``out``; ``out2``: the dropout mask (bool).
+    (dropout, rrelu) as a view shaped like ``out``; ``out2``: the dropout mask (bool) or rrelu's noise.
     """
     n, d = out.shape
     p = min(128, n)
@@ -116,6 +116,11 @@ def rng(out, keys, params, x, out2, kind, base):
             elif kind == "randint":  # a + floor(u * b), b = range
                 v = tl.minimum(tl.floor(_u24(h) * b), b - 1.0)
                 res = v.astype(tl.int32) + a.astype(tl.int32)
+            elif kind == "rrelu":  # noise = u(a, b) where x <= 0 else 1 (into out2), out = x * noise
+                xt = tl.load(x[rows, cols], mask=m).astype(tl.float32)
+                noise = tl.where(xt <= 0.0, a + (b - a) * _u24(h), 1.0)
+                res = xt * noise
+                tl.store(out2[rows, cols], noise, mask=m)
             else:  # dropout: keep with probability 1 - a, scale by b
                 keep = _u24(h) >= a
                 xt = tl.load(x[rows, cols], mask=m).astype(tl.float32)
@@ -381,3 +386,57 @@ def randperm_out(n: int, *, generator: Any = None, out: torch.Tensor) -> Any:
     _, idx = torch.sort(keys, stable=True)
     movement.move(out, idx)
     return out
+
+
+# --- rrelu ---------------------------------------------------------------------------------------------------
+def _rrelu(self: Any, noise: Any, lower: Any, upper: Any, training: bool, generator: Any,
+           out: torch.Tensor | None) -> Any:
+    """``rrelu_with_noise`` into ``out`` (a new tensor for None): training draws ``noise`` (``U(lower, upper)``
+    where ``self <= 0``, else 1) and returns ``self * noise`` in one kernel; eval is ``leaky_relu`` with the
+    mean slope (``noise`` untouched), as torch's CPU kernel."""
+    lo, hi = U.scalar_value(lower), U.scalar_value(upper)
+    if not (U.is_trn(self) and U.is_trn(noise)) or self.dtype not in FLOATS or noise.dtype != self.dtype \
+            or not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)) \
+            or tuple(noise.shape) != tuple(self.shape):
+        return NotImplemented  # the CPU raises torch's errors (shape mismatch, ...)
+    lo, hi = float(lo), float(hi)
+    if out is not None and (not U.is_trn(out) or out.dtype != self.dtype):
+        return NotImplemented
+    if not training:
+        slope = (lo + hi) / 2
+        if out is None:
+            return torch.nn.functional.leaky_relu(self, slope)
+        return torch.ops.aten.leaky_relu.out(self, slope, out=out)
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi) or not noise.is_contiguous() \
+            or U.overlaps(noise, self) or (out is not None and U.overlaps(noise, out)):
+        return NotImplemented
+    if out is None:
+        out = torch.empty(self.shape, dtype=self.dtype, device="trn")
+    elif tuple(out.shape) != tuple(self.shape):
+        out.resize_(self.shape)
+    if out is not self and U.overlaps(out, self):
+        x = self.clone()  # a partly aliased out= must not be read after it is written
+    else:
+        x = self.contiguous()  # in place on a contiguous self: each element is read before it is written
+    return _run(out, "rrelu", lo, hi, generator, x=x, out2=noise)
+
+
+@lowering("aten::rrelu_with_noise", dtypes=FLOATS)
+def rrelu_with_noise(self: torch.Tensor, noise: torch.Tensor, lower: Any = 0.125, upper: Any = 1.0 / 3.0,
+                     training: bool = False, generator: Any = None) -> Any:
+    """``F.rrelu(x, lower, upper, training)``: randomized leaky ReLU (writes ``noise`` for the backward)."""
+    return _rrelu(self, noise, lower, upper, training, generator, None)
+
+
+@lowering("aten::rrelu_with_noise_", dtypes=FLOATS)
+def rrelu_with_noise_(self: torch.Tensor, noise: torch.Tensor, lower: Any = 0.125, upper: Any = 1.0 / 3.0,
+                      training: bool = False, generator: Any = None) -> Any:
+    """``F.rrelu(x, ..., inplace=True)``."""
+    return _rrelu(self, noise, lower, upper, training, generator, self)
+
+
+@lowering("aten::rrelu_with_noise.out", dtypes=FLOATS)
+def rrelu_with_noise_out(self: torch.Tensor, noise: torch.Tensor, lower: Any = 0.125, upper: Any = 1.0 / 3.0,
+                         training: bool = False, generator: Any = None, *, out: torch.Tensor) -> Any:
+    """``rrelu_with_noise(..., out=out)``."""
+    return _rrelu(self, noise, lower, upper, training, generator, out)

@@ -202,3 +202,29 @@ def test_profile_rng_kernel():
     assert prof.engines["vector"].utilization > 0.3  # the hash is integer ALU work on the Vector engine
     c = out.cpu()
     assert 0 <= c.min() and c.max() < 1 and abs(c.mean().item() - 0.5) < 0.01
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rrelu_train_eval_inplace_backward(dtype):
+    torch.manual_seed(14)
+    x = torch.randn(400, 250).to(dtype)
+    xt = x.to("trn").requires_grad_()
+    y = F.rrelu(xt, 0.1, 0.3, training=True)
+    yc, neg = y.detach().cpu().float(), x <= 0
+    assert torch.equal(yc[~neg], x[~neg].float())
+    slope = yc[neg] / x[neg].float()
+    tol = 2e-3 if dtype == torch.bfloat16 else 1e-6
+    assert slope.min() >= 0.1 - tol and slope.max() <= 0.3 + tol and abs(slope.mean().item() - 0.2) < 0.005
+    g = torch.randn(400, 250).to(dtype)
+    y.backward(g.to("trn"))  # rrelu_with_noise_backward: grad * noise (decomposed into native ops)
+    gc = xt.grad.cpu().float()
+    assert torch.equal(gc[~neg], g.float()[~neg])
+    assert_same(gc[neg].to("trn"), (g.float()[neg] * slope), rtol=1e-2 if dtype == torch.bfloat16 else 1e-5,
+                atol=1e-2 if dtype == torch.bfloat16 else 1e-6)
+    xs = x.to("trn").t()  # eval: leaky_relu with the mean slope, any layout
+    assert_same(F.rrelu(xs, 0.1, 0.3, training=False), F.rrelu(x.t(), 0.1, 0.3, training=False))
+    xi = x.to("trn").t()
+    F.rrelu(xi, training=True, inplace=True)
+    assert torch.equal(xi.cpu()[~neg.t()], x.t()[~neg.t()])
+    assert F.rrelu(torch.empty(1, 0, 3, device="trn", dtype=dtype), training=True).shape == (1, 0, 3)
+    assert F.rrelu(torch.tensor(2.0, device="trn", dtype=dtype), training=True).item() == 2.0
