@@ -20,7 +20,8 @@ do); tests compare distributions.
 Lowered: ``uniform_``, ``normal_`` (and ``normal`` with tensor mean/std), ``bernoulli_`` (float and tensor
 ``p``), ``random_`` (``from``/``to``, ranges up to 2^24), ``exponential_``, ``log_normal_``, ``geometric_``,
 ``cauchy_``, ``randperm`` (as an argsort of random keys), ``native_dropout`` (mask and scaled output in one kernel),
-``native_dropout_backward`` and ``rrelu_with_noise`` (noise and output in one kernel; its backward decomposes).
+``native_dropout_backward``, ``rrelu_with_noise`` (noise and output in one kernel; its backward decomposes) and
+``multinomial`` (Gumbel top-k without replacement, inverse-CDF counts with replacement).
 
 Example:
     >>> import torch
@@ -91,6 +92,10 @@ def rng(out, keys, params, x, out2, kind, base):
             h = _fmix((idx ^ k1) * -1640531535 + k0)  # 0x9e3779b1: a keyed bijection of the counter, mixed
             if kind == "uniform":  # a + (b - a) * u
                 res = a + (b - a) * _u24(h)
+            elif kind == "exp_open":  # -log(u) / a with u in (0, 1): never 0 (multinomial's Gumbel keys)
+                res = -tl.log(((h & 0xFFFFFF).astype(tl.float32) + 0.5) * _INV24) / a
+            elif kind == "uopen":  # u in (0, 1): never 0 nor 1
+                res = ((h & 0xFFFFFF).astype(tl.float32) + 0.5) * _INV24
             elif kind == "normal":  # a + b * z (Box-Muller)
                 u1 = ((h & 0xFFFFFF) + 1).astype(tl.float32) * _INV24
                 u2 = _u24(_fmix(h ^ 1540483477))
@@ -440,3 +445,98 @@ def rrelu_with_noise_out(self: torch.Tensor, noise: torch.Tensor, lower: Any = 0
                          training: bool = False, generator: Any = None, *, out: torch.Tensor) -> Any:
     """``rrelu_with_noise(..., out=out)``."""
     return _rrelu(self, noise, lower, upper, training, generator, out)
+
+
+# --- multinomial ---------------------------------------------------------------------------------------------
+@trn.kernel
+def multinomial_rep(cdf, u, out, by_cat):
+    """Inverse-CDF draws with replacement: ``out[r, s] = #{j < C - 1 : cdf[r, j] < u[r, s] * cdf[r, C - 1]}``.
+
+    ``cdf [R, C]``: running sums of the probabilities (fp32, ``C >= 2``); ``u [R, S]``: uniforms in (0, 1);
+    ``out [R, S]`` int64 (stored from int32 tiles). The last bucket is never counted, so the result is at most
+    ``C - 1`` (torch forces the last normalised running sum to 1), and a zero-probability category (an equal
+    running sum) is never drawn. ``by_cat``: samples on the free axis, one compare per category (few
+    categories); else categories on the free axis, one masked count per sample (few samples).
+    """
+    r_dim, c_dim = cdf.shape
+    s_dim = u.shape[1]
+    p = min(128, r_dim)
+    one = tl.arange(1)[None, :]
+    for i in tl.affine_range(tl.cdiv(r_dim, p)):
+        rows = i * p + tl.arange(p)[:, None]
+        rm = rows < r_dim
+        total = tl.load(cdf[rows, one + (c_dim - 1)], mask=rm)
+        if by_cat:
+            f = min(s_dim, 512)
+            for j in tl.affine_range(tl.cdiv(s_dim, f)):
+                cols = j * f + tl.arange(f)[None, :]
+                m = rm & (cols < s_dim)
+                ut = tl.load(u[rows, cols], mask=m) * total
+                cnt = tl.zeros((p, f), tl.float32)
+                for k in tl.sequential_range(c_dim - 1):
+                    ck = tl.load(cdf[rows, one + k], mask=rm)
+                    cnt[...] = cnt + (ck < ut).astype(tl.float32)
+                tl.store(out[rows, cols], cnt.astype(tl.int32), mask=m)
+        else:
+            f = min(c_dim - 1, U.FREE_CHUNK)
+            for s in tl.sequential_range(s_dim):
+                ut = tl.load(u[rows, one + s], mask=rm) * total
+                cnt = tl.zeros((p, 1), tl.float32)
+                for j in tl.sequential_range(tl.cdiv(c_dim - 1, f)):
+                    cols = j * f + tl.arange(f)[None, :]
+                    t = tl.load(cdf[rows, cols], mask=rm & (cols < c_dim - 1), other=math.inf)
+                    cnt[...] = cnt + tl.sum((t < ut).astype(tl.float32), axis=1, keepdims=True)
+                tl.store(out[rows, one + s], cnt.astype(tl.int32), mask=rm)
+
+
+def _multinomial(self: Any, n: int, replacement: bool, generator: Any, out: torch.Tensor | None) -> Any:
+    """``torch.multinomial`` as torch's CPU computes it: without replacement (or one draw) the Gumbel trick
+    ``topk(p / q)``, ``q ~ Exp(1)`` (native exponential_, div, argmax/topk); with replacement inverse-CDF
+    draws (native cumsum, then :func:`multinomial_rep`). Invalid arguments are declined (torch raises)."""
+    if not U.is_trn(self) or self.dtype not in FLOATS or self.dim() not in (1, 2) or not isinstance(n, int):
+        return NotImplemented
+    c = self.shape[-1]
+    if n <= 0 or c == 0 or (not replacement and n > c) or c > 1 << 24:
+        return NotImplemented
+    if out is not None and (not U.is_trn(out) or out.dtype != torch.int64):
+        return NotImplemented
+    if self.numel() and not bool(((self.amin() >= 0) & (self.amax() < math.inf)
+                                  & (self.sum(-1) > 0).all()).item()):
+        return NotImplemented  # negative / inf / NaN entries or a zero row: torch's error
+    shape = (*self.shape[:-1], n)
+    if out is None:
+        out = torch.empty(shape, dtype=torch.int64, device="trn")
+    elif tuple(out.shape) != shape:
+        out.resize_(shape)
+    if out.numel() == 0:
+        return out
+    if not replacement or n == 1:
+        # q > 0 always (an open-interval uniform): a q of 0 would turn a zero probability into 0/0 = NaN, which
+        # argmax/topk would pick (torch's CPU has that risk at 2^-53 per element; 24 random bits would make it real)
+        q = torch.empty(self.shape, dtype=self.dtype, device="trn")
+        if _run(q, "exp_open", 1.0, 0.0, generator) is NotImplemented:
+            return NotImplemented
+        q = torch.div(self, q)
+        res = q.argmax(-1, keepdim=True) if n == 1 else torch.topk(q, n).indices
+        out.copy_(res)
+        return out
+    rows = self.numel() // c
+    o2 = out if out.is_contiguous() else torch.empty(shape, dtype=torch.int64, device="trn")
+    if c == 1:
+        o2.zero_()
+    else:
+        cdf = torch.cumsum(self.reshape(rows, c), -1, dtype=torch.float32)
+        u = torch.empty((rows, n), dtype=torch.float32, device="trn")
+        if _run(u, "uopen", 0.0, 1.0, generator) is NotImplemented:
+            return NotImplemented
+        multinomial_rep(cdf, u, o2.view(rows, n), c - 1 <= n)
+    if o2 is not out:
+        out.copy_(o2)
+    return out
+
+
+@lowering("aten::multinomial", dtypes=FLOATS + (torch.int64,))
+def multinomial(self: torch.Tensor, num_samples: int, replacement: bool = False, *, generator: Any = None,
+                out: torch.Tensor | None = None) -> Any:
+    """``torch.multinomial(probs, num_samples, replacement)``: int64 category indices per row of ``probs``."""
+    return _multinomial(self, num_samples, replacement, generator, out)

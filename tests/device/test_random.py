@@ -228,3 +228,43 @@ def test_rrelu_train_eval_inplace_backward(dtype):
     assert torch.equal(xi.cpu()[~neg.t()], x.t()[~neg.t()])
     assert F.rrelu(torch.empty(1, 0, 3, device="trn", dtype=dtype), training=True).shape == (1, 0, 3)
     assert F.rrelu(torch.tensor(2.0, device="trn", dtype=dtype), training=True).item() == 2.0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_multinomial_frequencies(dtype):
+    torch.manual_seed(15)
+    p = torch.tensor([[0.1, 0.0, 0.6, 0.3], [1.0, 1.0, 0.0, 2.0]], dtype=dtype)
+    n = 40_000
+    r = torch.multinomial(p.to("trn"), n, replacement=True).cpu()  # few categories: samples on the free axis
+    assert r.dtype == torch.int64 and r.shape == (2, n)
+    for row, probs in zip(r, p.float()):
+        freq = torch.bincount(row, minlength=4).double() / n
+        assert (freq - probs / probs.sum()).abs().max() < 0.015 and freq[probs == 0].sum() == 0
+    wide = torch.rand(3, 3000)
+    wide[:, ::2] = 0  # zero-probability categories are never drawn
+    r = torch.multinomial(wide.to(dtype).to("trn").t().contiguous().t(), 50, True).cpu()  # few samples
+    assert r.shape == (3, 50) and (r % 2 == 1).all() and r.max() < 3000
+    one = torch.multinomial(torch.tensor([0.2, 0.3, 0.5], dtype=dtype).to("trn").expand(n, 3), 1).cpu()
+    assert ((torch.bincount(one.flatten(), minlength=3).double() / n - torch.tensor([.2, .3, .5])).abs() < .015).all()
+    two = torch.multinomial(torch.tensor([0.2, 0.3, 0.5], dtype=dtype).to("trn").expand(n, 3), 2).cpu()
+    assert (two[:, 0] != two[:, 1]).all()  # without replacement (Gumbel top-k)
+    second = torch.bincount(two[:, 1], minlength=3).double() / n  # P(second = i) = sum_j p_j p_i / (1 - p_j)
+    assert (second - torch.tensor([0.2857, 0.375, 0.3393], dtype=torch.float64)).abs().max() < 0.015
+    perm = torch.multinomial(torch.rand(7, dtype=dtype).to("trn") + 0.1, 7).cpu()
+    assert torch.equal(perm.sort().values, torch.arange(7))
+    out = torch.empty(0, dtype=torch.int64, device="trn")
+    torch.multinomial(torch.ones(5, dtype=dtype, device="trn"), 3, True, out=out)
+    assert out.shape == (3,) and out.cpu().max() < 5
+
+
+def test_multinomial_bad_arguments_raise_torchs_errors(monkeypatch):
+    monkeypatch.setenv("TRN_FALLBACK", "silent")
+    for args in ((torch.tensor([0.5, -0.1]), 1), (torch.tensor([[0.0, 0.0], [1.0, 1.0]]), 1, True),
+                 (torch.tensor([0.5, 0.5]), 3), (torch.tensor([0.5, math.inf]), 1), (torch.ones(2, 2, 2), 1),
+                 (torch.tensor([0.5, 0.5]), 0)):
+        with pytest.raises(RuntimeError) as ce:
+            torch.multinomial(*args)
+        with pytest.raises(RuntimeError) as te:
+            torch.multinomial(args[0].to("trn"), *args[1:])
+        assert str(te.value) == str(ce.value)
+    trnlang.reset_fallback_stats()
