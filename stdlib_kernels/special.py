@@ -160,6 +160,17 @@ def _nextafter(p: tuple, ix: Any, iy: Any) -> Any:
     return tl.where((ax > inf) | (ay > inf), nan, res)
 
 
+def _normalise(frac: Any) -> tuple[Any, Any]:
+    """(t in [1, 2), k) with ``frac = t * 2**k`` for an integer-valued fp32 ``frac`` in [1, 2^31) (0 gives (0, 0))."""
+    t = frac
+    k = frac * 0.0
+    for s in (16, 8, 4, 2, 1):
+        c = t >= float(2 ** s)
+        t = tl.where(c, t * float(2.0 ** -s), t)
+        k = k + tl.where(c, float(s), 0.0)
+    return t, k
+
+
 def _frexp_parts(p: tuple, ix: Any) -> tuple[Any, Any]:
     """(mantissa in [0.5, 1) with x's sign, exponent as fp32) from the integer view ``ix``."""
     mb, emax, bias = p
@@ -167,12 +178,7 @@ def _frexp_parts(p: tuple, ix: Any) -> tuple[Any, Any]:
     ef = (ix & (emax << mb)).astype(tl.float32) * float(2.0 ** -mb)  # the exponent field, exactly
     frac = (ix & fmask).astype(tl.float32)
     normal_m = (frac * float(2.0 ** -mb) + 1.0) * 0.5
-    t = frac  # subnormal: normalise the integer fraction by a binary search over powers of two
-    e = frac * 0.0
-    for s in (16, 8, 4, 2, 1):
-        c = t >= float(2 ** s)
-        t = tl.where(c, t * float(2.0 ** -s), t)
-        e = e + tl.where(c, float(s), 0.0)
+    t, e = _normalise(frac)  # a subnormal's integer fraction as t * 2**e
     sub = ef == 0.0
     special = ef == float(emax)
     m = tl.where(sub, t * 0.5, normal_m)
@@ -481,3 +487,93 @@ for _name in (*_CHEB, *_OTHER):
     _fn = _make_poly(_name)
     for _ov in ("", ".x_scalar", ".n_scalar"):
         _register(f"special_{_name}{_ov}", _fn, F32)
+
+
+# ------------------------------------------------------------------------------------------------ hash_tensor
+def _double_words(p: tuple, ix: Any) -> tuple[Any, Any]:
+    """(low, high) int32 words of the float64 that the float with integer view ``ix`` converts to (exactly)."""
+    mb, emax, bias = p
+    ef = (ix & (emax << mb)).astype(tl.float32) * float(2.0 ** -mb)
+    frac = (ix & ((1 << mb) - 1)).astype(tl.float32)
+    t, k = _normalise(frac)
+    sub = (ef == 0.0) & (frac != 0.0)
+    special = ef == float(emax)
+    quiet = float(2 ** (mb - 1))  # the conversion quiets a signalling NaN
+    f = tl.where(special & (frac != 0.0) & (frac < quiet), frac + quiet, frac)
+    f = tl.where(sub, (t - 1.0) * float(2 ** mb), f)
+    e = tl.where(sub, k + float(1024 - bias - mb), ef + float(1023 - bias))
+    e = tl.where(special, 2047.0, tl.where((ef == 0.0) & (frac == 0.0), 0.0, e))
+    if mb > 20:  # fp32: 52 - 23 = 29 bits of the fraction's shift land in the low word
+        lo_bits = float(2 ** (mb - 20))
+        hi_f = tl.floor(f * (1.0 / lo_bits))
+        lo = (f - hi_f * lo_bits).astype(tl.int32) * (1 << (52 - mb))  # wraps into the sign bit as intended
+    else:
+        hi_f = f * float(2 ** (20 - mb))
+        lo = (ix & 0) + 0
+    hi = e.astype(tl.int32) * (1 << 20) + hi_f.astype(tl.int32) + tl.where(ix < 0, -(1 << 31), 0)
+    return lo, hi
+
+
+EW_OPS.update({
+    "hash_lo": lambda p, ix: _double_words(p, ix)[0],
+    "hash_hi": lambda p, ix: _double_words(p, ix)[1],
+    "hash_int_hi": lambda p, x: tl.where(x < 0, -1, 0),  # the sign extension to int64
+})
+_HASH_INTS = (torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
+
+
+def _xor_rows(w: torch.Tensor) -> torch.Tensor:
+    """XOR-reduce ``w [K, L, 2]`` (int32) along dim 1 by halving: log2(L) native ``bitwise_xor`` launches."""
+    while w.shape[1] > 1:
+        h = w.shape[1] // 2
+        r = torch.bitwise_xor(w[:, :h], w[:, h:2 * h])
+        if w.shape[1] % 2:
+            r[:, :1] ^= w[:, 2 * h:]
+        w = r
+    return w[:, 0]
+
+
+def hash_tensor(self: Any, dim: Any = (), *, keepdim: bool = False, mode: int = 0,
+                out: torch.Tensor | None = None) -> Any:
+    """``aten::hash_tensor`` (mode 0): XOR of the elements' 64-bit patterns (floats as float64, ints as int64)
+    over ``dim`` (all dims when empty), as a uint64 tensor."""
+    if not U.is_trn(self) or mode != 0 or (self.dtype not in _BITS and self.dtype not in _HASH_INTS
+                                           and self.dtype != torch.int64):
+        return NotImplemented
+    nd = self.dim()
+    dims = list(range(nd)) if not dim else [int(d) for d in ([dim] if isinstance(dim, int) else dim)]
+    if any(not -max(nd, 1) <= d < max(nd, 1) for d in dims):
+        return NotImplemented
+    dims = sorted({d % max(nd, 1) for d in dims} & set(range(nd)))
+    if (not dim and self.numel() == 0) or any(self.shape[d] == 0 for d in dims):
+        return NotImplemented  # torch raises (no reduction dim / an empty one): the CPU gives its error
+    kept = [d for d in range(nd) if d not in dims]
+    oshape = tuple(1 if d in dims else self.shape[d] for d in range(nd)) if keepdim else \
+        tuple(self.shape[d] for d in kept)
+    if out is None:
+        out = torch.empty(oshape, dtype=torch.uint64, device="trn")
+    elif not U.is_trn(out) or out.dtype != torch.uint64 or (tuple(out.shape) != oshape and out.numel()):
+        return NotImplemented
+    elif tuple(out.shape) != oshape:
+        out.resize_(oshape)
+    if out.numel() == 0:
+        return out
+    if self.dtype == torch.int64:  # its own (low, high) words
+        words = self.contiguous().view(-1).view(torch.int32).view(*self.shape, 2)
+    else:
+        words = torch.empty((*self.shape, 2), dtype=torch.int32, device="trn")
+    lo, hi = words[..., 0], words[..., 1]
+    if self.dtype in _BITS:
+        idt, mb, emax, bias = _BITS[self.dtype]
+        for op, o in (("hash_lo", lo), ("hash_hi", hi)):
+            run(op, [self.view(idt)], torch.int32, o, (mb, emax, bias), compute="i32", in_dtypes=(idt,))
+    elif self.dtype != torch.int64:
+        run("hash_int_hi", [self], torch.int32, hi, compute="i32", in_dtypes=_HASH_INTS)
+        lo.copy_(self)
+    k = U.prod(self.shape[d] for d in kept)
+    red = _xor_rows(words.permute(*kept, *dims, nd).reshape(k, -1, 2))
+    out.view(-1).view(torch.int32).view(k, 2).copy_(red)
+    return out
+
+
+_register("hash_tensor", hash_tensor, None)
