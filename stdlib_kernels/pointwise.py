@@ -35,7 +35,7 @@ import torch
 import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
-from trnlang.device import lowering
+from trnlang.device import fastlane, lowering
 
 #: Tensor dtypes an elementwise operand may have (int64 values are range-checked, see :func:`int64_ok`).
 OPERAND_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.int16, torch.int8, torch.uint8,
@@ -275,6 +275,7 @@ def launch(kern: Any, op: str, full: Sequence[torch.Tensor | None], scal: Sequen
     direct = len(shape) in (1, 2, 3) and all(tuple(t.shape) == shape for t in ops)
     if direct and not big and not (len(shape) == 1 and shape[0] >= _BIG_1D):
         args = [full[k] if full[k] is not None else scal[k] for k in range(nops)]
+        fastlane.record_launch(kern, (*args, extra, out, op, flags, compute))
         kern(*args, extra, out, op, flags, compute)
         return
     strides = [U.broadcast_strides(t, shape) for t in ops] + [list(out.stride())]
@@ -538,13 +539,34 @@ def _binary(op: str, self: Any, other: Any, alpha: Any, out: torch.Tensor | None
     return run_binary(op, self, other, out, alpha=alpha)
 
 
-@lowering("aten::add.Tensor", dtypes=OPERAND_DTYPES)
+_Tensor = torch.Tensor
+_FAST_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def _same_layout(a: Any, b: Any) -> Any:
+    """The fast-lane key of two contiguous ``trn`` tensors of one float dtype and one shape (else None)."""
+    if type(a) is not _Tensor or type(b) is not _Tensor:
+        return None
+    dt = a.dtype
+    if b.dtype is not dt or a.is_cpu or b.is_cpu or dt not in _FAST_DTYPES:
+        return None
+    sh = a.shape
+    if b.shape != sh or not a.is_contiguous() or not b.is_contiguous():
+        return None
+    return dt, sh
+
+
+def _fast(lower: Callable[..., Any]) -> Callable[..., Any]:
+    return fastlane.fast_function(lower, 2, _same_layout)
+
+
+@lowering("aten::add.Tensor", dtypes=OPERAND_DTYPES, fast=_fast(lambda a, b: add(a, b)))
 def add(self: Any, other: Any, *, alpha: Any = 1, out: torch.Tensor | None = None) -> Any:
     """``self + alpha * other``."""
     return _binary("add", self, other, alpha, out)
 
 
-@lowering("aten::sub.Tensor", dtypes=OPERAND_DTYPES)
+@lowering("aten::sub.Tensor", dtypes=OPERAND_DTYPES, fast=_fast(lambda a, b: sub(a, b)))
 def sub(self: Any, other: Any, *, alpha: Any = 1, out: torch.Tensor | None = None) -> Any:
     """``self - alpha * other``."""
     if torch.result_type(self, other) == torch.bool:
@@ -552,7 +574,7 @@ def sub(self: Any, other: Any, *, alpha: Any = 1, out: torch.Tensor | None = Non
     return _binary("sub", self, other, alpha, out)
 
 
-@lowering("aten::mul.Tensor", dtypes=OPERAND_DTYPES)
+@lowering("aten::mul.Tensor", dtypes=OPERAND_DTYPES, fast=_fast(lambda a, b: mul(a, b)))
 def mul(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     """``self * other``."""
     if torch.result_type(self, other) == torch.bool:
@@ -560,7 +582,7 @@ def mul(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     return _binary("mul", self, other, None, out)
 
 
-@lowering("aten::div.Tensor", dtypes=OPERAND_DTYPES)
+@lowering("aten::div.Tensor", dtypes=OPERAND_DTYPES, fast=_fast(lambda a, b: div(a, b)))
 def div(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     """``self / other`` (true division; integers divide in fp32)."""
     return _binary("div", self, other, None, out)
@@ -690,7 +712,8 @@ for _name, (_op, _doc, _kw) in _MORE.items():
         _clamp.__doc__ = _fn.__doc__
         lowering(f"aten::{_name}", dtypes=OPERAND_DTYPES)(_clamp)
     else:
-        lowering(f"aten::{_name}", dtypes=OPERAND_DTYPES)(_fn)
+        _fa = _fast(_fn) if _name in ("maximum", "minimum") else None
+        lowering(f"aten::{_name}", dtypes=OPERAND_DTYPES, fast=_fa)(_fn)
 
 
 @lowering("aten::xlogy.Scalar_Self", dtypes=OPERAND_DTYPES)

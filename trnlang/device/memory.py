@@ -187,6 +187,9 @@ CACHE = _Cache()
 
 def _new_block(nbytes: int) -> HbmBlock:
     cap = STATS.hbm_capacity()
+    if STATS.allocated + nbytes > cap and _IDLE_RELEASERS:
+        for release in _IDLE_RELEASERS:  # idle pooled outputs of the fast lane count as allocated
+            release()
     if STATS.allocated + nbytes > cap:
         raise torch.OutOfMemoryError(
             f"trn: out of memory: tried to allocate {nbytes} bytes with {STATS.allocated} of {cap} bytes of "
@@ -199,8 +202,21 @@ def _new_block(nbytes: int) -> HbmBlock:
     return HbmBlock(owner, owner.data_ptr(), nbytes, cls)
 
 
+#: callables releasing memory held for reuse outside the cache (the fast lane's idle outputs)
+_IDLE_RELEASERS: list[Any] = []
+#: callables returning bytes counted in ``STATS.allocated`` that no tensor uses (idle pooled outputs)
+IDLE_COUNTERS: list[Any] = []
+
+
+def idle_bytes() -> int:
+    """Bytes counted as allocated that are only held for reuse (see :mod:`trnlang.device.fastlane`)."""
+    return sum(f() for f in IDLE_COUNTERS)
+
+
 def empty_cache() -> None:
-    """Release the host memory the caching allocator holds."""
+    """Release the host memory the caching allocator holds (and idle pooled outputs)."""
+    for release in _IDLE_RELEASERS:
+        release()
     with STATS.lock:
         CACHE.clear()
 
@@ -345,13 +361,14 @@ def is_dense(t: torch.Tensor) -> bool:
 
 def stats() -> dict[str, int]:
     """Counters in the key spelling of ``torch.cuda.memory_stats``."""
+    idle = idle_bytes()
     with STATS.lock:
-        cur, peak, count = STATS.allocated, STATS.peak, STATS.count
+        cur, peak, count = STATS.allocated - idle, STATS.peak, STATS.count
         allocs, frees = STATS.total_allocs, STATS.total_frees
     return {
         "allocated_bytes.all.current": cur,
         "allocated_bytes.all.peak": peak,
-        "reserved_bytes.all.current": cur + CACHE.bytes,
+        "reserved_bytes.all.current": cur + idle + CACHE.bytes,
         "reserved_bytes.all.peak": peak + CACHE.bytes,
         "cached_bytes.all.current": CACHE.bytes,
         "active_bytes.all.current": cur,
@@ -366,5 +383,6 @@ def stats() -> dict[str, int]:
 
 def reset_peak() -> None:
     """Reset the peak counter to the current allocation."""
+    idle = idle_bytes()
     with STATS.lock:
-        STATS.peak = STATS.allocated
+        STATS.peak = STATS.allocated - idle

@@ -157,7 +157,7 @@ def memory_allocated(device: Any = None) -> int:
     _index(device)
     from trnlang.device import memory
 
-    return memory.STATS.allocated
+    return memory.STATS.allocated - memory.idle_bytes()
 
 
 def max_memory_allocated(device: Any = None) -> int:
@@ -172,7 +172,8 @@ def memory_reserved(device: Any = None) -> int:
     """Bytes allocated plus the bytes the caching allocator holds for reuse."""
     from trnlang.device import memory
 
-    return memory_allocated(device) + memory.CACHE.bytes
+    _index(device)
+    return memory.STATS.allocated + memory.CACHE.bytes  # includes the fast lane's idle pooled outputs
 
 
 def max_memory_reserved(device: Any = None) -> int:

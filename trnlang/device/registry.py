@@ -52,6 +52,7 @@ class Lowering:
     routed_from: str | None = None
     takes_out: bool = False
     device_check: bool = True
+    fast: Callable[..., Any] | None = field(default=None, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON-able description the coverage report prints."""
@@ -100,6 +101,10 @@ def _kernel_for(op: Any, name: str) -> Callable[..., Any]:
     """The function torch.library calls: looks the entry up at call time (entries may be replaced)."""
     def trn_kernel(*args: Any, **kwargs: Any) -> Any:
         ent = REGISTRY[name]
+        if ent.fast is not None and not kwargs:  # the fast lane (fastlane.py): None means "not this call"
+            r = ent.fast(*args)
+            if r is not None:
+                return r
         ok = ent.dtypes
         # the common case in one pass: positional tensors only, all on trn (or 0-dim CPU scalars)
         simple = not kwargs
@@ -246,7 +251,8 @@ def _route_out(fn: Callable[..., Any], out_names: list[str]) -> Callable[..., An
 
 
 def lowering(op: str, *, dtypes: tuple[torch.dtype, ...] | list[torch.dtype] | None = None, kind: str = "kernel",
-             variants: bool = True, device_check: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+             variants: bool = True, device_check: bool = True,
+             fast: Callable[..., Any] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated function as the ``trn`` implementation of the ATen op ``op``.
 
     Args:
@@ -258,6 +264,9 @@ def lowering(op: str, *, dtypes: tuple[torch.dtype, ...] | list[torch.dtype] | N
             output tensor (``self`` for the in-place variant) instead of allocating one.
         device_check: reject ``trn`` tensors mixed with CPU tensors that are not 0-dim (like the
             CPU fallback does); off for plumbing and for ops that copy across devices.
+        fast: a function tried first for calls without keyword arguments; it returns the result, or
+            None to let the lowering run (see :mod:`trnlang.device.fastlane`). Only the op itself,
+            not its in-place and ``out=`` variants.
 
     Returns:
         A decorator returning the function unchanged.
@@ -275,7 +284,7 @@ def lowering(op: str, *, dtypes: tuple[torch.dtype, ...] | list[torch.dtype] | N
         dt = tuple(dtypes) if dtypes is not None else None
         takes_out = "out" in inspect.signature(fn).parameters
         check = device_check and kind not in ("plumbing", "cpu")
-        REGISTRY[name] = Lowering(name, kind, dt, _source(fn), fn, None, takes_out, check)
+        REGISTRY[name] = Lowering(name, kind, dt, _source(fn), fn, None, takes_out, check, fast)
         _register_torch(ov, name)
         if variants:
             for vop, how in _variants(ov):

@@ -1,0 +1,168 @@
+"""The fast lane (trnlang/device/fastlane.py): small same-layout elementwise calls at near-native cost.
+
+Results must equal the lowering's (it is the same compiled kernel), pooled outputs must never be
+reused while anything still uses their memory, and the lane must step aside where it cannot keep
+torch's semantics (inference mode, other threads, launch plans off, a changed environment).
+"""
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import trnlang
+import trnlang.device.memory as mem
+from trnlang.device import fastlane
+from trnlang.device.registry import REGISTRY
+from trnlang.runtime import kernel as K
+
+OPS = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "maximum": torch.maximum,
+       "minimum": torch.minimum}
+ATEN = {"add": "aten::add.Tensor", "sub": "aten::sub.Tensor", "mul": "aten::mul.Tensor", "div": "aten::div.Tensor",
+        "maximum": "aten::maximum", "minimum": "aten::minimum"}
+
+
+def _lane(op, dtype, shape):
+    lanes = REGISTRY[ATEN[op]].fast.lanes
+    return lanes.get((dtype, torch.Size(shape)))
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(op=st.sampled_from(sorted(OPS)), dtype=st.sampled_from([torch.float32, torch.bfloat16, torch.float16]),
+       shape=st.sampled_from([(16,), (1,), (3, 130), (2, 3, 5), (129,)]))
+def test_lane_matches_cpu(op, dtype, shape):
+    g = torch.Generator().manual_seed(len(shape))
+    x = torch.randn(shape, generator=g).to(dtype)
+    y = torch.randn(shape, generator=g).to(dtype) + 0.5
+    a, b = x.to("trn"), y.to("trn")
+    trnlang.reset_fallback_stats()
+    first = OPS[op](a, b)
+    lane = _lane(op, dtype, shape)
+    assert isinstance(lane, fastlane.Lane)  # made by the first call
+    outs = [OPS[op](a, b) for _ in range(6)]  # hits, several alive at once
+    assert trnlang.fallback_stats() == {}
+    exp = OPS[op](x, y)
+    for r in [first, *outs]:
+        assert r.device.type == "trn" and r.dtype == exp.dtype and r.shape == exp.shape
+        torch.testing.assert_close(r.cpu(), exp, rtol=0, atol=0)
+    assert len({r.data_ptr() for r in outs}) == len(outs)
+
+
+def test_other_layouts_take_the_lowering():
+    x = torch.randn(4, 6)
+    a = x.to("trn")
+    cases = ((a, a.t().contiguous().t(), x, x),  # same shape, one operand transposed in memory
+             (a[:, :3], a[:, 3:], x[:, :3], x[:, 3:]),  # non-contiguous views
+             (a, a[0], x, x[0]))  # broadcasting
+    for lhs, rhs, cl, cr in cases:
+        torch.testing.assert_close((lhs + rhs).cpu(), cl + cr)
+    # a 0-dim CPU scalar, an int tensor, a Python scalar: all through the lowering, all right
+    torch.testing.assert_close((a + torch.tensor(2.0)).cpu(), x + 2)
+    i = torch.arange(6, dtype=torch.int32)
+    assert torch.equal((i.to("trn") + i.to("trn")).cpu(), i + i)
+    torch.testing.assert_close((a * 3).cpu(), x * 3)
+
+
+def test_pooled_outputs_are_not_reused_while_in_use():
+    x, y = torch.randn(32), torch.randn(32)
+    a, b = x.to("trn"), y.to("trn")
+    a + b
+    a + b
+    keep = []
+    view = (a + b)[5:9]  # only a view keeps the storage
+    held = mem.cpu_view(a + b)  # a CPU view keeps the memory block
+    arr = mem.np_view(a * b)  # so does a numpy view
+    for k in range(10):
+        keep.append((a + b) * float(k))  # intermediates are recycled, results kept
+    for k, r in enumerate(keep):
+        torch.testing.assert_close(r.cpu(), (x + y) * float(k))
+    torch.testing.assert_close(view.cpu(), (x + y)[5:9])
+    torch.testing.assert_close(held, x + y)
+    np.testing.assert_allclose(arr, (x * y).numpy())
+    # in place on a pooled output, then more calls: the modified tensor keeps its values
+    c = a + b
+    c.add_(1)
+    d = a + b
+    torch.testing.assert_close(c.cpu(), x + y + 1)
+    torch.testing.assert_close(d.cpu(), x + y)
+
+
+def test_memory_accounting_and_empty_cache():
+    x = torch.randn(256)
+    a = x.to("trn")
+    a + a
+    base = torch.trn.memory_allocated()
+    c = a + a
+    assert torch.trn.memory_allocated() == base + c.numel() * 4
+    del c
+    assert torch.trn.memory_allocated() == base  # an idle pooled output is not "allocated"
+    assert torch.trn.memory_stats()["allocated_bytes.all.current"] == base
+    assert fastlane.idle_bytes() > 0
+    torch.trn.empty_cache()
+    assert fastlane.idle_bytes() == 0 and torch.trn.memory_allocated() == base
+    torch.testing.assert_close((a + a).cpu(), x + x)
+
+
+def test_autograd_through_the_lane():
+    x = torch.randn(8, 5, requires_grad=True)
+    y = torch.randn(8, 5, requires_grad=True)
+    a = x.detach().to("trn").requires_grad_()
+    b = y.detach().to("trn").requires_grad_()
+    for _ in range(3):
+        loss = ((a * b) + a - b).sum()
+    loss.backward()
+    ((x * y) + x - y).sum().backward()
+    torch.testing.assert_close(a.grad.cpu(), x.grad)
+    torch.testing.assert_close(b.grad.cpu(), y.grad)
+
+
+def test_inference_mode_results_are_inference_tensors():
+    a = torch.randn(16).to("trn")
+    a + a
+    with torch.inference_mode():
+        r = a + a
+        assert r.is_inference()
+    assert not (a + a).is_inference()
+
+
+def test_lane_steps_aside_without_plans_and_on_other_threads():
+    x = torch.randn(16)
+    a = x.to("trn")
+    a - a
+    lane = _lane("sub", torch.float32, (16,))
+    assert lane(a, a) is not None
+    K._PLANS[0] = False
+    try:
+        assert lane(a, a) is None
+        torch.testing.assert_close((a - a).cpu(), x - x)
+    finally:
+        K._PLANS[0] = True
+    got = []
+    th = threading.Thread(target=lambda: got.append((lane(a, a), (a - a).cpu())))
+    th.start()
+    th.join()
+    assert got[0][0] is None and torch.equal(got[0][1], x - x)
+
+
+def test_lane_steps_aside_when_the_environment_changes(monkeypatch):
+    x = torch.randn(16)
+    a = x.to("trn")
+    a * a
+    lane = _lane("mul", torch.float32, (16,))
+    monkeypatch.setenv("TRN_INTERPRET", "1")
+    assert lane(a, a) is None
+    torch.testing.assert_close((a * a).cpu(), x * x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_lane_result_values_are_the_lowerings(dtype):
+    """Same kernel, same bits: compare a lane hit with the lowering run directly."""
+    x, y = torch.randn(3, 50).to(dtype), torch.randn(3, 50).to(dtype)
+    a, b = x.to("trn"), y.to("trn")
+    a / b
+    hit = a / b
+    direct = REGISTRY["aten::div.Tensor"].fn(a, b)
+    assert torch.equal(hit.cpu(), direct.cpu())

@@ -1,0 +1,285 @@
+"""The fast lane: repeat a small kernel launch on same-layout tensors at near-native dispatch cost.
+
+A lowering's Python (operand classification, type promotion, output allocation, the launch plan
+lookup) costs tens of microseconds; a 16-element ``x + y`` on the CPU costs about one. For the
+hottest shape of call (elementwise ops on contiguous tensors of one dtype and one shape, small
+enough to run as one launch) a lowering can register a *fast* function (``@lowering(...,
+fast=...)``) that the registry tries first. It keys a :class:`Lane` on ``(dtype, shape)``:
+
+- on a miss the lowering runs normally while :func:`capture` records its kernel launch; if that
+  was exactly one direct launch of a compiled kernel, the lane keeps the compiled entry point
+  (the launch plan of ``trnlang.runtime.kernel``) and the order of the operands in it;
+- on a hit the lane takes an output from its :class:`OutputPool`, and calls the machine code
+  through a small native trampoline (a four-argument ctypes call, the GIL held: these launches
+  last a microsecond).
+
+The output pool keeps up to :data:`POOL_DEPTH` template tensors per lane (outputs of at most
+:data:`POOL_MAX_BYTES`). A template is lent out as ``template.detach()`` (a new tensor on the same
+storage, made in C++ without the dispatcher) and is reused only when nothing else holds its
+storage or its memory block: the storage's C++ use count and the block's reference count prove it.
+Idle templates are not counted by ``torch.trn.memory_allocated()`` and are released by
+``torch.trn.empty_cache()``.
+
+The lane is off (the lowering runs) while launch plans are off (``trn profile`` recording),
+when ``TRN_INTERPRET`` / ``TRN_TARGET`` changed since the lane was made, in inference mode, and
+on threads other than the one that made it (its scratch arena is its own).
+
+Example:
+    >>> import torch, trnlang
+    >>> x = torch.randn(16, device="trn"); y = torch.randn(16, device="trn")
+    >>> z = x + y          # first call: the lowering runs and the lane is made
+    >>> z = x + y          # later calls: the lane
+    >>> torch.equal(z.cpu(), x.cpu() + y.cpu())
+    True
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import threading
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from trnlang.device import memory
+from trnlang.runtime.kernel import _PLANS, _Plan
+
+__all__ = ["Lane", "OutputPool", "capture", "record_launch", "make_lane", "idle_bytes", "release_idle", "stats"]
+
+#: templates per lane; the largest output a lane pools; lanes per fast function
+POOL_DEPTH = 4
+POOL_MAX_BYTES = 1 << 16
+MAX_LANES = 64
+
+_uc = torch._C._storage_Use_Count
+_getref = sys.getrefcount
+_inference = torch.is_inference_mode_enabled
+_ident = threading.get_ident
+_POOLS: list[OutputPool] = []
+_tls = threading.local()
+_STATS = {"lanes": 0}
+_ENV: Any = memory._ENV  # os.environ's backing dict (None on platforms without one: no lanes)
+
+
+class OutputPool:
+    """Output tensors of one ``(dtype, shape)``, reused when their previous user is gone."""
+
+    __slots__ = ("shape", "dtype", "nbytes", "entries")
+
+    def __init__(self, shape: tuple[int, ...], dtype: torch.dtype) -> None:
+        self.shape = shape
+        self.dtype = dtype
+        n = 1
+        for s in shape:
+            n *= s
+        self.nbytes = n * dtype.itemsize
+        self.entries: list[tuple[torch.Tensor, int, Any, int, Any]] = []
+        if self.nbytes <= POOL_MAX_BYTES:
+            _POOLS.append(self)
+
+    def take(self) -> torch.Tensor:
+        """A fresh output tensor (a lent template or a new allocation)."""
+        for e in self.entries:
+            if _uc(e[1]) == 2 and _getref(e[2]) == e[3]:
+                return e[0].detach()
+        if self.nbytes > POOL_MAX_BYTES or len(self.entries) >= POOL_DEPTH:
+            return memory.empty(self.shape, self.dtype)
+        with torch.inference_mode(False):
+            t = memory.empty(self.shape, self.dtype)
+        st = t.untyped_storage()
+        probe = (t, st._cdata, st._trn_block, 0, st)
+        base = _getref(probe[2])  # the block's references when only the pool holds it (storage + entry + arg)
+        self.entries.append((t, st._cdata, probe[2], base, st))
+        del probe
+        return t.detach()
+
+    def idle(self) -> int:
+        """Bytes held by templates nobody uses."""
+        return sum(self.nbytes for e in self.entries if _uc(e[1]) == 2 and _getref(e[2]) == e[3])
+
+    def release_idle(self) -> None:
+        """Drop the idle templates (their memory goes back to the caching allocator)."""
+        self.entries = [e for e in self.entries if not (_uc(e[1]) == 2 and _getref(e[2]) == e[3])]
+
+
+def idle_bytes() -> int:
+    """Bytes of simulated HBM held by idle pooled outputs (not in use by any tensor)."""
+    return sum(p.idle() for p in _POOLS)
+
+
+def release_idle() -> None:
+    """Release every idle pooled output (``torch.trn.empty_cache()`` and the out-of-memory path call this)."""
+    for p in _POOLS:
+        p.release_idle()
+
+
+memory.IDLE_COUNTERS.append(idle_bytes)
+memory._IDLE_RELEASERS.append(release_idle)
+
+
+def stats() -> dict[str, int]:
+    """``{"lanes": lanes made}``."""
+    return dict(_STATS)
+
+
+# ----------------------------------------------------------------------------------- the trampoline
+_TRAMP: dict[int, Any] = {}
+_TRAMP_LOCK = threading.Lock()
+
+
+def _trampoline(n: int) -> Any:
+    """``int32 tramp(ctx, p0, .., p{n-1})``: calls ``ctx[0]`` with the kernel entry ABI.
+
+    ``ctx`` (int64[4]): the entry's address, the meta block, the scratch arena, the error record.
+    """
+    fn = _TRAMP.get(n)
+    if fn is not None:
+        return fn
+    with _TRAMP_LOCK:
+        if n in _TRAMP:
+            return _TRAMP[n]
+        from codegen import llvm
+
+        ps = ", ".join(f"ptr %p{i}" for i in range(n))
+        body = [f"define i32 @tramp(ptr %ctx, {ps}) {{", f"  %arr = alloca [{n} x ptr], align 8"]
+        for i in range(n):
+            body.append(f"  %s{i} = getelementptr [{n} x ptr], ptr %arr, i64 0, i64 {i}")
+            body.append(f"  store ptr %p{i}, ptr %s{i}, align 8")
+        for j, name in enumerate(("fn", "meta", "arena", "err")):
+            body.append(f"  %a{name} = getelementptr i64, ptr %ctx, i64 {j}")
+            body.append(f"  %{name} = load ptr, ptr %a{name}, align 8")
+        body.append("  %rc = call i32 %fn(ptr %arr, ptr %meta, i64 0, i64 1, i64 1, i64 1, ptr %arena, "
+                    "ptr %err, ptr null)")
+        body += ["  ret i32 %rc", "}"]
+        lib = llvm.load_object(llvm.compile_ir("\n".join(body)))
+        # PYFUNCTYPE: the GIL stays held (these kernels last about a microsecond)
+        proto = ctypes.PYFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * (n + 1)))
+        fn = proto(lib.address("tramp"))
+        fn._trnlang_module = lib
+        _TRAMP[n] = fn
+        return fn
+
+
+# ----------------------------------------------------------------------------------- capture
+def capture() -> list[Any]:
+    """Start recording kernel launches on this thread; returns the record list (see :func:`record_launch`)."""
+    rec: list[Any] = []
+    _tls.rec = rec
+    return rec
+
+
+def stop_capture() -> None:
+    """Stop recording on this thread."""
+    _tls.rec = None
+
+
+def record_launch(kernel: Any, args: tuple[Any, ...]) -> None:
+    """Called by lowerings right before a direct single launch ``kernel(*args)`` (no-op unless capturing)."""
+    rec = getattr(_tls, "rec", None)
+    if rec is not None:
+        rec.append((kernel, args))
+
+
+class Lane:
+    """One compiled launch on fixed layouts: ``lane(*operands)`` -> a new output tensor."""
+
+    __slots__ = ("tramp", "ctx", "ctx_words", "arena", "err", "pool", "roles", "owner", "env", "plan")
+
+    def __call__(self, *ops: torch.Tensor) -> torch.Tensor | None:
+        if not _PLANS[0] or _ident() != self.owner or _inference():
+            return None
+        env = _ENV
+        if env.get(b"TRN_INTERPRET") != self.env[0] or env.get(b"TRN_TARGET") != self.env[1]:
+            return None
+        out = self.pool.take()
+        if self.roles == (0, 1, -1):
+            rc = self.tramp(self.ctx, ops[0].data_ptr(), ops[1].data_ptr(), out.data_ptr())
+        else:
+            rc = self.tramp(self.ctx, *[ops[r].data_ptr() if r >= 0 else out.data_ptr() for r in self.roles])
+        if rc:
+            return None  # the kernel reported an error: let the lowering run (and raise it)
+        return out
+
+
+def make_lane(rec: list[Any], operands: tuple[torch.Tensor, ...], out: Any) -> Lane | None:
+    """A lane from one captured launch whose tensors are ``operands`` and ``out`` (None if not possible)."""
+    if len(rec) != 1 or not isinstance(out, torch.Tensor) or not _PLANS[0] or _ENV is None:
+        return None
+    kernel, args = rec[0]
+    roles = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            if a is out:
+                roles.append(-1)
+            else:
+                for i, o in enumerate(operands):
+                    if a is o:
+                        roles.append(i)
+                        break
+                else:
+                    return None
+    if roles.count(-1) != 1:
+        return None
+    pk = kernel._plan_key(args, (1,))
+    plan = kernel._cache.plans.get(pk[0]) if pk is not None else None
+    if not isinstance(plan, _Plan) or plan.grid != (1,):
+        return None
+    v = plan.executor.variant(plan.contiguous, False, (1,))
+    if v.has_print or (v.uses_meta and v.meta_words > plan.meta.size):
+        return None
+    lane = Lane()
+    lane.plan = plan  # keeps the meta block and the code alive
+    lane.arena = np.empty(max(v.arena_size, 1) + 64, np.uint8)
+    lane.err = np.zeros(64, np.int64)
+    fn_addr = ctypes.cast(v.fn, ctypes.c_void_p).value
+    meta = plan.meta_addr if v.uses_meta else v.meta_addr
+    lane.ctx_words = np.array([fn_addr, meta, (lane.arena.ctypes.data + 63) & ~63, lane.err.ctypes.data], np.int64)
+    lane.ctx = lane.ctx_words.ctypes.data
+    return _finish(lane, roles, out, v)
+
+
+def _finish(lane: Lane, roles: list[int], out: torch.Tensor, v: Any) -> Lane:
+    lane.tramp = _trampoline(len(roles))
+    lane.roles = tuple(roles)
+    lane.owner = _ident()
+    env = _ENV
+    lane.env = (env.get(b"TRN_INTERPRET"), env.get(b"TRN_TARGET"))
+    lane.pool = OutputPool(tuple(out.shape), out.dtype)
+    _STATS["lanes"] += 1
+    return lane
+
+
+def fast_function(lower: Callable[..., Any], nops: int, key: Callable[..., Any]) -> Callable[..., Any]:
+    """A registry fast function for ``lower`` (``nops`` tensor operands, positional only).
+
+    ``key(*ops)`` returns the lane key for eligible operands (dtypes, shape: all contiguous, one
+    dtype...) or None. A miss runs ``lower`` while capturing its launch and makes the lane.
+    """
+    lanes: dict[Any, Any] = {}
+
+    def fast(*args: Any) -> Any:
+        if len(args) != nops:
+            return None
+        k = key(*args)
+        if k is None:
+            return None
+        lane = lanes.get(k)
+        if lane is not None:
+            return lane(*args) if lane is not False else None
+        if len(lanes) >= MAX_LANES:
+            return None
+        rec = capture()
+        try:
+            r = lower(*args)
+        finally:
+            stop_capture()
+        if r is NotImplemented:
+            lanes[k] = False
+            return None
+        lanes[k] = make_lane(rec, args, r) or False
+        return r
+
+    fast.lanes = lanes  # type: ignore[attr-defined]
+    return fast
