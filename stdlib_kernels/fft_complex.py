@@ -160,7 +160,7 @@ def _operand(v: Any) -> tuple[torch.Tensor, torch.Tensor | None, bool] | None:
         if v.dtype in U.NATIVE_DTYPES:
             return v, None, False
         return None
-    sv = U.scalar_value(v)
+    sv = v if isinstance(v, complex) else U.scalar_value(v)
     if sv is None:
         return None
     c = complex(sv)
