@@ -116,8 +116,7 @@ def _ndtri(y0: Any) -> Any:
     c = y - 0.5
     c2 = c * c
     central = (c + c * (c2 * _horner(c2, _P0) / _horner(c2, _Q0))) * _SQRT_2PI
-    ys = tl.where(y > 0.0, y, 0.5)  # keeps log() finite in lanes the select drops
-    t = tl.sqrt(tl.log(ys) * -2.0)
+    t = tl.sqrt(tl.log(y) * -2.0)  # NaN / inf in lanes the selects below drop (and NaN for a NaN input)
     z = 1.0 / t
     x1 = tl.where(t < 8.0, z * _horner(z, _P1) / _horner(z, _Q1), z * _horner(z, _P2) / _horner(z, _Q2))
     tail = (t - tl.log(t) / t) - x1
@@ -282,10 +281,13 @@ def frexp_out(self: Any, *, mantissa: torch.Tensor, exponent: torch.Tensor) -> A
         return NotImplemented
     idt, mb, emax, bias = _BITS[self.dtype]
     ix = _int_view(self)
-    # the exponent first: ``mantissa`` may be ``self`` (in place)
-    for op, o in (("frexp_exponent", exponent), ("frexp_mantissa", mantissa)):
+    # ``mantissa`` over ``self`` (in place): written through a temporary
+    m = torch.empty_like(mantissa) if U.overlaps(mantissa, self) else mantissa
+    for op, o in (("frexp_exponent", exponent), ("frexp_mantissa", m)):
         if run(op, [ix], o.dtype, o, (mb, emax, bias), compute="i32", in_dtypes=(idt,)) is NotImplemented:
             return NotImplemented
+    if m is not mantissa:
+        mantissa.copy_(m)
     return mantissa, exponent
 
 
@@ -298,6 +300,7 @@ _CHEB = {"chebyshev_polynomial_t": ("t", False, 6), "chebyshev_polynomial_u": ("
          "shifted_chebyshev_polynomial_v": ("v", True, 6), "shifted_chebyshev_polynomial_w": ("w", True, 4)}
 _OTHER = ("hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p")
 _HERMITE_LIMIT = 128.0  # torch's getHermitianLimit<float>: NaN above
+_2M32, _2P32 = 2.0 ** -32, 2.0 ** 32
 
 
 def _degree(nr: Any) -> tuple[Any, Any, Any]:
@@ -325,13 +328,18 @@ def _step(name: str, x: Any, m: Any, j: Any, p: Any, q: Any) -> Any:
     """Iteration ``j`` (1, 2, ...) of the three-term recurrence (previous two values ``p``, ``q``)."""
     if name in _CHEB:
         return m * q - p
+    # torch's CPU build fuses ``a * q - k * p`` into fma(a, q, -(k * p)): the product a * q may exceed the fp32
+    # range while the difference does not (the terms nearly cancel); q scaled by 2^-32 and back keeps it finite
     if name == "hermite_polynomial_h":
-        return m * q - (j + j) * p
-    if name == "hermite_polynomial_he":
-        return x * q - j * p
-    if name == "laguerre_polynomial_l":
-        return (((j + j) + (1.0 - x)) * q - j * p) / (j + 1.0)
-    return ((j + j + 1.0) * x * q - j * p) / (j + 1.0)  # legendre
+        a, k = m, j + j
+    elif name == "hermite_polynomial_he":
+        a, k = x, j
+    elif name == "laguerre_polynomial_l":
+        a, k = (j + j) + (1.0 - x), j
+    else:  # legendre
+        a, k = (j + j + 1.0) * x, j
+    r = (a * (q * _2M32) - (k * p) * _2M32) * _2P32
+    return r if name.startswith("hermite") else r / (j + 1.0)
 
 
 def _recurrence(name: str, steps: int, x: Any, y: Any, n: Any) -> Any:
