@@ -53,7 +53,7 @@ DIRECT_MAX = 256
 #: Sizes with no factor pair are one matmul up to this size (three ``[n, n]`` fp32 matrices), Bluestein above.
 PRIME_MAX = 1024
 #: Cached twiddle matrices (bytes) before the least recently used are dropped.
-CACHE_BYTES = 256 << 20
+CACHE_BYTES = 64 << 20
 _F32 = torch.float32
 _C64 = torch.complex64
 
@@ -198,7 +198,7 @@ def plan(n: int) -> tuple[int, int] | None:
 def supported(n: int) -> bool:
     """A transform of size ``n`` runs natively: every factor left after the Cooley-Tukey steps is at most
     :data:`PRIME_MAX` (one matmul) or :data:`~stdlib_kernels.fft_complex.BLUESTEIN_MAX` (Bluestein)."""
-    if n < 1:
+    if not 1 <= n < (1 << 28):  # the twiddles' integer arithmetic (4 j k mod n) stays within int32
         return False
     p = plan(n)
     if p is None:
@@ -467,3 +467,13 @@ def fft_c2r(self: torch.Tensor, dim: Sequence[int], normalization: int, last_dim
 def conj_physical_out(self: torch.Tensor, *, out: torch.Tensor) -> Any:
     """``out = conj(self)`` (complex: the imaginary plane negated; real: a copy)."""
     return conj_physical(self, out=out)
+
+
+@lowering("aten::conj_physical_", dtypes=None, variants=False)
+def conj_physical_(self: torch.Tensor) -> Any:
+    """In-place ``conj_physical`` (its composite kernel calls a CPU-only stub): a no-op for real tensors."""
+    if not self.is_complex():
+        return self
+    if self.dtype != _C64 or self.is_conj():
+        return NotImplemented
+    return conj_physical(self, out=self)

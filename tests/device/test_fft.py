@@ -151,6 +151,9 @@ def test_complex_mul_and_conj():
     assert FC.complex_mul(at, bt, out=at[:, :2]) is NotImplemented  # wrong shape: declined
     assert FC.complex_mul(rt, rt) is NotImplemented  # not a complex result
     assert_same(_nofb(lambda: torch.conj_physical(at)), a.conj_physical())
+    c = at.clone()
+    assert _nofb(lambda: c.conj_physical_()) is c
+    assert_same(c, a.conj(), rtol=0, atol=0)
     if _mul_native():
         assert_same(_nofb(lambda: at * bt), a * b, rtol=1e-6, atol=1e-6)
 
