@@ -574,9 +574,17 @@ def sub(self: Any, other: Any, *, alpha: Any = 1, out: torch.Tensor | None = Non
     return _binary("sub", self, other, alpha, out)
 
 
-@lowering("aten::mul.Tensor", dtypes=OPERAND_DTYPES, fast=_fast(lambda a, b: mul(a, b)))
+def _is_complex(v: Any) -> bool:
+    return isinstance(v, complex) or (isinstance(v, torch.Tensor) and v.is_complex())
+
+
+@lowering("aten::mul.Tensor", dtypes=(*OPERAND_DTYPES, torch.complex64), fast=_fast(lambda a, b: mul(a, b)))
 def mul(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
-    """``self * other``."""
+    """``self * other`` (complex64 operands: ``stdlib_kernels.fft_complex``, on real/imaginary planes)."""
+    if _is_complex(self) or _is_complex(other) or _is_complex(out):
+        from stdlib_kernels.fft_complex import complex_mul
+
+        return complex_mul(self, other, out=out)
     if torch.result_type(self, other) == torch.bool:
         return run_binary("logical_and", self, other, out, rdt=torch.bool)
     return _binary("mul", self, other, None, out)

@@ -21,14 +21,6 @@ _SETTINGS = settings(max_examples=3, deadline=None, suppress_health_check=[Healt
 TOL = 1e-4
 
 
-def _mul_native() -> bool:
-    """The pointwise family routes complex mul here (until it does, c2r backward's ``mul_(2)`` falls back)."""
-    from trnlang.device.registry import REGISTRY
-
-    ent = REGISTRY.get("aten::mul.out")
-    return ent is not None and (ent.dtypes is None or torch.complex64 in ent.dtypes)
-
-
 def _nofb(fn, *args, allow=()):
     trnlang.reset_fallback_stats()
     r = fn(*args)
@@ -127,8 +119,7 @@ def test_fft_backward(name):
     g = _rand(y.shape, y.is_complex(), seed=1)
     y.backward(g)
     xt = x.to("trn").requires_grad_()
-    allow = () if _mul_native() else ("aten::mul.out",)
-    _nofb(lambda: fn(xt, None, "ortho").backward(g.to("trn")), allow=allow)
+    _nofb(lambda: fn(xt, None, "ortho").backward(g.to("trn")))  # c2r backward's complex mul_(2) included
     assert_same(xt.grad, xc.grad, rtol=TOL, atol=TOL)
 
 
