@@ -1,23 +1,27 @@
-"""Elementwise special functions: ``erfcx``, ``log_ndtr``, ``ndtri``, ``angle``, ``nextafter``, ``frexp`` and the
-orthogonal polynomials (``chebyshev_polynomial_{t,u,v,w}``, their shifted forms, ``hermite_polynomial_{h,he}``,
-``laguerre_polynomial_l``, ``legendre_polynomial_p``).
+"""Elementwise special functions: ``erfcx``, ``log_ndtr``, ``ndtri``, ``angle``, ``nextafter``, ``frexp``,
+``hash_tensor`` and the orthogonal polynomials (``chebyshev_polynomial_{t,u,v,w}``, their shifted forms,
+``hermite_polynomial_{h,he}``, ``laguerre_polynomial_l``, ``legendre_polynomial_p``).
 
-Every op is one launch (two for ``frexp``) of the elementwise kernel of ``stdlib_kernels.unary``
-(:func:`unary.ew`): the formula is added to ``unary.EW_OPS`` under a compile-time name. The formulas follow
-torch's CPU kernels (``aten/src/ATen/native/Math.h``), special cases included (``n < 0``, ``|x| == 1``, NaN
-and infinite ``n``, ...), evaluated in fp32:
+The formulas run in the elementwise kernel of ``stdlib_kernels.unary`` (:func:`unary.ew`): each is added to
+``unary.EW_OPS`` under a compile-time name. They follow torch's CPU kernels (``aten/src/ATen/native/Math.h``),
+special cases included (``n < 0``, ``|x| == 1``, NaN and infinite ``n``, ...), evaluated in fp32:
 
 - ``erfcx`` uses a degree-12 polynomial in ``q = (|x| - 2) / (|x| + 2)`` for ``(1 + 2|x|) erfcx(|x|) - 1``
   (fitted to torch's float64 ``erfcx``; relative error ~2e-7 in fp32) and ``erfcx(x) = 2 exp(x^2) - erfcx(-x)``
   for ``x < 0``, with torch's cut-offs. ``log_ndtr`` and ``ndtri`` are torch's (Cephes / SciPy) formulas.
-- ``nextafter`` and ``frexp`` work on the integer view of the floats' bits (no float arithmetic touches
-  a subnormal, so they are exact for every input, bf16/fp16 too).
+- ``nextafter``, ``frexp`` and ``hash_tensor`` work on the integer view of the floats' bits (no float arithmetic
+  touches a subnormal), so they are bit-exact for every input, bf16/fp16 too. ``hash_tensor`` builds each
+  element's float64 (int64 for integers) bit pattern as two int32 words on chip and XOR-reduces them over the
+  dims with native ``bitwise_xor`` launches (halving the reduced extent each time).
 - A polynomial of degree ``n`` (a tensor) runs its three-term recurrence as a loop of ``steps`` iterations
   on chip; each element keeps the value of its own iteration ``n - 1`` (torch's loop stops at NaN, and NaN
   is absorbing, so the result is the same). ``steps`` (a compile-time power of two) comes from a small device
   reduction: the largest ``n - 1`` over the elements that need the recurrence (the others use torch's
   closed forms or special cases; a Chebyshev/Legendre recurrence with ``|x| > 1`` is known to reach NaN
   after ``~90 / acosh|x|`` steps, so it is bounded by that). Above :data:`MAX_STEPS` the call is declined.
+  torch's CPU build fuses ``a * q - k * p`` into an FMA; without one, results agree to a few ulps per step
+  (1e-4 where the value is not near a root or the fp32 overflow threshold), and the closed forms
+  ``cos(n acos x)`` amplify 1-ulp ``acos`` differences by ``n`` (~1e-4 at n ~ 500).
 
 Example:
     >>> import torch
@@ -289,7 +293,6 @@ def frexp_out(self: Any, *, mantissa: torch.Tensor, exponent: torch.Tensor) -> A
     if m is not mantissa:
         mantissa.copy_(m)
     return mantissa, exponent
-
 
 
 # ------------------------------------------------------------------------------------------ orthogonal polynomials
