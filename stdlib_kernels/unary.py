@@ -217,8 +217,17 @@ def run_unary(op: str, self: Any, out: torch.Tensor | None, params: tuple = ()) 
     return run(op, [self], self.dtype, out, params)
 
 
+#: integer (and bool) inputs torch promotes to the default float dtype for these ops
+_INT_IN = (torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
+_KEEPS_INT = {"abs", "neg", "sign", "floor", "ceil", "trunc", "relu", "square", "frac"}
+
+
 def _make(op: str) -> Callable[..., Any]:
     def lower(self: Any, *, out: torch.Tensor | None = None) -> Any:
+        if U.is_trn(self) and self.dtype in _INT_IN:
+            if op in _KEEPS_INT or torch.get_default_dtype() != torch.float32:
+                return NotImplemented
+            return run(op, [self], torch.float32, out, in_dtypes=_INT_IN)  # the kernel loads ints as fp32
         return run_unary(op, self, out)
 
     lower.__name__ = op
@@ -238,7 +247,7 @@ def _register(name: str, fn: Callable[..., Any], dtypes: Any = DTYPES) -> None:
 
 
 for _op in _SIMPLE:
-    _register(_op, _make(_op))
+    _register(_op, _make(_op), DTYPES if _op in _KEEPS_INT else (*DTYPES, *_INT_IN))
 
 
 def sgn(self: Any, *, out: torch.Tensor | None = None) -> Any:

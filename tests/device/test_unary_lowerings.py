@@ -270,3 +270,15 @@ def test_profile_of_the_unary_kernel():
     assert p.time_us > 0
     assert all(0 <= e.utilization <= 1 for e in p.engines.values()), p.engines
     assert p.engines["dma"].instructions > 0 and p.engines["scalar"].instructions > 0
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool])
+def test_integer_inputs_promote_to_float32(dtype):
+    """exp2/sin/sqrt/... of an integer tensor: computed in fp32 into a float32 result, as torch promotes."""
+    x = torch.arange(-5, 7).to(dtype) if dtype in (torch.int32, torch.int16, torch.int8) else torch.arange(12).to(dtype)
+    for f in (torch.exp2, torch.sin, torch.sqrt, torch.sigmoid, torch.log1p, torch.rsqrt):
+        trnlang.reset_fallback_stats()
+        got = f(x.to("trn"))
+        assert trnlang.fallback_stats() == {}, (f, trnlang.fallback_stats())
+        assert got.dtype == torch.float32
+        torch.testing.assert_close(got.cpu(), f(x), equal_nan=True, rtol=1e-5, atol=1e-6)
