@@ -383,8 +383,8 @@ _AI_GD = (9.30892908077441974853e+00, 1.98352928718312140417e+01, 1.556466289328
           4.91834570062930015649e-09)
 _SQRT_1_PI = 5.64189583547756286948e-01
 _AI_C1, _AI_C2 = 0.355028053887817239260, 0.258819403792806798405
-#: terms of the Maclaurin series used on [-2.09, 2.09): |x^3| <= 9.2, so the 10th term is below fp32 eps
-_AI_TERMS = 12
+#: terms of the Maclaurin series used on [-2.09, 2.09): |x^3| <= 9.2, so the 9th term is below fp32 eps
+_AI_TERMS = 10
 
 
 def _airy_ai(x: Any) -> Any:
@@ -429,13 +429,12 @@ def _simple(fn: Callable[[Any], Any]) -> Callable[..., Any]:
     return lambda p, x: fn(x)
 
 
-#: ATen op -> formula (all one-input, float in / same float out).
+#: ATen op -> formula (all one-input, float in / same float out). ``modified_bessel_i0`` is ``i0``'s kernel.
 FUNCS: dict[str, Callable[[Any], Any]] = {
     "i0": _i0,
     "special_i0e": _i0e,
     "special_i1": _i1,
     "special_i1e": _i1e,
-    "special_modified_bessel_i0": _i0,
     "special_modified_bessel_i1": _i1_full,
     "special_modified_bessel_k0": _k0,
     "special_modified_bessel_k1": _k1,
@@ -461,11 +460,13 @@ def run_bucketed(op: str, ins: Sequence[torch.Tensor], out_dtype: torch.dtype, o
     """``unary.run`` of ``EW_OPS[op]``, small tensors padded to a few bucket sizes first.
 
     These formulas are long (a Clenshaw step per coefficient), and a kernel is compiled per launch
-    shape; small odd shapes also get their loops fully unrolled by LLVM, so each new small shape would
-    cost seconds of compilation. Up to ``_PAD_MAX`` elements, the operands are copied (broadcast) into
-    a contiguous buffer of the next power of two (>= ``_PAD_MIN``), the kernel runs on that and the
-    first ``numel`` results are copied out: one compiled kernel per bucket instead of one per shape.
-    The padding's values are never read back. Returns NotImplemented to decline, like ``unary.run``.
+    shape and dtype; small odd shapes also get their loops fully unrolled by LLVM, so each new small
+    shape would cost seconds of compilation. Up to ``_PAD_MAX`` elements, the operands are copied
+    (broadcast, converted to fp32) into a contiguous buffer of the next power of two (>= ``_PAD_MIN``),
+    the kernel runs on that and the first ``numel`` results are copied out (rounded to the output
+    dtype, to nearest even like the kernel's own store): one compiled kernel per bucket instead of one
+    per shape and dtype. The padding's values are never read back. Returns NotImplemented to decline,
+    like ``unary.run``.
     """
     if not ins or not all(U.is_trn(t) and t.dtype in DTYPES for t in ins):
         return NotImplemented
@@ -486,33 +487,33 @@ def run_bucketed(op: str, ins: Sequence[torch.Tensor], out_dtype: torch.dtype, o
     while size < n:
         size *= 2
     bufs = []
-    for t in ins:
-        b = memory.empty((size,), t.dtype)
+    for t in ins:  # fp32 buffers: the kernel computes in fp32 anyway, and bf16/fp16 then share its compilation
+        b = memory.empty((size,), torch.float32)
         b[:n].view(shape).copy_(t.expand(shape))
         bufs.append(b)
-    res = memory.empty((size,), out_dtype)
-    run(op, bufs, out_dtype, res, params)
+    res = memory.empty((size,), torch.float32)
+    run(op, bufs, torch.float32, res, params)  # the copy below rounds to out_dtype as the kernel's store would
     if out is None:  # strides like TensorIterator's output (those of a dense full-shape operand)
         out = U.new_output(shape, out_dtype, [t for t in ins if tuple(t.shape) == shape])
     out.copy_(res[:n].view(shape))
     return out
 
 
-def _make(op: str) -> Callable[..., Any]:
+def _make(op: str, key: str) -> Callable[..., Any]:
     def lower(self: Any, *, out: torch.Tensor | None = None) -> Any:
         # integer / bool inputs promote to the default float dtype on the CPU: not handled here
         if not isinstance(self, torch.Tensor) or self.dtype not in DTYPES:
             return NotImplemented
-        return run_bucketed(op, [self], self.dtype, out)
+        return run_bucketed(key, [self], self.dtype, out)
 
     lower.__name__ = op
     lower.__doc__ = f"``aten::{op}`` on ``trn`` (fp32 arithmetic, Cephes' algorithm as torch's CPU kernel)."
     return lower
 
 
-for _op in FUNCS:
+for _op, _key in [(op, op) for op in FUNCS] + [("special_modified_bessel_i0", "i0")]:
     if f"aten::{_op}" not in REGISTRY:
-        lowering(f"aten::{_op}", dtypes=DTYPES)(_make(_op))
+        lowering(f"aten::{_op}", dtypes=DTYPES)(_make(_op, _key))
 
 
 from stdlib_kernels import gamma_fns  # noqa: E402,F401  (registers zeta / polygamma / igamma)

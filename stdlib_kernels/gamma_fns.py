@@ -11,10 +11,12 @@ fp32's resolution):
 
 * ``zeta(x, q)`` sums ``(q + k)^-x`` for ``k < K`` then adds the Euler-Maclaurin tail at ``w = q + K``;
   ``K`` (a compile-time constant) is 10 unless some ``q`` is negative, then it covers ``9 - min(q)``
-  (one device reduction read on the host); ``min(q) < -60000`` is declined (CPU fallback).
+  (one device reduction read on the host). Declined (CPU fallback): ``min(q) < -65000``, and integral
+  ``x >= 7`` meeting ``q < 0``, where terms of both signs cancel beyond fp32 (torch sums in double).
 * ``polygamma(n, x)``: ``digamma`` for ``n = 0``, the reflection + recurrence + asymptotic form of
-  torch's float ``trigamma`` for ``n = 1``, ``(-1)^(n+1) n! zeta(n + 1, x)`` beyond (powers by
-  multiplication, so negative ``x`` needs no ``pow`` of a negative base).
+  torch's float ``trigamma`` for ``n = 1``, ``(-1)^(n+1) n! zeta(n + 1, x)`` for ``2 <= n <= 34``
+  (powers by squaring; ``x < 0`` by the reflection formula with the n-th derivative of ``cot``, so no
+  cancelling sum); ``n > 34`` is declined (fp32 ``n!`` is inf: torch's result is +-inf or NaN).
 * ``igamma(a, x)`` / ``igammac(a, x)``: every method (power series, continued fraction, the small-``x``
   series of the complement, Temme's expansion for ``a ~ x``) is evaluated and the one torch's
   branches pick is selected; series lengths grow like ``sqrt(max(a))`` (host-chosen as for zeta).
@@ -107,23 +109,61 @@ def _zeta(p: tuple, x: Any, q: Any) -> Any:
     return tl.where(x == 1.0, _INF, tl.where(x < 1.0, _NAN, v))
 
 
-def _zeta_int(p: tuple, q: Any) -> Any:
-    """zeta(n + 1, q) for a compile-time integer n >= 1 (``polygamma``), times ``(-1)^(n+1) n!``."""
-    n, k_terms = p
+def _cot_derivative(n: int) -> list[int]:
+    """Integer coefficients (lowest degree first) of D_n, d^n/dt^n cot(t) = D_n(cot t): D_{k+1} = -(1 + c^2) D_k'."""
+    p = [0, 1]
+    for _ in range(n):
+        d = [k * p[k] for k in range(1, len(p))]
+        q = [0] * (len(d) + 2)
+        for i, v in enumerate(d):
+            q[i] -= v
+            q[i + 2] -= v
+        p = q
+    return p
 
-    def term(a: Any) -> Any:
+
+#: polygamma orders computed natively: torch's factor exp(lgamma(n + 1)) is inf in fp32 from n = 35 on
+_POLYGAMMA_MAX_N = 34
+
+
+def _polygamma_n(p: tuple, q: Any) -> Any:
+    """psi^(n)(q) for a compile-time integer 2 <= n <= 34: ``(-1)^(n+1) n! zeta(n + 1, q)``.
+
+    For q < 0 the direct sum cancels (terms of both signs up to 2^(n+1) near half-integers) where torch
+    sums in double, so negative q use the reflection formula instead:
+    ``psi^(n)(q) = -n! (zeta(n+1, 1-q) + pi^(n+1) D_n(cot(pi q)) / n!)``, every term of one sign.
+    """
+    n = p[0]
+
+    def term(a: Any) -> Any:  # a^-(n+1) by squaring (a compile-time exponent: ~2 log2(n) multiplies)
         r = 1.0 / a
-        t = r
-        for _ in range(n):
-            t = t * r
+        t: Any = None
+        m = n + 1
+        while m:
+            if m & 1:
+                t = r if t is None else t * r
+            m >>= 1
+            if m:
+                r = r * r
         return t
 
-    s = _direct_sum(q, k_terms, term)
-    w = q + float(k_terms)
-    x = float(n + 1)
-    s = s + _em_tail(x, w, term(w))
-    s = tl.where((q <= 0.0) & (q == tl.floor(q)), _INF, s)
-    return s * float((1 if n % 2 else -1) * math.factorial(n))
+    neg = q < 0.0
+    qq = tl.where(neg, 1.0 - q, q)
+    z = _direct_sum(qq, _K_MIN, term)
+    w = qq + float(_K_MIN)
+    z = z + _em_tail(float(n + 1), w, term(w))
+    fact = float(math.factorial(n))
+    scale = math.pi ** (n + 1) / fact
+    coefs = [float(v) * scale for v in reversed(_cot_derivative(n))]
+    # cot(pi q) = cot(pi r) with r = q - round(q) in [-1/2, 1/2] (exact); near r = +-1/2, where cot vanishes,
+    # as -tan(pi t) with t = r -+ 1/2 (exact too): pi * r itself would carry an error larger than the value
+    r = q - tl.round(q)
+    t = r - tl.where(r > 0.0, 0.5, -0.5)
+    cot = tl.where(tl.abs(r) < 0.25, tl.cos(r * float(math.pi)) / tl.sin(r * float(math.pi)),
+                   -tl.tan(t * float(math.pi)))
+    sign = 1.0 if n % 2 else -1.0
+    v = tl.where(neg, -fact * (z + polevl(cot, coefs)), (sign * fact) * z)
+    return tl.where((q <= 0.0) & (q == tl.floor(q)), sign * _INF, v)
 
 
 def _trigamma(p: tuple, x: Any) -> Any:
@@ -140,7 +180,7 @@ def _trigamma(p: tuple, x: Any) -> Any:
     return tl.where(x < 0.5, refl - acc, acc)
 
 
-EW_OPS.update({"zeta": _zeta, "zeta_int": _zeta_int, "trigamma": _trigamma,
+EW_OPS.update({"zeta": _zeta, "polygamma_n": _polygamma_n, "trigamma": _trigamma,
                "digamma_": lambda p, x: tl.digamma(x)})
 
 
@@ -160,13 +200,13 @@ def _host_max(t: torch.Tensor) -> float:
 
 
 def _shift_terms(q: torch.Tensor) -> int | None:
-    """Direct-sum length ``K`` with ``q + K >= 9`` for every finite q (a power of two above 16: few compiles)."""
+    """Direct-sum length ``K`` with ``q + K >= 9`` for every finite q (10, then powers of four: few compilations)."""
     need = 9.0 - _host_min(q) + 1.0
     if need <= _K_MIN:
         return _K_MIN
     k = 16
     while k < need:
-        k *= 2
+        k *= 4
     return k if k <= _K_MAX else None
 
 
@@ -205,7 +245,23 @@ def special_zeta(self: Any, other: Any, *, out: torch.Tensor | None = None) -> A
     k_terms = _shift_terms(q)
     if k_terms is None:
         return NotImplemented  # q far below 0: more direct terms than a launch should run
+    if k_terms > _K_MIN and _cancels(x, q):
+        return NotImplemented
     return run_bucketed("zeta", [x, q], rdt, out, (k_terms,))
+
+
+#: integral x from which the direct sum at q < 0 may cancel beyond fp32's reach (terms up to 2^x, error ~ 2^x eps)
+_ZETA_CANCEL_X = 7.0
+
+
+def _cancels(x: torch.Tensor, q: torch.Tensor) -> bool:
+    """Some q < 0 meets an integral x >= 7: terms of both signs near half-integers cancel (torch sums in double).
+
+    Non-integral x with q < 0 is NaN anyway, so this is the only case the fp32 sum cannot follow; it goes
+    to the CPU. (One device reduction; one flag comes back.)
+    """
+    bad = (q < 0) & (x == torch.floor(x)) & (x >= _ZETA_CANCEL_X)
+    return bool(bad.any().item())
 
 
 for _name in ("special_zeta", "special_zeta.self_scalar", "special_zeta.other_scalar"):
@@ -219,14 +275,13 @@ def polygamma(n: Any, self: Any, *, out: torch.Tensor | None = None) -> Any:
         n, self = self, n
     if not isinstance(n, int) or n < 0 or not U.is_trn(self) or self.dtype not in DTYPES:
         return NotImplemented  # n < 0: torch's own error, from the CPU kernel
+    if n > _POLYGAMMA_MAX_N:
+        return NotImplemented  # fp32 n! is inf: torch's result is +-inf or NaN by the sign of a double sum
     if n == 0:
         return run_bucketed("digamma_", [self], self.dtype, out)
     if n == 1:
         return run_bucketed("trigamma", [self], self.dtype, out)
-    k_terms = _shift_terms(self)
-    if k_terms is None:
-        return NotImplemented
-    return run_bucketed("zeta_int", [self], self.dtype, out, (n, k_terms))
+    return run_bucketed("polygamma_n", [self], self.dtype, out, (n,))
 
 
 if "aten::polygamma" not in REGISTRY:
@@ -418,11 +473,15 @@ _SERIES_MAX = 4096
 
 
 def _series_terms(a: torch.Tensor) -> int | None:
-    """Power-series length for the largest finite ``a`` of a launch (a power of two, >= 64); None beyond 4096."""
+    """Power-series length for the largest finite ``a`` of a launch (64, 256, 1024 or 4096: few compilations).
+
+    Measured in fp32 (torch's stopping rule): at most ~31 terms for a <= 200 (x ~ a at a = 200: ~80),
+    then about 2.2 sqrt(a); ``48 + 2.5 sqrt(a)`` bounds both. None (decline) beyond 4096 terms.
+    """
     need = 48.0 + 2.5 * math.sqrt(max(_host_max(a), 0.0))
     k = 64
     while k < need:
-        k *= 2
+        k *= 4
     return k if k <= _SERIES_MAX else None
 
 
