@@ -20,8 +20,9 @@ do); tests compare distributions.
 Lowered: ``uniform_``, ``normal_`` (and ``normal`` with tensor mean/std), ``bernoulli_`` (float and tensor
 ``p``), ``random_`` (``from``/``to``, ranges up to 2^24), ``exponential_``, ``log_normal_``, ``geometric_``,
 ``cauchy_``, ``randperm`` (as an argsort of random keys), ``native_dropout`` (mask and scaled output in one kernel),
-``native_dropout_backward``, ``rrelu_with_noise`` (noise and output in one kernel; its backward decomposes) and
-``multinomial`` (Gumbel top-k without replacement, inverse-CDF counts with replacement).
+``native_dropout_backward``, ``rrelu_with_noise`` (noise and output in one kernel; its backward decomposes),
+``multinomial`` (Gumbel top-k without replacement, inverse-CDF counts with replacement) and, in
+:mod:`stdlib_kernels.random_pool`, ``fractional_max_pool2d/3d`` (+ backward).
 
 Example:
     >>> import torch
@@ -540,3 +541,7 @@ def multinomial(self: torch.Tensor, num_samples: int, replacement: bool = False,
                 out: torch.Tensor | None = None) -> Any:
     """``torch.multinomial(probs, num_samples, replacement)``: int64 category indices per row of ``probs``."""
     return _multinomial(self, num_samples, replacement, generator, out)
+
+
+# RNG-driven pooling lives in its own module (this one stays short); importing it registers its lowerings.
+from stdlib_kernels import random_pool  # noqa: E402, F401

@@ -268,3 +268,58 @@ def test_multinomial_bad_arguments_raise_torchs_errors(monkeypatch):
             torch.multinomial(args[0].to("trn"), *args[1:])
         assert str(te.value) == str(ce.value)
     trnlang.reset_fallback_stats()
+
+
+_FRAC_CASES = [((2, 3, 9, 9), (2, 2), (4, 5), torch.float32), ((3, 9, 10), (3, 2), (1, 5), torch.float32),
+               ((1, 2, 40, 40), (3, 3), (20, 20), torch.bfloat16),
+               ((2, 3, 7, 8, 9), (2, 3, 2), (4, 3, 5), torch.float32),
+               ((3, 7, 8, 9), (2, 2, 2), (5, 6, 7), torch.bfloat16)]
+
+
+@pytest.mark.parametrize("shape,k,o,dtype", _FRAC_CASES)
+def test_fractional_max_pool_matches_cpu_given_samples(shape, k, o, dtype):
+    """The windows come from ``random_samples`` (torch's interval formula, rounded per step in bf16): with the
+    same samples the values and indices equal the CPU's; the backward scatter-adds by the indices."""
+    nd = len(k)
+    op = torch.ops.aten.fractional_max_pool2d if nd == 2 else torch.ops.aten.fractional_max_pool3d
+    bop = torch.ops.aten.fractional_max_pool2d_backward if nd == 2 else torch.ops.aten.fractional_max_pool3d_backward
+    gen = torch.Generator().manual_seed(16)
+    x = torch.randn(shape, generator=gen).to(dtype)
+    x.view(-1)[::7] = 0.5  # ties: the first maximum in (t, h, w) order wins
+    planes = (shape[0] * shape[1], shape[0], shape[1]) if len(shape) == nd + 2 else (shape[0], 1, shape[0])
+    s = torch.rand(planes[1], planes[2], nd, generator=gen).to(dtype)
+    out, idx = op(x, k, o, s)
+    t_out, t_idx = op(x.to("trn").transpose(-1, -2).contiguous().transpose(-1, -2), k, o, s.to("trn"))
+    assert torch.equal(t_out.cpu(), out) and torch.equal(t_idx.cpu(), idx)
+    g = torch.randn(out.shape, generator=gen).to(dtype)
+    tol = 1.6e-2 if dtype == torch.bfloat16 else 1e-6
+    assert_same(bop(g.to("trn"), x.to("trn"), k, o, t_idx), bop(g, x, k, o, idx), rtol=tol, atol=tol)
+
+
+def test_fractional_max_pool_functional_nan_and_autograd():
+    nan, inf = math.nan, math.inf
+    x = torch.tensor([[[[1., nan, 3.], [nan, 2., 3.], [-inf, -inf, 3.]]]])
+    s = torch.tensor([[[0.3, 0.7]]])
+    ref = torch.ops.aten.fractional_max_pool2d(x, (2, 2), (2, 2), s)
+    got = torch.ops.aten.fractional_max_pool2d(x.to("trn"), (2, 2), (2, 2), s.to("trn"))
+    assert torch.equal(got[1].cpu(), ref[1])  # the last NaN of a window wins, as on the CPU
+    torch.manual_seed(17)
+    xt = torch.randn(2, 4, 12, 12, device="trn", requires_grad=True)
+    y, i = F.fractional_max_pool2d(xt, 3, output_ratio=(0.5, 0.5), return_indices=True)  # samples: the device rng
+    assert y.shape == (2, 4, 6, 6) and i.dtype == torch.int64
+    assert torch.equal(y.detach().cpu(), xt.detach().cpu().flatten(2).gather(2, i.cpu().flatten(2)).view(y.shape))
+    y.sum().backward()
+    counts = torch.zeros(2, 4, 144).scatter_add_(2, i.cpu().flatten(2), torch.ones(2, 4, 36))
+    assert torch.equal(xt.grad.cpu().flatten(2), counts)
+
+
+def test_profile_fractional_max_pool():
+    from stdlib_kernels.random_pool import frac_max_pool
+
+    x = torch.randn(128, 32 * 32, 1, device="trn")
+    s = torch.rand(128, 2, device="trn")
+    out = torch.empty(128, 16, 16, device="trn")
+    idx = torch.empty(128, 16, 16, dtype=torch.int64, device="trn")
+    prof = frac_max_pool.profile(x, s, out, idx, "1,32,32,1,16,16,1,2,2,0,1,0", (0.0, 2.0, 2.0), None)
+    assert prof.time_us > 0 and all(0 <= e.utilization <= 1 for e in prof.engines.values())
+    assert torch.equal(out.cpu(), x.cpu()[:, :, 0].gather(1, idx.cpu().view(128, -1)).view(128, 16, 16))
