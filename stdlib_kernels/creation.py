@@ -4,9 +4,10 @@ The factories reach the backend as their ``out=`` variants (``torch.arange(10, d
 ``arange.start_out`` on an empty int64 tensor), so the lowerings compute the result size as torch does,
 resize ``out`` and fill it. Values come from the element index, an ``iota``-like index expression turned into an
 int32 tile: ``start + i * step`` in fp32 (floats) or int32 (integers; int64 outputs are stored from int32
-tiles, which the DMA widens, so position ids are made on the device). ``linspace`` (fp32) uses torch's two-sided
-formula (``start + i * step`` below the halfway point, ``end - (steps - 1 - i) * step`` above), ``logspace``
-raises ``base`` to it, ``eye`` is an index predicate ``row == col``. Start/step are runtime ``[1, 1]``
+tiles, which the DMA widens, so position ids are made on the device). ``linspace`` uses torch's two-sided
+formula (``start + i * step`` below the halfway point, ``end - (steps - 1 - i) * step`` above; bf16/fp16 round
+every step as torch's ``scalar_t`` math does), ``logspace`` raises ``base`` to it, ``eye`` is an index predicate
+``row == col``. Start/step are runtime ``[1, 1]``
 operands (a new range of the same length does not recompile). ``full``/``zeros``/``ones`` are the device's
 ``fill_`` plumbing.
 
@@ -36,11 +37,13 @@ _BIG = 4096
 
 
 @trn.kernel
-def ramp(out, a, b, c, kind, base, steps):
+def ramp(out, a, b, c, kind, base, steps, rnd=None):
     """Fill the 2-D view ``out [n, d]`` (element index ``i = base + r * d + col``).
 
     ``kind``: ``"arange"`` ``a + i * b`` in fp32, ``"iarange"`` the same in int32, ``"linspace"`` ``a + i * b``
     below ``steps // 2`` and ``c - (steps - 1 - i) * b`` from there on. ``a``, ``b``, ``c``: ``[1, 1]`` operands.
+    ``rnd`` (bf16/fp16 linspace): every product and sum, and the index itself, rounded to that dtype, as torch's
+    ``scalar_t`` arithmetic does.
     """
     n, d = out.shape
     p = min(128, n)
@@ -59,12 +62,23 @@ def ramp(out, a, b, c, kind, base, steps):
                 res = at + idx * bt
             elif kind == "arange":
                 res = at + idx.astype(tl.float32) * bt
-            else:
+            elif rnd is None:
                 fi = idx.astype(tl.float32)
                 lo = at + fi * bt
                 hi = ct - ((steps - 1) - fi) * bt
                 res = tl.where(idx < steps // 2, lo, hi)
+            else:
+                fi = idx.astype(tl.float32)
+                r = _rounder(rnd)
+                lo = r(at + r(bt * r(fi)))
+                hi = r(ct - r(bt * r((steps - 1) - fi)))
+                res = tl.where(idx < steps // 2, lo, hi)
             tl.store(out[rows, cols], res, mask=m)
+
+
+def _rounder(dt: Any) -> Any:
+    """Round an fp32 tile to ``dt`` and back."""
+    return lambda v: v.astype(dt).astype(tl.float32)
 
 
 @trn.kernel
@@ -178,44 +192,64 @@ def arange_end_out(end: Any, *, out: torch.Tensor) -> Any:
     return arange_out(0, end, 1, out=out)
 
 
-def _linspace_into(out: torch.Tensor, start: float, end: float, steps: int) -> None:
-    """torch's CPU formula, with the step computed in fp32 as the fp32 kernel does."""
-    s32, e32 = np.float32(start), np.float32(end)
-    step = float((e32 - s32) / np.float32(steps - 1)) if steps > 1 else 0.0
-    a = U.scalar_tensor(float(s32), torch.float32)
-    b = U.scalar_tensor(step, torch.float32)
-    c = U.scalar_tensor(float(e32), torch.float32)
+def _round(v: float, dt: torch.dtype) -> float:
+    """``v`` rounded to ``dt`` as torch's ``Scalar.to<scalar_t>()`` (double -> float -> dt)."""
+    return float(torch.tensor(float(np.float32(v)), dtype=torch.float32).to(dt).float()) if dt != torch.float32 \
+        else float(np.float32(v))
+
+
+def _linspace_into(out: torch.Tensor, start: float, end: float, steps: int, *, step: float | None = None,
+                   rnd: torch.dtype | None = None) -> None:
+    """torch's CPU formula. fp32: the step computed in fp32 as the fp32 kernel does (or ``step`` if given);
+    ``rnd`` (bf16/fp16): start, end, step and every intermediate rounded to that dtype, as torch computes them."""
+    if rnd is not None:
+        s_, e_ = _round(start, rnd), _round(end, rnd)
+        step = _round(np.float32(_round(e_ - s_, rnd)) / np.float32(_round(steps - 1, rnd)), rnd)
+    else:
+        s_, e_ = float(np.float32(start)), float(np.float32(end))
+        if step is None:
+            step = float((np.float32(e_) - np.float32(s_)) / np.float32(steps - 1)) if steps > 1 else 0.0
+    a = U.scalar_tensor(s_, torch.float32)
+    b = U.scalar_tensor(float(step), torch.float32)
+    c = U.scalar_tensor(e_, torch.float32)
     for v, base in _flat_views(out):
-        ramp(v, a, b, c, "linspace", base, steps)
+        ramp(v, a, b, c, "linspace", base, steps, rnd)
 
 
 def _lin_args(start: Any, end: Any, steps: int, out: torch.Tensor) -> tuple[float, float] | None:
     start, end = _num(start), _num(end)
-    if isinstance(start, complex) or isinstance(end, complex) or steps < 0 or out.dtype != torch.float32:
+    if isinstance(start, complex) or isinstance(end, complex) or steps < 0 or out.dtype not in FLOATS:
         return None
     if steps > 1 << 24:
         return None
     return float(start), float(end)
 
 
-#: fp32 only: the CPU steps bf16/fp16 ranges in that precision (vector-chunk dependent), which fp32 math does
-#: not reproduce, so those dtypes are declined.
-@lowering("aten::linspace.out", dtypes=(torch.float32,))
+@lowering("aten::linspace.out", dtypes=FLOATS)
 def linspace_out(start: Any, end: Any, steps: int, *, out: torch.Tensor) -> Any:
-    """``torch.linspace(start, end, steps, out=out)`` (float outputs)."""
+    """``torch.linspace(start, end, steps, out=out)`` (float outputs).
+
+    bf16/fp16 follow torch's ``scalar_t`` arithmetic exactly: ``step = (end - start) / (steps - 1)`` and
+    ``start + step * i`` (``end - step * (steps - 1 - i)`` past the middle) with every operand and result rounded
+    to the dtype (the index too), so the values equal the CPU's.
+    """
     args = _lin_args(start, end, steps, out)
     if args is None or not _prepare_out(out, (steps,)):
         return NotImplemented
     if steps == 1:
         out.fill_(args[0])
     elif steps:
-        _linspace_into(out, *args, steps)
+        _linspace_into(out, *args, steps, rnd=None if out.dtype == torch.float32 else out.dtype)
     return out
 
 
-@lowering("aten::logspace.out", dtypes=(torch.float32,))
+@lowering("aten::logspace.out", dtypes=FLOATS)
 def logspace_out(start: Any, end: Any, steps: int, base: float = 10.0, *, out: torch.Tensor) -> Any:
-    """``torch.logspace(start, end, steps, base, out=out)``: ``base ** linspace`` (float outputs, base > 0)."""
+    """``torch.logspace(start, end, steps, base, out=out)``: ``base ** linspace`` (float outputs, base > 0).
+
+    For bf16/fp16 torch rounds start, end and ``end - start`` to the dtype, then steps in double; here the
+    exponents are fp32 from those rounded values (a last-bit difference from the CPU in rare elements).
+    """
     args = _lin_args(start, end, steps, out)
     if args is None or not base > 0 or not _prepare_out(out, (steps,)):
         return NotImplemented
@@ -223,8 +257,12 @@ def logspace_out(start: Any, end: Any, steps: int, base: float = 10.0, *, out: t
         exps = torch.empty((steps,), dtype=torch.float32, device="trn")
         if steps == 1:
             exps.fill_(args[0])
-        else:
+        elif out.dtype == torch.float32:
             _linspace_into(exps, *args, steps)
+        else:
+            s_, e_ = _round(args[0], out.dtype), _round(args[1], out.dtype)
+            step = float(np.float32(_round(e_ - s_, out.dtype)) / np.float32(steps - 1))
+            _linspace_into(exps, s_, e_, steps, step=step)
         bt = U.scalar_tensor(float(base), torch.float32)
         for (xv, _), (ov, _) in zip(_flat_views(exps), _flat_views(out)):
             pow_base(xv, bt, ov)

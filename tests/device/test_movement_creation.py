@@ -181,6 +181,21 @@ def test_linspace_logspace(steps):
                 torch.logspace(0, 10, steps, base=2, dtype=dtype), *tol)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_linspace_logspace_half_dtypes(dtype):
+    """bf16/fp16 linspace equals the CPU's bit for bit (torch rounds every step in ``scalar_t``: step, index,
+    product, sum); logspace within one rounding of the dtype."""
+    for a, b, steps in ((-2.0, 50.0, 50), (-19.01, 56.76, 64), (68.88, 51.59, 300), (0.3, -91.9, 3000), (1.5, 7.0, 1)):
+        assert torch.equal(torch.linspace(a, b, steps, device="trn", dtype=dtype).cpu(),
+                           torch.linspace(a, b, steps, dtype=dtype))
+        tol = 1.6e-2 if dtype == torch.bfloat16 else 1e-3
+        assert_same(torch.logspace(a / 20, b / 20, steps, base=3.0, device="trn", dtype=dtype),
+                    torch.logspace(a / 20, b / 20, steps, base=3.0, dtype=dtype), rtol=tol, atol=1e-5)
+    out = torch.empty(3, 4, device="trn", dtype=dtype).t()  # a non-contiguous out= is resized like torch does
+    torch.linspace(0, 1, 7, out=out)
+    assert torch.equal(out.cpu(), torch.linspace(0, 1, 7, dtype=dtype))
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.int32, torch.bool])
 def test_eye_full(dtype):
     for n, m in [(3, 5), (300, 130), (1, 1), (0, 4)]:
