@@ -3,7 +3,8 @@ triangular solves and imports the other linear-algebra families, so importing it
 
 * ``linalg_common.py``: operand checks, batch views, the triangular-substitution kernel;
 * ``linalg_lu.py``: LU (partial pivoting), LU solve, inverse, solve, lu_unpack, linalg.lu, det, slogdet;
-* ``linalg_qr.py``: Householder QR, geqrf, householder_product;
+* ``linalg_qr.py``: Householder QR, geqrf, householder_product, ormqr;
+* ``linalg_ldl.py``: LDL^T with Bunch-Kaufman pivoting (sytrf) and its solve (sytrs);
 * ``linalg_eig.py`` (its own family): Jacobi SVD and symmetric eigendecomposition.
 
 Approach. Each matrix (``n <= 128`` rows, one SBUF tile: rows on partitions, columns on the free axis) is
@@ -367,4 +368,4 @@ def linalg_matrix_exp(self: torch.Tensor) -> Any:
 
 
 # the other linear-algebra families register their lowerings on import (FAMILIES lists this module only)
-from stdlib_kernels import linalg_lu, linalg_qr  # noqa: E402,F401
+from stdlib_kernels import linalg_ldl, linalg_lu, linalg_qr  # noqa: E402,F401

@@ -1,5 +1,5 @@
-"""Householder QR on the ``trn`` device: ``linalg.qr``, ``geqrf`` and ``householder_product`` (``orgqr``),
-as trnlang kernels (float32).
+"""Householder QR on the ``trn`` device: ``linalg.qr``, ``geqrf``, ``householder_product`` (``orgqr``) and
+``ormqr``, as trnlang kernels (float32).
 
 Each matrix (up to 128 rows, 512 columns; rows on partitions) is reduced in SBUF, one column per step of a
 ``tl.sequential_range`` loop: the column is transposed into a row on partition 0 (norms are free-axis
@@ -22,6 +22,7 @@ import torch
 
 import trnlang as trn
 import trnlang.language as tl
+from stdlib_kernels import _util as U
 from stdlib_kernels import linalg_common as C
 from trnlang.device import lowering
 
@@ -97,6 +98,29 @@ def householder_kernel(v, tau, qt_out):
         tl.store(qt_out[bi, rows, mcols], qt, mask=rows < n)
 
 
+@trn.kernel
+def ormqr_kernel(v, tau, c, out, forward):
+    """``out[b] = H_? ... H_? c[b]``: the reflectors of ``geqrf`` (below the diagonal of ``v[b]`` ``[m, n]``, scales
+    ``tau[b, :k]``) applied to ``c[b]`` ``[m, N]`` (m <= 128, N <= 512), ``H_1`` first when ``forward`` (``Q^T c``),
+    else ``H_k`` first (``Q c``); one ``v^T C`` matmul and one rank-1 update per reflector."""
+    m, nc = c.shape[-2], c.shape[-1]
+    kt = tau.shape[-1]
+    rows = tl.arange(m)[:, None]
+    ncols = tl.arange(nc)[None, :]
+    for bi in tl.affine_range(c.shape[0]):
+        refl = tl.load(v[bi, rows, tl.arange(kt)[None, :]])
+        taus = tl.load(tau[bi:bi + 1, tl.arange(kt)[None, :]])
+        work = tl.ndarray((m, nc), tl.float32, buffer=tl.sbuf)
+        work[:, :] = tl.load(c[bi, rows, ncols])
+        for kk in tl.sequential_range(kt):
+            k = kk if forward else kt - 1 - kk
+            vcol = tl.where(rows > k, refl[:, k:k + 1], tl.where(rows == k, 1.0, 0.0))
+            tv = tl.copy(tl.transpose(vcol)) * taus[:, k:k + 1]
+            w = tl.copy(tl.matmul(vcol, work, transpose_x=True))
+            work[:, :] = work - tl.matmul(tv, w, transpose_x=True)
+        tl.store(out[bi, rows, ncols], work)
+
+
 # lowerings ----------------------------------------------------------------------------------------------------
 @lowering("aten::linalg_qr", dtypes=C.F32)
 def linalg_qr(A: torch.Tensor, mode: str = "reduced") -> Any:
@@ -162,3 +186,33 @@ def linalg_householder_product(input: torch.Tensor, tau: torch.Tensor, *, out: t
         else:
             householder_kernel(v3, tau.reshape(b, tau.shape[-1]), res.mT)
     return C.unflat(res, batch)
+
+
+@lowering("aten::ormqr", dtypes=C.F32)
+def ormqr(self: torch.Tensor, input2: torch.Tensor, input3: torch.Tensor, left: bool = True,
+          transpose: bool = False, *, out: torch.Tensor | None = None) -> Any:
+    """``torch.ormqr``: ``Q C``, ``Q^T C``, ``C Q`` or ``C Q^T`` with ``Q = H_1 ... H_k`` from ``geqrf``, without
+    forming ``Q`` (``C Q = (Q^T C^T)^T``: the right-hand cases run on transposed views); ``m <= 128``."""
+    c = input3
+    if not C.ok(self, input2, c) or self.dim() < 2 or c.dim() < 2 or out is not None:
+        return NotImplemented
+    m = c.shape[-2] if left else c.shape[-1]
+    k = input2.shape[-1]
+    batch = tuple(c.shape[:-2])
+    if (self.dim() != c.dim() or input2.dim() != c.dim() - 1 or tuple(self.shape[:-2]) != batch
+            or tuple(input2.shape[:-1]) != batch or self.shape[-2] != m or k > self.shape[-1] or k > m
+            or m > C.TILE):
+        return NotImplemented  # the CPU raises torch's error for bad shapes
+    ct = c if left else c.mT
+    b = U.prod(batch)
+    res = C.empty((b, *ct.shape[-2:]))
+    if res.numel():
+        if k == 0:
+            res.copy_(C.flat(ct))
+        else:
+            v3, t2, c3 = C.flat(self), input2.reshape(b, k), C.flat(ct)
+            for c0 in range(0, c3.shape[-1], 512):  # column blocks are independent
+                c1 = min(c3.shape[-1], c0 + 512)
+                ormqr_kernel(v3, t2, c3[:, :, c0:c1], res[:, :, c0:c1], left == transpose)
+    res = C.unflat(res, batch)
+    return res if left else res.mT.contiguous()
