@@ -599,8 +599,17 @@ def _var(self: Any, dim: Any, correction: Any, keepdim: bool, std: bool, with_me
     mean = torch.empty(shape, dtype=self.dtype, device="trn") if with_mean else None
     r = U.prod(self.shape[d] for d in range(self.dim()) if d not in red)
     c = U.prod(self.shape[d] for d in red)
-    if r == 0 or c == 0:
-        return NotImplemented  # empty reductions (NaN results plus a warning): the fallback does it
+    if (c if r else 0) - corr <= 0:  # torch's warning (an empty reduction, or a correction >= the count)
+        import warnings
+
+        fname = ("std" if std else "var") + ("_mean" if with_mean else "")
+        warnings.warn(f"{fname}(): degrees of freedom is <= 0. Correction should be strictly less than the reduction "
+                      "factor (input numel divided by output numel).", UserWarning, stacklevel=2)
+    if r == 0:
+        return (out, mean) if with_mean else out
+    if c == 0:  # an empty reduction: NaN, as torch fills it
+        out.fill_(math.nan)
+        return (out, mean.fill_(math.nan)) if with_mean else out
     x2 = _as_rows(self, red) if self.dim() else U.view(self, (1, 1), (1, 1), self.storage_offset())
     m2 = U.view(mean, (r, 1), (1, 1), 0) if mean is not None else None
     row_var(x2, U.view(out, (r, 1), (1, 1), 0), m2, max(0.0, c - corr), std)

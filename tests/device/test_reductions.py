@@ -162,6 +162,23 @@ def test_int_and_bool_inputs():
         _cmp(_nofb(fn, x.to("trn")), fn(x), 0)
 
 
+def test_var_std_empty_and_zero_dof_warn_like_torch():
+    """Empty reductions give NaN (an empty output stays empty) with torch's degrees-of-freedom warning."""
+    import warnings
+
+    for x in (torch.randn(0), torch.randn(0, 5), torch.randn(3, 0), torch.randn(1, 4)):
+        for fn in (lambda t: t.std(), lambda t: t.var(0), lambda t: torch.var_mean(t, -1, correction=0),
+                   lambda t: torch.std_mean(t, 0, keepdim=True)):
+            with warnings.catch_warnings(record=True) as wc:
+                warnings.simplefilter("always")
+                exp = fn(x)
+            with warnings.catch_warnings(record=True) as wt:
+                warnings.simplefilter("always")
+                got = _nofb(fn, x.to("trn"))
+            _cmp(got, exp, 1e-6)
+            assert [str(w.message) for w in wt] == [str(w.message).split(" (Triggered")[0] for w in wc]
+
+
 def test_int_sums():
     """int64/int32 sums (masked means count mask elements as int64) accumulate in int32 when a device check
     bounds the values; larger values are declined (the CPU sums them in int64)."""
