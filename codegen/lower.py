@@ -28,7 +28,9 @@ Code shape: IR loops become LLVM loops; each instruction becomes a loop nest
 over its output tile (last dimension innermost, unit stride in the arena)
 evaluating a ``lower_vals.Val`` tree per element. Elementwise producers whose
 tile has a single consumer are inlined into it (``lower_plan`` fusion), so a
-chain like load -> sub -> exp -> store is one loop. Scalar element code is
+chain like load -> sub -> exp -> store is one loop; a plain load with a few consumers is
+re-evaluated in each. Large HBM outputs are written with streaming stores (``lower_stream``).
+Scalar element code is
 written so that LLVM's O3 loop vectoriser turns the inner loops into SIMD
 (transcendentals come from ``codegen.vecmath`` as straight-line code); every
 arena access carries alias-scope metadata (one scope per buffer, noalias with
@@ -51,6 +53,7 @@ from llvmlite import ir
 
 from codegen import lower_compute as lc
 from codegen import lower_ops as lo
+from codegen import lower_stream
 from codegen.lower_alu import binary as alu_binary
 from codegen.lower_ctx import I1, I8P, I32, I64, I64P, Ctx, ci32, ci64, const_int_value
 from codegen.lower_expr import emit_int
@@ -504,6 +507,10 @@ class KernelLowering:
 
         ``accumulate``: an accumulating DMA, ``tensor[i] = cast(op(to_compute(tensor[i]), val[a]))`` per element.
         """
+        row = lower_stream.row_length(self, acc, accumulate)
+        if row is not None:  # a large output: streaming stores
+            lower_stream.store_rows(self, ins, acc, val, row)
+            return
         cx, b = self.cx, self.cx.b
         ev = AccessEval(acc, [self.val(g, ins) for g in acc.gathers])
         t = self.targs(acc.tensor)

@@ -14,7 +14,10 @@ Nothing here changes the IR; the lowering reads the decisions.
   the same statement list, C reads exactly R with the identity element mapping
   (same region, no broadcasting), no statement between P and C writes anything P
   reads (on-chip buffers, or HBM tensors that may alias), P needs no run-time
-  check, and C is not an HBM store to a tensor P loads from (or may alias).
+  check, and C is not an HBM store to a tensor P loads from (or may alias). A cheap P (a plain HBM
+  load, possibly through fused casts, of at most ``REMAT_MAX_BYTES``) read by up to
+  ``REMAT_MAX_READERS`` consumers is inlined into each of them when every one of them qualifies
+  (re-evaluated: the tile is read from memory, then from cache, never staged in the arena).
 - **Arena**: every materialised buffer gets a 64-byte aligned offset in the
   per-instance scratch arena. Live ranges are instruction-id intervals; a buffer
   used inside a loop that does not contain its ``alloc`` lives through the whole
@@ -30,15 +33,19 @@ from typing import Any
 import sympy
 
 from trnlang.ir.bounds import access_check, expr_range, loop_ranges
-from trnlang.ir.nodes import Access, Buf, HbmTensor, Instr, Kernel, Loop, Region, Stmt
+from trnlang.ir.nodes import Access, Buf, HbmTensor, Instr, Kernel, Loop, Region, Stmt, axis_sym
 from trnlang.ir.ops import Op
 
 ALIGN = 64
+#: Largest HBM load (bytes) re-evaluated in each of several consumers instead of staged (see ``Plan._remat_ok``).
+REMAT_MAX_BYTES = 1 << 20
+#: Most consumers a load is re-evaluated in.
+REMAT_MAX_READERS = 4
 
 _PRODUCERS = {Op.TENSOR_TENSOR, Op.TENSOR_SCALAR, Op.ACTIVATION, Op.TENSOR_COPY, Op.SELECT, Op.IOTA, Op.MEMSET,
               Op.AFFINE_SELECT, Op.DMA_COPY}
 _CONSUMERS = {Op.TENSOR_TENSOR, Op.TENSOR_SCALAR, Op.ACTIVATION, Op.TENSOR_COPY, Op.SELECT, Op.AFFINE_SELECT,
-              Op.TENSOR_REDUCE, Op.DMA_COPY}
+              Op.TENSOR_REDUCE, Op.BN_STATS, Op.DMA_COPY}
 
 
 @dataclass
@@ -256,7 +263,7 @@ class Plan:
             if isinstance(dst, Region) and isinstance(src, Region):
                 return same_region(src, r) and tuple(src.shape) == tuple(dst.shape)
             return False
-        if c.op is Op.TENSOR_REDUCE:
+        if c.op in (Op.TENSOR_REDUCE, Op.BN_STATS):
             return isinstance(c.ins[0], Region) and same_region(c.ins[0], r)
         if c.op is Op.TENSOR_COPY and c.attrs.get("reshape"):
             return False
@@ -289,6 +296,38 @@ class Plan:
             tensors.add(id(t))
         return bufs, tensors
 
+    def _remat_ok(self, p: Instr, readers: int) -> bool:
+        """P is cheap to evaluate again in each of its ``readers`` consumers instead of staging its tile.
+
+        A plain HBM load (no gathers, unit step along the innermost tile axis), possibly through casts
+        fused into P, of at most :data:`REMAT_MAX_BYTES`: re-reading it from the host caches costs less
+        than writing the tile to the arena and reading it back (on the host, stores to the arena also
+        queue behind the streaming output stores of the previous tile).
+        """
+        if readers > REMAT_MAX_READERS:
+            return False
+        if p.op is Op.DMA_COPY:
+            src = p.ins[0]
+            if not isinstance(src, Access) or src.gathers or not src.shape:
+                return False
+            n = 1
+            for d in src.shape:
+                n *= int(d)
+            if n * src.tensor.dtype.itemsize > REMAT_MAX_BYTES:
+                return False
+            last = sympy.sympify(src.index[-1])
+            inner = axis_sym(len(src.shape) - 1)
+            if sympy.diff(last, inner) != 1:
+                return False
+            return not any(a != inner and a.name.startswith("_a") for a in last.free_symbols)
+        if p.op is Op.TENSOR_COPY and not p.attrs.get("reshape"):
+            srcs = [x for x in p.ins if isinstance(x, Region)]
+            if len(srcs) != 1:
+                return False
+            q = self.producer.get((id(p), id(srcs[0].buf)))
+            return q is not None and self._remat_ok(q, 1)
+        return False
+
     def _fuse_list(self, stmts: list[Stmt]) -> None:
         tensors = {id(t): t for t in self.kernel.tensors}
         for i, p in enumerate(stmts):
@@ -302,29 +341,41 @@ class Plan:
             if any(role == "write" and ins is not p for ins, role in refs):
                 continue
             readers = {id(ins): ins for ins, role in refs if role == "read"}
-            if len(readers) != 1 or id(p) in readers:
+            if not readers or id(p) in readers:
                 continue
-            c = next(iter(readers.values()))
-            j = next((k for k in range(i + 1, len(stmts)) if stmts[k] is c), None)
-            if j is None or not self._consumer_reads_ok(c, r):
+            if len(readers) > 1 and not self._remat_ok(p, len(readers)):
+                continue
+            pos = {id(s): k for k, s in enumerate(stmts) if k > i}
+            if any(x not in pos for x in readers):
                 continue
             lb, lt = self._leaves(p)
+            if len(readers) > 1 and lb:
+                continue
+            consumers = sorted(readers.values(), key=lambda c: pos[id(c)])
             ok = True
-            for s in stmts[i + 1:j]:
-                for ins in _stmt_instrs(s):
-                    if any(id(w.buf) in lb for w in regions_written(ins)):
-                        ok = False
-                    for t in hbm_written(ins):
-                        if any(self._tensors_alias(t, tensors.get(x, t)) for x in lt):
-                            ok = False
-            if ok and is_store(c):
-                t = c.outs[0].tensor
-                if any(self._tensors_alias(t, tensors[x]) for x in lt if x in tensors):
+            for c in consumers:
+                j = pos[id(c)]
+                if not self._consumer_reads_ok(c, r):
                     ok = False
+                    break
+                for s in stmts[i + 1:j]:
+                    for ins in _stmt_instrs(s):
+                        if any(id(w.buf) in lb for w in regions_written(ins)):
+                            ok = False
+                        for t in hbm_written(ins):
+                            if any(self._tensors_alias(t, tensors.get(x, t)) for x in lt):
+                                ok = False
+                if ok and is_store(c):
+                    t = c.outs[0].tensor
+                    if any(self._tensors_alias(t, tensors[x]) for x in lt if x in tensors):
+                        ok = False
+                if not ok:
+                    break
             if not ok:
                 continue
-            self.fused[id(p)] = c
-            self.producer[(id(c), id(r.buf))] = p
+            self.fused[id(p)] = consumers[-1]
+            for c in consumers:
+                self.producer[(id(c), id(r.buf))] = p
 
     def _fuse(self) -> None:
         self._fuse_list(self.kernel.body)

@@ -3,11 +3,13 @@
 Every op is reduced to a few row-wise kernels over a ``[R, L]`` view (rows on the 128 partitions,
 the normalised elements on the free axis, fp32 on chip):
 
-- ``ln_fwd``: layer norm of each row in two passes over HBM-free SBUF data: one ``tl.sum`` for the
-  mean, one ``tl.sum(tl.square(t - mean))`` for the centred variance (numerically stable), then one
-  fused normalise-and-store chain ``(t - mean) * rstd * w + b`` (elementwise producers with a single
-  consumer fuse into the store, so the centred row is never materialised). Rows longer than
-  :data:`CHUNK` take three streaming passes over column chunks.
+- ``ln_fwd``: layer norm of each row tile: one ``isa.bn_stats`` for the moments (count, mean, M2:
+  one pass, shifted sums), then one fused normalise-and-store chain ``(t - mean) * rstd * w + b``
+  (elementwise producers with a single consumer fuse into the store, so the centred row is never
+  materialised). On the host JIT the tile's load is re-evaluated in its two consumers rather than
+  staged, so the data is read from memory once and from cache once, and a large output is written
+  with streaming stores. Rows longer than :data:`CHUNK` take three streaming passes over column
+  chunks. The host splits big inputs into one row range per thread (no views: ``lo`` / ``hi``).
 - ``ln_bwd``: the layer-norm input gradient per row tile, plus per-tile partial column sums of
   ``dy * xhat`` and ``dy`` (the weight and bias gradients) computed on the Tensor engine as
   ``ones.T @ tile``; the host adds the partials (a native ``sum``).
@@ -30,9 +32,10 @@ from typing import Any, Sequence
 import torch
 
 import trnlang as trn
+import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
-from trnlang.device import lowering
+from trnlang.device import lowering, memory
 from trnlang.device.registry import describe
 
 #: Longest row kept whole in SBUF (elements per partition); longer rows stream in chunks.
@@ -48,30 +51,36 @@ def _p(r: int) -> int:
 
 
 @trn.kernel
-def ln_fwd(x, w, b, out, mean_o, rstd_o, eps, has_w, has_b, rms=False):
-    """Layer norm of the rows of ``x [R, N]``: ``out``, and per-row ``mean_o`` / ``rstd_o`` ``[R, 1]``.
+def ln_fwd(x, w, b, out, mean_o, rstd_o, eps, has_w, has_b, rms=False, lo=0, hi=-1):
+    """Layer norm of rows ``[lo, hi)`` of ``x [R, N]``: ``out``, and per-row ``mean_o`` / ``rstd_o`` ``[R, 1]``.
 
-    ``rms=True``: RMS norm (no centring, no mean output): ``x * rsqrt(mean(x * x) + eps) * w``.
+    ``w`` / ``b``: ``[N]`` or ``[1, N]``. ``rms=True``: RMS norm (no centring, no mean output):
+    ``x * rsqrt(mean(x * x) + eps) * w``. ``hi < 0``: all rows. A row range lets the host split the
+    rows between threads without making views.
     """
     r_dim, n = x.shape
-    p = _p(r_dim)
-    ragged = r_dim % p != 0
+    hi = r_dim if hi < 0 else hi
+    rows_n = hi - lo
+    p = _p(rows_n)
+    ragged = rows_n % p != 0
     one = tl.arange(1)[None, :]
     inv_n = 1.0 / n
     if n <= CHUNK:
         cols = tl.arange(n)[None, :]
-        wt = tl.load(w[0:1, 0:n]).astype(tl.float32) if has_w else None
-        bt = tl.load(b[0:1, 0:n]).astype(tl.float32) if has_b else None
-        for i in tl.affine_range(tl.cdiv(r_dim, p)):
-            rows = i * p + tl.arange(p)[:, None]
-            m = (rows < r_dim) if ragged else None
+        wt = _param_row(w, n) if has_w else None
+        bt = _param_row(b, n) if has_b else None
+        for i in tl.affine_range(tl.cdiv(rows_n, p)):
+            rows = lo + i * p + tl.arange(p)[:, None]
+            m = (rows < hi) if ragged else None
             t = tl.load(x[rows, cols], mask=m).astype(tl.float32)
+            # one pass over the row block for the moments (count, mean, M2), then one normalising pass
+            st = isa.bn_stats(t)
+            mean = st[:, 1:2]
             if rms:
-                rstd = tl.rsqrt(tl.sum(tl.square(t), axis=1, keepdims=True) * inv_n + eps)
+                rstd = tl.rsqrt(st[:, 2:3] * inv_n + mean * mean + eps)
                 y = t * rstd
             else:
-                mean = tl.sum(t, axis=1, keepdims=True) * inv_n
-                rstd = tl.rsqrt(tl.sum(tl.square(t - mean), axis=1, keepdims=True) * inv_n + eps)
+                rstd = tl.rsqrt(st[:, 2:3] * inv_n + eps)
                 y = (t - mean) * rstd
             if has_w:
                 y = y * wt
@@ -83,12 +92,12 @@ def ln_fwd(x, w, b, out, mean_o, rstd_o, eps, has_w, has_b, rms=False):
             tl.store(rstd_o[rows, one], rstd, mask=m)
     else:
         f = CHUNK
-        for i in tl.affine_range(tl.cdiv(r_dim, p)):
-            rows = i * p + tl.arange(p)[:, None]
+        for i in tl.affine_range(tl.cdiv(rows_n, p)):
+            rows = lo + i * p + tl.arange(p)[:, None]
             s = tl.zeros((p, 1), tl.float32)
             for j in tl.sequential_range(tl.cdiv(n, f)):
                 cols = j * f + tl.arange(f)[None, :]
-                t = tl.load(x[rows, cols], mask=(rows < r_dim) & (cols < n)).astype(tl.float32)
+                t = tl.load(x[rows, cols], mask=(rows < hi) & (cols < n)).astype(tl.float32)
                 s[...] = s + tl.sum(t if not rms else tl.square(t), axis=1, keepdims=True)
             if rms:
                 mean = tl.zeros((p, 1), tl.float32)
@@ -98,23 +107,31 @@ def ln_fwd(x, w, b, out, mean_o, rstd_o, eps, has_w, has_b, rms=False):
                 q = tl.zeros((p, 1), tl.float32)
                 for j in tl.sequential_range(tl.cdiv(n, f)):
                     cols = j * f + tl.arange(f)[None, :]
-                    mk = (rows < r_dim) & (cols < n)
+                    mk = (rows < hi) & (cols < n)
                     t = tl.load(x[rows, cols], mask=mk).astype(tl.float32)
                     q[...] = q + tl.sum(tl.where(mk, tl.square(t - mean), 0.0), axis=1, keepdims=True)
                 rstd = tl.rsqrt(q * inv_n + eps)
             for j in tl.affine_range(tl.cdiv(n, f)):
                 cols = j * f + tl.arange(f)[None, :]
-                mk = (rows < r_dim) & (cols < n)
+                mk = (rows < hi) & (cols < n)
                 t = tl.load(x[rows, cols], mask=mk).astype(tl.float32)
                 y = (t - mean) * rstd
                 if has_w:
-                    y = y * tl.load(w[tl.arange(1)[:, None], cols], mask=cols < n).astype(tl.float32)
+                    y = y * _param_row(w, f, cols, n)
                 if has_b:
-                    y = y + tl.load(b[tl.arange(1)[:, None], cols], mask=cols < n).astype(tl.float32)
+                    y = y + _param_row(b, f, cols, n)
                 tl.store(out[rows, cols], y, mask=mk)
             if not rms:
-                tl.store(mean_o[rows, one], mean, mask=rows < r_dim)
-            tl.store(rstd_o[rows, one], rstd, mask=rows < r_dim)
+                tl.store(mean_o[rows, one], mean, mask=rows < hi)
+            tl.store(rstd_o[rows, one], rstd, mask=rows < hi)
+
+
+def _param_row(t: Any, f: int, cols: Any = None, n: int = 0) -> Any:
+    """A ``[1, f]`` fp32 tile of the parameter ``t`` (``[N]`` or ``[1, N]``): all of it, or columns ``cols < n``."""
+    c = tl.arange(f)[None, :] if cols is None else cols
+    mask = None if cols is None else cols < n
+    ap = t[c] if t.ndim == 1 else t[tl.arange(1)[:, None], c]
+    return tl.load(ap, mask=mask).astype(tl.float32)
 
 
 @trn.kernel
@@ -301,24 +318,35 @@ def native_layer_norm(input: torch.Tensor, normalized_shape: Sequence[int], weig
     n = U.prod(normalized_shape)
     r = U.prod(input.shape[:-k])
     stat_shape = (*input.shape[:-k], *([1] * k))
-    out = _empty(input.shape, input.dtype)
-    mean = _empty(stat_shape, input.dtype)
-    rstd = _empty(stat_shape, input.dtype)
-    if r == 0:
-        return out, mean, rstd
-    if n == 0:
-        return out, mean.fill_(float("nan")), rstd.fill_(float("nan"))
-    x2 = _rows(input, r, n)
-    w2 = _rows(weight, 1, n) if weight is not None else x2
-    b2 = _rows(bias, 1, n) if bias is not None else x2
-    o2, m2, s2 = out.view(r, n), mean.view(r, 1), rstd.view(r, 1)
-
-    def part(rows: slice) -> Any:
-        return lambda: ln_fwd(x2[rows], w2, b2, o2[rows], m2[rows], s2[rows], float(eps), weight is not None,
-                              bias is not None)
-
-    U.run_parallel([part(rows) for rows in U.row_blocks(r, r * n)])  # one launch per thread on big inputs
+    flat = input.dim() == 2 and k == 1                       # the common case: no views at all
+    out = memory.empty(input.shape if flat else (r, n), input.dtype)
+    mean = memory.empty((r, 1), input.dtype)
+    rstd = memory.empty((r, 1), input.dtype)
+    if r and n:
+        x2 = input.contiguous() if flat else _rows(input, r, n)
+        w2 = _param(weight, n, x2)
+        b2 = _param(bias, n, x2)
+        args = (x2, w2, b2, out, mean, rstd, float(eps), weight is not None, bias is not None, False)
+        parts = U.chunks(r, U.num_threads(), 128) if r * n >= U.PARALLEL_MIN_WORK and r >= 256 else [(0, r)]
+        if len(parts) == 1:
+            ln_fwd(*args)
+        else:  # one launch per thread on disjoint row ranges
+            U.run_parallel([(lambda lo=lo, hi=hi: ln_fwd(*args, lo, hi)) for lo, hi in parts])
+    elif r:
+        mean.fill_(float("nan"))
+        rstd.fill_(float("nan"))
+    if not flat:
+        out = out.view(input.shape)
+    if k != 1 or input.dim() != 2:
+        mean, rstd = mean.view(stat_shape), rstd.view(stat_shape)
     return out, mean, rstd
+
+
+def _param(t: torch.Tensor | None, n: int, dummy: torch.Tensor) -> torch.Tensor:
+    """A weight / bias as a kernel argument: ``[N]`` (a contiguous view), or ``dummy`` when absent."""
+    if t is None:
+        return dummy
+    return t if t.dim() == 1 and t.is_contiguous() else t.contiguous().view(n)
 
 
 @lowering("aten::native_layer_norm_backward", dtypes=U.FLOAT_DTYPES)
