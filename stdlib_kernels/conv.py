@@ -1,4 +1,4 @@
-"""Convolutions on the Tensor engine: conv1d/conv2d and their transposed forms, forward and backward.
+"""Convolutions on the Tensor engine: conv1d/2d/3d and their transposed forms, forward and backward.
 
 ``F.conv*`` on a PrivateUse1 device reaches the backend as ``aten::convolution_overrideable`` (and
 ``aten::convolution_backward_overrideable`` for autograd); both are lowered here.
@@ -17,8 +17,10 @@ For one tile of output pixels (N <= 512), one tile of output channels (M <= 128)
 input channels (K <= 128), every contributing tap is a matmul of a weight slice ``[C_in, C_out]``
 with the shifted input patch ``[C_in, pixels]`` (loaded by a strided, masked DMA: padding is the
 mask), all accumulated in one PSUM bank; the bias is added when the bank is evicted. Groups are a
-loop; the weight is a 5-D view ``[G, C_out/G, C_in/G, KH, KW]`` so the transposed weight of the
-input-gradient pass is a view, not a copy.
+loop; the weight is a 6-D view ``[G, C_out/G, C_in/G, KD, KH, KW]`` so the transposed weight of the
+input-gradient pass is a view, not a copy. 3-D convolutions loop over output depth planes (and their
+depth phases), the depth taps accumulating into the same PSUM bank; 1-D and 2-D convolutions are
+5-D views with unit depth (and height), which trace no depth loop.
 
 The weight gradient (:func:`conv_wgrad_kernel`) contracts over pixels: per tap, tiles of the
 gradient and of the shifted input (pixels x channels, transposed on chip) are multiplied and
@@ -67,151 +69,193 @@ def _phases(o_dim: int, k_dim: int, s: int, u: int, d: int, p: int, flip: bool) 
     return res
 
 
+def _rng(n: int) -> Any:
+    """A loop over ``n``: a real loop, or the constant 0 when ``n == 1`` (2-D convolutions have a unit depth)."""
+    return (0,) if n == 1 else tl.affine_range(n)
+
+
 @trn.kernel
 def conv_kernel(x, w, bias, out, geo, flip):
-    """Generalised 2-D convolution (see the module docstring).
+    """Generalised 3-D convolution (see the module docstring); 1-D and 2-D convolutions have unit depth/height.
 
-    ``x [N, G*Ci, IH, IW]``, ``w [G, Co, Ci, KH, KW]``, ``bias [G*Co]`` or None, ``out [N, G*Co, OH, OW]``;
-    ``geo = "s_h,u_h,d_h,p_h,s_w,u_w,d_w,p_w"`` (a compile-time string: kernels take no tuples).
+    ``x [N, G*Ci, ID, IH, IW]``, ``w [G, Co, Ci, KD, KH, KW]``, ``bias [G*Co]`` or None,
+    ``out [N, G*Co, OD, OH, OW]``; ``geo = "s_d,u_d,d_d,p_d,s_h,u_h,d_h,p_h,s_w,u_w,d_w,p_w"`` (a compile-time
+    string: kernels take no tuples). Depth is a loop (one output plane per iteration, one tap per step).
     """
-    n_dim, _, ih_dim, iw_dim = x.shape
-    g_dim, co_dim, ci_dim, kh_dim, kw_dim = w.shape
-    oh_dim, ow_dim = out.shape[2], out.shape[3]
-    sh, uh, dh, ph, sw, uw, dw, pw = (int(v) for v in geo.split(","))
+    n_dim, _, id_dim, ih_dim, iw_dim = x.shape
+    g_dim, co_dim, ci_dim, kd_dim, kh_dim, kw_dim = w.shape
+    od_dim, oh_dim, ow_dim = out.shape[2], out.shape[3], out.shape[4]
+    sd, ud, dd, pd, sh, uh, dh, ph, sw, uw, dw, pw = (int(v) for v in geo.split(","))
     cip, cop = min(128, ci_dim), min(128, co_dim)
     n_ci = tl.cdiv(ci_dim, cip)
+    n_taps = kd_dim * kh_dim * kw_dim
     for g in tl.affine_range(g_dim):
         for cot in tl.affine_range(tl.cdiv(co_dim, cop)):
             co = cot * cop + tl.arange(cop)[None, :]
             co_p = cot * cop + tl.arange(cop)[:, None, None]
             # the weight slices [C_in tile, C_out tile] of every tap, loaded once per output-channel tile
             wbuf = None
-            if n_ci * kh_dim * kw_dim * cop <= _WBUF:
-                wbuf = tl.ndarray((cip, n_ci * kh_dim * kw_dim * cop), w.dtype, buffer=tl.sbuf)
+            if n_ci * n_taps * cop <= _WBUF:
+                wbuf = tl.ndarray((cip, n_ci * n_taps * cop), w.dtype, buffer=tl.sbuf)
                 for cit in tl.affine_range(n_ci):
                     ci_k = cit * cip + tl.arange(cip)[:, None]
-                    for kh in tl.affine_range(kh_dim):
-                        for kw in tl.affine_range(kw_dim):
-                            slot = ((cit * kh_dim + kh) * kw_dim + kw) * cop
-                            wbuf[:, slot:slot + cop] = tl.load(w[g, co, ci_k, kh, kw],
-                                                                mask=(ci_k < ci_dim) & (co < co_dim))
-            for rh, qh_dim, kh0, kh_st, kh_n, ch0, dch in _phases(oh_dim, kh_dim, sh, uh, dh, ph, flip):
-                for rw, qw_dim, kw0, kw_st, kw_n, cw0, dcw in _phases(ow_dim, kw_dim, sw, uw, dw, pw, flip):
-                    if qh_dim == 0 or qw_dim == 0:
-                        continue
-                    wt_dim = min(qw_dim, 512)
-                    rt_dim = max(1, min(qh_dim, 512 // wt_dim))
-                    for n in tl.affine_range(n_dim):
-                        for qht in tl.affine_range(tl.cdiv(qh_dim, rt_dim)):
-                            for qwt in tl.affine_range(tl.cdiv(qw_dim, wt_dim)):
-                                qh = qht * rt_dim + tl.arange(rt_dim)[None, :, None]
-                                qw = qwt * wt_dim + tl.arange(wt_dim)[None, None, :]
-                                mo = (co_p < co_dim) & (qh < qh_dim) & (qw < qw_dim)
-                                if kh_n and kw_n:
-                                    acc = tl.zeros((cop, rt_dim * wt_dim), tl.float32, buffer=tl.psum)
-                                    for cit in tl.affine_range(n_ci):
-                                        ci_k = cit * cip + tl.arange(cip)[:, None]
-                                        ci_x = cit * cip + tl.arange(cip)[:, None, None]
-                                        mw = (ci_k < ci_dim) & (co < co_dim)
-                                        slab = None
-                                        if sh == sw == uh == uw == 1 and wbuf is not None:
-                                            # stride 1: one halo'd input slab per pixel tile, taps are SBUF windows
-                                            h_sl, w_sl = rt_dim + (kh_dim - 1) * dh, wt_dim + (kw_dim - 1) * dw
-                                            sa = qht * rt_dim + ch0 + tl.arange(h_sl)[None, :, None]
-                                            sb = qwt * wt_dim + cw0 + tl.arange(w_sl)[None, None, :]
-                                            slab = tl.load(x[n, g * ci_dim + ci_x, sa, sb],
-                                                           mask=(ci_x < ci_dim) & (sa >= 0) & (sa < ih_dim) & (sb >= 0)
-                                                           & (sb < iw_dim))
-                                        for jh in tl.affine_range(kh_n):
-                                            for jw in tl.affine_range(kw_n):
-                                                kh = kh0 + jh * kh_st
-                                                kw = kw0 + jw * kw_st
-                                                if flip:
-                                                    kh, kw = kh_dim - 1 - kh, kw_dim - 1 - kw
-                                                if wbuf is None:
-                                                    wt = tl.load(w[g, co, ci_k, kh, kw], mask=mw)
-                                                else:
-                                                    slot = ((cit * kh_dim + kh) * kw_dim + kw) * cop
-                                                    wt = wbuf[:, slot:slot + cop]
-                                                if slab is not None:
-                                                    xt = slab[:, jh * dh:jh * dh + rt_dim, jw * dw:jw * dw + wt_dim]
-                                                else:
-                                                    hh = qh * sh + ch0 + jh * dch
-                                                    ww = qw * sw + cw0 + jw * dcw
-                                                    mx = ((ci_x < ci_dim) & (hh >= 0) & (hh < ih_dim) & (ww >= 0)
-                                                          & (ww < iw_dim) & (qh < qh_dim) & (qw < qw_dim))
-                                                    xt = tl.load(x[n, g * ci_dim + ci_x, hh, ww], mask=mx)
-                                                acc += tl.matmul(wt, tl.reshape(xt, (cip, rt_dim * wt_dim)),
-                                                                 transpose_x=True)
-                                    res = tl.copy(acc)
-                                else:
-                                    res = tl.zeros((cop, rt_dim * wt_dim), tl.float32)
-                                if bias is not None:
-                                    bt = tl.load(bias[g * co_dim + cot * cop + tl.arange(cop)[:, None]],
-                                                 mask=cot * cop + tl.arange(cop)[:, None] < co_dim)
-                                    res = res + bt.astype(tl.float32)
-                                tl.store(out[n, g * co_dim + co_p, qh * uh + rh, qw * uw + rw],
-                                         tl.reshape(res, (cop, rt_dim, wt_dim)), mask=mo)
+                    for kd in _rng(kd_dim):
+                        for kh in tl.affine_range(kh_dim):
+                            for kw in tl.affine_range(kw_dim):
+                                slot = (((cit * kd_dim + kd) * kh_dim + kh) * kw_dim + kw) * cop
+                                wbuf[:, slot:slot + cop] = tl.load(w[g, co, ci_k, kd, kh, kw],
+                                                                    mask=(ci_k < ci_dim) & (co < co_dim))
+            for rd, qd_dim, kd0, kd_st, kd_n, cd0, dcd in _phases(od_dim, kd_dim, sd, ud, dd, pd, flip):
+                for rh, qh_dim, kh0, kh_st, kh_n, ch0, dch in _phases(oh_dim, kh_dim, sh, uh, dh, ph, flip):
+                    for rw, qw_dim, kw0, kw_st, kw_n, cw0, dcw in _phases(ow_dim, kw_dim, sw, uw, dw, pw, flip):
+                        if qd_dim == 0 or qh_dim == 0 or qw_dim == 0:
+                            continue
+                        _conv_phase(x, w, bias, out, wbuf, g, cot, co, co_p, flip, (sd, ud, dd, sh, uh, dh, sw, uw, dw),
+                                    (rd, qd_dim, kd0, kd_st, kd_n, cd0, dcd), (rh, qh_dim, kh0, kh_st, kh_n, ch0, dch),
+                                    (rw, qw_dim, kw0, kw_st, kw_n, cw0, dcw))
+
+
+def _conv_phase(x: Any, w: Any, bias: Any, out: Any, wbuf: Any, g: Any, cot: Any, co: Any, co_p: Any, flip: bool,
+                geo: tuple[int, ...], phd: tuple[int, ...], phh: tuple[int, ...], phw: tuple[int, ...]) -> None:
+    """The output positions of one (depth, height, width) phase of :func:`conv_kernel` (traced inline)."""
+    n_dim, _, id_dim, ih_dim, iw_dim = x.shape
+    g_dim, co_dim, ci_dim, kd_dim, kh_dim, kw_dim = w.shape
+    sd, ud, dd, sh, uh, dh, sw, uw, dw = geo
+    rd, qd_dim, kd0, kd_st, kd_n, cd0, dcd = phd
+    rh, qh_dim, kh0, kh_st, kh_n, ch0, dch = phh
+    rw, qw_dim, kw0, kw_st, kw_n, cw0, dcw = phw
+    cip, cop = min(128, ci_dim), min(128, co_dim)
+    n_ci = tl.cdiv(ci_dim, cip)
+    wt_dim = min(qw_dim, 512)
+    rt_dim = max(1, min(qh_dim, 512 // wt_dim))
+    flat = id_dim == 1 and kd_dim == 1  # no depth: no depth masks
+    for n in tl.affine_range(n_dim):
+        for qd in _rng(qd_dim):
+            for qht in tl.affine_range(tl.cdiv(qh_dim, rt_dim)):
+                for qwt in tl.affine_range(tl.cdiv(qw_dim, wt_dim)):
+                    qh = qht * rt_dim + tl.arange(rt_dim)[None, :, None]
+                    qw = qwt * wt_dim + tl.arange(wt_dim)[None, None, :]
+                    mo = (co_p < co_dim) & (qh < qh_dim) & (qw < qw_dim)
+                    if kd_n and kh_n and kw_n:
+                        acc = tl.zeros((cop, rt_dim * wt_dim), tl.float32, buffer=tl.psum)
+                        for cit in tl.affine_range(n_ci):
+                            ci_k = cit * cip + tl.arange(cip)[:, None]
+                            ci_x = cit * cip + tl.arange(cip)[:, None, None]
+                            mw = (ci_k < ci_dim) & (co < co_dim)
+                            for jd in _rng(kd_n):
+                                kd = kd0 + jd * kd_st
+                                if flip:
+                                    kd = kd_dim - 1 - kd
+                                dz = qd * sd + cd0 + jd * dcd
+                                mc = ci_x < ci_dim
+                                if not flat:
+                                    mc = mc & (dz >= 0) & (dz < id_dim)
+                                slab = None
+                                if sh == sw == uh == uw == 1 and wbuf is not None:
+                                    # stride 1: one halo'd input slab per pixel tile, taps are SBUF windows
+                                    h_sl, w_sl = rt_dim + (kh_dim - 1) * dh, wt_dim + (kw_dim - 1) * dw
+                                    sa = qht * rt_dim + ch0 + tl.arange(h_sl)[None, :, None]
+                                    sb = qwt * wt_dim + cw0 + tl.arange(w_sl)[None, None, :]
+                                    slab = tl.load(x[n, g * ci_dim + ci_x, dz, sa, sb],
+                                                   mask=mc & (sa >= 0) & (sa < ih_dim) & (sb >= 0) & (sb < iw_dim))
+                                for jh in tl.affine_range(kh_n):
+                                    for jw in tl.affine_range(kw_n):
+                                        kh = kh0 + jh * kh_st
+                                        kw = kw0 + jw * kw_st
+                                        if flip:
+                                            kh, kw = kh_dim - 1 - kh, kw_dim - 1 - kw
+                                        if wbuf is None:
+                                            wt = tl.load(w[g, co, ci_k, kd, kh, kw], mask=mw)
+                                        else:
+                                            slot = (((cit * kd_dim + kd) * kh_dim + kh) * kw_dim + kw) * cop
+                                            wt = wbuf[:, slot:slot + cop]
+                                        if slab is not None:
+                                            xt = slab[:, jh * dh:jh * dh + rt_dim, jw * dw:jw * dw + wt_dim]
+                                        else:
+                                            hh = qh * sh + ch0 + jh * dch
+                                            ww = qw * sw + cw0 + jw * dcw
+                                            mx = (mc & (hh >= 0) & (hh < ih_dim) & (ww >= 0) & (ww < iw_dim)
+                                                  & (qh < qh_dim) & (qw < qw_dim))
+                                            xt = tl.load(x[n, g * ci_dim + ci_x, dz, hh, ww], mask=mx)
+                                        acc += tl.matmul(wt, tl.reshape(xt, (cip, rt_dim * wt_dim)), transpose_x=True)
+                        res = tl.copy(acc)
+                    else:
+                        res = tl.zeros((cop, rt_dim * wt_dim), tl.float32)
+                    if bias is not None:
+                        bt = tl.load(bias[g * co_dim + cot * cop + tl.arange(cop)[:, None]],
+                                     mask=cot * cop + tl.arange(cop)[:, None] < co_dim)
+                        res = res + bt.astype(tl.float32)
+                    tl.store(out[n, g * co_dim + co_p, qd * ud + rd, qh * uh + rh, qw * uw + rw],
+                             tl.reshape(res, (cop, rt_dim, wt_dim)), mask=mo)
 
 
 @trn.kernel
 def conv_wgrad_kernel(a, b, gw, geo):
-    """Weight gradient ``gw[g, i, j, kh, kw] = sum_{n, oh, ow} a[n, g*A+i, oh, ow] * b[n, g*B+j, ih, iw]``.
+    """Weight gradient ``gw[g, i, j, kd, kh, kw] = sum_{n, o} a[n, g*A+i, od, oh, ow] * b[n, g*B+j, id, ih, iw]``.
 
-    ``ih = oh * s_h + kh * d_h - p_h`` (likewise for w); ``geo = "s_h,d_h,p_h,s_w,d_w,p_w"``. Pixels are the
-    contraction: tiles ``[channels, pixels]`` are transposed on chip to ``[pixels, channels]``. A pixel tile
-    of ``a`` is transposed once for a group of taps whose products share one PSUM bank.
+    ``ih = oh * s_h + kh * d_h - p_h`` (likewise for d and w); ``geo = "s_d,d_d,p_d,s_h,d_h,p_h,s_w,d_w,p_w"``.
+    Pixels are the contraction: tiles ``[channels, pixels]`` are transposed on chip to ``[pixels, channels]``.
+    Taps are real loops (the kernel's size does not grow with the filter's); the ``kw`` taps of one
+    ``(kd, kh)`` row share one PSUM bank ``[A tile, taps * B tile]``, so a pixel tile of ``a`` is transposed
+    once per row, and with ``s_w == 1`` one halo'd slab of ``b`` serves the whole row (taps are windows of it).
     """
-    n_dim, _, oh_dim, ow_dim = a.shape
-    ih_dim, iw_dim = b.shape[2], b.shape[3]
-    g_dim, a_dim, b_dim, kh_dim, kw_dim = gw.shape
-    sh, dh, ph, sw, dw, pw = (int(v) for v in geo.split(","))
+    n_dim, _, od_dim, oh_dim, ow_dim = a.shape
+    id_dim, ih_dim, iw_dim = b.shape[2], b.shape[3], b.shape[4]
+    g_dim, a_dim, b_dim, kd_dim, kh_dim, kw_dim = gw.shape
+    sd, dd, pd, sh, dh, ph, sw, dw, pw = (int(v) for v in geo.split(","))
     ap, bp = min(128, a_dim), min(128, b_dim)
     wt_dim = min(ow_dim, 128)
     rt_dim = max(1, min(oh_dim, 128 // wt_dim))
     k_dim = rt_dim * wt_dim
-    taps = [(kh, kw) for kh in range(kh_dim) for kw in range(kw_dim)]
-    per = max(1, 512 // bp)  # taps sharing one PSUM bank: [A tile, taps * B tile]
-    groups = [taps[i:i + per] for i in range(0, len(taps), per)]
-    slab_ok = sh == sw == 1
+    per = max(1, 512 // bp)  # kw taps sharing one PSUM bank
+    chunks = [(c0, min(per, kw_dim - c0)) for c0 in range(0, kw_dim, per)]
+    flat = id_dim == 1 and kd_dim == 1
     for g in tl.affine_range(g_dim):
         for at in tl.affine_range(tl.cdiv(a_dim, ap)):
             ai = at * ap + tl.arange(ap)[:, None, None]
+            ii = at * ap + tl.arange(ap)[:, None]
             for bt in tl.affine_range(tl.cdiv(b_dim, bp)):
                 bi = bt * bp + tl.arange(bp)[:, None, None]
-                for grp in groups:
-                    acc = tl.zeros((ap, len(grp) * bp), tl.float32, buffer=tl.psum)
-                    for n in tl.affine_range(n_dim):
-                        for oht in tl.affine_range(tl.cdiv(oh_dim, rt_dim)):
-                            for owt in tl.affine_range(tl.cdiv(ow_dim, wt_dim)):
-                                oh = oht * rt_dim + tl.arange(rt_dim)[None, :, None]
-                                ow = owt * wt_dim + tl.arange(wt_dim)[None, None, :]
-                                ma = (ai < a_dim) & (oh < oh_dim) & (ow < ow_dim)
-                                ta = tl.load(a[n, g * a_dim + ai, oh, ow], mask=ma)
-                                ta_t = tl.copy(tl.transpose(tl.reshape(ta, (ap, k_dim))), dtype=ta.dtype)
-                                slab = None
-                                if slab_ok:  # one halo'd slab of b per pixel tile; taps are windows of it
-                                    h_sl, w_sl = rt_dim + (kh_dim - 1) * dh, wt_dim + (kw_dim - 1) * dw
-                                    sa = oht * rt_dim - ph + tl.arange(h_sl)[None, :, None]
-                                    sb = owt * wt_dim - pw + tl.arange(w_sl)[None, None, :]
-                                    slab = tl.load(b[n, g * b_dim + bi, sa, sb],
-                                                   mask=(bi < b_dim) & (sa >= 0) & (sa < ih_dim) & (sb >= 0)
-                                                   & (sb < iw_dim))
-                                for t, (kh, kw) in enumerate(grp):
-                                    if slab is not None:
-                                        tb = slab[:, kh * dh:kh * dh + rt_dim, kw * dw:kw * dw + wt_dim]
-                                    else:
+                jj = bt * bp + tl.arange(bp)[None, :]
+                for kd in _rng(kd_dim):
+                    for kh in _rng(kh_dim):
+                        for c0, cnt in chunks:
+                            acc = tl.zeros((ap, cnt * bp), tl.float32, buffer=tl.psum)
+                            for n in tl.affine_range(n_dim):
+                                for od in _rng(od_dim):
+                                    dz = od * sd + kd * dd - pd
+                                    mb = bi < b_dim
+                                    if not flat:
+                                        mb = mb & (dz >= 0) & (dz < id_dim)
+                                    for oht in tl.affine_range(tl.cdiv(oh_dim, rt_dim)):
+                                        oh = oht * rt_dim + tl.arange(rt_dim)[None, :, None]
                                         hh = oh * sh + kh * dh - ph
-                                        ww = ow * sw + kw * dw - pw
-                                        mb = ((bi < b_dim) & (oh < oh_dim) & (ow < ow_dim) & (hh >= 0)
-                                              & (hh < ih_dim) & (ww >= 0) & (ww < iw_dim))
-                                        tb = tl.load(b[n, g * b_dim + bi, hh, ww], mask=mb)
-                                    tb_t = tl.copy(tl.transpose(tl.reshape(tb, (bp, k_dim))), dtype=tb.dtype)
-                                    acc[:, t * bp:(t + 1) * bp] += tl.matmul(ta_t, tb_t, transpose_x=True)
-                    jj = bt * bp + tl.arange(bp)[None, :]
-                    ii = at * ap + tl.arange(ap)[:, None]
-                    for t, (kh, kw) in enumerate(grp):
-                        tl.store(gw[g, ii, jj, kh, kw], acc[:, t * bp:(t + 1) * bp], mask=(ii < a_dim) & (jj < b_dim))
+                                        mh = mb & (oh < oh_dim) & (hh >= 0) & (hh < ih_dim)
+                                        for owt in tl.affine_range(tl.cdiv(ow_dim, wt_dim)):
+                                            ow = owt * wt_dim + tl.arange(wt_dim)[None, None, :]
+                                            ta = tl.load(a[n, g * a_dim + ai, od, oh, ow],
+                                                         mask=(ai < a_dim) & (oh < oh_dim) & (ow < ow_dim))
+                                            ta_t = tl.copy(tl.transpose(tl.reshape(ta, (ap, k_dim))), dtype=ta.dtype)
+                                            slab = None
+                                            if sw == 1:  # one halo'd slab of b for the row's taps
+                                                w_sl = wt_dim + (cnt - 1) * dw
+                                                sb = owt * wt_dim - pw + c0 * dw + tl.arange(w_sl)[None, None, :]
+                                                slab = tl.load(b[n, g * b_dim + bi, dz, hh, sb],
+                                                               mask=mh & (sb >= 0) & (sb < iw_dim))
+                                            for kwi in tl.affine_range(cnt):
+                                                if slab is not None:
+                                                    tb = slab[:, :, kwi * dw:kwi * dw + wt_dim]
+                                                else:
+                                                    ww = ow * sw + (c0 + kwi) * dw - pw
+                                                    tb = tl.load(b[n, g * b_dim + bi, dz, hh, ww],
+                                                                 mask=mh & (ow < ow_dim) & (ww >= 0) & (ww < iw_dim))
+                                                tb_t = tl.copy(tl.transpose(tl.reshape(tb, (bp, k_dim))),
+                                                               dtype=tb.dtype)
+                                                acc[:, kwi * bp:(kwi + 1) * bp] += tl.matmul(ta_t, tb_t,
+                                                                                             transpose_x=True)
+                            for kwi in tl.affine_range(cnt):
+                                tl.store(gw[g, ii, jj, kd, kh, c0 + kwi], acc[:, kwi * bp:(kwi + 1) * bp],
+                                         mask=(ii < a_dim) & (jj < b_dim))
 
 
 # --- host side ------------------------------------------------------------------------------------------------
@@ -249,6 +293,26 @@ def _ok(ts: Sequence[Any], nd: int) -> bool:
                and not t.is_conj() and not t.is_neg() for t in ts) and dt in DTYPES
 
 
+def _slow_transposed_low(input: torch.Tensor, weight: torch.Tensor, prm: tuple[list[int], ...], transposed: bool,
+                         groups: int) -> bool:
+    """A bf16 transposed convolution that torch's CPU runs on its slow (col2im) path, which rounds every tap's
+    contribution to bf16 as it accumulates: our fp32 accumulation cannot match it, so it is declined.
+
+    The CPU's choice (oneDNN or the slow path) is asked of torch itself, with uninitialised CPU tensors of the
+    same shapes (host-side metadata only; no data is read).
+    """
+    if not transposed or input.dtype == torch.float32:
+        return False
+    st, pd, dl, op = prm
+    try:
+        be = torch._C._select_conv_backend(torch.empty(input.shape, dtype=input.dtype),
+                                           torch.empty(weight.shape, dtype=weight.dtype), None, st, pd, dl, True, op,
+                                           groups, None)
+    except Exception:  # noqa: BLE001 - unknown: decline
+        return True
+    return "Slow" in str(be)
+
+
 def _params(stride: Any, padding: Any, dilation: Any, output_padding: Any, nsp: int) -> tuple[list[int], ...] | None:
     def lst(v: Any, default: int) -> list[int] | None:
         v = list(v) if isinstance(v, (list, tuple)) else [v]
@@ -264,27 +328,26 @@ def _params(stride: Any, padding: Any, dilation: Any, output_padding: Any, nsp: 
     return st, pd, dl, op
 
 
-def _as4d(t: torch.Tensor) -> torch.Tensor:
-    """A 3-D ``[N, C, L]`` tensor as ``[N, C, 1, L]`` (a view)."""
-    return t.unsqueeze(2) if t.dim() == 3 else t
+def _as5d(t: torch.Tensor) -> torch.Tensor:
+    """``[N, C, L]`` / ``[N, C, H, W]`` as ``[N, C, 1, 1, L]`` / ``[N, C, 1, H, W]`` (views)."""
+    while t.dim() < 5:
+        t = t.unsqueeze(2)
+    return t
 
 
-def _w5(w: torch.Tensor, groups: int, transposed_layout: bool) -> torch.Tensor:
-    """The weight as ``[G, C_out/G, C_in/G, KH, KW]`` of the pass whose output channels come first.
+def _w6(w: torch.Tensor, groups: int, transposed_layout: bool) -> torch.Tensor:
+    """The weight as ``[G, C_out/G, C_in/G, KD, KH, KW]`` of the pass whose output channels come first.
 
     ``transposed_layout``: ``w`` is stored ``[G * A, B, ...]`` and the pass needs ``[G, B, A, ...]``.
     """
-    w4 = _as4d(w)
-    a, b = w4.shape[0] // groups, w4.shape[1]
-    w5 = w4.view(groups, a, b, w4.shape[2], w4.shape[3]) if w4.is_contiguous() else \
-        torch.as_strided(w4, (groups, a, b, w4.shape[2], w4.shape[3]),
-                         (a * w4.stride(0), w4.stride(0), w4.stride(1), w4.stride(2), w4.stride(3)),
-                         w4.storage_offset())
-    return w5.transpose(1, 2) if transposed_layout else w5
+    w5 = _as5d(w)
+    a, b = w5.shape[0] // groups, w5.shape[1]
+    w6 = torch.as_strided(w5, (groups, a, b, *w5.shape[2:]), (a * w5.stride(0), *w5.stride()), w5.storage_offset())
+    return w6.transpose(1, 2) if transposed_layout else w6
 
 
 def _geo(st: list[int], pd: list[int], dl: list[int], ks: Sequence[int], data_transposed: bool) -> str:
-    """The per-axis ``s,u,d,p`` of the generalised convolution (h then w)."""
+    """The per-axis ``s,u,d,p`` of the generalised convolution (d, h then w)."""
     vals = []
     for s, p, d, k in zip(st, pd, dl, ks):
         vals += [1, s, d, (k - 1) * d - p] if data_transposed else [s, 1, d, p]
@@ -292,25 +355,24 @@ def _geo(st: list[int], pd: list[int], dl: list[int], ks: Sequence[int], data_tr
 
 
 def _spatial(st: list[int], pd: list[int], dl: list[int], op: list[int], nsp: int) -> tuple[list[int], ...]:
-    """Parameters padded to two spatial axes (1-D convolutions get a unit H axis)."""
-    if nsp == 2:
-        return st, pd, dl, op
-    return [1] + st, [0] + pd, [1] + dl, [0] + op
+    """Parameters padded to three spatial axes (1-D and 2-D convolutions get unit leading axes)."""
+    pad = 3 - nsp
+    return [1] * pad + st, [0] * pad + pd, [1] * pad + dl, [0] * pad + op
 
 
 @lowering(_FWD, dtypes=None)
 def convolution(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, stride: Any, padding: Any,
                 dilation: Any, transposed: bool, output_padding: Any, groups: int) -> Any:
-    """``aten::convolution_overrideable``: conv1d/conv2d and transposed conv1d/conv2d (fp32, bf16)."""
+    """``aten::convolution_overrideable``: conv1d/2d/3d and their transposed forms (fp32, bf16)."""
     args = (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
     nd = input.dim() if isinstance(input, torch.Tensor) else 0
     ts = [input, weight] + ([bias] if bias is not None else [])
-    if nd not in (3, 4) or not _ok([input, weight], nd) or (bias is not None and not _ok([bias], 1)) \
+    if nd not in (3, 4, 5) or not _ok([input, weight], nd) or (bias is not None and not _ok([bias], 1)) \
             or (bias is not None and bias.dtype != input.dtype) or groups < 1:
         return _decline_fwd(*args)
     nsp = nd - 2
     prm = _params(stride, padding, dilation, output_padding, nsp)
-    if prm is None:
+    if prm is None or _slow_transposed_low(input, weight, prm, transposed, groups):
         return _decline_fwd(*args)
     try:  # shapes, and torch's own errors for bad arguments, from the meta kernel
         meta = _cpu_forward(*[t.to("meta") if isinstance(t, torch.Tensor) else t for t in args])
@@ -321,18 +383,14 @@ def convolution(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | 
     out = torch.empty(meta.shape, dtype=input.dtype, device="trn")
     if out.numel() == 0:
         return out
-    x4, o4 = _as4d(input), _as4d(out)
+    x5, o5 = _as5d(input), _as5d(out)
     if input.numel() == 0 or weight.numel() == 0:
         out.zero_()
         if bias is not None:
             out.add_(bias.view(1, -1, *([1] * nsp)))
         return out
-    ks = _as4d(weight).shape[2:]
-    if transposed:
-        w5 = _w5(weight, groups, True)
-        conv_kernel(x4, w5, bias, o4, _geo(st, pd, dl, ks, True), True)
-    else:
-        conv_kernel(x4, _w5(weight, groups, False), bias, o4, _geo(st, pd, dl, ks, False), False)
+    ks = _as5d(weight).shape[2:]
+    conv_kernel(x5, _w6(weight, groups, transposed), bias, o5, _geo(st, pd, dl, ks, transposed), transposed)
     return out
 
 
@@ -343,19 +401,19 @@ def convolution_backward(grad_output: torch.Tensor, input: torch.Tensor, weight:
     """``aten::convolution_backward_overrideable``: (grad_input, grad_weight, grad_bias) as ``output_mask`` asks."""
     args = (grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups, output_mask)
     nd = input.dim() if isinstance(input, torch.Tensor) else 0
-    if nd not in (3, 4) or not _ok([grad_output, input, weight], nd) or groups < 1:
+    if nd not in (3, 4, 5) or not _ok([grad_output, input, weight], nd) or groups < 1:
         return _decline_bwd(*args)
     nsp = nd - 2
     prm = _params(stride, padding, dilation, output_padding, nsp)
-    if prm is None:
+    if prm is None or _slow_transposed_low(input, weight, prm, transposed, groups):
         return _decline_bwd(*args)
     try:
         _cpu_backward(*[t.to("meta") if isinstance(t, torch.Tensor) else t for t in args])
     except Exception:  # noqa: BLE001
         return _decline_bwd(*args)
     st, pd, dl, op = _spatial(*prm, nsp)
-    ks = _as4d(weight).shape[2:]
-    g4, x4 = _as4d(grad_output), _as4d(input)
+    ks = _as5d(weight).shape[2:]
+    g5, x5 = _as5d(grad_output), _as5d(input)
     empty = grad_output.numel() == 0 or input.numel() == 0 or weight.numel() == 0
     gi = gw = gb = None
     if output_mask[0]:
@@ -363,20 +421,20 @@ def convolution_backward(grad_output: torch.Tensor, input: torch.Tensor, weight:
         if empty:
             gi.zero_()
         elif transposed:  # the input gradient of a transposed convolution is a convolution of grad_output
-            conv_kernel(g4, _w5(weight, groups, False), None, _as4d(gi), _geo(st, pd, dl, ks, False), False)
+            conv_kernel(g5, _w6(weight, groups, False), None, _as5d(gi), _geo(st, pd, dl, ks, False), False)
         else:
-            conv_kernel(g4, _w5(weight, groups, True), None, _as4d(gi), _geo(st, pd, dl, ks, True), True)
+            conv_kernel(g5, _w6(weight, groups, True), None, _as5d(gi), _geo(st, pd, dl, ks, True), True)
     if output_mask[1]:
         gw = torch.empty(weight.shape, dtype=weight.dtype, device="trn")
         if empty:
             gw.zero_()
         else:
-            geo = ",".join(str(v) for v in (st[0], dl[0], pd[0], st[1], dl[1], pd[1]))
-            w5 = _w5(gw, groups, False)
+            geo = ",".join(str(v) for i in range(3) for v in (st[i], dl[i], pd[i]))
+            w6 = _w6(gw, groups, False)
             if transposed:  # gw[ci, co] = sum x[ci, i] * g[co, i * s + k * d - p]
-                conv_wgrad_kernel(x4, g4, w5, geo)
+                conv_wgrad_kernel(x5, g5, w6, geo)
             else:  # gw[co, ci] = sum g[co, o] * x[ci, o * s + k * d - p]
-                conv_wgrad_kernel(g4, x4, w5, geo)
+                conv_wgrad_kernel(g5, x5, w6, geo)
     if output_mask[2]:
         c = grad_output.shape[1]
         if grad_output.numel() == 0:
