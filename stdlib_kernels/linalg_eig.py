@@ -28,10 +28,12 @@ below ``eps * ||A||_F``. Eigenvalues come back ascending with their vectors (sam
 Results follow LAPACK's conventions where torch defines them (singular values descending, eigenvalues
 ascending, orthonormal ``U``/``V``); singular vectors and eigenvectors are defined up to sign only, and the
 Jacobi signs are not LAPACK's (torch's own tests compare gauge-invariant quantities: ``|U|``, ``U V^H``).
-Inputs are scaled by a power of two (exact) when their largest entry is far from 1. Limits: ``min(m, n) <=
-256`` (and ``n <= 256`` for eigh), ``max(m, n) * min(m, n)^2 <= MAX_WORK``; ``full_matrices`` (or a zero
-singular value) with ``max(m, n) > 128`` (the QR kernel's tile); non-finite inputs (LAPACK's error or NaN
-results are the CPU's business). Declined calls run on the CPU fallback.
+Inputs are scaled by a power of two (exact) when their largest entry is far from 1. Limits (host time of the
+simulated sweeps, SBUF): ``min(m, n) <= 256`` (and ``n <= 256`` for eigh), ``max(m, n) <= 8192``,
+``max(m, n) * min(m, n)^2 <= MAX_WORK`` (2^25: a 256 x 512 SVD takes ~2 s on one host core);
+``full_matrices`` (or an exactly zero singular value) with ``max(m, n) > 128`` (the QR kernel's tile);
+non-finite inputs (LAPACK's error or NaN results are the CPU's business). Declined calls run on the CPU
+fallback.
 
 Example:
     >>> a = torch.tensor([[3.0, 0.0], [4.0, 5.0]], device="trn")
@@ -50,6 +52,7 @@ import torch
 
 import trnlang as trn
 import trnlang.language as tl
+from stdlib_kernels import _util as U
 from stdlib_kernels import linalg_common as C
 from stdlib_kernels import linalg_qr as QR
 from trnlang.device import lowering
@@ -60,6 +63,8 @@ MAX_SWEEPS = 40
 MAX_WORK = 1 << 25
 #: Largest number of vectors (``min(m, n)``; two tiles of 128 partitions).
 MAX_K = 256
+#: Longest vectors (``max(m, n)``: the SVD state's rows, tiled by 128 partitions, stay in SBUF).
+MAX_LEN = 8192
 #: A sweep that stalls (does not halve the largest off-diagonal measure) within this many ``tol`` ends the loop.
 STALL = 64.0
 _EPS = 2.0 ** -23
@@ -353,7 +358,7 @@ def _svd_ok(A: torch.Tensor) -> bool:
     if not C.ok(A) or A.dim() < 2:
         return False
     k, ln = min(A.shape[-2:]), max(A.shape[-2:])
-    return k <= MAX_K and ln * k * k <= MAX_WORK
+    return k <= MAX_K and ln <= MAX_LEN and ln * k * k <= MAX_WORK
 
 
 def svd3(a3: torch.Tensor, compute_uv: bool, full: bool) -> tuple[Any, torch.Tensor, Any] | None:
@@ -464,3 +469,53 @@ def linalg_eigh(A: torch.Tensor, UPLO: str = "L", compute_v: bool = True) -> Any
     vals, vecs = r
     vals = vals.reshape(*batch, n)
     return vals, (C.unflat(vecs, batch) if compute_v else C.empty((0,)))
+
+
+#: Least squares: the condition number up to which the SVD solution is used (every LAPACK driver then returns the
+#: same full-rank solution, to ``cond * eps``); worse-conditioned or rank-deficient problems are declined, since
+#: ``gels`` / ``gelsy`` decide rank (or fail) from a QR factorisation, not from singular values.
+LSTSQ_MAX_COND = 100.0
+_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
+@lowering("aten::linalg_lstsq", dtypes=C.F32)
+def linalg_lstsq(self: torch.Tensor, b: torch.Tensor, rcond: float | None = None, *,
+                 driver: str | None = None) -> Any:
+    """``torch.linalg.lstsq`` from the Jacobi SVD: ``x = V S^-1 U^T b`` (the least-squares / minimum-norm
+    solution), with each driver's extra outputs as on the CPU (``rank`` for gelsy/gelsd/gelss, singular values
+    for gelsd/gelss, residuals ``|A x - b|^2`` when ``m > n`` except for gelsy). Well-conditioned inputs only
+    (:data:`LSTSQ_MAX_COND`)."""
+    drv = driver or "gelsy"
+    if not C.ok(self, b) or drv not in _DRIVERS or self.dim() < 2 or not 0 <= self.dim() - b.dim() <= 1:
+        return NotImplemented
+    vector = b.dim() == self.dim() - 1
+    bm = b.unsqueeze(-1) if vector else b
+    m, n, k = self.shape[-2], self.shape[-1], bm.shape[-1]
+    if bm.shape[-2] != m or min(m, n, k) == 0 or not _svd_ok(self):
+        return NotImplemented
+    try:
+        batch = tuple(torch.broadcast_shapes(self.shape[:-2], bm.shape[:-2]))
+    except RuntimeError:
+        return NotImplemented
+    nb = U.prod(batch)
+    if nb == 0 or (rcond is not None and rcond < 0):
+        return NotImplemented
+    rc = rcond if rcond is not None else torch.finfo(torch.float32).eps * max(m, n)
+    a3 = C.flat(self.expand(*batch, m, n))
+    r = svd3(a3, True, False)
+    if r is None:
+        return NotImplemented
+    u, s, vh = r
+    lo = (s[:, -1] / s[:, 0]).min().item()  # one float: whether every driver agrees on full rank is host control
+    if not lo * LSTSQ_MAX_COND >= 1.0 or lo <= 10.0 * rc:
+        return NotImplemented
+    b3 = C.flat(bm.expand(*batch, m, k))
+    x = torch.matmul(vh.mT, torch.matmul(u.mT, b3) / s.unsqueeze(-1))
+    res = C.empty((0,))  # distinct empty tensors: autograd marks the residuals, never the singular values
+    if m > n and drv != "gelsy":
+        res = (torch.matmul(a3, x) - b3).square().sum(-2).reshape(*batch, k)
+    rank = torch.full(batch, min(m, n), dtype=torch.int64, device="trn") if drv != "gels" else \
+        torch.empty((0,), dtype=torch.int64, device="trn")
+    sv = s.reshape(*batch, min(m, n)) if drv in ("gelsd", "gelss") else C.empty((0,))
+    sol = C.unflat(x, batch)
+    return (sol.squeeze(-1) if vector else sol), res, rank, sv
