@@ -18,11 +18,12 @@ on the element's logical index only, so a non-contiguous ``self`` gets the same 
 do); tests compare distributions.
 
 Lowered: ``uniform_``, ``normal_`` (and ``normal`` with tensor mean/std), ``bernoulli_`` (float and tensor
-``p``), ``random_`` (``from``/``to``, ranges up to 2^24), ``exponential_``, ``log_normal_``, ``geometric_``,
-``cauchy_``, ``randperm`` (as an argsort of random keys), ``native_dropout`` (mask and scaled output in one kernel),
-``native_dropout_backward``, ``rrelu_with_noise`` (noise and output in one kernel; its backward decomposes),
-``multinomial`` (Gumbel top-k without replacement, inverse-CDF counts with replacement) and, in
-:mod:`stdlib_kernels.random_pool`, ``fractional_max_pool2d/3d`` (+ backward).
+``p``), ``random_`` (``from``/``to``, ranges up to 2^24; float64 outputs get the exact bit patterns of the
+int32 draws, see :func:`int_to_f64_words`: integers need no float64 arithmetic), ``exponential_``,
+``log_normal_``, ``geometric_``, ``cauchy_``, ``randperm`` (as an argsort of random keys), ``native_dropout``
+(mask and scaled output in one kernel), ``native_dropout_backward``, ``rrelu_with_noise`` (noise and output in
+one kernel; its backward decomposes), ``multinomial`` (Gumbel top-k without replacement, inverse-CDF counts
+with replacement) and, in :mod:`stdlib_kernels.random_pool`, ``fractional_max_pool2d/3d`` (+ backward).
 
 Example:
     >>> import torch
@@ -276,7 +277,69 @@ def bernoulli_tensor(self: torch.Tensor, p: torch.Tensor, *, generator: Any = No
 
 
 _INT_LIMITS = {torch.int32: (-2**31, 2**31), torch.int64: (-2**63, 2**63), torch.int16: (-2**15, 2**15),
-               torch.int8: (-128, 128), torch.uint8: (0, 256), torch.float32: (-2**24, 2**24 + 1)}
+               torch.int8: (-128, 128), torch.uint8: (0, 256), torch.float32: (-2**24, 2**24 + 1),
+               torch.float64: (-2**53, 2**53 + 1), torch.bfloat16: (-2**8, 2**8 + 1),
+               torch.float16: (-2**11, 2**11 + 1)}
+
+
+@trn.kernel
+def int_to_f64_words(x, lo, hi):
+    """The float64 bit patterns of int32 values ``|v| < 2^24`` (exact; integer ALU work, no float64 arithmetic).
+
+    ``v = (-1)^s 2^e (1 + m / 2^e)``: ``e`` counts the powers of two ``<= |v|``, the 52-bit mantissa field is
+    ``m * 2^(52 - e)``, split into its high 20 bits (``hi`` word, below the exponent ``1023 + e``) and low 32 bits
+    (``lo``, nonzero only for ``e > 20``; int32 multiplies wrap, giving the unsigned bits). All divisions are by
+    powers of two, so the fp32 steps are exact. ``x``, ``lo``, ``hi``: 2-D views of the same shape.
+    """
+    n, d = x.shape
+    p = min(128, n)
+    f = min(d, U.FREE_CHUNK)
+    ragged = n % p != 0 or d % f != 0
+    for i in tl.affine_range(tl.cdiv(n, p)):
+        rows = i * p + tl.arange(p)[:, None]
+        for j in tl.affine_range(tl.cdiv(d, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            m = ((rows < n) & (cols < d)) if ragged else None
+            v = tl.load(x[rows, cols], mask=m)
+            neg = v < 0
+            a = tl.where(neg, -v, v)
+            e = tl.zeros((p, f), tl.int32)
+            p2 = tl.ones((p, f), tl.int32)
+            for k in tl.static_range(1, 24):
+                ge = (a >= (1 << k)).astype(tl.int32)
+                e = e + ge
+                p2 = p2 + ge * (1 << (k - 1))
+            mf = (a - p2).astype(tl.float32)
+            pf = p2.astype(tl.float32)
+            hm = tl.floor(mf * float(1 << 20) / pf)
+            rem = mf - hm * (pf * (1.0 / (1 << 20)))
+            k2 = tl.minimum(float(2**51) / pf, float(1 << 30)).astype(tl.int32)
+            lo_w = (rem.astype(tl.int32) * k2) * 2
+            hi_w = (e + 1023) * (1 << 20) + hm.astype(tl.int32)
+            hi_w = tl.where(neg, hi_w | -2147483648, hi_w)
+            zero = a == 0
+            tl.store(lo[rows, cols], tl.where(zero, 0, lo_w), mask=m)
+            tl.store(hi[rows, cols], tl.where(zero, 0, hi_w), mask=m)
+
+
+def _random_f64(self: torch.Tensor, from_: int, span: int, generator: Any) -> Any:
+    """Integer draws into a float64 tensor: int32 draws, then their exact float64 bit patterns (the tensor seen
+    as int32 word pairs). No float64 arithmetic is involved: every value is an integer below 2^24."""
+    tmp = torch.empty(self.shape, dtype=torch.int32, device="trn")
+    if _run(tmp, "randint", from_, span, generator) is NotImplemented:
+        return NotImplemented
+    if self.numel() == 0:
+        return self
+    dst = self if self.is_contiguous() else torch.empty(self.shape, dtype=torch.float64, device="trn")
+    words = U.view(dst, (dst.numel(),), (1,), dst.storage_offset()).view(torch.int32)
+    for v, base in _flat_views(tmp):
+        r, c = v.shape
+        rs = v.stride(0) * 2
+        off = words.storage_offset() + 2 * base
+        int_to_f64_words(v, U.view(words, (r, c), (rs, 2), off), U.view(words, (r, c), (rs, 2), off + 1))
+    if dst is not self:
+        self.copy_(dst)
+    return self
 
 
 @lowering("aten::random_.from", dtypes=tuple(_INT_LIMITS))
@@ -287,6 +350,10 @@ def random_from(self: torch.Tensor, from_: int, to: int | None = None, *, genera
     lo, hi = _INT_LIMITS[self.dtype]
     if not (lo <= from_ < to <= hi) or to - from_ > 1 << 24 or abs(from_) > 1 << 24:
         return NotImplemented
+    if self.dtype == torch.float64:
+        if max(abs(from_), abs(to - 1)) >= 1 << 24 or not U.is_trn(self):
+            return NotImplemented
+        return _random_f64(self, from_, to - from_, generator)
     return _run(self, "randint", from_, to - from_, generator)
 
 

@@ -91,7 +91,7 @@ def test_bernoulli_float_and_tensor_p():
     assert i.dtype == torch.int64 and set(i.cpu().unique().tolist()) <= {0, 1}
 
 
-@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.float32])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.float32, torch.float64, torch.bfloat16])
 def test_randint(dtype):
     torch.manual_seed(4)
     r = torch.randint(-3, 7, (N,), device="trn", dtype=dtype).cpu()
@@ -100,6 +100,25 @@ def test_randint(dtype):
     assert (counts - N / 10).abs().max() < 6 * math.sqrt(N / 10)
     big = torch.randint(0, 1 << 24, (1000,), device="trn").cpu()
     assert big.max() > 1 << 20 and big.min() >= 0
+
+
+def test_int_to_f64_words_is_exact():
+    """float64 integer draws are built as bit patterns from int32 values: exact for every |v| < 2^24."""
+    from stdlib_kernels.random import int_to_f64_words
+
+    p2 = 2 ** torch.arange(24)
+    v = torch.cat([torch.randint(-2**24 + 1, 2**24, (60_000,)), torch.arange(-3000, 3000), p2, -p2, p2 - 1,
+                   -(p2 - 1), p2 + 1]).int()
+    v = v[:128 * (v.numel() // 128)]
+    cols = v.numel() // 128
+    out = torch.empty(v.numel(), dtype=torch.float64, device="trn")
+    w = out.view(torch.int32)
+    int_to_f64_words(v.to("trn").view(128, cols), torch.as_strided(w, (128, cols), (2 * cols, 2), 0),
+                     torch.as_strided(w, (128, cols), (2 * cols, 2), 1))
+    assert torch.equal(out.cpu(), v.double())
+    t = torch.empty(30, 40, dtype=torch.float64, device="trn").t()  # a non-contiguous float64 self
+    t.random_(-5, 9)
+    assert t.cpu().min() == -5 and t.cpu().max() == 8 and torch.equal(t.cpu(), t.cpu().round())
 
 
 def test_seed_reproducibility_and_streams():
