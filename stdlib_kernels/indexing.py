@@ -1197,8 +1197,8 @@ def masked_select(self: torch.Tensor, mask: torch.Tensor, *, out: torch.Tensor |
         return NotImplemented
     s = self.expand(shape)
     mk = mask.expand(shape)
-    if len(shape) == 0:
-        s, mk = s.reshape(1), mk.reshape(1)
+    if len(shape) == 0 or len(shape) > 3:  # more than 3 mask dims would need more than 3 index tensors
+        s, mk = s.reshape(-1), mk.reshape(-1)
     res = index(s, [mk])
     if res is NotImplemented:
         return NotImplemented
@@ -1227,6 +1227,10 @@ def masked_scatter(self: torch.Tensor, mask: torch.Tensor, source: torch.Tensor,
         return NotImplemented
     res = out if out is not None else self.expand(bshape).clone(memory_format=torch.contiguous_format)
     self = res if res.dim() else res.view(1)
+    if self.dim() > 3:  # one flat index instead of more than 3 index tensors
+        if not res.is_contiguous():
+            return NotImplemented
+        self = res.view(-1)
     mk = mask.expand(res.shape).reshape(self.shape)
     nz = nonzero(mk)
     if nz is NotImplemented:
@@ -1237,5 +1241,7 @@ def masked_scatter(self: torch.Tensor, mask: torch.Tensor, source: torch.Tensor,
     if count == 0:
         return res
     vals = source.reshape(-1)[:count]
+    if U.has_internal_overlap(vals):  # an expanded source (a broadcast gradient)
+        vals = vals.contiguous()
     r = _index_put(self, [nz.select(1, j) for j in range(self.dim())], vals, False)
     return NotImplemented if r is NotImplemented else res

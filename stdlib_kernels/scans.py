@@ -1,4 +1,5 @@
-"""Scans along one dim: ``cumsum``, ``cumprod``, ``cummax`` / ``cummin`` (values and int64 indices).
+"""Scans along one dim: ``cumsum``, ``cumprod``, ``cummax`` / ``cummin`` (values and int64 indices),
+``logcumsumexp``.
 
 The scanned dim is the free axis of a strided view (``movedim``; a leading dim is a strided DMA,
 never a transpose); the other dims are rows tiled by 128 partitions. Each row tile walks the
@@ -74,6 +75,37 @@ def row_scan(x, out, idx, op, ints):
                     tl.store(_at(idx, b, rows, cols), si.astype(tl.int32), mask=m)
                     cidx[...] = si[:, f - 1:f]
                 carry[...] = s[:, f - 1:f]
+
+
+@trn.kernel
+def row_logcumsumexp(x, out):
+    """Inclusive ``log(cumsum(exp(x)))`` of ``x [(A,) R, C]`` along C, computed stably (see the module doc)."""
+    a = x.shape[0] if x.ndim == 3 else 1
+    r_dim, c_dim = x.shape[-2], x.shape[-1]
+    p = min(128, r_dim)
+    f = min(c_dim, U.FREE_CHUNK)
+    for b in tl.affine_range(a):
+        for i in tl.affine_range(tl.cdiv(r_dim, p)):
+            rows = i * p + tl.arange(p)[:, None]
+            mcar = tl.full((p, 1), -math.inf, tl.float32)
+            scar = tl.zeros((p, 1), tl.float32)
+            for j in tl.sequential_range(tl.cdiv(c_dim, f)):
+                cols = j * f + tl.arange(f)[None, :]
+                m = (rows < r_dim) & (cols < c_dim)
+                t = tl.load(_at(x, b, rows, cols), mask=m).astype(tl.float32)
+                mx = isa.tensor_tensor_scan(t, 0.0, mcar, "maximum", "add")
+                prev = tl.ndarray((p, f), tl.float32)
+                prev[:, 0:1] = mcar
+                if f > 1:
+                    prev[:, 1:f] = mx[:, 0:f - 1]
+                fin = tl.abs(mx) < math.inf
+                scale = tl.where(fin, tl.exp(prev - mx), 0.0)
+                term = tl.where(fin, tl.exp(t - mx), 0.0)
+                s = isa.tensor_tensor_scan(scale, term, scar, "multiply", "add")
+                res = tl.where(fin, tl.log(s) + mx, mx)
+                tl.store(_at(out, b, rows, cols), res, mask=m)
+                mcar[...] = mx[:, f - 1:f]
+                scar[...] = s[:, f - 1:f]
 
 
 def _last(t: torch.Tensor, dim: int) -> torch.Tensor:
@@ -166,3 +198,20 @@ def cummax_helper(self: torch.Tensor, values: torch.Tensor, indices: torch.Tenso
 def cummin_helper(self: torch.Tensor, values: torch.Tensor, indices: torch.Tensor, dim: int) -> Any:
     """``torch.cummin``'s kernel: running minimum and its index."""
     return _helper(self, values, indices, dim, "min")
+
+
+@lowering("aten::_logcumsumexp", dtypes=U.FLOAT_DTYPES)
+def logcumsumexp(self: torch.Tensor, dim: int) -> Any:
+    """``log(cumsum(exp(x)))`` along ``dim`` without overflow (torch's ``-inf`` / ``inf`` / NaN handling).
+
+    Example: ``torch.zeros(3).to("trn").logcumsumexp(0)`` -> ``[0, log 2, log 3]``.
+    """
+    if not _ok(self, dim):
+        return NotImplemented
+    out = torch.empty(self.shape, dtype=self.dtype, device="trn")
+    if self.numel() == 0:
+        return out
+    d = dim % max(self.dim(), 1)
+    for vs in U.row_views([_last(t, d) for t in (self, out)]):
+        row_logcumsumexp(vs[0], vs[1])
+    return out

@@ -375,3 +375,17 @@ def test_index_reduce_and_unsafe_index(reduce):
         _cmp(lambda a, i, s: a.index_reduce(1, i, s, reduce, include_self=inc), x, i, s)
     _cmp(lambda a, i: torch.ops.aten._unsafe_index(a, [None, i]), x, i)
     _cmp(lambda a, i, v: torch.ops.aten._unsafe_index_put(a, [None, i], v, True), x, i, s)
+
+
+def test_masked_ops_more_than_3_dims():
+    """``torch.combinations(x, r=4)``: 4-D masks and expanded (stride-0) operands, forward and backward."""
+    g = torch.Generator().manual_seed(15)
+    x = torch.randn(3, 2, 4, 5, generator=g)
+    m = torch.randn(3, 2, 4, 5, generator=g) > 0
+    _cmp(torch.masked_select, x, m)
+    _cmp(torch.masked_select, torch.randn(5, generator=g).expand(3, 2, 4, 5), m)
+    _cmp(lambda a, m, s: a.masked_scatter(m, s), x, m, torch.randn(120, generator=g))
+    _cmp(lambda a, m, s: a.masked_scatter_(m, s.expand(120)), x, m, torch.randn(1, generator=g))
+    for n in (1, 2, 4):
+        _grads(lambda a: torch.combinations(a, 4, with_replacement=True), torch.randn(n, generator=g))
+        _grads(lambda a: torch.combinations(a, 4), torch.randn(n, generator=g))

@@ -210,3 +210,22 @@ def test_int64_cumsum_native_when_bounded_else_declined():
     big = torch.tensor([2**40, 1, -(2**35)])
     assert torch.equal(big.to("trn").cumsum(0).cpu(), big.cumsum(0))  # too big for the fp32 scan: the CPU does it
     assert trnlang.fallback_stats() == {"aten::cumsum": 1}
+
+
+def test_logcumsumexp_forward_backward_special_values():
+    nan, inf = math.nan, math.inf
+    x = torch.tensor([[-inf, -inf, 1., -inf, 2.], [1., inf, 2., -inf, inf], [1., nan, 2., 3., 4.],
+                      [-inf, inf, -inf, nan, 1.], [-200., 0., -300., 5., 100.], [3., 3., 3., 3., 3.]])
+    _cmp(_nofb(lambda t: t.logcumsumexp(1), x.to("trn")), x.logcumsumexp(1))
+    for shape, d in SHAPES + [((3, 5000), 1)]:
+        y = 4 * _input(shape, 2)
+        _cmp(_nofb(lambda t: t.logcumsumexp(d), y.to("trn")), y.logcumsumexp(d), 1e-5)
+    z = _input((40, 60), 4)
+    _cmp(_nofb(lambda t: t.t()[2:].logcumsumexp(1), z.to("trn")), z.t()[2:].logcumsumexp(1), 1e-5)
+    b = _input((20, 33), 5).bfloat16()
+    _cmp(_nofb(lambda t: t.logcumsumexp(1), b.to("trn")), b.logcumsumexp(1), 1e-2)
+    xc = z.clone().requires_grad_()
+    xc.logcumsumexp(0).backward(z.cos())
+    xt = z.to("trn").requires_grad_()
+    _nofb(lambda: xt.logcumsumexp(0).backward(z.cos().to("trn")))
+    assert_same(xt.grad, xc.grad, rtol=1e-4, atol=1e-5)
