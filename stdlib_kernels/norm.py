@@ -135,6 +135,35 @@ def _param_row(t: Any, f: int, cols: Any = None, n: int = 0) -> Any:
 
 
 @trn.kernel
+def gn_fwd(x, w, b, out, mean_o, rstd_o, eps, has_w, has_b):
+    """Group norm of ``x [N * G, Cg, HW]``, one tile of a sample's G groups per iteration.
+
+    ``w`` / ``b``: ``[G * Cg]`` per-channel parameters; ``mean_o`` / ``rstd_o``: ``[N, G]``.
+    """
+    ng, cg, hw = x.shape
+    n_dim, groups = mean_o.shape
+    inv_d = 1.0 / (cg * hw)
+    gi = tl.arange(groups)[:, None, None]
+    ci = tl.arange(cg)[None, :, None]
+    hi = tl.arange(hw)[None, None, :]
+    wt = tl.load(w[gi * cg + ci]).astype(tl.float32) if has_w else None     # [G, Cg, 1]
+    bt = tl.load(b[gi * cg + ci]).astype(tl.float32) if has_b else None
+    for i in tl.affine_range(n_dim):
+        t = tl.load(x[i * groups + gi, ci, hi]).astype(tl.float32)
+        st = isa.bn_stats(t)                                                 # one pass: count, mean, M2
+        mean = st[:, 1:2]
+        rstd = tl.rsqrt(st[:, 2:3] * inv_d + eps)
+        y = (t - tl.expand_dims(mean, 2)) * tl.expand_dims(rstd, 2)
+        if has_w:
+            y = y * wt
+        if has_b:
+            y = y + bt
+        tl.store(out[i * groups + gi, ci, hi], y)
+        tl.store(mean_o[i + tl.arange(1)[None, :], tl.arange(groups)[:, None]], mean)
+        tl.store(rstd_o[i + tl.arange(1)[None, :], tl.arange(groups)[:, None]], rstd)
+
+
+@trn.kernel
 def ln_bwd(dy, x, mean, rstd, w, dx, pw, pb, has_w, want_dx, want_wb, rms=False):
     """Layer-norm backward of the rows of ``x [R, N]`` (``N <= BWD_MAX``).
 
@@ -430,14 +459,21 @@ def native_group_norm(input: torch.Tensor, weight: torch.Tensor | None, bias: to
     if not _ok(input, weight, bias) or not _params_ok(input, weight, bias) or group <= 0 or C % group \
             or input.numel() != N * C * HxW:
         return NotImplemented
-    out = _empty(input.shape, input.dtype)
-    mean = _empty((N, group), input.dtype)
-    rstd = _empty((N, group), input.dtype)
+    out = memory.empty(input.shape, input.dtype)
+    mean = memory.empty((N, group), input.dtype)
+    rstd = memory.empty((N, group), input.dtype)
     if N * C == 0:
         return out, mean, rstd
     if HxW == 0:
         return out, mean.fill_(float("nan")), rstd.fill_(float("nan"))
     d = (C // group) * HxW
+    if group <= 128 and d <= CHUNK and all(t is None or t.dim() == 1 for t in (weight, bias)):
+        # one kernel: a sample's groups per tile, moments and the per-channel affine in one launch
+        cg = C // group
+        x3 = input.contiguous().view(N * group, cg, HxW)
+        gn_fwd(x3, weight.contiguous() if weight is not None else x3, bias.contiguous() if bias is not None else x3,
+               out.view(N * group, cg, HxW), mean, rstd, float(eps), weight is not None, bias is not None)
+        return out, mean, rstd
     m32 = _empty((N * group, 1), torch.float32)
     v32 = _empty((N * group, 1), torch.float32)
     row_moments(_rows(input, N * group, d), m32, v32)

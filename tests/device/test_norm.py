@@ -67,6 +67,34 @@ def test_layer_norm_long_rows_stream():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_layer_norm_rows_split_between_threads(dtype, monkeypatch):
+    """A big input runs as one launch per thread on disjoint row ranges (ragged last range, stats included)."""
+    monkeypatch.setenv("TRN_NUM_THREADS", "2")
+    g = torch.Generator().manual_seed(3)
+    x = (torch.randn(300, 4000, generator=g) * 2 + 5).to(dtype)
+    w, b = torch.randn(4000, generator=g).to(dtype), torch.randn(4000, generator=g).to(dtype)
+    trnlang.reset_fallback_stats()
+    out, mean, rstd = torch.native_layer_norm(x.to("trn"), (4000,), w.to("trn"), b.to("trn"), 1e-5)
+    ro, rm, rr = torch.native_layer_norm(x, (4000,), w, b, 1e-5)
+    tol = _TOL[dtype]
+    assert_same(out, ro, rtol=tol[0], atol=tol[1])
+    assert_same(mean, rm, rtol=tol[0], atol=tol[1])
+    assert_same(rstd, rr, rtol=tol[0], atol=tol[1])
+    assert trnlang.fallback_stats() == {}
+
+
+def test_layer_norm_large_offset_rows():
+    """One-pass moments (shifted sums) stay accurate for rows far from zero and for constant rows."""
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(5, 1000, generator=g)
+    x[0] += 1e4
+    x[1] *= 1e-3
+    x[2] = 3.0
+    x[3, 0] = 1e3
+    _compare(lambda x: F.layer_norm(x, (1000,)), [x], torch.float32, grads=False)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @_SETTINGS
 @given(rows=st.sampled_from([1, 130]), n=st.sampled_from([1, 33]), weighted=st.booleans())
 def test_rms_norm(dtype, rows, n, weighted):
@@ -107,6 +135,24 @@ def test_group_norm(dtype, n, groups, hw, affine):
     b = torch.randn(c, generator=g).to(dtype) if affine else None
     _compare(lambda x, w, b: F.group_norm(x, groups, w, b), [x, w, b], dtype, gtol=(5e-2, 5e-2)
              if dtype == torch.bfloat16 else None)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shape,groups", [((2, 6, 7, 9), 3), ((3, 64, 5, 5), 32), ((1, 4, 64, 65), 2)])
+def test_group_norm_one_kernel_and_long_groups(dtype, shape, groups):
+    """Groups up to one SBUF chunk run as one kernel (non-contiguous input here); longer ones stream."""
+    g = torch.Generator().manual_seed(shape[1])
+    x = (torch.randn(shape[0], shape[2], shape[3], shape[1], generator=g) * 3 + 2).to(dtype).permute(0, 3, 1, 2)
+    w = torch.randn(shape[1], generator=g).to(dtype)
+    b = torch.randn(shape[1], generator=g).to(dtype)
+    trnlang.reset_fallback_stats()
+    got = torch.native_group_norm(x.to("trn"), w.to("trn"), b.to("trn"), shape[0], shape[1],
+                                  shape[2] * shape[3], groups, 1e-5)
+    ref = torch.native_group_norm(x, w, b, shape[0], shape[1], shape[2] * shape[3], groups, 1e-5)
+    tol = _TOL[dtype]
+    for a, r in zip(got, ref):
+        assert_same(a, r, rtol=tol[0], atol=tol[1])
+    assert trnlang.fallback_stats() == {}
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
