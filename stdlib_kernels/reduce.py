@@ -410,28 +410,38 @@ def prod_all(self: torch.Tensor, *, dtype: torch.dtype | None = None) -> Any:
 _MINMAX_DTYPES = (*U.FLOAT_DTYPES, torch.int32, torch.bool)
 
 
-@lowering("aten::amax", dtypes=_MINMAX_DTYPES)
+def _minmax(self: Any, dim: Any, keepdim: bool, op: str) -> Any:
+    """amax/amin/max/min; int64 inputs whose values fit int32 (a device check) reduce in int32, exactly."""
+    if U.is_trn(self) and self.dtype == torch.int64 and self.numel():
+        from stdlib_kernels.pointwise import int64_ok
+
+        if not int64_ok(self, 2**31):
+            return NotImplemented
+    return _simple(self, dim, keepdim, self.dtype, op, ints=True)
+
+
+@lowering("aten::amax", dtypes=_MINMAX_DTYPES + (torch.int64,))
 def amax(self: torch.Tensor, dim: Sequence[int] = (), keepdim: bool = False) -> Any:
     """Maximum over ``dim`` (all dims for []); NaN propagates."""
-    return _simple(self, dim, keepdim, self.dtype, "max", ints=True)
+    return _minmax(self, dim, keepdim, "max")
 
 
-@lowering("aten::amin", dtypes=_MINMAX_DTYPES)
+@lowering("aten::amin", dtypes=_MINMAX_DTYPES + (torch.int64,))
 def amin(self: torch.Tensor, dim: Sequence[int] = (), keepdim: bool = False) -> Any:
     """Minimum over ``dim`` (all dims for [])."""
-    return _simple(self, dim, keepdim, self.dtype, "min", ints=True)
+    return _minmax(self, dim, keepdim, "min")
 
 
-@lowering("aten::max", dtypes=_MINMAX_DTYPES)
+@lowering("aten::max", dtypes=_MINMAX_DTYPES + (torch.int64,))
 def max_all(self: torch.Tensor) -> Any:
     """Maximum of all elements (empty tensors are declined: torch raises)."""
-    return _simple(self, None, False, self.dtype, "max", ints=True)
+    return _minmax(self, None, False, "max")
 
 
-@lowering("aten::min", dtypes=_MINMAX_DTYPES)
+@lowering("aten::min", dtypes=_MINMAX_DTYPES + (torch.int64,))
 def min_all(self: torch.Tensor) -> Any:
     """Minimum of all elements."""
-    return _simple(self, None, False, self.dtype, "min", ints=True)
+    return _minmax(self, None, False, "min")
 
 
 def _arg(self: Any, dim: int | None, keepdim: bool, op: str, with_values: bool) -> Any:

@@ -191,6 +191,10 @@ def test_int_sums():
     trnlang.reset_fallback_stats()
     assert_same(big.to("trn").sum(), big.sum(), 0, 0)
     assert trnlang.fallback_stats() == {"aten::sum": 1}
+    xl = torch.randint(-2**31, 2**31 - 1, (10, 5))  # int64 min/max: values that fit int32 reduce natively
+    for x in (xl, xl.t(), torch.tensor(5)):
+        for fn in (lambda t: t.amin(-1, keepdim=True), lambda t: t.amax(), lambda t: t.max(), lambda t: t.min()):
+            _cmp(_nofb(fn, x.to("trn")), fn(x), 0)
     mask = torch.rand(5, 6) > 0.5  # masked.mean's count
     _cmp(_nofb(lambda t: t.to(torch.int64).sum(1, dtype=torch.int64), mask.to("trn")), mask.long().sum(1), 0)
 
