@@ -14,6 +14,10 @@ def cases(quick: bool) -> list[tuple[str, Callable[[], Any], Callable[[], Any]]]
     x = torch.randn(r, n)
     w, b = torch.randn(n), torch.randn(n)
     xt, wt, bt = x.to("trn"), w.to("trn"), b.to("trn")
+    gy = torch.randn(r, n)
+    gyt = gy.to("trn")
+    lv = [t.clone().requires_grad_() for t in (x, w, b)]
+    lvt = [t.clone().requires_grad_() for t in (xt, wt, bt)]
     im = torch.randn(8, 64, 32, 32) if not quick else torch.randn(2, 16, 8, 8)
     imt = im.to("trn")
     c = im.shape[1]
@@ -28,6 +32,7 @@ def cases(quick: bool) -> list[tuple[str, Callable[[], Any], Callable[[], Any]]]
     lt, tt = logits.to("trn"), tgt.to("trn")
     return [
         (f"layer_norm fwd fp32 {r}x{n}", lambda: F.layer_norm(x, (n,), w, b), lambda: F.layer_norm(xt, (n,), wt, bt)),
+        (f"layer_norm fwd+bwd fp32 {r}x{n}", lambda: _ln_train(lv, gy), lambda: _ln_train(lvt, gyt)),
         (f"group_norm fwd fp32 {tuple(im.shape)} g=8", lambda: F.group_norm(im, 8), lambda: F.group_norm(imt, 8)),
         (f"batch_norm train fwd fp32 {tuple(im.shape)}", lambda: F.batch_norm(im, rm, rv, training=True),
          lambda: F.batch_norm(imt, rmt, rvt, training=True)),
@@ -35,3 +40,9 @@ def cases(quick: bool) -> list[tuple[str, Callable[[], Any], Callable[[], Any]]]
          lambda: F.scaled_dot_product_attention(qt, kt, vt)),
         (f"cross_entropy fwd fp32 {nb}x{nc}", lambda: F.cross_entropy(logits, tgt), lambda: F.cross_entropy(lt, tt)),
     ]
+
+
+def _ln_train(leaves: list[torch.Tensor], gy: torch.Tensor) -> Any:
+    """Layer norm forward and the gradients of input, weight and bias."""
+    x, w, b = leaves
+    return torch.autograd.grad(F.layer_norm(x, (x.shape[-1],), w, b), leaves, gy)
