@@ -30,7 +30,7 @@ ascending, orthonormal ``U``/``V``); singular vectors and eigenvectors are defin
 Jacobi signs are not LAPACK's (torch's own tests compare gauge-invariant quantities: ``|U|``, ``U V^H``).
 Inputs are scaled by a power of two (exact) when their largest entry is far from 1. Limits (host time of the
 simulated sweeps, SBUF): ``min(m, n) <= 256`` (and ``n <= 256`` for eigh), ``max(m, n) <= 8192``,
-``max(m, n) * min(m, n)^2 <= MAX_WORK`` (2^25: a 256 x 512 SVD takes ~2 s on one host core);
+``max(m, n) * min(m, n)^2 <= MAX_WORK`` (2^25: a 512 x 256 SVD takes ~1 s after compilation);
 ``full_matrices`` (or an exactly zero singular value) with ``max(m, n) > 128`` (the QR kernel's tile);
 non-finite inputs (LAPACK's error or NaN results are the CPU's business). Declined calls run on the CPU
 fallback.

@@ -283,3 +283,80 @@ def test_profile_cholesky_kernel():
         assert 0.0 <= stat.utilization <= 1.0 + 1e-9
     assert 0.0 <= prof.mfu <= 1.0 and 0.0 <= prof.mbu <= 1.0
     assert_same(out, torch.linalg.cholesky(a.cpu()), rtol=1e-4, atol=1e-4)
+
+
+# --- LDL, ormqr, matrix_exp -------------------------------------------------------------------------------------
+def _sym(batch, n, seed=0):
+    x = _rand(*batch, n, n, seed=seed)
+    return x + x.mT
+
+
+def test_ldl_factor_and_solve_match_lapack():
+    cases = [torch.tensor([[0.0, 1.0, 2.0], [1.0, 0.0, 3.0], [2.0, 3.0, 0.0]]),  # 2x2 pivot block first
+             torch.tensor([[0.1, 0.5, 0.2], [0.5, 10.0, 1.0], [0.2, 1.0, 3.0]]),  # 1x1 pivot with an interchange
+             _sym((2,), 7, seed=1), _sym((), 33, seed=2), _spd((3,), 5, seed=3), _rand(6, 6, seed=4)]
+    for a in cases:
+        out, _ = _native(torch.linalg.ldl_factor_ex, a)
+        ref = torch.linalg.ldl_factor_ex(a)
+        assert_same(out.LD, ref.LD, rtol=1e-4, atol=1e-4)
+        assert out.pivots.cpu().tolist() == ref.pivots.tolist()
+        assert out.info.cpu().tolist() == ref.info.tolist()
+        b = _rand(*a.shape[:-1], 3, seed=5)
+        x, _ = _native(torch.linalg.ldl_solve, ref.LD, ref.pivots, b)
+        assert_same(x, torch.linalg.ldl_solve(ref.LD, ref.pivots, b), rtol=1e-4, atol=1e-4)
+    lds, pivs = torch.linalg.ldl_factor(_sym((2,), 5, seed=6))  # batch broadcast of the right-hand side
+    x, _ = _native(torch.linalg.ldl_solve, lds, pivs, _rand(5, 2, seed=7))
+    assert_same(x, torch.linalg.ldl_solve(lds, pivs, _rand(5, 2, seed=7)), rtol=1e-4, atol=1e-4)
+
+
+def test_ldl_singular_empty_and_declines():
+    z = _sym((), 5, seed=8)
+    z[2, :] = 0.0
+    z[:, 2] = 0.0
+    for a in (z, torch.zeros(3, 3), torch.zeros(0, 4, 4), torch.zeros(0, 0)):
+        out, _ = _native(torch.linalg.ldl_factor_ex, a)
+        ref = torch.linalg.ldl_factor_ex(a)
+        assert out.LD.shape == ref.LD.shape
+        assert_same(out.LD, ref.LD, rtol=1e-4, atol=1e-4)
+        assert out.info.cpu().tolist() == ref.info.tolist()
+    with pytest.raises(RuntimeError, match="ldl_factor: Unknown error code: 1"):  # torch's own (CPU alike)
+        torch.linalg.ldl_factor(torch.zeros(3, 3, device="trn"))
+    trnlang.reset_fallback_stats()
+    big = _sym((), 130, seed=9)  # above one tile: the CPU fallback
+    assert_same(torch.linalg.ldl_factor(big.to("trn")).LD, torch.linalg.ldl_factor(big).LD, rtol=1e-4, atol=1e-4)
+    assert "aten::linalg_ldl_factor_ex" in trnlang.fallback_stats()
+
+
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("transpose", [True, False])
+def test_ormqr(left, transpose):
+    for batch, m, n in (((), 5, 3), ((2,), 4, 4), ((2,), 3, 5), ((), 0, 2)):
+        refl, tau = torch.geqrf(_rand(*batch, m, n, seed=m))
+        c = _rand(*batch, *((m, 6) if left else (6, m)), seed=n)
+        if m:
+            _fwd_bwd(lambda v, t, x: torch.ormqr(v, t, x, left=left, transpose=transpose), refl, tau, c)
+        else:
+            out, _ = _native(lambda v, t, x: torch.ormqr(v, t, x, left=left, transpose=transpose), refl, tau, c)
+            assert out.shape == c.shape
+
+
+def test_matrix_exp(monkeypatch):
+    # the 1-norms pick Taylor degrees 1 .. 18 (torch's thetas), batched mixtures go by index groups
+    norms = torch.tensor([1e-8, 3e-4, 0.03, 0.3, 1.0, 2.0, 2.9]).reshape(-1, 1, 1)
+    a = _rand(7, 4, 4, seed=1)
+    a = a * norms / a.abs().sum(-2).amax(-1, keepdim=True).unsqueeze(-1)
+    out, _ = _native(torch.linalg.matrix_exp, a)
+    assert_same(out, torch.linalg.matrix_exp(a), rtol=1e-5, atol=1e-6)
+    # backward: exp of the 2n x 2n block matrix [[A^T, G], [0, A^T]] (a small G keeps its norm below squaring)
+    _fwd_bwd(lambda x: torch.linalg.matrix_exp(x) * 0.1, _rand(2, 3, 3, seed=2) * 0.1)
+    for shape in ((1, 1), (2, 0, 0)):
+        out, _ = _native(torch.linalg.matrix_exp, _rand(*shape, seed=3))
+        assert_same(out, torch.linalg.matrix_exp(_rand(*shape, seed=3)))
+    big = _rand(5, 5, seed=4) * 3.0
+    trnlang.reset_fallback_stats()
+    torch.linalg.matrix_exp(big.to("trn"))  # needs squarings: declined by default (see MAX_SQUARINGS)
+    assert "aten::linalg_matrix_exp" in trnlang.fallback_stats()
+    monkeypatch.setattr(LA, "MAX_SQUARINGS", 64)
+    out, _ = _native(torch.linalg.matrix_exp, big)
+    ref = torch.linalg.matrix_exp(big.double()).float()
+    torch.testing.assert_close(out.cpu(), ref, rtol=1e-4, atol=1e-5 * ref.abs().max().item())
