@@ -548,7 +548,7 @@ def _same_layout(a: Any, b: Any) -> Any:
     if type(a) is not _Tensor or type(b) is not _Tensor:
         return None
     dt = a.dtype
-    if b.dtype is not dt or a.is_cpu or b.is_cpu or dt not in _FAST_DTYPES:
+    if b.dtype is not dt or a.is_cpu or b.is_cpu or dt not in _FAST_DTYPES or a.is_neg() or b.is_neg():
         return None
     sh = a.shape
     if b.shape != sh or not a.is_contiguous() or not b.is_contiguous():

@@ -91,11 +91,11 @@ def test_pooled_outputs_are_not_reused_while_in_use():
 
 
 def test_memory_accounting_and_empty_cache():
-    x = torch.randn(256)
-    a = x.to("trn")
-    a + a
+    x, y = torch.randn(256), torch.randn(256)
+    a, b = x.to("trn"), y.to("trn")
+    a + b
     base = torch.trn.memory_allocated()
-    c = a + a
+    c = a + b
     assert torch.trn.memory_allocated() == base + c.numel() * 4
     del c
     assert torch.trn.memory_allocated() == base  # an idle pooled output is not "allocated"
@@ -103,7 +103,7 @@ def test_memory_accounting_and_empty_cache():
     assert fastlane.idle_bytes() > 0
     torch.trn.empty_cache()
     assert fastlane.idle_bytes() == 0 and torch.trn.memory_allocated() == base
-    torch.testing.assert_close((a + a).cpu(), x + x)
+    torch.testing.assert_close((a + b).cpu(), x + y)
 
 
 def test_autograd_through_the_lane():
@@ -120,41 +120,41 @@ def test_autograd_through_the_lane():
 
 
 def test_inference_mode_results_are_inference_tensors():
-    a = torch.randn(16).to("trn")
-    a + a
+    a, b = torch.randn(16).to("trn"), torch.randn(16).to("trn")
+    a + b
     with torch.inference_mode():
-        r = a + a
+        r = a + b
         assert r.is_inference()
-    assert not (a + a).is_inference()
+    assert not (a + b).is_inference()
 
 
 def test_lane_steps_aside_without_plans_and_on_other_threads():
-    x = torch.randn(16)
-    a = x.to("trn")
-    a - a
+    x, y = torch.randn(16), torch.randn(16)
+    a, b = x.to("trn"), y.to("trn")
+    a - b
     lane = _lane("sub", torch.float32, (16,))
-    assert lane(a, a) is not None
+    assert lane(a, b) is not None
     K._PLANS[0] = False
     try:
-        assert lane(a, a) is None
-        torch.testing.assert_close((a - a).cpu(), x - x)
+        assert lane(a, b) is None
+        torch.testing.assert_close((a - b).cpu(), x - y)
     finally:
         K._PLANS[0] = True
     got = []
-    th = threading.Thread(target=lambda: got.append((lane(a, a), (a - a).cpu())))
+    th = threading.Thread(target=lambda: got.append((lane(a, b), (a - b).cpu())))
     th.start()
     th.join()
-    assert got[0][0] is None and torch.equal(got[0][1], x - x)
+    assert got[0][0] is None and torch.equal(got[0][1], x - y)
 
 
 def test_lane_steps_aside_when_the_environment_changes(monkeypatch):
-    x = torch.randn(16)
-    a = x.to("trn")
-    a * a
+    x, y = torch.randn(16), torch.randn(16)
+    a, b = x.to("trn"), y.to("trn")
+    a * b
     lane = _lane("mul", torch.float32, (16,))
     monkeypatch.setenv("TRN_INTERPRET", "1")
-    assert lane(a, a) is None
-    torch.testing.assert_close((a * a).cpu(), x * x)
+    assert lane(a, b) is None
+    torch.testing.assert_close((a * b).cpu(), x * y)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -166,3 +166,25 @@ def test_lane_result_values_are_the_lowerings(dtype):
     hit = a / b
     direct = REGISTRY["aten::div.Tensor"].fn(a, b)
     assert torch.equal(hit.cpu(), direct.cpu())
+
+
+def test_an_operand_passed_twice_makes_no_lane():
+    """x * x first: the launch has the same tensor in two roles; a later x * y must not reuse it as x * x."""
+    x, y = torch.randn(2, 7), torch.randn(2, 7)
+    a, b = x.to("trn"), y.to("trn")
+    for _ in range(2):
+        torch.testing.assert_close((a * a).cpu(), x * x)
+    for _ in range(3):
+        torch.testing.assert_close((a * b).cpu(), x * y)
+        torch.testing.assert_close((b * a).cpu(), y * x)
+        torch.testing.assert_close((a * a).cpu(), x * x)
+
+
+def test_negative_bit_views_take_the_lowering():
+    x, y = torch.randn(9), torch.randn(9)
+    a, b = x.to("trn"), y.to("trn")
+    a - b
+    a - b
+    nb = torch._neg_view(b)
+    assert nb.is_neg()
+    torch.testing.assert_close((a - nb).cpu(), x + y)

@@ -270,6 +270,8 @@ def fast_function(lower: Callable[..., Any], nops: int, key: Callable[..., Any])
             return lane(*args) if lane is not False else None
         if len(lanes) >= MAX_LANES:
             return None
+        if len({id(a) for a in args}) != len(args):
+            return None  # an operand passed twice (x * x): its role in the launch is ambiguous, make no lane
         rec = capture()
         try:
             r = lower(*args)
