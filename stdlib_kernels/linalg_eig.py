@@ -1,29 +1,31 @@
 """Singular value and symmetric eigenvalue decompositions on the ``trn`` device, by Jacobi rotations in
 trnlang kernels (float32): ``_linalg_svd`` (``svd``, ``linalg.svd``, ``svdvals``, matrix norms, ``cond``,
-``pinv``, ...) and ``_linalg_eigh`` (``eigh``, ``eigvalsh``).
+``pinv``, ...), ``_linalg_eigh`` (``eigh``, ``eigvalsh``) and ``linalg_lstsq`` (from the SVD).
 
-SVD: one-sided (Hestenes) Jacobi. The ``k = min(m, n)`` vectors to orthogonalise (the columns of a tall
-``A``, the rows of a wide one) are the rows of an SBUF state, each followed by its row of ``V^T`` (identity at
-the start): ``[k, max(m, n) + k]``, padded to an even ``n2`` rows with a zero row. The state is split into a
-*top* and a *bottom* tile of ``h = n2 / 2`` partitions, and partition ``p`` of the top is paired with partition
-``p`` of the bottom. One round rotates all ``h`` pairs at once: the three dot products per pair are free-axis
-reductions (Vector engine), the rotation angle is per-partition scalar arithmetic, and the rotation is two
-multiply-adds of whole tiles. Between rounds the rows move by the round-robin ("circle") schedule, one
-permutation matmul per tile (one-hot stationary, exact on the Tensor engine), so ``n2 - 1`` rounds (one sweep,
-one kernel launch) pair every two rows once and end with the rows back in place. Each sweep also writes the
-largest ``|x.y| / (|x| |y|)`` it met; the host repeats sweeps until that is below ``sqrt(len) * eps`` (no
-rotation happened) and declines (CPU fallback) if it has not after ``MAX_SWEEPS``. A final kernel takes the
-norms (the singular values), normalises the vectors and sorts everything by descending singular value (ranks
-by comparison, then a permutation matmul). ``U`` (or ``V^T`` for a wide input) is completed to an orthonormal
-basis by the Householder QR kernel of ``linalg_qr.py`` (``full_matrices``, and exactly zero singular values).
+SVD: one-sided (Hestenes) Jacobi. The ``k = min(m, n)`` vectors to orthogonalise (the columns of a tall ``A``,
+the rows of a wide one) are the *columns* of an SBUF state ``[len + n2, n2]``: the matrix over ``V`` (the
+identity at the start), rows tiled by 128 partitions, ``k`` padded to an even ``n2`` with a zero column. Column
+``j`` is paired with column ``h + j`` (``h = n2 / 2``), and one round rotates all ``h`` pairs at once: the three
+dot products per pair are sums over the partitions, one masked ones-vector matmul each (Tensor engine,
+accumulated over the row tiles in PSUM) into ``[1, h]`` rows; the rotation angles are arithmetic on those rows,
+broadcast to the partitions; the rotation is two multiply-adds of whole tiles (Vector engine). The columns
+then move by the round-robin ("circle") schedule, which is free-axis slice copies (no data crosses
+partitions), so ``n2 - 1`` rounds (one sweep, one kernel launch) pair every two columns once and end with the
+columns back in place. Each sweep also writes the largest ``|x.y| / (|x| |y|)`` it met; the host repeats
+sweeps until that is below ``sqrt(len) * eps`` (no rotation happened) and declines (CPU fallback) if it has not
+after ``MAX_SWEEPS``. A final kernel takes the column norms ``|x_j| / |v_j|`` (the singular values; dividing
+by ``|v_j|`` undoes the norm drift of thousands of fp32 rotations) and normalises the columns; ``trn``
+sort/gather order them by descending singular value. ``U`` (or ``V^T`` for a wide input) is completed to an
+orthonormal basis by the Householder QR kernel of ``linalg_qr.py`` (``full_matrices``, exactly zero singular
+values).
 
-eigh: two-sided cyclic Jacobi with the same pairing: the state is the symmetric matrix (rows and columns in
-the same order) followed by ``V^T``. A round reads the 2 x 2 pivots ``(a_pp, a_qq, a_pq)`` of all pairs
-from the diagonals of the four ``h x h`` blocks, rotates rows (whole tiles, per-partition ``c, s``) and then
-columns (free-axis halves, ``c, s`` transposed into rows), and sets the annihilated entries to exactly 0 and
-the pivots to ``a_pp - t a_pq``, ``a_qq + t a_pq`` (Rutishauser). The row permutation is a matmul; the column
-permutation uses the symmetry: ``P A P^T = P (A^T P^T)``, two matmuls. Converged when every ``|a_pq|`` is
-below ``eps * ||A||_F``. Eigenvalues come back ascending with their vectors (same sort kernel).
+eigh: two-sided cyclic Jacobi with the same pairing and schedule. A round is ``A <- G^T A G`` with ``G = J P^T``
+(the rotations, then the move): the column operation above on ``A``, one transpose (``(A G)^T = G^T A``, ``A``
+symmetric; Tensor engine, 128 x 128 blocks) and the column operation again; ``V <- V G``. The pivots
+``(a_pp, a_qq, a_pq)`` of all pairs come from the diagonals of the tile. Converged when every ``|a_pq|`` is
+below ``eps * ||A||_F`` (or stalls at the rounding floor just above). The eigenvalues are the Rayleigh quotients
+``v^T A v`` with the input ``A`` (one matmul; the rotated diagonal carries every rotation's rounding), sorted
+ascending with their vectors.
 
 Results follow LAPACK's conventions where torch defines them (singular values descending, eigenvalues
 ascending, orthonormal ``U``/``V``); singular vectors and eigenvectors are defined up to sign only, and the
@@ -40,7 +42,7 @@ Example:
     >>> torch.linalg.svdvals(a).cpu()
     tensor([6.7082, 2.2361])
     >>> torch.linalg.eigvalsh(torch.tensor([[2.0, 1.0], [1.0, 2.0]], device="trn")).cpu()
-    tensor([1., 3.])
+    tensor([1.0000, 3.0000])
 """
 
 from __future__ import annotations
@@ -451,7 +453,7 @@ def linalg_eigh(A: torch.Tensor, UPLO: str = "L", compute_v: bool = True) -> Any
     """``torch.linalg.eigh``'s kernel by cyclic Jacobi (eigenvalues ascending); ``n <= 256``.
 
     >>> torch.linalg.eigvalsh(torch.tensor([[2.0, 1.0], [1.0, 2.0]], device="trn")).cpu()
-    tensor([1., 3.])
+    tensor([1.0000, 3.0000])
     """
     if not C.ok(A) or A.dim() < 2 or A.shape[-1] != A.shape[-2] or UPLO not in ("L", "U"):
         return NotImplemented
