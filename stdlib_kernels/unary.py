@@ -247,7 +247,33 @@ def _register(name: str, fn: Callable[..., Any], dtypes: Any = DTYPES) -> None:
 
 
 for _op in _SIMPLE:
-    _register(_op, _make(_op), DTYPES if _op in _KEEPS_INT else (*DTYPES, *_INT_IN))
+    if _op != "relu":
+        _register(_op, _make(_op), DTYPES if _op in _KEEPS_INT else (*DTYPES, *_INT_IN))
+
+_INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
+
+def relu(self: Any, *, out: torch.Tensor | None = None) -> Any:
+    """``aten::relu``; integer tensors by a native ``where(x < 0, 0, x)`` (int64: on its (low, high) int32
+    word pairs, zeroing both words of a pair whose high word is negative: exact for every int64)."""
+    if not U.is_trn(self) or self.dtype not in _INTS:
+        return run_unary("relu", self, out)
+    if out is not None:  # relu_ (routed here with out=self)
+        if out.dtype != self.dtype or out.shape != self.shape:
+            return NotImplemented
+        r = relu(self)
+        return r if r is NotImplemented else out.copy_(r)
+    if self.dtype == torch.uint8:
+        return self.clone()
+    if self.dtype != torch.int64:
+        return torch.where(self < 0, 0, self)
+    if not self.is_contiguous() or self.numel() == 0:
+        return NotImplemented
+    w = self.view(torch.int32).view(-1, 2)
+    return torch.where(w[:, 1:2] < 0, 0, w).view(torch.int64).view(self.shape)
+
+
+_register("relu", relu, (*DTYPES, *_INTS))
 
 
 def sgn(self: Any, *, out: torch.Tensor | None = None) -> Any:

@@ -282,3 +282,19 @@ def test_integer_inputs_promote_to_float32(dtype):
         assert trnlang.fallback_stats() == {}, (f, trnlang.fallback_stats())
         assert got.dtype == torch.float32
         torch.testing.assert_close(got.cpu(), f(x), equal_nan=True, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8])
+def test_integer_relu(dtype):
+    """relu / relu_ of integer tensors (int64 across the whole range: cumprod's backward uses it)."""
+    if dtype == torch.int64:
+        x = torch.tensor([[-3, 5], [2**40, -(2**40)], [0, 7], [-(2**63), 2**63 - 1]], dtype=dtype)
+    else:
+        info = torch.iinfo(dtype)
+        x = torch.tensor([info.min, -1, 0, 1, info.max], dtype=dtype)
+    t = x.to("trn")
+    trnlang.reset_fallback_stats()
+    got = torch.relu(t)
+    t.relu_()
+    assert trnlang.fallback_stats() == {}
+    assert torch.equal(got.cpu(), torch.relu(x)) and torch.equal(t.cpu(), torch.relu(x))
