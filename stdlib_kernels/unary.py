@@ -277,11 +277,18 @@ _register("relu", relu, (*DTYPES, *_INTS))
 
 
 def sgn(self: Any, *, out: torch.Tensor | None = None) -> Any:
-    """``aten::sgn`` for real tensors (``sign``)."""
-    return run_unary("sign", self, out)
+    """``aten::sgn``: ``sign`` for real tensors; ``z / |z|`` (0 at 0) for complex64, on its real/imaginary
+    planes with native ops (``|z|`` as ``hypot``: no overflow)."""
+    if not (U.is_trn(self) and self.is_complex()):
+        return run_unary("sign", self, out)
+    if out is not None or self.dtype != torch.complex64 or self.is_conj() or self.is_neg():
+        return NotImplemented
+    v = torch.view_as_real(self)
+    r = torch.hypot(v[..., 0], v[..., 1]).unsqueeze(-1)
+    return torch.view_as_complex(torch.where(r == 0, 0.0, v / r))
 
 
-_register("sgn", sgn)
+_register("sgn", sgn, (*DTYPES, torch.complex64))
 
 
 def round_(self: Any, *, out: torch.Tensor | None = None) -> Any:

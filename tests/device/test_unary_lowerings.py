@@ -298,3 +298,13 @@ def test_integer_relu(dtype):
     t.relu_()
     assert trnlang.fallback_stats() == {}
     assert torch.equal(got.cpu(), torch.relu(x)) and torch.equal(t.cpu(), torch.relu(x))
+
+
+def test_complex_sgn():
+    """sgn of complex64 (polar's backward): z / |z|, 0 at 0, no overflow for huge parts."""
+    z = torch.tensor([3 + 4j, 0j, -1e30 + 1e30j, 1j, -2 + 0j, 1e-30 - 1e-30j], dtype=torch.complex64)
+    z = torch.cat([z, torch.randn(37, dtype=torch.complex64)]).reshape(43)[::2]  # non-contiguous too
+    trnlang.reset_fallback_stats()
+    got = torch.sgn(z.to("trn"))
+    assert trnlang.fallback_stats() == {}
+    torch.testing.assert_close(got.cpu(), torch.sgn(z), rtol=1e-6, atol=1e-6)
