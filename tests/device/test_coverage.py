@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import torch
 
 pytest.importorskip("expecttest")  # torch.testing._internal needs it (see the test extra)
 
@@ -67,3 +68,21 @@ def test_shards_merge_to_the_full_report():
     assert sorted(merged["ops"]) == sorted(full["ops"])
     for k in ("compared", "native_pass", "fallback_pass", "fail", "skipped"):
         assert merged[k] == full[k]
+
+
+def test_bf16_samples_more_accurate_than_the_cpu_pass():
+    """A bf16 result off the CPU's by more than the tolerance passes only if it is no less accurate
+    than the CPU's against a float64 reference (coverage._compare_reference)."""
+    from trnlang.device.coverage import _compare_reference
+
+    def op(t):
+        return t * 1.01
+
+    x = torch.linspace(1, 8, 64).to(torch.bfloat16)
+    ref = x.double() * 1.01
+    cpu = (ref + 0.25).to(torch.bfloat16)  # a CPU result with a large error
+    good = ref.to(torch.bfloat16).to("trn")  # closer to the reference than the CPU
+    bad = (ref - 0.6).to(torch.bfloat16).to("trn")  # further from it
+    _compare_reference(op, (x, (), {}), lambda v: v, good, cpu, torch.bfloat16)
+    with pytest.raises(AssertionError, match="less accurate"):
+        _compare_reference(op, (x, (), {}), lambda v: v, bad, cpu, torch.bfloat16)
