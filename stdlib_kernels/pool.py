@@ -41,6 +41,7 @@ import torch
 import trnlang as trn
 import trnlang.isa as isa
 import trnlang.language as tl
+from stdlib_kernels import _util as U
 from stdlib_kernels import upsample as UP
 from stdlib_kernels.conv import _phases
 from trnlang.device import lowering
@@ -59,128 +60,173 @@ def _geo(geo: str) -> list[int]:
     return [int(v) for v in geo.split(",")]
 
 
+def _seq(n: int) -> Any:
+    """A sequential loop over ``n``, or the constant 0 when ``n == 1`` (2-D pooling traces no depth loop)."""
+    return (0,) if n == 1 else tl.sequential_range(n)
+
+
+def _aff(n: int) -> Any:
+    """An independent loop over ``n``, or the constant 0 when ``n == 1``."""
+    return (0,) if n == 1 else tl.affine_range(n)
+
+
 @trn.kernel
 def max_pool_fwd(x, out, idx, geo):
-    """``out, idx`` of max pooling ``x [P, H, W]``; ``geo = "kh,kw,sh,sw,ph,pw,dh,dw"``."""
-    p_dim, ih_dim, iw_dim = x.shape
-    oh_dim, ow_dim = out.shape[1], out.shape[2]
-    kh_dim, kw_dim, sh, sw, ph, pw, dh, dw = _geo(geo)
+    """``out, idx`` of max pooling ``x [P, D, H, W]``; ``geo = "kd,kh,kw,sd,sh,sw,pd,ph,pw,dd,dh,dw"``.
+
+    Taps are scanned in torch's (d, h, w) order; the index is the flat ``(d * H + h) * W + w``.
+    """
+    p_dim, id_dim, ih_dim, iw_dim = x.shape
+    od_dim, oh_dim, ow_dim = out.shape[1], out.shape[2], out.shape[3]
+    kd_dim, kh_dim, kw_dim, sd, sh, sw, pd, ph, pw, dd, dh, dw = _geo(geo)
     pp = min(128, p_dim)
     rt, wt = _tiles(oh_dim, ow_dim)
     for pt in tl.affine_range(tl.cdiv(p_dim, pp)):
         pi = pt * pp + tl.arange(pp)[:, None, None]
-        for oht in tl.affine_range(tl.cdiv(oh_dim, rt)):
-            for owt in tl.affine_range(tl.cdiv(ow_dim, wt)):
-                oh = oht * rt + tl.arange(rt)[None, :, None]
-                ow = owt * wt + tl.arange(wt)[None, None, :]
-                mo = (pi < p_dim) & (oh < oh_dim) & (ow < ow_dim)
-                best = tl.full((pp, rt, wt), -math.inf, tl.float32)
-                bidx = tl.full((pp, rt, wt), -1, tl.int32)
-                for kh in tl.sequential_range(kh_dim):
-                    for kw in tl.sequential_range(kw_dim):
-                        hh = oh * sh + kh * dh - ph
-                        ww = ow * sw + kw * dw - pw
-                        valid = (hh >= 0) & (hh < ih_dim) & (ww >= 0) & (ww < iw_dim)
-                        v = tl.load(x[pi, hh, ww], mask=mo & valid, other=-math.inf).astype(tl.float32)
-                        here = isa.iota(pi * 0 + hh * iw_dim + ww, tl.int32)
-                        unset = tl.where(valid, bidx, 0) < 0  # no index yet, at a real input position
-                        upd = (v > best) | (v != v) | unset
-                        best[...] = tl.where(upd, v, best)
-                        bidx[...] = tl.where(upd, here, bidx)
-                tl.store(out[pi, oh, ow], best, mask=mo)
-                tl.store(idx[pi, oh, ow], bidx, mask=mo)
+        for od in _aff(od_dim):
+            for oht in tl.affine_range(tl.cdiv(oh_dim, rt)):
+                for owt in tl.affine_range(tl.cdiv(ow_dim, wt)):
+                    oh = oht * rt + tl.arange(rt)[None, :, None]
+                    ow = owt * wt + tl.arange(wt)[None, None, :]
+                    mo = (pi < p_dim) & (oh < oh_dim) & (ow < ow_dim)
+                    best = tl.full((pp, rt, wt), -math.inf, tl.float32)
+                    bidx = tl.full((pp, rt, wt), -1, tl.int32)
+                    for kd in _seq(kd_dim):
+                        dz = od * sd + kd * dd - pd
+                        for kh in tl.sequential_range(kh_dim):
+                            for kw in tl.sequential_range(kw_dim):
+                                hh = oh * sh + kh * dh - ph
+                                ww = ow * sw + kw * dw - pw
+                                valid = (hh >= 0) & (hh < ih_dim) & (ww >= 0) & (ww < iw_dim)
+                                if id_dim > 1 or kd_dim > 1 or pd:
+                                    valid = valid & (dz >= 0) & (dz < id_dim)
+                                v = tl.load(x[pi, dz, hh, ww], mask=mo & valid, other=-math.inf).astype(tl.float32)
+                                here = isa.iota(pi * 0 + (dz * ih_dim + hh) * iw_dim + ww, tl.int32)
+                                unset = tl.where(valid, bidx, 0) < 0  # no index yet, at a real input position
+                                upd = (v > best) | (v != v) | unset
+                                best[...] = tl.where(upd, v, best)
+                                bidx[...] = tl.where(upd, here, bidx)
+                    tl.store(out[pi, od, oh, ow], best, mask=mo)
+                    tl.store(idx[pi, od, oh, ow], bidx, mask=mo)
+
+
+def _in_phases(i_dim: int, k_dim: int, s: int, d: int, p: int) -> list[tuple[int, ...]]:
+    """Input phases of a pooling backward: per ``r``, the outputs ``o = q + c0 + j * dc`` whose window holds
+    input ``i = s * q + r`` (see :func:`stdlib_kernels.conv._phases`)."""
+    return _phases(i_dim, k_dim, 1, s, d, (k_dim - 1) * d - p, True)
 
 
 @trn.kernel
 def max_pool_bwd(g, idx, gin, geo):
-    """``gin[p, i] = sum_{o: idx[p, o] == i} g[p, o]`` over the windows holding ``i`` (phase gather)."""
-    p_dim, oh_dim, ow_dim = g.shape
-    ih_dim, iw_dim = gin.shape[1], gin.shape[2]
-    kh_dim, kw_dim, sh, sw, ph, pw, dh, dw = _geo(geo)
+    """``gin[p, i] = sum_{o: idx[p, o] == i} g[p, o]`` over the windows holding ``i`` (phase gather).
+
+    ``g, idx [P, OD, OH, OW]``, ``gin [P, D, H, W]``; ``geo`` as :func:`max_pool_fwd`'s.
+    """
+    p_dim, od_dim, oh_dim, ow_dim = g.shape
+    id_dim, ih_dim, iw_dim = gin.shape[1], gin.shape[2], gin.shape[3]
+    kd_dim, kh_dim, kw_dim, sd, sh, sw, pd, ph, pw, dd, dh, dw = _geo(geo)
     pp = min(128, p_dim)
-    for rh, qh_dim, kh0, kh_st, kh_n, ch0, dch in _phases(ih_dim, kh_dim, 1, sh, dh, (kh_dim - 1) * dh - ph, True):
-        for rw, qw_dim, kw0, kw_st, kw_n, cw0, dcw in _phases(iw_dim, kw_dim, 1, sw, dw, (kw_dim - 1) * dw - pw,
-                                                               True):
-            if qh_dim == 0 or qw_dim == 0:
-                continue
-            rt, wt = _tiles(qh_dim, qw_dim)
-            for pt in tl.affine_range(tl.cdiv(p_dim, pp)):
-                pi = pt * pp + tl.arange(pp)[:, None, None]
-                for qht in tl.affine_range(tl.cdiv(qh_dim, rt)):
-                    for qwt in tl.affine_range(tl.cdiv(qw_dim, wt)):
-                        qh = qht * rt + tl.arange(rt)[None, :, None]
-                        qw = qwt * wt + tl.arange(wt)[None, None, :]
-                        mq = (pi < p_dim) & (qh < qh_dim) & (qw < qw_dim)
-                        acc = tl.zeros((pp, rt, wt), tl.float32)
-                        if kh_n and kw_n:
-                            target = isa.iota(pi * 0 + (qh * sh + rh) * iw_dim + qw * sw + rw, tl.int32)
-                            for jh in tl.sequential_range(kh_n):
-                                for jw in tl.sequential_range(kw_n):
-                                    oh = qh + ch0 + jh * dch
-                                    ow = qw + cw0 + jw * dcw
-                                    m = mq & (oh >= 0) & (oh < oh_dim) & (ow >= 0) & (ow < ow_dim)
-                                    gt = tl.load(g[pi, oh, ow], mask=m).astype(tl.float32)
-                                    it = tl.load(idx[pi, oh, ow], mask=m, other=-1)
-                                    acc[...] = acc + tl.where(it == target, gt, 0.0)
-                        tl.store(gin[pi, qh * sh + rh, qw * sw + rw], acc, mask=mq)
+    for rd, qd_dim, _, _, kd_n, cd0, dcd in _in_phases(id_dim, kd_dim, sd, dd, pd):
+        for rh, qh_dim, _, _, kh_n, ch0, dch in _in_phases(ih_dim, kh_dim, sh, dh, ph):
+            for rw, qw_dim, _, _, kw_n, cw0, dcw in _in_phases(iw_dim, kw_dim, sw, dw, pw):
+                if qd_dim == 0 or qh_dim == 0 or qw_dim == 0:
+                    continue
+                rt, wt = _tiles(qh_dim, qw_dim)
+                for pt in tl.affine_range(tl.cdiv(p_dim, pp)):
+                    pi = pt * pp + tl.arange(pp)[:, None, None]
+                    for qd in _aff(qd_dim):
+                        for qht in tl.affine_range(tl.cdiv(qh_dim, rt)):
+                            for qwt in tl.affine_range(tl.cdiv(qw_dim, wt)):
+                                qh = qht * rt + tl.arange(rt)[None, :, None]
+                                qw = qwt * wt + tl.arange(wt)[None, None, :]
+                                mq = (pi < p_dim) & (qh < qh_dim) & (qw < qw_dim)
+                                acc = tl.zeros((pp, rt, wt), tl.float32)
+                                if kd_n and kh_n and kw_n:
+                                    target = isa.iota(pi * 0 + ((qd * sd + rd) * ih_dim + qh * sh + rh) * iw_dim
+                                                      + qw * sw + rw, tl.int32)
+                                    for jd in _seq(kd_n):
+                                        oz = qd + cd0 + jd * dcd
+                                        for jh in tl.sequential_range(kh_n):
+                                            for jw in tl.sequential_range(kw_n):
+                                                oh = qh + ch0 + jh * dch
+                                                ow = qw + cw0 + jw * dcw
+                                                m = mq & (oh >= 0) & (oh < oh_dim) & (ow >= 0) & (ow < ow_dim)
+                                                if od_dim > 1 or kd_dim > 1:
+                                                    m = m & (oz >= 0) & (oz < od_dim)
+                                                gt = tl.load(g[pi, oz, oh, ow], mask=m).astype(tl.float32)
+                                                it = tl.load(idx[pi, oz, oh, ow], mask=m, other=-1)
+                                                acc[...] = acc + tl.where(it == target, gt, 0.0)
+                                tl.store(gin[pi, qd * sd + rd, qh * sh + rh, qw * sw + rw], acc, mask=mq)
 
 
 @trn.kernel
 def avg_pool_fwd(x, div, out, geo):
-    """``out = sum(window) / div`` for ``x [P, H, W]``; ``div [P(stride 0), OH, OW]``; ``geo = "kh,kw,sh,sw,ph,pw"``."""
-    p_dim, ih_dim, iw_dim = x.shape
-    oh_dim, ow_dim = out.shape[1], out.shape[2]
-    kh_dim, kw_dim, sh, sw, ph, pw = _geo(geo)
+    """``out = sum(window) / div`` for ``x [P, D, H, W]``; ``div [P(stride 0), OD, OH, OW]``;
+    ``geo = "kd,kh,kw,sd,sh,sw,pd,ph,pw"``."""
+    p_dim, id_dim, ih_dim, iw_dim = x.shape
+    od_dim, oh_dim, ow_dim = out.shape[1], out.shape[2], out.shape[3]
+    kd_dim, kh_dim, kw_dim, sd, sh, sw, pd, ph, pw = _geo(geo)
     pp = min(128, p_dim)
     rt, wt = _tiles(oh_dim, ow_dim)
     for pt in tl.affine_range(tl.cdiv(p_dim, pp)):
         pi = pt * pp + tl.arange(pp)[:, None, None]
-        for oht in tl.affine_range(tl.cdiv(oh_dim, rt)):
-            for owt in tl.affine_range(tl.cdiv(ow_dim, wt)):
-                oh = oht * rt + tl.arange(rt)[None, :, None]
-                ow = owt * wt + tl.arange(wt)[None, None, :]
-                mo = (pi < p_dim) & (oh < oh_dim) & (ow < ow_dim)
-                acc = tl.zeros((pp, rt, wt), tl.float32)
-                for kh in tl.sequential_range(kh_dim):
-                    for kw in tl.sequential_range(kw_dim):
-                        hh = oh * sh + kh - ph
-                        ww = ow * sw + kw - pw
-                        m = mo & (hh >= 0) & (hh < ih_dim) & (ww >= 0) & (ww < iw_dim)
-                        acc[...] = acc + tl.load(x[pi, hh, ww], mask=m).astype(tl.float32)
-                dt = tl.load(div[pi, oh, ow], mask=mo, other=1.0)
-                tl.store(out[pi, oh, ow], acc / dt, mask=mo)
+        for od in _aff(od_dim):
+            for oht in tl.affine_range(tl.cdiv(oh_dim, rt)):
+                for owt in tl.affine_range(tl.cdiv(ow_dim, wt)):
+                    oh = oht * rt + tl.arange(rt)[None, :, None]
+                    ow = owt * wt + tl.arange(wt)[None, None, :]
+                    mo = (pi < p_dim) & (oh < oh_dim) & (ow < ow_dim)
+                    acc = tl.zeros((pp, rt, wt), tl.float32)
+                    for kd in _seq(kd_dim):
+                        dz = od * sd + kd - pd
+                        for kh in tl.sequential_range(kh_dim):
+                            for kw in tl.sequential_range(kw_dim):
+                                hh = oh * sh + kh - ph
+                                ww = ow * sw + kw - pw
+                                m = mo & (hh >= 0) & (hh < ih_dim) & (ww >= 0) & (ww < iw_dim)
+                                if id_dim > 1 or kd_dim > 1 or pd:
+                                    m = m & (dz >= 0) & (dz < id_dim)
+                                acc[...] = acc + tl.load(x[pi, dz, hh, ww], mask=m).astype(tl.float32)
+                    dt = tl.load(div[pi, od, oh, ow], mask=mo, other=1.0)
+                    tl.store(out[pi, od, oh, ow], acc / dt, mask=mo)
 
 
 @trn.kernel
 def avg_pool_bwd(g, div, gin, geo):
-    """``gin[p, i] = sum_{o: i in window(o)} g[p, o] / div[o]`` (phase gather)."""
-    p_dim, oh_dim, ow_dim = g.shape
-    ih_dim, iw_dim = gin.shape[1], gin.shape[2]
-    kh_dim, kw_dim, sh, sw, ph, pw = _geo(geo)
+    """``gin[p, i] = sum_{o: i in window(o)} g[p, o] / div[o]`` (phase gather); shapes as :func:`avg_pool_fwd`."""
+    p_dim, od_dim, oh_dim, ow_dim = g.shape
+    id_dim, ih_dim, iw_dim = gin.shape[1], gin.shape[2], gin.shape[3]
+    kd_dim, kh_dim, kw_dim, sd, sh, sw, pd, ph, pw = _geo(geo)
     pp = min(128, p_dim)
-    for rh, qh_dim, kh0, kh_st, kh_n, ch0, dch in _phases(ih_dim, kh_dim, 1, sh, 1, kh_dim - 1 - ph, True):
-        for rw, qw_dim, kw0, kw_st, kw_n, cw0, dcw in _phases(iw_dim, kw_dim, 1, sw, 1, kw_dim - 1 - pw, True):
-            if qh_dim == 0 or qw_dim == 0:
-                continue
-            rt, wt = _tiles(qh_dim, qw_dim)
-            for pt in tl.affine_range(tl.cdiv(p_dim, pp)):
-                pi = pt * pp + tl.arange(pp)[:, None, None]
-                for qht in tl.affine_range(tl.cdiv(qh_dim, rt)):
-                    for qwt in tl.affine_range(tl.cdiv(qw_dim, wt)):
-                        qh = qht * rt + tl.arange(rt)[None, :, None]
-                        qw = qwt * wt + tl.arange(wt)[None, None, :]
-                        mq = (pi < p_dim) & (qh < qh_dim) & (qw < qw_dim)
-                        acc = tl.zeros((pp, rt, wt), tl.float32)
-                        if kh_n and kw_n:
-                            for jh in tl.sequential_range(kh_n):
-                                for jw in tl.sequential_range(kw_n):
-                                    oh = qh + ch0 + jh * dch
-                                    ow = qw + cw0 + jw * dcw
-                                    m = mq & (oh >= 0) & (oh < oh_dim) & (ow >= 0) & (ow < ow_dim)
-                                    gt = tl.load(g[pi, oh, ow], mask=m).astype(tl.float32)
-                                    dt = tl.load(div[pi, oh, ow], mask=m, other=1.0)
-                                    acc[...] = acc + gt / dt
-                        tl.store(gin[pi, qh * sh + rh, qw * sw + rw], acc, mask=mq)
+    for rd, qd_dim, _, _, kd_n, cd0, dcd in _in_phases(id_dim, kd_dim, sd, 1, pd):
+        for rh, qh_dim, _, _, kh_n, ch0, dch in _in_phases(ih_dim, kh_dim, sh, 1, ph):
+            for rw, qw_dim, _, _, kw_n, cw0, dcw in _in_phases(iw_dim, kw_dim, sw, 1, pw):
+                if qd_dim == 0 or qh_dim == 0 or qw_dim == 0:
+                    continue
+                rt, wt = _tiles(qh_dim, qw_dim)
+                for pt in tl.affine_range(tl.cdiv(p_dim, pp)):
+                    pi = pt * pp + tl.arange(pp)[:, None, None]
+                    for qd in _aff(qd_dim):
+                        for qht in tl.affine_range(tl.cdiv(qh_dim, rt)):
+                            for qwt in tl.affine_range(tl.cdiv(qw_dim, wt)):
+                                qh = qht * rt + tl.arange(rt)[None, :, None]
+                                qw = qwt * wt + tl.arange(wt)[None, None, :]
+                                mq = (pi < p_dim) & (qh < qh_dim) & (qw < qw_dim)
+                                acc = tl.zeros((pp, rt, wt), tl.float32)
+                                if kd_n and kh_n and kw_n:
+                                    for jd in _seq(kd_n):
+                                        oz = qd + cd0 + jd * dcd
+                                        for jh in tl.sequential_range(kh_n):
+                                            for jw in tl.sequential_range(kw_n):
+                                                oh = qh + ch0 + jh * dch
+                                                ow = qw + cw0 + jw * dcw
+                                                m = mq & (oh >= 0) & (oh < oh_dim) & (ow >= 0) & (ow < ow_dim)
+                                                if od_dim > 1 or kd_dim > 1:
+                                                    m = m & (oz >= 0) & (oz < od_dim)
+                                                gt = tl.load(g[pi, oz, oh, ow], mask=m).astype(tl.float32)
+                                                dt = tl.load(div[pi, oz, oh, ow], mask=m, other=1.0)
+                                                acc[...] = acc + gt / dt
+                                tl.store(gin[pi, qd * sd + rd, qh * sh + rh, qw * sw + rw], acc, mask=mq)
 
 
 @trn.kernel
@@ -218,27 +264,20 @@ def window_max(x, xi, out, oi, windows, inner):
 
 
 @trn.kernel
-def window_max_bwd(g, idx, gin, windows_h, windows_w):
-    """``gin[p, i] += g[p, o]`` where ``idx[p, o] == i``, over static adaptive windows (SBUF plane accumulator)."""
-    p_dim, oh_dim, ow_dim = g.shape
-    ih_dim, iw_dim = gin.shape[1], gin.shape[2]
-    wh = [tuple(int(v) for v in w.split(":")) for w in windows_h.split(",")]
-    ww = [tuple(int(v) for v in w.split(":")) for w in windows_w.split(",")]
+def scatter_add_planes(g, idx, gin):
+    """``gin[p, idx[p, o], 0] += g[p, o]`` for ``g, idx [P, O]`` into a zeroed fp32 ``gin [P, I, 1]`` (an
+    accumulating indirect DMA: repeated indices all add). The gradient of max pooling over any windows."""
+    p_dim, o_dim = g.shape
     pp = min(128, p_dim)
+    f = min(o_dim, 512)
     for pt in tl.affine_range(tl.cdiv(p_dim, pp)):
-        pi = pt * pp + tl.arange(pp)[:, None, None]
-        mp = pi < p_dim
-        acc = tl.zeros((pp, ih_dim, iw_dim), tl.float32)
-        gt = tl.load(g[pi, tl.arange(oh_dim)[None, :, None], tl.arange(ow_dim)[None, None, :]],
-                     mask=mp).astype(tl.float32)
-        it = tl.load(idx[pi, tl.arange(oh_dim)[None, :, None], tl.arange(ow_dim)[None, None, :]], mask=mp, other=-1)
-        for o_h, (hs, he) in enumerate(wh):
-            for o_w, (ws, we) in enumerate(ww):
-                here = isa.iota(pi * 0 + (hs + tl.arange(he - hs)[None, :, None]) * iw_dim + ws
-                                + tl.arange(we - ws)[None, None, :], tl.int32)
-                hit = here == it[:, o_h:o_h + 1, o_w:o_w + 1]
-                acc[:, hs:he, ws:we] = acc[:, hs:he, ws:we] + tl.where(hit, gt[:, o_h:o_h + 1, o_w:o_w + 1], 0.0)
-        tl.store(gin[pi, tl.arange(ih_dim)[None, :, None], tl.arange(iw_dim)[None, None, :]], acc, mask=mp)
+        rows = pt * pp + tl.arange(pp)[:, None]
+        for j in tl.affine_range(tl.cdiv(o_dim, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            m = (rows < p_dim) & (cols < o_dim)
+            gt = tl.load(g[rows, cols], mask=m).astype(tl.float32)
+            it = tl.load(idx[rows, cols], mask=m)
+            tl.store(gin[rows, it, 0], gt, mask=m, accumulate="add")
 
 
 # --- host side -----------------------------------------------------------------------------------------------------
@@ -255,78 +294,116 @@ def _meta(fn: Any, *args: Any) -> Any:
         return None
 
 
-def _planes(t: torch.Tensor) -> torch.Tensor:
-    """``[N, C, H, W]`` / ``[C, H, W]`` as ``[P, H, W]`` (a view of a contiguous tensor)."""
+def _planes(t: torch.Tensor, nsp: int) -> torch.Tensor:
+    """``[N, C, (D,) H, W]`` / ``[C, (D,) H, W]`` as ``[P, D, H, W]`` (``D = 1`` for 2-D; a view of a contiguous
+    tensor)."""
     tc = t if t.is_contiguous() else t.contiguous()
-    return tc.view(-1, t.shape[-2], t.shape[-1])
+    sp = list(t.shape[-nsp:]) if nsp else []
+    return tc.view(-1, *([1] * (3 - nsp)), *sp)
 
 
-def _pair(v: Any, default: Sequence[int]) -> list[int] | None:
+def _tuple(v: Any, n: int, default: Sequence[int]) -> list[int] | None:
     v = list(v) if isinstance(v, (list, tuple)) else [v]
     if not v:
         v = list(default)
     if len(v) == 1:
-        v = v * 2
-    return [int(e) for e in v] if len(v) == 2 else None
+        v = v * n
+    return [int(e) for e in v] if len(v) == n else None
 
 
-def _pool_params(kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> tuple[list[int], ...] | None:
-    k = _pair(kernel_size, [])
+def _pool_params(kernel_size: Any, stride: Any, padding: Any, dilation: Any,
+                 n: int = 2) -> tuple[list[int], ...] | None:
+    """``(k, s, p, d)`` per spatial axis, padded to three axes (a 2-D pool gets a unit depth)."""
+    k = _tuple(kernel_size, n, [])
     if k is None:
         return None
-    s, p, d = _pair(stride, k), _pair(padding, [0]), _pair(dilation, [1])
+    s, p, d = _tuple(stride, n, k), _tuple(padding, n, [0]), _tuple(dilation, n, [1])
     if s is None or p is None or d is None or min(k) < 1 or min(s) < 1 or min(d) < 1 or min(p) < 0:
         return None
-    return k, s, p, d
+    pad = 3 - n
+    return [1] * pad + k, [1] * pad + s, [0] * pad + p, [1] * pad + d
+
+
+def _gstr(*vals: Sequence[int]) -> str:
+    return ",".join(str(v) for vs in vals for v in vs)
+
+
+def _max_pool(self: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool, n: int,
+              op: Any) -> Any:
+    if not _ok(self, (n + 1, n + 2)):
+        return NotImplemented
+    prm = _pool_params(kernel_size, stride, padding, dilation, n)
+    meta = _meta(op, self, kernel_size, stride, padding, dilation, ceil_mode)
+    if prm is None or meta is None:
+        return NotImplemented
+    out = torch.empty(meta[0].shape, dtype=self.dtype, device="trn")
+    idx = torch.empty(meta[1].shape, dtype=torch.int64, device="trn")
+    if out.numel() == 0:
+        return out, idx
+    max_pool_fwd(_planes(self, n), _planes(out, n), _planes(idx, n), _gstr(*prm))
+    return out, idx
 
 
 @lowering("aten::max_pool2d_with_indices", dtypes=_IDX_DTYPES)
 def max_pool2d_with_indices(self: torch.Tensor, kernel_size: Any, stride: Any = (), padding: Any = 0,
                             dilation: Any = 1, ceil_mode: bool = False) -> Any:
     """Max pooling with int64 flat indices (``F.max_pool1d/2d``)."""
-    if not _ok(self):
+    return _max_pool(self, kernel_size, stride, padding, dilation, ceil_mode, 2,
+                     torch.ops.aten.max_pool2d_with_indices.default)
+
+
+@lowering("aten::max_pool3d_with_indices", dtypes=_IDX_DTYPES)
+def max_pool3d_with_indices(self: torch.Tensor, kernel_size: Any, stride: Any = (), padding: Any = 0,
+                            dilation: Any = 1, ceil_mode: bool = False) -> Any:
+    """3-D max pooling with int64 flat indices ``(d * H + h) * W + w`` (``F.max_pool3d``)."""
+    return _max_pool(self, kernel_size, stride, padding, dilation, ceil_mode, 3,
+                     torch.ops.aten.max_pool3d_with_indices.default)
+
+
+def _max_pool_bwd(grad_output: Any, self: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any,
+                  ceil_mode: bool, indices: Any, n: int, op: Any) -> Any:
+    if not _ok(self, (n + 1, n + 2)) or not _ok(grad_output, (n + 1, n + 2)) or grad_output.dtype != self.dtype or \
+            not isinstance(indices, torch.Tensor) or indices.dtype != torch.int64 or indices.device.type != "trn":
         return NotImplemented
-    prm = _pool_params(kernel_size, stride, padding, dilation)
-    meta = _meta(torch.ops.aten.max_pool2d_with_indices.default, self, kernel_size, stride, padding, dilation,
-                 ceil_mode)
-    if prm is None or meta is None:
+    prm = _pool_params(kernel_size, stride, padding, dilation, n)
+    if prm is None or _meta(op, grad_output, self, kernel_size, stride, padding, dilation, ceil_mode,
+                            indices) is None:
         return NotImplemented
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = prm
-    out = torch.empty(meta[0].shape, dtype=self.dtype, device="trn")
-    idx = torch.empty(meta[1].shape, dtype=torch.int64, device="trn")
-    if out.numel() == 0:
-        return out, idx
-    oh, ow = out.shape[-2], out.shape[-1]
-    max_pool_fwd(_planes(self), out.view(-1, oh, ow), idx.view(-1, oh, ow), f"{kh},{kw},{sh},{sw},{ph},{pw},{dh},{dw}")
-    return out, idx
+    if indices.shape != grad_output.shape:
+        return NotImplemented
+    gin = torch.empty(self.shape, dtype=self.dtype, device="trn")
+    if gin.numel() == 0:
+        return gin
+    if grad_output.numel() == 0:
+        return gin.zero_()
+    if n == 3:  # 3-D: one small scatter-add kernel (the phase gather would trace s_d * s_h * s_w phase bodies)
+        return _scatter_bwd(grad_output, indices, gin, n)
+    max_pool_bwd(_planes(grad_output, n), _planes(indices, n), _planes(gin, n), _gstr(*prm))
+    return gin
 
 
 @lowering("aten::max_pool2d_with_indices_backward", dtypes=_IDX_DTYPES)
 def max_pool2d_with_indices_backward(grad_output: torch.Tensor, self: torch.Tensor, kernel_size: Any, stride: Any,
                                      padding: Any, dilation: Any, ceil_mode: bool, indices: torch.Tensor) -> Any:
     """Gradient of max pooling: each output's gradient goes to its recorded input index."""
-    if not _ok(self) or not _ok(grad_output) or grad_output.dtype != self.dtype or \
-            not isinstance(indices, torch.Tensor) or indices.dtype != torch.int64 or indices.device.type != "trn":
-        return NotImplemented
-    prm = _pool_params(kernel_size, stride, padding, dilation)
-    if prm is None or _meta(torch.ops.aten.max_pool2d_with_indices_backward.default, grad_output, self, kernel_size,
-                            stride, padding, dilation, ceil_mode, indices) is None:
-        return NotImplemented
-    if indices.shape != grad_output.shape:
-        return NotImplemented
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = prm
-    gin = torch.empty(self.shape, dtype=self.dtype, device="trn")
-    if gin.numel() == 0:
-        return gin
-    if grad_output.numel() == 0:
-        return gin.zero_()
-    max_pool_bwd(_planes(grad_output), _planes(indices), _planes(gin), f"{kh},{kw},{sh},{sw},{ph},{pw},{dh},{dw}")
-    return gin
+    return _max_pool_bwd(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices, 2,
+                         torch.ops.aten.max_pool2d_with_indices_backward.default)
 
 
-def _avg_divisor(ih: int, iw: int, oh: int, ow: int, k: Sequence[int], s: Sequence[int], p: Sequence[int],
+@lowering("aten::max_pool3d_with_indices_backward", dtypes=_IDX_DTYPES)
+def max_pool3d_with_indices_backward(grad_output: torch.Tensor, self: torch.Tensor, kernel_size: Any, stride: Any,
+                                     padding: Any, dilation: Any, ceil_mode: bool, indices: torch.Tensor) -> Any:
+    """Gradient of 3-D max pooling."""
+    return _max_pool_bwd(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices, 3,
+                         torch.ops.aten.max_pool3d_with_indices_backward.default)
+
+
+def _avg_divisor(isz: Sequence[int], osz: Sequence[int], k: Sequence[int], s: Sequence[int], p: Sequence[int],
                  count_include_pad: bool, divisor_override: int | None) -> torch.Tensor:
-    """Torch's per-output divisor of average pooling, ``[OH, OW]`` fp32 on ``trn`` (1 for empty windows)."""
+    """Torch's per-output divisor of average pooling, ``[OD, OH, OW]`` fp32 on ``trn`` (1 for empty windows).
+
+    Host-side shape arithmetic (window sizes and counts per axis), like the kernel's compile-time geometry.
+    """
     def axis(i_dim: int, o_dim: int, kk: int, ss: int, pp: int) -> tuple[np.ndarray, np.ndarray]:
         size, cnt = np.zeros(o_dim), np.zeros(o_dim)
         for o in range(o_dim):
@@ -336,68 +413,100 @@ def _avg_divisor(ih: int, iw: int, oh: int, ow: int, k: Sequence[int], s: Sequen
             cnt[o] = max(0, min(a1, i_dim) - max(a0, 0))
         return size, cnt
 
-    hs, hc = axis(ih, oh, k[0], s[0], p[0])
-    ws, wc = axis(iw, ow, k[1], s[1], p[1])
-    empty = np.outer(hc, wc) == 0
+    sizes, cnts = zip(*[axis(i, o, kk, ss, pp) for i, o, kk, ss, pp in zip(isz, osz, k, s, p)])
+    size = np.einsum("i,j,k->ijk", *sizes)
+    cnt = np.einsum("i,j,k->ijk", *cnts)
     if divisor_override:
-        d = np.full((oh, ow), float(divisor_override))
+        d = np.full(cnt.shape, float(divisor_override))
     elif count_include_pad:
-        d = np.outer(hs, ws)
+        d = size
     else:
-        d = np.outer(hc, wc)
-    d = np.where(empty, 1.0, d).astype(np.float32)
+        d = cnt
+    d = np.where(cnt == 0, 1.0, d).astype(np.float32)
     return torch.from_numpy(d).to("trn")
 
 
 def _bcast(t: torch.Tensor, planes: int) -> torch.Tensor:
-    """``[OH, OW]`` seen as ``[planes, OH, OW]`` (stride 0 along planes)."""
-    return torch.as_strided(t, (planes, t.shape[0], t.shape[1]), (0, t.shape[1], 1), t.storage_offset())
+    """``[OD, OH, OW]`` seen as ``[planes, OD, OH, OW]`` (stride 0 along planes)."""
+    return torch.as_strided(t, (planes, *t.shape), (0, *t.stride()), t.storage_offset())
+
+
+def _avg_args(self: Any, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool, count_include_pad: bool,
+              divisor_override: Any, n: int, op: Any) -> Any:
+    """``(meta output, (k, s, p))`` of an average pooling call, or None to decline."""
+    if not _ok(self, (n + 1, n + 2)):
+        return None
+    prm = _pool_params(kernel_size, stride, padding, 1, n)
+    meta = _meta(op, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    if prm is None or meta is None:
+        return None
+    return meta, prm[:3]
+
+
+def _avg_pool(self: Any, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool, count_include_pad: bool,
+              divisor_override: Any, n: int, op: Any) -> Any:
+    r = _avg_args(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, n, op)
+    if r is None:
+        return NotImplemented
+    meta, (k, s, p) = r
+    out = torch.empty(meta.shape, dtype=self.dtype, device="trn")
+    if out.numel() == 0:
+        return out
+    x4, o4 = _planes(self, n), _planes(out, n)
+    div = _avg_divisor(x4.shape[1:], o4.shape[1:], k, s, p, count_include_pad, divisor_override)
+    avg_pool_fwd(x4, _bcast(div, x4.shape[0]), o4, _gstr(k, s, p))
+    return out
+
+
+def _avg_pool_bwd(grad_output: Any, self: Any, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool,
+                  count_include_pad: bool, divisor_override: Any, n: int, op: Any) -> Any:
+    if not _ok(grad_output, (n + 1, n + 2)) or grad_output.dtype != self.dtype:
+        return NotImplemented
+    r = _avg_args(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, n, op)
+    if r is None or r[0].shape != grad_output.shape:
+        return NotImplemented
+    k, s, p = r[1]
+    gin = torch.empty(self.shape, dtype=self.dtype, device="trn")
+    if gin.numel() == 0:
+        return gin
+    if grad_output.numel() == 0:
+        return gin.zero_()
+    g4, i4 = _planes(grad_output, n), _planes(gin, n)
+    div = _avg_divisor(i4.shape[1:], g4.shape[1:], k, s, p, count_include_pad, divisor_override)
+    avg_pool_bwd(g4, _bcast(div, g4.shape[0]), i4, _gstr(k, s, p))
+    return gin
 
 
 @lowering("aten::avg_pool2d", dtypes=DTYPES)
 def avg_pool2d(self: torch.Tensor, kernel_size: Any, stride: Any = (), padding: Any = 0, ceil_mode: bool = False,
                count_include_pad: bool = True, divisor_override: int | None = None) -> Any:
     """Average pooling (``F.avg_pool1d/2d``): ``count_include_pad``, ``ceil_mode``, ``divisor_override``."""
-    if not _ok(self):
-        return NotImplemented
-    prm = _pool_params(kernel_size, stride, padding, 1)
-    meta = _meta(torch.ops.aten.avg_pool2d.default, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                 divisor_override)
-    if prm is None or meta is None:
-        return NotImplemented
-    k, s, p, _ = prm
-    out = torch.empty(meta.shape, dtype=self.dtype, device="trn")
-    if out.numel() == 0:
-        return out
-    oh, ow = out.shape[-2], out.shape[-1]
-    x3 = _planes(self)
-    div = _avg_divisor(x3.shape[1], x3.shape[2], oh, ow, k, s, p, count_include_pad, divisor_override)
-    avg_pool_fwd(x3, _bcast(div, x3.shape[0]), out.view(-1, oh, ow), f"{k[0]},{k[1]},{s[0]},{s[1]},{p[0]},{p[1]}")
-    return out
+    return _avg_pool(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 2,
+                     torch.ops.aten.avg_pool2d.default)
+
+
+@lowering("aten::avg_pool3d", dtypes=DTYPES)
+def avg_pool3d(self: torch.Tensor, kernel_size: Any, stride: Any = (), padding: Any = 0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override: int | None = None) -> Any:
+    """3-D average pooling (``F.avg_pool3d``)."""
+    return _avg_pool(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 3,
+                     torch.ops.aten.avg_pool3d.default)
 
 
 @lowering("aten::avg_pool2d_backward", dtypes=DTYPES)
 def avg_pool2d_backward(grad_output: torch.Tensor, self: torch.Tensor, kernel_size: Any, stride: Any, padding: Any,
                         ceil_mode: bool, count_include_pad: bool, divisor_override: int | None) -> Any:
     """Gradient of average pooling."""
-    if not _ok(self) or not _ok(grad_output) or grad_output.dtype != self.dtype:
-        return NotImplemented
-    prm = _pool_params(kernel_size, stride, padding, 1)
-    meta = _meta(torch.ops.aten.avg_pool2d.default, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                 divisor_override)
-    if prm is None or meta is None or meta.shape != grad_output.shape:
-        return NotImplemented
-    k, s, p, _ = prm
-    gin = torch.empty(self.shape, dtype=self.dtype, device="trn")
-    if gin.numel() == 0:
-        return gin
-    if grad_output.numel() == 0:
-        return gin.zero_()
-    oh, ow = grad_output.shape[-2], grad_output.shape[-1]
-    g3 = _planes(grad_output)
-    div = _avg_divisor(self.shape[-2], self.shape[-1], oh, ow, k, s, p, count_include_pad, divisor_override)
-    avg_pool_bwd(g3, _bcast(div, g3.shape[0]), _planes(gin), f"{k[0]},{k[1]},{s[0]},{s[1]},{p[0]},{p[1]}")
-    return gin
+    return _avg_pool_bwd(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                         divisor_override, 2, torch.ops.aten.avg_pool2d.default)
+
+
+@lowering("aten::avg_pool3d_backward", dtypes=DTYPES)
+def avg_pool3d_backward(grad_output: torch.Tensor, self: torch.Tensor, kernel_size: Any, stride: Any, padding: Any,
+                        ceil_mode: bool, count_include_pad: bool, divisor_override: int | None) -> Any:
+    """Gradient of 3-D average pooling."""
+    return _avg_pool_bwd(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                         divisor_override, 3, torch.ops.aten.avg_pool3d.default)
 
 
 def _adaptive_mats(i: int, o: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -462,59 +571,97 @@ def _wstr(ws: list[tuple[int, int]]) -> str:
     return ",".join(f"{a}:{b}" for a, b in ws)
 
 
-_UNROLL = 256  # most window taps the unrolled adaptive-max kernels take (per axis, or output pairs backward)
+_UNROLL = 256  # most window taps the unrolled adaptive-max forward kernel takes per axis
+
+
+def _adaptive_max(self: Any, output_size: Any, n: int, op: Any) -> Any:
+    if not _ok(self, (n + 1, n + 2)) or _meta(op, self, output_size) is None:
+        return NotImplemented
+    osz = [int(v) for v in output_size]
+    isz = list(self.shape[-n:])
+    shape = (*self.shape[:-n], *osz)
+    out = torch.empty(shape, dtype=self.dtype, device="trn")
+    idx = torch.empty(shape, dtype=torch.int64, device="trn")
+    if out.numel() == 0:
+        return out, idx
+    x4, o4, i4 = _planes(self, n), _planes(out, n), _planes(idx, n)
+    if all(i % o == 0 for i, o in zip(isz, osz)):  # equal, disjoint windows: max pooling
+        k = [1] * (3 - n) + [i // o for i, o in zip(isz, osz)]
+        max_pool_fwd(x4, o4, i4, _gstr(k, k, [0, 0, 0], [1, 1, 1]))
+        return out, idx
+    wins = [_windows(i, o) for i, o in zip(isz, osz)]
+    if any(sum(b - a for a, b in w) > _UNROLL for w in wins):
+        return NotImplemented
+    # separable: max along the last axis for every input row (with its index), then along each earlier axis,
+    # composing the index ``i_axis * inner + index_so_far``; the scan order keeps torch's first-max/NaN rules
+    pl = x4.shape[0]
+    cur, cur_i = x4.reshape(-1, isz[-1], 1), None
+    inner = 1
+    for ax in range(n - 1, -1, -1):
+        lead = pl * U.prod(isz[:ax])
+        tail = U.prod(osz[ax + 1:])
+        src = cur.reshape(lead, isz[ax], tail)
+        srci = cur_i.reshape(lead, isz[ax], tail) if cur_i is not None else None
+        if ax == 0:
+            dst, dsti = o4.reshape(lead, osz[0], tail), i4.reshape(lead, osz[0], tail)
+        else:
+            dst = torch.empty((lead, osz[ax], tail), dtype=torch.float32, device="trn")
+            dsti = torch.empty((lead, osz[ax], tail), dtype=torch.int32, device="trn")
+        window_max(src, srci, dst, dsti, _wstr(wins[ax]), inner)
+        cur, cur_i = dst, dsti
+        inner *= isz[ax]
+    return out, idx
 
 
 @lowering("aten::adaptive_max_pool2d", dtypes=_IDX_DTYPES)
 def adaptive_max_pool2d(self: torch.Tensor, output_size: Sequence[int]) -> Any:
     """Adaptive max pooling with int64 indices."""
-    if not _ok(self) or _meta(torch.ops.aten.adaptive_max_pool2d.default, self, output_size) is None:
-        return NotImplemented
-    oh, ow = (int(v) for v in output_size)
-    ih, iw = self.shape[-2], self.shape[-1]
-    shape = (*self.shape[:-2], oh, ow)
-    out = torch.empty(shape, dtype=self.dtype, device="trn")
-    idx = torch.empty(shape, dtype=torch.int64, device="trn")
-    if out.numel() == 0:
-        return out, idx
-    x3 = _planes(self)
-    if ih % oh == 0 and iw % ow == 0:
-        kh, kw = ih // oh, iw // ow
-        max_pool_fwd(x3, out.view(-1, oh, ow), idx.view(-1, oh, ow), f"{kh},{kw},{kh},{kw},0,0,1,1")
-        return out, idx
-    wh, ww = _windows(ih, oh), _windows(iw, ow)
-    if sum(b - a for a, b in wh) > _UNROLL or sum(b - a for a, b in ww) > _UNROLL:
-        return NotImplemented
-    pl = x3.shape[0]
-    # rows: max along W for every input row -> m1 [P, H, OW] (+ column index); then along H
-    m1 = torch.empty((pl, ih, ow), dtype=torch.float32, device="trn")
-    a1 = torch.empty((pl, ih, ow), dtype=torch.int32, device="trn")
-    xr = x3.view(pl * ih, iw, 1)
-    window_max(xr, None, m1.view(pl * ih, ow, 1), a1.view(pl * ih, ow, 1), _wstr(ww), 1)
-    window_max(m1, a1, out.view(pl, oh, ow), idx.view(pl, oh, ow), _wstr(wh), iw)
-    return out, idx
+    return _adaptive_max(self, output_size, 2, torch.ops.aten.adaptive_max_pool2d.default)
 
 
-@lowering("aten::adaptive_max_pool2d_backward", dtypes=_IDX_DTYPES)
-def adaptive_max_pool2d_backward(grad_output: torch.Tensor, self: torch.Tensor, indices: torch.Tensor) -> Any:
-    """Gradient of adaptive max pooling."""
-    if not _ok(self) or not _ok(grad_output) or grad_output.dtype != self.dtype or \
-            not isinstance(indices, torch.Tensor) or indices.dtype != torch.int64 or \
-            indices.shape != grad_output.shape or grad_output.shape[:-2] != self.shape[:-2]:
+@lowering("aten::adaptive_max_pool3d", dtypes=_IDX_DTYPES)
+def adaptive_max_pool3d(self: torch.Tensor, output_size: Sequence[int]) -> Any:
+    """3-D adaptive max pooling with int64 indices."""
+    return _adaptive_max(self, output_size, 3, torch.ops.aten.adaptive_max_pool3d.default)
+
+
+def _adaptive_max_bwd(grad_output: Any, self: Any, indices: Any, n: int) -> Any:
+    if not _ok(self, (n + 1, n + 2)) or not _ok(grad_output, (n + 1, n + 2)) or grad_output.dtype != self.dtype or \
+            not isinstance(indices, torch.Tensor) or indices.dtype != torch.int64 or indices.device.type != "trn" or \
+            indices.shape != grad_output.shape or grad_output.shape[:-n] != self.shape[:-n]:
         return NotImplemented
-    oh, ow = grad_output.shape[-2], grad_output.shape[-1]
-    ih, iw = self.shape[-2], self.shape[-1]
+    osz, isz = list(grad_output.shape[-n:]), list(self.shape[-n:])
     gin = torch.empty(self.shape, dtype=self.dtype, device="trn")
     if gin.numel() == 0:
         return gin
     if grad_output.numel() == 0:
         return gin.zero_()
-    if ih % oh == 0 and iw % ow == 0:
-        kh, kw = ih // oh, iw // ow
-        max_pool_bwd(_planes(grad_output), _planes(indices), _planes(gin), f"{kh},{kw},{kh},{kw},0,0,1,1")
+    if n == 2 and all(i % o == 0 for i, o in zip(isz, osz)):
+        k = [1] + [i // o for i, o in zip(isz, osz)]
+        max_pool_bwd(_planes(grad_output, n), _planes(indices, n), _planes(gin, n), _gstr(k, k, [0, 0, 0], [1, 1, 1]))
         return gin
-    if oh * ow > _UNROLL // 4 or ih * iw > 8192:
+    return _scatter_bwd(grad_output, indices, gin, n)
+
+
+def _scatter_bwd(grad_output: torch.Tensor, indices: torch.Tensor, gin: torch.Tensor, n: int) -> Any:
+    """``gin[p, indices[p, o]] += grad_output[p, o]`` per plane (fp32 scratch, rounded once into ``gin``)."""
+    isz = gin.shape[-n:]
+    pl = gin.numel() // U.prod(isz)
+    acc = torch.zeros((pl, U.prod(isz), 1), dtype=torch.float32, device="trn")
+    try:
+        scatter_add_planes(_planes(grad_output, n).reshape(pl, -1), _planes(indices, n).reshape(pl, -1), acc)
+    except trn.BoundsError:  # an index outside the plane: torch's own error from the CPU
         return NotImplemented
-    window_max_bwd(_planes(grad_output), _planes(indices), _planes(gin), _wstr(_windows(ih, oh)),
-                   _wstr(_windows(iw, ow)))
-    return gin
+    return gin.copy_(acc.view(gin.shape))
+
+
+@lowering("aten::adaptive_max_pool2d_backward", dtypes=_IDX_DTYPES)
+def adaptive_max_pool2d_backward(grad_output: torch.Tensor, self: torch.Tensor, indices: torch.Tensor) -> Any:
+    """Gradient of adaptive max pooling (a scatter-add of the gradient to the recorded indices)."""
+    return _adaptive_max_bwd(grad_output, self, indices, 2)
+
+
+@lowering("aten::adaptive_max_pool3d_backward", dtypes=_IDX_DTYPES)
+def adaptive_max_pool3d_backward(grad_output: torch.Tensor, self: torch.Tensor, indices: torch.Tensor) -> Any:
+    """Gradient of 3-D adaptive max pooling."""
+    return _adaptive_max_bwd(grad_output, self, indices, 3)
