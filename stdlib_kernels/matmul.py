@@ -215,7 +215,7 @@ def vdot(self: torch.Tensor, other: torch.Tensor, *, out: torch.Tensor | None = 
     return dot(self, other, out=out)
 
 
-@lowering("aten::addr", dtypes=(torch.float32,))  # bf16: the CPU rounds beta*self first; match it via fallback
+@lowering("aten::addr", dtypes=_MM_DTYPES)  # one fp32 rounding (the CPU rounds bf16 intermediates)
 def addr(self: torch.Tensor, vec1: torch.Tensor, vec2: torch.Tensor, *, beta: Any = 1, alpha: Any = 1,
          out: torch.Tensor | None = None) -> Any:
     """``beta * self + alpha * outer(vec1, vec2)``: a K=1 matmul, rounded once like the CPU's fused kernel."""
