@@ -736,3 +736,6 @@ def embedding_bag_per_sample_weights_backward(grad: torch.Tensor, weight: torch.
         except trn.BoundsError:
             return NotImplemented
     return out
+
+
+from stdlib_kernels import distance as _distance  # noqa: E402,F401 - cdist/pdist register with this family
