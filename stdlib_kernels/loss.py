@@ -471,6 +471,30 @@ _MAX_CLASSES = 8192
 
 
 @trn.kernel
+def multi_margin_fwd(x, t, w, loss, bad, p, margin):
+    """Per row of ``x [N, C]``: ``sum_{d != t} max(0, margin - x[t] + x[d])^p * w[t] / C`` into ``loss [N, 1]``;
+    ``bad [N, 1]``: 1 where the target is out of range."""
+    n_dim, c_dim = x.shape
+    pp = min(128, n_dim)
+    cols = tl.arange(c_dim)[None, :]
+    one = tl.arange(1)[None, :]
+    for i in tl.affine_range(tl.cdiv(n_dim, pp)):
+        rows = i * pp + tl.arange(pp)[:, None]
+        m = rows < n_dim
+        xt = tl.load(x[rows, cols], mask=m).astype(tl.float32)
+        ti = tl.load(t[rows, one], mask=m)
+        inr = (ti >= 0) & (ti < c_dim)
+        tl.store(bad[rows, one], tl.where(inr, 0.0, 1.0), mask=m)
+        is_t = isa.iota(cols + 0 * rows, tl.int32) == ti
+        z = (margin - tl.sum(tl.where(is_t, xt, 0.0), axis=1, keepdims=True)) + xt
+        h = z if p == 1 else z * z
+        if w is not None:
+            h = h * tl.load(w[tl.where(inr, ti, 0)[:, 0:1], one]).astype(tl.float32)
+        tot = tl.sum(tl.where((z > 0.0) & ~is_t, h, 0.0), axis=1, keepdims=True)
+        tl.store(loss[rows, one], tot / float(c_dim), mask=m)
+
+
+@trn.kernel
 def multi_margin_bwd(x, t, w, go, out, bad, p, margin, g, go_scalar):
     """Gradient of ``multi_margin_loss`` for ``x [N, C]``, ``t [N, 1]`` (int), ``w [C, 1]`` or None, ``go [N, 1]``
     (or ``[1, 1]`` when ``go_scalar``): torch's CPU rule, ``h = g`` (p=1) or ``2 g z`` (p=2) where
@@ -560,6 +584,28 @@ def _margin_rows(self: Any, target: Any, same_shape: bool) -> tuple[torch.Tensor
     if target.numel() != n:
         return None
     return x2, target.reshape(n, 1)
+
+
+@lowering("aten::multi_margin_loss", dtypes=None)
+def multi_margin_loss(self: torch.Tensor, target: torch.Tensor, p: Any = 1, margin: Any = 1,
+                      weight: torch.Tensor | None = None, reduction: int = _MEAN) -> Any:
+    """Multi-class hinge loss (p = 1 or 2, optional class weights); per-row losses, then torch's reduction."""
+    rows = _margin_rows(self, target, False)
+    if rows is None or p not in (1, 2) or reduction not in (0, 1, 2):
+        return NotImplemented
+    x2, t2 = rows
+    n, c = x2.shape
+    if weight is not None and (not U.is_trn(weight) or weight.dtype != torch.float32 or weight.numel() != c):
+        return NotImplemented
+    loss = torch.empty((n, 1), dtype=torch.float32, device="trn")
+    bad = torch.empty((n, 1), dtype=torch.float32, device="trn")
+    multi_margin_fwd(x2, t2, weight.reshape(-1, 1) if weight is not None else None, loss, bad, int(p), float(margin))
+    if bad.sum().item() > 0:
+        return NotImplemented  # the CPU raises torch's target-out-of-range error
+    if reduction == _NONE:
+        return loss.view(n) if target.dim() > 0 else loss.view(())
+    tot = loss.sum()
+    return tot / n if reduction == _MEAN else tot
 
 
 @lowering("aten::multi_margin_loss_backward", dtypes=None)

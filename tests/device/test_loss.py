@@ -121,3 +121,53 @@ def test_profile_nll_is_sane():
     assert 0 < prof.mbu <= 1
     ref = -x.cpu().gather(1, t.cpu())
     assert_same(loss, ref)
+
+
+# --- margin losses -------------------------------------------------------------------------------------------------
+@_SETTINGS
+@given(n=st.sampled_from([1, 7, 130]), c=st.sampled_from([1, 4, 9]), p=st.sampled_from([1, 2]),
+       margin=st.sampled_from([1.0, -0.5]), weighted=st.booleans(), reduction=st.sampled_from(REDUCTIONS))
+def test_multi_margin_loss(n, c, p, margin, weighted, reduction):
+    g = torch.Generator().manual_seed(n * 31 + c)
+    x = torch.randn(n, c, generator=g)
+    t = torch.randint(0, c, (n,), generator=g)
+    w = torch.rand(c, generator=g) if weighted else None
+    _compare(lambda a, tt, ww: F.multi_margin_loss(a, tt, p=p, margin=margin, weight=ww, reduction=reduction),
+             x, torch.float32, (t, w))
+
+
+def test_multi_margin_loss_1d_and_0d():
+    _compare(lambda a, tt: F.multi_margin_loss(a, tt), torch.randn(6), torch.float32, (torch.tensor(2),))
+    _compare(lambda a, tt: F.multi_margin_loss(a, tt, reduction="none"), torch.randn(()), torch.float32,
+             (torch.tensor(0),))
+
+
+@_SETTINGS
+@given(n=st.sampled_from([1, 6, 130]), c=st.sampled_from([1, 5, 12]), reduction=st.sampled_from(REDUCTIONS))
+def test_multilabel_margin_loss(n, c, reduction):
+    g = torch.Generator().manual_seed(n * 17 + c)
+    x = torch.randn(n, c, generator=g)
+    t = torch.randint(-1, c, (n, c), generator=g)  # class ids, the first -1 ends each row's list
+    _compare(lambda a, tt: F.multilabel_margin_loss(a, tt, reduction=reduction), x, torch.float32, (t,))
+
+
+def test_multilabel_margin_loss_1d_and_is_target():
+    x, t = torch.randn(5), torch.tensor([3, 0, -1, 1, 4])
+    _compare(lambda a, tt: F.multilabel_margin_loss(a, tt), x, torch.float32, (t,))
+    trnlang.reset_fallback_stats()
+    out, is_t = torch.ops.aten.multilabel_margin_loss_forward(x.view(1, 5).to("trn"), t.view(1, 5).to("trn"), 1)
+    ref, ref_t = torch.ops.aten.multilabel_margin_loss_forward(x.view(1, 5), t.view(1, 5), 1)
+    assert_same(out, ref)
+    assert_same(is_t, ref_t, rtol=0, atol=0)
+    assert trnlang.fallback_stats() == {}
+
+
+def test_margin_losses_bad_targets_raise_torch_errors():
+    x = torch.randn(3, 4)
+    for fn, t in ((F.multi_margin_loss, torch.tensor([0, 5, 1])),
+                  (F.multilabel_margin_loss, torch.tensor([[0, 7, -1, 0]] * 3))):
+        with pytest.raises(RuntimeError) as cpu_err:
+            fn(x, t)
+        with pytest.raises(RuntimeError) as trn_err:
+            fn(x.to("trn"), t.to("trn"))
+        assert str(trn_err.value) == str(cpu_err.value)
