@@ -115,6 +115,26 @@ def test_conv2d_empty_batch_and_output_mask():
     assert trnlang.fallback_stats() == {}
 
 
+def test_conv3d_and_transpose3d():
+    """3-D convolutions: a depth loop and depth phases around the 2-D tiles; the weight gradient's taps are loops."""
+    _check(F.conv3d, [_rand(2, 4, 5, 6, 7), _rand(6, 2, 3, 2, 3, seed=1), _rand(6, seed=2)], noncontig=True,
+           padding=(1, 0, 1), groups=2, stride=(2, 1, 1), dilation=(1, 2, 1))
+    _check(F.conv_transpose3d, [_rand(2, 4, 3, 4, 5), _rand(4, 3, 2, 3, 2, seed=1), _rand(3, seed=2)],
+           stride=(2, 1, 2), padding=(0, 1, 1), output_padding=(1, 0, 1))
+    _check(F.conv3d, [_rand(1, 3, 4, 5, 4), _rand(2, 3, 3, 3, 3, seed=1), None], dtype=torch.bfloat16, padding=1)
+
+
+def test_bf16_transposed_conv_on_torchs_slow_path_is_declined():
+    """torch's CPU rounds every tap to bf16 on its col2im path (output_padding >= stride here): such calls decline
+    to the CPU (counted), so the result is still torch's."""
+    x, w = _rand(2, 2, 4, 4).bfloat16(), _rand(2, 2, 4, 5, seed=1).bfloat16()
+    kw = dict(stride=(3, 2), padding=(1, 2), output_padding=(2, 3), groups=2, dilation=4)
+    trnlang.reset_fallback_stats()
+    out = F.conv_transpose2d(x.to("trn"), w.to("trn"), **kw)
+    assert "aten::convolution_overrideable" in trnlang.fallback_stats()
+    assert_same(out, F.conv_transpose2d(x, w, **kw), rtol=0, atol=0)
+
+
 def test_conv_errors_are_torchs():
     x, w = _rand(1, 3, 5, 5), _rand(4, 2, 3, 3)
     with pytest.raises(RuntimeError) as cpu_err:
@@ -186,6 +206,19 @@ def test_large_uneven_adaptive_max_is_declined_not_wrong():
     assert torch.equal(idx.cpu(), ridx)
 
 
+def test_pool3d():
+    x = _rand(2, 3, 5, 6, 7)
+    _check(F.max_pool3d, [x], kernel_size=2, return_indices=True)
+    _check(F.max_pool3d, [x], kernel_size=(3, 2, 2), stride=(2, 1, 2), padding=(1, 1, 0), dilation=(1, 2, 1),
+           ceil_mode=True, return_indices=True)
+    _check(F.avg_pool3d, [x], kernel_size=(3, 2, 3), stride=(2, 1, 2), padding=(1, 1, 1), ceil_mode=True,
+           count_include_pad=False)
+    _check(F.avg_pool3d, [x], kernel_size=3, stride=2, padding=1, divisor_override=5)
+    _check(F.adaptive_max_pool3d, [x], output_size=(5, 3, 7), return_indices=True)  # divisible: max pooling
+    _check(F.adaptive_max_pool3d, [x], output_size=(3, 4, 5), return_indices=True)  # uneven: separable + scatter
+    _check(F.max_pool3d, [x], dtype=torch.bfloat16, kernel_size=2, stride=1)  # (the CPU has no bf16 avg_pool3d)
+
+
 def test_pool_bf16_and_empty():
     x = _rand(2, 3, 8, 9)
     _check(F.max_pool2d, [x], dtype=torch.bfloat16, kernel_size=2)
@@ -229,7 +262,8 @@ def test_conv_kernel_profile_is_sane():
     x = _rand(2, 32, 12, 12).to("trn")
     w = _rand(1, 48, 32, 3, 3, seed=1).to("trn")
     out = torch.empty(2, 48, 12, 12, device="trn")
-    prof = conv_kernel.profile(x, w, None, out, "1,1,1,1,1,1,1,1", False)
+    prof = conv_kernel.profile(x.unsqueeze(2), w.unsqueeze(3), None, out.unsqueeze(2), "1,1,1,0,1,1,1,1,1,1,1,1",
+                               False)
     ref = F.conv2d(x.cpu(), w.cpu()[0], padding=1)
     assert_same(out, ref, rtol=1e-4, atol=1e-4)
     assert prof.time_us > 0 and prof.flops > 0
