@@ -13,7 +13,9 @@
   ``min`` of candidate positions), and ``bag_finish`` turns it into the weight-row index (``max_indices``).
 * backward: scatter-adds of gradient rows into the weight gradient (scaled by ``per_sample_weights``, ``1 / bag
   size`` for mean, ``1 / frequency`` for ``scale_grad_by_freq``), or, for max, of each gradient element to its
-  ``max_indices`` row; the per-sample-weight gradient is a row dot product.
+  ``max_indices`` row; the per-sample-weight gradient is a row dot product. torch's CPU kernel divides by the
+  frequency of the index at the *unique-group rank* of the sorted indices (not the index's own frequency, as
+  CUDA does); :func:`freq_rank_count` reproduces that with pairwise comparisons (up to 8192 positions).
 
 The auxiliary outputs (``offset2bag``, ``bag_size``, ``max_indices``) are made as torch's CPU kernel makes them
 (empty ``offset2bag`` on the plain sum path, zero bag sizes for sum), so either device's backward can consume them.
@@ -176,8 +178,9 @@ def bag_finish(acc, cnt, first, idx3, out, bag_size, max_idx, mode):
 
 @trn.kernel
 def bag_backward(g, idx, o2b, psw, bsz, freq, gw, pad, mode):
-    """Sum/mean gradient: ``gw[idx[i]] += g[o2b[i]] * psw[i] / bag_size[o2b[i]] / freq[idx[i]]`` (the factors
-    that apply), nothing for the padding index. ``gw [V, D]`` fp32, zeroed."""
+    """Sum/mean gradient: ``gw[idx[i]] += g[o2b[i]] * psw[i] / bag_size[o2b[i]] * freq[i]`` (the factors that
+    apply; ``freq [L, 1]``: per-position frequency scales), nothing for the padding index. ``gw [V, D]`` fp32,
+    zeroed. Narrow dtypes round the scale to the dtype first, as torch's ``axpy`` call does."""
     l_dim = idx.shape[0]
     d_dim = g.shape[1]
     pp = min(128, l_dim)
@@ -189,12 +192,14 @@ def bag_backward(g, idx, o2b, psw, bsz, freq, gw, pad, mode):
         li = tl.load(idx[rows, one], mask=m1, other=0)
         bi = tl.load(o2b[rows, one], mask=m1, other=0)
         sc = tl.where(li != pad, 1.0, 0.0)
-        if freq is not None:
-            sc = sc / tl.maximum(tl.load(freq[li, one], mask=m1), 1.0)
+        if freq is not None:  # per-position 1 / count (see :func:`freq_rank_count`)
+            sc = sc * tl.load(freq[rows, one], mask=m1)
         if mode == _MEAN:
             sc = sc / tl.maximum(tl.load(bsz[bi, one], mask=m1).astype(tl.float32), 1.0)
         if psw is not None:
             sc = sc * tl.load(psw[rows, one], mask=m1).astype(tl.float32)
+        if g.dtype != tl.float32:
+            sc = sc.astype(g.dtype).astype(tl.float32)
         for j in tl.affine_range(tl.cdiv(d_dim, f)):
             cols = j * f + tl.arange(f)[None, :]
             m = m1 & (cols < d_dim)
@@ -372,11 +377,11 @@ def _dense_backward(grad: Any, indices: Any, offsets: Any, offset2bag: Any, bag_
     freq = None
     idx_c = _col(indices)
     if scale_grad_by_freq and l_dim:
-        freq = torch.zeros((v, 1), dtype=torch.float32, device="trn")
-        ones = torch.ones((l_dim, 1), dtype=torch.float32, device="trn")
         try:
-            _count_rows(idx_c, ones, freq)
+            freq = _freq_scale(indices, v)
         except trn.BoundsError:
+            return NotImplemented
+        if freq is None:
             return NotImplemented
     if l_dim and d:
         try:
@@ -385,6 +390,82 @@ def _dense_backward(grad: Any, indices: Any, offsets: Any, offset2bag: Any, bag_
         except trn.BoundsError:
             return NotImplemented
     return gw.to(grad.dtype)
+
+
+_MAX_FREQ = 8192  # index positions the quadratic frequency-rank kernels take
+
+
+@trn.kernel
+def freq_counts(ucol, urow, freq, cnt, le):
+    """Per position ``i``: ``cnt[i] = freq[u[i]]`` (how often its index occurs) and ``le[i] = #{j: u[j] <= u[i]}``
+    (its rank in the sorted indices, counting ties), for indices ``u`` seen as a column ``[L, 1]`` and a row
+    ``[1, L]``."""
+    l_dim = ucol.shape[0]
+    pp = min(128, l_dim)
+    f = min(l_dim, _CH)
+    one = tl.arange(1)[None, :]
+    for i in tl.affine_range(tl.cdiv(l_dim, pp)):
+        rows = i * pp + tl.arange(pp)[:, None]
+        m = rows < l_dim
+        ui = tl.load(ucol[rows, one], mask=m, other=0)
+        tl.store(cnt[rows, one], tl.load(freq[ui, one], mask=m), mask=m)
+        uf = ui.astype(tl.float32)
+        acc = tl.zeros((pp, 1), tl.float32)
+        for j in tl.sequential_range(tl.cdiv(l_dim, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            uj = tl.broadcast_to(tl.load(urow[0:1, cols], mask=cols < l_dim, other=-1).astype(tl.float32), (pp, f))
+            acc[...] = acc + tl.sum(tl.where((uj <= uf) & (cols < l_dim), 1.0, 0.0), axis=1, keepdims=True)
+        tl.store(le[rows, one], acc, mask=m)
+
+
+@trn.kernel
+def freq_rank_count(ucol, urow, crow, lerow, freq, scale):
+    """torch's CPU ``scale_grad_by_freq`` factor per position ``i``: ``1 / counts[sorted[r]]`` where ``r`` is the
+    rank of ``u[i]`` among the distinct indices (``sum_{j: u[j] < u[i]} 1 / cnt[j]``) and ``sorted[r]`` the r-th
+    smallest index (the smallest ``u[j]`` with ``le[j] > r``). (torch indexes the counts by the unique-group
+    counter, not by the index itself; CUDA uses the index's own count. This reproduces the CPU.)"""
+    l_dim = ucol.shape[0]
+    pp = min(128, l_dim)
+    f = min(l_dim, _CH)
+    one = tl.arange(1)[None, :]
+    for i in tl.affine_range(tl.cdiv(l_dim, pp)):
+        rows = i * pp + tl.arange(pp)[:, None]
+        m = rows < l_dim
+        uf = tl.load(ucol[rows, one], mask=m, other=0).astype(tl.float32)
+        rank = tl.zeros((pp, 1), tl.float32)
+        for j in tl.sequential_range(tl.cdiv(l_dim, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            mc = cols < l_dim
+            uj = tl.broadcast_to(tl.load(urow[0:1, cols], mask=mc).astype(tl.float32), (pp, f))
+            cj = tl.broadcast_to(tl.load(crow[0:1, cols], mask=mc, other=1.0), (pp, f))
+            rank[...] = rank + tl.sum(tl.where((uj < uf) & mc, 1.0 / cj, 0.0), axis=1, keepdims=True)
+        r = tl.floor(rank + 0.5)
+        best = tl.full((pp, 1), float(2 ** 24), tl.float32)
+        for j in tl.sequential_range(tl.cdiv(l_dim, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            mc = cols < l_dim
+            uj = tl.broadcast_to(tl.load(urow[0:1, cols], mask=mc).astype(tl.float32), (pp, f))
+            lj = tl.broadcast_to(tl.load(lerow[0:1, cols], mask=mc), (pp, f))
+            best[...] = tl.minimum(best, tl.min(tl.where((lj > r) & mc, uj, float(2 ** 24)), axis=1, keepdims=True))
+        tl.store(scale[rows, one], 1.0 / tl.load(freq[best.astype(tl.int32), one], mask=m), mask=m)
+
+
+def _freq_scale(indices: torch.Tensor, num_weights: int) -> torch.Tensor | None:
+    """Per-position ``scale_grad_by_freq`` factors as torch's CPU kernel computes them (``[L, 1]`` fp32)."""
+    l_dim = indices.shape[0]
+    if l_dim > _MAX_FREQ or num_weights >= 2 ** 24:
+        return None
+    idx_c = _col(indices)
+    idx_r = torch.as_strided(indices, (1, l_dim), (l_dim * indices.stride(0), indices.stride(0)),
+                             indices.storage_offset())
+    freq = torch.zeros((num_weights, 1), dtype=torch.float32, device="trn")
+    _count_rows(idx_c, torch.ones((l_dim, 1), dtype=torch.float32, device="trn"), freq)
+    cnt = torch.empty((l_dim, 1), dtype=torch.float32, device="trn")
+    le = torch.empty((l_dim, 1), dtype=torch.float32, device="trn")
+    freq_counts(idx_c, idx_r, freq, cnt, le)
+    scale = torch.empty((l_dim, 1), dtype=torch.float32, device="trn")
+    freq_rank_count(idx_c, idx_r, cnt.view(1, l_dim), le.view(1, l_dim), freq, scale)
+    return scale
 
 
 @trn.kernel
