@@ -208,7 +208,7 @@ def mem_get_info(device: Any = None) -> tuple[int, int]:
     from trnlang.device import memory
 
     total = memory.STATS.hbm_capacity()
-    return total - memory.STATS.allocated, total
+    return total - memory.STATS.allocated + memory.idle_bytes(), total  # idle pooled outputs are free to reuse
 
 
 def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
