@@ -688,3 +688,6 @@ def multilabel_margin_loss_backward(grad_output: torch.Tensor, self: torch.Tenso
             return NotImplemented
         res = gin * grad_output.reshape(n, 1)
     return res.to(self.dtype).view(self.shape)
+
+
+from stdlib_kernels import ctc as _ctc  # noqa: E402,F401 - the CTC loss registers with this family

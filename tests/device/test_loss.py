@@ -171,3 +171,26 @@ def test_margin_losses_bad_targets_raise_torch_errors():
         with pytest.raises(RuntimeError) as trn_err:
             fn(x.to("trn"), t.to("trn"))
         assert str(trn_err.value) == str(cpu_err.value)
+
+
+# --- CTC -------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("flat", [False, True])
+def test_ctc_loss(reduction, flat):
+    """Ragged input/target lengths (an empty target, an ended input), padded or concatenated targets."""
+    g = torch.Generator().manual_seed(7)
+    lp = torch.randn(30, 4, 9, generator=g).log_softmax(2)
+    tgt = torch.randint(1, 9, (4, 8), generator=g)
+    il, tl_ = [30, 30, 21, 12], [8, 5, 0, 3]
+    if flat:
+        tgt = torch.cat([tgt[i, :n] for i, n in enumerate(tl_)])
+    _compare(lambda x, t: F.ctc_loss(x, t, il, tl_, reduction=reduction), lp, torch.float32, (tgt,))
+
+
+def test_ctc_loss_tensor_lengths_zero_infinity_and_many_rows():
+    g = torch.Generator().manual_seed(8)
+    lp = torch.randn(6, 130, 5, generator=g).log_softmax(2)  # 130 rows: two partition tiles
+    tgt = torch.randint(1, 5, (130, 4), generator=g)
+    il, tl_ = torch.full((130,), 6), torch.randint(0, 5, (130,), generator=g)
+    il[0], tl_[0] = 2, 4  # impossible alignment: an infinite loss, zeroed
+    _compare(lambda x, t, a, b: F.ctc_loss(x, t, a, b, zero_infinity=True), lp, torch.float32, (tgt, il, tl_))
