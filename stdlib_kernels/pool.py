@@ -1,27 +1,30 @@
-"""Pooling: max / average / adaptive average / adaptive max pooling (1-D and 2-D), forward and backward.
+"""Pooling: max / average / adaptive average / adaptive max pooling (1-D, 2-D and 3-D), forward and backward.
 
-``F.max_pool1d/2d``, ``F.avg_pool1d/2d`` and the adaptive forms reach the backend as their 2-D ATen ops
-(``max_pool2d_with_indices``, ``avg_pool2d``, ``_adaptive_avg_pool2d``, ``adaptive_max_pool2d`` and their
-backwards); 1-D pooling arrives as the 2-D op with a unit height.
+``F.max_pool1d/2d/3d``, ``F.avg_pool1d/2d/3d`` and the adaptive forms reach the backend as their 2-D or 3-D ATen
+ops (``max_pool2d_with_indices``, ``max_pool3d_with_indices``, ``avg_pool2d``, ``avg_pool3d``,
+``_adaptive_avg_pool2d/3d``, ``adaptive_max_pool2d/3d`` and their backwards); 1-D pooling arrives as the 2-D op
+with a unit height.
 
 Layout: the ``N * C`` planes are the partition dimension (tiles of 128), a tile of output pixels
-``[rows, cols]`` the free dimensions. Every kernel tap is one strided, masked DMA of the shifted input
+``[rows, cols]`` the free dimensions; the kernels take ``[P, D, H, W]`` planes and loop over output depth (2-D
+pools have ``D = 1`` and trace no depth loop). Every kernel tap is one strided, masked DMA of the shifted input
 (padding is the mask), so a window never needs an im2col buffer:
 
 * max pooling scans the taps in torch's order keeping the running maximum and its flat index
-  (``ih * W + iw``, an ``isa.iota`` tile), replicating the CPU kernel's tie, NaN and all-``-inf`` rules;
-  the indices are stored as int64 (HBM-only dtype) from int32 tiles.
+  (``(id * H + ih) * W + iw``, an ``isa.iota`` tile), replicating the CPU kernel's tie, NaN and all-``-inf``
+  rules; the indices are stored as int64 (HBM-only dtype) from int32 tiles.
 * average pooling sums the taps and divides by a host-computed divisor map (``count_include_pad``,
   ``ceil_mode``, ``divisor_override`` as torch computes them).
-* the backward passes gather instead of scatter: input positions are split into ``stride`` phases
-  (``i = s * q + r``), where the outputs whose window holds ``i`` at tap ``k`` are ``o = q + c(k)``,
+* the 2-D and average backward passes gather instead of scatter: input positions are split into ``stride``
+  phases (``i = s * q + r``), where the outputs whose window holds ``i`` at tap ``k`` are ``o = q + c(k)``,
   affine in ``q``. Max pooling adds ``g[o]`` where ``indices[o] == i``; average pooling adds
-  ``g[o] / divisor[o]``. No atomics, no zero-initialised scatter target.
+  ``g[o] / divisor[o]``. 3-D max pooling (whose ``s_d * s_h * s_w`` phase bodies would make a large kernel)
+  and uneven adaptive max pooling scatter instead: one accumulating indirect DMA of ``g`` to ``indices``
+  per plane into an fp32 scratch (:func:`scatter_add_planes`).
 * adaptive average pooling (2-D and 3-D) is separable: ``P_h @ x @ P_w^T`` with averaging matrices, on the Tensor
   engine (shared with :mod:`stdlib_kernels.upsample`); its gradient is the transposed product.
 * adaptive max pooling uses the max-pooling kernels when the sizes divide; otherwise the windows are
-  unrolled (small outputs only): a separable scan (rows, then columns) for the forward and an SBUF plane
-  accumulator for the backward.
+  unrolled (at most 256 taps per axis): a separable scan (last axis first, composing the flat index).
 
 Example:
     >>> import torch, torch.nn.functional as F
