@@ -195,20 +195,25 @@ def conv_wgrad_kernel(a, b, gw, geo):
 
     ``ih = oh * s_h + kh * d_h - p_h`` (likewise for d and w); ``geo = "s_d,d_d,p_d,s_h,d_h,p_h,s_w,d_w,p_w"``.
     Pixels are the contraction: tiles ``[channels, pixels]`` are transposed on chip to ``[pixels, channels]``.
-    Taps are real loops (the kernel's size does not grow with the filter's); the ``kw`` taps of one
-    ``(kd, kh)`` row share one PSUM bank ``[A tile, taps * B tile]``, so a pixel tile of ``a`` is transposed
-    once per row, and with ``s_w == 1`` one halo'd slab of ``b`` serves the whole row (taps are windows of it).
+    Taps are real loops (the kernel's size does not grow with the filter's): a group of whole ``kw`` rows (or a
+    chunk of one row, for wide rows) shares one PSUM bank ``[A tile, taps * B tile]``, so a pixel tile of ``a``
+    is transposed once per group, and with ``s_w == 1`` one halo'd slab of ``b`` serves a whole row (its taps are
+    windows of it).
     """
     n_dim, _, od_dim, oh_dim, ow_dim = a.shape
-    id_dim, ih_dim, iw_dim = b.shape[2], b.shape[3], b.shape[4]
+    id_dim = b.shape[2]
     g_dim, a_dim, b_dim, kd_dim, kh_dim, kw_dim = gw.shape
     sd, dd, pd, sh, dh, ph, sw, dw, pw = (int(v) for v in geo.split(","))
     ap, bp = min(128, a_dim), min(128, b_dim)
     wt_dim = min(ow_dim, 128)
     rt_dim = max(1, min(oh_dim, 128 // wt_dim))
     k_dim = rt_dim * wt_dim
-    per = max(1, 512 // bp)  # kw taps sharing one PSUM bank
-    chunks = [(c0, min(per, kw_dim - c0)) for c0 in range(0, kw_dim, per)]
+    per = max(1, 512 // bp)  # taps sharing one PSUM bank
+    if kw_dim <= per:  # whole rows: up to per // kw_dim of them per bank
+        rows_per, kw_chunks = min(kh_dim, per // kw_dim), [(0, kw_dim)]
+    else:
+        rows_per, kw_chunks = 1, [(c0, min(per, kw_dim - c0)) for c0 in range(0, kw_dim, per)]
+    row_chunks = [(h0, min(rows_per, kh_dim - h0)) for h0 in range(0, kh_dim, rows_per)]
     flat = id_dim == 1 and kd_dim == 1
     for g in tl.affine_range(g_dim):
         for at in tl.affine_range(tl.cdiv(a_dim, ap)):
@@ -218,44 +223,61 @@ def conv_wgrad_kernel(a, b, gw, geo):
                 bi = bt * bp + tl.arange(bp)[:, None, None]
                 jj = bt * bp + tl.arange(bp)[None, :]
                 for kd in _rng(kd_dim):
-                    for kh in _rng(kh_dim):
-                        for c0, cnt in chunks:
-                            acc = tl.zeros((ap, cnt * bp), tl.float32, buffer=tl.psum)
+                    for h0, hcnt in row_chunks:
+                        for c0, cnt in kw_chunks:
+                            acc = tl.zeros((ap, hcnt * cnt * bp), tl.float32, buffer=tl.psum)
                             for n in tl.affine_range(n_dim):
                                 for od in _rng(od_dim):
-                                    dz = od * sd + kd * dd - pd
-                                    mb = bi < b_dim
-                                    if not flat:
-                                        mb = mb & (dz >= 0) & (dz < id_dim)
-                                    for oht in tl.affine_range(tl.cdiv(oh_dim, rt_dim)):
-                                        oh = oht * rt_dim + tl.arange(rt_dim)[None, :, None]
-                                        hh = oh * sh + kh * dh - ph
-                                        mh = mb & (oh < oh_dim) & (hh >= 0) & (hh < ih_dim)
-                                        for owt in tl.affine_range(tl.cdiv(ow_dim, wt_dim)):
-                                            ow = owt * wt_dim + tl.arange(wt_dim)[None, None, :]
-                                            ta = tl.load(a[n, g * a_dim + ai, od, oh, ow],
-                                                         mask=(ai < a_dim) & (oh < oh_dim) & (ow < ow_dim))
-                                            ta_t = tl.copy(tl.transpose(tl.reshape(ta, (ap, k_dim))), dtype=ta.dtype)
-                                            slab = None
-                                            if sw == 1:  # one halo'd slab of b for the row's taps
-                                                w_sl = wt_dim + (cnt - 1) * dw
-                                                sb = owt * wt_dim - pw + c0 * dw + tl.arange(w_sl)[None, None, :]
-                                                slab = tl.load(b[n, g * b_dim + bi, dz, hh, sb],
-                                                               mask=mh & (sb >= 0) & (sb < iw_dim))
-                                            for kwi in tl.affine_range(cnt):
-                                                if slab is not None:
-                                                    tb = slab[:, :, kwi * dw:kwi * dw + wt_dim]
-                                                else:
-                                                    ww = ow * sw + (c0 + kwi) * dw - pw
-                                                    tb = tl.load(b[n, g * b_dim + bi, dz, hh, ww],
-                                                                 mask=mh & (ow < ow_dim) & (ww >= 0) & (ww < iw_dim))
-                                                tb_t = tl.copy(tl.transpose(tl.reshape(tb, (bp, k_dim))),
-                                                               dtype=tb.dtype)
-                                                acc[:, kwi * bp:(kwi + 1) * bp] += tl.matmul(ta_t, tb_t,
-                                                                                             transpose_x=True)
-                            for kwi in tl.affine_range(cnt):
-                                tl.store(gw[g, ii, jj, kd, kh, c0 + kwi], acc[:, kwi * bp:(kwi + 1) * bp],
-                                         mask=(ii < a_dim) & (jj < b_dim))
+                                    _wgrad_tile(a, b, acc, g, ai, bi, n, od, kd, h0, hcnt, c0, cnt, flat,
+                                                (sd, dd, pd, sh, dh, ph, sw, dw, pw), (rt_dim, wt_dim, k_dim),
+                                                (a_dim, b_dim))
+                            for khl in _rng(hcnt):
+                                for kwi in tl.affine_range(cnt):
+                                    t = khl * cnt + kwi
+                                    tl.store(gw[g, ii, jj, kd, h0 + khl, c0 + kwi], acc[:, t * bp:(t + 1) * bp],
+                                             mask=(ii < a_dim) & (jj < b_dim))
+
+
+def _wgrad_tile(a: Any, b: Any, acc: Any, g: Any, ai: Any, bi: Any, n: Any, od: Any, kd: Any, h0: int, hcnt: int,
+                c0: int, cnt: int, flat: bool, geo: tuple[int, ...], tile: tuple[int, ...],
+                chans: tuple[int, int]) -> None:
+    """All pixel tiles of one ``(n, od)`` for a group of taps of :func:`conv_wgrad_kernel` (traced inline).
+
+    ``chans``: the channels per group ``(A, B)``; ``ai``/``bi``: this tile's channel indices within the group.
+    """
+    _, _, od_dim, oh_dim, ow_dim = a.shape
+    id_dim, ih_dim, iw_dim = b.shape[2], b.shape[3], b.shape[4]
+    sd, dd, pd, sh, dh, ph, sw, dw, pw = geo
+    rt_dim, wt_dim, k_dim = tile
+    a_dim, b_dim = chans
+    ap, bp = min(128, a_dim), min(128, b_dim)
+    dz = od * sd + kd * dd - pd
+    mb = bi < b_dim
+    if not flat:
+        mb = mb & (dz >= 0) & (dz < id_dim)
+    for oht in tl.affine_range(tl.cdiv(oh_dim, rt_dim)):
+        oh = oht * rt_dim + tl.arange(rt_dim)[None, :, None]
+        for owt in tl.affine_range(tl.cdiv(ow_dim, wt_dim)):
+            ow = owt * wt_dim + tl.arange(wt_dim)[None, None, :]
+            ta = tl.load(a[n, g * a_dim + ai, od, oh, ow], mask=(ai < a_dim) & (oh < oh_dim) & (ow < ow_dim))
+            ta_t = tl.copy(tl.transpose(tl.reshape(ta, (ap, k_dim))), dtype=ta.dtype)
+            for khl in _rng(hcnt):
+                hh = oh * sh + (h0 + khl) * dh - ph
+                mh = mb & (oh < oh_dim) & (hh >= 0) & (hh < ih_dim)
+                slab = None
+                if sw == 1:  # one halo'd slab of b for the row's taps
+                    sb = owt * wt_dim - pw + c0 * dw + tl.arange(wt_dim + (cnt - 1) * dw)[None, None, :]
+                    slab = tl.load(b[n, g * b_dim + bi, dz, hh, sb], mask=mh & (sb >= 0) & (sb < iw_dim))
+                for kwi in tl.affine_range(cnt):
+                    if slab is not None:
+                        tb = slab[:, :, kwi * dw:kwi * dw + wt_dim]
+                    else:
+                        ww = ow * sw + (c0 + kwi) * dw - pw
+                        tb = tl.load(b[n, g * b_dim + bi, dz, hh, ww],
+                                     mask=mh & (ow < ow_dim) & (ww >= 0) & (ww < iw_dim))
+                    tb_t = tl.copy(tl.transpose(tl.reshape(tb, (bp, k_dim))), dtype=tb.dtype)
+                    t = khl * cnt + kwi
+                    acc[:, t * bp:(t + 1) * bp] += tl.matmul(ta_t, tb_t, transpose_x=True)
 
 
 # --- host side ------------------------------------------------------------------------------------------------
