@@ -68,7 +68,7 @@ from trnlang.ir.ops import Alu, Op
 from trnlang.ir.types import DType, Space
 
 ENTRY = "kernel_entry"
-LOWERING_VERSION = "1"   # bump when generated code changes meaning (part of the cache key)
+LOWERING_VERSION = "2"   # bump when generated code changes meaning (part of the cache key)
 
 # error record layout (int64 words)
 ERR_WORDS = 64
