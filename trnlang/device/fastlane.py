@@ -46,7 +46,8 @@ import torch
 from trnlang.device import memory
 from trnlang.runtime.kernel import _PLANS, _Plan
 
-__all__ = ["Lane", "OutputPool", "capture", "record_launch", "make_lane", "idle_bytes", "release_idle", "stats"]
+__all__ = ["Lane", "OutputPool", "capture", "stop_capture", "record_launch", "make_lane", "fast_function", "idle_bytes",
+           "release_idle", "stats"]
 
 #: templates per lane; the largest output a lane pools; lanes per fast function
 POOL_DEPTH = 4
@@ -237,15 +238,10 @@ def make_lane(rec: list[Any], operands: tuple[torch.Tensor, ...], out: Any) -> L
     meta = plan.meta_addr if v.uses_meta else v.meta_addr
     lane.ctx_words = np.array([fn_addr, meta, (lane.arena.ctypes.data + 63) & ~63, lane.err.ctypes.data], np.int64)
     lane.ctx = lane.ctx_words.ctypes.data
-    return _finish(lane, roles, out, v)
-
-
-def _finish(lane: Lane, roles: list[int], out: torch.Tensor, v: Any) -> Lane:
     lane.tramp = _trampoline(len(roles))
     lane.roles = tuple(roles)
     lane.owner = _ident()
-    env = _ENV
-    lane.env = (env.get(b"TRN_INTERPRET"), env.get(b"TRN_TARGET"))
+    lane.env = (_ENV.get(b"TRN_INTERPRET"), _ENV.get(b"TRN_TARGET"))
     lane.pool = OutputPool(tuple(out.shape), out.dtype)
     _STATS["lanes"] += 1
     return lane
