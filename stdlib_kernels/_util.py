@@ -13,6 +13,8 @@ from typing import Any, Sequence
 import torch
 
 from trnlang.device import memory
+from trnlang.runtime import hostpool
+from trnlang.runtime.hostpool import NativeLaunch
 
 #: Tensor dtypes the elementwise kernels load and store natively.
 NATIVE_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.int32)
@@ -211,6 +213,15 @@ def chunks(n: int, parts: int, align: int = 128) -> list[tuple[int, int]]:
     return out
 
 
+def launch(kern: Any, *args: Any) -> Any:
+    """A launch of ``kern(*args)`` prepared now (``KernelFn.bind``), for :func:`run_parallel`.
+
+    Binding in the calling thread leaves a worker thread only the native call, so the launches of
+    one op start together.
+    """
+    return kern.bind(*args)
+
+
 def run_parallel(calls: Sequence[Any]) -> None:
     """Run independent kernel launches (closures over disjoint output views) on host threads.
 
@@ -222,6 +233,8 @@ def run_parallel(calls: Sequence[Any]) -> None:
         for c in calls:
             c()
         return
+    if all(isinstance(c, NativeLaunch) for c in calls) and hostpool.run(calls):
+        return  # bound native launches: the other launches ran on native worker threads
     global _host_pool
     if _host_pool is None:
         import concurrent.futures
@@ -298,23 +311,28 @@ def at3(t: Any, b: Any, rows: Any, cols: Any) -> Any:
 
 
 BIG_1D = 4096
+#: Row length of a long 1-D launch split into rows: a ``[128, f]`` tile then covers 128 * f consecutive
+#: elements (one linear stream for the host's prefetchers, not 128 far-apart runs).
+ROW_1D = 1024
 
 
 def launch_parts(sh: list[int], sts: list[list[int]]) -> list[Part]:
     """1- to 3-D launch pieces of a coalesced iteration space (``sh``, per-operand strides ``sts``).
 
-    One long dim becomes ``[128, n // 128]`` (all partitions) plus a tail; more than 3 dims loop over
-    the leading ones on the host.
+    One long dim becomes ``[128, n // 128]`` (all partitions; ``[n // ROW_1D, ROW_1D]`` when longer) plus a
+    tail; more than 3 dims loop over the leading ones on the host.
     """
     if not sh:
         sh, sts = [1], [[0] for _ in sts]
     parts: list[Part] = []
     if len(sh) == 1 and sh[0] >= BIG_1D:
-        cols = sh[0] // 128
-        rem = sh[0] - 128 * cols
-        parts.append(([128, cols], [[s[0] * cols, s[0]] for s in sts], [0] * len(sts)))
+        n = sh[0]
+        cols = n // 128 if n <= 128 * ROW_1D else ROW_1D
+        rows = n // cols
+        rem = n - rows * cols
+        parts.append(([rows, cols], [[s[0] * cols, s[0]] for s in sts], [0] * len(sts)))
         if rem:
-            parts.append(([rem], [[s[0]] for s in sts], [128 * cols * s[0] for s in sts]))
+            parts.append(([rem], [[s[0]] for s in sts], [rows * cols * s[0] for s in sts]))
         return parts
     import itertools
 

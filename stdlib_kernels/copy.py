@@ -64,11 +64,10 @@ def copy_(self: torch.Tensor, src: torch.Tensor, non_blocking: bool = False) -> 
     shape = tuple(self.shape)
     strides = [U.broadcast_strides(src, shape), list(self.stride())]
     sh, sts = U.coalesce(shape, strides)
-    if not sh:
-        sh, sts = [1], [[1], [1]]
     if len(sh) > 3:
         return torch.ops.aten._copy_from(src, self, non_blocking)
-    x = U.view(src, sh, sts[0], src.storage_offset())
-    o = U.view(self, sh, sts[1], self.storage_offset())
-    cast_copy(x, o)
+    # one long run becomes [rows, cols] pieces, and big copies one launch per thread
+    parts = U.split_parts(U.launch_parts(sh, sts), self.numel())
+    U.run_parallel([U.launch(cast_copy, U.view(src, ps, pst[0], src.storage_offset() + po[0]),
+                             U.view(self, ps, pst[1], self.storage_offset() + po[1])) for ps, pst, po in parts])
     return self

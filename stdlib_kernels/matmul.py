@@ -167,9 +167,9 @@ def _launch_split(a: torch.Tensor, b: torch.Tensor, bview: torch.Tensor | None, 
 
     def part(bs: slice, rs: slice) -> Any:
         if a.dim() == 3:
-            return lambda: matmul(a[bs, rs], b[bs], bview[bs, rs] if bview is not None else None, out[bs, rs],
-                                  alpha, beta)
-        return lambda: matmul(a[rs], b, bview[rs] if bview is not None else None, out[rs], alpha, beta)
+            return U.launch(matmul, a[bs, rs], b[bs], bview[bs, rs] if bview is not None else None, out[bs, rs],
+                            alpha, beta)
+        return U.launch(matmul, a[rs], b, bview[rs] if bview is not None else None, out[rs], alpha, beta)
 
     U.run_parallel([part(bs, rs) for bs, rs in parts])
 

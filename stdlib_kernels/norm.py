@@ -360,7 +360,7 @@ def native_layer_norm(input: torch.Tensor, normalized_shape: Sequence[int], weig
         if len(parts) == 1:
             ln_fwd(*args)
         else:  # one launch per thread on disjoint row ranges
-            U.run_parallel([(lambda lo=lo, hi=hi: ln_fwd(*args, lo, hi)) for lo, hi in parts])
+            U.run_parallel([U.launch(ln_fwd, *args, lo, hi) for lo, hi in parts])
     elif r:
         mean.fill_(float("nan"))
         rstd.fill_(float("nan"))

@@ -289,7 +289,7 @@ def launch(kern: Any, op: str, full: Sequence[torch.Tensor | None], scal: Sequen
         vs = [U.view(t, pshape, pstrides[k], t.storage_offset() + poffs[k]) for k, t in enumerate(views_of)]
         it = iter(vs[:-1])
         args = [next(it) if full[k] is not None else scal[k] for k in range(nops)]
-        return lambda: kern(*args, extra, vs[-1], op, flags, compute)
+        return U.launch(kern, *args, extra, vs[-1], op, flags, compute)
 
     # big outputs: one launch per thread on disjoint blocks (the kernels release the GIL)
     U.run_parallel([call(*p) for p in U.split_parts(parts, out.numel())])

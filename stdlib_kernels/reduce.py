@@ -275,17 +275,29 @@ def _launch(x2: torch.Tensor, o2: torch.Tensor, op: str, pre: str, post: str, sc
         xt = U.view(x2, (c, r), (x2.stride(1), 1), x2.storage_offset())
         col_sum(xt, U.view(o2, (1, r), (r, 1), o2.storage_offset()), pre, post, scale, p)
     elif _spread_ok(x2) and ct == "f32":
+        # one long row: partial results of [rows, cols] consecutive pieces (all partitions; a tile is
+        # one linear stream), then one reduction of the partials
         c = x2.shape[1]
-        cols = c // 128
-        rem = c - 128 * cols
-        part = torch.empty((128 + (1 if rem else 0), 1), dtype=torch.float32, device="trn")
+        cols = c // 128 if c <= 128 * U.ROW_1D else U.ROW_1D
+        rows = c // cols
+        rem = c - rows * cols
+        part = torch.empty((rows + (1 if rem else 0), 1), dtype=torch.float32, device="trn")
         off = x2.storage_offset()
-        row_reduce(U.view(x2, (128, cols), (cols, 1), off), part[:128], op, pre, "none", 1.0, p, ct)
+        _rows_parallel(U.view(x2, (rows, cols), (cols, 1), off), part[:rows], op, pre, "none", 1.0, p, ct)
         if rem:
-            row_reduce(U.view(x2, (1, rem), (rem, 1), off + 128 * cols), part[128:], op, pre, "none", 1.0, p, ct)
+            row_reduce(U.view(x2, (1, rem), (rem, 1), off + rows * cols), part[rows:], op, pre, "none", 1.0, p, ct)
         row_reduce(part.view(1, -1), o2, op, "none", post, scale, p, ct)
     else:
-        row_reduce(x2, o2, op, pre, post, scale, p, ct)
+        _rows_parallel(x2, o2, op, pre, post, scale, p, ct)
+
+
+def _rows_parallel(x2: torch.Tensor, o2: torch.Tensor, *consts: Any) -> None:
+    """``row_reduce`` of ``x2 [R, C]`` into ``o2 [R, 1]``: one launch per thread on row blocks when big."""
+    blocks = U.row_blocks(x2.shape[0], x2.numel())
+    if len(blocks) == 1:
+        row_reduce(x2, o2, *consts)
+    else:
+        U.run_parallel([U.launch(row_reduce, x2[s], o2[s], *consts) for s in blocks])
 
 
 def _simple(self: Any, dim: Any, keepdim: bool, odt: torch.dtype, op: str, pre: str = "none", post: str = "none",

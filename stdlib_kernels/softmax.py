@@ -135,7 +135,7 @@ def _forward(self: torch.Tensor, dim: int, half_to_float: bool, log: bool) -> An
 def _rows_call(kern: Any, views: tuple[torch.Tensor, ...], rows: slice, *consts: Any) -> Any:
     """A launch of ``kern`` on the ``rows`` of ``[R, L]`` / ``[A, R, L]`` views (one thread's share)."""
     vs = [v[rows] if v.dim() == 2 else v[:, rows] for v in views]
-    return lambda: kern(*vs, *consts)
+    return U.launch(kern, *vs, *consts)
 
 
 @lowering("aten::_softmax", dtypes=U.FLOAT_DTYPES)

@@ -171,7 +171,7 @@ def launch(op: str, ins: Sequence[torch.Tensor], out: torch.Tensor, params: tupl
     def call(pshape: Any, pstrides: Any, poffs: Any) -> Any:
         vs = [U.view(t, pshape, pstrides[k], t.storage_offset() + poffs[k]) for k, t in enumerate(views_of)]
         args = vs[:-1] + [None] * (3 - len(ins))
-        return lambda: ew(args[0], args[1], args[2], vs[-1], op, params, compute)
+        return U.launch(ew, args[0], args[1], args[2], vs[-1], op, params, compute)
 
     # big outputs: one launch per thread on disjoint blocks (the kernels release the GIL)
     U.run_parallel([call(*p) for p in U.split_parts(parts, out.numel())])

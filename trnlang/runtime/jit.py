@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from trnlang.frontend.errors import BoundsError, LaunchError, TrnError
-from trnlang.ir.nodes import Instr, Kernel, Loop, Region, instrs
+from trnlang.ir.nodes import Access, Instr, Kernel, Loop, Region, instrs
 
 _MAGIC = b"TRNJIT01"
 _N_PID = 3
@@ -244,6 +244,10 @@ class JitExecutor:
         self._has_scratch = bool(kernel.scratch)
         # accumulating DMA stores are read-modify-write: grid instances that may hit the same element run in order
         self._has_accumulate = any(i.attrs.get("accumulate") is not None for i in instrs(kernel.body))
+        # tensors the kernel writes: only an overlap involving one of them needs the aliasing variant
+        # (two read-only arguments on the same memory, as in ``x + x``, keep the fast one)
+        stored = {id(x.tensor) for i in instrs(kernel.body) for x in i.outs if isinstance(x, Access)}
+        self.written = tuple(id(t) in stored for t in kernel.tensors)
         self._cb = _PRINT_CB(self._print_cb)
         self._cb_addr = ctypes.cast(self._cb, ctypes.c_void_p).value
         self._sig: list[tuple[np.dtype, tuple[int, ...] | None]] | None = None
@@ -348,7 +352,7 @@ class JitExecutor:
             arrays, copies = _fix_strides(arrays)
             contiguous = tuple([a.flags.c_contiguous for a in arrays])
         ptrs = [a.__array_interface__["data"][0] for a in arrays]
-        may_alias = _overlap(arrays, ptrs, contiguous)
+        may_alias = _overlap(arrays, ptrs, contiguous, self.written)
         v = self.variants.get((contiguous, may_alias, g))
         if v is None:
             v = self.variant(contiguous, may_alias, g)
@@ -520,15 +524,20 @@ def _fix_strides(arrays: list[np.ndarray]) -> tuple[list[np.ndarray], list[tuple
     return out, copies
 
 
-def _overlap(arrays: list[np.ndarray], ptrs: list[int], contiguous: tuple[bool, ...]) -> bool:
-    """Whether the memory extents of two launch arrays intersect."""
+def _overlap(arrays: list[np.ndarray], ptrs: list[int], contiguous: tuple[bool, ...],
+             written: Sequence[bool] | None = None) -> bool:
+    """Whether the memory extents of two launch arrays intersect, one of them written by the kernel.
+
+    ``written[i]``: the kernel stores to array ``i`` (None: treat every array as written).
+    """
     if len(arrays) < 2:
         return False
     ext = []
-    for a, p, c in zip(arrays, ptrs, contiguous):
+    for i, (a, p, c) in enumerate(zip(arrays, ptrs, contiguous)):
+        w = True if written is None or i >= len(written) else written[i]
         if c:
             if a.nbytes:
-                ext.append((p, p + a.nbytes))
+                ext.append((p, p + a.nbytes, w))
             continue
         if a.size == 0:
             continue
@@ -538,9 +547,22 @@ def _overlap(arrays: list[np.ndarray], ptrs: list[int], contiguous: tuple[bool, 
                 hi += (n - 1) * st
             else:
                 lo += (n - 1) * st
-        ext.append((lo, hi + a.itemsize))
-    ext.sort()
-    return any(ext[i + 1][0] < ext[i][1] for i in range(len(ext) - 1))
+        ext.append((lo, hi + a.itemsize, w))
+    return spans_conflict(ext)
+
+
+def spans_conflict(spans: list[tuple[int, int, bool]]) -> bool:
+    """Whether two ``(lo, hi, written)`` byte spans intersect with at least one of them written."""
+    spans = sorted(spans)
+    for i in range(len(spans)):
+        lo_i, hi_i, w_i = spans[i]
+        for j in range(i + 1, len(spans)):
+            lo_j, hi_j, w_j = spans[j]
+            if lo_j >= hi_i:
+                break
+            if w_i or w_j:
+                return True
+    return False
 
 
 def run_kernel(kernel: Kernel, arrays: list[np.ndarray], grid: tuple[int, ...] | None = None,

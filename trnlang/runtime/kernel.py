@@ -23,6 +23,7 @@ from trnlang.ir.nodes import HbmTensor, Kernel, SourceLoc
 from trnlang.language.values import HbmRef
 from trnlang.runtime import args as argconv
 from trnlang.runtime import jit as _jit
+from trnlang.runtime.hostpool import NativeLaunch
 
 _CONST_TYPES = (int, float, bool, str, type(None))
 _CONST_SET = frozenset(_CONST_TYPES)
@@ -99,29 +100,50 @@ class _Plan:
         self.meta_addr = self.meta.ctypes.data
         self.variants: dict[bool, Any] = {}
 
-    def run(self, ptrs: list[int], args: tuple[Any, ...]) -> bool:
-        """Launch; False when this call must take the general path instead (nothing was run)."""
-        spans = sorted([(p + e[0], p + e[1]) for p, e in zip(ptrs, self.extents) if e is not None])
-        may_alias = False
-        for i in range(len(spans) - 1):
-            if spans[i + 1][0] < spans[i][1]:
-                may_alias = True
-                break
-        v = self.variants.get(may_alias)
+    def bind(self, ptrs: list[int], args: tuple[Any, ...]) -> Callable[[], None] | None:
+        """A zero-argument native launch on these addresses (None: the call must take the general path).
+
+        Everything but the native call is done here, so a bound launch run on a worker thread holds the
+        GIL only to enter the call (see ``KernelFn.bind``).
+        """
         ex = self.executor
+        w = ex.written
+        spans = [(p + e[0], p + e[1], w[i] if i < len(w) else True)
+                 for i, (p, e) in enumerate(zip(ptrs, self.extents)) if e is not None]
+        may_alias = _jit.spans_conflict(spans)
+        v = self.variants.get(may_alias)
         if v is None:
             v = ex.variant(self.contiguous, may_alias, self.grid)
             if v.uses_meta and v.meta_words > self.meta.size:
-                return False
+                return None
             self.variants[may_alias] = v
         if self.grid != (1,):
-            return False
-        err, err_addr = _jit._err_buffer()
+            return None
         ptr_arr = (ctypes.c_void_p * max(1, len(ptrs)))(*ptrs)
-        rc = v.fn(ptr_arr, self.meta_addr if v.uses_meta else v.meta_addr, 0, 1, 1, 1,
-                  _jit._arena(v.arena_size), err_addr, ex._cb_addr if v.has_print else None)
-        if rc:
+        fn, meta, size = v.fn, self.meta_addr if v.uses_meta else v.meta_addr, v.arena_size
+        cb = ex._cb_addr if v.has_print else None
+        err_buffer, arena = _jit._err_buffer, _jit._arena
+
+        def on_error(err: np.ndarray) -> None:
             ex._raise(v, err, [argconv.as_array(a) for a in args if argconv.is_tensor(a)])
+
+        def launch() -> None:
+            err, err_addr = err_buffer()
+            if fn(ptr_arr, meta, 0, 1, 1, 1, arena(size), err_addr, cb):
+                on_error(err)
+
+        if cb is not None:  # device_print calls back into Python: not for a native worker
+            return launch
+        entry = ctypes.cast(fn, ctypes.c_void_p).value or 0
+        return NativeLaunch(entry, [ctypes.addressof(ptr_arr), meta, 0, 1, 1, 1, 0, 0, 0], size, on_error, launch,
+                            ptr_arr)
+
+    def run(self, ptrs: list[int], args: tuple[Any, ...]) -> bool:
+        """Launch; False when this call must take the general path instead (nothing was run)."""
+        go = self.bind(ptrs, args)
+        if go is None:
+            return False
+        go()
         return True
 
 
@@ -143,6 +165,18 @@ def _normalize_grid(grid: Any) -> tuple[int, ...]:
     if not 1 <= len(g) <= 3 or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in g):
         raise LaunchError(f"a launch grid is 1 to 3 non-negative ints, got {grid!r}")
     return g
+
+
+def _user_errors(f: Callable[..., None]) -> Callable[..., None]:
+    """``f`` with trnlang errors re-raised with the user's source line as their traceback."""
+
+    def call(*a: Any) -> None:
+        try:
+            f(*a)
+        except TrnError as e:
+            raise e.with_traceback(user_traceback(e)) from None
+
+    return call
 
 
 class KernelFn:
@@ -182,6 +216,37 @@ class KernelFn:
 
     def __call__(self, *args: Any) -> Any:
         return self._call(args, (1,))
+
+    def bind(self, *args: Any) -> Callable[[], None]:
+        """This launch prepared now, run later: ``k.bind(*args)()`` is ``k(*args)``.
+
+        A warm launch on torch tensors (one whose launch plan exists) is resolved to the native call
+        here, so the returned callable does almost no Python work: host code that splits an op into
+        one launch per thread binds every launch first and then runs them on threads, which start
+        together instead of queueing on the GIL behind each other's argument processing.
+
+        Example:
+            >>> import torch, trnlang as trn, trnlang.language as tl
+            >>> @trn.kernel
+            ... def double(x, out):
+            ...     tl.store(out[0:4], tl.load(x[0:4]) * 2.0)
+            >>> x, o = torch.arange(4.0), torch.empty(4)
+            >>> go = double.bind(x, o); go(); o.tolist()
+            [0.0, 2.0, 4.0, 6.0]
+        """
+        grid = (1,)
+        pk = self._plan_key(args, grid) if _PLANS[0] and not self.debug else None
+        if pk is not None:
+            plan = self._cache.plans.get(pk[0])
+            if plan is not None:
+                go = plan.bind(pk[1], args)
+                if go is not None:
+                    if isinstance(go, NativeLaunch):
+                        go.call = _user_errors(go.call)
+                        go.on_error = _user_errors(go.on_error)
+                        return go
+                    return _user_errors(go)
+        return functools.partial(self._call, args, grid)
 
     def _plan_key(self, args: tuple[Any, ...], grid: tuple[int, ...]) -> tuple[Any, list[int]] | None:
         """Key of a torch-tensor launch plan and the tensors' addresses (None: not a plan-able call)."""
