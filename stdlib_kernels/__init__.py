@@ -18,7 +18,8 @@ FAMILIES = ("stdlib_kernels.pointwise", "stdlib_kernels.matmul", "stdlib_kernels
             "stdlib_kernels.bessel", "stdlib_kernels.special", "stdlib_kernels.fft", "stdlib_kernels.linalg_eig",
             "stdlib_kernels.selection", "stdlib_kernels.sampling", "stdlib_kernels.gamma_fns", "stdlib_kernels.unique",
             "stdlib_kernels.search", "stdlib_kernels.fft_complex", "stdlib_kernels.random_pool", "stdlib_kernels.bags",
-            "stdlib_kernels.distance", "stdlib_kernels.ctc")
+            "stdlib_kernels.distance", "stdlib_kernels.ctc", "stdlib_kernels.renorm",
+            "stdlib_kernels.segment")
 
 
 def register_all() -> None:
