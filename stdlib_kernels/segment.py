@@ -1,0 +1,413 @@
+"""``segment_reduce`` (sum / mean / max / min / prod over segments given by lengths or offsets) and its backward
+(``aten::segment_reduce``, ``aten::_segment_reduce_backward``).
+
+The data is seen as ``[O, A, I]`` (``O``: dims before ``axis``, ``A``: the segmented axis, ``I``: dims after it),
+the output as ``[O, S, I]``; every outer row ``o`` has its own ``S`` segments (``lengths [*, S]`` or
+``offsets [*, S + 1]``, int64 or int32, read on chip as int32 words).
+
+* ``seg_plan`` (outer rows on partitions, segments along the free axis): segment lengths and ends (an fp32 scan
+  of the lengths, with a carry across chunks), the histogram slot ``o * (A + 1) + end`` of every segment, and per
+  row the first position, the end, and flags: a negative length; a segment outside ``[0, A]`` (or an int64 value
+  that is not a 32-bit integer); lengths not summing to ``A``. One host read of the flags decides: bad input that
+  torch checks (``unsafe=False`` lengths, negative lengths) is declined, so the CPU raises torch's own error;
+  segments past the data (which torch's kernel would read out of bounds) raise a ``RuntimeError``.
+* ``seg_hist`` + ``seg_ids``: a scatter-add of 1 at every segment end, then a running count along the axis gives
+  each position its segment (``#{s: end_s <= j}``); positions outside ``[first, end)`` go to a trash row.
+* ``seg_reduce``: 128 positions on the partitions, accumulating DMA stores (``add`` / ``multiply`` / ``max`` /
+  ``min``) into ``[O * S + 1, I]`` rows seeded with ``initial`` (or the identity). The DMA applies the updates in
+  position order and rounds each one to the data dtype, as torch's CPU loop does, so sums and products match it.
+  ``seg_finish`` divides means (NaN for an empty segment without ``initial``).
+* backward (torch's CPU rules): sum copies, mean divides by the length, max/min give the gradient to every element
+  equal to the result (or NaN), divided by their count when there are several and the gradient is positive (torch
+  divides only positive ones); prod divides ``grad * out`` by the element, and for a zero or NaN element multiplies
+  by the product of the others (``seg_stats`` gathers the non-zero product and the zero/NaN counts per segment).
+
+Example:
+    >>> import torch
+    >>> x = torch.arange(6.0, device="trn")                                            # doctest: +SKIP
+    >>> torch.segment_reduce(x, "sum", lengths=torch.tensor([2, 0, 4], device="trn"))  # doctest: +SKIP
+    tensor([ 1.,  0., 14.], device='trn:0')
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+import trnlang as trn
+import trnlang.isa as isa
+import trnlang.language as tl
+from stdlib_kernels import _util as U
+from trnlang.device import lowering
+
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+_REDUCES = ("sum", "mean", "max", "min", "prod")
+_IDENT = {"sum": 0.0, "mean": 0.0, "max": -math.inf, "min": math.inf, "prod": 1.0}
+_ACC = {"sum": "add", "mean": "add", "max": "max", "min": "min", "prod": "multiply"}
+_CH = 512            # inner columns per tile
+_SCH = 2048          # segments / positions per chunk of the row kernels
+_EXACT = 1 << 24     # counts and offsets are scanned in fp32: exact below 2^24
+
+
+# ------------------------------------------------------------------------------------------ kernels
+
+
+@trn.kernel
+def seg_plan(lo, hi, lens, hidx, info, a_dim, offs):
+    """Segment lengths ``[O, S]`` (fp32), histogram slots ``hidx [O, S]`` (int32) and per-row ``info
+    [O, 5]``: first position, end, negative-length flag, out-of-range flag, lengths-do-not-sum-to-A flag.
+
+    ``lo``/``hi``: low/high int32 words of the lengths ``[O, S]`` or offsets ``[O, S + 1]`` (``hi`` None for
+    int32 input); ``offs``: offsets mode."""
+    o_dim, s_dim = lens.shape
+    p = min(128, o_dim)
+    f = min(s_dim, _SCH)
+    one = tl.arange(1)[None, :]
+    for i in tl.affine_range(tl.cdiv(o_dim, p)):
+        rows = i * p + tl.arange(p)[:, None]
+        mr = rows < o_dim
+        carry = tl.zeros((p, 1), tl.float32)
+        fneg = tl.zeros((p, 1), tl.float32)
+        foob = tl.zeros((p, 1), tl.float32)
+        hbase = isa.iota(rows * (a_dim + 1), tl.int32)
+        for j in tl.sequential_range(tl.cdiv(s_dim, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            m = mr & (cols < s_dim)
+            la = tl.load(lo[rows, cols], mask=m)
+            a = la.astype(tl.float32)
+            if offs:
+                lb = tl.load(lo[rows, cols + 1], mask=m)
+                b = lb.astype(tl.float32)
+                ln, en = b - a, b
+                bad = (a < 0.0) | (a > float(a_dim)) | (b < 0.0) | (b > float(a_dim))
+                if hi is not None:
+                    bad = bad | ((tl.load(hi[rows, cols], mask=m) + (la < 0).astype(tl.int32)) != 0)
+                    bad = bad | ((tl.load(hi[rows, cols + 1], mask=m) + (lb < 0).astype(tl.int32)) != 0)
+            else:
+                en = isa.tensor_tensor_scan(1.0, a, carry, "multiply", "add")
+                ln = a
+                bad = (en > float(a_dim)) | (en - a < 0.0)
+                if hi is not None:
+                    bad = bad | ((tl.load(hi[rows, cols], mask=m) + (la < 0).astype(tl.int32)) != 0)
+                carry[...] = en[:, f - 1:f]
+            fneg[...] = tl.maximum(fneg, tl.max(tl.where(ln < 0.0, 1.0, 0.0), axis=1, keepdims=True))
+            foob[...] = tl.maximum(foob, tl.max(tl.where(bad, 1.0, 0.0), axis=1, keepdims=True))
+            tl.store(lens[rows, cols], ln, mask=m)
+            slot = tl.minimum(tl.maximum(en, 0.0), float(a_dim)).astype(tl.int32)
+            tl.store(hidx[rows, cols], hbase + slot, mask=m)
+        row = tl.ndarray((p, 5), tl.float32)
+        if offs:
+            row[:, 0:1] = tl.load(lo[rows, one], mask=mr).astype(tl.float32)
+            row[:, 1:2] = tl.load(lo[rows, one + s_dim], mask=mr).astype(tl.float32)
+            row[:, 4:5] = tl.zeros((p, 1), tl.float32)
+        else:
+            row[:, 0:1] = tl.zeros((p, 1), tl.float32)
+            row[:, 1:2] = carry
+            row[:, 4:5] = tl.where(carry != float(a_dim), 1.0, 0.0)
+        row[:, 2:3] = fneg
+        row[:, 3:4] = foob
+        tl.store(info[rows, tl.arange(5)[None, :]], row, mask=mr)
+
+
+@trn.kernel
+def seg_hist(hidx, hist):
+    """``hist[hidx[n]] += 1`` for every segment ``n`` (``hidx [N, 1]`` int32, ``hist [H, 1]`` fp32 zeros)."""
+    n_dim = hidx.shape[0]
+    p = min(128, n_dim)
+    one = tl.arange(1)[None, :]
+    for i in tl.affine_range(tl.cdiv(n_dim, p)):
+        rows = i * p + tl.arange(p)[:, None]
+        m = rows < n_dim
+        h = tl.load(hidx[rows, one], mask=m, other=0)
+        tl.store(hist[h, one], 1.0, mask=m, accumulate="add")
+
+
+@trn.kernel
+def seg_ids(hist, info, tgt, s_dim):
+    """``tgt[o, j] = o * S + #{s: end_s <= j}`` for positions in ``[first_o, end_o)``, else ``O * S`` (the trash
+    row): a running sum of the end histogram ``hist [O, A + 1]`` along the axis."""
+    o_dim, a_dim = tgt.shape
+    p = min(128, o_dim)
+    f = min(a_dim, _SCH)
+    trash = o_dim * s_dim
+    for i in tl.affine_range(tl.cdiv(o_dim, p)):
+        rows = i * p + tl.arange(p)[:, None]
+        mr = rows < o_dim
+        first = tl.load(info[rows, tl.arange(1)[None, :]], mask=mr)
+        end = tl.load(info[rows, tl.arange(1)[None, :] + 1], mask=mr)
+        obase = isa.iota(rows * s_dim, tl.int32)
+        carry = tl.zeros((p, 1), tl.float32)
+        for j in tl.sequential_range(tl.cdiv(a_dim, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            m = mr & (cols < a_dim)
+            h = tl.load(hist[rows, cols], mask=m)
+            c = isa.tensor_tensor_scan(1.0, h, carry, "multiply", "add")
+            pos = isa.iota(cols + 0 * rows, tl.float32)
+            valid = (pos >= first) & (pos < end)
+            tl.store(tgt[rows, cols], tl.where(valid, obase + c.astype(tl.int32), trash), mask=m)
+            carry[...] = c[:, f - 1:f]
+
+
+@trn.kernel
+def seg_reduce(x, tgt, acc, op):
+    """``acc[tgt[r]] (op)= x[r]`` row by row (``x [N, I]``, ``tgt [N, 1]``, ``acc [O * S + 1, I]``), an
+    accumulating DMA applied in position order."""
+    n_dim, i_dim = x.shape
+    p = min(128, n_dim)
+    f = min(i_dim, _CH)
+    one = tl.arange(1)[None, :]
+    for i in tl.affine_range(tl.cdiv(n_dim, p)):
+        rows = i * p + tl.arange(p)[:, None]
+        m1 = rows < n_dim
+        t = tl.load(tgt[rows, one], mask=m1, other=0)
+        for j in tl.affine_range(tl.cdiv(i_dim, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            m = m1 & (cols < i_dim)
+            tl.store(acc[t, cols], tl.load(x[rows, cols], mask=m), mask=m, accumulate=op)
+
+
+def _low(v: Any, dt: Any) -> Any:
+    """``v`` rounded to the data dtype ``dt`` (torch's reduced-precision scalar arithmetic), back in fp32."""
+    return v if dt == tl.float32 else v.astype(dt).astype(tl.float32)
+
+
+@trn.kernel
+def seg_finish(acc, lens, out, mean, has_init):
+    """``out [O * S, I]`` from the accumulators: a copy, or for means ``acc / length`` (the length rounded to the
+    data dtype, as torch's ``scalar_t / int64``), ``initial`` or NaN for empty segments."""
+    n_dim, i_dim = out.shape
+    p = min(128, n_dim)
+    f = min(i_dim, _CH)
+    one = tl.arange(1)[None, :]
+    for i in tl.affine_range(tl.cdiv(n_dim, p)):
+        rows = i * p + tl.arange(p)[:, None]
+        m1 = rows < n_dim
+        ln = _low(tl.load(lens[rows, one], mask=m1), out.dtype) if mean else None
+        for j in tl.affine_range(tl.cdiv(i_dim, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            m = m1 & (cols < i_dim)
+            a = tl.load(acc[rows, cols], mask=m).astype(tl.float32)
+            if mean:
+                a = tl.where(ln > 0.0, a / tl.maximum(ln, 1.0), a if has_init else math.nan)
+            tl.store(out[rows, cols], a, mask=m)
+
+
+@trn.kernel
+def seg_stats(x, tgt, res, cnt, pnz, zc, nc, mode):
+    """Per segment and column, for the backward: max/min: ``cnt`` = how many elements equal the result (or are
+    NaN); prod: ``pnz`` = ``initial`` times the product of the non-zero, non-NaN elements (in order, rounded as
+    torch does), ``zc``/``nc`` = zero and NaN counts. ``res``: the forward result ``[O * S, I]``."""
+    n_dim, i_dim = x.shape
+    last = res.shape[0] - 1
+    p = min(128, n_dim)
+    f = min(i_dim, _CH)
+    one = tl.arange(1)[None, :]
+    for i in tl.affine_range(tl.cdiv(n_dim, p)):
+        rows = i * p + tl.arange(p)[:, None]
+        m1 = rows < n_dim
+        t = tl.load(tgt[rows, one], mask=m1, other=0)
+        tc = tl.minimum(t, last)
+        for j in tl.affine_range(tl.cdiv(i_dim, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            m = m1 & (cols < i_dim)
+            xv = tl.load(x[rows, cols], mask=m).astype(tl.float32)
+            nan = xv != xv
+            if mode == "prod":
+                zero = xv == 0.0
+                tl.store(pnz[t, cols], tl.where(zero | nan, 1.0, xv), mask=m, accumulate="multiply")
+                tl.store(zc[t, cols], tl.where(zero, 1.0, 0.0), mask=m, accumulate="add")
+                tl.store(nc[t, cols], tl.where(nan, 1.0, 0.0), mask=m, accumulate="add")
+            else:
+                rv = tl.load(res[tc, cols], mask=m).astype(tl.float32)
+                tl.store(cnt[t, cols], tl.where(nan | (xv == rv), 1.0, 0.0), mask=m, accumulate="add")
+
+
+@trn.kernel
+def seg_grad(x, tgt, g, res, lens, cnt, pnz, zc, nc, gi, mode):
+    """``gi [N, I]``: the gradient of every position (0 outside the segments) by torch's CPU rules (module doc)."""
+    n_dim, i_dim = x.shape
+    last = g.shape[0] - 1
+    dt = gi.dtype
+    p = min(128, n_dim)
+    f = min(i_dim, _CH)
+    one = tl.arange(1)[None, :]
+    for i in tl.affine_range(tl.cdiv(n_dim, p)):
+        rows = i * p + tl.arange(p)[:, None]
+        m1 = rows < n_dim
+        t = tl.load(tgt[rows, one], mask=m1, other=0)
+        valid = t <= last
+        tc = tl.minimum(t, last)
+        ln = _low(tl.load(lens[tc, one], mask=m1), dt) if mode == "mean" else None
+        for j in tl.affine_range(tl.cdiv(i_dim, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            m = m1 & (cols < i_dim)
+            gv = tl.load(g[tc, cols], mask=m).astype(tl.float32)
+            if mode == "sum":
+                r = gv
+            elif mode == "mean":
+                r = gv / tl.maximum(ln, 1.0)
+            else:
+                xv = tl.load(x[rows, cols], mask=m).astype(tl.float32)
+                rv = tl.load(res[tc, cols], mask=m).astype(tl.float32)
+                nan = xv != xv
+                if mode == "prod":
+                    zero = xv == 0.0
+                    pz = tl.load(pnz[tc, cols], mask=m).astype(tl.float32)
+                    others_nan = tl.load(nc[tc, cols], mask=m) - tl.where(nan, 1.0, 0.0)
+                    others_zero = tl.load(zc[tc, cols], mask=m) - tl.where(zero, 1.0, 0.0)
+                    excl = tl.where(others_nan > 0.0, math.nan, tl.where(others_zero > 0.0, pz * 0.0, pz))
+                    r = tl.where(zero | nan, gv * excl, _low(gv * rv, dt) / xv)
+                else:
+                    c = _low(tl.load(cnt[tc, cols], mask=m), dt)
+                    hit = nan | (xv == rv)
+                    r = tl.where(hit, tl.where((c >= 2.0) & (gv > 0.0), gv / tl.maximum(c, 1.0), gv), 0.0)
+            tl.store(gi[rows, cols], tl.where(valid, r, 0.0), mask=m)
+
+
+# ------------------------------------------------------------------------------------------ host side
+
+
+def _words(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """A contiguous ``[O, K]`` int64/int32 tensor as int32 views of its low and high words (high None for int32)."""
+    if t.dtype == torch.int32:
+        return t, None
+    w = t.view(torch.int32)
+    return w[:, 0::2], w[:, 1::2]
+
+
+class _Plan:
+    """Segment ids of every position (``tgt [O * A, 1]`` int32; ``O * S`` outside the segments) and the segment
+    lengths (``lens [O * S, 1]`` fp32)."""
+
+    def __init__(self, tgt: torch.Tensor, lens: torch.Tensor) -> None:
+        self.tgt, self.lens = tgt, lens
+
+
+def _plan(idx: torch.Tensor, offs: bool, o_dim: int, a_dim: int, s_dim: int, strict: bool) -> Any:
+    """:class:`_Plan`, or NotImplemented when the CPU must run this call (``strict``: torch's ``unsafe=False``
+    length checks apply). Raises for segments outside the data."""
+    lo, hi = _words(idx.contiguous().view(o_dim, s_dim + 1 if offs else s_dim))
+    lens = torch.empty((o_dim, s_dim), dtype=torch.float32, device="trn")
+    hidx = torch.empty((o_dim, s_dim), dtype=torch.int32, device="trn")
+    info = torch.empty((o_dim, 5), dtype=torch.float32, device="trn")
+    seg_plan(lo, hi, lens, hidx, info, a_dim, offs)
+    neg, oob, sum_ne = info[:, 2:5].amax(0).tolist()
+    if strict and (neg or sum_ne or oob):
+        return NotImplemented  # torch's own check raises ("lengths contains negative value!", ...)
+    if oob:
+        raise RuntimeError(f"segment_reduce(): segments must lie within [0, data.size(axis)) = [0, {a_dim}) "
+                           f"(torch's CPU kernel would read outside the data)")
+    if neg:
+        return NotImplemented  # torch's CPU kernel raises (forward) or skips the segment (backward)
+    hist = torch.zeros((o_dim * (a_dim + 1), 1), dtype=torch.float32, device="trn")
+    seg_hist(hidx.view(o_dim * s_dim, 1), hist)
+    tgt = torch.empty((o_dim, a_dim), dtype=torch.int32, device="trn")
+    if a_dim:
+        seg_ids(hist.view(o_dim, a_dim + 1), info, tgt, s_dim)
+    return _Plan(tgt.view(o_dim * a_dim, 1), lens.view(o_dim * s_dim, 1))
+
+
+def _shape(data: torch.Tensor, idx: Any, offs: bool, axis: int) -> Any:
+    """``(axis, O, A, I, S)`` of a call this module runs, else None."""
+    if not (U.is_trn(data) and data.dtype in DTYPES and not data.is_conj() and not data.is_neg()):
+        return None
+    if not (U.is_trn(idx) and idx.dtype in (torch.int64, torch.int32)):
+        return None
+    nd = data.dim()
+    if nd == 0 or not -nd <= axis < nd:
+        return None
+    axis %= nd
+    if idx.dim() != axis + 1 or tuple(idx.shape[:axis]) != tuple(data.shape[:axis]):
+        return None
+    s_dim = idx.shape[axis] - (1 if offs else 0)
+    o_dim, a_dim, i_dim = U.prod(data.shape[:axis]), data.shape[axis], U.prod(data.shape[axis + 1:])
+    if s_dim < 0 or a_dim >= _EXACT or s_dim >= _EXACT or o_dim * (a_dim + 1) >= 2**31 or o_dim * s_dim >= 2**31:
+        return None
+    return axis, o_dim, a_dim, i_dim, s_dim
+
+
+def _initial(reduce: str, initial: Any) -> Any:
+    if initial is None:
+        return _IDENT[reduce]
+    if isinstance(initial, torch.Tensor):
+        initial = initial.item()
+    if isinstance(initial, complex):
+        return None
+    return float(initial)
+
+
+@lowering("aten::segment_reduce", dtypes=None)
+def segment_reduce(data: torch.Tensor, reduce: str, *, lengths: torch.Tensor | None = None,
+                   indices: torch.Tensor | None = None, offsets: torch.Tensor | None = None, axis: int = 0,
+                   unsafe: bool = False, initial: Any = None) -> Any:
+    """``torch.segment_reduce``: sum / mean / max / min / prod of each segment along ``axis``."""
+    if indices is not None or reduce not in _REDUCES or (lengths is None and offsets is None):
+        return NotImplemented  # torch raises its own errors
+    offs = offsets is not None
+    idx = offsets if offs else lengths
+    sh = _shape(data, idx, offs, axis)
+    init = _initial(reduce, initial)
+    if sh is None or init is None:
+        return NotImplemented
+    axis, o_dim, a_dim, i_dim, s_dim = sh
+    strict = not offs and not unsafe
+    out_shape = (*data.shape[:axis], s_dim, *data.shape[axis + 1:])
+    if o_dim * s_dim == 0:
+        if strict:
+            return NotImplemented  # torch's lengths.min() of an empty tensor raises
+        return torch.empty(out_shape, dtype=data.dtype, device="trn")
+    plan = _plan(idx, offs, o_dim, a_dim, s_dim, strict)
+    if plan is NotImplemented:
+        return plan
+    out = torch.empty(out_shape, dtype=data.dtype, device="trn")
+    if i_dim == 0:
+        return out
+    ns = o_dim * s_dim
+    acc = torch.full((ns + 1, i_dim), init, dtype=data.dtype, device="trn")
+    if o_dim * a_dim:
+        seg_reduce(data.contiguous().view(o_dim * a_dim, i_dim), plan.tgt, acc, _ACC[reduce])
+    seg_finish(acc, plan.lens, out.view(ns, i_dim), reduce == "mean", initial is not None)
+    return out
+
+
+@lowering("aten::_segment_reduce_backward", dtypes=None)
+def segment_reduce_backward(grad: torch.Tensor, output: torch.Tensor, data: torch.Tensor, reduce: str, *,
+                            lengths: torch.Tensor | None = None, offsets: torch.Tensor | None = None, axis: int = 0,
+                            initial: Any = None) -> Any:
+    """Gradient of :func:`segment_reduce` with respect to ``data`` (torch's CPU rules, see the module doc)."""
+    if reduce not in _REDUCES or (lengths is None and offsets is None):
+        return NotImplemented
+    offs = offsets is not None
+    idx = offsets if offs else lengths
+    sh = _shape(data, idx, offs, axis)
+    init = _initial(reduce, initial)
+    if sh is None or init is None or not (U.is_trn(grad) and U.is_trn(output)):
+        return NotImplemented
+    axis, o_dim, a_dim, i_dim, s_dim = sh
+    out_shape = (*data.shape[:axis], s_dim, *data.shape[axis + 1:])
+    if tuple(grad.shape) != out_shape or tuple(output.shape) != out_shape or not (
+            grad.dtype == output.dtype == data.dtype):
+        return NotImplemented
+    gi = torch.zeros(data.shape, dtype=data.dtype, device="trn")
+    n, ns = o_dim * a_dim, o_dim * s_dim
+    if n * i_dim == 0 or ns == 0:
+        return gi
+    plan = _plan(idx, offs, o_dim, a_dim, s_dim, False)
+    if plan is NotImplemented:
+        return plan
+    x = data.contiguous().view(n, i_dim)
+    g = grad.contiguous().view(ns, i_dim)
+    res = output.contiguous().view(ns, i_dim)
+    cnt = pnz = zc = nc = None
+    if reduce in ("max", "min"):
+        cnt = torch.zeros((ns + 1, i_dim), dtype=torch.float32, device="trn")
+    elif reduce == "prod":
+        pnz = torch.full((ns + 1, i_dim), init, dtype=data.dtype, device="trn")
+        zc = torch.zeros((ns + 1, i_dim), dtype=torch.float32, device="trn")
+        nc = torch.zeros((ns + 1, i_dim), dtype=torch.float32, device="trn")
+    if cnt is not None or pnz is not None:
+        seg_stats(x, plan.tgt, res, cnt, pnz, zc, nc, reduce)
+    seg_grad(x, plan.tgt, g, res, plan.lens, cnt, pnz, zc, nc, gi.view(n, i_dim), reduce)
+    return gi
