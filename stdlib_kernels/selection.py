@@ -372,12 +372,12 @@ def nonzero_static(self: torch.Tensor, *, size: int, fill_value: int = -1) -> An
 
     Example: ``torch.tensor([0., 2., 3.]).to("trn").nonzero_static(size=3)`` -> ``[[1], [2], [-1]]``.
     """
-    from stdlib_kernels import indexing
+    from stdlib_kernels.advanced_index import nonzero
 
     size = int(size)
     if not U.is_trn(self) or size < 0:
         return NotImplemented
-    nz = indexing.nonzero(self)
+    nz = nonzero(self)
     if nz is NotImplemented:
         return NotImplemented
     out = torch.full((size, self.dim()), int(fill_value), dtype=torch.int64, device="trn")
