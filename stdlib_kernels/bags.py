@@ -30,7 +30,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -38,6 +38,7 @@ import trnlang as trn
 import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
+from stdlib_kernels.tiling import col_chunks, row_tiles
 from trnlang.device import lowering
 
 DTYPES = (torch.float32, torch.bfloat16)
@@ -73,11 +74,8 @@ def bag_ids(offs, lo, hi, o2b, bad, n_bags, num_weights, last):
     tl.store(bad[l_dim:l_dim + 1, one], flag)
     if l_dim == 0:
         return
-    pp = min(128, l_dim)
-    obag = tl.broadcast_to(ot[:, 0:n_bags], (pp, n_bags))
-    for i in tl.affine_range(tl.cdiv(l_dim, pp)):
-        rows = i * pp + tl.arange(pp)[:, None]
-        m = rows < l_dim
+    obag = tl.broadcast_to(ot[:, 0:n_bags], (min(128, l_dim), n_bags))
+    for rows, m in row_tiles(l_dim):
         cnt = tl.sum(tl.where(obag <= isa.iota(rows, tl.float32), 1.0, 0.0), axis=1, keepdims=True)
         tl.store(o2b[rows, one], (cnt - 1.0).astype(tl.int32), mask=m)
         li = tl.load(lo[rows, one], mask=m)
@@ -87,27 +85,25 @@ def bag_ids(offs, lo, hi, o2b, bad, n_bags, num_weights, last):
         tl.store(bad[rows, one], tl.where(ok, 0.0, 1.0), mask=m)
 
 
+def _positions(idx: Any, o2b: Any) -> Iterator[tuple[Any, Any, Any, Any]]:
+    """Per tile of up to 128 index positions (a real loop): ``(rows, mask, index, bag)``, the last two the ``[P, 1]``
+    tiles of ``idx[rows]`` and ``o2b[rows]`` (0 past the end)."""
+    one = tl.arange(1)[None, :]
+    for rows, m in row_tiles(idx.shape[0]):
+        yield rows, m, tl.load(idx[rows, one], mask=m, other=0), tl.load(o2b[rows, one], mask=m, other=0)
+
+
 @trn.kernel
 def bag_reduce(w, idx, o2b, psw, acc, cnt, pad, mode):
     """Per index position ``i`` (partitions): row ``w[idx[i]]`` (times ``psw[i]``) accumulated into ``acc [B, D]``
     (fp32) at bag ``o2b[i]`` (``add``, or ``max`` for mode max); ``cnt [B, 1] += (idx[i] != pad)``. Positions of the
     padding index contribute nothing."""
-    l_dim = idx.shape[0]
-    d_dim = w.shape[1]
-    pp = min(128, l_dim)
-    f = min(d_dim, _CH)
     one = tl.arange(1)[None, :]
-    for i in tl.affine_range(tl.cdiv(l_dim, pp)):
-        rows = i * pp + tl.arange(pp)[:, None]
-        m1 = rows < l_dim
-        li = tl.load(idx[rows, one], mask=m1, other=0)
-        bi = tl.load(o2b[rows, one], mask=m1, other=0)
+    for rows, m1, li, bi in _positions(idx, o2b):
         live = li != pad
         sc = tl.load(psw[rows, one], mask=m1).astype(tl.float32) if psw is not None else None
         tl.store(cnt[bi, one], tl.where(live, 1.0, 0.0), mask=m1, accumulate="add")
-        for j in tl.affine_range(tl.cdiv(d_dim, f)):
-            cols = j * f + tl.arange(f)[None, :]
-            m = m1 & (cols < d_dim)
+        for cols, m in col_chunks(w.shape[1], _CH, m1):
             v = tl.load(w[li, cols], mask=m).astype(tl.float32)
             if mode == _MAX:
                 tl.store(acc[bi, cols], tl.where(live, v, -float("inf")), mask=m, accumulate="max")
@@ -122,19 +118,9 @@ def bag_argmax(w, idx, o2b, acc, first, pad):
     """Mode max: ``first[b, d] = min{i in bag b: w[idx[i], d] == acc[b, d]}`` (torch keeps the first maximum):
     an accumulating ``min`` store of candidate positions (``first`` starts at ``L``)."""
     l_dim = idx.shape[0]
-    d_dim = w.shape[1]
-    pp = min(128, l_dim)
-    f = min(d_dim, _CH)
-    one = tl.arange(1)[None, :]
-    for i in tl.affine_range(tl.cdiv(l_dim, pp)):
-        rows = i * pp + tl.arange(pp)[:, None]
-        m1 = rows < l_dim
-        li = tl.load(idx[rows, one], mask=m1, other=0)
-        bi = tl.load(o2b[rows, one], mask=m1, other=0)
+    for rows, m1, li, bi in _positions(idx, o2b):
         pos = isa.iota(rows, tl.float32)
-        for j in tl.affine_range(tl.cdiv(d_dim, f)):
-            cols = j * f + tl.arange(f)[None, :]
-            m = m1 & (cols < d_dim)
+        for cols, m in col_chunks(w.shape[1], _CH, m1):
             v = tl.load(w[li, cols], mask=m).astype(tl.float32)
             best = tl.load(acc[bi, cols], mask=m)
             cand = tl.where((v == best) & (li != pad), pos, float(l_dim))
@@ -147,21 +133,15 @@ def bag_finish(acc, cnt, first, idx3, out, bag_size, max_idx, mode):
     bags); ``bag_size [B, 1]`` (counts; zeros for sum); ``max_idx``: ``[B, D]`` indices of the first maximum
     (``idx3``: the indices as ``[1, L, D]`` with stride 0 along D) or ``[B, 1]`` (a copy of ``bag_size``)."""
     b_dim, d_dim = acc.shape
-    pp = min(128, b_dim)
-    f = min(d_dim, _CH)
     one = tl.arange(1)[None, :]
     low = out.dtype if out.dtype != tl.float32 else None
-    for i in tl.affine_range(tl.cdiv(b_dim, pp)):
-        rows = i * pp + tl.arange(pp)[:, None]
-        m1 = rows < b_dim
+    for rows, m1 in row_tiles(b_dim):
         c = tl.load(cnt[rows, one], mask=m1)
         size = c if mode != _SUM else c * 0.0
         tl.store(bag_size[rows, one], size.astype(tl.int32), mask=m1)
         if mode != _MAX:
             tl.store(max_idx[rows, one], size.astype(tl.int32), mask=m1)
-        for j in tl.affine_range(tl.cdiv(d_dim, f)):
-            cols = j * f + tl.arange(f)[None, :]
-            m = m1 & (cols < d_dim)
+        for cols, m in col_chunks(d_dim, _CH, m1):
             s = tl.load(acc[rows, cols], mask=m)
             if mode == _MEAN:
                 if low is not None:  # torch rounds the sum to the output dtype before dividing
@@ -181,16 +161,8 @@ def bag_backward(g, idx, o2b, psw, bsz, freq, gw, pad, mode):
     """Sum/mean gradient: ``gw[idx[i]] += g[o2b[i]] * psw[i] / bag_size[o2b[i]] * freq[i]`` (the factors that
     apply; ``freq [L, 1]``: per-position frequency scales), nothing for the padding index. ``gw [V, D]`` fp32,
     zeroed. Narrow dtypes round the scale to the dtype first, as torch's ``axpy`` call does."""
-    l_dim = idx.shape[0]
-    d_dim = g.shape[1]
-    pp = min(128, l_dim)
-    f = min(d_dim, _CH)
     one = tl.arange(1)[None, :]
-    for i in tl.affine_range(tl.cdiv(l_dim, pp)):
-        rows = i * pp + tl.arange(pp)[:, None]
-        m1 = rows < l_dim
-        li = tl.load(idx[rows, one], mask=m1, other=0)
-        bi = tl.load(o2b[rows, one], mask=m1, other=0)
+    for rows, m1, li, bi in _positions(idx, o2b):
         sc = tl.where(li != pad, 1.0, 0.0)
         if freq is not None:  # per-position 1 / count (see :func:`freq_rank_count`)
             sc = sc * tl.load(freq[rows, one], mask=m1)
@@ -200,9 +172,7 @@ def bag_backward(g, idx, o2b, psw, bsz, freq, gw, pad, mode):
             sc = sc * tl.load(psw[rows, one], mask=m1).astype(tl.float32)
         if g.dtype != tl.float32:
             sc = sc.astype(g.dtype).astype(tl.float32)
-        for j in tl.affine_range(tl.cdiv(d_dim, f)):
-            cols = j * f + tl.arange(f)[None, :]
-            m = m1 & (cols < d_dim)
+        for cols, m in col_chunks(g.shape[1], _CH, m1):
             gv = tl.load(g[bi, cols], mask=m).astype(tl.float32)
             tl.store(gw[li, cols], gv * sc, mask=m, accumulate="add")
 
@@ -211,16 +181,10 @@ def bag_backward(g, idx, o2b, psw, bsz, freq, gw, pad, mode):
 def bag_backward_max(g, mi, bsz, gw):
     """Max gradient: ``gw[mi[b, d], d] += g[b, d]`` for non-empty bags (``gw [1, V, D]`` view, fp32, zeroed)."""
     b_dim, d_dim = g.shape
-    pp = min(128, b_dim)
-    f = min(d_dim, _CH)
     one = tl.arange(1)[None, :]
-    for i in tl.affine_range(tl.cdiv(b_dim, pp)):
-        rows = i * pp + tl.arange(pp)[:, None]
-        m1 = rows < b_dim
+    for rows, m1 in row_tiles(b_dim):
         ne = tl.load(bsz[rows, one], mask=m1) > 0
-        for j in tl.affine_range(tl.cdiv(d_dim, f)):
-            cols = j * f + tl.arange(f)[None, :]
-            m = m1 & (cols < d_dim)
+        for cols, m in col_chunks(d_dim, _CH, m1):
             at = tl.where(ne, tl.load(mi[rows, cols], mask=m), 0)
             gv = tl.where(ne, tl.load(g[rows, cols], mask=m).astype(tl.float32), 0.0)
             tl.store(gw[0, at, cols], gv, mask=m, accumulate="add")
@@ -229,20 +193,10 @@ def bag_backward_max(g, mi, bsz, gw):
 @trn.kernel
 def bag_psw_backward(g, w, idx, o2b, out, pad):
     """``out[i] = <g[o2b[i]], w[idx[i]]>`` (0 for the padding index): the per-sample-weight gradient."""
-    l_dim = idx.shape[0]
-    d_dim = w.shape[1]
-    pp = min(128, l_dim)
-    f = min(d_dim, _CH)
     one = tl.arange(1)[None, :]
-    for i in tl.affine_range(tl.cdiv(l_dim, pp)):
-        rows = i * pp + tl.arange(pp)[:, None]
-        m1 = rows < l_dim
-        li = tl.load(idx[rows, one], mask=m1, other=0)
-        bi = tl.load(o2b[rows, one], mask=m1, other=0)
-        acc = tl.zeros((pp, 1), tl.float32)
-        for j in tl.sequential_range(tl.cdiv(d_dim, f)):
-            cols = j * f + tl.arange(f)[None, :]
-            m = m1 & (cols < d_dim)
+    for rows, m1, li, bi in _positions(idx, o2b):
+        acc = tl.zeros((rows.shape[0], 1), tl.float32)
+        for cols, m in col_chunks(w.shape[1], _CH, m1, loop=tl.sequential_range):
             gv = tl.load(g[bi, cols], mask=m).astype(tl.float32)
             wv = tl.load(w[li, cols], mask=m).astype(tl.float32)
             acc[...] = acc + tl.sum(gv * wv, axis=1, keepdims=True)
@@ -395,26 +349,28 @@ def _dense_backward(grad: Any, indices: Any, offsets: Any, offset2bag: Any, bag_
 _MAX_FREQ = 8192  # index positions the quadratic frequency-rank kernels take
 
 
+def _replicated(row: Any, cols: Any, mc: Any, rows: Any, other: Any = 0, cast: bool = True) -> Any:
+    """The chunk ``row[0, cols]`` of a ``[1, L]`` tensor (masked by ``mc``; fp32 when ``cast``) replicated across the
+    partitions of ``rows``."""
+    v = tl.load(row[0:1, cols], mask=mc, other=other)
+    return tl.broadcast_to(v.astype(tl.float32) if cast else v, (rows.shape[0], cols.shape[1]))
+
+
 @trn.kernel
 def freq_counts(ucol, urow, freq, cnt, le):
     """Per position ``i``: ``cnt[i] = freq[u[i]]`` (how often its index occurs) and ``le[i] = #{j: u[j] <= u[i]}``
     (its rank in the sorted indices, counting ties), for indices ``u`` seen as a column ``[L, 1]`` and a row
     ``[1, L]``."""
     l_dim = ucol.shape[0]
-    pp = min(128, l_dim)
-    f = min(l_dim, _CH)
     one = tl.arange(1)[None, :]
-    for i in tl.affine_range(tl.cdiv(l_dim, pp)):
-        rows = i * pp + tl.arange(pp)[:, None]
-        m = rows < l_dim
+    for rows, m in row_tiles(l_dim):
         ui = tl.load(ucol[rows, one], mask=m, other=0)
         tl.store(cnt[rows, one], tl.load(freq[ui, one], mask=m), mask=m)
         uf = ui.astype(tl.float32)
-        acc = tl.zeros((pp, 1), tl.float32)
-        for j in tl.sequential_range(tl.cdiv(l_dim, f)):
-            cols = j * f + tl.arange(f)[None, :]
-            uj = tl.broadcast_to(tl.load(urow[0:1, cols], mask=cols < l_dim, other=-1).astype(tl.float32), (pp, f))
-            acc[...] = acc + tl.sum(tl.where((uj <= uf) & (cols < l_dim), 1.0, 0.0), axis=1, keepdims=True)
+        acc = tl.zeros((rows.shape[0], 1), tl.float32)
+        for cols, mc in col_chunks(l_dim, _CH, loop=tl.sequential_range):
+            uj = _replicated(urow, cols, mc, rows, -1)
+            acc[...] = acc + tl.sum(tl.where((uj <= uf) & mc, 1.0, 0.0), axis=1, keepdims=True)
         tl.store(le[rows, one], acc, mask=m)
 
 
@@ -425,27 +381,19 @@ def freq_rank_count(ucol, urow, crow, lerow, freq, scale):
     smallest index (the smallest ``u[j]`` with ``le[j] > r``). (torch indexes the counts by the unique-group
     counter, not by the index itself; CUDA uses the index's own count. This reproduces the CPU.)"""
     l_dim = ucol.shape[0]
-    pp = min(128, l_dim)
-    f = min(l_dim, _CH)
     one = tl.arange(1)[None, :]
-    for i in tl.affine_range(tl.cdiv(l_dim, pp)):
-        rows = i * pp + tl.arange(pp)[:, None]
-        m = rows < l_dim
+    for rows, m in row_tiles(l_dim):
         uf = tl.load(ucol[rows, one], mask=m, other=0).astype(tl.float32)
-        rank = tl.zeros((pp, 1), tl.float32)
-        for j in tl.sequential_range(tl.cdiv(l_dim, f)):
-            cols = j * f + tl.arange(f)[None, :]
-            mc = cols < l_dim
-            uj = tl.broadcast_to(tl.load(urow[0:1, cols], mask=mc).astype(tl.float32), (pp, f))
-            cj = tl.broadcast_to(tl.load(crow[0:1, cols], mask=mc, other=1.0), (pp, f))
+        rank = tl.zeros((rows.shape[0], 1), tl.float32)
+        for cols, mc in col_chunks(l_dim, _CH, loop=tl.sequential_range):
+            uj = _replicated(urow, cols, mc, rows)
+            cj = _replicated(crow, cols, mc, rows, 1.0, cast=False)
             rank[...] = rank + tl.sum(tl.where((uj < uf) & mc, 1.0 / cj, 0.0), axis=1, keepdims=True)
         r = tl.floor(rank + 0.5)
-        best = tl.full((pp, 1), float(2 ** 24), tl.float32)
-        for j in tl.sequential_range(tl.cdiv(l_dim, f)):
-            cols = j * f + tl.arange(f)[None, :]
-            mc = cols < l_dim
-            uj = tl.broadcast_to(tl.load(urow[0:1, cols], mask=mc).astype(tl.float32), (pp, f))
-            lj = tl.broadcast_to(tl.load(lerow[0:1, cols], mask=mc), (pp, f))
+        best = tl.full((rows.shape[0], 1), float(2 ** 24), tl.float32)
+        for cols, mc in col_chunks(l_dim, _CH, loop=tl.sequential_range):
+            uj = _replicated(urow, cols, mc, rows)
+            lj = _replicated(lerow, cols, mc, rows, cast=False)
             best[...] = tl.minimum(best, tl.min(tl.where((lj > r) & mc, uj, float(2 ** 24)), axis=1, keepdims=True))
         tl.store(scale[rows, one], 1.0 / tl.load(freq[best.astype(tl.int32), one], mask=m), mask=m)
 
@@ -471,12 +419,8 @@ def _freq_scale(indices: torch.Tensor, num_weights: int) -> torch.Tensor | None:
 @trn.kernel
 def _count_rows(idx, ones, freq):
     """``freq[idx[i]] += 1`` (how often each weight row is looked up: ``scale_grad_by_freq``)."""
-    l_dim = idx.shape[0]
-    pp = min(128, l_dim)
     one = tl.arange(1)[None, :]
-    for i in tl.affine_range(tl.cdiv(l_dim, pp)):
-        rows = i * pp + tl.arange(pp)[:, None]
-        m = rows < l_dim
+    for rows, m in row_tiles(idx.shape[0]):
         li = tl.load(idx[rows, one], mask=m, other=0)
         tl.store(freq[li, one], tl.load(ones[rows, one], mask=m), mask=m, accumulate="add")
 
