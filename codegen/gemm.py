@@ -6,6 +6,8 @@ pointers as ``ptr``, sizes and leading dimensions as ``i64``, in elements):
 * ``gemm_tn(out, ldo, S, lds, V, ldv, M, N, K, accumulate)``:
   ``out[M,N] (+)= S[K,M]^T @ V[K,N]`` -- the trnlang ``nc_matmul`` (stationary
   ``S``, moving ``V``); ``accumulate != 0`` adds to ``out``.
+* ``gemm_nn(out, ldo, A, lda, V, ldv, M, N, K, accumulate)``: ``out[M,N] (+)= A[M,K] @ V[K,N]`` (the
+  same product with the stationary given untransposed: ``codegen.plan_matmul``).
 * ``sgemm(M, N, K, A, lda, B, ldb, C, ldc)``: plain ``C[M,N] = A[M,K] @ B[K,N]``.
 
 All matrices are row-major with the given leading dimensions (>= the row
@@ -314,6 +316,11 @@ class _Gen:
         b.call(core_t, [M, N, K, s, lds, v, ldv, o, ldo, b.icmp_signed("!=", acc, I64(0))])
         b.ret_void()
         out["gemm_tn"] = fn
+        fn, b = self._fn("gemm_nn", [PTR, I64, PTR, I64, PTR, I64, I64, I64, I64, I64], internal=False)
+        o, ldo, a, lda, v, ldv, M, N, K, acc = fn.args
+        b.call(core_n, [M, N, K, a, lda, v, ldv, o, ldo, b.icmp_signed("!=", acc, I64(0))])
+        b.ret_void()
+        out["gemm_nn"] = fn
         fn, b = self._fn("sgemm", [I64, I64, I64, PTR, I64, PTR, I64, PTR, I64], internal=False)
         M, N, K, a, lda, bm, ldb, c, ldc = fn.args
         b.call(core_n, [M, N, K, a, lda, bm, ldb, c, ldc, I1(0)])
@@ -323,7 +330,7 @@ class _Gen:
 
 
 def define_gemm(module: ir.Module, cfg: GemmConfig | None = None, prefix: str = "") -> dict[str, ir.Function]:
-    """Add ``<prefix>gemm_tn`` and ``<prefix>sgemm`` (plus internal helpers) to ``module``."""
+    """Add ``<prefix>gemm_tn``, ``<prefix>gemm_nn`` and ``<prefix>sgemm`` (plus internal helpers) to ``module``."""
     return _Gen(module, cfg or GemmConfig(), prefix).build()
 
 

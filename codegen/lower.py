@@ -68,7 +68,7 @@ from trnlang.ir.ops import Alu, Op
 from trnlang.ir.types import DType, Space
 
 ENTRY = "kernel_entry"
-LOWERING_VERSION = "2"   # bump when generated code changes meaning (part of the cache key)
+LOWERING_VERSION = "3"   # bump when generated code changes meaning (part of the cache key)
 
 # error record layout (int64 words)
 ERR_WORDS = 64
@@ -204,7 +204,7 @@ class KernelLowering:
         for s in stmts:
             if isinstance(s, Loop):
                 self.lower_loop(s)
-            elif id(s) not in self.plan.fused:
+            elif id(s) not in self.plan.fused and id(s) not in self.plan.mm_defer:
                 self.lower_instr(s)
 
     def lower_loop(self, lp: Loop) -> None:

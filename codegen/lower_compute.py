@@ -70,20 +70,25 @@ def matmul(L: KernelLowering, ins: Instr) -> None:
     k_dim, m_dim = st.shape
     n_dim = mv.shape[1]
     cx, b = L.cx, L.cx.b
-    L.resolve_hazards(ins, [st, mv], elementwise=False)
+    from codegen.lower_mmfuse import resolve
+
+    src = resolve(L, ins)  # operands read where they come from (HBM, the transpose's source): plan_matmul
+    a_nn = src is not None and src.a is not None
+    L.resolve_hazards(ins, [x for x, direct in ((st, a_nn), (mv, src is not None and src.v is not None))
+                            if not direct], elementwise=False)
     accumulate = bool(ins.attrs.get("accumulate"))
     view = L.view(out)
-    st_f = _as_f32_view(L, st)
-    mv_f = _as_f32_view(L, mv)
+    st_f = src.a if a_nn else _as_f32_view(L, st)
+    mv_f = src.v if src is not None and src.v is not None else _as_f32_view(L, mv)
     view.prepare(cx)
     from codegen.lower_gemm import gemm
 
     if out.dtype is DType.float32 and (len(view.view_strides) < 2 or view.view_strides[-1] == 1):
-        gemm(L, st_f, mv_f, view, k_dim, m_dim, n_dim, accumulate)
+        gemm(L, st_f, mv_f, view, k_dim, m_dim, n_dim, accumulate, a_nn)
         return
     acc = L.temp_view((m_dim, n_dim), DType.float32)
     acc.prepare(cx)
-    gemm(L, st_f, mv_f, acc, k_dim, m_dim, n_dim, False)
+    gemm(L, st_f, mv_f, acc, k_dim, m_dim, n_dim, False, a_nn)
     with L.foreach((m_dim, n_dim)) as idx:
         p = acc.load(cx, idx)
         if accumulate:

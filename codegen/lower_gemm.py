@@ -21,24 +21,24 @@ if TYPE_CHECKING:
 GEMM_MIN_FLOPS = 16 * 1024  # M * N * K at and above which the blocked kernel pays for its packing
 
 
-def _gemm_tn(L: KernelLowering) -> ir.Function:
+def _gemm_fn(L: KernelLowering, name: str) -> ir.Function:
     cx = L.cx
-    fn = cx.helper("trn.gemm_tn")
+    fn = cx.helper("trn." + name)
     if fn is None:
         from codegen.gemm import define_gemm
 
         fns = define_gemm(cx.module, prefix="trn.")
-        for f in fns.values():
+        for k, f in fns.items():
             f.linkage = "internal"
-        fn = fns["gemm_tn"]
-        cx._helpers["trn.gemm_tn"] = fn
+            cx._helpers["trn." + k] = f
+        fn = fns[name]
     return fn
 
 
 def gemm(L: KernelLowering, st: Any, mv: Any, out: Any, k_dim: int, m_dim: int, n_dim: int,
-         accumulate: bool) -> None:
+         accumulate: bool, a_nn: bool = False) -> None:
     """Emit ``out = (out if accumulate else 0) + st.T @ mv`` (RegionView-like fp32 views with unit column
-    stride, prepared)."""
+    stride, prepared). ``a_nn``: ``st`` is given transposed, as ``A [M, K]`` (``out (+)= A @ mv``)."""
     cx, b = L.cx, L.cx.b
     if k_dim * m_dim * n_dim >= GEMM_MIN_FLOPS:
         ptr = ir.PointerType()
@@ -47,17 +47,19 @@ def gemm(L: KernelLowering, st: Any, mv: Any, out: Any, k_dim: int, m_dim: int, 
             return b.bitcast(v.addr(cx, [ci64(0), ci64(0)]), ptr)
 
         def ld(v: Any) -> ir.Value:
-            return ci64(v.view_strides[0] if len(v.view_strides) == 2 else 1)
+            s = v.view_strides[0] if len(v.view_strides) == 2 else 1
+            return s if isinstance(s, ir.Value) else ci64(s)
 
-        b.call(_gemm_tn(L), [p(out), ld(out), p(st), ld(st), p(mv), ld(mv), ci64(m_dim), ci64(n_dim),
-                             ci64(k_dim), ir.Constant(I64, int(accumulate))])
+        b.call(_gemm_fn(L, "gemm_nn" if a_nn else "gemm_tn"),
+               [p(out), ld(out), p(st), ld(st), p(mv), ld(mv), ci64(m_dim), ci64(n_dim), ci64(k_dim),
+                ir.Constant(I64, int(accumulate))])
         return
     if not accumulate:
         with L.foreach((m_dim, n_dim)) as idx:
             out.store(cx, idx, cf32(0.0))
     with L.foreach((m_dim,)) as (m,):
         with L.foreach((k_dim,)) as (k,):
-            a = st.load(cx, [k, m])
+            a = st.load(cx, [m, k] if a_nn else [k, m])
             with L.foreach((n_dim,)) as (n,):
                 prod = b.fmul(a, mv.load(cx, [k, n]), flags=("contract",))
                 s = b.fadd(out.load(cx, [m, n]), prod, flags=("contract",))

@@ -143,6 +143,8 @@ class Plan:
     access_checks: dict[int, tuple[int, ...]] = field(default_factory=dict)   # id(Access) -> runtime dims
     region_checks: dict[int, list[int]] = field(default_factory=dict)         # id(Region) -> dims to check
     fused: dict[int, Instr] = field(default_factory=dict)                     # id(P) -> consumer C
+    mm_ops: dict[int, Any] = field(default_factory=dict)                      # id(nc_matmul) -> MatmulOperands
+    mm_defer: dict[int, Instr] = field(default_factory=dict)                  # id(P) -> nc_matmul P is deferred to
     producer: dict[tuple[int, int], Instr] = field(default_factory=dict)      # (id(C), id(B)) -> P
     offsets: dict[int, int] = field(default_factory=dict)                     # id(Buf) -> arena byte offset
     sizes: dict[int, int] = field(default_factory=dict)                       # id(Buf) -> arena bytes
@@ -154,6 +156,9 @@ class Plan:
         self._number()
         self._checks()
         self._fuse()
+        from codegen.plan_matmul import plan_matmuls
+
+        self.mm_ops, self.mm_defer = plan_matmuls(self)
         self._layout()
 
     # ------------------------------------------------------------------ numbering
@@ -381,10 +386,13 @@ class Plan:
         self._fuse_list(self.kernel.body)
 
     def emitter(self, ins: Instr) -> Instr:
-        """The instruction whose code evaluates ``ins`` (itself, or the last consumer it is inlined into)."""
-        while id(ins) in self.fused:
-            ins = self.fused[id(ins)]
-        return ins
+        """The instruction whose code evaluates ``ins`` (itself, the last consumer it is inlined into, or the
+        ``nc_matmul`` it is deferred to: ``codegen.plan_matmul``)."""
+        while True:
+            nxt = self.fused.get(id(ins)) or self.mm_defer.get(id(ins))
+            if nxt is None:
+                return ins
+            ins = nxt
 
     def fused_buf(self, buf: Buf) -> bool:
         return any(key[1] == id(buf) for key in self.producer)
