@@ -457,8 +457,13 @@ def min_all(self: torch.Tensor) -> Any:
 
 
 def _arg(self: Any, dim: int | None, keepdim: bool, op: str, with_values: bool) -> Any:
-    if not U.is_trn(self) or self.dtype not in _MINMAX_DTYPES or self.is_conj() or self.is_neg():
+    if not U.is_trn(self) or self.dtype not in _MINMAX_DTYPES + (torch.int64,) or self.is_conj() or self.is_neg():
         return NotImplemented
+    if self.dtype == torch.int64 and self.numel():
+        from stdlib_kernels.pointwise import int64_ok
+
+        if not int64_ok(self, 2**31):
+            return NotImplemented  # values beyond int32: the int32 compares would wrap
     nd = self.dim()
     if dim is None:
         red = list(range(nd))

@@ -238,3 +238,24 @@ def test_profile_row_reduce():
         assert 0 <= e.utilization <= 1.0 + 1e-9, (name, e)
     assert prof.engines["vector"].instructions > 0 and prof.engines["scalar"].busy_us > 0  # max/sum, exp/log
     assert 0 < prof.mbu <= 1.0
+
+
+def test_int64_arg_and_dim_extrema_native_within_int32_range():
+    """int64 argmax/argmin/max.dim/min.dim run natively when every value fits int32 (checked on the device),
+    and still give the CPU's answer (through the fallback) when one does not."""
+    import trnlang
+
+    g = torch.Generator().manual_seed(5)
+    trnlang.reset_fallback_stats()
+    for shape in [(7,), (5, 9), (3, 4, 5), (1,)]:
+        x = torch.randint(-2**31, 2**31 - 1, shape, dtype=torch.int64, generator=g)
+        x.view(-1)[0] = x.view(-1)[-1]  # a tie: the first index wins, as on the CPU
+        xt = x.to("trn")
+        for d in range(len(shape)):
+            for got, want in ((xt.max(d), x.max(d)), (xt.min(d), x.min(d))):
+                assert torch.equal(got.values.cpu(), want.values) and torch.equal(got.indices.cpu(), want.indices)
+            assert torch.equal(xt.argmax(d).cpu(), x.argmax(d))
+            assert torch.equal(xt.argmin(d, keepdim=True).cpu(), x.argmin(d, keepdim=True))
+    assert trnlang.fallback_stats() == {}
+    big = torch.tensor([2**40, 1, -3])
+    assert big.to("trn").argmax().item() == 0
