@@ -74,7 +74,7 @@ class _Plan:
     compiled kernels without kernel-allocated outputs; anything else takes the general path.
     """
 
-    __slots__ = ("executor", "contiguous", "grid", "extents", "meta", "meta_addr", "variants")
+    __slots__ = ("executor", "contiguous", "grid", "extents", "meta", "meta_addr", "variants", "shapes", "_last")
 
     def __init__(self, executor: Any, arrays: list[np.ndarray], grid: tuple[int, ...]) -> None:
         self.executor = executor
@@ -99,13 +99,20 @@ class _Plan:
         self.meta = np.array(meta or [0], np.int64)  # read-only for the kernel: shared by concurrent launches
         self.meta_addr = self.meta.ctypes.data
         self.variants: dict[bool, Any] = {}
+        self.shapes = [_Shaped(a.shape) for a in arrays]  # what an error message needs of the arrays
+        self._last: tuple[tuple[int, ...], Any] | None = None  # (addresses, bound launch) of the last bind
 
     def bind(self, ptrs: list[int], args: tuple[Any, ...]) -> Callable[[], None] | None:
         """A zero-argument native launch on these addresses (None: the call must take the general path).
 
         Everything but the native call is done here, so a bound launch run on a worker thread holds the
-        GIL only to enter the call (see ``KernelFn.bind``).
+        GIL only to enter the call (see ``KernelFn.bind``). The launch of the last addresses is reused
+        (a caching allocator hands an op the same blocks call after call); it holds no tensor.
         """
+        key = tuple(ptrs)
+        last = self._last
+        if last is not None and last[0] == key:
+            return last[1]
         ex = self.executor
         w = ex.written
         spans = [(p + e[0], p + e[1], w[i] if i < len(w) else True)
@@ -122,10 +129,13 @@ class _Plan:
         ptr_arr = (ctypes.c_void_p * max(1, len(ptrs)))(*ptrs)
         fn, meta, size = v.fn, self.meta_addr if v.uses_meta else v.meta_addr, v.arena_size
         cb = ex._cb_addr if v.has_print else None
-        err_buffer, arena = _jit._err_buffer, _jit._arena
+        err_buffer, arena, shapes = _jit._err_buffer, _jit._arena, self.shapes
 
         def on_error(err: np.ndarray) -> None:
-            ex._raise(v, err, [argconv.as_array(a) for a in args if argconv.is_tensor(a)])
+            try:
+                ex._raise(v, err, shapes)
+            except TrnError as e:
+                raise e.with_traceback(user_traceback(e)) from None
 
         def launch() -> None:
             err, err_addr = err_buffer()
@@ -133,10 +143,13 @@ class _Plan:
                 on_error(err)
 
         if cb is not None:  # device_print calls back into Python: not for a native worker
-            return launch
-        entry = ctypes.cast(fn, ctypes.c_void_p).value or 0
-        return NativeLaunch(entry, [ctypes.addressof(ptr_arr), meta, 0, 1, 1, 1, 0, 0, 0], size, on_error, launch,
-                            ptr_arr)
+            go: Any = launch
+        else:
+            entry = ctypes.cast(fn, ctypes.c_void_p).value or 0
+            go = NativeLaunch(entry, [ctypes.addressof(ptr_arr), meta, 0, 1, 1, 1, 0, 0, 0], size, on_error,
+                              launch, ptr_arr)
+        self._last = (key, go)
+        return go
 
     def run(self, ptrs: list[int], args: tuple[Any, ...]) -> bool:
         """Launch; False when this call must take the general path instead (nothing was run)."""
@@ -167,16 +180,13 @@ def _normalize_grid(grid: Any) -> tuple[int, ...]:
     return g
 
 
-def _user_errors(f: Callable[..., None]) -> Callable[..., None]:
-    """``f`` with trnlang errors re-raised with the user's source line as their traceback."""
+class _Shaped:
+    """Stands in for a launch array in error messages (only its shape is read)."""
 
-    def call(*a: Any) -> None:
-        try:
-            f(*a)
-        except TrnError as e:
-            raise e.with_traceback(user_traceback(e)) from None
+    __slots__ = ("shape",)
 
-    return call
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.shape = shape
 
 
 class KernelFn:
@@ -241,11 +251,7 @@ class KernelFn:
             if plan is not None:
                 go = plan.bind(pk[1], args)
                 if go is not None:
-                    if isinstance(go, NativeLaunch):
-                        go.call = _user_errors(go.call)
-                        go.on_error = _user_errors(go.on_error)
-                        return go
-                    return _user_errors(go)
+                    return go
         return functools.partial(self._call, args, grid)
 
     def _plan_key(self, args: tuple[Any, ...], grid: tuple[int, ...]) -> tuple[Any, list[int]] | None:
