@@ -22,7 +22,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -30,6 +30,7 @@ import trnlang as trn
 import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
+from stdlib_kernels.tiling import col_chunks, row_tiles
 from trnlang.device import lowering
 
 CHUNK = 4096
@@ -40,11 +41,8 @@ _NONE, _MEAN, _SUM = 0, 1, 2
 @trn.kernel
 def nll_fwd(xf, t, wf, loss, wsum, bad, rows_n, n_cls, s_n, s_c, ignore, has_w):
     """Per sample ``n < rows_n``: ``loss = -w[t] * x[n, t]``, ``wsum = w[t]`` (0 when ignored), ``bad``."""
-    p = min(128, rows_n)
     one = tl.arange(1)[None, :]
-    for i in tl.affine_range(tl.cdiv(rows_n, p)):
-        rows = i * p + tl.arange(p)[:, None]
-        m = rows < rows_n
+    for rows, m in row_tiles(rows_n):
         ti = tl.load(t[rows, one], mask=m)
         tf = ti.astype(tl.float32)
         notign = tf != float(ignore)
@@ -66,28 +64,23 @@ def nll_fwd(xf, t, wf, loss, wsum, bad, rows_n, n_cls, s_n, s_c, ignore, has_w):
 def nll_bwd(g, t, wf, out, ignore, has_w, g_scalar, scale):
     """``out[n, c] = -w[t] * g[n] * scale`` where ``c == t[n] != ignore``, else 0; ``out [N, C]``."""
     r_dim, c_dim = out.shape
-    p = min(128, r_dim)
     one = tl.arange(1)[None, :]
-    f = min(c_dim, CHUNK)
-    for i in tl.affine_range(tl.cdiv(r_dim, p)):
-        rows = i * p + tl.arange(p)[:, None]
-        m = rows < r_dim
+    for rows, m in row_tiles(r_dim):
         ti = tl.load(t[rows, one], mask=m)
         tf = ti.astype(tl.float32)
         valid = (tf != float(ignore)) & (tf >= 0.0) & (tf < float(c_dim))
         tc = tl.where(valid, ti, 0)
         if g_scalar:
-            gv = tl.broadcast_to(tl.load(g[0:1, 0:1]).astype(tl.float32), (p, 1))
+            gv = tl.broadcast_to(tl.load(g[0:1, 0:1]).astype(tl.float32), (rows.shape[0], 1))
         else:
             gv = tl.load(g[rows, one], mask=m).astype(tl.float32)
         if has_w:
             gv = gv * tl.load(wf[tc[:, 0:1], one]).astype(tl.float32)
         gv = tl.where(valid, gv * (-scale), 0.0)
         tcf = tc.astype(tl.float32)
-        for j in tl.affine_range(tl.cdiv(c_dim, f)):
-            cols = j * f + tl.arange(f)[None, :]
+        for cols, mc in col_chunks(c_dim, CHUNK, m):
             cf = isa.iota(cols, tl.int32).astype(tl.float32)
-            tl.store(out[rows, cols], tl.where(cf == tcf, gv, 0.0), mask=m & (cols < c_dim))
+            tl.store(out[rows, cols], tl.where(cf == tcf, gv, 0.0), mask=mc)
 
 
 def _elem(mode: str, a: Any, b: Any, param: float) -> Any:
@@ -138,11 +131,8 @@ def pw_loss(a, b, w, pw, out, mode, param, has_w, has_pw, reduce):
     """Elementwise loss of ``a``, ``b`` (``[R, L]``); ``out`` is ``[R, L]`` or per-row sums ``[R, 1]``."""
     r_dim, c_dim = a.shape
     low = a.dtype if a.dtype != tl.float32 else None
-    p = min(128, r_dim)
     cols = tl.arange(c_dim)[None, :]
-    for i in tl.affine_range(tl.cdiv(r_dim, p)):
-        rows = i * p + tl.arange(p)[:, None]
-        m = rows < r_dim
+    for rows, m in row_tiles(r_dim):
         at = tl.load(a[rows, cols], mask=m).astype(tl.float32)
         bt = tl.load(b[rows, cols], mask=m).astype(tl.float32)
         if mode == "bce_logits":
@@ -167,15 +157,12 @@ def pw_loss(a, b, w, pw, out, mode, param, has_w, has_pw, reduce):
 def pw_loss_bwd(g, a, b, w, out, mode, param, has_w, g_scalar, scale):
     """``out = g * scale * d(loss)/d(a)`` (times ``w``) over ``[R, L]``; ``g`` is ``[R, L]`` or ``[1, 1]``."""
     r_dim, c_dim = a.shape
-    p = min(128, r_dim)
     cols = tl.arange(c_dim)[None, :]
-    for i in tl.affine_range(tl.cdiv(r_dim, p)):
-        rows = i * p + tl.arange(p)[:, None]
-        m = rows < r_dim
+    for rows, m in row_tiles(r_dim):
         at = tl.load(a[rows, cols], mask=m).astype(tl.float32)
         bt = tl.load(b[rows, cols], mask=m).astype(tl.float32)
         if g_scalar:
-            gv = tl.broadcast_to(tl.load(g[0:1, 0:1]).astype(tl.float32), (p, 1)) * scale
+            gv = tl.broadcast_to(tl.load(g[0:1, 0:1]).astype(tl.float32), (rows.shape[0], 1)) * scale
         else:
             gv = tl.load(g[rows, cols], mask=m).astype(tl.float32) * scale
         v = _elem_grad(mode, at, bt, param) * gv
@@ -470,28 +457,37 @@ def binary_cross_entropy_with_logits(self: torch.Tensor, target: torch.Tensor, w
 _MAX_CLASSES = 8192
 
 
-@trn.kernel
-def multi_margin_fwd(x, t, w, loss, bad, p, margin):
-    """Per row of ``x [N, C]``: ``sum_{d != t} max(0, margin - x[t] + x[d])^p * w[t] / C`` into ``loss [N, 1]``;
-    ``bad [N, 1]``: 1 where the target is out of range."""
-    n_dim, c_dim = x.shape
-    pp = min(128, n_dim)
+def _margin_tiles(x: Any, t: Any, bad: Any) -> Iterator[tuple[Any, Any, Any, Any, Any, Any]]:
+    """Per tile of whole rows of ``x [N, C]`` (a real loop), with targets ``t [N, 1]``: ``(rows, mask, x tile (fp32),
+    target [P, 1], target in range, is_target [P, C])``. ``bad [N, 1]`` gets 1.0 where the target is out of range."""
+    c_dim = x.shape[1]
     cols = tl.arange(c_dim)[None, :]
     one = tl.arange(1)[None, :]
-    for i in tl.affine_range(tl.cdiv(n_dim, pp)):
-        rows = i * pp + tl.arange(pp)[:, None]
-        m = rows < n_dim
+    for rows, m in row_tiles(x.shape[0]):
         xt = tl.load(x[rows, cols], mask=m).astype(tl.float32)
         ti = tl.load(t[rows, one], mask=m)
         inr = (ti >= 0) & (ti < c_dim)
         tl.store(bad[rows, one], tl.where(inr, 0.0, 1.0), mask=m)
-        is_t = isa.iota(cols + 0 * rows, tl.int32) == ti
+        yield rows, m, xt, ti, inr, isa.iota(cols + 0 * rows, tl.int32) == ti
+
+
+def _class_weight(w: Any, ti: Any, inr: Any) -> Any:
+    """``w[t]`` (fp32 ``[P, 1]``) of ``w [C, 1]`` at the targets ``ti`` (class 0 where out of range)."""
+    return tl.load(w[tl.where(inr, ti, 0)[:, 0:1], tl.arange(1)[None, :]]).astype(tl.float32)
+
+
+@trn.kernel
+def multi_margin_fwd(x, t, w, loss, bad, p, margin):
+    """Per row of ``x [N, C]``: ``sum_{d != t} max(0, margin - x[t] + x[d])^p * w[t] / C`` into ``loss [N, 1]``;
+    ``bad [N, 1]``: 1 where the target is out of range."""
+    one = tl.arange(1)[None, :]
+    for rows, m, xt, ti, inr, is_t in _margin_tiles(x, t, bad):
         z = (margin - tl.sum(tl.where(is_t, xt, 0.0), axis=1, keepdims=True)) + xt
         h = z if p == 1 else z * z
         if w is not None:
-            h = h * tl.load(w[tl.where(inr, ti, 0)[:, 0:1], one]).astype(tl.float32)
+            h = h * _class_weight(w, ti, inr)
         tot = tl.sum(tl.where((z > 0.0) & ~is_t, h, 0.0), axis=1, keepdims=True)
-        tl.store(loss[rows, one], tot / float(c_dim), mask=m)
+        tl.store(loss[rows, one], tot / float(x.shape[1]), mask=m)
 
 
 @trn.kernel
@@ -500,26 +496,17 @@ def multi_margin_bwd(x, t, w, go, out, bad, p, margin, g, go_scalar):
     (or ``[1, 1]`` when ``go_scalar``): torch's CPU rule, ``h = g`` (p=1) or ``2 g z`` (p=2) where
     ``z = margin - x[t] + x[d] > 0`` (``d != t``), times ``w[t]``; ``out[t] = -sum(h)``; all times ``go``.
     ``bad [N, 1]``: 1 where the target is out of range."""
-    n_dim, c_dim = x.shape
-    pp = min(128, n_dim)
-    cols = tl.arange(c_dim)[None, :]
+    cols = tl.arange(x.shape[1])[None, :]
     one = tl.arange(1)[None, :]
-    for i in tl.affine_range(tl.cdiv(n_dim, pp)):
-        rows = i * pp + tl.arange(pp)[:, None]
-        m = rows < n_dim
-        xt = tl.load(x[rows, cols], mask=m).astype(tl.float32)
-        ti = tl.load(t[rows, one], mask=m)
-        inr = (ti >= 0) & (ti < c_dim)
-        tl.store(bad[rows, one], tl.where(inr, 0.0, 1.0), mask=m)
-        is_t = isa.iota(cols + 0 * rows, tl.int32) == ti
+    for rows, m, xt, ti, inr, is_t in _margin_tiles(x, t, bad):
         x_t = tl.sum(tl.where(is_t, xt, 0.0), axis=1, keepdims=True)
         z = (margin - x_t) + xt
-        h = tl.full((pp, c_dim), g, tl.float32) if p == 1 else z * (2.0 * g)
+        h = tl.full(xt.shape, g, tl.float32) if p == 1 else z * (2.0 * g)
         if w is not None:
-            h = h * tl.load(w[tl.where(inr, ti, 0)[:, 0:1], one]).astype(tl.float32)
+            h = h * _class_weight(w, ti, inr)
         h = tl.where((z > 0.0) & ~is_t, h, 0.0)
         res = tl.where(is_t, -tl.sum(h, axis=1, keepdims=True), h)
-        gv = tl.broadcast_to(tl.load(go[0:1, 0:1]).astype(tl.float32), (pp, 1)) if go_scalar else \
+        gv = tl.broadcast_to(tl.load(go[0:1, 0:1]).astype(tl.float32), (rows.shape[0], 1)) if go_scalar else \
             tl.load(go[rows, one], mask=m).astype(tl.float32)
         tl.store(out[rows, cols], res * gv, mask=m)
 
@@ -531,12 +518,9 @@ def multilabel_margin(x, t, loss, is_tgt, gin, bad, g):
     target classes); ``gin`` (None, or the gradient ``[N, C]`` scaled by ``g`` before the grad_output product);
     ``bad [N, 1]``: 1 where a valid target is out of range."""
     n_dim, c_dim = x.shape
-    pp = min(128, n_dim)
     cols = tl.arange(c_dim)[None, :]
     one = tl.arange(1)[None, :]
-    for i in tl.affine_range(tl.cdiv(n_dim, pp)):
-        rows = i * pp + tl.arange(pp)[:, None]
-        m = rows < n_dim
+    for rows, m in row_tiles(n_dim):
         xt = tl.load(x[rows, cols], mask=m).astype(tl.float32)
         ti = tl.load(t[rows, cols], mask=m, other=-1)
         pos = isa.iota(cols + 0 * rows, tl.int32)
@@ -546,12 +530,12 @@ def multilabel_margin(x, t, loss, is_tgt, gin, bad, g):
         live = posf < end
         tl.store(bad[rows, one], tl.max(tl.where(live & ((tf < 0.0) | (tf >= float(c_dim))), 1.0, 0.0), axis=1,
                                         keepdims=True), mask=m)
-        hit = tl.zeros((pp, c_dim), tl.float32)
+        hit = tl.zeros(xt.shape, tl.float32)
         for j in tl.sequential_range(c_dim):  # is_target[d]: d is one of the live targets
             hit[...] = tl.maximum(hit, tl.where((posf == tf[:, j:j + 1]) & (posf[:, j:j + 1] < end), 1.0, 0.0))
         tl.store(is_tgt[rows, cols], hit, mask=m)
-        tot = tl.zeros((pp, 1), tl.float32)
-        grad = tl.zeros((pp, c_dim), tl.float32)
+        tot = tl.zeros((rows.shape[0], 1), tl.float32)
+        grad = tl.zeros(xt.shape, tl.float32)
         for j in tl.sequential_range(c_dim):
             sel = (posf == tf[:, j:j + 1]) & (posf[:, j:j + 1] < end)  # the one class of live target j
             x_t = tl.sum(tl.where(sel, xt, 0.0), axis=1, keepdims=True)
