@@ -36,6 +36,7 @@ import torch
 import trnlang as trn
 import trnlang.isa as isa
 import trnlang.language as tl
+from stdlib_kernels.tiling import row_tiles
 from trnlang.device import lowering
 
 _NEG = -math.inf
@@ -48,12 +49,9 @@ def ctc_labels(tflat, pos, lens, lab, bad, blank, n_cls):
     ``pos [N, W]`` int32, ``lens [N, 1]`` fp32, ``lab [N, W]`` int32); ``bad [N, 1]``: a label outside
     ``[0, n_cls)``."""
     n_dim, w_dim = pos.shape
-    pp = min(128, n_dim)
     cols = tl.arange(w_dim)[None, :]
     one = tl.arange(1)[None, :]
-    for i in tl.affine_range(tl.cdiv(n_dim, pp)):
-        rows = i * pp + tl.arange(pp)[:, None]
-        m = rows < n_dim
+    for rows, m in row_tiles(n_dim):
         s = isa.iota(cols + 0 * rows, tl.float32)
         ln = tl.load(lens[rows, one], mask=m)
         live = (tl.fmod(s, 2.0) == 1.0) & (s < ln * 2.0 + 1.0)
@@ -71,20 +69,18 @@ def ctc_emit(lp3, lab, lpe, c_stride):
     class stride 1 along ``span``; ``lpe [T, N, W]`` fp32)."""
     t_dim = lpe.shape[0]
     n_dim, w_dim = lab.shape
-    pp = min(128, n_dim)
     cols = tl.arange(w_dim)[None, :]
-    for i in tl.affine_range(tl.cdiv(n_dim, pp)):
-        rows = i * pp + tl.arange(pp)[:, None]
-        m = rows < n_dim
+    for rows, m in row_tiles(n_dim):
         lin = tl.load(lab[rows, cols], mask=m) + isa.iota(rows * c_stride + 0 * cols, tl.int32)
         for t in tl.affine_range(t_dim):
             tl.store(lpe[t, rows, cols], tl.load(lp3[t, lin, 0], mask=m).astype(tl.float32), mask=m)
 
 
-def _allow_skip(lab: Any, pp: int, w_dim: int, forward: bool) -> Any:
+def _allow_skip(lab: Any, forward: bool) -> Any:
     """1.0 where the two-state skip is allowed: ``l'(s - 2) != l'(s)`` (forward) / ``l'(s + 2) != l'(s)``."""
     lf = lab.astype(tl.float32)
-    sh = tl.full((pp, w_dim), -1.0, tl.float32)
+    w_dim = lab.shape[1]
+    sh = tl.full(lab.shape, -1.0, tl.float32)
     if w_dim > 2:
         if forward:
             sh[:, 2:w_dim] = lf[:, 0:w_dim - 2]
@@ -104,25 +100,22 @@ def _lse3(a: Any, b: Any, c: Any) -> Any:
 def ctc_alpha(lpe, lab, ilen, tlen, alpha, nll):
     """``alpha [N, T, W]`` and ``nll [N, 1]`` (``ilen``/``tlen [N, 1]`` fp32 lengths)."""
     t_dim, n_dim, w_dim = lpe.shape
-    pp = min(128, n_dim)
     cols = tl.arange(w_dim)[None, :]
     one = tl.arange(1)[None, :]
-    for i in tl.affine_range(tl.cdiv(n_dim, pp)):
-        rows = i * pp + tl.arange(pp)[:, None]
-        m = rows < n_dim
+    for rows, m in row_tiles(n_dim):
         il = tl.load(ilen[rows, one], mask=m)
         tg = tl.load(tlen[rows, one], mask=m)
         s = isa.iota(cols + 0 * rows, tl.float32)
         valid = s < tg * 2.0 + 1.0
-        skip = _allow_skip(tl.load(lab[rows, cols], mask=m), pp, w_dim, True)
+        skip = _allow_skip(tl.load(lab[rows, cols], mask=m), True)
         e0 = tl.load(lpe[0, rows, cols], mask=m)
-        la = tl.zeros((pp, w_dim), tl.float32)
+        la = tl.zeros(e0.shape, tl.float32)
         la[...] = tl.where((s == 0.0) | ((s == 1.0) & (tg > 0.0)), e0, _NEG)
         tl.store(alpha[rows, 0, cols], la, mask=m)
         for t in tl.sequential_range(1, t_dim):
             e = tl.load(lpe[t, rows, cols], mask=m)
-            a2 = tl.full((pp, w_dim), _NEG, tl.float32)
-            a3 = tl.full((pp, w_dim), _NEG, tl.float32)
+            a2 = tl.full(la.shape, _NEG, tl.float32)
+            a3 = tl.full(la.shape, _NEG, tl.float32)
             if w_dim > 1:
                 a2[:, 1:w_dim] = la[:, 0:w_dim - 1]
             if w_dim > 2:
@@ -144,27 +137,24 @@ def ctc_beta(lpe, lab, ilen, tlen, alpha, nll, acc3, n_cls):
     """``log_beta`` backwards in time and ``acc[t, b, l'(s)] += exp(alpha + beta + nll - lpe)`` (``acc3``: the fp32
     ``[T, N * C]`` accumulator as ``[T, N * C, 1]``, zeroed)."""
     t_dim, n_dim, w_dim = lpe.shape
-    pp = min(128, n_dim)
     cols = tl.arange(w_dim)[None, :]
     one = tl.arange(1)[None, :]
-    for i in tl.affine_range(tl.cdiv(n_dim, pp)):
-        rows = i * pp + tl.arange(pp)[:, None]
-        m = rows < n_dim
+    for rows, m in row_tiles(n_dim):
         il = tl.load(ilen[rows, one], mask=m)
         tg = tl.load(tlen[rows, one], mask=m)
         z = tl.load(nll[rows, one], mask=m)
         s = isa.iota(cols + 0 * rows, tl.float32)
         valid = s < tg * 2.0 + 1.0
         labt = tl.load(lab[rows, cols], mask=m)
-        skip = _allow_skip(labt, pp, w_dim, False)
+        skip = _allow_skip(labt, False)
         lin = labt + isa.iota(rows * n_cls + 0 * cols, tl.int32)
         init = (s == tg * 2.0) | ((s == tg * 2.0 - 1.0) & (tg > 0.0))
-        lb = tl.full((pp, w_dim), _NEG, tl.float32)
+        lb = tl.full(labt.shape, _NEG, tl.float32)
         for k in tl.sequential_range(t_dim):
             t = t_dim - 1 - k
             e = tl.load(lpe[t, rows, cols], mask=m)
-            b2 = tl.full((pp, w_dim), _NEG, tl.float32)
-            b3 = tl.full((pp, w_dim), _NEG, tl.float32)
+            b2 = tl.full(lb.shape, _NEG, tl.float32)
+            b3 = tl.full(lb.shape, _NEG, tl.float32)
             if w_dim > 1:
                 b2[:, 0:w_dim - 1] = lb[:, 1:w_dim]
             if w_dim > 2:
@@ -182,12 +172,9 @@ def ctc_grad(lp, acc, go, ilen, nll, out, zero_inf):
     """``out[t, b, c] = (exp(lp) - acc) * go[b]`` for ``t < ilen[b]`` (else 0; also 0 for an infinite loss with
     ``zero_inf``); ``lp``/``acc``/``out [T, N, C]``."""
     t_dim, n_dim, c_dim = lp.shape
-    pp = min(128, n_dim)
     cols = tl.arange(c_dim)[None, :]
     one = tl.arange(1)[None, :]
-    for i in tl.affine_range(tl.cdiv(n_dim, pp)):
-        rows = i * pp + tl.arange(pp)[:, None]
-        m = rows < n_dim
+    for rows, m in row_tiles(n_dim):
         il = tl.load(ilen[rows, one], mask=m)
         g = tl.load(go[rows, one], mask=m).astype(tl.float32)
         if zero_inf:  # an infinite loss has a zero gradient (not NaN)
