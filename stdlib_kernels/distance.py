@@ -33,6 +33,7 @@ import torch
 import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
+from stdlib_kernels.tiling import col_chunks, row_tiles
 from trnlang.device import lowering
 
 _R = 512  # x2 rows per free-axis chunk
@@ -57,19 +58,12 @@ def cdist_fwd(x1, x2, out, p):
     b_dim, p_dim, m_dim = x1.shape
     r_dim = x2.shape[1]
     kind = _kind(p)
-    pp = min(128, p_dim)
-    f = min(r_dim, _R)
     for b in tl.affine_range(b_dim):
-        for it in tl.affine_range(tl.cdiv(p_dim, pp)):
-            rows = it * pp + tl.arange(pp)[:, None]
-            mr = rows < p_dim
-            for jt in tl.affine_range(tl.cdiv(r_dim, f)):
-                cols = jt * f + tl.arange(f)[None, :]
-                mc = cols < r_dim
-                acc = tl.zeros((pp, f), tl.float32)
+        for rows, mr in row_tiles(p_dim):
+            for cols, mc in col_chunks(r_dim, _R):
+                acc = tl.zeros((rows.shape[0], cols.shape[1]), tl.float32)
                 for k in tl.sequential_range(m_dim):
-                    a = tl.load(x1[b, rows, k], mask=mr).astype(tl.float32)
-                    c = tl.broadcast_to(tl.load(x2[b, cols, k], mask=mc).astype(tl.float32), (pp, f))
+                    a, c = _feature(x1, x2, b, k, rows, mr, cols, mc)
                     d = tl.abs(a - c)
                     if kind == "zero":
                         acc[...] = acc + tl.where(d != 0.0, 1.0, 0.0)
@@ -88,6 +82,13 @@ def cdist_fwd(x1, x2, out, p):
                 else:
                     res = acc
                 tl.store(out[b, rows, cols], res, mask=mr & mc)
+
+
+def _feature(x1: Any, x2: Any, b: Any, k: Any, rows: Any, mr: Any, cols: Any, mc: Any) -> tuple[Any, Any]:
+    """Feature ``k`` of the ``x1`` rows (``[P, 1]``) and of the ``x2`` rows (``[1, R]`` replicated to ``[P, R]``),
+    fp32."""
+    a = tl.load(x1[b, rows, k], mask=mr).astype(tl.float32)
+    return a, tl.broadcast_to(tl.load(x2[b, cols, k], mask=mc).astype(tl.float32), (rows.shape[0], cols.shape[1]))
 
 
 def _dd(diff: Any, g: Any, dist: Any, p: float, kind: str) -> Any:
@@ -113,22 +114,15 @@ def cdist_bwd(g, x1, x2, dist, out, p):
     b_dim, p_dim, m_dim = x1.shape
     r_dim = x2.shape[1]
     kind = _kind(p)
-    pp = min(128, p_dim)
-    f = min(r_dim, _R)
     for b in tl.affine_range(b_dim):
-        for it in tl.affine_range(tl.cdiv(p_dim, pp)):
-            rows = it * pp + tl.arange(pp)[:, None]
-            mr = rows < p_dim
-            acc = tl.zeros((pp, m_dim), tl.float32)
-            for jt in tl.sequential_range(tl.cdiv(r_dim, f)):
-                cols = jt * f + tl.arange(f)[None, :]
-                mc = cols < r_dim
+        for rows, mr in row_tiles(p_dim):
+            acc = tl.zeros((rows.shape[0], m_dim), tl.float32)
+            for cols, mc in col_chunks(r_dim, _R, loop=tl.sequential_range):
                 m = mr & mc
                 gt = tl.load(g[b, rows, cols], mask=m).astype(tl.float32)
                 dt = tl.load(dist[b, rows, cols], mask=m).astype(tl.float32)
                 for k in tl.sequential_range(m_dim):
-                    a = tl.load(x1[b, rows, k], mask=mr).astype(tl.float32)
-                    c = tl.broadcast_to(tl.load(x2[b, cols, k], mask=mc).astype(tl.float32), (pp, f))
+                    a, c = _feature(x1, x2, b, k, rows, mr, cols, mc)
                     term = tl.where(mc, _dd(a - c, gt, dt, p, kind), 0.0)
                     acc[:, k:k + 1] = acc[:, k:k + 1] + tl.sum(term, axis=1, keepdims=True)
             tl.store(out[b, rows, tl.arange(m_dim)[None, :]], acc, mask=mr)
@@ -137,12 +131,8 @@ def cdist_bwd(g, x1, x2, dist, out, p):
 @trn.kernel
 def take_rows(src, idx, out):
     """``out[q] = src[idx[q]]`` for ``src [S, 1]``, ``idx [Q, 1]`` (int32), ``out [Q, 1]`` (indirect DMA)."""
-    q_dim = idx.shape[0]
-    pp = min(128, q_dim)
     one = tl.arange(1)[None, :]
-    for i in tl.affine_range(tl.cdiv(q_dim, pp)):
-        rows = i * pp + tl.arange(pp)[:, None]
-        m = rows < q_dim
+    for rows, m in row_tiles(idx.shape[0]):
         li = tl.load(idx[rows, one], mask=m, other=0)
         tl.store(out[rows, one], tl.load(src[li, one], mask=m), mask=m)
 
@@ -150,12 +140,8 @@ def take_rows(src, idx, out):
 @trn.kernel
 def put_rows(src, idx_a, idx_b, out):
     """``out[idx_a[q]] = out[idx_b[q]] = src[q]`` (``out [S, 1]``; the symmetric square of a condensed vector)."""
-    q_dim = idx_a.shape[0]
-    pp = min(128, q_dim)
     one = tl.arange(1)[None, :]
-    for i in tl.affine_range(tl.cdiv(q_dim, pp)):
-        rows = i * pp + tl.arange(pp)[:, None]
-        m = rows < q_dim
+    for rows, m in row_tiles(idx_a.shape[0]):
         v = tl.load(src[rows, one], mask=m)
         tl.store(out[tl.load(idx_a[rows, one], mask=m, other=0), one], v, mask=m)
         tl.store(out[tl.load(idx_b[rows, one], mask=m, other=0), one], v, mask=m)
