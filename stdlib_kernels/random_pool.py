@@ -27,6 +27,7 @@ import trnlang as trn
 import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
+from stdlib_kernels.tiling import col_chunks, row_tiles
 from trnlang.device import lowering
 
 FLOATS = (torch.float32, torch.bfloat16, torch.float16)
@@ -47,13 +48,10 @@ def frac_check(samples, bad, geo, alphas, rnd):
     asserts then; samples outside ``[0, 1)`` may still give valid windows, which torch accepts)."""
     p_dim = samples.shape[0]
     dims = _frac_geo(geo)
-    pp = min(128, p_dim)
     r = (lambda v: v.astype(rnd).astype(tl.float32)) if rnd is not None else (lambda v: v)
     one = tl.arange(1)[None, :]
-    for pt in tl.affine_range(tl.cdiv(p_dim, pp)):
-        rows = pt * pp + tl.arange(pp)[:, None]
-        rm = rows < p_dim
-        flag = tl.zeros((pp, 1), tl.float32)
+    for rows, rm in row_tiles(p_dim):
+        flag = tl.zeros((rows.shape[0], 1), tl.float32)
         for d in tl.static_range(3):
             i_d, o_d, k_d, c_d = dims[d], dims[3 + d], dims[6 + d], dims[9 + d]
             if o_d > 1:
@@ -79,12 +77,8 @@ def frac_max_pool(x, samples, out, idx, geo, alphas, rnd):
     a_t, a_h, a_w = alphas
     r = (lambda v: v.astype(rnd).astype(tl.float32)) if rnd is not None else (lambda v: v)
     s_dim = t_dim * h_dim * w_dim
-    pp = min(128, p_dim)
-    f = min(ow_dim, 512)
     one = tl.arange(1)[None, :]
-    for pt in tl.affine_range(tl.cdiv(p_dim, pp)):
-        rows = pt * pp + tl.arange(pp)[:, None]
-        rm = rows < p_dim
+    for rows, rm in row_tiles(p_dim):
         s_t = tl.load(samples[rows, one + c_t], mask=rm).astype(tl.float32) if ot_dim > 1 else None
         s_h = tl.load(samples[rows, one + c_h], mask=rm).astype(tl.float32)
         s_w = tl.load(samples[rows, one + c_w], mask=rm).astype(tl.float32)
@@ -93,9 +87,7 @@ def frac_max_pool(x, samples, out, idx, geo, alphas, rnd):
                 if ot_dim > 1 else float(t_dim - kt)
             for oh in tl.affine_range(oh_dim):
                 st_h = _frac_seq(s_h, isa.iota(rows * 0 + oh, tl.float32), a_h, h_dim - kh, oh_dim, r)
-                for j in tl.affine_range(tl.cdiv(ow_dim, f)):
-                    cols = j * f + tl.arange(f)[None, :]
-                    m = rm & (cols < ow_dim)
+                for cols, m in col_chunks(ow_dim, 512, rm):
                     st_w = _frac_seq(s_w, isa.iota(rows * 0 + cols, tl.float32), a_w, w_dim - kw, ow_dim, r)
                     lin0 = st_t * float(h_dim * w_dim) + st_h * float(w_dim) + st_w
                     best = None
@@ -122,13 +114,8 @@ def frac_max_pool_bwd(g, idx, gin):
     """``gin[p, idx[p, o], 0] += g[p, o]`` (``g``/``idx`` ``[P, O]``, ``gin [P, S, 1]`` fp32, zeroed): a scatter-add
     by accumulating DMA (overlapping windows that pick the same input add up)."""
     p_dim, o_dim = g.shape
-    pp = min(128, p_dim)
-    f = min(o_dim, U.FREE_CHUNK)
-    for pt in tl.affine_range(tl.cdiv(p_dim, pp)):
-        rows = pt * pp + tl.arange(pp)[:, None]
-        for j in tl.affine_range(tl.cdiv(o_dim, f)):
-            cols = j * f + tl.arange(f)[None, :]
-            m = (rows < p_dim) & (cols < o_dim)
+    for rows, rm in row_tiles(p_dim):
+        for cols, m in col_chunks(o_dim, U.FREE_CHUNK, rm):
             it = tl.load(idx[rows, cols], mask=m)
             gt = tl.load(g[rows, cols], mask=m).astype(tl.float32)
             tl.store(gin[rows, it, 0], gt, mask=m, accumulate="add")
