@@ -38,6 +38,7 @@ import torch
 import trnlang as trn
 import trnlang.isa as isa
 import trnlang.language as tl
+from stdlib_kernels.tiling import col_chunks, row_tiles
 from trnlang.device import lowering
 
 DTYPES = (torch.float32, torch.bfloat16)
@@ -182,17 +183,11 @@ def grid_sample_fwd(inp, grid, out, sizes, mode, pad, align):
     n_dim, q_dim, _ = grid.shape
     c_dim = inp.shape[2]
     szs = [int(v) for v in sizes.split(",")]
-    pp = min(128, q_dim)
-    f = min(c_dim, _CH)
     for n in tl.affine_range(n_dim):
-        for qt in tl.affine_range(tl.cdiv(q_dim, pp)):
-            rows = qt * pp + tl.arange(pp)[:, None]
-            mr = rows < q_dim
+        for rows, mr in row_tiles(q_dim):
             taps = _taps(_load_coords(grid, n, rows, mr), rows, szs, mode, pad, align)
-            for cc in tl.affine_range(tl.cdiv(c_dim, f)):
-                cols = cc * f + tl.arange(f)[None, :]
-                m = mr & (cols < c_dim)
-                acc = tl.zeros((pp, f), tl.float32)
+            for cols, m in col_chunks(c_dim, _CH, mr):
+                acc = tl.zeros((rows.shape[0], cols.shape[1]), tl.float32)
                 for k in tl.sequential_range(taps.k):
                     v = _gather(inp, n, taps, k, cols, m)
                     acc[...] = acc + (v if taps.w is None else v * taps.w[:, k:k + 1])
@@ -206,19 +201,13 @@ def grid_sample_bwd(g, inp, grid, ginp, ggrid, sizes, mode, pad, align):
     n_dim, q_dim, nd = grid.shape
     c_dim = inp.shape[2]
     szs = [int(v) for v in sizes.split(",")]
-    pp = min(128, q_dim)
-    f = min(c_dim, _CH)
     one = tl.arange(1)[None, :]
     need_grid = ggrid is not None and mode != _NEAREST
     for n in tl.affine_range(n_dim):
-        for qt in tl.affine_range(tl.cdiv(q_dim, pp)):
-            rows = qt * pp + tl.arange(pp)[:, None]
-            mr = rows < q_dim
+        for rows, mr in row_tiles(q_dim):
             taps = _taps(_load_coords(grid, n, rows, mr), rows, szs, mode, pad, align)
-            sums = tl.zeros((pp, taps.k), tl.float32) if need_grid else None  # per tap: sum_c g * v
-            for cc in tl.sequential_range(tl.cdiv(c_dim, f)):
-                cols = cc * f + tl.arange(f)[None, :]
-                m = mr & (cols < c_dim)
+            sums = tl.zeros((rows.shape[0], taps.k), tl.float32) if need_grid else None  # per tap: sum_c g * v
+            for cols, m in col_chunks(c_dim, _CH, mr, loop=tl.sequential_range):
                 gt = tl.load(g[n, rows, cols], mask=m).astype(tl.float32)
                 for k in tl.sequential_range(taps.k):
                     if ginp is not None:
@@ -233,7 +222,7 @@ def grid_sample_bwd(g, inp, grid, ginp, ggrid, sizes, mode, pad, align):
                     if need_grid:
                         val = tl.sum(sums * taps.dw[a], axis=1, keepdims=True) * taps.mult[a]
                     else:
-                        val = tl.zeros((pp, 1), tl.float32)
+                        val = tl.zeros((rows.shape[0], 1), tl.float32)
                     tl.store(ggrid[n, rows, one + a], val, mask=mr)
 
 
