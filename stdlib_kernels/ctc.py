@@ -28,7 +28,7 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -96,15 +96,21 @@ def _lse3(a: Any, b: Any, c: Any) -> Any:
     return tl.log(tl.exp(a - m) + tl.exp(b - m) + tl.exp(c - m)) + m
 
 
+def _length_tiles(ilen: Any, tlen: Any) -> Iterator[tuple[Any, Any, Any, Any]]:
+    """Per tile of up to 128 batch rows (a real loop): ``(rows, mask, input length, target length)``, the lengths
+    ``[P, 1]`` fp32 tiles of ``ilen`` / ``tlen [N, 1]``."""
+    one = tl.arange(1)[None, :]
+    for rows, m in row_tiles(ilen.shape[0]):
+        yield rows, m, tl.load(ilen[rows, one], mask=m), tl.load(tlen[rows, one], mask=m)
+
+
 @trn.kernel
 def ctc_alpha(lpe, lab, ilen, tlen, alpha, nll):
     """``alpha [N, T, W]`` and ``nll [N, 1]`` (``ilen``/``tlen [N, 1]`` fp32 lengths)."""
-    t_dim, n_dim, w_dim = lpe.shape
+    t_dim, _, w_dim = lpe.shape
     cols = tl.arange(w_dim)[None, :]
     one = tl.arange(1)[None, :]
-    for rows, m in row_tiles(n_dim):
-        il = tl.load(ilen[rows, one], mask=m)
-        tg = tl.load(tlen[rows, one], mask=m)
+    for rows, m, il, tg in _length_tiles(ilen, tlen):
         s = isa.iota(cols + 0 * rows, tl.float32)
         valid = s < tg * 2.0 + 1.0
         skip = _allow_skip(tl.load(lab[rows, cols], mask=m), True)
@@ -136,12 +142,10 @@ def ctc_alpha(lpe, lab, ilen, tlen, alpha, nll):
 def ctc_beta(lpe, lab, ilen, tlen, alpha, nll, acc3, n_cls):
     """``log_beta`` backwards in time and ``acc[t, b, l'(s)] += exp(alpha + beta + nll - lpe)`` (``acc3``: the fp32
     ``[T, N * C]`` accumulator as ``[T, N * C, 1]``, zeroed)."""
-    t_dim, n_dim, w_dim = lpe.shape
+    t_dim, _, w_dim = lpe.shape
     cols = tl.arange(w_dim)[None, :]
     one = tl.arange(1)[None, :]
-    for rows, m in row_tiles(n_dim):
-        il = tl.load(ilen[rows, one], mask=m)
-        tg = tl.load(tlen[rows, one], mask=m)
+    for rows, m, il, tg in _length_tiles(ilen, tlen):
         z = tl.load(nll[rows, one], mask=m)
         s = isa.iota(cols + 0 * rows, tl.float32)
         valid = s < tg * 2.0 + 1.0
