@@ -14,6 +14,7 @@ import torch
 
 from trnlang.device import memory
 from trnlang.runtime import hostpool
+from trnlang.runtime.args import TensorPiece
 from trnlang.runtime.hostpool import NativeLaunch
 
 #: Tensor dtypes the elementwise kernels load and store natively.
@@ -139,6 +140,23 @@ def coalesce(shape: Sequence[int], strides: list[list[int]]) -> tuple[list[int],
 def view(t: torch.Tensor, shape: Sequence[int], strides: Sequence[int], offset: int) -> torch.Tensor:
     """A strided view of ``t``'s storage (public API: ``torch.as_strided``)."""
     return torch.as_strided(t, tuple(shape), tuple(strides), offset)
+
+
+def piece(t: torch.Tensor, shape: Sequence[int], strides: Sequence[int], offset: int) -> TensorPiece:
+    """Like :func:`view`, for a kernel argument only: a ``TensorPiece`` (no torch view, no dispatch).
+
+    Use it for launch pieces (``launch(kern, piece(...), ...)``); anything that needs a real tensor
+    (another torch op, ``.fill_``, a return value) takes :func:`view`.
+    """
+    return TensorPiece(t, tuple(shape), tuple(strides), offset)
+
+
+def rows_piece(t: torch.Tensor, s: slice) -> TensorPiece:
+    """``t[s]`` (a slice of the first dim, unit step) as a kernel argument (see :func:`piece`)."""
+    start, stop, _ = s.indices(t.shape[0])
+    stop = max(start, stop)
+    st = t.stride()
+    return TensorPiece(t, (stop - start, *t.shape[1:]), st, t.storage_offset() + start * st[0])
 
 
 def as_1x1(t: torch.Tensor) -> torch.Tensor:

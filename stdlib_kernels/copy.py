@@ -68,6 +68,6 @@ def copy_(self: torch.Tensor, src: torch.Tensor, non_blocking: bool = False) -> 
         return torch.ops.aten._copy_from(src, self, non_blocking)
     # one long run becomes [rows, cols] pieces, and big copies one launch per thread
     parts = U.split_parts(U.launch_parts(sh, sts), self.numel())
-    U.run_parallel([U.launch(cast_copy, U.view(src, ps, pst[0], src.storage_offset() + po[0]),
-                             U.view(self, ps, pst[1], self.storage_offset() + po[1])) for ps, pst, po in parts])
+    U.run_parallel([U.launch(cast_copy, U.piece(src, ps, pst[0], src.storage_offset() + po[0]),
+                             U.piece(self, ps, pst[1], self.storage_offset() + po[1])) for ps, pst, po in parts])
     return self

@@ -151,13 +151,18 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, alpha: 
     return out
 
 
+#: Smallest product (multiply-adds) split across threads: about 50 us of gemm, well above the cost of a split
+#: (binding the launches and waking a native worker: ~10 us).
+SPLIT_MIN_MACS = 1 << 22
+
+
 def _launch_split(a: torch.Tensor, b: torch.Tensor, bview: torch.Tensor | None, out: torch.Tensor, alpha: float,
                   beta: float) -> None:
     """One ``matmul`` launch, or one per thread on disjoint row blocks of ``out`` (batches for 3-D) when big."""
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     batch = a.shape[0] if a.dim() == 3 else 1
     threads = U.num_threads()
-    if threads == 1 or batch * m * k * n < 64 * U.PARALLEL_MIN_WORK:
+    if threads == 1 or batch * m * k * n < SPLIT_MIN_MACS:
         matmul(a, b, bview, out, alpha, beta)
         return
     if a.dim() == 3 and batch >= threads:
@@ -167,9 +172,14 @@ def _launch_split(a: torch.Tensor, b: torch.Tensor, bview: torch.Tensor | None, 
 
     def part(bs: slice, rs: slice) -> Any:
         if a.dim() == 3:
+            if rs == slice(None):  # batch blocks: pieces (no torch views)
+                return U.launch(matmul, U.rows_piece(a, bs), U.rows_piece(b, bs),
+                                U.rows_piece(bview, bs) if bview is not None else None, U.rows_piece(out, bs),
+                                alpha, beta)
             return U.launch(matmul, a[bs, rs], b[bs], bview[bs, rs] if bview is not None else None, out[bs, rs],
                             alpha, beta)
-        return U.launch(matmul, a[rs], b, bview[rs] if bview is not None else None, out[rs], alpha, beta)
+        return U.launch(matmul, U.rows_piece(a, rs), b, U.rows_piece(bview, rs) if bview is not None else None,
+                        U.rows_piece(out, rs), alpha, beta)
 
     U.run_parallel([part(bs, rs) for bs, rs in parts])
 

@@ -286,7 +286,7 @@ def launch(kern: Any, op: str, full: Sequence[torch.Tensor | None], scal: Sequen
     parts = U.launch_parts(sh, sts)
 
     def call(pshape: Any, pstrides: Any, poffs: Any) -> Any:
-        vs = [U.view(t, pshape, pstrides[k], t.storage_offset() + poffs[k]) for k, t in enumerate(views_of)]
+        vs = [U.piece(t, pshape, pstrides[k], t.storage_offset() + poffs[k]) for k, t in enumerate(views_of)]
         it = iter(vs[:-1])
         args = [next(it) if full[k] is not None else scal[k] for k in range(nops)]
         return U.launch(kern, *args, extra, vs[-1], op, flags, compute)

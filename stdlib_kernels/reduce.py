@@ -297,7 +297,7 @@ def _rows_parallel(x2: torch.Tensor, o2: torch.Tensor, *consts: Any) -> None:
     if len(blocks) == 1:
         row_reduce(x2, o2, *consts)
     else:
-        U.run_parallel([U.launch(row_reduce, x2[s], o2[s], *consts) for s in blocks])
+        U.run_parallel([U.launch(row_reduce, U.rows_piece(x2, s), U.rows_piece(o2, s), *consts) for s in blocks])
 
 
 def _simple(self: Any, dim: Any, keepdim: bool, odt: torch.dtype, op: str, pre: str = "none", post: str = "none",

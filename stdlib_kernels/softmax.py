@@ -134,7 +134,7 @@ def _forward(self: torch.Tensor, dim: int, half_to_float: bool, log: bool) -> An
 
 def _rows_call(kern: Any, views: tuple[torch.Tensor, ...], rows: slice, *consts: Any) -> Any:
     """A launch of ``kern`` on the ``rows`` of ``[R, L]`` / ``[A, R, L]`` views (one thread's share)."""
-    vs = [v[rows] if v.dim() == 2 else v[:, rows] for v in views]
+    vs = [U.rows_piece(v, rows) if v.dim() == 2 else v[:, rows] for v in views]
     return U.launch(kern, *vs, *consts)
 
 

@@ -169,7 +169,7 @@ def launch(op: str, ins: Sequence[torch.Tensor], out: torch.Tensor, params: tupl
     parts = U.launch_parts(sh, sts)
 
     def call(pshape: Any, pstrides: Any, poffs: Any) -> Any:
-        vs = [U.view(t, pshape, pstrides[k], t.storage_offset() + poffs[k]) for k, t in enumerate(views_of)]
+        vs = [U.piece(t, pshape, pstrides[k], t.storage_offset() + poffs[k]) for k, t in enumerate(views_of)]
         args = vs[:-1] + [None] * (3 - len(ins))
         return U.launch(ew, args[0], args[1], args[2], vs[-1], op, params, compute)
 

@@ -156,3 +156,22 @@ def test_forked_child_starts_its_own_workers():
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.WEXITSTATUS(status) == 0
+
+
+def test_tensor_pieces_launch_like_views_and_stay_inside_storage():
+    from trnlang.runtime.args import TensorPiece
+
+    base = _trn(64, 40)
+    out = torch.zeros(64, 40, device="trn")
+    x, y, o = (U.rows_piece(t, slice(8, 40)) for t in (base, base, out))
+    for _ in range(3):  # cold (views are made), then plan hits on the pieces' addresses
+        U.launch(axpy, x, y, o, 2.0)()
+    torch.testing.assert_close(out.cpu()[8:40], 3.0 * base.cpu()[8:40])
+    assert out.cpu()[:8].abs().sum() == 0 and out.cpu()[40:].abs().sum() == 0
+    strided = U.piece(base, (16, 20), (80, 2), 1)  # every other row and column, from element 1
+    torch.testing.assert_close(strided.tensor().cpu(), base.cpu().view(-1)[1:].as_strided((16, 20), (80, 2)))
+    with pytest.raises(trn.LaunchError):
+        TensorPiece(base, (65, 40), (40, 1), 0)  # one row past the storage
+    with pytest.raises(trn.LaunchError):
+        TensorPiece(base, (2, 40), (-40, 1), 0)  # before the storage
+    TensorPiece(base, (0, 40), (40, 1), 64 * 40)  # empty pieces anywhere are fine

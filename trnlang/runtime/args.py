@@ -60,6 +60,52 @@ def as_array(x: Any) -> np.ndarray:
     return torch_to_numpy(x)
 
 
+class TensorPiece:
+    """A strided window of a torch tensor's storage, passed to a kernel as a tensor argument.
+
+    A warm launch needs only an argument's address and layout, so a host that splits an op into
+    launch pieces can pass these instead of torch views (a view of a ``trn`` tensor is a dispatch,
+    about 5 us). The first launch of a layout (before its launch plan exists) makes the torch view.
+    The window is checked against the storage here: a piece never reaches outside its tensor's memory.
+
+    Example:
+        >>> import torch
+        >>> t = torch.arange(12.0)
+        >>> p = TensorPiece(t, (3, 2), (4, 1), 1)
+        >>> p.tensor().tolist()
+        [[1.0, 2.0], [5.0, 6.0], [9.0, 10.0]]
+    """
+
+    __slots__ = ("base", "shape", "strides", "offset", "key", "ptr")
+
+    def __init__(self, base: Any, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> None:
+        self.base = base
+        self.shape = shape = tuple(shape)
+        self.strides = strides = tuple(strides)
+        self.offset = offset
+        item = base.dtype.itemsize
+        lo = hi = offset
+        empty = False
+        for n, st in zip(shape, strides):
+            if n == 0:
+                empty = True
+            elif st > 0:
+                hi += (n - 1) * st
+            else:
+                lo += (n - 1) * st
+        if not empty and (lo < 0 or (hi + 1) * item > base.untyped_storage().nbytes()):
+            raise LaunchError(f"tensor piece of shape {shape}, strides {strides}, offset {offset} is outside its "
+                              "storage")
+        self.key = (base.dtype, shape, strides, base.device.type, base.is_neg())
+        self.ptr = base.data_ptr() + (offset - base.storage_offset()) * item
+
+    def tensor(self) -> Any:
+        """The torch view this piece stands for."""
+        import torch
+
+        return torch.as_strided(self.base, self.shape, self.strides, self.offset)
+
+
 @dataclass
 class Prepared:
     """One argument, described for specialization and launch."""

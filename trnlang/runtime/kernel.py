@@ -23,6 +23,7 @@ from trnlang.ir.nodes import HbmTensor, Kernel, SourceLoc
 from trnlang.language.values import HbmRef
 from trnlang.runtime import args as argconv
 from trnlang.runtime import jit as _jit
+from trnlang.runtime.args import TensorPiece
 from trnlang.runtime.hostpool import NativeLaunch
 
 _CONST_TYPES = (int, float, bool, str, type(None))
@@ -266,6 +267,9 @@ class KernelFn:
             elif ta is tt or isinstance(a, tt):
                 key.append((a.dtype, a.shape, a.stride(), a.device.type, a.is_neg()))
                 ptrs.append(a.data_ptr())
+            elif ta is TensorPiece:
+                key.append(a.key)
+                ptrs.append(a.ptr)
             elif ta is tuple:
                 for v in a:
                     if type(v) not in _CONST_SET:
@@ -282,6 +286,8 @@ class KernelFn:
                 plan = self._cache.plans.get(pk[0])
                 if plan is not None and plan.run(pk[1], args):
                     return None
+            if any(type(a) is TensorPiece for a in args):  # a cold launch of pieces: run it on the views
+                return self._call(tuple(a.tensor() if type(a) is TensorPiece else a for a in args), grid)
             fast = self._fast_key(args, grid)
             if fast is not None:
                 hit = self._fast.get(fast[0])
