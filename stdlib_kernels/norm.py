@@ -407,8 +407,19 @@ def native_layer_norm_backward(grad_out: torch.Tensor, input: torch.Tensor, norm
     wb = want_w or want_b
     pw = _empty((tiles, n), torch.float32) if wb else x2
     pb = _empty((tiles, n), torch.float32) if wb else x2
-    ln_bwd(g2, x2, _rows(mean, r, 1), _rows(rstd, r, 1), w2, dx.view(r, n) if want_dx else x2, pw, pb,
-           weight is not None, want_dx, wb)
+    args = [g2, x2, _rows(mean, r, 1), _rows(rstd, r, 1), w2, dx.view(r, n) if want_dx else x2, pw, pb]
+    consts = (weight is not None, want_dx, wb)
+    parts = U.chunks(r, U.num_threads(), 128) if r * n >= U.PARALLEL_MIN_WORK and r >= 256 else [(0, r)]
+    if len(parts) == 1:
+        ln_bwd(*args, *consts)
+    else:  # one launch per thread on row blocks of 128-row tiles (their column-sum rows are theirs too)
+        def part(lo: int, hi: int) -> Any:
+            rows = [U.rows_piece(t, slice(lo, hi)) for t in args[:4]]
+            tl_ = [U.rows_piece(t, slice(lo // 128, -(-hi // 128))) if wb else x2 for t in args[6:]]
+            return U.launch(ln_bwd, *rows, w2, U.rows_piece(args[5], slice(lo, hi)) if want_dx else x2, *tl_,
+                            *consts)
+
+        U.run_parallel([part(lo, hi) for lo, hi in parts])
     if want_w:
         dw.copy_(pw.sum(0).view(weight.shape))
     if want_b:

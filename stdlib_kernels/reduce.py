@@ -29,7 +29,7 @@ import trnlang as trn
 import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
-from trnlang.device import lowering
+from trnlang.device import lowering, memory
 
 _I32_MIN, _I32_MAX = -2**31, 2**31 - 1
 #: identity of each combine op (the ``other=`` of masked loads), fp32 and int32.
@@ -281,12 +281,19 @@ def _launch(x2: torch.Tensor, o2: torch.Tensor, op: str, pre: str, post: str, sc
         cols = c // 128 if c <= 128 * U.ROW_1D else U.ROW_1D
         rows = c // cols
         rem = c - rows * cols
-        part = torch.empty((rows + (1 if rem else 0), 1), dtype=torch.float32, device="trn")
+        n_part = rows + (1 if rem else 0)
+        part = memory.empty((n_part, 1), torch.float32)
         off = x2.storage_offset()
-        _rows_parallel(U.view(x2, (rows, cols), (cols, 1), off), part[:rows], op, pre, "none", 1.0, p, ct)
+        calls = []
+        for s in U.row_blocks(rows, rows * cols):
+            lo, hi, _ = s.indices(rows)
+            calls.append(U.launch(row_reduce, U.piece(x2, (hi - lo, cols), (cols, 1), off + lo * cols),
+                                  U.piece(part, (hi - lo, 1), (1, 1), lo), op, pre, "none", 1.0, p, ct))
         if rem:
-            row_reduce(U.view(x2, (1, rem), (rem, 1), off + rows * cols), part[rows:], op, pre, "none", 1.0, p, ct)
-        row_reduce(part.view(1, -1), o2, op, "none", post, scale, p, ct)
+            calls.append(U.launch(row_reduce, U.piece(x2, (1, rem), (rem, 1), off + rows * cols),
+                                  U.piece(part, (1, 1), (1, 1), rows), op, pre, "none", 1.0, p, ct))
+        U.run_parallel(calls)
+        U.launch(row_reduce, U.piece(part, (1, n_part), (n_part, 1), 0), o2, op, "none", post, scale, p, ct)()
     else:
         _rows_parallel(x2, o2, op, pre, post, scale, p, ct)
 

@@ -58,3 +58,26 @@ def test_split_elementwise_matches_cpu(monkeypatch):
     y.mul_(2.0)  # in place: each block reads and writes its own rows
     torch.testing.assert_close(y.cpu(), x * 2)
     assert trnlang.fallback_stats() == {}
+
+
+def test_split_layer_norm_backward_and_reductions_match_cpu(monkeypatch):
+    monkeypatch.setenv("TRN_NUM_THREADS", "2")
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(1000, 1100, generator=g)  # 1000 rows: blocks of 512 and 488 (a ragged last tile)
+    w, b, gy = torch.randn(1100, generator=g), torch.randn(1100, generator=g), torch.randn(1000, 1100, generator=g)
+    ln = torch.nn.functional.layer_norm
+    leaves = [t.clone().requires_grad_() for t in (x, w, b)]
+    want = torch.autograd.grad(ln(leaves[0], (1100,), leaves[1], leaves[2]), leaves, gy)
+    trnlang.reset_fallback_stats()
+    tl = [t.to("trn").requires_grad_() for t in (x, w, b)]
+    got = torch.autograd.grad(ln(tl[0], (1100,), tl[1], tl[2]), tl, gy.to("trn"))
+    for a, c in zip(got, want):
+        torch.testing.assert_close(a.cpu(), c, rtol=1e-4, atol=1e-3)
+    v = torch.randn((1 << 21) + 5, generator=g)
+    vt = v.to("trn")
+    torch.testing.assert_close(vt.sum().cpu(), v.double().sum().float(), rtol=1e-6, atol=1e-3)
+    torch.testing.assert_close(vt.amax().cpu(), v.amax())
+    torch.testing.assert_close(x.to("trn").sum(-1).cpu(), x.sum(-1), rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(vt.clone().cpu(), v)
+    assert trnlang.fallback_stats() == {}
