@@ -105,13 +105,15 @@ def test_results_match_numpy_and_interpreter(shape, layout, monkeypatch):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
 
 
+def _operands(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((128, 128), dtype=np.float32), rng.standard_normal((128, 256), dtype=np.float32),
+            np.zeros((128, 256), np.float32))
+
+
 def test_clobbered_transpose_source_is_not_read_in_place(monkeypatch):
-    rng = np.random.default_rng(1)
-    a = rng.standard_normal((128, 128), dtype=np.float32)
-    b = rng.standard_normal((128, 256), dtype=np.float32)
-    out = np.zeros((128, 256), np.float32)
-    plan = _plan(mm_clobbered, a, b, out)
-    assert all(mo.transpose is None for mo in plan.mm_ops.values())
+    a, b, out = _operands(1)
+    assert all(mo.transpose is None for mo in _plan(mm_clobbered, a, b, out).mm_ops.values())
     got = _run(mm_clobbered, [a, b, out], monkeypatch, interpret=False)[2]
     want = _run(mm_clobbered, [a, b, out], monkeypatch, interpret=True)[2]
     np.testing.assert_allclose(got, a @ b + 7.0, rtol=1e-4, atol=1e-3)
@@ -119,12 +121,8 @@ def test_clobbered_transpose_source_is_not_read_in_place(monkeypatch):
 
 
 def test_store_between_load_and_matmul_keeps_the_loaded_values(monkeypatch):
-    rng = np.random.default_rng(2)
-    a = rng.standard_normal((128, 128), dtype=np.float32)
-    b = rng.standard_normal((128, 256), dtype=np.float32)
-    out = np.zeros((128, 256), np.float32)
-    plan = _plan(mm_after_store, a, b.copy(), out)
-    assert all(mo.v_load is None for mo in plan.mm_ops.values())
-    got_a, got_b, got = _run(mm_after_store, [a, b, out], monkeypatch, interpret=False)
+    a, b, out = _operands(2)
+    assert all(mo.v_load is None for mo in _plan(mm_after_store, a, b.copy(), out).mm_ops.values())
+    _, got_b, got = _run(mm_after_store, [a, b, out], monkeypatch, interpret=False)
     np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-3)
     np.testing.assert_array_equal(got_b, b * 2.0)
