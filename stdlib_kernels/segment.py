@@ -40,6 +40,7 @@ import trnlang as trn
 import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
+from stdlib_kernels.tiling import col_chunks, row_tiles
 from trnlang.device import lowering
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -54,6 +55,11 @@ _EXACT = 1 << 24     # counts and offsets are scanned in fp32: exact below 2^24
 # ------------------------------------------------------------------------------------------ kernels
 
 
+def _not_i32(hw: Any, lw: Any) -> Any:
+    """Where the int64 words ``(lw, hw)`` (int32 tiles) are not a 32-bit integer: ``hw`` is not the sign of ``lw``."""
+    return (hw + (lw < 0).astype(tl.int32)) != 0
+
+
 @trn.kernel
 def seg_plan(lo, hi, lens, hidx, info, a_dim, offs):
     """Segment lengths ``[O, S]`` (fp32), histogram slots ``hidx [O, S]`` (int32) and per-row ``info
@@ -62,19 +68,14 @@ def seg_plan(lo, hi, lens, hidx, info, a_dim, offs):
     ``lo``/``hi``: low/high int32 words of the lengths ``[O, S]`` or offsets ``[O, S + 1]`` (``hi`` None for
     int32 input); ``offs``: offsets mode."""
     o_dim, s_dim = lens.shape
-    p = min(128, o_dim)
-    f = min(s_dim, _SCH)
     one = tl.arange(1)[None, :]
-    for i in tl.affine_range(tl.cdiv(o_dim, p)):
-        rows = i * p + tl.arange(p)[:, None]
-        mr = rows < o_dim
+    for rows, mr in row_tiles(o_dim):
+        p = rows.shape[0]
         carry = tl.zeros((p, 1), tl.float32)
         fneg = tl.zeros((p, 1), tl.float32)
         foob = tl.zeros((p, 1), tl.float32)
         hbase = isa.iota(rows * (a_dim + 1), tl.int32)
-        for j in tl.sequential_range(tl.cdiv(s_dim, f)):
-            cols = j * f + tl.arange(f)[None, :]
-            m = mr & (cols < s_dim)
+        for cols, m in col_chunks(s_dim, _SCH, mr, loop=tl.sequential_range):
             la = tl.load(lo[rows, cols], mask=m)
             a = la.astype(tl.float32)
             if offs:
@@ -83,14 +84,15 @@ def seg_plan(lo, hi, lens, hidx, info, a_dim, offs):
                 ln, en = b - a, b
                 bad = (a < 0.0) | (a > float(a_dim)) | (b < 0.0) | (b > float(a_dim))
                 if hi is not None:
-                    bad = bad | ((tl.load(hi[rows, cols], mask=m) + (la < 0).astype(tl.int32)) != 0)
-                    bad = bad | ((tl.load(hi[rows, cols + 1], mask=m) + (lb < 0).astype(tl.int32)) != 0)
+                    bad = bad | _not_i32(tl.load(hi[rows, cols], mask=m), la)
+                    bad = bad | _not_i32(tl.load(hi[rows, cols + 1], mask=m), lb)
             else:
                 en = isa.tensor_tensor_scan(1.0, a, carry, "multiply", "add")
                 ln = a
                 bad = (en > float(a_dim)) | (en - a < 0.0)
                 if hi is not None:
-                    bad = bad | ((tl.load(hi[rows, cols], mask=m) + (la < 0).astype(tl.int32)) != 0)
+                    bad = bad | _not_i32(tl.load(hi[rows, cols], mask=m), la)
+                f = cols.shape[1]
                 carry[...] = en[:, f - 1:f]
             fneg[...] = tl.maximum(fneg, tl.max(tl.where(ln < 0.0, 1.0, 0.0), axis=1, keepdims=True))
             foob[...] = tl.maximum(foob, tl.max(tl.where(bad, 1.0, 0.0), axis=1, keepdims=True))
@@ -114,12 +116,8 @@ def seg_plan(lo, hi, lens, hidx, info, a_dim, offs):
 @trn.kernel
 def seg_hist(hidx, hist):
     """``hist[hidx[n]] += 1`` for every segment ``n`` (``hidx [N, 1]`` int32, ``hist [H, 1]`` fp32 zeros)."""
-    n_dim = hidx.shape[0]
-    p = min(128, n_dim)
     one = tl.arange(1)[None, :]
-    for i in tl.affine_range(tl.cdiv(n_dim, p)):
-        rows = i * p + tl.arange(p)[:, None]
-        m = rows < n_dim
+    for rows, m in row_tiles(hidx.shape[0]):
         h = tl.load(hidx[rows, one], mask=m, other=0)
         tl.store(hist[h, one], 1.0, mask=m, accumulate="add")
 
@@ -129,24 +127,19 @@ def seg_ids(hist, info, tgt, s_dim):
     """``tgt[o, j] = o * S + #{s: end_s <= j}`` for positions in ``[first_o, end_o)``, else ``O * S`` (the trash
     row): a running sum of the end histogram ``hist [O, A + 1]`` along the axis."""
     o_dim, a_dim = tgt.shape
-    p = min(128, o_dim)
-    f = min(a_dim, _SCH)
     trash = o_dim * s_dim
-    for i in tl.affine_range(tl.cdiv(o_dim, p)):
-        rows = i * p + tl.arange(p)[:, None]
-        mr = rows < o_dim
+    for rows, mr in row_tiles(o_dim):
         first = tl.load(info[rows, tl.arange(1)[None, :]], mask=mr)
         end = tl.load(info[rows, tl.arange(1)[None, :] + 1], mask=mr)
         obase = isa.iota(rows * s_dim, tl.int32)
-        carry = tl.zeros((p, 1), tl.float32)
-        for j in tl.sequential_range(tl.cdiv(a_dim, f)):
-            cols = j * f + tl.arange(f)[None, :]
-            m = mr & (cols < a_dim)
+        carry = tl.zeros((rows.shape[0], 1), tl.float32)
+        for cols, m in col_chunks(a_dim, _SCH, mr, loop=tl.sequential_range):
             h = tl.load(hist[rows, cols], mask=m)
             c = isa.tensor_tensor_scan(1.0, h, carry, "multiply", "add")
             pos = isa.iota(cols + 0 * rows, tl.float32)
             valid = (pos >= first) & (pos < end)
             tl.store(tgt[rows, cols], tl.where(valid, obase + c.astype(tl.int32), trash), mask=m)
+            f = cols.shape[1]
             carry[...] = c[:, f - 1:f]
 
 
@@ -155,16 +148,10 @@ def seg_reduce(x, tgt, acc, op):
     """``acc[tgt[r]] (op)= x[r]`` row by row (``x [N, I]``, ``tgt [N, 1]``, ``acc [O * S + 1, I]``), an
     accumulating DMA applied in position order."""
     n_dim, i_dim = x.shape
-    p = min(128, n_dim)
-    f = min(i_dim, _CH)
     one = tl.arange(1)[None, :]
-    for i in tl.affine_range(tl.cdiv(n_dim, p)):
-        rows = i * p + tl.arange(p)[:, None]
-        m1 = rows < n_dim
+    for rows, m1 in row_tiles(n_dim):
         t = tl.load(tgt[rows, one], mask=m1, other=0)
-        for j in tl.affine_range(tl.cdiv(i_dim, f)):
-            cols = j * f + tl.arange(f)[None, :]
-            m = m1 & (cols < i_dim)
+        for cols, m in col_chunks(i_dim, _CH, m1):
             tl.store(acc[t, cols], tl.load(x[rows, cols], mask=m), mask=m, accumulate=op)
 
 
@@ -178,16 +165,10 @@ def seg_finish(acc, lens, out, mean, has_init):
     """``out [O * S, I]`` from the accumulators: a copy, or for means ``acc / length`` (the length rounded to the
     data dtype, as torch's ``scalar_t / int64``), ``initial`` or NaN for empty segments."""
     n_dim, i_dim = out.shape
-    p = min(128, n_dim)
-    f = min(i_dim, _CH)
     one = tl.arange(1)[None, :]
-    for i in tl.affine_range(tl.cdiv(n_dim, p)):
-        rows = i * p + tl.arange(p)[:, None]
-        m1 = rows < n_dim
+    for rows, m1 in row_tiles(n_dim):
         ln = _low(tl.load(lens[rows, one], mask=m1), out.dtype) if mean else None
-        for j in tl.affine_range(tl.cdiv(i_dim, f)):
-            cols = j * f + tl.arange(f)[None, :]
-            m = m1 & (cols < i_dim)
+        for cols, m in col_chunks(i_dim, _CH, m1):
             a = tl.load(acc[rows, cols], mask=m).astype(tl.float32)
             if mean:
                 a = tl.where(ln > 0.0, a / tl.maximum(ln, 1.0), a if has_init else math.nan)
@@ -201,17 +182,11 @@ def seg_stats(x, tgt, res, cnt, pnz, zc, nc, mode):
     torch does), ``zc``/``nc`` = zero and NaN counts. ``res``: the forward result ``[O * S, I]``."""
     n_dim, i_dim = x.shape
     last = res.shape[0] - 1
-    p = min(128, n_dim)
-    f = min(i_dim, _CH)
     one = tl.arange(1)[None, :]
-    for i in tl.affine_range(tl.cdiv(n_dim, p)):
-        rows = i * p + tl.arange(p)[:, None]
-        m1 = rows < n_dim
+    for rows, m1 in row_tiles(n_dim):
         t = tl.load(tgt[rows, one], mask=m1, other=0)
         tc = tl.minimum(t, last)
-        for j in tl.affine_range(tl.cdiv(i_dim, f)):
-            cols = j * f + tl.arange(f)[None, :]
-            m = m1 & (cols < i_dim)
+        for cols, m in col_chunks(i_dim, _CH, m1):
             xv = tl.load(x[rows, cols], mask=m).astype(tl.float32)
             nan = xv != xv
             if mode == "prod":
@@ -230,19 +205,13 @@ def seg_grad(x, tgt, g, res, lens, cnt, pnz, zc, nc, gi, mode):
     n_dim, i_dim = x.shape
     last = g.shape[0] - 1
     dt = gi.dtype
-    p = min(128, n_dim)
-    f = min(i_dim, _CH)
     one = tl.arange(1)[None, :]
-    for i in tl.affine_range(tl.cdiv(n_dim, p)):
-        rows = i * p + tl.arange(p)[:, None]
-        m1 = rows < n_dim
+    for rows, m1 in row_tiles(n_dim):
         t = tl.load(tgt[rows, one], mask=m1, other=0)
         valid = t <= last
         tc = tl.minimum(t, last)
         ln = _low(tl.load(lens[tc, one], mask=m1), dt) if mode == "mean" else None
-        for j in tl.affine_range(tl.cdiv(i_dim, f)):
-            cols = j * f + tl.arange(f)[None, :]
-            m = m1 & (cols < i_dim)
+        for cols, m in col_chunks(i_dim, _CH, m1):
             gv = tl.load(g[tc, cols], mask=m).astype(tl.float32)
             if mode == "sum":
                 r = gv
