@@ -187,15 +187,18 @@ class KernelLowering:
                         cx.env.setdefault(s, v)
                     shape.append(v)
             strides: list[ir.Value] = []
-            if self.contiguous[k]:
+            lay = self.contiguous[k]
+            if lay is True:
                 acc: ir.Value = ci64(1)
                 for d in range(nd - 1, -1, -1):
                     strides.append(acc)
                     c1, c2 = const_int_value(acc), const_int_value(shape[d])
                     acc = ci64(c1 * c2) if c1 is not None and c2 is not None else b.mul(acc, shape[d])
                 strides.reverse()
-            else:
-                strides = [b.load(cx.gep(self.meta_arg, ci64(off + nd + d))) for d in range(nd)]
+            else:  # per dim: 0 / 1 known at compile time (jit.layout_of), else read from meta
+                known = lay if isinstance(lay, tuple) and len(lay) == nd else (None,) * nd
+                strides = [ci64(known[d]) if known[d] is not None
+                           else b.load(cx.gep(self.meta_arg, ci64(off + nd + d))) for d in range(nd)]
             self._targs[id(t)] = TensorArgs(ptr, shape, strides, t.dtype, self._aa_hbm())
 
     def targs(self, t: Any) -> TensorArgs:

@@ -126,3 +126,4 @@ def test_store_between_load_and_matmul_keeps_the_loaded_values(monkeypatch):
     _, got_b, got = _run(mm_after_store, [a, b, out], monkeypatch, interpret=False)
     np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-3)
     np.testing.assert_array_equal(got_b, b * 2.0)
+

@@ -98,6 +98,27 @@ def _codegen_fingerprint() -> str:
     return h.hexdigest()
 
 
+def layout_of(a: np.ndarray) -> bool | tuple[int | None, ...]:
+    """How a launch array's strides are compiled: True (C-contiguous: all strides compile-time), else per dim
+    0 or 1 when that stride is 0 (broadcast) or one element (unit step), None when it is read at run time.
+
+    Knowing a zero stride lets LLVM hoist a broadcast operand's load out of the inner loop and
+    vectorise it (a column broadcast ``x * col`` ran its scalar loop otherwise).
+    """
+    if a.flags.c_contiguous:
+        return True
+    item = a.itemsize
+    return tuple([0 if s == 0 else 1 if s == item else None for s in a.strides])
+
+
+def _layout_text(c: Any) -> str:
+    if c is True:
+        return "1"
+    if c is False:
+        return "0"
+    return "".join("z" if s == 0 else "u" if s == 1 else "r" for s in c)
+
+
 def cache_key(ir_text: str, dtypes: Sequence[str], contiguous: Sequence[bool], may_alias: bool,
               grid: Sequence[int], debug: bool, target: str) -> str:
     """sha256 naming one compiled variant."""
@@ -109,7 +130,7 @@ def cache_key(ir_text: str, dtypes: Sequence[str], contiguous: Sequence[bool], m
     parts = [
         "trnlang-jit", LOWERING_VERSION, __version__, llvm.llvmlite_version, llvm.host_cpu_key(),
         "libm" if libm_forced() else "vecmath",
-        _codegen_fingerprint(), target, ",".join(dtypes), "".join("1" if c else "0" for c in contiguous),
+        _codegen_fingerprint(), target, ",".join(dtypes), ",".join(_layout_text(c) for c in contiguous),
         str(int(may_alias)), ",".join(str(g) for g in grid), str(int(debug)), ir_text,
     ]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
@@ -309,7 +330,8 @@ class JitExecutor:
                     (contiguous, may_alias, grid), deferred=deferred, stats=stats)
         v.meta = np.zeros(max(1, v.meta_words), np.int64)
         v.meta_addr = v.meta.ctypes.data
-        v.uses_meta = not all(contiguous) or any(not isinstance(d, int) for t in k.tensors for d in t.shape)
+        v.uses_meta = any(c is not True for c in contiguous) or \
+            any(not isinstance(d, int) for t in k.tensors for d in t.shape)
         return v
 
     # ------------------------------------------------------------------ launch
@@ -346,11 +368,11 @@ class JitExecutor:
                     break
         if not ok:
             self._check(arrays)
-        contiguous = tuple([a.flags.c_contiguous for a in arrays])
+        contiguous = tuple([layout_of(a) for a in arrays])
         copies: list[tuple[np.ndarray, np.ndarray]] = []
-        if not all(contiguous):
+        if any(c is not True for c in contiguous):
             arrays, copies = _fix_strides(arrays)
-            contiguous = tuple([a.flags.c_contiguous for a in arrays])
+            contiguous = tuple([layout_of(a) for a in arrays])
         ptrs = [a.__array_interface__["data"][0] for a in arrays]
         may_alias = _overlap(arrays, ptrs, contiguous, self.written)
         v = self.variants.get((contiguous, may_alias, g))
@@ -524,7 +546,7 @@ def _fix_strides(arrays: list[np.ndarray]) -> tuple[list[np.ndarray], list[tuple
     return out, copies
 
 
-def _overlap(arrays: list[np.ndarray], ptrs: list[int], contiguous: tuple[bool, ...],
+def _overlap(arrays: list[np.ndarray], ptrs: list[int], contiguous: tuple[Any, ...],
              written: Sequence[bool] | None = None) -> bool:
     """Whether the memory extents of two launch arrays intersect, one of them written by the kernel.
 
@@ -535,7 +557,7 @@ def _overlap(arrays: list[np.ndarray], ptrs: list[int], contiguous: tuple[bool, 
     ext = []
     for i, (a, p, c) in enumerate(zip(arrays, ptrs, contiguous)):
         w = True if written is None or i >= len(written) else written[i]
-        if c:
+        if c is True:
             if a.nbytes:
                 ext.append((p, p + a.nbytes, w))
             continue

@@ -79,7 +79,7 @@ class _Plan:
 
     def __init__(self, executor: Any, arrays: list[np.ndarray], grid: tuple[int, ...]) -> None:
         self.executor = executor
-        self.contiguous = tuple([a.flags.c_contiguous for a in arrays])
+        self.contiguous = tuple([_jit.layout_of(a) for a in arrays])
         self.grid = grid
         ext = []
         for a in arrays:
@@ -332,7 +332,7 @@ class KernelFn:
         except TrnError as e:
             raise e.with_traceback(user_traceback(e)) from None
         k = comp.ir
-        contiguous = [bool(p.array.flags.c_contiguous) for p in prepared if p.tensor is not None]
+        contiguous: list[Any] = [_jit.layout_of(p.array) for p in prepared if p.tensor is not None]
         contiguous += [True] * (len(k.tensors) - len(contiguous))
         return llvm_ir_text(k, g, contiguous, debug=self.debug, optimized=optimized)
 
