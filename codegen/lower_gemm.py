@@ -14,11 +14,15 @@ from typing import TYPE_CHECKING, Any
 from llvmlite import ir
 
 from codegen.lower_ctx import I64, cf32, ci64
+from trnlang.ir.types import DType
 
 if TYPE_CHECKING:
     from codegen.lower import KernelLowering
 
 GEMM_MIN_FLOPS = 16 * 1024  # M * N * K at and above which the blocked kernel pays for its packing
+#: Fewest output rows for the blocked kernel: its micro-tile computes 6 rows (zero padded), and packing the moving
+#: operand for one or two rows (``ones.T @ tile`` column sums) costs more than the vectorised loop over N.
+GEMM_MIN_M = 6
 
 
 def _gemm_fn(L: KernelLowering, name: str) -> ir.Function:
@@ -40,7 +44,7 @@ def gemm(L: KernelLowering, st: Any, mv: Any, out: Any, k_dim: int, m_dim: int, 
     """Emit ``out = (out if accumulate else 0) + st.T @ mv`` (RegionView-like fp32 views with unit column
     stride, prepared). ``a_nn``: ``st`` is given transposed, as ``A [M, K]`` (``out (+)= A @ mv``)."""
     cx, b = L.cx, L.cx.b
-    if k_dim * m_dim * n_dim >= GEMM_MIN_FLOPS:
+    if k_dim * m_dim * n_dim >= GEMM_MIN_FLOPS and m_dim >= GEMM_MIN_M:
         ptr = ir.PointerType()
 
         def p(v: Any) -> ir.Value:
@@ -54,13 +58,19 @@ def gemm(L: KernelLowering, st: Any, mv: Any, out: Any, k_dim: int, m_dim: int, 
                [p(out), ld(out), p(st), ld(st), p(mv), ld(mv), ci64(m_dim), ci64(n_dim), ci64(k_dim),
                 ir.Constant(I64, int(accumulate))])
         return
-    if not accumulate:
-        with L.foreach((m_dim, n_dim)) as idx:
-            out.store(cx, idx, cf32(0.0))
+    # the product is summed over K from zero and then added to ``out`` (as the blocked kernel does): a long
+    # accumulation into PSUM is a sum of K-sized partial sums, not one sequential chain
+    acc = L.temp_view((m_dim, n_dim), DType.float32) if accumulate else out
+    acc.prepare(cx)
+    with L.foreach((m_dim, n_dim)) as idx:
+        acc.store(cx, idx, cf32(0.0))
     with L.foreach((m_dim,)) as (m,):
         with L.foreach((k_dim,)) as (k,):
             a = st.load(cx, [m, k] if a_nn else [k, m])
             with L.foreach((n_dim,)) as (n,):
                 prod = b.fmul(a, mv.load(cx, [k, n]), flags=("contract",))
-                s = b.fadd(out.load(cx, [m, n]), prod, flags=("contract",))
-                out.store(cx, [m, n], s)
+                s = b.fadd(acc.load(cx, [m, n]), prod, flags=("contract",))
+                acc.store(cx, [m, n], s)
+    if accumulate:
+        with L.foreach((m_dim, n_dim)) as idx:
+            out.store(cx, idx, b.fadd(out.load(cx, idx), acc.load(cx, idx)))

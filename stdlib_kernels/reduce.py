@@ -213,15 +213,18 @@ def col_sum(xt, out, pre, post, scale, p):
     c_dim, r_dim = xt.shape
     pp = min(128, c_dim)
     f = min(r_dim, 512)
+    ragged = c_dim % pp != 0 or r_dim % f != 0
     ones = tl.full((pp, 1), 1.0, tl.float32)
     for jb in tl.affine_range(tl.cdiv(r_dim, f)):
         cols = jb * f + tl.arange(f)[None, :]
         acc = tl.zeros((1, f), tl.float32, buffer=tl.psum)
         for i in tl.affine_range(tl.cdiv(c_dim, pp)):
             rows = i * pp + tl.arange(pp)[:, None]
-            t = _pre(tl.load(xt[rows, cols], mask=(rows < c_dim) & (cols < r_dim)).astype(tl.float32), pre, p)
+            m = ((rows < c_dim) & (cols < r_dim)) if ragged else None
+            t = _pre(tl.load(xt[rows, cols], mask=m).astype(tl.float32), pre, p)
             acc += tl.matmul(ones, t, transpose_x=True)
-        tl.store(out[tl.arange(1)[:, None], cols], _post(tl.copy(acc), post, scale, p), mask=cols < r_dim)
+        tl.store(out[tl.arange(1)[:, None], cols], _post(tl.copy(acc), post, scale, p),
+                 mask=(cols < r_dim) if ragged else None)
 
 
 _SPREAD = 16384
@@ -272,8 +275,11 @@ def _launch(x2: torch.Tensor, o2: torch.Tensor, op: str, pre: str, post: str, sc
     r, c = x2.shape
     if op == "sum" and ct == "f32" and r > 1 and c > 1 and x2.stride(0) == 1 and x2.stride(1) >= r \
             and o2.is_contiguous() and not (pre == "pow" and p < 0):
-        xt = U.view(x2, (c, r), (x2.stride(1), 1), x2.storage_offset())
-        col_sum(xt, U.view(o2, (1, r), (r, 1), o2.storage_offset()), pre, post, scale, p)
+        # one launch per thread on blocks of 512 kept columns when big
+        blocks = U.chunks(r, U.num_threads(), 512) if r * c >= U.PARALLEL_MIN_WORK else [(0, r)]
+        U.run_parallel([U.launch(col_sum, U.piece(x2, (c, hi - lo), (x2.stride(1), 1), x2.storage_offset() + lo),
+                                 U.piece(o2, (1, hi - lo), (r, 1), o2.storage_offset() + lo), pre, post, scale, p)
+                        for lo, hi in blocks])
     elif _spread_ok(x2) and ct == "f32":
         # one long row: partial results of [rows, cols] consecutive pieces (all partitions; a tile is
         # one linear stream), then one reduction of the partials
