@@ -242,3 +242,37 @@ def test_batch_norm_with_and_without_update_ops(update):
     _compare(fn, [x, w, b], torch.float32)
     assert_same(rmt, rm)
     assert_same(rvt, rv)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_batch_norm_finalize_updates_running_stats_like_cpu(dtype):
+    """``bn_finalize`` (one launch for the per-channel statistics, the running-stat update and the per-row
+    coefficients) against the CPU, training and eval, with and without affine parameters."""
+    import trnlang
+    from stdlib_kernels import batchnorm as BN
+
+    g = torch.Generator().manual_seed(7)
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
+    trnlang.reset_fallback_stats()
+    for shape in [(8, 6, 5, 5), (3, 2500, 3), (1, 4, 9)]:
+        c = shape[1]
+        x = torch.randn(shape, generator=g).to(dtype)
+        w, b = torch.randn(c, generator=g).to(dtype), torch.randn(c, generator=g).to(dtype)
+        rm, rv = torch.randn(c, generator=g).to(dtype), (torch.rand(c, generator=g) + 0.5).to(dtype)
+        rmt, rvt = rm.to("trn"), rv.to("trn")
+        for affine in (True, False):
+            ww, bb = (w, b) if affine else (None, None)
+            want = F.batch_norm(x, rm, rv, ww, bb, training=True, momentum=0.25)
+            got = F.batch_norm(x.to("trn"), rmt, rvt, ww.to("trn") if affine else None,
+                               bb.to("trn") if affine else None, training=True, momentum=0.25)
+            assert_same(got, want, **tol)
+            assert_same(rmt, rm, **tol)
+            assert_same(rvt, rv, **tol)
+            assert_same(F.batch_norm(x.to("trn"), rmt, rvt, training=False), F.batch_norm(x, rm, rv, training=False),
+                        **tol)
+    assert trnlang.fallback_stats() == {}
+    m, v = torch.randn(4, 300).to("trn"), torch.rand(4, 300).to("trn")
+    p = [torch.randn(1, 300).to("trn") for _ in range(4)]
+    o = [torch.empty(1, 300, device="trn") for _ in range(2)] + [torch.empty(4, 300, device="trn") for _ in range(2)]
+    prof = BN.bn_finalize.profile(m, v, *p, *o, 1e-5, 0.1, 1.0, True, True, True, True, True)
+    assert prof.time_us > 0 and all(0 <= e.utilization <= 1 for e in prof.engines.values())
