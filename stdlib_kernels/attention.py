@@ -35,6 +35,7 @@ import torch
 
 import trnlang as trn
 import trnlang.language as tl
+from stdlib_kernels import _util as U
 from trnlang.device import lowering
 from trnlang.device.registry import describe
 
@@ -231,6 +232,38 @@ def _supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Te
     return True
 
 
+#: Smallest attention (``B * Hq * Sq * Sk * D`` multiply-adds) split across threads.
+SPLIT_MIN_MACS = 1 << 22
+
+
+def _split_run(kern: Any, args: list[Any], kinds: str, *consts: Any) -> None:
+    """``kern(*args, *consts)``, or one launch per thread on blocks of batches (else of kv heads) when big.
+
+    ``kinds[i]``: ``"q"`` for a ``[B, Hq, ...]`` argument, ``"k"`` for a ``[B, Hk, ...]`` one (a kv-head
+    block ``[lo, hi)`` takes query heads ``[lo * grp, hi * grp)``: the GQA groups stay whole).
+    """
+    q, k = args[0], args[1]
+    b, hq, sq, d = q.shape
+    hk, sk = k.shape[1], k.shape[2]
+    threads = U.num_threads()
+    if threads == 1 or b * hq * sq * sk * d < SPLIT_MIN_MACS or (b < 2 and hk < 2):
+        kern(*args, *consts)
+        return
+    grp = hq // hk
+
+    def heads(t: torch.Tensor, kind: str, lo: int, hi: int) -> Any:
+        f = grp if kind == "q" else 1
+        st = t.stride()
+        shape = (t.shape[0], (hi - lo) * f, *t.shape[2:])
+        return U.piece(t, shape, st, t.storage_offset() + lo * f * st[1])
+
+    if b >= 2:
+        parts = [[U.rows_piece(t, slice(lo, hi)) for t in args] for lo, hi in U.chunks(b, threads, 1)]
+    else:
+        parts = [[heads(t, kd, lo, hi) for t, kd in zip(args, kinds)] for lo, hi in U.chunks(hk, threads, 1)]
+    U.run_parallel([U.launch(kern, *p, *consts) for p in parts])
+
+
 def _scale(scale: float | None, d: int) -> float:
     return float(scale) if scale is not None else 1.0 / math.sqrt(d)
 
@@ -249,8 +282,8 @@ def sdpa_overrideable(query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
     kind = _mask_kind(attn_bias, query.dtype)
     out = torch.empty(query.shape, dtype=query.dtype, device="trn")
     lse = torch.empty((b, h, sq, 1), dtype=torch.float32, device="trn")
-    flash_fwd(query, key, value, _expand_mask(attn_bias, query, key), out, lse, _scale(scale, d), bool(is_causal),
-              kind)
+    _split_run(flash_fwd, [query, key, value, _expand_mask(attn_bias, query, key), out, lse], "qkkqqq",
+               _scale(scale, d), bool(is_causal), kind)
     empty = torch.empty((0,), dtype=torch.int64, device="trn")
     seed = torch.empty((), dtype=torch.int64, device="trn")
     return (out, lse.view(b, h, sq), empty, empty, sq, sk, seed, seed,
@@ -281,12 +314,14 @@ def sdpa_overrideable_backward(grad_out: torch.Tensor, query: torch.Tensor, key:
     dq = torch.empty(query.shape, dtype=query.dtype, device="trn")
     want_db = bool(want[3]) and kind == "float"
     dbias = torch.empty((b, hq, sq, sk), dtype=torch.float32, device="trn") if want_db else dq
-    flash_bwd_q(query, key, value, m4, grad_out, lse, dsum, dq, dbias, sc, bool(is_causal), kind, want_db)
+    _split_run(flash_bwd_q, [query, key, value, m4, grad_out, lse, dsum, dq, dbias], "qkkqqqqqq", sc, bool(is_causal),
+               kind, want_db)
     grp = hq // hk
     kv_dt = torch.float32 if grp > 1 else key.dtype
     dk = torch.empty((b, hq, sk, d), dtype=kv_dt, device="trn")
     dv = torch.empty((b, hq, sk, d), dtype=kv_dt, device="trn")
-    flash_bwd_kv(query, key, value, m4, grad_out, lse, dsum, dk, dv, sc, bool(is_causal), kind)
+    _split_run(flash_bwd_kv, [query, key, value, m4, grad_out, lse, dsum, dk, dv], "qkkqqqqqq", sc, bool(is_causal),
+               kind)
     if grp > 1:
         dk = dk.view(b, hk, grp, sk, d).sum(2).to(key.dtype)
         dv = dv.view(b, hk, grp, sk, d).sum(2).to(value.dtype)
