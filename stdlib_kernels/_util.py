@@ -265,6 +265,34 @@ def run_parallel(calls: Sequence[Any]) -> None:
         f.result()
 
 
+def split_rows(kern: Any, views: Sequence[Any], *consts: Any, work: int | None = None) -> None:
+    """``kern(*views, *consts)`` for a kernel whose rows are independent: one launch per thread on row blocks
+    when big (:func:`row_blocks`; ``work`` defaults to the first view's size).
+
+    Every non-None view is ``[R, L]`` or ``[A, R, L]`` with the same ``R`` (its second-last dim); a launch
+    gets the same rows of each, as :func:`piece` (no torch views).
+    """
+    ref = next(v for v in views if v is not None)
+    r = ref.shape[-2]
+    blocks = row_blocks(r, ref.numel() if work is None else work)
+    if len(blocks) == 1:
+        kern(*views, *consts)
+        return
+
+    def cut(v: Any, lo: int, hi: int) -> Any:
+        if v is None:
+            return None
+        st = v.stride()
+        shape = (*v.shape[:-2], hi - lo, v.shape[-1])
+        return piece(v, shape, st, v.storage_offset() + lo * st[-2])
+
+    calls = []
+    for s in blocks:
+        lo, hi, _ = s.indices(r)
+        calls.append(launch(kern, *[cut(v, lo, hi) for v in views], *consts))
+    run_parallel(calls)
+
+
 def row_blocks(rows: int, work: int) -> list[slice]:
     """Row slices for one launch per thread (a single full slice when the op is too small to split).
 

@@ -121,7 +121,8 @@ def _scan(self: Any, dim: int, op: str, out: torch.Tensor, idx: torch.Tensor | N
     if self.numel() == 0:
         return out
     for vs in U.row_views([_last(t, d) for t in ts]):
-        row_scan(vs[0], vs[1], vs[2] if idx is not None else None, op, not out.dtype.is_floating_point)
+        U.split_rows(row_scan, [vs[0], vs[1], vs[2] if idx is not None else None], op,
+                     not out.dtype.is_floating_point)
     return out
 
 

@@ -173,9 +173,9 @@ def _sorted(self: Any, dim: int, k: int, descending: bool, extract: bool = False
     vw = torch.empty((r, k), dtype=self.dtype, device="trn")
     iw = torch.empty((r, k), dtype=torch.int64, device="trn")
     if r and k and extract:
-        topk_extract(xs.reshape(r, c), vw, iw)
+        U.split_rows(topk_extract, [xs.reshape(r, c), vw, iw])
     elif r and k:
-        sort_rows(xs.reshape(r, c), vw, iw, bool(descending), max(0, (c - 1).bit_length()))
+        U.split_rows(sort_rows, [xs.reshape(r, c), vw, iw], bool(descending), max(0, (c - 1).bit_length()))
     if not self.dim():
         return vw.view(()), iw.view(())
     return (vw.view(lead + [k]).movedim(-1, d).contiguous(), iw.view(lead + [k]).movedim(-1, d).contiguous())

@@ -123,3 +123,21 @@ def test_split_attention_by_batch_and_by_kv_heads(monkeypatch):
         for a, c in zip(torch.autograd.grad(got, tl, gy.to("trn")), wgrads):
             torch.testing.assert_close(a.cpu(), c, rtol=1e-3, atol=1e-3)
     assert trnlang.fallback_stats() == {}
+
+
+def test_split_scans_sorts_and_topk_match_cpu(monkeypatch):
+    """Row kernels launched through ``U.split_rows`` (cumsum/cummax, sort, topk): every row block gets its own
+    rows of every operand, values and indices equal to the CPU's."""
+    monkeypatch.setenv("TRN_NUM_THREADS", "2")
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    g = torch.Generator().manual_seed(5)
+    trnlang.reset_fallback_stats()
+    for shape, d in [((1000, 1100), 1), ((3, 600, 700), 2), ((700, 1500), 0)]:
+        x = torch.randn(shape, generator=g)
+        xt = x.to("trn")
+        torch.testing.assert_close(xt.cumsum(d).cpu(), x.cumsum(d), rtol=1e-4, atol=1e-3)
+        for got, want in ((xt.cummax(d), x.cummax(d)), (xt.topk(8, d), x.topk(8, d)),
+                          (xt.sort(dim=d, stable=True), x.sort(dim=d, stable=True)),
+                          (xt.topk(3, d, largest=False), x.topk(3, d, largest=False))):
+            assert torch.equal(got[0].cpu(), want[0]) and torch.equal(got[1].cpu(), want[1])
+    assert trnlang.fallback_stats() == {}
