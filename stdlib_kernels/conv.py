@@ -41,6 +41,7 @@ import torch
 
 import trnlang as trn
 import trnlang.language as tl
+from stdlib_kernels import _util as U
 from trnlang.device import fallback, lowering
 
 aten = torch.ops.aten
@@ -113,6 +114,22 @@ def conv_kernel(x, w, bias, out, geo, flip):
                         _conv_phase(x, w, bias, out, wbuf, g, cot, co, co_p, flip, (sd, ud, dd, sh, uh, dh, sw, uw, dw),
                                     (rd, qd_dim, kd0, kd_st, kd_n, cd0, dcd), (rh, qh_dim, kh0, kh_st, kh_n, ch0, dch),
                                     (rw, qw_dim, kw0, kw_st, kw_n, cw0, dcw))
+
+
+#: Smallest convolution (output elements x weight elements per group) split across threads by batch.
+SPLIT_MIN_MACS = 1 << 22
+
+
+def _conv(x5: torch.Tensor, w6: torch.Tensor, bias: torch.Tensor | None, o5: torch.Tensor, geo: str,
+          flip: bool) -> None:
+    """``conv_kernel``, as one launch per thread on blocks of the batch when big (the images are independent)."""
+    n = x5.shape[0]
+    threads = U.num_threads()
+    if threads == 1 or n < 2 or o5.numel() * w6[0, 0].numel() < SPLIT_MIN_MACS:
+        conv_kernel(x5, w6, bias, o5, geo, flip)
+        return
+    U.run_parallel([U.launch(conv_kernel, U.rows_piece(x5, slice(lo, hi)), w6, bias, U.rows_piece(o5, slice(lo, hi)),
+                             geo, flip) for lo, hi in U.chunks(n, threads, 1)])
 
 
 def _conv_phase(x: Any, w: Any, bias: Any, out: Any, wbuf: Any, g: Any, cot: Any, co: Any, co_p: Any, flip: bool,
@@ -412,7 +429,7 @@ def convolution(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | 
             out.add_(bias.view(1, -1, *([1] * nsp)))
         return out
     ks = _as5d(weight).shape[2:]
-    conv_kernel(x5, _w6(weight, groups, transposed), bias, o5, _geo(st, pd, dl, ks, transposed), transposed)
+    _conv(x5, _w6(weight, groups, transposed), bias, o5, _geo(st, pd, dl, ks, transposed), transposed)
     return out
 
 
@@ -443,9 +460,9 @@ def convolution_backward(grad_output: torch.Tensor, input: torch.Tensor, weight:
         if empty:
             gi.zero_()
         elif transposed:  # the input gradient of a transposed convolution is a convolution of grad_output
-            conv_kernel(g5, _w6(weight, groups, False), None, _as5d(gi), _geo(st, pd, dl, ks, False), False)
+            _conv(g5, _w6(weight, groups, False), None, _as5d(gi), _geo(st, pd, dl, ks, False), False)
         else:
-            conv_kernel(g5, _w6(weight, groups, True), None, _as5d(gi), _geo(st, pd, dl, ks, True), True)
+            _conv(g5, _w6(weight, groups, True), None, _as5d(gi), _geo(st, pd, dl, ks, True), True)
     if output_mask[1]:
         gw = torch.empty(weight.shape, dtype=weight.dtype, device="trn")
         if empty:

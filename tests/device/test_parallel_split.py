@@ -141,3 +141,25 @@ def test_split_scans_sorts_and_topk_match_cpu(monkeypatch):
                           (xt.topk(3, d, largest=False), x.topk(3, d, largest=False))):
             assert torch.equal(got[0].cpu(), want[0]) and torch.equal(got[1].cpu(), want[1])
     assert trnlang.fallback_stats() == {}
+
+
+def test_split_convolution_by_batch(monkeypatch):
+    """conv2d forward and input gradient run one batch block per thread (the weight gradient sums over the batch
+    and stays one launch): same results as the CPU, groups and strides included."""
+    monkeypatch.setenv("TRN_NUM_THREADS", "2")
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    conv = torch.nn.functional.conv2d
+    g = torch.Generator().manual_seed(6)
+    trnlang.reset_fallback_stats()
+    for n, c, hw, co, k, s, groups in [(4, 32, 24, 32, 3, 1, 1), (3, 16, 30, 32, 3, 2, 2)]:
+        x, w = torch.randn(n, c, hw, hw, generator=g), torch.randn(co, c // groups, k, k, generator=g)
+        leaves = [t.clone().requires_grad_() for t in (x, w)]
+        want = conv(*leaves, stride=s, padding=1, groups=groups)
+        gy = torch.randn(want.shape, generator=g)
+        wg = torch.autograd.grad(want, leaves, gy)
+        tl = [t.to("trn").requires_grad_() for t in (x, w)]
+        got = conv(*tl, stride=s, padding=1, groups=groups)
+        torch.testing.assert_close(got.detach().cpu(), want.detach(), rtol=1e-4, atol=1e-3)
+        for a, b in zip(torch.autograd.grad(got, tl, gy.to("trn")), wg):
+            torch.testing.assert_close(a.cpu(), b, rtol=1e-3, atol=1e-2)
+    assert trnlang.fallback_stats() == {}
