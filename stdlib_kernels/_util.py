@@ -265,14 +265,16 @@ def run_parallel(calls: Sequence[Any]) -> None:
         f.result()
 
 
-def split_rows(kern: Any, views: Sequence[Any], *consts: Any, work: int | None = None) -> None:
+def split_rows(kern: Any, views: Sequence[Any], *consts: Any, work: int | None = None,
+               keep: Sequence[int] = ()) -> None:
     """``kern(*views, *consts)`` for a kernel whose rows are independent: one launch per thread on row blocks
     when big (:func:`row_blocks`; ``work`` defaults to the first view's size).
 
-    Every non-None view is ``[R, L]`` or ``[A, R, L]`` with the same ``R`` (its second-last dim); a launch
-    gets the same rows of each, as :func:`piece` (no torch views).
+    Every non-None view (but those at the positions in ``keep``, passed whole to every launch: a shared
+    matrix, say) is ``[R, L]`` or ``[A, R, L]`` with the same ``R`` (its second-last dim); a launch gets
+    the same rows of each, as :func:`piece` (no torch views).
     """
-    ref = next(v for v in views if v is not None)
+    ref = next(v for k, v in enumerate(views) if v is not None and k not in keep)
     r = ref.shape[-2]
     blocks = row_blocks(r, ref.numel() if work is None else work)
     if len(blocks) == 1:
@@ -289,7 +291,7 @@ def split_rows(kern: Any, views: Sequence[Any], *consts: Any, work: int | None =
     calls = []
     for s in blocks:
         lo, hi, _ = s.indices(r)
-        calls.append(launch(kern, *[cut(v, lo, hi) for v in views], *consts))
+        calls.append(launch(kern, *[v if k in keep else cut(v, lo, hi) for k, v in enumerate(views)], *consts))
     run_parallel(calls)
 
 

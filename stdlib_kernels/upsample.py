@@ -35,6 +35,7 @@ import torch
 
 import trnlang as trn
 import trnlang.language as tl
+from stdlib_kernels import _util as U
 from trnlang.device import lowering
 
 DTYPES = (torch.float32, torch.bfloat16)
@@ -273,10 +274,14 @@ def apply_axes(x: torch.Tensor, mats: Sequence[tuple[torch.Tensor, torch.Tensor]
         new_sizes = sizes[:ax] + [m.shape[1]] + sizes[ax + 1:]
         dst = out if last else torch.empty(new_sizes, dtype=torch.float32, device="trn")
         outer, inner = _prod(sizes[:ax]), _prod(sizes[ax + 1:])
+        work = outer * sizes[ax] * m.shape[1] * inner  # multiply-adds
         if inner == 1:
-            sep_rows(cur.view(outer, sizes[ax]), m, dst.view(outer, m.shape[1]))
+            U.split_rows(sep_rows, [cur.view(outer, sizes[ax]), m, dst.view(outer, m.shape[1])], work=work, keep=(1,))
         else:
-            sep_planes(cur.view(outer, sizes[ax], inner), m, dst.view(outer, m.shape[1], inner))
+            y3, o3 = cur.view(outer, sizes[ax], inner), dst.view(outer, m.shape[1], inner)
+            blocks = U.chunks(outer, U.num_threads(), 1) if work >= U.PARALLEL_MIN_WORK and outer >= 2 else [(0, outer)]
+            U.run_parallel([U.launch(sep_planes, U.rows_piece(y3, slice(lo, hi)), m, U.rows_piece(o3, slice(lo, hi)))
+                            for lo, hi in blocks])
         cur, sizes = dst, new_sizes
     return out
 

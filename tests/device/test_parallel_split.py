@@ -163,3 +163,22 @@ def test_split_convolution_by_batch(monkeypatch):
         for a, b in zip(torch.autograd.grad(got, tl, gy.to("trn")), wg):
             torch.testing.assert_close(a.cpu(), b, rtol=1e-3, atol=1e-2)
     assert trnlang.fallback_stats() == {}
+
+
+def test_split_upsampling_matches_cpu(monkeypatch):
+    """The separable interpolation matmuls split their rows / planes across threads (the matrix is shared)."""
+    monkeypatch.setenv("TRN_NUM_THREADS", "2")
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    interp = torch.nn.functional.interpolate
+    g = torch.Generator().manual_seed(8)
+    trnlang.reset_fallback_stats()
+    for shape, kw in [((4, 32, 40, 40), dict(scale_factor=2, mode="bilinear")),
+                      ((2, 8, 60, 50), dict(size=(77, 31), mode="bicubic", align_corners=True))]:
+        x = torch.randn(shape, generator=g)
+        leaf, tleaf = x.clone().requires_grad_(), x.to("trn").requires_grad_()
+        want, got = interp(leaf, **kw), interp(tleaf, **kw)
+        torch.testing.assert_close(got.detach().cpu(), want.detach(), rtol=1e-4, atol=1e-4)
+        gy = torch.randn(want.shape, generator=g)
+        torch.testing.assert_close(torch.autograd.grad(got, tleaf, gy.to("trn"))[0].cpu(),
+                                   torch.autograd.grad(want, leaf, gy)[0], rtol=1e-4, atol=1e-3)
+    assert trnlang.fallback_stats() == {}
