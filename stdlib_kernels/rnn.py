@@ -177,7 +177,6 @@ def lstm_cell_fused(x, hx, cx, wih, whh, bias, hy, cy):
     h = cx.shape[1]
     p = min(128, n)
     f = min(h, _F)
-    ti, th = min(128, in_dim), min(128, h)
     ragged = n % p != 0 or h % f != 0
     for r in tl.affine_range(tl.cdiv(n, p)):
         rows = r * p + tl.arange(p)[:, None]
@@ -187,18 +186,8 @@ def lstm_cell_fused(x, hx, cx, wih, whh, bias, hy, cy):
             acts = []
             for g in tl.static_range(4):
                 acc = tl.zeros((p, f), tl.float32, buffer=tl.psum)
-                for k in tl.affine_range(tl.cdiv(in_dim, ti)):
-                    kc = k * ti + tl.arange(ti)[None, :]
-                    kr = k * ti + tl.arange(ti)[:, None]
-                    a = tl.load(x[rows, kc], mask=(rows < n) & (kc < in_dim))
-                    w = tl.load(wih[g * h + cols, kr], mask=(kr < in_dim) & (cols < h))
-                    acc += tl.matmul(a, w)
-                for k in tl.affine_range(tl.cdiv(h, th)):
-                    kc = k * th + tl.arange(th)[None, :]
-                    kr = k * th + tl.arange(th)[:, None]
-                    a = tl.load(hx[rows, kc], mask=(rows < n) & (kc < h))
-                    w = tl.load(whh[g * h + cols, kr], mask=(kr < h) & (cols < h))
-                    acc += tl.matmul(a, w)
+                _proj(acc, x, wih, rows, cols, n, in_dim, h, g)
+                _proj(acc, hx, whh, rows, cols, n, h, h, g)
                 z = tl.copy(acc)
                 if bias is not None:
                     z = z + tl.load(bias[g * h + cols], mask=(cols < h) if ragged else None).astype(tl.float32)
@@ -212,11 +201,14 @@ def lstm_cell_fused(x, hx, cx, wih, whh, bias, hy, cy):
 def _proj(acc: Any, src: Any, w: Any, rows: Any, cols: Any, n: int, k_dim: int, h: int, g: int) -> None:
     """``acc += src[rows, :] @ w[g * h + cols, :]^T`` (K tiled by 128; trace-time helper of the fused cells)."""
     tk = min(128, k_dim)
+    # masks only where a tile is ragged: unmasked loads feed the host gemm in place (codegen.plan_matmul)
+    rag_a = n % rows.shape[0] != 0 or k_dim % tk != 0
+    rag_w = k_dim % tk != 0 or h % cols.shape[1] != 0
     for k in tl.affine_range(tl.cdiv(k_dim, tk)):
         kc = k * tk + tl.arange(tk)[None, :]
         kr = k * tk + tl.arange(tk)[:, None]
-        a = tl.load(src[rows, kc], mask=(rows < n) & (kc < k_dim))
-        acc += tl.matmul(a, tl.load(w[g * h + cols, kr], mask=(kr < k_dim) & (cols < h)))
+        a = tl.load(src[rows, kc], mask=((rows < n) & (kc < k_dim)) if rag_a else None)
+        acc += tl.matmul(a, tl.load(w[g * h + cols, kr], mask=((kr < k_dim) & (cols < h)) if rag_w else None))
 
 
 @trn.kernel
@@ -389,6 +381,16 @@ def _lstm_composite(*args: Any) -> Any:
     return torch.ops.aten.lstm.input.decompose(*args)
 
 
+def _row_major_t(w: torch.Tensor) -> torch.Tensor:
+    """``w [4H, K]`` as a view of its transpose stored row-major (``[K, 4H]`` contiguous, then ``.t()``).
+
+    The fused cells read ``w[g * H + cols, k]`` tiles: on ``w`` itself a tile row is a column of ``w`` (one
+    element per row of memory); on this view it is a contiguous run. One copy per layer and direction
+    serves every time step.
+    """
+    return w.t().contiguous().t()
+
+
 @lowering("aten::lstm.input", dtypes=DTYPES)
 def lstm_layers(input: torch.Tensor, hx: list[torch.Tensor], params: list[torch.Tensor], has_biases: bool,
                 num_layers: int, dropout: float, train: bool, bidirectional: bool, batch_first: bool) -> Any:
@@ -421,6 +423,7 @@ def lstm_layers(input: torch.Tensor, hx: list[torch.Tensor], params: list[torch.
         for d in range(dirs):
             k = layer * dirs + d
             w = params[k * per:(k + 1) * per]
+            wih, whh = _row_major_t(w[0]), _row_major_t(w[1])
             bias = torch.add(w[2], w[3]) if has_biases else None
             h, c = h0[k], c0[k]
             cbuf = [torch.empty((batch, hidden), dtype=input.dtype, device="trn") for _ in range(2)]
@@ -428,7 +431,7 @@ def lstm_layers(input: torch.Tensor, hx: list[torch.Tensor], params: list[torch.
             for i, t in enumerate(order):
                 hy = out[t, :, d * hidden:(d + 1) * hidden]
                 cy = cn[k] if i == steps - 1 else cbuf[i % 2]
-                lstm_cell_fused(layer_in[t], h, c, w[0], w[1], bias, hy, cy)
+                lstm_cell_fused(layer_in[t], h, c, wih, whh, bias, hy, cy)
                 h, c = hy, cy
             hn[k].copy_(h)
         layer_in = out
@@ -479,10 +482,11 @@ def gru_layers(input: torch.Tensor, hx: torch.Tensor, params: list[torch.Tensor]
             k = layer * dirs + d
             w = params[k * per:(k + 1) * per]
             bih, bhh = (w[2], w[3]) if has_biases else (None, None)
+            wih, whh = _row_major_t(w[0]), _row_major_t(w[1])
             h = hx[k]
             for t in (range(steps - 1, -1, -1) if d else range(steps)):
                 hy = out[t, :, d * hidden:(d + 1) * hidden]
-                gru_cell_fused(layer_in[t], h, w[0], w[1], bih, bhh, hy)
+                gru_cell_fused(layer_in[t], h, wih, whh, bih, bhh, hy)
                 h = hy
             hn[k].copy_(h)
         layer_in = out
