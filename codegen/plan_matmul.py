@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import sympy
 
+from codegen.lower_plan import _no_mask, _stmt_instrs, same_region
 from trnlang.ir.nodes import Access, Instr, Loop, Region, Stmt, axis_sym
 from trnlang.ir.ops import Op
 from trnlang.ir.types import DType
@@ -53,15 +54,6 @@ class MatmulOperands:
         self.a_region: Region | None = None   # R1: the stationary's transpose source, [M, K]
         self.a_load: Instr | None = None      # dma_copy HBM -> R1
         self.v_load: Instr | None = None      # dma_copy HBM -> the moving operand's region
-
-
-def _instrs(s: Stmt) -> list[Instr]:
-    if isinstance(s, Instr):
-        return [s]
-    out: list[Instr] = []
-    for x in s.body:
-        out.extend(_instrs(x))
-    return out
 
 
 def _affine_2d(acc: Access) -> bool:
@@ -108,15 +100,13 @@ class _Finder:
         if i is None or not isinstance(w.outs[0], Region):
             return None
         out = w.outs[0]
-        from codegen.lower_plan import same_region
-
         if not same_region(out, region) or tuple(out.shape) != tuple(region.shape):
             return None
         return w, i
 
     def written_between(self, stmts: list[Stmt], i: int, j: int, buf: Any = None, tensor: Any = None) -> bool:
         for s in stmts[i + 1:j]:
-            for ins in _instrs(s):
+            for ins in _stmt_instrs(s):
                 if buf is not None and any(r.buf is buf for r in ins.outs if isinstance(r, Region)):
                     return True
                 if tensor is not None:
@@ -135,8 +125,6 @@ class _Finder:
         src = ld.ins[0]
         if not isinstance(src, Access) or src.gathers or len(src.shape) != 2 or ld.attrs.get("accumulate"):
             return None
-        from codegen.lower_plan import _no_mask
-
         if not _no_mask(src) or src.tensor.dtype is not DType.float32 or region.buf.dtype is not DType.float32:
             return None
         if not _affine_2d(src) or self.written_between(stmts, i, until, tensor=src.tensor):
