@@ -301,16 +301,7 @@ def _launch(x2: torch.Tensor, o2: torch.Tensor, op: str, pre: str, post: str, sc
         U.run_parallel(calls)
         U.launch(row_reduce, U.piece(part, (1, n_part), (n_part, 1), 0), o2, op, "none", post, scale, p, ct)()
     else:
-        _rows_parallel(x2, o2, op, pre, post, scale, p, ct)
-
-
-def _rows_parallel(x2: torch.Tensor, o2: torch.Tensor, *consts: Any) -> None:
-    """``row_reduce`` of ``x2 [R, C]`` into ``o2 [R, 1]``: one launch per thread on row blocks when big."""
-    blocks = U.row_blocks(x2.shape[0], x2.numel())
-    if len(blocks) == 1:
-        row_reduce(x2, o2, *consts)
-    else:
-        U.run_parallel([U.launch(row_reduce, U.rows_piece(x2, s), U.rows_piece(o2, s), *consts) for s in blocks])
+        U.split_rows(row_reduce, [x2, o2], op, pre, post, scale, p, ct)
 
 
 def _simple(self: Any, dim: Any, keepdim: bool, odt: torch.dtype, op: str, pre: str = "none", post: str = "none",

@@ -28,10 +28,20 @@ import trnlang as trn
 import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
+from stdlib_kernels.tiling import col_chunks, row_tiles
 from trnlang.device import lowering
 
 #: op -> (scan op0, scan operand a is the data?, initial carry). Scan: ``acc = (acc op0 a) op1 b``.
 _INIT = {"sum": 0.0, "prod": 1.0, "max": -math.inf, "min": math.inf}
+
+
+def _scan_rows(x: Any) -> Any:
+    """Yield ``(b, rows, row mask, C)`` for each row tile of a ``[(A,) R, C]`` scan input (trace time)."""
+    a = x.shape[0] if x.ndim == 3 else 1
+    r_dim, c_dim = x.shape[-2], x.shape[-1]
+    for b in tl.affine_range(a):
+        for rows, rm in row_tiles(r_dim):
+            yield b, rows, rm, c_dim
 
 
 def _at(t: Any, b: Any, rows: Any, cols: Any) -> Any:
@@ -53,59 +63,47 @@ def row_scan(x, out, idx, op, ints):
     ``idx`` (max/min only, else None): the index of the running extremum, as torch's cummax/cummin.
     ``ints``: the output is an integer tensor (a count of a bool input; the fp32 scan is exact below 2^24).
     """
-    a = x.shape[0] if x.ndim == 3 else 1
-    r_dim, c_dim = x.shape[-2], x.shape[-1]
-    p = min(128, r_dim)
-    f = min(c_dim, U.FREE_CHUNK)
-    for b in tl.affine_range(a):
-        for i in tl.affine_range(tl.cdiv(r_dim, p)):
-            rows = i * p + tl.arange(p)[:, None]
-            carry = tl.full((p, 1), _INIT[op], tl.float32)
-            cidx = tl.full((p, 1), -1.0, tl.float32)
-            for j in tl.sequential_range(tl.cdiv(c_dim, f)):
-                cols = j * f + tl.arange(f)[None, :]
-                m = (rows < r_dim) & (cols < c_dim)
-                t = tl.load(_at(x, b, rows, cols), mask=m).astype(tl.float32)
-                s = _step(t, carry, op)
-                tl.store(_at(out, b, rows, cols), s.astype(tl.int32) if ints else s, mask=m)
-                if idx is not None:
-                    rec = (t == s) | (t != t)
-                    pos = isa.iota(cols + 0 * rows, tl.float32)
-                    si = isa.tensor_tensor_scan(tl.where(rec, pos, -1.0), 0.0, cidx, "maximum", "add")
-                    tl.store(_at(idx, b, rows, cols), si.astype(tl.int32), mask=m)
-                    cidx[...] = si[:, f - 1:f]
-                carry[...] = s[:, f - 1:f]
+    for b, rows, rm, c_dim in _scan_rows(x):
+        p = rows.shape[0]
+        carry = tl.full((p, 1), _INIT[op], tl.float32)
+        cidx = tl.full((p, 1), -1.0, tl.float32)
+        for cols, m in col_chunks(c_dim, U.FREE_CHUNK, rm, loop=tl.sequential_range):
+            f = cols.shape[1]
+            t = tl.load(_at(x, b, rows, cols), mask=m).astype(tl.float32)
+            s = _step(t, carry, op)
+            tl.store(_at(out, b, rows, cols), s.astype(tl.int32) if ints else s, mask=m)
+            if idx is not None:
+                rec = (t == s) | (t != t)
+                pos = isa.iota(cols + 0 * rows, tl.float32)
+                si = isa.tensor_tensor_scan(tl.where(rec, pos, -1.0), 0.0, cidx, "maximum", "add")
+                tl.store(_at(idx, b, rows, cols), si.astype(tl.int32), mask=m)
+                cidx[...] = si[:, f - 1:f]
+            carry[...] = s[:, f - 1:f]
 
 
 @trn.kernel
 def row_logcumsumexp(x, out):
     """Inclusive ``log(cumsum(exp(x)))`` of ``x [(A,) R, C]`` along C, computed stably (see the module doc)."""
-    a = x.shape[0] if x.ndim == 3 else 1
-    r_dim, c_dim = x.shape[-2], x.shape[-1]
-    p = min(128, r_dim)
-    f = min(c_dim, U.FREE_CHUNK)
-    for b in tl.affine_range(a):
-        for i in tl.affine_range(tl.cdiv(r_dim, p)):
-            rows = i * p + tl.arange(p)[:, None]
-            mcar = tl.full((p, 1), -math.inf, tl.float32)
-            scar = tl.zeros((p, 1), tl.float32)
-            for j in tl.sequential_range(tl.cdiv(c_dim, f)):
-                cols = j * f + tl.arange(f)[None, :]
-                m = (rows < r_dim) & (cols < c_dim)
-                t = tl.load(_at(x, b, rows, cols), mask=m).astype(tl.float32)
-                mx = isa.tensor_tensor_scan(t, 0.0, mcar, "maximum", "add")
-                prev = tl.ndarray((p, f), tl.float32)
-                prev[:, 0:1] = mcar
-                if f > 1:
-                    prev[:, 1:f] = mx[:, 0:f - 1]
-                fin = tl.abs(mx) < math.inf
-                scale = tl.where(fin, tl.exp(prev - mx), 0.0)
-                term = tl.where(fin, tl.exp(t - mx), 0.0)
-                s = isa.tensor_tensor_scan(scale, term, scar, "multiply", "add")
-                res = tl.where(fin, tl.log(s) + mx, mx)
-                tl.store(_at(out, b, rows, cols), res, mask=m)
-                mcar[...] = mx[:, f - 1:f]
-                scar[...] = s[:, f - 1:f]
+    for b, rows, rm, c_dim in _scan_rows(x):
+        p = rows.shape[0]
+        mcar = tl.full((p, 1), -math.inf, tl.float32)
+        scar = tl.zeros((p, 1), tl.float32)
+        for cols, m in col_chunks(c_dim, U.FREE_CHUNK, rm, loop=tl.sequential_range):
+            f = cols.shape[1]
+            t = tl.load(_at(x, b, rows, cols), mask=m).astype(tl.float32)
+            mx = isa.tensor_tensor_scan(t, 0.0, mcar, "maximum", "add")
+            prev = tl.ndarray((p, f), tl.float32)
+            prev[:, 0:1] = mcar
+            if f > 1:
+                prev[:, 1:f] = mx[:, 0:f - 1]
+            fin = tl.abs(mx) < math.inf
+            scale = tl.where(fin, tl.exp(prev - mx), 0.0)
+            term = tl.where(fin, tl.exp(t - mx), 0.0)
+            s = isa.tensor_tensor_scan(scale, term, scar, "multiply", "add")
+            res = tl.where(fin, tl.log(s) + mx, mx)
+            tl.store(_at(out, b, rows, cols), res, mask=m)
+            mcar[...] = mx[:, f - 1:f]
+            scar[...] = s[:, f - 1:f]
 
 
 def _last(t: torch.Tensor, dim: int) -> torch.Tensor:

@@ -128,14 +128,8 @@ def _forward(self: torch.Tensor, dim: int, half_to_float: bool, log: bool) -> An
     xs = self if self.dim() else U.view(self, (1,), (1,), self.storage_offset())
     os_ = out if out.dim() else U.view(out, (1,), (1,), 0)
     for x, o in U.row_views([_last(xs, dim), _last(os_, dim)]):
-        U.run_parallel([_rows_call(softmax_fwd, (x, o), s, log) for s in U.row_blocks(x.shape[-2], x.numel())])
+        U.split_rows(softmax_fwd, [x, o], log)
     return out
-
-
-def _rows_call(kern: Any, views: tuple[torch.Tensor, ...], rows: slice, *consts: Any) -> Any:
-    """A launch of ``kern`` on the ``rows`` of ``[R, L]`` / ``[A, R, L]`` views (one thread's share)."""
-    vs = [U.rows_piece(v, rows) if v.dim() == 2 else v[:, rows] for v in views]
-    return U.launch(kern, *vs, *consts)
 
 
 @lowering("aten::_softmax", dtypes=U.FLOAT_DTYPES)
@@ -167,7 +161,7 @@ def _backward(grad_output: torch.Tensor, output: torch.Tensor, dim: int, input_d
     if output.dim() == 0:
         return out.zero_()
     for g, y, o in U.row_views([_last(grad_output, dim), _last(output, dim), _last(out, dim)]):
-        U.run_parallel([_rows_call(softmax_bwd, (g, y, o), s, log) for s in U.row_blocks(g.shape[-2], g.numel())])
+        U.split_rows(softmax_bwd, [g, y, o], log)
     return out
 
 
