@@ -82,35 +82,46 @@ def max_pool_fwd(x, out, idx, geo):
     p_dim, id_dim, ih_dim, iw_dim = x.shape
     od_dim, oh_dim, ow_dim = out.shape[1], out.shape[2], out.shape[3]
     kd_dim, kh_dim, kw_dim, sd, sh, sw, pd, ph, pw, dd, dh, dw = _geo(geo)
+    for pi, od, oh, ow, mo in _plane_tiles(p_dim, od_dim, oh_dim, ow_dim):
+        best = tl.full(_tile(pi, oh, ow), -math.inf, tl.float32)
+        bidx = tl.full(_tile(pi, oh, ow), -1, tl.int32)
+        for kd in _seq(kd_dim):
+            dz = od * sd + kd * dd - pd
+            for kh in tl.sequential_range(kh_dim):
+                for kw in tl.sequential_range(kw_dim):
+                    hh = oh * sh + kh * dh - ph
+                    ww = ow * sw + kw * dw - pw
+                    valid = (hh >= 0) & (hh < ih_dim) & (ww >= 0) & (ww < iw_dim)
+                    if id_dim > 1 or kd_dim > 1 or pd:
+                        valid = valid & (dz >= 0) & (dz < id_dim)
+                    v = tl.load(x[pi, dz, hh, ww], mask=mo & valid, other=-math.inf).astype(tl.float32)
+                    here = isa.iota(pi * 0 + (dz * ih_dim + hh) * iw_dim + ww, tl.int32)
+                    unset = tl.where(valid, bidx, 0) < 0  # no index yet, at a real input position
+                    upd = (v > best) | (v != v) | unset
+                    best[...] = tl.where(upd, v, best)
+                    bidx[...] = tl.where(upd, here, bidx)
+        tl.store(out[pi, od, oh, ow], best, mask=mo)
+        tl.store(idx[pi, od, oh, ow], bidx, mask=mo)
+
+
+def _plane_tiles(p_dim: int, d_dim: int, h_dim: int, w_dim: int) -> Any:
+    """Yield ``(pi, d, h, w, mask)`` for every ``[P, rows, cols]`` tile of a ``[P, D, H, W]`` space (trace time):
+    partitions by 128, one depth plane per step, ``_tiles`` rows and columns of each plane."""
     pp = min(128, p_dim)
-    rt, wt = _tiles(oh_dim, ow_dim)
+    rt, wt = _tiles(h_dim, w_dim)
     for pt in tl.affine_range(tl.cdiv(p_dim, pp)):
         pi = pt * pp + tl.arange(pp)[:, None, None]
-        for od in _aff(od_dim):
-            for oht in tl.affine_range(tl.cdiv(oh_dim, rt)):
-                for owt in tl.affine_range(tl.cdiv(ow_dim, wt)):
-                    oh = oht * rt + tl.arange(rt)[None, :, None]
-                    ow = owt * wt + tl.arange(wt)[None, None, :]
-                    mo = (pi < p_dim) & (oh < oh_dim) & (ow < ow_dim)
-                    best = tl.full((pp, rt, wt), -math.inf, tl.float32)
-                    bidx = tl.full((pp, rt, wt), -1, tl.int32)
-                    for kd in _seq(kd_dim):
-                        dz = od * sd + kd * dd - pd
-                        for kh in tl.sequential_range(kh_dim):
-                            for kw in tl.sequential_range(kw_dim):
-                                hh = oh * sh + kh * dh - ph
-                                ww = ow * sw + kw * dw - pw
-                                valid = (hh >= 0) & (hh < ih_dim) & (ww >= 0) & (ww < iw_dim)
-                                if id_dim > 1 or kd_dim > 1 or pd:
-                                    valid = valid & (dz >= 0) & (dz < id_dim)
-                                v = tl.load(x[pi, dz, hh, ww], mask=mo & valid, other=-math.inf).astype(tl.float32)
-                                here = isa.iota(pi * 0 + (dz * ih_dim + hh) * iw_dim + ww, tl.int32)
-                                unset = tl.where(valid, bidx, 0) < 0  # no index yet, at a real input position
-                                upd = (v > best) | (v != v) | unset
-                                best[...] = tl.where(upd, v, best)
-                                bidx[...] = tl.where(upd, here, bidx)
-                    tl.store(out[pi, od, oh, ow], best, mask=mo)
-                    tl.store(idx[pi, od, oh, ow], bidx, mask=mo)
+        for d in _aff(d_dim):
+            for ht in tl.affine_range(tl.cdiv(h_dim, rt)):
+                for wt_ in tl.affine_range(tl.cdiv(w_dim, wt)):
+                    h = ht * rt + tl.arange(rt)[None, :, None]
+                    w = wt_ * wt + tl.arange(wt)[None, None, :]
+                    yield pi, d, h, w, (pi < p_dim) & (h < h_dim) & (w < w_dim)
+
+
+def _tile(pi: Any, h: Any, w: Any) -> tuple[int, int, int]:
+    """The ``[P, rows, cols]`` shape of a :func:`_plane_tiles` tile."""
+    return (pi.shape[0], h.shape[1], w.shape[2])
 
 
 def _in_phases(i_dim: int, k_dim: int, s: int, d: int, p: int) -> list[tuple[int, ...]]:
@@ -119,47 +130,62 @@ def _in_phases(i_dim: int, k_dim: int, s: int, d: int, p: int) -> list[tuple[int
     return _phases(i_dim, k_dim, 1, s, d, (k_dim - 1) * d - p, True)
 
 
+def _phase_gather(g: Any, gin: Any, k: tuple[int, int, int], st: tuple[int, int, int], pad: tuple[int, int, int],
+                  dil: tuple[int, int, int]) -> Any:
+    """The loop skeleton of a pooling backward written as a gather (trace time).
+
+    For every input phase and ``[P, rows, cols]`` tile of inputs it yields ``(pi, at, acc, taps)``: the
+    partition index, the tile's input position ``(d, h, w)`` index expressions, a zeroed fp32 accumulator
+    tile, and the taps: ``(oz, oh, ow, mask)`` of every output whose window holds the tile's inputs (none
+    when the phase has no taps). The caller adds each tap's contribution to ``acc``; ``acc`` is stored to
+    ``gin`` after the taps.
+    """
+    p_dim, od_dim, oh_dim, ow_dim = g.shape
+    id_dim, ih_dim, iw_dim = gin.shape[1], gin.shape[2], gin.shape[3]
+    (kd_dim, kh_dim, kw_dim), (sd, sh, sw), (pd, ph, pw), (dd, dh, dw) = k, st, pad, dil
+    for rd, qd_dim, _, _, kd_n, cd0, dcd in _in_phases(id_dim, kd_dim, sd, dd, pd):
+        for rh, qh_dim, _, _, kh_n, ch0, dch in _in_phases(ih_dim, kh_dim, sh, dh, ph):
+            for rw, qw_dim, _, _, kw_n, cw0, dcw in _in_phases(iw_dim, kw_dim, sw, dw, pw):
+                if qd_dim == 0 or qh_dim == 0 or qw_dim == 0:
+                    continue
+                for pi, qd, qh, qw, mq in _plane_tiles(p_dim, qd_dim, qh_dim, qw_dim):
+                    acc = tl.zeros(_tile(pi, qh, qw), tl.float32)
+                    at = (qd * sd + rd, qh * sh + rh, qw * sw + rw)
+
+                    def taps(qd: Any = qd, qh: Any = qh, qw: Any = qw, mq: Any = mq, kd_n: int = kd_n,
+                             kh_n: int = kh_n, kw_n: int = kw_n, cd0: int = cd0, ch0: int = ch0,
+                             cw0: int = cw0, dcd: int = dcd, dch: int = dch, dcw: int = dcw) -> Any:
+                        if not (kd_n and kh_n and kw_n):
+                            return
+                        for jd in _seq(kd_n):
+                            oz = qd + cd0 + jd * dcd
+                            for jh in tl.sequential_range(kh_n):
+                                for jw in tl.sequential_range(kw_n):
+                                    oh = qh + ch0 + jh * dch
+                                    ow = qw + cw0 + jw * dcw
+                                    m = mq & (oh >= 0) & (oh < oh_dim) & (ow >= 0) & (ow < ow_dim)
+                                    if od_dim > 1 or kd_dim > 1:
+                                        m = m & (oz >= 0) & (oz < od_dim)
+                                    yield oz, oh, ow, m
+
+                    yield pi, at, acc, taps()
+                    tl.store(gin[pi, at[0], at[1], at[2]], acc, mask=mq)
+
+
 @trn.kernel
 def max_pool_bwd(g, idx, gin, geo):
     """``gin[p, i] = sum_{o: idx[p, o] == i} g[p, o]`` over the windows holding ``i`` (phase gather).
 
     ``g, idx [P, OD, OH, OW]``, ``gin [P, D, H, W]``; ``geo`` as :func:`max_pool_fwd`'s.
     """
-    p_dim, od_dim, oh_dim, ow_dim = g.shape
-    id_dim, ih_dim, iw_dim = gin.shape[1], gin.shape[2], gin.shape[3]
     kd_dim, kh_dim, kw_dim, sd, sh, sw, pd, ph, pw, dd, dh, dw = _geo(geo)
-    pp = min(128, p_dim)
-    for rd, qd_dim, _, _, kd_n, cd0, dcd in _in_phases(id_dim, kd_dim, sd, dd, pd):
-        for rh, qh_dim, _, _, kh_n, ch0, dch in _in_phases(ih_dim, kh_dim, sh, dh, ph):
-            for rw, qw_dim, _, _, kw_n, cw0, dcw in _in_phases(iw_dim, kw_dim, sw, dw, pw):
-                if qd_dim == 0 or qh_dim == 0 or qw_dim == 0:
-                    continue
-                rt, wt = _tiles(qh_dim, qw_dim)
-                for pt in tl.affine_range(tl.cdiv(p_dim, pp)):
-                    pi = pt * pp + tl.arange(pp)[:, None, None]
-                    for qd in _aff(qd_dim):
-                        for qht in tl.affine_range(tl.cdiv(qh_dim, rt)):
-                            for qwt in tl.affine_range(tl.cdiv(qw_dim, wt)):
-                                qh = qht * rt + tl.arange(rt)[None, :, None]
-                                qw = qwt * wt + tl.arange(wt)[None, None, :]
-                                mq = (pi < p_dim) & (qh < qh_dim) & (qw < qw_dim)
-                                acc = tl.zeros((pp, rt, wt), tl.float32)
-                                if kd_n and kh_n and kw_n:
-                                    target = isa.iota(pi * 0 + ((qd * sd + rd) * ih_dim + qh * sh + rh) * iw_dim
-                                                      + qw * sw + rw, tl.int32)
-                                    for jd in _seq(kd_n):
-                                        oz = qd + cd0 + jd * dcd
-                                        for jh in tl.sequential_range(kh_n):
-                                            for jw in tl.sequential_range(kw_n):
-                                                oh = qh + ch0 + jh * dch
-                                                ow = qw + cw0 + jw * dcw
-                                                m = mq & (oh >= 0) & (oh < oh_dim) & (ow >= 0) & (ow < ow_dim)
-                                                if od_dim > 1 or kd_dim > 1:
-                                                    m = m & (oz >= 0) & (oz < od_dim)
-                                                gt = tl.load(g[pi, oz, oh, ow], mask=m).astype(tl.float32)
-                                                it = tl.load(idx[pi, oz, oh, ow], mask=m, other=-1)
-                                                acc[...] = acc + tl.where(it == target, gt, 0.0)
-                                tl.store(gin[pi, qd * sd + rd, qh * sh + rh, qw * sw + rw], acc, mask=mq)
+    ih_dim, iw_dim = gin.shape[2], gin.shape[3]
+    for pi, at, acc, taps in _phase_gather(g, gin, (kd_dim, kh_dim, kw_dim), (sd, sh, sw), (pd, ph, pw), (dd, dh, dw)):
+        target = isa.iota(pi * 0 + (at[0] * ih_dim + at[1]) * iw_dim + at[2], tl.int32)
+        for oz, oh, ow, m in taps:
+            gt = tl.load(g[pi, oz, oh, ow], mask=m).astype(tl.float32)
+            it = tl.load(idx[pi, oz, oh, ow], mask=m, other=-1)
+            acc[...] = acc + tl.where(it == target, gt, 0.0)
 
 
 @trn.kernel
@@ -169,67 +195,30 @@ def avg_pool_fwd(x, div, out, geo):
     p_dim, id_dim, ih_dim, iw_dim = x.shape
     od_dim, oh_dim, ow_dim = out.shape[1], out.shape[2], out.shape[3]
     kd_dim, kh_dim, kw_dim, sd, sh, sw, pd, ph, pw = _geo(geo)
-    pp = min(128, p_dim)
-    rt, wt = _tiles(oh_dim, ow_dim)
-    for pt in tl.affine_range(tl.cdiv(p_dim, pp)):
-        pi = pt * pp + tl.arange(pp)[:, None, None]
-        for od in _aff(od_dim):
-            for oht in tl.affine_range(tl.cdiv(oh_dim, rt)):
-                for owt in tl.affine_range(tl.cdiv(ow_dim, wt)):
-                    oh = oht * rt + tl.arange(rt)[None, :, None]
-                    ow = owt * wt + tl.arange(wt)[None, None, :]
-                    mo = (pi < p_dim) & (oh < oh_dim) & (ow < ow_dim)
-                    acc = tl.zeros((pp, rt, wt), tl.float32)
-                    for kd in _seq(kd_dim):
-                        dz = od * sd + kd - pd
-                        for kh in tl.sequential_range(kh_dim):
-                            for kw in tl.sequential_range(kw_dim):
-                                hh = oh * sh + kh - ph
-                                ww = ow * sw + kw - pw
-                                m = mo & (hh >= 0) & (hh < ih_dim) & (ww >= 0) & (ww < iw_dim)
-                                if id_dim > 1 or kd_dim > 1 or pd:
-                                    m = m & (dz >= 0) & (dz < id_dim)
-                                acc[...] = acc + tl.load(x[pi, dz, hh, ww], mask=m).astype(tl.float32)
-                    dt = tl.load(div[pi, od, oh, ow], mask=mo, other=1.0)
-                    tl.store(out[pi, od, oh, ow], acc / dt, mask=mo)
+    for pi, od, oh, ow, mo in _plane_tiles(p_dim, od_dim, oh_dim, ow_dim):
+        acc = tl.zeros(_tile(pi, oh, ow), tl.float32)
+        for kd in _seq(kd_dim):
+            dz = od * sd + kd - pd
+            for kh in tl.sequential_range(kh_dim):
+                for kw in tl.sequential_range(kw_dim):
+                    hh = oh * sh + kh - ph
+                    ww = ow * sw + kw - pw
+                    m = mo & (hh >= 0) & (hh < ih_dim) & (ww >= 0) & (ww < iw_dim)
+                    if id_dim > 1 or kd_dim > 1 or pd:
+                        m = m & (dz >= 0) & (dz < id_dim)
+                    acc[...] = acc + tl.load(x[pi, dz, hh, ww], mask=m).astype(tl.float32)
+        dt = tl.load(div[pi, od, oh, ow], mask=mo, other=1.0)
+        tl.store(out[pi, od, oh, ow], acc / dt, mask=mo)
 
 
 @trn.kernel
 def avg_pool_bwd(g, div, gin, geo):
     """``gin[p, i] = sum_{o: i in window(o)} g[p, o] / div[o]`` (phase gather); shapes as :func:`avg_pool_fwd`."""
-    p_dim, od_dim, oh_dim, ow_dim = g.shape
-    id_dim, ih_dim, iw_dim = gin.shape[1], gin.shape[2], gin.shape[3]
     kd_dim, kh_dim, kw_dim, sd, sh, sw, pd, ph, pw = _geo(geo)
-    pp = min(128, p_dim)
-    for rd, qd_dim, _, _, kd_n, cd0, dcd in _in_phases(id_dim, kd_dim, sd, 1, pd):
-        for rh, qh_dim, _, _, kh_n, ch0, dch in _in_phases(ih_dim, kh_dim, sh, 1, ph):
-            for rw, qw_dim, _, _, kw_n, cw0, dcw in _in_phases(iw_dim, kw_dim, sw, 1, pw):
-                if qd_dim == 0 or qh_dim == 0 or qw_dim == 0:
-                    continue
-                rt, wt = _tiles(qh_dim, qw_dim)
-                for pt in tl.affine_range(tl.cdiv(p_dim, pp)):
-                    pi = pt * pp + tl.arange(pp)[:, None, None]
-                    for qd in _aff(qd_dim):
-                        for qht in tl.affine_range(tl.cdiv(qh_dim, rt)):
-                            for qwt in tl.affine_range(tl.cdiv(qw_dim, wt)):
-                                qh = qht * rt + tl.arange(rt)[None, :, None]
-                                qw = qwt * wt + tl.arange(wt)[None, None, :]
-                                mq = (pi < p_dim) & (qh < qh_dim) & (qw < qw_dim)
-                                acc = tl.zeros((pp, rt, wt), tl.float32)
-                                if kd_n and kh_n and kw_n:
-                                    for jd in _seq(kd_n):
-                                        oz = qd + cd0 + jd * dcd
-                                        for jh in tl.sequential_range(kh_n):
-                                            for jw in tl.sequential_range(kw_n):
-                                                oh = qh + ch0 + jh * dch
-                                                ow = qw + cw0 + jw * dcw
-                                                m = mq & (oh >= 0) & (oh < oh_dim) & (ow >= 0) & (ow < ow_dim)
-                                                if od_dim > 1 or kd_dim > 1:
-                                                    m = m & (oz >= 0) & (oz < od_dim)
-                                                gt = tl.load(g[pi, oz, oh, ow], mask=m).astype(tl.float32)
-                                                dt = tl.load(div[pi, oz, oh, ow], mask=m, other=1.0)
-                                                acc[...] = acc + gt / dt
-                                tl.store(gin[pi, qd * sd + rd, qh * sh + rh, qw * sw + rw], acc, mask=mq)
+    for pi, _, acc, taps in _phase_gather(g, gin, (kd_dim, kh_dim, kw_dim), (sd, sh, sw), (pd, ph, pw), (1, 1, 1)):
+        for oz, oh, ow, m in taps:
+            gt = tl.load(g[pi, oz, oh, ow], mask=m).astype(tl.float32)
+            acc[...] = acc + gt / tl.load(div[pi, oz, oh, ow], mask=m, other=1.0)
 
 
 @trn.kernel
