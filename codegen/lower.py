@@ -123,6 +123,7 @@ class KernelLowering:
         self._scopes: dict[str, Any] = {}
         self._aa_cache: dict[str, tuple[Any, Any]] = {}
         self._domain: Any = None
+        self.streamed = False  # a streaming (non-temporal) store was emitted: the entry fences before returning
 
     # ------------------------------------------------------------------ module
     def build(self) -> LoweredKernel:
@@ -167,7 +168,11 @@ class KernelLowering:
             p2 = b.srem(rem, g2)
             r = b.call(inst, [tensors, meta, p0, p1, p2, arena, err, cb])
             with b.if_then(b.icmp_signed("!=", r, ci32(0)), likely=False):
+                if self.streamed:
+                    lower_stream.fence(b, mod)
                 b.ret(r)
+        if self.streamed:
+            lower_stream.fence(b, mod)
         b.ret(ci32(0))
 
     def _tensor_args(self) -> None:

@@ -240,6 +240,47 @@ def launch(kern: Any, *args: Any) -> Any:
     return kern.bind(*args)
 
 
+class BoundLaunches:
+    """The bound launches of a split op, reused while its addresses and layout repeat.
+
+    Binding a launch (:func:`launch`) costs a few microseconds of key building per launch; a big
+    row op made of two launches pays that on every call, after its kernels have flushed the host
+    caches. A lowering that knows its operands' layout (shapes, dtypes, contiguity: what the
+    launch's plan key would contain) keys the list of launches on those facts and the addresses,
+    and skips the binds on a repeat (a caching allocator hands it the same blocks call after call).
+    Only lists of native launches are kept (none while ``trn profile`` records: launches must reach
+    the recorder), so a hit runs exactly what a fresh bind would. At most ``size`` keys.
+
+    Example:
+        >>> cache = BoundLaunches()
+        >>> cache.get(("k", 1), lambda: [print]) == [print]   # not native launches: made, not kept
+        True
+    """
+
+    __slots__ = ("size", "entries")
+
+    def __init__(self, size: int = 16) -> None:
+        self.size = size
+        self.entries: dict[tuple[Any, ...], list[Any]] = {}
+
+    def get(self, key: tuple[Any, ...], make: Any) -> list[Any]:
+        """The launches for ``key`` (``make()`` on a miss; kept when all of them are native launches)."""
+        from trnlang.runtime.kernel import _ENV_DATA, _PLANS
+
+        if not _PLANS[0]:
+            return make()
+        k = (key, _ENV_DATA.get(b"TRN_TARGET"), _ENV_DATA.get(b"TRN_INTERPRET"))
+        hit = self.entries.get(k)
+        if hit is not None:
+            return hit
+        calls = make()
+        if all(type(c) is NativeLaunch for c in calls):
+            if len(self.entries) >= self.size:
+                self.entries.clear()
+            self.entries[k] = calls
+        return calls
+
+
 def run_parallel(calls: Sequence[Any]) -> None:
     """Run independent kernel launches (closures over disjoint output views) on host threads.
 

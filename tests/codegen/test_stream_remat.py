@@ -113,9 +113,29 @@ def test_streaming_only_for_large_outputs():
     out = np.zeros((64, 256 + 5), np.float32)
     txt = _shifted_store.llvm_ir(x, out, 0, 64)
     assert "nontemporal" not in txt  # 64 KiB: ordinary stores
-    big = np.zeros((4096, 1024), np.float32)
-    txt = _shifted_store.llvm_ir(np.ones((4096, 1024), np.float32), big, 0, 4096)
+    rows = stream.NT_MIN_BYTES // 4096                 # rows of 1024 fp32: exactly the threshold
+    big = np.zeros((rows, 1024), np.float32)
+    txt = _shifted_store.llvm_ir(np.ones((rows, 1024), np.float32), big, 0, rows)
     assert ("nontemporal" in txt) == stream._X86
+    below = np.zeros((rows // 2, 1024), np.float32)    # half the last-level cache: stays cached
+    assert "nontemporal" not in _shifted_store.llvm_ir(np.ones_like(below), below, 0, rows // 2)
+
+
+@pytest.mark.skipif(not stream._X86, reason="streaming stores are x86-64 only")
+def test_streamed_kernel_fences_once_at_its_exit(force_stream):
+    """One ``sfence`` per way out of the entry (normal return, error return), not one per row tile."""
+    x = np.ones((512, 256), np.float32)
+    out = np.zeros((512, 256 + 5), np.float32)
+    txt = _shifted_store.llvm_ir(x, out, 0, 512)
+    assert "nontemporal" in txt
+    assert txt.count('call void @"llvm.x86.sse.sfence"()') == 2
+    _shifted_store(x, out, 0, 512)
+    np.testing.assert_array_equal(out[:, :256], x * 2.0 + 1.0)
+
+
+def test_streaming_threshold_is_the_last_level_cache():
+    assert stream.NT_MIN_BYTES >= 16 << 20
+    assert stream.NT_MIN_BYTES >= stream._llc_bytes()
 
 
 # ------------------------------------------------------------------------------------------ re-evaluated loads

@@ -276,3 +276,54 @@ def test_batch_norm_finalize_updates_running_stats_like_cpu(dtype):
     o = [torch.empty(1, 300, device="trn") for _ in range(2)] + [torch.empty(4, 300, device="trn") for _ in range(2)]
     prof = BN.bn_finalize.profile(m, v, *p, *o, 1e-5, 0.1, 1.0, True, True, True, True, True)
     assert prof.time_us > 0 and all(0 <= e.utilization <= 1 for e in prof.engines.values())
+
+
+@pytest.mark.parametrize("tile", [1, 128])
+@pytest.mark.parametrize("rows", [1, 130, 300])
+def test_ln_kernels_in_both_tile_orders(tile, rows):
+    """``ln_fwd`` / ``ln_bwd`` give the same results in the host order (one row per tile) and the device order."""
+    g = torch.Generator().manual_seed(rows)
+    n = 96
+    x, w, b = torch.randn(rows, n, generator=g) * 3 + 1, torch.randn(1, n, generator=g), torch.randn(1, n, generator=g)
+    dy = torch.randn(rows, n, generator=g)
+    out, mean, rstd = torch.empty(rows, n), torch.empty(rows, 1), torch.empty(rows, 1)
+    N.ln_fwd(x, w, b, out, mean, rstd, 1e-5, True, True, False, 0, -1, tile)
+    ref, rm, rr = torch.native_layer_norm(x.double(), (n,), w[0].double(), b[0].double(), 1e-5)
+    torch.testing.assert_close(out, ref.float(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(mean, rm.float(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(rstd, rr.float(), rtol=1e-5, atol=1e-6)
+    blocks = -(-rows // min(128, rows))
+    dx, pw, pb = torch.empty(rows, n), torch.empty(blocks, n), torch.empty(blocks, n)
+    N.ln_bwd(dy, x, mean, rstd, w, dx, pw, pb, True, True, True, False, tile)
+    gx, gw, gb = torch.ops.aten.native_layer_norm_backward(dy.double(), x.double(), (n,), rm, rr, w[0].double(),
+                                                           b[0].double(), [True, True, True])
+    torch.testing.assert_close(dx, gx.float(), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(pw.sum(0), gw.float(), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(pb.sum(0), gb.float(), rtol=1e-4, atol=1e-4)
+
+
+def test_split_layer_norm_reuses_bound_launches_only_for_the_same_memory():
+    """The split forward's bound launches are keyed on the addresses: other tensors get their own, right, results."""
+    from stdlib_kernels import _util as U
+
+    n = 1024
+    rows = max(256, -(-U.PARALLEL_MIN_WORK // n))
+    xs = [torch.randn(rows, n) for _ in range(2)]
+    w, b = torch.randn(n), torch.randn(n)
+    wt, bt = w.to("trn"), b.to("trn")
+    before = len(N._LN_LAUNCHES.entries)
+    for _ in range(2):
+        for x in xs:
+            assert_same(F.layer_norm(x.to("trn"), (n,), wt, bt), F.layer_norm(x, (n,), w, b), rtol=1e-4, atol=1e-4)
+    if U.num_threads() > 1:
+        assert len(N._LN_LAUNCHES.entries) > before
+
+
+def test_bound_launches_keep_only_native_launches():
+    from stdlib_kernels import _util as U
+
+    cache = U.BoundLaunches(size=2)
+    made = []
+    assert cache.get(("a",), lambda: made.append(1) or [print]) == [print]
+    assert cache.get(("a",), lambda: made.append(1) or [print]) == [print]
+    assert len(made) == 2 and cache.entries == {}  # not native: made every time, never kept

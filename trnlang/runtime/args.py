@@ -96,7 +96,7 @@ class TensorPiece:
         if not empty and (lo < 0 or (hi + 1) * item > base.untyped_storage().nbytes()):
             raise LaunchError(f"tensor piece of shape {shape}, strides {strides}, offset {offset} is outside its "
                               "storage")
-        self.key = (base.dtype, shape, strides, base.device.type, base.is_neg())
+        self.key = (base.dtype, shape, strides, base.is_cpu, base.is_neg())  # as in KernelFn._plan_key
         self.ptr = base.data_ptr() + (offset - base.storage_offset()) * item
 
     def tensor(self) -> Any:

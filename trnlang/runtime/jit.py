@@ -122,7 +122,7 @@ def _layout_text(c: Any) -> str:
 def cache_key(ir_text: str, dtypes: Sequence[str], contiguous: Sequence[bool], may_alias: bool,
               grid: Sequence[int], debug: bool, target: str) -> str:
     """sha256 naming one compiled variant."""
-    from codegen import llvm
+    from codegen import llvm, lower_stream
     from codegen.lower import LOWERING_VERSION
     from codegen.lower_vecmath import libm_forced
     from trnlang._version import __version__
@@ -130,7 +130,8 @@ def cache_key(ir_text: str, dtypes: Sequence[str], contiguous: Sequence[bool], m
     parts = [
         "trnlang-jit", LOWERING_VERSION, __version__, llvm.llvmlite_version, llvm.host_cpu_key(),
         "libm" if libm_forced() else "vecmath",
-        _codegen_fingerprint(), target, ",".join(dtypes), ",".join(_layout_text(c) for c in contiguous),
+        _codegen_fingerprint(), str(lower_stream.NT_MIN_BYTES),
+        target, ",".join(dtypes), ",".join(_layout_text(c) for c in contiguous),
         str(int(may_alias)), ",".join(str(g) for g in grid), str(int(debug)), ir_text,
     ]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()

@@ -257,24 +257,28 @@ class KernelFn:
 
     def _plan_key(self, args: tuple[Any, ...], grid: tuple[int, ...]) -> tuple[Any, list[int]] | None:
         """Key of a torch-tensor launch plan and the tensors' addresses (None: not a plan-able call)."""
+        # flat: a constant is (type, value), a tensor or piece (dtype, shape, strides, is_cpu, is_neg)
         key: list[Any] = [grid, _ENV_DATA.get(b"TRN_TARGET"), _ENV_DATA.get(b"TRN_INTERPRET")]
         ptrs = []
         tt = _TORCH_TENSOR or _torch_tensor_type()
         for a in args:
             ta = type(a)
             if ta in _CONST_SET:
-                key.append((ta, a))
+                key += (ta, a)
             elif ta is tt or isinstance(a, tt):
-                key.append((a.dtype, a.shape, a.stride(), a.device.type, a.is_neg()))
-                ptrs.append(a.data_ptr())
-            elif ta is TensorPiece:
-                key.append(a.key)
+                p = a.data_ptr()
+                if not p:  # meta tensors, empty storages: the general path
+                    return None
+                key += (a.dtype, a.shape, a.stride(), a.is_cpu, a.is_neg())
+                ptrs.append(p)
+            elif ta is TensorPiece:  # the same entries as its tensor (a view's plan serves the piece)
+                key += a.key
                 ptrs.append(a.ptr)
             elif ta is tuple:
                 for v in a:
                     if type(v) not in _CONST_SET:
                         return None
-                key.append((ta, a))
+                key += (ta, a)
             else:
                 return None
         return tuple(key), ptrs
