@@ -8,12 +8,14 @@ the normalised elements on the free axis, fp32 on chip):
   one pass, shifted sums), then one fused normalise-and-store chain ``(t - mean) * rstd * w + b``
   (elementwise producers with a single consumer fuse into the store, so the centred row is never
   materialised). On the host JIT the tile's load is re-evaluated in its two consumers rather than
-  staged, so the data is read from memory once and from cache once, and a large output is written
-  with streaming stores. Rows longer than :data:`CHUNK` take three streaming passes over column
+  staged, so the data is read from memory once and from cache once. The host lowerings use
+  one-row tiles (:data:`HOST_TILE`: the row is still in L1 for the second pass); 128-row tiles are
+  the NeuronCore shape. Rows longer than :data:`CHUNK` take three streaming passes over column
   chunks. The host splits big inputs into one row range per thread (no views: ``lo`` / ``hi``).
-- ``ln_bwd``: the layer-norm input gradient per row tile, plus per-tile partial column sums of
-  ``dy * xhat`` and ``dy`` (the weight and bias gradients) computed on the Tensor engine as
-  ``ones.T @ tile``; the host adds the partials (a native ``sum``).
+- ``ln_bwd``: the layer-norm input gradient per row tile, plus per-128-row-block partial column
+  sums of ``dy * xhat`` and ``dy`` (the weight and bias gradients): on the Tensor engine as
+  ``ones.T @ tile`` with 128-row tiles, accumulated row by row with the host's one-row tiles; one
+  ``reduce.col_sum`` launch adds the partials.
 - ``row_moments`` / ``row_dots`` / ``row_affine`` / ``row_affine2``: per-row mean and variance,
   per-row ``sum(dy)`` and ``sum(dy * x)``, and ``x * a + c`` / ``dy * a + x * b + c`` with
   per-row coefficients. Group norm and batch norm view ``[N, C, *]`` as ``[N * C, HW]`` rows;
