@@ -190,28 +190,10 @@ def ln_bwd(dy, x, mean, rstd, w, dx, pw, pb, has_w, want_dx, want_wb, rms=False,
     r_dim, n = x.shape
     p = _p(r_dim)
     ragged = r_dim % p != 0
-    cols = tl.arange(n)[None, :]
-    one = tl.arange(1)[None, :]
-    inv_n = 1.0 / n
     ones = tl.full((p, 1), 1.0, tl.float32)
     for i in tl.affine_range(tl.cdiv(r_dim, p)):
         rows = i * p + tl.arange(p)[:, None]
-        m = (rows < r_dim) if ragged else None
-        g0 = tl.load(dy[rows, cols], mask=m).astype(tl.float32)
-        rs = tl.load(rstd[rows, one], mask=m).astype(tl.float32)
-        if rms:
-            xh = tl.load(x[rows, cols], mask=m).astype(tl.float32) * rs
-        else:
-            mu = tl.load(mean[rows, one], mask=m).astype(tl.float32)
-            xh = (tl.load(x[rows, cols], mask=m).astype(tl.float32) - mu) * rs
-        if want_dx:
-            g = g0 * wt if has_w else g0
-            c2 = tl.sum(g * xh, axis=1, keepdims=True) * inv_n
-            if rms:
-                tl.store(dx[rows, cols], (g - xh * c2) * rs, mask=m)
-            else:
-                c1 = tl.sum(g, axis=1, keepdims=True) * inv_n
-                tl.store(dx[rows, cols], (g - c1 - xh * c2) * rs, mask=m)
+        g0, xh = _ln_bwd_dx(dy, x, mean, rstd, dx, rows, (rows < r_dim) if ragged else None, wt, want_dx, rms)
         if want_wb:
             gx = g0 * xh
             for c0 in range(0, n, COLS):
@@ -224,6 +206,29 @@ def ln_bwd(dy, x, mean, rstd, w, dx, pw, pb, has_w, want_dx, want_wb, rms=False,
                              tl.copy(tl.matmul(ones, g0[:, c0:c0 + cb], transpose_x=True)))
 
 
+def _ln_bwd_dx(dy, x, mean, rstd, dx, rows, m, wt, want_dx, rms):
+    """The input gradient of the rows ``rows`` (mask ``m``) of ``ln_bwd``; returns ``(dy, xhat)`` (fp32 tiles)."""
+    n = x.shape[1]
+    cols = tl.arange(n)[None, :]
+    one = tl.arange(1)[None, :]
+    g0 = tl.load(dy[rows, cols], mask=m).astype(tl.float32)
+    rs = tl.load(rstd[rows, one], mask=m).astype(tl.float32)
+    if rms:
+        xh = tl.load(x[rows, cols], mask=m).astype(tl.float32) * rs
+    else:
+        mu = tl.load(mean[rows, one], mask=m).astype(tl.float32)
+        xh = (tl.load(x[rows, cols], mask=m).astype(tl.float32) - mu) * rs
+    if want_dx:
+        g = g0 * wt if wt is not None else g0
+        c2 = tl.sum(g * xh, axis=1, keepdims=True) * (1.0 / n)
+        if rms:
+            tl.store(dx[rows, cols], (g - xh * c2) * rs, mask=m)
+        else:
+            c1 = tl.sum(g, axis=1, keepdims=True) * (1.0 / n)
+            tl.store(dx[rows, cols], (g - c1 - xh * c2) * rs, mask=m)
+    return g0, xh
+
+
 def _ln_bwd_rows(dy, x, mean, rstd, dx, pw, pb, wt, want_dx, want_wb, rms):
     """``ln_bwd`` one row at a time: the row stays in L1 through its passes (sums, then ``dx``).
 
@@ -234,29 +239,12 @@ def _ln_bwd_rows(dy, x, mean, rstd, dx, pw, pb, wt, want_dx, want_wb, rms):
     blk = _p(r_dim)
     ragged = r_dim % blk != 0
     cols = tl.arange(n)[None, :]
-    one = tl.arange(1)[None, :]
-    inv_n = 1.0 / n
     for i in tl.affine_range(tl.cdiv(r_dim, blk)):
         aw = tl.zeros((1, n), tl.float32) if want_wb else None
         ab = tl.zeros((1, n), tl.float32) if want_wb and not rms else None
         for j in tl.sequential_range(blk):
             row = i * blk + j + tl.arange(1)[:, None]
-            m = (row < r_dim) if ragged else None
-            g0 = tl.load(dy[row, cols], mask=m).astype(tl.float32)
-            rs = tl.load(rstd[row, one], mask=m).astype(tl.float32)
-            if rms:
-                xh = tl.load(x[row, cols], mask=m).astype(tl.float32) * rs
-            else:
-                mu = tl.load(mean[row, one], mask=m).astype(tl.float32)
-                xh = (tl.load(x[row, cols], mask=m).astype(tl.float32) - mu) * rs
-            if want_dx:
-                g = g0 * wt if wt is not None else g0
-                c2 = tl.sum(g * xh, axis=1, keepdims=True) * inv_n
-                if rms:
-                    tl.store(dx[row, cols], (g - xh * c2) * rs, mask=m)
-                else:
-                    c1 = tl.sum(g, axis=1, keepdims=True) * inv_n
-                    tl.store(dx[row, cols], (g - c1 - xh * c2) * rs, mask=m)
+            g0, xh = _ln_bwd_dx(dy, x, mean, rstd, dx, row, (row < r_dim) if ragged else None, wt, want_dx, rms)
             if want_wb:
                 aw[...] = aw + g0 * xh
                 if not rms:
