@@ -114,17 +114,20 @@ def move(dst: torch.Tensor, src: torch.Tensor, flip_dims: Sequence[int] = ()) ->
     if not sh:
         sh, ss, ds, fl = [1], [1], [1], [False]
     so, do = src.storage_offset(), dst.storage_offset()
-    if len(sh) == 1 and sh[0] >= _BIG_1D:  # one long dim: all 128 partitions
-        n, cols = sh[0], sh[0] // 128
-        rem = n - 128 * cols
+    shared = src.untyped_storage().data_ptr() == dst.untyped_storage().data_ptr()
+    if len(sh) == 1 and sh[0] >= _BIG_1D:  # one long dim: [rows, cols] (all 128 partitions, U.ROW_1D-long rows)
+        n = sh[0]
+        cols = n // 128 if n <= 128 * U.ROW_1D else U.ROW_1D
+        rows = n // cols
+        rem = n - rows * cols
         rev = fl[0]
-        s_main = so + (rem * ss[0] if rev else 0)
-        move3(U.view(src, (1, 128, cols), (0, cols * ss[0], ss[0]), s_main),
-              U.view(dst, (1, 128, cols), (0, cols * ds[0], ds[0]), do), (False, rev, rev))
+        s_main = so + (rem * ss[0] if rev else 0)  # reversed: the last rows * cols elements, both dims flipped
+        _move3_rows(src, dst, (1, rows, cols), (0, cols * ss[0], ss[0]), s_main, (0, cols * ds[0], ds[0]), do,
+                    (False, rev, rev), shared)
         if rem:
-            s_tail = so + (0 if rev else 128 * cols * ss[0])
+            s_tail = so + (0 if rev else rows * cols * ss[0])
             move3(U.view(src, (1, 1, rem), (0, 0, ss[0]), s_tail),
-                  U.view(dst, (1, 1, rem), (0, 0, ds[0]), do + 128 * cols * ds[0]), (False, False, rev))
+                  U.view(dst, (1, 1, rem), (0, 0, ds[0]), do + rows * cols * ds[0]), (False, False, rev))
         return
     while len(sh) < 3:
         sh, ss, ds, fl = [1, *sh], [0, *ss], [0, *ds], [False, *fl]
@@ -132,7 +135,27 @@ def move(dst: torch.Tensor, src: torch.Tensor, flip_dims: Sequence[int] = ()) ->
     for idx in itertools.product(*[range(n) for n in sh[:lead]]):
         soff = so + sum(((sh[k] - 1 - i) if fl[k] else i) * ss[k] for k, i in enumerate(idx))
         doff = do + sum(i * ds[k] for k, i in enumerate(idx))
-        move3(U.view(src, sh[lead:], ss[lead:], soff), U.view(dst, sh[lead:], ds[lead:], doff), tuple(fl[lead:]))
+        _move3_rows(src, dst, sh[lead:], ss[lead:], soff, ds[lead:], doff, tuple(fl[lead:]), shared)
+
+
+def _move3_rows(src: torch.Tensor, dst: torch.Tensor, sh: Sequence[int], ss: Sequence[int], soff: int,
+                ds: Sequence[int], doff: int, fl: tuple[bool, ...], shared: bool) -> None:
+    """One ``move3`` over ``[a, n, d]`` windows; a big one split into row blocks, one launch per thread.
+
+    Destination rows ``[lo, hi)`` read source rows ``[lo, hi)``, or ``[n - hi, n - lo)`` when the row
+    dim is flipped (the block's own flip reverses them). Not split when the two tensors share storage:
+    the launches would run concurrently on memory one of them may write.
+    """
+    a, n, d = sh
+    if shared or a * n * d < U.PARALLEL_MIN_WORK or n < 256:
+        move3(U.view(src, sh, ss, soff), U.view(dst, sh, ds, doff), fl)
+        return
+    calls = []
+    for lo, hi in U.chunks(n, U.num_threads(), 128):
+        first = (n - hi) if fl[1] else lo
+        calls.append(U.launch(move3, U.piece(src, (a, hi - lo, d), ss, soff + first * ss[1]),
+                              U.piece(dst, (a, hi - lo, d), ds, doff + lo * ds[1]), fl))
+    U.run_parallel(calls)
 
 
 def _movable(src: torch.Tensor, dst_dtype: torch.dtype) -> bool:

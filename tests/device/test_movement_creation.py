@@ -211,6 +211,30 @@ def test_position_ids_pattern():
     assert torch.equal(mask.cpu(), torch.ones(37, 37).tril())
 
 
+@pytest.mark.parametrize("case", ["flip0", "flip01", "flip1_3d", "flip_flat_ragged", "roll", "cat", "reflect",
+                                  "replicate", "int64"])
+def test_big_moves_split_into_row_blocks(case):
+    """Moves above the split size run as one launch per thread on row blocks (flipped rows map to mirrored blocks)."""
+    from stdlib_kernels import _util as U
+
+    g = torch.Generator().manual_seed(3)
+    n = max(512, int((2 * U.PARALLEL_MIN_WORK) ** 0.5) + 37)  # ragged row blocks
+    x = torch.randn(n, n + 3, generator=g)
+    fns = {
+        "flip0": lambda t: t.flip(0),
+        "flip01": lambda t: t.flip(0, 1),
+        "flip1_3d": lambda t: t.view(1, n, n + 3).expand(2, n, n + 3).flip(1, 2),
+        "flip_flat_ragged": lambda t: t.reshape(-1)[5:].flip(0),
+        "roll": lambda t: t.roll(300, 0),
+        "cat": lambda t: torch.cat([t[:, 1:], t[:, :7]], 1),
+        "reflect": lambda t: F.pad(t[None, None], (2, 3, 200, 100), mode="reflect"),
+        "replicate": lambda t: F.pad(t[None, None], (2, 3, 4, 300), mode="replicate"),
+        "int64": lambda t: (t * 100).long().flip(0),
+    }
+    fn = fns[case]
+    assert torch.equal(fn(x.to("trn")).cpu(), fn(x))
+
+
 def test_profile_move_kernel():
     from stdlib_kernels.movement import move3
 
