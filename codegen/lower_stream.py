@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from codegen.lower import KernelLowering
 
 
-
 def _llc_bytes(default: int = 32 << 20) -> int:
     """Size of the host's last-level cache (Linux sysfs; ``default`` when unknown)."""
     import glob

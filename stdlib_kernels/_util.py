@@ -16,6 +16,7 @@ from trnlang.device import memory
 from trnlang.runtime import hostpool
 from trnlang.runtime.args import TensorPiece
 from trnlang.runtime.hostpool import NativeLaunch
+from trnlang.runtime.kernel import _ENV_DATA, _PLANS
 
 #: Tensor dtypes the elementwise kernels load and store natively.
 NATIVE_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.int32)
@@ -265,8 +266,6 @@ class BoundLaunches:
 
     def get(self, key: tuple[Any, ...], make: Any) -> list[Any]:
         """The launches for ``key`` (``make()`` on a miss; kept when all of them are native launches)."""
-        from trnlang.runtime.kernel import _ENV_DATA, _PLANS
-
         if not _PLANS[0]:
             return make()
         k = (key, _ENV_DATA.get(b"TRN_TARGET"), _ENV_DATA.get(b"TRN_INTERPRET"))

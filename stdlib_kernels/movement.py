@@ -147,11 +147,13 @@ def _move3_rows(src: torch.Tensor, dst: torch.Tensor, sh: Sequence[int], ss: Seq
     the launches would run concurrently on memory one of them may write.
     """
     a, n, d = sh
-    if shared or a * n * d < U.PARALLEL_MIN_WORK or n < 256:
+    blocks = U.row_blocks(n, a * n * d)
+    if shared or len(blocks) == 1:
         move3(U.view(src, sh, ss, soff), U.view(dst, sh, ds, doff), fl)
         return
     calls = []
-    for lo, hi in U.chunks(n, U.num_threads(), 128):
+    for blk in blocks:
+        lo, hi = blk.start, blk.stop
         first = (n - hi) if fl[1] else lo
         calls.append(U.launch(move3, U.piece(src, (a, hi - lo, d), ss, soff + first * ss[1]),
                               U.piece(dst, (a, hi - lo, d), ds, doff + lo * ds[1]), fl))

@@ -48,10 +48,11 @@ CHUNK = 8192
 BWD_MAX = 4096
 #: Column block of the Tensor-engine column sums (one PSUM bank of fp32).
 COLS = 512
-#: Rows per tile of ``ln_fwd`` when the op runs on the host JIT. The kernel's two passes over a tile
-#: (moments, then normalise) re-read it; one row (4 KiB at N = 1024) is still in L1 for the second
-#: pass, a 128-row tile (512 KiB) is not, and is read twice from L2/L3. Measured on 4096 x 1024
-#: fp32, 2 threads: 0.42 ms with 1 row vs 0.68-0.74 ms with 128 (torch CPU: 0.9-1.1 ms).
+#: Rows per tile of ``ln_fwd`` / ``ln_bwd`` when the op runs on the host JIT. The kernels' passes
+#: over a tile (moments, then normalise; sums, then the gradient) re-read it: one row (4 KiB at
+#: N = 1024) is still in L1 for the second pass, a 128-row tile (512 KiB) is not, and is read twice
+#: from L2/L3. Measured on 4096 x 1024 fp32, 2 threads: 0.42 ms with 1 row vs 0.68-0.74 ms with 128
+#: (torch CPU: 0.9-1.1 ms).
 HOST_TILE = 1
 
 
@@ -180,8 +181,8 @@ def ln_bwd(dy, x, mean, rstd, w, dx, pw, pb, has_w, want_dx, want_wb, rms=False,
     ``dx = rstd * (g - mean(g) - xhat * mean(g * xhat))`` with ``g = dy * w``; ``pw[i]`` / ``pb[i]``
     are the column sums of ``dy * xhat`` / ``dy`` over row block ``i`` (128 rows, or all when fewer).
     ``rms=True``: RMS norm (``xhat = x * rstd``, no ``mean(g)`` term; ``mean`` is not read).
-    ``tile=128``: 128-row tiles, column sums on the Tensor engine (``ones.T @ tile``), the NeuronCore
-    shape. ``tile=1``: the host order (:data:`HOST_TILE`, see :func:`_ln_bwd_rows`).
+    ``tile=1``: the host order (:data:`HOST_TILE`, see :func:`_ln_bwd_rows`); any other value: 128-row
+    tiles with the column sums on the Tensor engine (``ones.T @ tile``), the NeuronCore shape.
     """
     wt = tl.load(w[0:1, 0:x.shape[1]]).astype(tl.float32) if has_w else None
     if tile == 1:
@@ -402,7 +403,7 @@ def native_layer_norm(input: torch.Tensor, normalized_shape: Sequence[int], weig
         w2 = _param(weight, n, x2)
         b2 = _param(bias, n, x2)
         args = (x2, w2, b2, out, mean, rstd, float(eps), weight is not None, bias is not None, False)
-        parts = U.chunks(r, U.num_threads(), 128) if r * n >= U.PARALLEL_MIN_WORK and r >= 256 else [(0, r)]
+        parts = _row_parts(r, n)
         if len(parts) == 1:
             ln_fwd(*args, 0, -1, HOST_TILE)
         else:  # one launch per thread on disjoint row ranges; every operand is contiguous (made so above)
@@ -421,6 +422,12 @@ def native_layer_norm(input: torch.Tensor, normalized_shape: Sequence[int], weig
 
 
 _LN_LAUNCHES = U.BoundLaunches()
+
+
+def _row_parts(r: int, n: int) -> list[tuple[int, int]]:
+    """``(lo, hi)`` row ranges of ``[r, n]`` rows, one per thread (``U.row_blocks``: multiples of 128 rows)."""
+    blocks = U.row_blocks(r, r * n)
+    return [(0, r)] if len(blocks) == 1 else [(b.start, b.stop) for b in blocks]
 
 
 def _param(t: torch.Tensor | None, n: int, dummy: torch.Tensor) -> torch.Tensor:
@@ -461,7 +468,7 @@ def native_layer_norm_backward(grad_out: torch.Tensor, input: torch.Tensor, norm
     pb = _empty((tiles, n), torch.float32) if wb else x2
     args = [g2, x2, _rows(mean, r, 1), _rows(rstd, r, 1), w2, dx.view(r, n) if want_dx else x2, pw, pb]
     consts = (weight is not None, want_dx, wb)
-    parts = U.chunks(r, U.num_threads(), 128) if r * n >= U.PARALLEL_MIN_WORK and r >= 256 else [(0, r)]
+    parts = _row_parts(r, n)
     if len(parts) == 1:
         ln_bwd(*args, *consts, False, HOST_TILE)
     else:  # one launch per thread on row blocks of 128-row tiles (their column-sum rows are theirs too)
