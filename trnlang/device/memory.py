@@ -30,6 +30,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from trnlang.device import guard as _guard
 from trnlang.ir.types import to_dtype
 
 DEVICE = torch.device("trn", 0)
@@ -194,6 +195,9 @@ def _new_block(nbytes: int) -> HbmBlock:
         raise torch.OutOfMemoryError(
             f"trn: out of memory: tried to allocate {nbytes} bytes with {STATS.allocated} of {cap} bytes of "
             "simulated HBM in use (the target's HBM per core; set TRN_TARGET or free tensors)")
+    if GUARD:  # debug mode: every block ends right before a PROT_NONE page; no caching (see guard.py)
+        region = _guard.GuardedRegion(nbytes)
+        return HbmBlock(region, region.ptr, nbytes, 0)
     cls = _Cache.size_class(nbytes)
     with STATS.lock:
         owner = CACHE.get(cls)
@@ -201,6 +205,9 @@ def _new_block(nbytes: int) -> HbmBlock:
         owner = torch.UntypedStorage(cls)  # 64-byte aligned host memory
     return HbmBlock(owner, owner.data_ptr(), nbytes, cls)
 
+
+#: ``TRN_GUARD=1`` (read at import): allocate every block between guard pages, bypassing the cache
+GUARD = _guard.env_enabled()
 
 #: callables releasing memory held for reuse outside the cache (the fast lane's idle outputs)
 _IDLE_RELEASERS: list[Any] = []
