@@ -3,9 +3,9 @@
 Order matters (TORCH_DEVICE_NOTES.md): rename PrivateUse1 and register the device module,
 hooks and guard through ``_setup_privateuseone_for_python_backend``; then the backend
 fallback (one function; the registry behind it is Python data); then the plumbing kernels and
-the compatibility glue; the stdlib lowerings (``stdlib_kernels``) are imported lazily, at the
-first allocation on the device, so ``import torch`` stays cheap and never imports the
-kernel language while torch is half-imported.
+the patches to torch (``torch_patches.PATCHES``, one table); the stdlib lowerings
+(``stdlib_kernels``) are imported lazily, at the first allocation on the device, so
+``import torch`` stays cheap and never imports the kernel language while torch is half-imported.
 """
 
 from __future__ import annotations
@@ -69,14 +69,14 @@ def register() -> None:
         _setup_privateuseone_for_python_backend("trn", backend_module=module.as_module(), hook=hooks,
                                                 device_guard=guard)
         _LIBS.extend([hooks, guard])
-        from trnlang.device import compat, fallback
+        from trnlang.device import fallback, torch_patches
 
         lib = torch.library.Library("_", "IMPL")
         lib.fallback(fallback.boxed_fallback, "PrivateUse1")
         _LIBS.append(lib)
         from trnlang.device import plumbing  # noqa: F401  (registers the plumbing lowerings)
 
-        compat.install()
+        torch_patches.apply_all()  # every change to torch outside PrivateUse1: one table
         _state["registered"] = True
 
 

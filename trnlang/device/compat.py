@@ -1,5 +1,9 @@
 """Glue that makes ``trn`` tensors behave like other device tensors in torch's Python layer.
 
+The implementations only: what is applied, why, and when it can go is the table in
+:mod:`trnlang.device.torch_patches` (the only caller). Each patched function takes torch's original path
+unchanged when no ``trn`` tensor or device is involved.
+
 - printing formats a CPU copy (trap 9: otherwise printing runs a dozen fallback ops);
 - ``torch.load`` can restore storages to ``trn`` (``torch.save`` works through ``_copy_from``);
 - ``torch.autocast(device_type="trn")``: a fallthrough for the autocast key (trap 8) plus
@@ -25,6 +29,20 @@ import torch
 from trnlang.device import memory
 
 _LIBS: list[Any] = []
+_DONE: set[str] = set()
+
+
+def _once(fn: Any) -> Any:
+    """Make a registration idempotent: torch's registries refuse (or duplicate) a second registration."""
+
+    @functools.wraps(fn)
+    def wrapper() -> None:
+        if fn.__name__ not in _DONE:
+            fn()
+            _DONE.add(fn.__name__)
+
+    return wrapper
+
 
 #: Ops autocast runs in the lower-precision dtype on ``trn`` (the TensorE ops).
 AUTOCAST_LOWER = ("mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "addbmm", "conv1d", "conv2d", "conv3d",
@@ -68,6 +86,7 @@ def _trn_deserialize(obj: Any, location: str) -> Any:
     return t.untyped_storage()
 
 
+@_once
 def _register_serialization() -> None:
     from torch.serialization import register_package
 
@@ -93,6 +112,7 @@ def _autocast_kernel(op: Any) -> Any:
     return kernel
 
 
+@_once
 def _register_autocast() -> None:
     lib = torch.library.Library("_", "IMPL")
     lib.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
@@ -111,6 +131,7 @@ def _register_autocast() -> None:
     _LIBS.append(alib)
 
 
+@_once
 def _register_conj_neg_fallthroughs() -> None:
     lib = torch.library.Library("aten", "IMPL")
     for key in ("Conjugate", "Negative"):
@@ -128,6 +149,17 @@ _ACCEL = {
 }
 
 
+def _names_trn(dev: Any) -> bool:
+    """True for ``None`` / an index (the current accelerator, i.e. ``trn``) or a ``trn`` device; False for
+    any other device (``"cpu"``), which must get torch's own answer, unchanged by this package."""
+    if dev is None or isinstance(dev, int):
+        return True
+    try:
+        return torch.device(dev).type == "trn"
+    except (RuntimeError, TypeError):
+        return False
+
+
 def _patch_accelerator() -> None:
     """Trap 11: ``torch.accelerator``'s synchronize and memory functions need C++ hooks a Python backend
     cannot provide; route them to ``torch.trn`` when ``trn`` is the current accelerator."""
@@ -143,10 +175,10 @@ def _patch_accelerator() -> None:
             @functools.wraps(orig)
             def wrapper(*args: Any, **kwargs: Any) -> Any:
                 cur = acc.current_accelerator()
-                if cur is not None and cur.type == "trn":
-                    dev = args[0] if args else kwargs.get("device_index", kwargs.get("device"))
+                dev = args[0] if args else kwargs.get("device_index", kwargs.get("device"))
+                if cur is not None and cur.type == "trn" and _names_trn(dev):
                     return getattr(torch.trn, target)(dev) if dev is not None else getattr(torch.trn, target)()
-                return orig(*args, **kwargs)
+                return orig(*args, **kwargs)  # another device named explicitly: torch's own answer
 
             wrapper._trn_patched = True  # type: ignore[attr-defined]
             return wrapper
@@ -233,14 +265,3 @@ def _patch_module_conversion() -> None:
             return swapping(trn_method, self, *args, **kwargs)
 
         mod.trn = trn  # type: ignore[attr-defined]
-
-
-def install() -> None:
-    """Install all of the above (once per process)."""
-    _patch_module_conversion()
-    _patch_printing()
-    _patch_storage_new()
-    _patch_accelerator()
-    _register_serialization()
-    _register_autocast()
-    _register_conj_neg_fallthroughs()

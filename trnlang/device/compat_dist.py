@@ -1,0 +1,90 @@
+"""torch.distributed glue: keep CPU-only distributed code doing what it does without trnlang.
+
+Registering ``trn`` (PyTorch's PrivateUse1 backend, renamed) makes it the process's *accelerator*:
+``torch._C._get_accelerator()`` returns the PrivateUse1 device as soon as it has a name, whether or not any
+tensor lives there. FSDP2's ``fully_shard`` (and ``replicate``) build their default device mesh on that
+accelerator, so a plain CPU model sharded in a gloo group would be moved to ``trn``: FSDP moves each
+parameter with ``param.data = param.to("trn")``, which C++ refuses ("``variable`` and ``tensor`` have
+incompatible tensor type": PrivateUse1 and CPU tensors are not shallow-copy compatible in torch 2.13), and
+gloo has no ``trn`` collectives anyway.
+
+:func:`patch_fsdp_default_mesh` makes that default mesh a CPU mesh when the default process group has no
+backend for ``trn`` (what torch picks when no accelerator is present); a group that does serve ``trn`` keeps
+torch's choice. torch's FSDP modules are heavy to import, so the patch waits for them (a post-import hook)
+instead of importing them at ``import torch``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.abc
+import importlib.machinery
+import sys
+from collections.abc import Callable
+from typing import Any
+
+#: The module whose ``init_device_mesh`` global FSDP2's ``_init_default_mesh`` calls.
+FSDP_INIT = "torch.distributed.fsdp._fully_shard._fsdp_init"
+
+
+def _group_serves_trn() -> bool:
+    """True when the default process group has a communication backend for ``trn`` tensors."""
+    import torch
+    import torch.distributed as dist
+
+    try:
+        dist.distributed_c10d._get_default_group()._get_backend(torch.device("trn"))
+    except (RuntimeError, ValueError):
+        return False
+    return True
+
+
+def _patch_loaded_fsdp_init(mod: Any) -> None:
+    """Wrap ``init_device_mesh`` as seen by FSDP2's default-mesh helper (idempotent)."""
+    orig = mod.init_device_mesh
+    if getattr(orig, "_trn_patched", False):
+        return
+
+    @functools.wraps(orig)
+    def init_device_mesh(device_type: str, *args: Any, **kwargs: Any) -> Any:
+        if device_type == "trn" and not _group_serves_trn():
+            device_type = "cpu"  # torch's choice when no accelerator is present
+        return orig(device_type, *args, **kwargs)
+
+    init_device_mesh._trn_patched = True  # type: ignore[attr-defined]
+    mod.init_device_mesh = init_device_mesh
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs ``then(module)`` right after ``name`` has been imported (once)."""
+
+    def __init__(self, name: str, then: Callable[[Any], None]) -> None:
+        self.name, self.then = name, then
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != self.name:
+            return None
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        orig, then = spec.loader.exec_module, self.then
+
+        def exec_module(module: Any) -> None:
+            orig(module)
+            then(module)
+
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def patch_fsdp_default_mesh() -> None:
+    """Patch FSDP2's default mesh now if its module is loaded, else right after it is imported (idempotent)."""
+    mod = sys.modules.get(FSDP_INIT)
+    if mod is not None and hasattr(mod, "init_device_mesh"):
+        _patch_loaded_fsdp_init(mod)
+    elif not any(isinstance(f, _AfterImport) and f.name == FSDP_INIT for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport(FSDP_INIT, _patch_loaded_fsdp_init))
