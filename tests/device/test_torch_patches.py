@@ -36,15 +36,19 @@ def rec(key, fn):
         out[key] = f"raised {type(e).__name__}: {e}"
 
 
-def fsdp():
-    import torch.distributed as dist
-    from torch.distributed.fsdp import fully_shard
-
+def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+
+
+def fsdp():
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+
+    free_port()
     dist.init_process_group("gloo", rank=0, world_size=1)
     try:
         torch.manual_seed(0)
@@ -57,6 +61,22 @@ def fsdp():
         return {"loss": loss.item(), "devices": [str(p.device) for p in m.parameters()],
                 "types": [type(p).__name__ for p in m.parameters()],
                 "params": [p.full_tensor().tolist() for p in m.parameters()]}
+    finally:
+        dist.destroy_process_group()
+
+
+def default_group():
+    import torch.distributed as dist
+
+    free_port()
+    dist.init_process_group(rank=0, world_size=1)  # no backend named: torch picks one
+    try:
+        t = torch.arange(4.0)
+        dist.all_reduce(t)
+        dist.barrier()
+        pg = dist.distributed_c10d._get_default_group()
+        return {"backend": str(dist.get_backend()), "config": str(dist.get_backend_config()),
+                "devices": sorted(str(d) for d in pg._device_types), "sum": t.tolist()}
     finally:
         dist.destroy_process_group()
 
@@ -120,6 +140,7 @@ def storages():
 
 
 rec("fsdp", fsdp)
+rec("default_group", default_group)
 rec("conversions", conversions)
 rec("reprs", reprs)
 rec("storages", storages)
@@ -150,6 +171,14 @@ def test_fsdp2_on_a_cpu_model_unchanged(probes: tuple[dict[str, Any], dict[str, 
     assert isinstance(without["fsdp"], dict), without["fsdp"]
     assert without["fsdp"]["devices"] == ["cpu"] * 4 and without["fsdp"]["types"] == ["DTensor"] * 4
     assert with_pkg["fsdp"] == without["fsdp"]  # same devices, the very same parameters after a step
+
+
+def test_default_process_group_unchanged(probes: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    """``dist.init_process_group()`` with no backend: gloo on the CPU, as without trnlang."""
+    with_pkg, without = probes
+    assert isinstance(without["default_group"], dict), without["default_group"]
+    assert without["default_group"]["config"] == "cpu:gloo" and without["default_group"]["sum"] == [0, 1, 2, 3]
+    assert with_pkg["default_group"] == without["default_group"]
 
 
 def test_cpu_module_conversions_unchanged(probes: tuple[dict[str, Any], dict[str, Any]]) -> None:

@@ -12,6 +12,10 @@ gloo has no ``trn`` collectives anyway.
 backend for ``trn`` (what torch picks when no accelerator is present); a group that does serve ``trn`` keeps
 torch's choice. torch's FSDP modules are heavy to import, so the patch waits for them (a post-import hook)
 instead of importing them at ``import torch``.
+
+Likewise :func:`patch_default_backend`: ``dist.init_process_group()`` with no backend named picks the
+accelerator's default backend, and torch knows none for ``trn``; an undefined backend means the CPU's (gloo)
+again, as without trnlang.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from typing import Any
 
 #: The module whose ``init_device_mesh`` global FSDP2's ``_init_default_mesh`` calls.
 FSDP_INIT = "torch.distributed.fsdp._fully_shard._fsdp_init"
+#: The module whose ``BackendConfig`` maps an undefined backend to the accelerator's default one.
+C10D = "torch.distributed.distributed_c10d"
 
 
 def _group_serves_trn() -> bool:
@@ -81,10 +87,43 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         return spec
 
 
+def _when_imported(name: str, attr: str, then: Callable[[Any], None]) -> None:
+    """Run ``then(module)`` now if ``name`` is imported (``attr`` defined), else right after its import."""
+    mod = sys.modules.get(name)
+    if mod is not None and hasattr(mod, attr):
+        then(mod)
+    elif not any(isinstance(f, _AfterImport) and f.name == name for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport(name, then))
+
+
 def patch_fsdp_default_mesh() -> None:
     """Patch FSDP2's default mesh now if its module is loaded, else right after it is imported (idempotent)."""
-    mod = sys.modules.get(FSDP_INIT)
-    if mod is not None and hasattr(mod, "init_device_mesh"):
-        _patch_loaded_fsdp_init(mod)
-    elif not any(isinstance(f, _AfterImport) and f.name == FSDP_INIT for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImport(FSDP_INIT, _patch_loaded_fsdp_init))
+    _when_imported(FSDP_INIT, "init_device_mesh", _patch_loaded_fsdp_init)
+
+
+def _patch_loaded_c10d(mod: Any) -> None:
+    """Wrap ``BackendConfig.__init__`` so an undefined backend means what it means without trnlang."""
+    import torch
+
+    cls = mod.BackendConfig
+    orig = cls.__init__
+    if getattr(orig, "_trn_patched", False):
+        return
+
+    @functools.wraps(orig)
+    def __init__(self: Any, backend: Any) -> None:
+        table = mod.Backend.default_device_backend_map
+        if (str(backend) == mod.Backend.UNDEFINED and "trn" not in table
+                and torch._C._get_accelerator().type == "trn"):
+            backend = f"cpu:{table['cpu']}"  # torch's pick with no accelerator: the CPU's default backend
+        orig(self, backend)
+
+    __init__._trn_patched = True  # type: ignore[attr-defined]
+    cls.__init__ = __init__
+
+
+def patch_default_backend() -> None:
+    """``dist.init_process_group()`` with no backend picks one for the accelerator; for ``trn`` torch knows
+    none and raises ("We detected accelerator trn ... don't know which communication backend"). Until trnlang
+    has a c10d backend for ``trn``, an undefined backend means the CPU's (gloo), as without trnlang."""
+    _when_imported(C10D, "BackendConfig", _patch_loaded_c10d)

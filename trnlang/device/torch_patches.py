@@ -95,6 +95,12 @@ def _fsdp_mesh() -> None:
     compat_dist.patch_fsdp_default_mesh()
 
 
+def _default_backend() -> None:
+    from trnlang.device import compat_dist
+
+    compat_dist.patch_default_backend()
+
+
 _T = "tests/device/"
 _CONV = "trn <-> CPU conversions run with swap_module_params_on_conversion, so Parameter objects survive " \
         "(tied weights stay tied, an optimizer made before the move keeps working); torch would make new " \
@@ -142,6 +148,14 @@ PATCHES: tuple[Patch, ...] = (
           (_T + "test_torch_patches.py::test_fsdp2_on_a_cpu_model_unchanged",),
           "when FSDP2's default mesh consults the process group's device types, or trnlang ships a c10d "
           "backend for trn", _fsdp_mesh),
+    Patch("torch.distributed.distributed_c10d.BackendConfig.__init__", "monkeypatch",
+          "dist.init_process_group() with no backend picks the accelerator's default backend; torch knows none "
+          "for trn and raises ('We detected accelerator trn ... don't know which communication backend'). "
+          "With trn the accelerator and no backend registered for it, an undefined backend means 'cpu:gloo', "
+          "as without trnlang", "2.13",
+          (_T + "test_torch_patches.py::test_default_process_group_unchanged",),
+          "when trnlang registers a c10d backend for trn (Backend.register_backend(..., devices=['trn']))",
+          _default_backend),
     Patch("torch.serialization (register_package priority 15)", "registration",
           "torch.load(map_location='trn') restores storages into device memory; tags/restores only trn "
           "locations (returns None otherwise, so the CPU entry answers as before)", "2.13",
