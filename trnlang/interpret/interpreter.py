@@ -35,7 +35,7 @@ import sympy
 from trnlang.frontend.errors import BoundsError, DTypeError, LaunchError, ShapeError
 from trnlang.interpret import alu
 from trnlang.interpret.symeval import evaluate_int, evaluate_on_tile
-from trnlang.ir.nodes import Access, Buf, Imm, Instr, Kernel, Loop, Region, Stmt, gather_sym, pid_sym
+from trnlang.ir.nodes import Access, Buf, Imm, Instr, Kernel, Loop, Region, Stmt, gather_sym, instrs, pid_sym
 from trnlang.ir.ops import Alu, Op
 
 _N_PID_AXES = 3
@@ -469,6 +469,27 @@ def _check_launch(k: Kernel, arrays: Sequence[np.ndarray], env: dict[sympy.Symbo
                 raise LaunchError(f"argument {t.name} has shape {a.shape}, expected {tuple(t.shape)}", loc=k.loc)
 
 
+def written_mask(k: Kernel) -> tuple[bool, ...]:
+    """Per ``k.tensors``: whether the kernel stores to it (the output ``Access`` of a DMA store)."""
+    stored = {id(x.tensor) for i in instrs(k.body) for x in i.outs if isinstance(x, Access)}
+    return tuple(id(t) in stored for t in k.tensors)
+
+
+def raise_read_only(k: Kernel, index: int) -> None:
+    """The ``LaunchError`` for a read-only launch array ``index`` that kernel ``k`` writes."""
+    name = k.tensors[index].name
+    raise LaunchError(f"argument {name!r} is read-only (numpy flags.writeable is False: a bytes buffer, a read-only "
+                      f"mmap or a view marked read-only) but kernel {k.name} writes it; pass a writable array, "
+                      "e.g. a copy")
+
+
+def check_writable(k: Kernel, arrays: Sequence[np.ndarray], written: Sequence[bool]) -> None:
+    """Raise ``LaunchError`` before anything runs when an array the kernel writes is read-only."""
+    for i, (a, w) in enumerate(zip(arrays, written)):
+        if w and not a.flags.writeable:
+            raise_read_only(k, i)
+
+
 def run_kernel(k: Kernel, arrays: list[np.ndarray], grid: tuple[int, ...] | None = None) -> None:
     """Run every program instance of ``grid`` (default ``k.grid``) of kernel ``k`` on ``arrays``, in place.
 
@@ -482,6 +503,7 @@ def run_kernel(k: Kernel, arrays: list[np.ndarray], grid: tuple[int, ...] | None
         raise LaunchError(f"bad grid {grid}", loc=k.loc)
     base: dict[sympy.Symbol, int] = {pid_sym(a): 0 for a in range(_N_PID_AXES)}
     _check_launch(k, arrays, base)
+    check_writable(k, arrays, written_mask(k))
     with np.errstate(all="ignore"):
         for pids in itertools.product(*(range(g) for g in grid)):
             env = dict(base)

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from trnlang.frontend.errors import BoundsError, LaunchError, TrnError
-from trnlang.ir.nodes import Access, Instr, Kernel, Loop, Region, instrs
+from trnlang.ir.nodes import Instr, Kernel, Loop, Region, instrs
 
 _MAGIC = b"TRNJIT01"
 _N_PID = 3
@@ -268,8 +268,12 @@ class JitExecutor:
         self._has_accumulate = any(i.attrs.get("accumulate") is not None for i in instrs(kernel.body))
         # tensors the kernel writes: only an overlap involving one of them needs the aliasing variant
         # (two read-only arguments on the same memory, as in ``x + x``, keep the fast one)
-        stored = {id(x.tensor) for i in instrs(kernel.body) for x in i.outs if isinstance(x, Access)}
-        self.written = tuple(id(t) in stored for t in kernel.tensors)
+        from trnlang.interpret.interpreter import written_mask
+
+        self.written = written_mask(kernel)
+        # the arguments (not kernel-allocated outputs or scratch) it writes: each must be writable at launch
+        n_params = len(kernel.params)
+        self._written_params = tuple(i for i, w in enumerate(self.written) if w and i < n_params)
         self._cb = _PRINT_CB(self._print_cb)
         self._cb_addr = ctypes.cast(self._cb, ctypes.c_void_p).value
         self._sig: list[tuple[np.dtype, tuple[int, ...] | None]] | None = None
@@ -369,6 +373,11 @@ class JitExecutor:
                     break
         if not ok:
             self._check(arrays)
+        for i in self._written_params:  # a store to read-only memory would be a SIGSEGV or a silent write
+            if not arrays[i].flags.writeable:
+                from trnlang.interpret.interpreter import raise_read_only
+
+                raise_read_only(k, i)
         contiguous = tuple([layout_of(a) for a in arrays])
         copies: list[tuple[np.ndarray, np.ndarray]] = []
         if any(c is not True for c in contiguous):

@@ -73,6 +73,8 @@ class _Plan:
     environment), so a hit needs only the tensors' addresses: the compiled variant per aliasing
     case, the stride metadata block and each tensor's byte extent are computed once. Only for
     compiled kernels without kernel-allocated outputs; anything else takes the general path.
+    No read-only check here: torch tensors have no read-only flag (numpy arrays, which do, are
+    checked by the executors and never get a plan).
     """
 
     __slots__ = ("executor", "contiguous", "grid", "extents", "meta", "meta_addr", "variants", "shapes", "_last")
@@ -257,7 +259,8 @@ class KernelFn:
 
     def _plan_key(self, args: tuple[Any, ...], grid: tuple[int, ...]) -> tuple[Any, list[int]] | None:
         """Key of a torch-tensor launch plan and the tensors' addresses (None: not a plan-able call)."""
-        # flat: a constant is (type, value), a tensor or piece (dtype, shape, strides, is_cpu, is_neg)
+        # flat: a constant is (type, value), a tensor or piece (dtype, shape, strides, is_cpu, is_neg); last the
+        # kernel's own switches (interpret, target), so changing them after a launch takes effect
         key: list[Any] = [grid, _ENV_DATA.get(b"TRN_TARGET"), _ENV_DATA.get(b"TRN_INTERPRET")]
         ptrs = []
         tt = _TORCH_TENSOR or _torch_tensor_type()
@@ -281,6 +284,7 @@ class KernelFn:
                 key += (ta, a)
             else:
                 return None
+        key += (self.interpret, self.target)
         return tuple(key), ptrs
 
     def _call(self, args: tuple[Any, ...], grid: tuple[int, ...]) -> Any:
@@ -390,7 +394,7 @@ class KernelFn:
     def _specialize(self, args: tuple[Any, ...], grid: tuple[int, ...]) -> tuple[Compiled, list[Any]]:
         self._bind(args)
         prepared = [argconv.describe(a, name, self.loc) for a, name in zip(args, self._sig.parameters)]
-        key = (tuple(p.key for p in prepared), grid, self._target(), self._use_interpreter())
+        key = (tuple(p.key for p in prepared), grid, self._target(), self._use_interpreter(), self.debug)
         comp = self._cache.get(key)
         if comp is None:
             comp = self._compile(prepared, grid)
@@ -443,7 +447,8 @@ class KernelFn:
         same specialization; anything unusual returns None and takes the slow path.
         """
         env = os.environ
-        key: list[Any] = [grid, env.get("TRN_TARGET"), env.get("TRN_INTERPRET")]
+        key: list[Any] = [grid, env.get("TRN_TARGET"), env.get("TRN_INTERPRET"), self.interpret, self.target,
+                          self.debug]
         arrays = []
         for a in args:
             ta = type(a)
