@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # torch is a local CPU wheel: install it first and pin it, so pip never resolves another torch.
 TORCH  := torch==2.13.0
 
-.PHONY: demo test lint .venv
+.PHONY: demo test lint fuzz .venv
 
 .venv: $(STAMP)
 
@@ -23,6 +23,13 @@ demo: .venv
 
 test: .venv
 	$(PY) -m pytest -n 2 tests
+
+# The random-kernel fuzzer (JIT vs interpreter, sentinel-framed strided arguments): FUZZ_CASES seeds
+# from FUZZ_SEED, two child processes at a time; `make test` runs a 200-case slice of it.
+FUZZ_CASES ?= 10000
+FUZZ_SEED  ?= 0
+fuzz: .venv
+	$(PY) -m tests.fuzz --cases $(FUZZ_CASES) --seed $(FUZZ_SEED) --jobs 2
 
 lint: .venv
 	$(VENV)/bin/ruff check .
