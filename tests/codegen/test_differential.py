@@ -15,7 +15,6 @@ transcendental functions, whose vecmath kernels are a few ulp off the float64 or
 from __future__ import annotations
 
 import os
-import stat
 
 import numpy as np
 import pytest
@@ -32,7 +31,6 @@ from trnlang.interpret import alu as ialu
 from trnlang.interpret.interpreter import run_kernel as interp_run
 from trnlang.ir.ops import Alu, unary_alus
 from trnlang.runtime import jit
-from trnlang.runtime.jit import JitExecutor
 from trnlang.runtime.jit import run_kernel as jit_run
 
 CASE_IDS = [c.name for c in CASES]
@@ -301,67 +299,6 @@ def test_llvm_ir_text():
     x = torch.randn(10, 8)
     text = softmax.llvm_ir(x, torch.empty_like(x))
     assert "define i32 @\"kernel_entry\"" in text and "trn.instance" in text
-
-
-# ------------------------------------------------------------------------------------------ disk cache
-
-
-def _copy_kernel():
-    xt, o = hbm("x", (4, 8)), hbm("out", (4, 8), kind="out")
-    t = sbuf("t", (4, 8))
-    return kernel([xt], [o], [alloc(t), load(whole(t), acc(xt, (4, 8))),
-                              instr(Op.ACTIVATION, (whole(t),), (whole(t),), func=Alu.square, scale=1.0,
-                                    reduce_op=None), store(acc(o, (4, 8)), whole(t))])
-
-
-def _run_fresh(k):
-    x = np.arange(32, dtype=np.float32).reshape(4, 8)
-    out = np.zeros_like(x)
-    ex = JitExecutor(k)
-    ex.run([x, out], (1,))
-    np.testing.assert_array_equal(out, x * x)
-    return ex.last_compile
-
-
-@pytest.mark.parametrize("damage", ["flip", "truncate", "empty", "foreign"])
-def test_disk_cache_detects_corruption(tmp_path, monkeypatch, damage):
-    monkeypatch.setenv("TRN_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv("TRN_JIT_NO_DISK_CACHE", raising=False)
-    k = _copy_kernel()
-    first = _run_fresh(k)
-    assert "llvm_s" in first
-    d = jit.cache_dir()
-    entries = [f for f in os.listdir(d) if f.endswith(".bin")]
-    assert len(entries) == 1
-    path = os.path.join(d, entries[0])
-    assert "source" in _run_fresh(k)  # loaded from disk
-    data = bytearray(open(path, "rb").read())
-    if damage == "flip":
-        data[len(data) // 2] ^= 0x40
-    elif damage == "truncate":
-        data = data[: len(data) // 2]
-    elif damage == "empty":
-        data = bytearray()
-    else:  # a valid entry stored under another key
-        other = _copy_kernel()
-        other.name = "other"
-        jit_key = jit.cache_key("something else", ["f32"], [True], False, (1,), False, "trn2")
-        jit.write_entry(os.path.join(d, jit_key + ".bin"), {"key": jit_key, "arena_size": 64, "meta_words": 4,
-                                                             "has_print": False}, b"\x7fELF garbage")
-        data = bytearray(open(os.path.join(d, jit_key + ".bin"), "rb").read())
-    open(path, "wb").write(bytes(data))
-    again = _run_fresh(k)
-    assert "llvm_s" in again and "source" not in again  # rebuilt, not loaded
-    assert "source" in _run_fresh(k)  # and the rewritten entry is good
-
-
-def test_cache_dir_is_private(tmp_path, monkeypatch):
-    monkeypatch.setenv("TRN_CACHE_DIR", str(tmp_path / "cache"))
-    d = jit.cache_dir()
-    assert d is not None and stat.S_IMODE(os.stat(d).st_mode) == 0o700
-    assert stat.S_IMODE(os.stat(tmp_path / "cache").st_mode) == 0o700
-    os.chmod(d, 0o755)
-    assert jit.cache_dir() == d and stat.S_IMODE(os.stat(d).st_mode) == 0o700
 
 
 def test_shape_errors_are_raised_only_when_the_instruction_runs():

@@ -47,11 +47,11 @@ import inspect
 import json
 import math
 import os
-import tempfile
 import time
 from typing import Any, Callable, Sequence
 
 from trnlang.frontend.errors import LaunchError, TrnError
+from trnlang.runtime import diskcache
 from trnlang.runtime.kernel import KernelFn, _normalize_grid
 
 __all__ = ["Autotuner", "Config", "autotune", "cache_dir"]
@@ -80,8 +80,20 @@ class Config:
 
 def cache_dir() -> str:
     """``$TRN_CACHE_DIR/autotune`` (default ``~/.cache/trnlang/autotune``)."""
-    base = os.environ.get("TRN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "trnlang")
-    return os.path.join(base, "autotune")
+    return os.path.join(diskcache.cache_base(), "autotune")
+
+
+def _store() -> diskcache.Store | None:
+    """The autotune directory (private checks as for compiled kernels; its JSON choices cannot run code,
+    and only name configs the kernel already lists, so entries are not authenticated)."""
+    base = diskcache.cache_base()
+    st = _stores.get(base)
+    if st is None:
+        st = _stores[base] = diskcache.Store(base, "autotune", authenticate=False)
+    return st if st.usable else None
+
+
+_stores: dict[str, diskcache.Store] = {}
 
 
 def _key_value(v: Any) -> Any:
@@ -184,39 +196,38 @@ class Autotuner:
         h = hashlib.sha256(json.dumps([src, [sorted((k, repr(v)) for k, v in c.kwargs.items())
                                              for c in self.configs]]).encode()).hexdigest()[:16]
         name = f"{self.fn.fn.__module__}.{self.fn.fn.__qualname__}".replace("<", "").replace(">", "")
-        return os.path.join(cache_dir(), f"{name}-{h}.json")
+        return f"{name}-{h}.json"
+
+    def _read(self) -> dict[str, Any]:
+        st = _store()
+        raw = st.read(self._path()) if st is not None else None
+        try:
+            data = json.loads(raw) if raw else {}
+        except ValueError:
+            return {}
+        return data if isinstance(data, dict) else {}
 
     def _load(self) -> None:
-        path = self._path()
-        try:
-            with open(path) as f:
-                data = json.load(f)
-        except (OSError, ValueError):
-            return
-        for key, entry in data.get("entries", {}).items():
-            cfg = Config(**entry["config"])
+        data = self._read()
+        entries = data.get("entries")
+        for key, entry in (entries.items() if isinstance(entries, dict) else ()):
+            try:
+                cfg = Config(**entry["config"])
+            except (TypeError, KeyError):  # a damaged file only costs re-tuning
+                continue
             if cfg in self.configs and key not in self.best:
                 self.best[key] = self.configs[self.configs.index(cfg)]
 
     def _save(self, key: str, cfg: Config, timings: list[tuple[Config, float]]) -> None:
-        path = self._path()
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            try:
-                with open(path) as f:
-                    data = json.load(f)
-            except (OSError, ValueError):
-                data = {}
-            data.setdefault("kernel", self.fn.fn.__qualname__)
-            data.setdefault("entries", {})[key] = {
-                "config": cfg.kwargs, "metric": self.metric,
-                "timings": [[c.kwargs, t if math.isfinite(t) else None] for c, t in timings]}
-            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-", suffix=".json")
-            with os.fdopen(fd, "w") as f:
-                json.dump(data, f, indent=1, sort_keys=True)
-            os.replace(tmp, path)  # atomic: readers see the old or the new file, never a partial one
-        except OSError:  # a read-only cache directory only costs re-tuning
-            pass
+        st = _store()
+        if st is None:  # no usable cache directory only costs re-tuning
+            return
+        data = self._read()
+        data.setdefault("kernel", self.fn.fn.__qualname__)
+        data.setdefault("entries", {})[key] = {
+            "config": cfg.kwargs, "metric": self.metric,
+            "timings": [[c.kwargs, t if math.isfinite(t) else None] for c, t in timings]}
+        st.write(self._path(), json.dumps(data, indent=1, sort_keys=True).encode())  # atomic
 
     def _measure(self, args: tuple[Any, ...], grid: Any, cfg: Config) -> float:
         full = self._full(args, cfg)

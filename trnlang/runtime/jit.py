@@ -10,14 +10,13 @@ arrays overlap in memory, grid). C-contiguous tensors get compile-time strides;
 the others are addressed with run-time strides (in elements).
 
 Caches: in memory per executor; on disk under ``$TRN_CACHE_DIR`` (default
-``~/.cache/trnlang``) in the per-user directory ``jit-<uid>`` (mode 0700, must be
-owned by the user, else the disk cache is off). An entry is
-``MAGIC + sha256(payload) + payload``; ``payload`` = JSON header (key, arena
-size...) + object code. Entries whose digest, magic or key do not match are
-rebuilt and replaced, never loaded. Writes are atomic (temp file + rename). The
-key hashes the printed IR, argument dtypes and contiguity, grid, debug flag,
-target, trnlang/llvmlite versions, host CPU name and features, and the codegen
-sources.
+``~/.cache/trnlang``) in the per-user directory ``jit-<uid>`` through
+``runtime.diskcache.Store``: entries are HMAC-authenticated with a per-user
+secret and opened without following links; anything refused is rebuilt in
+memory, never loaded (threat model: docs/cache_security.md). An entry's
+payload is a JSON header (key, arena size...) + object code. The key hashes
+the printed IR, argument dtypes and contiguity, grid, debug flag, target,
+trnlang/llvmlite versions, host CPU name and features, and the codegen sources.
 
 Launch: ctypes with declared argtypes, zero-copy pointers. Grid instances run
 on a thread pool of ``os.cpu_count()`` threads (ctypes releases the GIL), each
@@ -35,7 +34,6 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -46,8 +44,8 @@ import numpy as np
 
 from trnlang.frontend.errors import BoundsError, LaunchError, TrnError
 from trnlang.ir.nodes import Instr, Kernel, Loop, Region, instrs
+from trnlang.runtime import diskcache
 
-_MAGIC = b"TRNJIT01"
 _N_PID = 3
 _NCPU = os.cpu_count() or 1  # grid worker threads; TRN_NUM_THREADS overrides (read per launch)
 _PARALLEL_MIN_NS = 150_000   # run a grid on the pool when sequential time would exceed this
@@ -60,28 +58,31 @@ _ARGTYPES = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, c
 # ------------------------------------------------------------------------------------------ disk cache
 
 
-def cache_dir() -> str | None:
-    """The per-user object cache directory (created 0700), or None when it is unusable."""
-    base = os.environ.get("TRN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "trnlang")
-    d = os.path.join(base, f"jit-{os.getuid()}")
-    try:
-        os.makedirs(base, mode=0o700, exist_ok=True)
-        os.makedirs(d, mode=0o700, exist_ok=True)
-        st = os.stat(d)
-        if st.st_uid != os.getuid():
-            _warn_once(f"trnlang: JIT cache {d} is not owned by this user; disk cache disabled")
-            return None
-        if st.st_mode & 0o077:
-            os.chmod(d, 0o700)
-        return d
-    except OSError as e:
-        _warn_once(f"trnlang: JIT cache {d} unusable ({e}); disk cache disabled")
+_stores: dict[tuple[str, str], diskcache.Store] = {}
+_stores_lock = threading.Lock()
+
+
+def _store() -> diskcache.Store | None:
+    """This user's object store under ``$TRN_CACHE_DIR`` (None when the disk cache is off or refused)."""
+    if os.environ.get("TRN_JIT_NO_DISK_CACHE"):
         return None
+    from codegen import llvm
+    from trnlang._version import __version__
+
+    base = diskcache.cache_base()
+    name = f"jit-{os.getuid()}"
+    with _stores_lock:
+        st = _stores.get((base, name))
+        if st is None:
+            ctx = "\0".join(["trnlang-jit", __version__, llvm.llvmlite_version, llvm.llvm_version]).encode()
+            st = _stores[(base, name)] = diskcache.Store(base, name, context=ctx)
+    return st if st.usable else None
 
 
-@functools.cache
-def _warn_once(msg: str) -> None:
-    print(msg, file=sys.stderr)
+def cache_dir() -> str | None:
+    """The per-user object cache directory (created 0700), or None when it is unusable or refused."""
+    st = _store()
+    return st.path if st is not None else None
 
 
 @functools.cache
@@ -137,18 +138,11 @@ def cache_key(ir_text: str, dtypes: Sequence[str], contiguous: Sequence[bool], m
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
-def read_entry(path: str, key: str) -> tuple[dict[str, Any], bytes] | None:
-    """(header, object bytes) of a cache entry, or None when missing, corrupt, truncated or foreign."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    if len(data) < len(_MAGIC) + 36 or not data.startswith(_MAGIC):
-        return None
-    digest = data[len(_MAGIC):len(_MAGIC) + 32]
-    payload = data[len(_MAGIC) + 32:]
-    if hashlib.sha256(payload).digest() != digest:
+def read_entry(key: str) -> tuple[dict[str, Any], bytes] | None:
+    """(header, object bytes) of the authenticated cache entry for ``key``, or None (missing or refused)."""
+    st = _store()
+    payload = st.read(key + ".bin") if st is not None else None
+    if payload is None or len(payload) < 4:
         return None
     n = int.from_bytes(payload[:4], "little")
     try:
@@ -160,22 +154,12 @@ def read_entry(path: str, key: str) -> tuple[dict[str, Any], bytes] | None:
     return header, payload[4 + n:]
 
 
-def write_entry(path: str, header: dict[str, Any], obj: bytes) -> None:
-    """Atomically write a cache entry (temp file in the same directory, then rename)."""
-    h = json.dumps(header, sort_keys=True).encode()
-    payload = len(h).to_bytes(4, "little") + h + obj
-    data = _MAGIC + hashlib.sha256(payload).digest() + payload
-    d = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=d)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+def write_entry(key: str, header: dict[str, Any], obj: bytes) -> None:
+    """Store a compiled variant (authenticated, atomic; never raises)."""
+    st = _store()
+    if st is not None:
+        h = json.dumps(header, sort_keys=True).encode()
+        st.write(key + ".bin", len(h).to_bytes(4, "little") + h + obj)
 
 
 # ------------------------------------------------------------------------------------------ variants
@@ -308,9 +292,7 @@ class JitExecutor:
         k = self.kernel
         dtypes = [t.dtype.short for t in k.tensors]
         key = cache_key(self.ir_text(), dtypes, contiguous, may_alias, grid, self.debug, k.target)
-        d = cache_dir() if not os.environ.get("TRN_JIT_NO_DISK_CACHE") else None
-        path = os.path.join(d, key + ".bin") if d else None
-        entry = read_entry(path, key) if path else None
+        entry = read_entry(key)
         stats: dict[str, float] = {}
         deferred = None
         if entry is not None:
@@ -325,8 +307,7 @@ class JitExecutor:
             header = {"key": key, "arena_size": low.arena_size, "meta_words": low.meta_words,
                       "has_print": low.has_print}
             deferred = low.deferred
-            if path:
-                write_entry(path, header, obj)
+            write_entry(key, header, obj)
         lib = llvm.load_object(obj)
         fn = lib.cfunc(ENTRY, ctypes.c_int32, _ARGTYPES)
         stats["total_s"] = time.perf_counter() - t0
