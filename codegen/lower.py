@@ -61,7 +61,7 @@ from codegen.lower_ctx import I1, I8P, I32, I64, I64P, Ctx, ci32, ci64, const_in
 from codegen.lower_expr import emit_int
 from codegen.lower_plan import Plan, _all_regions, regions_written, same_region
 from codegen.lower_types import from_compute, poison_storage, storage_ty, to_compute
-from codegen.lower_vals import AccessEval, Binary, Imm, Iota, RegionRead, RegionView, RoundTrip, TensorArgs, Val
+from codegen.lower_vals import AccessEval, Imm, Iota, RegionRead, RegionView, RoundTrip, TensorArgs, Val
 from codegen.lower_vals import bcast as vbcast
 from trnlang.frontend.errors import TrnError
 from trnlang.ir.bounds import expr_range
@@ -452,8 +452,7 @@ class KernelLowering:
     def producer_val(self, p: Instr) -> Val:
         shape = tuple(p.outs[0].shape)
         if p.op is Op.TENSOR_TENSOR:
-            a, c = (self.val(x, p) for x in p.ins)
-            return Binary(p.attrs["op"], a, c, shape)
+            return lo.tensor_tensor_val(self, p)
         if p.op is Op.TENSOR_SCALAR:
             return lo.tensor_scalar_val(self, p)
         if p.op is Op.ACTIVATION:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from llvmlite import ir
 
+from codegen import lower_irange as irange
 from codegen.lower_alu import Reducer
 from codegen.lower_ctx import CT, ci64
 from codegen.lower_types import convert_storage, from_compute
@@ -21,7 +22,6 @@ from codegen.lower_vals import (
     Binary,
     Imm,
     Iota,
-    Load,
     Pred,
     RegionRead,
     Reshape,
@@ -66,7 +66,7 @@ def _load(L: KernelLowering, ins: Instr, dst: Region, src: Access) -> None:
     L.check_access(ins, src)
     ev = access_eval(L, ins, src)
     other = ins.attrs.get("other")
-    v = Load(ev, lambda cx: L.targs(src.tensor), dst.dtype, other)
+    v = irange.checked_load(ev, lambda cx: L.targs(src.tensor), dst.dtype, other, irange.load_fail(L, ins))
     shape = tuple(dst.shape)
     if ev.acc.mask is None or ev.acc.mask is True or other is not None or _mask_true(ev.acc.mask):
         L.write(ins, dst, bcast(v, shape, "loaded tile"))
@@ -196,8 +196,12 @@ def _act_step(L: KernelLowering, y: Val, oview: Any, out: Region, r: Reducer, pi
 
 def tensor_tensor(L: KernelLowering, ins: Instr) -> None:
     out = ins.outs[0]
+    L.write(ins, out, tensor_tensor_val(L, ins))
+
+
+def tensor_tensor_val(L: KernelLowering, ins: Instr) -> Val:
     a, c = (L.val(x, ins) for x in ins.ins)
-    L.write(ins, out, Binary(ins.attrs["op"], a, c, tuple(out.shape)))
+    return irange.binary(L, ins, ins.attrs["op"], a, c, tuple(ins.outs[0].shape))
 
 
 def tensor_scalar_val(L: KernelLowering, ins: Instr) -> Val:
@@ -211,7 +215,7 @@ def tensor_scalar_val(L: KernelLowering, ins: Instr) -> Val:
         if len(ins.ins) <= k + 1:
             raise ShapeError(f"tensor_scalar {key}={op.name} has no scalar operand s{k}", loc=ins.loc)
         s = bcast(L.val(ins.ins[k + 1], ins), shape)
-        t = Binary(op, s, t, shape) if reverse[k] else Binary(op, t, s, shape)
+        t = irange.binary(L, ins, op, s, t, shape) if reverse[k] else irange.binary(L, ins, op, t, s, shape)
     return t
 
 
@@ -263,8 +267,8 @@ def load_val(L: KernelLowering, ins: Instr) -> Val:
     dst, src = ins.outs[0], ins.ins[0]
     if isinstance(src, Access):
         ev = access_eval(L, ins, src)
-        return bcast(Load(ev, lambda cx: L.targs(src.tensor), dst.dtype, ins.attrs.get("other")),
-                     tuple(dst.shape), "loaded tile")
+        return bcast(irange.checked_load(ev, lambda cx: L.targs(src.tensor), dst.dtype, ins.attrs.get("other"),
+                                         irange.load_fail(L, ins)), tuple(dst.shape), "loaded tile")
     return bcast(L.val(src, ins), tuple(dst.shape), "output")
 
 
@@ -334,4 +338,4 @@ def alloc(L: KernelLowering, ins: Instr) -> None:
 
 __all__ = ["dma_copy", "activation", "tensor_tensor", "tensor_scalar", "tensor_reduce", "tensor_copy", "select",
            "iota", "memset", "affine_select", "alloc", "activation_val", "tensor_scalar_val", "copy_val",
-           "select_val", "affine_select_val", "load_val"]
+           "select_val", "affine_select_val", "load_val", "tensor_tensor_val"]

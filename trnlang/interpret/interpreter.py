@@ -34,7 +34,9 @@ import sympy
 
 from trnlang.frontend.errors import BoundsError, DTypeError, LaunchError, ShapeError
 from trnlang.interpret import alu
+from trnlang.interpret.index_check import check_index_range
 from trnlang.interpret.symeval import evaluate_int, evaluate_on_tile
+from trnlang.ir.index_range import index_producers
 from trnlang.ir.nodes import Access, Buf, Imm, Instr, Kernel, Loop, Region, Stmt, gather_sym, instrs, pid_sym
 from trnlang.ir.ops import Alu, Op
 
@@ -51,6 +53,7 @@ class _Ctx:
         self.loop_vars: list[sympy.Symbol] = []
         self.bufs: dict[Buf, np.ndarray] = {}
         self.instr: Instr | None = None
+        self.index_producers = index_producers(kernel)  # checked for int32 wrapping (index_check.py)
 
     # ----------------------------------------------------------------- helpers
 
@@ -444,6 +447,8 @@ def _exec(c: _Ctx, body: Sequence[Stmt]) -> None:
         else:
             c.instr = s
             try:
+                if id(s) in c.index_producers:
+                    check_index_range(c, s)
                 _HANDLERS[s.op](c, s)
             except alu.AluTypeError as e:
                 raise DTypeError(str(e), loc=s.loc) from None
