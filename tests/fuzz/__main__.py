@@ -55,16 +55,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.repro is not None:
         return _repro(a.repro)
-    from tests.fuzz.session import run_session
+    from tests.fuzz.session import Summary, run_session
 
     step = max(1, a.cases // 20)
 
-    def progress(s: object) -> None:
-        recs = s.records  # type: ignore[attr-defined]
-        if len(recs) % step == 0:
-            c = s.counts  # type: ignore[attr-defined]
-            print(f"  {len(recs)}/{a.cases} cases, {s.wall:.0f} s: " +  # type: ignore[attr-defined]
-                  ", ".join(f"{k} {v}" for k, v in sorted(c.items())), flush=True)
+    def progress(s: Summary) -> None:
+        if len(s.records) % step == 0:
+            print(f"  {len(s.records)}/{a.cases} cases, {s.wall:.0f} s: "
+                  + ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items())), flush=True)
 
     summary = run_session(a.seed, a.cases, jobs=a.jobs, batch=a.batch, progress=progress)
     print(summary.report())

@@ -17,6 +17,7 @@ import pytest
 from tests.fuzz.gen import Arg, generate
 from tests.fuzz.harness import FAILURES, SENTINEL, _sentinel, compare, make_frame, run_case
 from tests.fuzz.session import run_session
+from trnlang.device.guard import PAGE
 
 CASES = int(os.environ.get("FUZZ_CASES", "200"))
 SEED = int(os.environ.get("FUZZ_SEED", "0"))
@@ -66,6 +67,17 @@ def test_frames_hold_the_values_inside_the_sentinel() -> None:
         if arg.out:
             assert (buf == pattern).all()
     assert {"contig", "rowpad", "colstep", "transposed", "neg_rows", "neg_cols", "bcast_rows"} <= layouts
+
+
+def test_guard_mode_frames_end_at_a_guard_page() -> None:
+    rng = np.random.default_rng(2)
+    for k in range(6):
+        f = make_frame(rng, Arg("x", (3, 129), ["float32", "bfloat16", "int32"][k % 3], out=bool(k % 2)))
+        buf, view = f.instantiate(guard=True)
+        assert (buf.ctypes.data + buf.size) % PAGE == 0  # the framed buffer ends right before PROT_NONE
+        assert (buf == f.init).all() and view.shape == (3, 129)
+    res = run_case(1, guard=True)
+    assert res.cls == "ok", res.detail
 
 
 def test_sentinel_check_catches_a_write_outside_the_view() -> None:
