@@ -85,6 +85,52 @@ def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
     return sa < eb and sb < ea
 
 
+#: torch's messages for the memory-overlap checks of in-place / out= ops (``at::assert_no_*overlap``)
+OVERLAP_MSG = ("unsupported operation: some elements of the input tensor and the written-to tensor refer to a single "
+               "memory location. Please clone() the tensor before performing the operation.")
+INTERNAL_OVERLAP_MSG = ("unsupported operation: more than one element of the written-to tensor refers to a single "
+                        "memory location. Please clone() the tensor before performing the operation.")
+
+
+def overlap_status(a: torch.Tensor, b: torch.Tensor) -> str:
+    """How two tensors share memory, as torch's ``get_overlap_status``: "no", "full", "partial" or "too_hard".
+
+    "full": the same bytes with the same strides; "too_hard": one of them is not non-overlapping and
+    dense (torch does not check those further).
+    """
+    if a is b:
+        return "full"
+    if a.numel() == 0 or b.numel() == 0:
+        return "no"
+    if not (_dense(a) and _dense(b)):
+        return "too_hard"
+    if a.device != b.device or a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
+        return "no"
+    a0, b0 = a.data_ptr(), b.data_ptr()
+    a1, b1 = a0 + a.numel() * a.element_size(), b0 + b.numel() * b.element_size()
+    if a0 == b0 and a1 == b1:
+        return "full" if a.stride() == b.stride() else "partial"
+    return "partial" if a0 < b1 and b0 < a1 else "no"
+
+
+def assert_no_partial_overlap(written: torch.Tensor, other: torch.Tensor) -> None:
+    """torch's check of a TensorIterator input against its output (``copy_``): a partial overlap raises."""
+    if overlap_status(written, other) == "partial":
+        raise RuntimeError(OVERLAP_MSG)
+
+
+def assert_no_overlap(written: torch.Tensor, other: torch.Tensor) -> None:
+    """torch's check of ops that may not read what they write (``index_copy_``): any shared element raises."""
+    if overlap_status(written, other) in ("partial", "full"):
+        raise RuntimeError(OVERLAP_MSG)
+
+
+def assert_no_internal_overlap(written: torch.Tensor) -> None:
+    """torch's check that no two elements of an op's output share memory (an expanded output raises)."""
+    if has_internal_overlap(written):
+        raise RuntimeError(INTERNAL_OVERLAP_MSG)
+
+
 def out_strides_like(shape: Sequence[int], operands: Sequence[torch.Tensor]) -> tuple[int, ...] | None:
     """Strides of a new output: those of the first dense full-shape operand, else None (contiguous)."""
     for t in operands:

@@ -59,6 +59,7 @@ def copy_(self: torch.Tensor, src: torch.Tensor, non_blocking: bool = False) -> 
         return self
     if self.numel() == 0:
         return self
+    U.assert_no_partial_overlap(self, src)  # as CPU: x[1:].copy_(x[:-1]) raises, x.copy_(x) does not
     if not _kernel_ok(self, src):
         return torch.ops.aten._copy_from(src, self, non_blocking)
     shape = tuple(self.shape)

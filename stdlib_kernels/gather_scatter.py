@@ -345,7 +345,11 @@ def index_add(self: torch.Tensor, dim: int, index: torch.Tensor, source: torch.T
 @lowering("aten::index_copy")
 def index_copy(self: torch.Tensor, dim: int, index: torch.Tensor, source: torch.Tensor, *,
                out: torch.Tensor | None = None) -> Any:
-    """``self.index_copy(dim, index, source)``."""
+    """``self.index_copy(dim, index, source)`` (in place / ``out=``: no overlap of the result with the operands)."""
+    if out is not None:  # CPU checks these first, whatever the dtypes or the device
+        U.assert_no_internal_overlap(out)
+        U.assert_no_overlap(out, index)
+        U.assert_no_overlap(out, source)
     return _index_scatter(self, dim, index, source, None, None, None, out)
 
 
@@ -409,9 +413,22 @@ def index_fill_t(self: torch.Tensor, dim: int, index: torch.Tensor, value: torch
     return _index_scatter(self, dim, index, None, value, None, None, None)
 
 
+def _long_index(op: str, index: Any) -> None:
+    """CPU's check: ``take`` and ``put_`` take int64 indices only (the kernels could read int32 ones)."""
+    if isinstance(index, torch.Tensor) and index.dtype != torch.int64:
+        name = _DTYPE_NAMES.get(index.dtype, index.dtype)
+        raise RuntimeError(f"{op}(): Expected a long tensor for index, but got {name}")
+
+
+#: torch's ScalarType names, as its error messages print them
+_DTYPE_NAMES = {torch.int32: "Int", torch.int16: "Short", torch.int8: "Char", torch.uint8: "Byte", torch.bool: "Bool",
+                torch.float32: "Float", torch.float64: "Double", torch.float16: "Half", torch.bfloat16: "BFloat16"}
+
+
 @lowering("aten::take")
 def take(self: torch.Tensor, index: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
     """``torch.take(self, index)``: elements of the flattened ``self`` (negative indices wrap)."""
+    _long_index("take", index)
     if not (_ok_data(self, move=True) and _ok_index(index)) or not _fits(self.numel(), index.numel()):
         return NotImplemented
     flat = self.contiguous().view(-1)
@@ -433,6 +450,7 @@ def take(self: torch.Tensor, index: torch.Tensor, *, out: torch.Tensor | None = 
 @lowering("aten::put_")
 def put_(self: torch.Tensor, index: torch.Tensor, source: torch.Tensor, accumulate: bool = False) -> Any:
     """``self.put_(index, source, accumulate)``: elements of the flattened ``self`` (negative indices wrap)."""
+    _long_index("put_", index)
     if not (_ok_data(self, source, move=True) and _ok_index(index)) or source.dtype != self.dtype:
         return NotImplemented
     if index.numel() != source.numel() or not self.is_contiguous() or not _fits(self.numel(), index.numel()):
