@@ -145,7 +145,7 @@ def _values(rng: np.random.Generator, arg: Arg, shape: tuple[int, ...]) -> np.nd
 def _load(case: Case) -> Any:
     filename = f"<fuzz seed {case.seed}>"
     linecache.cache[filename] = (len(case.source), None, case.source.splitlines(True), filename)
-    ns: dict[str, Any] = {"tl": tl, "trn": trn}
+    ns: dict[str, Any] = {"tl": tl, "trn": trn, "__name__": f"fuzz_seed_{case.seed}"}  # fn.__module__ is a str
     exec(compile(case.source, filename, "exec"), ns)  # noqa: S102 - our own generated source
     return ns[case.fn_name]
 
