@@ -60,9 +60,10 @@ def load_fail(L: KernelLowering, ins: Instr) -> Fail | None:
 
 def binary(L: KernelLowering, ins: Instr, op: Alu, a: Val, c: Val, shape: Sequence[int] | None = None) -> Binary:
     """``Binary(op, a, c, shape)`` of instruction ``ins``, overflow-checked when ``ins`` is an index producer."""
+    shp = tuple(shape) if shape is not None else None
     if id(ins) in producers(L) and op in checked_ops(ins):
-        return CheckedBinary(op, a, c, shape, _fail_fn(L, ins, overflow_message(ins)))
-    return Binary(op, a, c, shape)
+        return CheckedBinary(op, a, c, shp, _fail_fn(L, ins, overflow_message(ins)))
+    return Binary(op, a, c, shp)
 
 
 def checked_load(ev: AccessEval, targs: Callable[[Ctx], TensorArgs], dst: DType, other: Any,

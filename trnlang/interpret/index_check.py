@@ -22,7 +22,7 @@ from trnlang.ir.index_range import (
     narrowing_message,
     overflow_message,
 )
-from trnlang.ir.nodes import Instr
+from trnlang.ir.nodes import Access, Instr
 from trnlang.ir.ops import Alu, Op
 
 if TYPE_CHECKING:
@@ -33,8 +33,9 @@ _EXACT = {Alu.add: np.add, Alu.subtract: np.subtract, Alu.multiply: np.multiply}
 
 def check_index_range(c: _Ctx, ins: Instr) -> None:
     """Raise ``BoundsError`` if index producer ``ins`` would narrow or wrap a value (it has not run yet)."""
-    if narrowing_load(ins):
-        vals, mask = c.load(ins.ins[0])
+    src = ins.ins[0] if ins.ins else None
+    if narrowing_load(ins) and isinstance(src, Access):
+        vals, mask = c.load(src)
         _fits(c, ins, vals.astype(np.int64), mask, narrowing_message(ins))
         return
     checked = checked_ops(ins)
