@@ -34,8 +34,8 @@ def cast_copy(x, out):
                 tl.store(_at(out, b, rows, cols), tl.load(_at(x, b, rows, cols), mask=m), mask=m)
 
 
-def _kernel_ok(self: torch.Tensor, src: torch.Tensor) -> bool:
-    if not (U.is_trn(self) and U.is_trn(src)):
+def _kernel_ok(self: torch.Tensor, src: torch.Tensor, both_trn: bool, overlap: bool) -> bool:
+    if not both_trn:
         return False
     if self.dtype not in U.NATIVE_DTYPES or src.dtype not in U.NATIVE_DTYPES:
         return False
@@ -48,19 +48,22 @@ def _kernel_ok(self: torch.Tensor, src: torch.Tensor) -> bool:
             return False
     except RuntimeError:
         return False
-    return not U.overlaps(self, src)
+    return not overlap
 
 
 @lowering("aten::copy_", kind="kernel", variants=False, device_check=False)
 def copy_(self: torch.Tensor, src: torch.Tensor, non_blocking: bool = False) -> Any:
     """``self.copy_(src)``: a kernel between device tensors, else the device's host copy."""
-    if U.is_trn(self) and U.is_trn(src) and U.same_view(self, src) and not (self.is_conj() ^ src.is_conj()) \
+    both_trn = U.is_trn(self) and U.is_trn(src)
+    if both_trn and U.same_view(self, src) and not (self.is_conj() ^ src.is_conj()) \
             and not (self.is_neg() ^ src.is_neg()):
         return self
     if self.numel() == 0:
         return self
-    U.assert_no_partial_overlap(self, src)  # as CPU: x[1:].copy_(x[:-1]) raises, x.copy_(x) does not
-    if not _kernel_ok(self, src):
+    overlap = both_trn and U.overlaps(self, src)
+    if overlap and U.overlap_status(self, src) == "partial":  # as CPU: x[1:].copy_(x[:-1]) raises
+        raise RuntimeError(U.OVERLAP_MSG)
+    if not _kernel_ok(self, src, both_trn, overlap):
         return torch.ops.aten._copy_from(src, self, non_blocking)
     shape = tuple(self.shape)
     strides = [U.broadcast_strides(src, shape), list(self.stride())]
