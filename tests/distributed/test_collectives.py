@@ -1,0 +1,233 @@
+"""Every collective on ``trn`` tensors equals the same collective on CPU tensors through gloo.
+
+Two real processes in one ``cpu:gloo,trn:trn`` group (``TRN_FALLBACK=error``): each collective runs once on
+``trn`` tensors (the ``trn`` backend) and once on CPU tensors with the same values (torch's gloo), for
+fp32, bf16, fp16, int64 and bool; results (or the error raised) must match exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from tests.distributed import _spawn
+
+DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.bool)
+OPS = ("SUM", "AVG", "PRODUCT", "MIN", "MAX")
+
+
+def _data(rank: int, n: int, dtype: torch.dtype, device: str, salt: int = 0) -> torch.Tensor:
+    """Rank-dependent values every dtype can hold exactly (small integers, halves)."""
+    i = torch.arange(n, dtype=torch.float64) + salt
+    if dtype == torch.bool:
+        v = ((i + rank) % 3) != 0
+    elif dtype.is_floating_point:
+        v = (i - n / 2) * (rank + 1) / 2
+    else:
+        v = (i - 3) * (rank + 2)
+    return v.to(dtype).to(device)
+
+
+def _host(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return x.cpu().clone()
+    if isinstance(x, (list, tuple)):
+        return [_host(e) for e in x]
+    return x
+
+
+def _cases(rank: int, world: int, dtype: torch.dtype, dev: str) -> dict[str, Callable[[], Any]]:
+    """name -> a function running one collective on ``dev`` tensors and returning its outputs."""
+    import torch.distributed as dist
+
+    R = dist.ReduceOp
+    other = 1 - rank
+
+    def d(n: int = 8, salt: int = 0) -> torch.Tensor:
+        return _data(rank, n, dtype, dev, salt)
+
+    def empty(n: int) -> torch.Tensor:
+        return torch.zeros(n, dtype=dtype, device=dev)
+
+    def all_reduce(op: str, async_op: bool = False) -> Callable[[], Any]:
+        def f() -> Any:
+            t = d()
+            w = dist.all_reduce(t, op=getattr(R, op), async_op=async_op)
+            if async_op:
+                w.wait()
+            return t
+        return f
+
+    def broadcast() -> Any:
+        t = d()
+        dist.broadcast(t, src=1)
+        return t
+
+    def reduce() -> Any:
+        t = d()
+        dist.reduce(t, dst=0, op=R.SUM)
+        return t if rank == 0 else None
+
+    def all_gather() -> Any:
+        out = [empty(4) for _ in range(world)]
+        dist.all_gather(out, d(4))
+        return out
+
+    def all_gather_into_tensor() -> Any:
+        out = empty(4 * world)
+        w = dist.all_gather_into_tensor(out, d(4), async_op=True)
+        w.wait()
+        return out
+
+    def reduce_scatter_tensor() -> Any:
+        out = empty(4)
+        dist.reduce_scatter_tensor(out, d(4 * world), op=R.SUM)
+        return out
+
+    def reduce_scatter() -> Any:
+        out = empty(3)
+        dist.reduce_scatter(out, [d(3, salt=k) for k in range(world)], op=R.MAX)
+        return out
+
+    def all_to_all_single() -> Any:
+        out = empty(8)
+        dist.all_to_all_single(out, d(8))
+        return out
+
+    def all_to_all_single_uneven() -> Any:
+        ins, outs = [[1, 3], [2, 4]][rank], [[1, 2], [3, 4]][rank]
+        out = empty(sum(outs))
+        dist.all_to_all_single(out, d(sum(ins)), output_split_sizes=outs, input_split_sizes=ins)
+        return out
+
+    def all_to_all() -> Any:
+        out = [empty(2) for _ in range(world)]
+        dist.all_to_all(out, [d(2, salt=k) for k in range(world)])
+        return out
+
+    def gather() -> Any:
+        out = [empty(4) for _ in range(world)] if rank == 1 else None
+        dist.gather(d(4), out, dst=1)
+        return out
+
+    def scatter() -> Any:
+        out = empty(4)
+        dist.scatter(out, [d(4, salt=k) for k in range(world)] if rank == 0 else None, src=0)
+        return out
+
+    def send_recv() -> Any:
+        if rank == 0:
+            dist.send(d(5), dst=1)
+            return None
+        out = empty(5)
+        dist.recv(out, src=0)
+        return out
+
+    def isend_irecv() -> Any:
+        out = empty(6)
+        ops = [dist.P2POp(dist.isend, d(6), other), dist.P2POp(dist.irecv, out, other)]
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+        return out
+
+    def coalesced_all_reduce() -> Any:
+        ts = [d(3), d(5, salt=1)]
+        with dist._coalescing_manager(async_ops=True) as cm:
+            for t in ts:
+                dist.all_reduce(t)
+        cm.wait()
+        return ts
+
+    def coalesced_all_gather_into_tensor() -> Any:
+        outs = [empty(2 * world), empty(3 * world)]
+        with dist._coalescing_manager(async_ops=True) as cm:
+            dist.all_gather_into_tensor(outs[0], d(2))
+            dist.all_gather_into_tensor(outs[1], d(3, salt=1))
+        cm.wait()
+        return outs
+
+    def coalesced_reduce_scatter_tensor() -> Any:
+        outs = [empty(2), empty(3)]
+        with dist._coalescing_manager(async_ops=True) as cm:
+            dist.reduce_scatter_tensor(outs[0], d(2 * world))
+            dist.reduce_scatter_tensor(outs[1], d(3 * world, salt=1))
+        cm.wait()
+        return outs
+
+    def all_gather_coalesced() -> Any:
+        outs = [[empty(2), empty(3)] for _ in range(world)]
+        dist.all_gather_coalesced(outs, [d(2), d(3, salt=1)])
+        return outs
+
+    def barrier() -> Any:
+        dist.barrier()
+        return "passed"
+
+    cases: dict[str, Callable[[], Any]] = {f"all_reduce_{op}": all_reduce(op) for op in OPS}
+    cases["all_reduce_SUM_async"] = all_reduce("SUM", async_op=True)
+    for f in (broadcast, reduce, all_gather, all_gather_into_tensor, reduce_scatter_tensor, reduce_scatter,
+              all_to_all_single, all_to_all_single_uneven, all_to_all, gather, scatter, send_recv, isend_irecv,
+              coalesced_all_reduce, coalesced_all_gather_into_tensor, coalesced_reduce_scatter_tensor,
+              all_gather_coalesced, barrier):
+        cases[f.__name__] = f
+    return cases
+
+
+def collectives_worker(rank: int, world: int) -> dict[str, Any]:
+    """Each case on trn and on CPU tensors: ``{"<dtype>/<case>": {"trn": out, "cpu": out}}``."""
+    import warnings
+
+    warnings.simplefilter("ignore", FutureWarning)  # torch's deprecation notes on the *_tensor names
+    out: dict[str, Any] = {}
+    for dtype in DTYPES:
+        for dev in ("trn", "cpu"):
+            for name, fn in _cases(rank, world, dtype, dev).items():
+                try:
+                    got: Any = _host(fn())
+                except Exception as e:  # the error is the result compared (e.g. AVG on integers)
+                    got = f"raised {type(e).__name__}: {str(e).splitlines()[0]}"
+                out.setdefault(f"{str(dtype)[6:]}/{name}", {})[dev] = got
+    return out
+
+
+CASE_NAMES = sorted(_cases(0, 2, torch.float32, "cpu"))
+
+
+@pytest.fixture(scope="module")
+def results() -> list[dict[str, Any]]:
+    return _spawn.run("tests.distributed.test_collectives:collectives_worker", 2, timeout=400)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return bool(a == b)
+
+
+@pytest.mark.parametrize("dtype", [str(d)[6:] for d in DTYPES])
+@pytest.mark.parametrize("case", CASE_NAMES)
+def test_trn_equals_gloo_on_cpu(results: list[dict[str, Any]], dtype: str, case: str) -> None:
+    for rank, res in enumerate(results):
+        r = res[f"{dtype}/{case}"]
+        assert _same(r["trn"], r["cpu"]), (rank, r)
+
+
+def test_values_are_the_reductions(results: list[dict[str, Any]]) -> None:
+    """The reference itself is right (so the comparisons above compare something real)."""
+    a = [_data(r, 8, torch.float32, "cpu") for r in range(2)]
+    for res in results:
+        assert torch.equal(res["float32/all_reduce_SUM"]["trn"], a[0] + a[1])
+        assert torch.equal(res["float32/all_reduce_AVG"]["trn"], (a[0] + a[1]) / 2)
+        assert torch.equal(res["float32/all_reduce_MAX"]["trn"], torch.maximum(a[0], a[1]))
+        assert torch.equal(res["float32/all_gather_into_tensor"]["trn"],
+                           torch.cat([_data(r, 4, torch.float32, "cpu") for r in range(2)]))
+        assert torch.equal(res["float32/broadcast"]["trn"], a[1])
+        assert res["int64/all_reduce_AVG"]["trn"].startswith("raised"), "gloo's AVG divides in place: ints raise"
+    b = [_data(r, 8, torch.bool, "cpu") for r in range(2)]
+    assert torch.equal(results[0]["bool/all_reduce_SUM"]["trn"], b[0] | b[1])
+    assert torch.equal(results[1]["bfloat16/send_recv"]["trn"], _data(0, 5, torch.bfloat16, "cpu"))

@@ -1,0 +1,196 @@
+"""The ``trn`` c10d backend: collectives on ``trn`` tensors, carried by gloo over zero-copy host views.
+
+``trn`` device memory is host memory, so a collective on ``trn`` tensors needs no copy: each tensor is seen
+through a CPU tensor on the same bytes (:func:`trnlang.device.memory.cpu_view`) and gloo moves those bytes.
+
+How a collective gets here (torch 2.13):
+
+1. ``init_process_group`` asks the creator registered for ``"trn"`` (:func:`create_backend`) for the
+   backend of the ``trn`` device. It returns a ``ProcessGroupGloo`` made from the same store, rank, size and
+   timeout; the group registers it for ``trn``. Alongside it a *shadow* ``ProcessGroup`` that has that gloo
+   backend registered for the CPU is kept in :data:`_SHADOWS`, keyed by the group's name.
+2. ``dist.all_reduce(t)`` calls ``ProcessGroup.allreduce``, which dispatches the ``c10d::allreduce_`` op on
+   the tensors' dispatch key. torch's own ``PrivateUse1`` kernels of the ``c10d`` ops would hand the ``trn``
+   tensors to gloo, which rejects non-CPU tensors; :func:`register_kernels` replaces them (for the
+   ``PrivateUse1`` key only) with one generic kernel, :func:`_collective`.
+3. :func:`_collective` swaps every ``trn`` tensor argument for its CPU view and the group for its shadow,
+   and calls the same ``c10d`` op again: it now dispatches to torch's CPU kernel, which runs gloo's
+   implementation on the views, in place in device memory. The op's returned tensors are mapped back to the
+   ``trn`` tensors; the ``Work`` is gloo's (``wait()`` raises gloo's errors; ``get_future().value()`` holds
+   the CPU views, i.e. the same bytes, which is what DDP's reducer reads its bucket from).
+
+Every reduction and dtype is gloo's: ``ReduceOp.AVG`` is gloo's sum-then-divide (so, as on the CPU, it
+raises for integer tensors), bf16/fp16 are reduced by gloo natively and bool as bytes. Results therefore equal
+gloo's on CPU tensors bit for bit. A ``trn`` collective given a CPU tensor raises :class:`TrnDistributedError`
+instead of quietly moving host memory.
+
+Example:
+    >>> import torch, torch.distributed as dist
+    >>> dist.init_process_group("cpu:gloo,trn:trn", rank=0, world_size=1,
+    ...                         init_method="tcp://127.0.0.1:29599")  # doctest: +SKIP
+    >>> t = torch.ones(4, device="trn"); dist.all_reduce(t); t.cpu().tolist()  # doctest: +SKIP
+    [1.0, 1.0, 1.0, 1.0]
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch._C._distributed_c10d import ProcessGroupGloo
+
+from trnlang.device import memory
+
+__all__ = ["BACKEND", "TrnDistributedError", "create_backend", "register_kernels", "C10D_OPS"]
+
+#: The name of the backend (``init_process_group(backend=...)``) and of the device it serves.
+BACKEND = "trn"
+
+#: The ``c10d`` ops torch registers for ``PrivateUse1`` (torch 2.13): each gets the generic kernel.
+C10D_OPS = (
+    "allreduce_", "allreduce_coalesced_", "broadcast_", "reduce_", "allgather_", "_allgather_base_",
+    "allgather_coalesced_", "allgather_into_tensor_coalesced_", "reduce_scatter_", "_reduce_scatter_base_",
+    "reduce_scatter_tensor_coalesced_", "alltoall_", "alltoall_base_", "gather_", "scatter_", "send", "recv_",
+    "recv_any_source_", "barrier",
+)
+
+_CPU = torch.device("cpu")
+_lock = threading.Lock()
+_LIBS: list[Any] = []
+#: group name -> (the gloo backend registered for trn, the shadow ProcessGroup serving it on the CPU)
+_SHADOWS: dict[str, tuple[Any, Any]] = {}
+
+
+class TrnDistributedError(RuntimeError):
+    """A collective on ``trn`` tensors that cannot run as asked (e.g. ``trn`` and CPU tensors mixed).
+
+    Example:
+        >>> issubclass(TrnDistributedError, RuntimeError)
+        True
+    """
+
+
+def _make_gloo(store: Any, rank: int, size: int, timeout: timedelta, options: Any) -> Any:
+    if isinstance(options, ProcessGroupGloo._Options):  # type: ignore[attr-defined]  # pg_options from init_process_group / new_group
+        options._timeout = timeout
+        return ProcessGroupGloo(store, rank, size, options)
+    return ProcessGroupGloo(store, rank, size, timeout)
+
+
+def create_backend(opts: Any, backend_options: Any = None) -> Any:
+    """The creator registered with ``Backend.register_backend("trn", ..., extended_api=True)``.
+
+    Args:
+        opts: torch's ``_DistributedBackendOptions`` (store, group rank/size, timeout, group name).
+        backend_options: ``pg_options`` passed to ``init_process_group``/``new_group``; a
+            ``ProcessGroupGloo.Options`` is honoured (threads, devices), anything else ignored.
+
+    Returns:
+        The ``ProcessGroupGloo`` the group registers for the ``trn`` device.
+
+    Example:
+        >>> import torch.distributed as dist
+        >>> dist.Backend.register_backend("trn", create_backend, extended_api=True, devices=["trn"])  # doctest: +SKIP
+    """
+    timeout = opts.timeout if opts.timeout is not None else timedelta(minutes=30)
+    gloo = _make_gloo(opts.store, opts.group_rank, opts.group_size, timeout, backend_options)
+    shadow = dist.ProcessGroup(opts.store, opts.group_rank, opts.group_size)
+    shadow._set_default_backend(dist.ProcessGroup.BackendType.GLOO)
+    shadow._register_backend(_CPU, dist.ProcessGroup.BackendType.GLOO, gloo)
+    with _lock:
+        _SHADOWS[str(opts.group_id)] = (gloo, shadow)
+    return gloo
+
+
+def _shadow_of(boxed_pg: Any) -> Any:
+    """The shadow group (boxed) of the group a ``c10d`` op was called with."""
+    pg = dist.ProcessGroup.unbox(boxed_pg)
+    entry = _SHADOWS.get(pg.group_name)
+    try:
+        backend = pg._get_backend(memory.DEVICE)
+    except RuntimeError as e:  # the group has no backend for trn: torch's own message says which
+        raise TrnDistributedError(f"trn: process group {pg.group_name!r} has no backend for trn tensors "
+                                  f"(init_process_group('cpu:gloo,trn:trn') or backend='trn'): {e}") from None
+    if entry is None or entry[0] is not backend:
+        raise TrnDistributedError(
+            f"trn: the trn backend of process group {pg.group_name!r} was not made by trnlang's 'trn' backend "
+            f"({type(backend).__name__}); collectives on trn tensors need init_process_group(backend='trn') "
+            "or 'cpu:gloo,trn:trn'")
+    return entry[1].boxed()
+
+
+class _Views:
+    """Maps ``trn`` tensors to CPU views (and back), checking that every tensor is on ``trn``."""
+
+    def __init__(self, op: str) -> None:
+        self.op = op
+        self.back: dict[int, torch.Tensor] = {}
+        self.keep: list[torch.Tensor] = []  # views stay alive (and their ids unique) until the work is done
+
+    def to_cpu(self, x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            if x.device.type != BACKEND:
+                raise TrnDistributedError(
+                    f"trn: c10d::{self.op} got a {x.device.type} tensor together with trn tensors; a collective "
+                    "takes tensors of one device (use a CPU group, e.g. init_process_group('cpu:gloo,trn:trn'), "
+                    "for CPU tensors)")
+            if x.numel() == 0:
+                v = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype)
+            else:
+                v = memory.cpu_view(x)
+            self.back[id(v)] = x
+            self.keep.append(v)
+            return v
+        if isinstance(x, list):
+            return [self.to_cpu(e) for e in x]
+        return x
+
+    def to_trn(self, x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            return self.back.get(id(x), x)
+        if isinstance(x, (list, tuple)):
+            return type(x)(self.to_trn(e) for e in x)
+        return x  # the Work
+
+
+def _collective(name: str, pg_index: int) -> Any:
+    """The ``PrivateUse1`` kernel of ``c10d::<name>``: rerun the op on CPU views with the shadow group."""
+    op = getattr(torch.ops.c10d, name).default
+
+    def kernel(*args: Any) -> Any:
+        views = _Views(name)
+        new = [views.to_cpu(a) for a in args]
+        new[pg_index] = _shadow_of(args[pg_index])
+        out = op(*new)
+        # gloo's own Work goes back: its wait() raises gloo's errors (a timeout, a size mismatch), which a
+        # future-wrapping Work would swallow. Its future yields the CPU views (the trn tensors' own bytes).
+        return views.to_trn(out) if isinstance(out, tuple) else out
+
+    kernel.__name__ = f"trn_{name}"
+    kernel.__qualname__ = kernel.__name__
+    return kernel
+
+
+def register_kernels() -> None:
+    """Route the ``c10d`` ops on ``trn`` tensors (the ``PrivateUse1`` key) to gloo on host views (idempotent).
+
+    Example:
+        >>> register_kernels()  # doctest: +SKIP
+    """
+    with _lock:
+        if _LIBS:
+            return
+        lib = torch.library.Library("c10d", "IMPL")
+        with warnings.catch_warnings():
+            # torch registers placeholder PrivateUse1 kernels (they call the trn backend, i.e. gloo, with trn
+            # tensors); replacing them for this key is the point, so its "overriding a kernel" warning is noise.
+            warnings.filterwarnings("ignore", message=".*[Oo]verrid.*")
+            for name in C10D_OPS:
+                schema = getattr(torch.ops.c10d, name).default._schema
+                pg_index = next(i for i, a in enumerate(schema.arguments) if "ProcessGroup" in str(a.type))
+                lib.impl(name, _collective(name, pg_index), "PrivateUse1")
+        _LIBS.append(lib)
