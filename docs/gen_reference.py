@@ -60,6 +60,32 @@ TL_GROUPS: list[tuple[str, list[str]]] = [
     ("Debug", ["device_print"]),
 ]
 
+# Prose after a group's table (what the tables cannot say).
+REDUCTION_ORDER = (
+    "**Reduction order: interpreter vs JIT.** Both executors accumulate float `add` / `multiply` reductions "
+    "(`tl.sum`, `tl.mean`, `tl.prod`, `activation(reduce_op=)`) in float64 and round once to float32; int ones "
+    "wrap to int32 (the same result either way). They add in different orders. The interpreter "
+    "(`trnlang/interpret/alu.py`, `reduce`) calls `np.sum` / `np.prod` on a float64 copy, so it uses numpy's "
+    "pairwise summation along the innermost reduced axis: eight running partial sums over each block of up to "
+    "128 elements, blocks combined pairwise, fewer than eight elements added left to right. The JIT "
+    "(`codegen/lower_alu.py`, `Reducer`) emits one row-major loop over the reduced axes whose float64 adds are "
+    "marked reassociable, so LLVM vectorises and unrolls it: several partial sums over interleaved elements, "
+    "combined at the end, grouped as the host CPU's vector width and LLVM's unrolling decide (the same on every "
+    "run on one host). While no float64 partial sum rounds anything away the two agree bit for bit; they "
+    "differ when partial sums cancel catastrophically, because a one added to a partial sum holding `±3e38` is "
+    "lost: the row of 16 `[3e38, -3e38, 1, ..., 1]` sums to the exact 14 in the JIT (on an AVX-512 host) but to "
+    "12 in the interpreter (its partial sums `3e38 + 1` and `-3e38 + 1`), and with `-3e38` at position 8 "
+    "instead the interpreter gives 14 and the JIT 7. `max`, "
+    "`min`, `argmax`, `argmin`, `all` and `any` do not depend on the order (NaN propagates, the first extreme "
+    "wins). `nc_matmul` accumulates in fp32 in the JIT and in float64 in the interpreter. The differential tests "
+    "(`tests/codegen/test_differential.py`) use data without such cancellation and compare bit for bit the test "
+    "kernels without transcendental functions or matmul, and random kernels on the libm path "
+    "(`TRN_JIT_LIBM=1`); other floats within `rtol=3e-5, atol=1e-5` (the vecmath functions are a few ulp off the "
+    "float64 oracle), random kernels' matmul and `bn_stats` / `bn_aggr` outputs within `rtol=1e-4, atol=1e-3`, "
+    "and the matmul and attention test kernels within each case's own `atol` / `rtol`."
+)
+TL_GROUP_NOTES: dict[str, str] = {"Reductions (free axes only; axis 0 is an error)": REDUCTION_ORDER}
+
 # How the non-ALU tl builtins lower: (IR ops in emission order, note). ALU builtins are derived from ALU_SPECS.
 TL_LOWERING: dict[str, tuple[list[Op], str]] = {
     "program_id": ([], "index value (symbol `pid<axis>`); no instruction"),
@@ -339,6 +365,8 @@ def tl_section() -> list[str]:
             continue
         seen.update(present)
         lines += [f"### {title}", ""] + builtin_table(tl, "tl", present, TL_LOWERING)
+        if title in TL_GROUP_NOTES:
+            lines += [TL_GROUP_NOTES[title], ""]
     other = [n for n in names if n not in seen and n not in skip and not isinstance(getattr(tl, n), type)]
     other = [n for n in other if not hasattr(getattr(tl, n), "value")]  # dtypes / buffers are enum members
     if other:
