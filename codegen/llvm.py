@@ -203,7 +203,6 @@ class LoadedModule:
         self._engine = engine
         self._size = len(obj)
         self._cache: dict[str, int] = {}
-        self._lock = threading.Lock()
 
     @property
     def object_size(self) -> int:
@@ -213,14 +212,13 @@ class LoadedModule:
     def address(self, name: str) -> int:
         """Address of the function (or global) ``name``; raises ``KeyError`` when absent."""
         addr = self._cache.get(name)
-        if addr is None:
-            with self._lock:
-                addr = self._engine.get_function_address(name)
-                if not addr:
-                    addr = self._engine.get_global_value_address(name)
-                if not addr:
-                    raise KeyError(f"symbol {name!r} is not defined in this module")
-                self._cache[name] = addr
+        if addr is None:  # two threads may both look it up: same answer (llvmlite serialises the calls)
+            addr = self._engine.get_function_address(name)
+            if not addr:
+                addr = self._engine.get_global_value_address(name)
+            if not addr:
+                raise KeyError(f"symbol {name!r} is not defined in this module")
+            self._cache[name] = addr
         return addr
 
     def cfunc(self, name: str, restype: Any, argtypes: Sequence[Any]) -> Any:

@@ -44,7 +44,7 @@ import numpy as np
 
 from trnlang.frontend.errors import BoundsError, LaunchError, TrnError
 from trnlang.ir.nodes import Instr, Kernel, Loop, Region, instrs
-from trnlang.runtime import diskcache
+from trnlang.runtime import diskcache, forksafe
 
 _N_PID = 3
 _NCPU = os.cpu_count() or 1  # grid worker threads; TRN_NUM_THREADS overrides (read per launch)
@@ -263,6 +263,7 @@ class JitExecutor:
         self._sig: list[tuple[np.dtype, tuple[int, ...] | None]] | None = None
         self._grids: dict[Any, tuple[int, ...]] = {}
         self._lock = threading.Lock()
+        forksafe.track_lock(self, "_lock")
         self.last_compile: dict[str, float] = {}
 
     # ------------------------------------------------------------------ compile
