@@ -174,11 +174,14 @@ def test_fsdp2_on_a_cpu_model_unchanged(probes: tuple[dict[str, Any], dict[str, 
 
 
 def test_default_process_group_unchanged(probes: tuple[dict[str, Any], dict[str, Any]]) -> None:
-    """``dist.init_process_group()`` with no backend: gloo on the CPU, as without trnlang."""
+    """``dist.init_process_group()`` with no backend: CPU tensors on gloo, as without trnlang; with trnlang the
+    group also serves trn tensors (trnlang's c10d backend, ``trn:trn``)."""
     with_pkg, without = probes
     assert isinstance(without["default_group"], dict), without["default_group"]
     assert without["default_group"]["config"] == "cpu:gloo" and without["default_group"]["sum"] == [0, 1, 2, 3]
-    assert with_pkg["default_group"] == without["default_group"]
+    seen = dict(with_pkg["default_group"])
+    assert (seen.pop("config"), seen.pop("devices")) == ("cpu:gloo,trn:trn", ["cpu", "trn"])
+    assert seen == {k: v for k, v in without["default_group"].items() if k not in ("config", "devices")}
 
 
 def test_cpu_module_conversions_unchanged(probes: tuple[dict[str, Any], dict[str, Any]]) -> None:

@@ -95,8 +95,7 @@ def _child(target: str, rank: int, world_size: int, port: int, out: str, backend
 
     import trnlang.distributed
 
-    assert hasattr(torch, "trn"), "the trn device was not registered"
-    trnlang.distributed.register()
+    assert hasattr(torch, "trn") and trnlang.distributed.is_registered(), "trn / its c10d backend not registered"
     mod_name, _, fn_name = target.partition(":")
     fn = getattr(importlib.import_module(mod_name), fn_name)
     if backend:

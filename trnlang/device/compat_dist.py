@@ -14,8 +14,9 @@ torch's choice. torch's FSDP modules are heavy to import, so the patch waits for
 instead of importing them at ``import torch``.
 
 Likewise :func:`patch_default_backend`: ``dist.init_process_group()`` with no backend named picks the
-accelerator's default backend, and torch knows none for ``trn``; an undefined backend means the CPU's (gloo)
-again, as without trnlang.
+accelerator's default backend only (``trn:trn``, so CPU tensors would have none); an undefined backend means
+the CPU's default backend (gloo) for CPU tensors, as without trnlang, plus ``trn:trn`` once trnlang's c10d
+backend is registered (``trnlang.distributed``).
 """
 
 from __future__ import annotations
@@ -113,9 +114,10 @@ def _patch_loaded_c10d(mod: Any) -> None:
     @functools.wraps(orig)
     def __init__(self: Any, backend: Any) -> None:
         table = mod.Backend.default_device_backend_map
-        if (str(backend) == mod.Backend.UNDEFINED and "trn" not in table
-                and torch._C._get_accelerator().type == "trn"):
-            backend = f"cpu:{table['cpu']}"  # torch's pick with no accelerator: the CPU's default backend
+        if str(backend) == mod.Backend.UNDEFINED and torch._C._get_accelerator().type == "trn":
+            # torch would serve the accelerator only; CPU tensors keep the CPU's default backend (gloo), as
+            # without trnlang, and trn tensors get the trn c10d backend when it is registered
+            backend = f"cpu:{table['cpu']}" + (f",trn:{table['trn']}" if "trn" in table else "")
         orig(self, backend)
 
     __init__._trn_patched = True  # type: ignore[attr-defined]
@@ -123,7 +125,8 @@ def _patch_loaded_c10d(mod: Any) -> None:
 
 
 def patch_default_backend() -> None:
-    """``dist.init_process_group()`` with no backend picks one for the accelerator; for ``trn`` torch knows
-    none and raises ("We detected accelerator trn ... don't know which communication backend"). Until trnlang
-    has a c10d backend for ``trn``, an undefined backend means the CPU's (gloo), as without trnlang."""
+    """``dist.init_process_group()`` with no backend picks one for the accelerator only: without a c10d
+    backend for ``trn`` torch raises ("We detected accelerator trn ... don't know which communication
+    backend"), with one CPU tensors have no backend. An undefined backend means ``cpu:gloo`` (as without
+    trnlang) plus ``trn:trn`` when trnlang's c10d backend is registered."""
     _when_imported(C10D, "BackendConfig", _patch_loaded_c10d)

@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 __all__ = ["register", "is_registered", "BACKEND"]
 
@@ -44,11 +45,21 @@ def is_registered() -> bool:
     return _state["registered"]
 
 
-def register() -> None:
-    """Register the ``trn`` c10d backend and its ``c10d`` kernels (idempotent; no-op without torch.distributed).
+def _create_backend(opts: Any, backend_options: Any = None) -> Any:
+    """The creator torch calls for a group with a ``trn`` backend; the ``c10d`` kernels register here, at the
+    first such group, so that registering the backend at ``import torch`` costs next to nothing."""
+    from trnlang.distributed import c10d
 
-    Cheap: ``torch.distributed`` is already imported by ``import torch``; this adds one backend entry and the
-    ``PrivateUse1`` kernels of the ``c10d`` ops.
+    c10d.register_kernels()
+    return c10d.create_backend(opts, backend_options)
+
+
+def register() -> None:
+    """Register the ``trn`` c10d backend (idempotent; a no-op when torch.distributed is unavailable).
+
+    Called when the ``trn`` device registers. Cheap (a few dictionary entries in ``torch.distributed``,
+    which ``import torch`` has already loaded); the ``c10d`` kernels for ``trn`` tensors register when the
+    first group with a ``trn`` backend is created.
 
     Example:
         >>> import trnlang.distributed as td
@@ -65,9 +76,6 @@ def register() -> None:
 
         if not dist.is_available():
             return
-        from trnlang.distributed import c10d
-
-        c10d.register_kernels()
         if BACKEND not in dist.Backend.backend_list:
-            dist.Backend.register_backend(BACKEND, c10d.create_backend, extended_api=True, devices=[BACKEND])
+            dist.Backend.register_backend(BACKEND, _create_backend, extended_api=True, devices=[BACKEND])
         _state["registered"] = True
