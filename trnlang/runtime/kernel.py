@@ -28,6 +28,8 @@ from trnlang.runtime.hostpool import NativeLaunch
 
 _CONST_TYPES = (int, float, bool, str, type(None))
 _CONST_SET = frozenset(_CONST_TYPES)
+#: KernelFn attributes that choose the executor or the code (see ``KernelFn.__setattr__``)
+_LAUNCH_SWITCHES = frozenset(("interpret", "target", "debug"))
 
 
 class _SpecCache(dict):
@@ -218,6 +220,19 @@ class KernelFn:
         self.loc = SourceLoc(code.co_filename, code.co_firstlineno, fn.__name__)
         functools.update_wrapper(self, fn)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Setting ``interpret``, ``target`` or ``debug`` drops the warm-launch indexes, whose keys omit them.
+
+        The next launch looks its specialization up again (the full key has the three), so a switch made
+        after the first launch takes effect; warm launches pay nothing for it.
+        """
+        object.__setattr__(self, name, value)
+        if name in _LAUNCH_SWITCHES:
+            cache = self.__dict__.get("_cache")
+            if cache is not None:
+                cache.fast.clear()
+                cache.plans.clear()
+
     # --- launch ---------------------------------------------------------------------------
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
         g = _normalize_grid(grid)
@@ -259,8 +274,7 @@ class KernelFn:
 
     def _plan_key(self, args: tuple[Any, ...], grid: tuple[int, ...]) -> tuple[Any, list[int]] | None:
         """Key of a torch-tensor launch plan and the tensors' addresses (None: not a plan-able call)."""
-        # flat: a constant is (type, value), a tensor or piece (dtype, shape, strides, is_cpu, is_neg); last the
-        # kernel's own switches (interpret, target), so changing them after a launch takes effect
+        # flat: a constant is (type, value), a tensor or piece (dtype, shape, strides, is_cpu, is_neg)
         key: list[Any] = [grid, _ENV_DATA.get(b"TRN_TARGET"), _ENV_DATA.get(b"TRN_INTERPRET")]
         ptrs = []
         tt = _TORCH_TENSOR or _torch_tensor_type()
@@ -284,7 +298,6 @@ class KernelFn:
                 key += (ta, a)
             else:
                 return None
-        key += (self.interpret, self.target)
         return tuple(key), ptrs
 
     def _call(self, args: tuple[Any, ...], grid: tuple[int, ...]) -> Any:
@@ -447,8 +460,7 @@ class KernelFn:
         same specialization; anything unusual returns None and takes the slow path.
         """
         env = os.environ
-        key: list[Any] = [grid, env.get("TRN_TARGET"), env.get("TRN_INTERPRET"), self.interpret, self.target,
-                          self.debug]
+        key: list[Any] = [grid, env.get("TRN_TARGET"), env.get("TRN_INTERPRET")]
         arrays = []
         for a in args:
             ta = type(a)
