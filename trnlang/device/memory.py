@@ -328,6 +328,44 @@ def cpu_view(t: torch.Tensor, cpu_storage: Any = None) -> torch.Tensor:
     return v
 
 
+def resize_storage(st: Any, nbytes: int) -> None:
+    """Resize a ``trn`` storage in place, as ``UntypedStorage.resize_`` does on the CPU.
+
+    The storage object (and every tensor on it) moves to a new block of ``nbytes`` (the leading bytes kept);
+    size 0 frees the bytes. FSDP2 frees and re-allocates unsharded parameters this way. torch routes a
+    PrivateUse1 storage's resize to a C++ hook a Python backend cannot implement, so the call has to reach
+    this function from ``UntypedStorage.resize_`` (a patch to torch).
+
+    Example:
+        >>> t = empty((4,), torch.float32)                       # doctest: +SKIP
+        >>> resize_storage(t.untyped_storage(), 0); t.untyped_storage().nbytes()  # doctest: +SKIP
+        0
+    """
+    nbytes, old = int(nbytes), st.nbytes()
+    if nbytes < 0:
+        raise RuntimeError(f"trn: storage size must be non-negative, got {nbytes}")
+    if nbytes == old:
+        return
+    if nbytes:
+        blk: HbmBlock | None = _new_block(nbytes)
+        assert blk is not None
+        new = blk.trn_storage()
+        memmove(blk.ptr, st.data_ptr(), min(old, nbytes))
+    else:
+        blk, new = None, _construct(0, DEVICE, 0)
+    if old and nbytes:  # torch swaps the bytes of two storages only when one of them is empty
+        hold = _construct(0, DEVICE, 0)
+        st._swap_data_ptr_(hold)
+        st._swap_data_ptr_(new)
+    else:
+        st._swap_data_ptr_(new)
+        hold = new
+    # the Python attribute follows the bytes; `hold` takes the old block (freed when it dies, unless a view
+    # of the old bytes still holds it)
+    hold._trn_block = getattr(st, "_trn_block", None)
+    st._trn_block = blk
+
+
 def np_view(t: torch.Tensor) -> np.ndarray:
     """A numpy array viewing the bytes of ``t`` with its real strides (bf16/fp8 via ml_dtypes)."""
     d = to_dtype(t.dtype)

@@ -27,6 +27,7 @@ __all__ = [
     "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved", "memory_stats",
     "reset_peak_memory_stats", "mem_get_info", "memory_summary", "empty_cache", "get_device_name",
     "get_device_properties", "get_amp_supported_dtype", "is_bf16_supported", "default_generator",
+    "Stream", "Event", "StreamContext", "stream", "current_stream", "default_stream",
 ]
 
 _generator: torch.Generator | None = None
@@ -254,9 +255,14 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
     return True
 
 
-def current_stream(device: Any = None) -> None:
-    """No streams: work is synchronous."""
-    return None
+from trnlang.device.streams import (  # noqa: E402 - streams of a synchronous device (streams.py)
+    Event,
+    Stream,
+    StreamContext,
+    current_stream,
+    default_stream,
+    stream,
+)
 
 
 def as_module() -> types.ModuleType:
