@@ -106,8 +106,11 @@ def test_guard_off_by_default_uses_the_cache() -> None:
     rc, out, err = _run("""
         import trnlang.device.memory as mem
         assert not mem.GUARD
-        t = torch.ones(1000, device="trn"); del t
+        t = mem.empty((1000,), torch.float32)
+        p = t.data_ptr()
+        del t
         assert mem.CACHE.bytes > 0
+        assert mem.empty((1000,), torch.float32).data_ptr() == p  # the cached block is reused
         print("ok", flush=True)
     """, {"TRN_GUARD": ""})
     assert rc == 0 and "ok" in out, err[-2000:]
