@@ -165,6 +165,13 @@ def _rsqrt64(cx: Ctx, x: ir.Value) -> ir.Value:
     return cx.b.fdiv(cf64(1.0), cx.call_intrinsic("llvm.sqrt", [x]))
 
 
+def _libm_op(name: str) -> Callable[[Ctx, ir.Value], ir.Value]:
+    """The f64 emitter calling libm's ``name``."""
+    def emit(cx: Ctx, x: ir.Value) -> ir.Value:
+        return _libm(cx, name, x)
+    return emit
+
+
 _F64: dict[Alu, Callable[[Ctx, ir.Value], ir.Value]] = {
     Alu.exp: _exp64,
     Alu.log: lambda cx, x: _libm(cx, "log", x),
@@ -182,20 +189,20 @@ _F64: dict[Alu, Callable[[Ctx, ir.Value], ir.Value]] = {
     Alu.rsqrt: _rsqrt64,
     Alu.erfinv: _erfinv64,
     Alu.digamma: _digamma64,
-    Alu.tan: lambda cx, x, _n="tan": _libm(cx, _n, x),
-    Alu.asin: lambda cx, x, _n="asin": _libm(cx, _n, x),
-    Alu.acos: lambda cx, x, _n="acos": _libm(cx, _n, x),
-    Alu.atan: lambda cx, x, _n="atan": _libm(cx, _n, x),
-    Alu.sinh: lambda cx, x, _n="sinh": _libm(cx, _n, x),
-    Alu.cosh: lambda cx, x, _n="cosh": _libm(cx, _n, x),
-    Alu.asinh: lambda cx, x, _n="asinh": _libm(cx, _n, x),
-    Alu.acosh: lambda cx, x, _n="acosh": _libm(cx, _n, x),
-    Alu.atanh: lambda cx, x, _n="atanh": _libm(cx, _n, x),
-    Alu.log2: lambda cx, x, _n="log2": _libm(cx, _n, x),
-    Alu.log10: lambda cx, x, _n="log10": _libm(cx, _n, x),
-    Alu.exp2: lambda cx, x, _n="exp2": _libm(cx, _n, x),
-    Alu.erfc: lambda cx, x, _n="erfc": _libm(cx, _n, x),
-    Alu.lgamma: lambda cx, x, _n="lgamma": _libm(cx, _n, x),
+    Alu.tan: _libm_op("tan"),
+    Alu.asin: _libm_op("asin"),
+    Alu.acos: _libm_op("acos"),
+    Alu.atan: _libm_op("atan"),
+    Alu.sinh: _libm_op("sinh"),
+    Alu.cosh: _libm_op("cosh"),
+    Alu.asinh: _libm_op("asinh"),
+    Alu.acosh: _libm_op("acosh"),
+    Alu.atanh: _libm_op("atanh"),
+    Alu.log2: _libm_op("log2"),
+    Alu.log10: _libm_op("log10"),
+    Alu.exp2: _libm_op("exp2"),
+    Alu.erfc: _libm_op("erfc"),
+    Alu.lgamma: _libm_op("lgamma"),
 }
 
 

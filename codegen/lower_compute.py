@@ -78,7 +78,7 @@ def matmul(L: KernelLowering, ins: Instr) -> None:
                             if not direct], elementwise=False)
     accumulate = bool(ins.attrs.get("accumulate"))
     view = L.view(out)
-    st_f = src.a if a_nn else _as_f32_view(L, st)
+    st_f = src.a if src is not None and src.a is not None else _as_f32_view(L, st)
     mv_f = src.v if src is not None and src.v is not None else _as_f32_view(L, mv)
     view.prepare(cx)
     from codegen.lower_gemm import gemm

@@ -25,6 +25,7 @@ from trnlang.ir.nodes import Access, Instr, axis_sym
 
 if TYPE_CHECKING:
     from codegen.lower import KernelLowering
+    from codegen.lower_vals import RegionView
 
 __all__ = ["PtrView", "Sources", "resolve"]
 
@@ -112,7 +113,7 @@ def resolve(L: KernelLowering, ins: Instr) -> Sources | None:
         if got.v is None:
             _emit(L, mo.v_load, ins)
     if mo.transpose is not None:
-        a = _hbm_view(L, mo.a_load) if mo.a_load is not None else None
+        a: PtrView | RegionView | None = _hbm_view(L, mo.a_load) if mo.a_load is not None else None
         if a is None and mo.a_load is not None:
             _emit(L, mo.a_load, ins)
         if a is None:

@@ -22,6 +22,7 @@ Conversions are bit exact with numpy / ml_dtypes:
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import numpy as np
 from llvmlite import ir
@@ -268,7 +269,7 @@ def poison_storage(dt: DType) -> ir.Constant:
     return ir.Constant(storage_ty(dt), int(info.min))
 
 
-def imm_compute(value: object) -> tuple[ir.Constant, CT]:
+def imm_compute(value: float | int | bool | np.number[Any] | np.bool_) -> tuple[ir.Constant, CT]:
     """An immediate as the interpreter's ``imm_array``: bool -> bool, int -> int32 (wrapping), float -> fp32."""
     if isinstance(value, bool | np.bool_):
         return ci32(int(bool(value))), CT.BOOL

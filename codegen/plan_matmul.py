@@ -28,7 +28,7 @@ consume directly. Debug builds (buffer poisoning) keep every instruction.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import sympy
 
@@ -132,20 +132,21 @@ class _Finder:
         return ld
 
     def matmul(self, stmts: list[Stmt], j: int, c: Instr) -> None:
-        st, mv = c.ins
+        st, mv = cast(tuple[Region, Region], c.ins)
         out_buf = c.outs[0].buf if isinstance(c.outs[0], Region) else None
         mo = MatmulOperands()
         cp = self.chained(stmts, j, st, c, Op.TENSOR_COPY)
         if cp is not None and not cp[0].attrs.get("reshape") and isinstance(cp[0].ins[0], Region) \
                 and st.buf.dtype is DType.float32:
             copy, ic = cp
+            copy_src = cast(Region, copy.ins[0])  # a Region (checked above)
             tr = self.chained(stmts, ic, copy.ins[0], copy, Op.TRANSPOSE)
             if tr is not None:
                 t, it = tr
                 src = t.ins[0]
                 if isinstance(src, Region) and src.buf.dtype is DType.float32 and src.buf is not out_buf \
-                        and copy.ins[0].buf.dtype is DType.float32 and len(src.shape) == 2 \
-                        and tuple(copy.ins[0].shape) == (src.shape[1], src.shape[0]) \
+                        and copy_src.buf.dtype is DType.float32 and len(src.shape) == 2 \
+                        and tuple(copy_src.shape) == (src.shape[1], src.shape[0]) \
                         and not self.written_between(stmts, it, j, buf=src.buf):
                     mo.copy, mo.transpose, mo.a_region = copy, t, src
                     mo.a_load = self.load(stmts, it, src, t, j)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 from llvmlite import ir
 
 from .irutil import F64, I1, I32, I64, call_overloaded, const, intrinsic, like, scalar_of, type_suffix
 
-Value = ir.Value
+Value: TypeAlias = ir.Value
 
 
 class Ops:

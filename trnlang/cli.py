@@ -375,13 +375,14 @@ class _LaunchRecorder:
         run, launch = self._orig
         note = self._note
 
-        def _run(kfn: Any, comp: Any, prepared: Any, args: Any, grid: Any) -> Any:
-            out = run(kfn, comp, prepared, args, grid)
+        # the replacements keep the methods' parameter names (``self``): they are assigned over them
+        def _run(self: Any, comp: Any, prepared: Any, args: Any, grid: Any) -> Any:
+            out = run(self, comp, prepared, args, grid)
             note(comp, grid)
             return out
 
-        def _launch(kfn: Any, comp: Any, arrays: Any, args: Any, grid: Any) -> Any:
-            out = launch(kfn, comp, arrays, args, grid)
+        def _launch(self: Any, comp: Any, arrays: Any, args: Any, grid: Any) -> Any:
+            out = launch(self, comp, arrays, args, grid)
             note(comp, grid)
             return out
 

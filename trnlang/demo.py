@@ -33,8 +33,8 @@ def load_tutorial(name: str) -> Any:
     if not path.exists():
         return None
     spec = importlib.util.spec_from_file_location(f"trn_tutorial_{name}", path)
+    assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
     spec.loader.exec_module(mod)
     return mod
 

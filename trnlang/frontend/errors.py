@@ -27,7 +27,7 @@ def is_internal_file(filename: str) -> bool:
 
 def user_loc(depth: int = 1) -> SourceLoc | None:
     """Location of the innermost frame outside trnlang (the user's line)."""
-    f = sys._getframe(depth)
+    f: types.FrameType | None = sys._getframe(depth)
     while f is not None:
         fn = f.f_code.co_filename
         if not is_internal_file(fn) and not fn.startswith("<frozen"):

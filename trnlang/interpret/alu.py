@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -437,6 +438,7 @@ def reduce(op: Alu, x: np.ndarray, axes: Sequence[int], keepdims: bool) -> np.nd
 def _reduce(op: Alu, x: np.ndarray, axes: Sequence[int], keepdims: bool) -> np.ndarray:
     axes = tuple(int(a) for a in axes)
     flt = is_float(x.dtype)
+    fn: Callable[..., Any]
     if op in (Alu.add, Alu.multiply):
         fn = np.sum if op is Alu.add else np.prod
         if flt:

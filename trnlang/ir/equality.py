@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 import math
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import sympy
@@ -89,7 +89,7 @@ class _Cmp:
         self.rev: dict[int, Any] = {}
 
     @staticmethod
-    def fail(path: str, msg: str) -> None:
+    def fail(path: str, msg: str) -> NoReturn:
         raise _Mismatch(f"{path}: {msg}")
 
     def same(self, path: str, a: Any, b: Any) -> None:
@@ -175,6 +175,7 @@ class _Cmp:
             if type(x) is not type(y):
                 self.fail(p, f"{type(x).__name__} vs {type(y).__name__}")
             if isinstance(x, Loop):
+                assert isinstance(y, Loop)  # same type as x (checked above)
                 self.same(p + ".kind", x.kind, y.kind)
                 self.same(p + ".var", x.var, y.var)
                 self.expr(p + ".start", x.start, y.start)
@@ -183,6 +184,7 @@ class _Cmp:
                 self.loc(p, x.loc, y.loc)
                 self.body(p + ".body", x.body, y.body)
             elif isinstance(x, Instr):
+                assert isinstance(y, Instr)
                 self.instr(p, x, y)
             else:
                 self.fail(p, f"unknown statement type {type(x).__name__}")

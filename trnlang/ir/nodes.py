@@ -18,15 +18,15 @@ from __future__ import annotations
 import functools
 import linecache
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, TypeAlias, Union
 
 import sympy
 
 from trnlang.ir.ops import OP_SPECS, Op
 from trnlang.ir.types import DType, Engine, Space
 
-Dim = Union[int, sympy.Expr]
-Expr = sympy.Expr
+Dim: TypeAlias = Union[int, sympy.Expr]
+Expr: TypeAlias = sympy.Expr
 
 
 @functools.lru_cache(maxsize=None)

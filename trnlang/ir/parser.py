@@ -471,7 +471,8 @@ class _Parser:
 
 def _split_top(text: str, sep: str, maxsplit: int = -1, nest: bool = True) -> list[str]:
     """Split at ``sep`` outside quotes and (if ``nest``) brackets, at most ``maxsplit`` times if >= 0."""
-    parts, depth, quote, last, i = [], 0, "", 0, 0
+    parts: list[str] = []
+    depth, quote, last, i = 0, "", 0, 0
     while i < len(text):
         c = text[i]
         if quote:

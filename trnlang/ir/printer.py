@@ -128,7 +128,7 @@ def fmt_dim(d: Any) -> str:
 # ----------------------------------------------------------------------------- scalars and attributes
 
 
-def fmt_float(x: float) -> str:
+def fmt_float(x: float | np.floating[Any]) -> str:
     """``repr`` of a float: shortest exact spelling, always with ``.``/``e``/``inf``/``nan``."""
     return repr(float(x))
 

@@ -34,9 +34,9 @@ def _axes(axis: Any, ndim: int, what: str) -> tuple[int, ...]:
             raise ShapeError(f"{what}: a 1-D tile has no free axis to reduce; reductions run along free axes only "
                              "(axis 0 is the partition axis)")
         return axes
-    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    given = axis if isinstance(axis, (tuple, list)) else (axis,)
     out = []
-    for a in axes:
+    for a in given:
         if not isinstance(a, int) or isinstance(a, bool):
             raise TraceError(f"{what}: axis must be a Python int, got {a!r}")
         aa = a + ndim if a < 0 else a

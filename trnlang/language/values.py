@@ -216,10 +216,10 @@ class Index(_Symbolic):
     def __ge__(self, o: Any) -> Any:
         return self._cmp(o, lambda x, y: sympy.GreaterThan(x, y), "greater_equal")
 
-    def __eq__(self, o: Any) -> Any:  # type: ignore[override]
+    def __eq__(self, o: Any) -> Any:
         return self._cmp(o, lambda x, y: sympy.Eq(x, y), "equal")
 
-    def __ne__(self, o: Any) -> Any:  # type: ignore[override]
+    def __ne__(self, o: Any) -> Any:
         return self._cmp(o, lambda x, y: sympy.Ne(x, y), "not_equal")
 
     __hash__ = object.__hash__
@@ -419,10 +419,10 @@ class Tile:
     def __ge__(self, o: Any) -> Any:
         return _tile_op("greater_equal", self, o)
 
-    def __eq__(self, o: Any) -> Any:  # type: ignore[override]
+    def __eq__(self, o: Any) -> Any:
         return _tile_op("equal", self, o)
 
-    def __ne__(self, o: Any) -> Any:  # type: ignore[override]
+    def __ne__(self, o: Any) -> Any:
         return _tile_op("not_equal", self, o)
 
     __hash__ = object.__hash__

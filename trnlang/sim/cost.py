@@ -40,7 +40,7 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, cast
 
 from trnlang.ir.nodes import Access, Instr, Region
 from trnlang.ir.ops import Alu, Op
@@ -77,6 +77,11 @@ def free_elems(r: Region) -> int:
     return math.prod(r.shape[1:]) if r.shape else 1
 
 
+def _tile_ins(ins: Instr) -> tuple[Region, ...]:
+    """The inputs of a compute instruction whose inputs are all tiles (matmul, transpose, reduce, bn_*)."""
+    return cast(tuple[Region, ...], ins.ins)
+
+
 def _regions(ins: Instr) -> list[Region]:
     return [x for x in (*ins.outs, *ins.ins) if isinstance(x, Region)]
 
@@ -110,14 +115,15 @@ def matmul_flops(ins: Instr) -> int:
     """Useful flops of a matmul instruction (2 K M N); 0 for anything else."""
     if ins.op is not Op.MATMUL:
         return 0
-    st, mv = ins.ins[0], ins.ins[1]
+    st, mv = _tile_ins(ins)[:2]
     k, m = st.shape[0], free_elems(st)
     return 2 * k * m * free_elems(mv)
 
 
 def matmul_peak(ins: Instr, t: Target) -> float:
     """Peak FLOP/s of the Tensor engine for this matmul's inputs (the slower input type counts)."""
-    d = _slowest([ins.ins[0].dtype, ins.ins[1].dtype], t)
+    st, mv = _tile_ins(ins)[:2]
+    d = _slowest([st.dtype, mv.dtype], t)
     return t.tensor.peak_flops(d)
 
 
@@ -155,7 +161,7 @@ def _tensor_tensor(ins: Instr, engine: Engine, t: Target) -> int:
 
 
 def _reduce(ins: Instr, engine: Engine, t: Target) -> int:
-    src = ins.ins[0]
+    src = _tile_ins(ins)[0]
     n = free_elems(src)
     half = dtype_class(src.dtype) in _HALF and ins.attrs.get("op") in (Alu.add, Alu.maximum, Alu.minimum)
     return _floor(t, n / 2 if half else n)
@@ -170,16 +176,16 @@ def _scan(ins: Instr, engine: Engine, t: Target) -> int:
 
 
 def _per_input(ins: Instr, engine: Engine, t: Target) -> int:
-    return _floor(t, free_elems(ins.ins[0]))
+    return _floor(t, free_elems(_tile_ins(ins)[0]))
 
 
 def _matmul(ins: Instr, engine: Engine, t: Target) -> int:
-    st, mv = ins.ins[0], ins.ins[1]
+    st, mv = _tile_ins(ins)[:2]
     return matmul_cycles(free_elems(st), free_elems(mv), _slowest([st.dtype, mv.dtype], t), t)
 
 
 def _transpose(ins: Instr, engine: Engine, t: Target) -> int:
-    x = ins.ins[0]
+    x = _tile_ins(ins)[0]
     if engine is not Engine.TENSOR:
         return _floor(t, free_elems(x))
     p, f = x.shape[0], free_elems(x)

@@ -54,7 +54,8 @@ class Aff:
 
     def __init__(self, expr: Any, index: dict[sympy.Symbol, int]) -> None:
         self.fn: Any = None
-        self.c, self.terms = 0, ()
+        self.c: int = 0
+        self.terms: tuple[tuple[int, int], ...] = ()
         expr = sympy.sympify(expr)
         f = affine_form(expr)
         if f is not None and f[0].denominator == 1 and all(c.denominator == 1 and s in index for s, c in f[1].items()):

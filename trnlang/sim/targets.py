@@ -87,9 +87,8 @@ def dtype_class(dtype: object) -> DtypeClass:
     else:
         # trnlang DType has .short ("bf16"); numpy dtypes have .name; numpy scalar types have __name__;
         # torch dtypes only print as "torch.bfloat16".
-        name = getattr(dtype, "short", None) or getattr(dtype, "name", None) or getattr(dtype, "__name__", None)
-        if not isinstance(name, str):
-            name = str(dtype)
+        found = getattr(dtype, "short", None) or getattr(dtype, "name", None) or getattr(dtype, "__name__", None)
+        name = found if isinstance(found, str) else str(dtype)
     key = name.strip().lower().removeprefix("torch.").removeprefix("tl.")
     try:
         return _DTYPE_CLASSES[key]
