@@ -133,7 +133,6 @@ class _Emitter:
         return self.cx.call_intrinsic(name, [f]), KF
 
     def emit(self, e: Any) -> tuple[ir.Value, str]:
-        b = self.b
         if isinstance(e, bool | BooleanTrue | BooleanFalse):
             return ir.Constant(I1, int(bool(e))), KB
         if isinstance(e, int):
@@ -157,80 +156,112 @@ class _Emitter:
             return self._arith([self.emit(a) for a in e.args], "+")
         if isinstance(e, sympy.Mul):
             return self._arith([self.emit(a) for a in e.args], "*")
+        return self._emit_function(e)
+
+    def _emit_function(self, e: Any) -> tuple[ir.Value, str]:
+        """Everything but numbers, symbols, sums and products: powers, floor/ceiling, Mod, Min/Max, Abs, sign,
+        relations, boolean connectives and Piecewise."""
         if isinstance(e, sympy.Pow):
-            base, ex = e.args
-            if ex.is_Integer and int(ex) >= 0:
-                bv = self.emit(base)
-                n = int(ex)
-                if n == 0:
-                    return (cf64(1.0), KF) if bv[1] == KF else (ci64(1), KI)
-                return self._arith([bv] * n, "*")
-            fb, fe = self.as_float(self.emit(base)), self.as_float(self.emit(ex))
-            return self.cx.call_intrinsic("llvm.pow", [fb, fe]), KF
+            return self._pow(e)
         if isinstance(e, sympy.floor):
             return self.floor_of(e.args[0], negate=False)
         if isinstance(e, sympy.ceiling):
             return self.floor_of(e.args[0], negate=True)
         if isinstance(e, sympy.Mod):
-            x, y = self.emit(e.args[0]), self.emit(e.args[1])
-            if x[1] == KF or y[1] == KF:
-                fx, fy = self.as_float(x), self.as_float(y)
-                r = b.frem(fx, fy)
-                fix = b.and_(b.fcmp_ordered("!=", r, cf64(0.0)),
-                             b.xor(b.fcmp_ordered("<", r, cf64(0.0)), b.fcmp_ordered("<", fy, cf64(0.0))))
-                return b.select(fix, b.fadd(r, fy), r), KF
-            return self.mod(self.as_int(x), self.as_int(y)), KI
+            return self._mod(e)
         if isinstance(e, sympy.Min | sympy.Max):
-            vals = [self.emit(a) for a in e.args]
-            flt = any(k == KF for _, k in vals)
-            acc = self.as_float(vals[0]) if flt else self.as_int(vals[0])
-            for v in vals[1:]:
-                x = self.as_float(v) if flt else self.as_int(v)
-                if flt:
-                    name = "llvm.minimum" if isinstance(e, sympy.Min) else "llvm.maximum"
-                    acc = self.cx.call_intrinsic(name, [acc, x])
-                else:
-                    c = b.icmp_signed("<" if isinstance(e, sympy.Min) else ">", x, acc)
-                    acc = b.select(c, x, acc)
-            return acc, (KF if flt else KI)
+            return self._min_max(e)
         if isinstance(e, sympy.Abs):
-            v = self.emit(e.args[0])
-            if v[1] == KF:
-                return self.cx.call_intrinsic("llvm.fabs", [v[0]]), KF
-            x = self.as_int(v)
-            return b.select(b.icmp_signed("<", x, ci64(0)), b.neg(x), x), KI
+            return self._abs(e)
         if isinstance(e, sympy.sign):
-            v = self.emit(e.args[0])
-            if v[1] == KF:
-                f = v[0]
-                pos = b.uitofp(b.fcmp_ordered(">", f, cf64(0.0)), F64)
-                neg = b.uitofp(b.fcmp_ordered("<", f, cf64(0.0)), F64)
-                return b.fsub(pos, neg), KF
-            x = self.as_int(v)
-            return b.sub(b.zext(b.icmp_signed(">", x, ci64(0)), I64), b.zext(b.icmp_signed("<", x, ci64(0)), I64)), KI
+            return self._sign(e)
         if isinstance(e, sympy.core.relational.Relational):
-            x, y = self.emit(e.lhs), self.emit(e.rhs)
-            op = {"==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}.get(e.rel_op)
-            if op is None:
-                raise Unsupported(f"relation {e.rel_op}")
-            if x[1] == KF or y[1] == KF:
-                fx, fy = self.as_float(x), self.as_float(y)
-                if op == "!=":
-                    return b.fcmp_unordered(op, fx, fy), KB
-                return b.fcmp_ordered(op, fx, fy), KB
-            return b.icmp_signed(op, self.as_int(x), self.as_int(y)), KB
+            return self._relation(e)
         if isinstance(e, sympy.And | sympy.Or | sympy.Xor):
-            vals = [self.as_bool(self.emit(a)) for a in e.args]
-            acc = vals[0]
-            for v in vals[1:]:
-                acc = b.and_(acc, v) if isinstance(e, sympy.And) else (
-                    b.or_(acc, v) if isinstance(e, sympy.Or) else b.xor(acc, v))
-            return acc, KB
+            return self._connective(e)
         if isinstance(e, sympy.Not):
-            return b.not_(self.as_bool(self.emit(e.args[0]))), KB
+            return self.b.not_(self.as_bool(self.emit(e.args[0]))), KB
         if isinstance(e, sympy.Piecewise):
             return self.piecewise(list(e.args))
         raise Unsupported(f"the JIT cannot lower the expression {e} ({type(e).__name__})")
+
+    def _pow(self, e: sympy.Pow) -> tuple[ir.Value, str]:
+        base, ex = e.args
+        if ex.is_Integer and int(ex) >= 0:
+            bv = self.emit(base)
+            n = int(ex)
+            if n == 0:
+                return (cf64(1.0), KF) if bv[1] == KF else (ci64(1), KI)
+            return self._arith([bv] * n, "*")
+        fb, fe = self.as_float(self.emit(base)), self.as_float(self.emit(ex))
+        return self.cx.call_intrinsic("llvm.pow", [fb, fe]), KF
+
+    def _mod(self, e: sympy.Mod) -> tuple[ir.Value, str]:
+        b = self.b
+        x, y = self.emit(e.args[0]), self.emit(e.args[1])
+        if x[1] == KF or y[1] == KF:
+            fx, fy = self.as_float(x), self.as_float(y)
+            r = b.frem(fx, fy)
+            fix = b.and_(b.fcmp_ordered("!=", r, cf64(0.0)),
+                         b.xor(b.fcmp_ordered("<", r, cf64(0.0)), b.fcmp_ordered("<", fy, cf64(0.0))))
+            return b.select(fix, b.fadd(r, fy), r), KF
+        return self.mod(self.as_int(x), self.as_int(y)), KI
+
+    def _min_max(self, e: sympy.Min | sympy.Max) -> tuple[ir.Value, str]:
+        b = self.b
+        vals = [self.emit(a) for a in e.args]
+        flt = any(k == KF for _, k in vals)
+        acc = self.as_float(vals[0]) if flt else self.as_int(vals[0])
+        for v in vals[1:]:
+            x = self.as_float(v) if flt else self.as_int(v)
+            if flt:
+                name = "llvm.minimum" if isinstance(e, sympy.Min) else "llvm.maximum"
+                acc = self.cx.call_intrinsic(name, [acc, x])
+            else:
+                c = b.icmp_signed("<" if isinstance(e, sympy.Min) else ">", x, acc)
+                acc = b.select(c, x, acc)
+        return acc, (KF if flt else KI)
+
+    def _abs(self, e: sympy.Abs) -> tuple[ir.Value, str]:
+        b = self.b
+        v = self.emit(e.args[0])
+        if v[1] == KF:
+            return self.cx.call_intrinsic("llvm.fabs", [v[0]]), KF
+        x = self.as_int(v)
+        return b.select(b.icmp_signed("<", x, ci64(0)), b.neg(x), x), KI
+
+    def _sign(self, e: sympy.sign) -> tuple[ir.Value, str]:
+        b = self.b
+        v = self.emit(e.args[0])
+        if v[1] == KF:
+            f = v[0]
+            pos = b.uitofp(b.fcmp_ordered(">", f, cf64(0.0)), F64)
+            neg = b.uitofp(b.fcmp_ordered("<", f, cf64(0.0)), F64)
+            return b.fsub(pos, neg), KF
+        x = self.as_int(v)
+        return b.sub(b.zext(b.icmp_signed(">", x, ci64(0)), I64), b.zext(b.icmp_signed("<", x, ci64(0)), I64)), KI
+
+    def _relation(self, e: Any) -> tuple[ir.Value, str]:
+        b = self.b
+        x, y = self.emit(e.lhs), self.emit(e.rhs)
+        op = {"==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}.get(e.rel_op)
+        if op is None:
+            raise Unsupported(f"relation {e.rel_op}")
+        if x[1] == KF or y[1] == KF:
+            fx, fy = self.as_float(x), self.as_float(y)
+            if op == "!=":
+                return b.fcmp_unordered(op, fx, fy), KB
+            return b.fcmp_ordered(op, fx, fy), KB
+        return b.icmp_signed(op, self.as_int(x), self.as_int(y)), KB
+
+    def _connective(self, e: Any) -> tuple[ir.Value, str]:
+        b = self.b
+        vals = [self.as_bool(self.emit(a)) for a in e.args]
+        acc = vals[0]
+        for v in vals[1:]:
+            acc = b.and_(acc, v) if isinstance(e, sympy.And) else (
+                b.or_(acc, v) if isinstance(e, sympy.Or) else b.xor(acc, v))
+        return acc, KB
 
     def piecewise(self, pieces: list[tuple[Any, Any]]) -> tuple[ir.Value, str]:
         out: tuple[ir.Value, str] = (ci64(0), KI)

@@ -28,7 +28,7 @@ Nothing here changes the IR; the lowering reads the decisions.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import sympy
 
@@ -73,7 +73,7 @@ def regions_read(ins: Instr) -> list[Region]:
         out.append(scale)
     if ins.op is Op.MATMUL and ins.attrs.get("accumulate") and isinstance(ins.outs[0], Region):
         out.append(ins.outs[0])
-    if is_load(ins) and ins.attrs.get("other") is None and not _no_mask(ins.ins[0]):
+    if is_load(ins) and ins.attrs.get("other") is None and not _no_mask(cast(Access, ins.ins[0])):
         out.append(ins.outs[0])
     return out
 
@@ -342,45 +342,57 @@ class Plan:
             if not self._producer_ok(p):
                 continue
             r = p.outs[0]
-            refs = self.buf_refs.get(id(r.buf), [])
-            if any(role == "write" and ins is not p for ins, role in refs):
+            got = self._fusable_consumers(stmts, i, p, r)
+            if got is None:
                 continue
-            readers = {id(ins): ins for ins, role in refs if role == "read"}
-            if not readers or id(p) in readers:
-                continue
-            if len(readers) > 1 and not self._remat_ok(p, len(readers)):
-                continue
-            pos = {id(s): k for k, s in enumerate(stmts) if k > i}
-            if any(x not in pos for x in readers):
-                continue
-            lb, lt = self._leaves(p)
-            if len(readers) > 1 and lb:
-                continue
-            consumers = sorted(readers.values(), key=lambda c: pos[id(c)])
-            ok = True
-            for c in consumers:
-                j = pos[id(c)]
-                if not self._consumer_reads_ok(c, r):
-                    ok = False
-                    break
-                for s in stmts[i + 1:j]:
-                    for ins in _stmt_instrs(s):
-                        if any(id(w.buf) in lb for w in regions_written(ins)):
-                            ok = False
-                        for t in hbm_written(ins):
-                            if any(self._tensors_alias(t, tensors.get(x, t)) for x in lt):
-                                ok = False
-                if ok and is_store(c):
-                    t = c.outs[0].tensor
-                    if any(self._tensors_alias(t, tensors[x]) for x in lt if x in tensors):
-                        ok = False
-                if not ok:
-                    break
-            if not ok:
+            consumers, pos, lb, lt = got
+            if not all(self._consumer_ok(stmts, i, pos[id(c)], c, r, lb, lt, tensors) for c in consumers):
                 continue
             self.fused[id(p)] = consumers[-1]
             for c in consumers:
                 self.producer[(id(c), id(r.buf))] = p
+
+    def _fusable_consumers(self, stmts: list[Stmt], i: int, p: Instr, r: Region
+                           ) -> tuple[list[Instr], dict[int, int], set[int], set[int]] | None:
+        """The readers of producer ``p = stmts[i]`` (its only writer) in program order, with the positions of the
+        statements after it and ``p``'s leaf buffers and tensors; None when ``p`` cannot be inlined into them (no
+        reader, reads its own output, readers elsewhere, or several readers of a producer that cannot be
+        recomputed)."""
+        refs = self.buf_refs.get(id(r.buf), [])
+        if any(role == "write" and ins is not p for ins, role in refs):
+            return None
+        readers = {id(ins): ins for ins, role in refs if role == "read"}
+        if not readers or id(p) in readers:
+            return None
+        if len(readers) > 1 and not self._remat_ok(p, len(readers)):
+            return None
+        pos = {id(s): k for k, s in enumerate(stmts) if k > i}
+        if any(x not in pos for x in readers):
+            return None
+        lb, lt = self._leaves(p)
+        if len(readers) > 1 and lb:
+            return None
+        return sorted(readers.values(), key=lambda c: pos[id(c)]), pos, lb, lt
+
+    def _consumer_ok(self, stmts: list[Stmt], i: int, j: int, c: Instr, r: Region, lb: set[int], lt: set[int],
+                     tensors: dict[int, HbmTensor]) -> bool:
+        """The producer ``stmts[i]`` (output ``r``, leaf buffers ``lb`` and tensors ``lt``) can be evaluated where
+        consumer ``c = stmts[j]`` reads it: ``c`` reads ``r`` elementwise, nothing in between overwrites a leaf
+        buffer or an HBM tensor aliasing a leaf tensor, and a store consumer does not write such a tensor."""
+        if not self._consumer_reads_ok(c, r):
+            return False
+        for s in stmts[i + 1:j]:
+            for ins in _stmt_instrs(s):
+                if any(id(w.buf) in lb for w in regions_written(ins)):
+                    return False
+                for t in hbm_written(ins):
+                    if any(self._tensors_alias(t, tensors.get(x, t)) for x in lt):
+                        return False
+        if is_store(c):
+            t = c.outs[0].tensor
+            if any(self._tensors_alias(t, tensors[x]) for x in lt if x in tensors):
+                return False
+        return True
 
     def _fuse(self) -> None:
         self._fuse_list(self.kernel.body)
@@ -439,10 +451,10 @@ class Plan:
             else:
                 busy = sorted((o, o + s) for (s0, e0, o, s) in placed if not (e0 < lo or s0 > hi))
                 off = 0
-                for a, z in busy:
-                    if off + size <= a:
+                for used_lo, used_hi in busy:
+                    if off + size <= used_lo:
                         break
-                    off = max(off, z)
+                    off = max(off, used_hi)
             placed.append((lo, hi, off, size))
             self.offsets[bid] = off
             self.sizes[bid] = size

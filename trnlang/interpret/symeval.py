@@ -90,8 +90,14 @@ def _code(e: Any, names: Mapping[sympy.Symbol, str]) -> str:
         return "(" + " + ".join(args) + ")"
     if isinstance(e, sympy.Mul):
         return "(" + " * ".join(args) + ")"
+    out = _arith_code(e, args, names)
+    return out if out is not None else _logic_code(e, args, names)
+
+
+def _arith_code(e: Any, args: list[str], names: Mapping[sympy.Symbol, str]) -> str | None:
+    """Powers, floor/ceiling, Mod, Min/Max, Abs and sign of the translated ``args`` (None: something else)."""
     if isinstance(e, sympy.Pow):
-        base, ex = e.args
+        ex = e.args[1]
         if ex.is_Integer and int(ex) >= 0:
             return f"({args[0]} ** {int(ex)})"
         return f"_np.power(_np.asarray({args[0]}, dtype=_np.float64), {args[1]})"
@@ -109,6 +115,11 @@ def _code(e: Any, names: Mapping[sympy.Symbol, str]) -> str:
         return f"_np.abs({args[0]})"
     if isinstance(e, sympy.sign):
         return f"_np.sign({args[0]})"
+    return None
+
+
+def _logic_code(e: Any, args: list[str], names: Mapping[sympy.Symbol, str]) -> str:
+    """Relations, boolean connectives and Piecewise of the translated ``args`` (raises _Unsupported)."""
     if isinstance(e, sympy.core.relational.Relational) and e.rel_op in _REL:
         return f"({args[0]} {_REL[e.rel_op]} {args[1]})"
     if isinstance(e, sympy.And):

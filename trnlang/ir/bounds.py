@@ -102,7 +102,8 @@ def _affine_cached(expr: sympy.Basic) -> tuple[Fraction, tuple[tuple[sympy.Symbo
     if expr.is_Symbol:
         return Fraction(0), ((expr, Fraction(1)),)
     if expr.is_Add:
-        const, coeffs = Fraction(0), {}
+        const = Fraction(0)
+        coeffs: dict[sympy.Symbol, Fraction] = {}
         for a in expr.args:
             f = _affine_cached(a)
             if f is None:
@@ -267,8 +268,8 @@ def _iv(expr: sympy.Basic, ranges: Mapping[sympy.Symbol, Bound]) -> _FBound | No
         v = Fraction(int(expr.p), int(expr.q))
         return v, v
     if expr.is_Symbol:
-        r = ranges.get(expr)
-        return (Fraction(r[0]), Fraction(r[1])) if r is not None else None
+        b = ranges.get(expr)
+        return (Fraction(b[0]), Fraction(b[1])) if b is not None else None
     aff = _affine_cached(expr) if isinstance(expr, sympy.Expr) else None
     if aff is not None:
         got = _aff_range((aff[0], dict(aff[1])), ranges)
@@ -276,35 +277,52 @@ def _iv(expr: sympy.Basic, ranges: Mapping[sympy.Symbol, Bound]) -> _FBound | No
     if isinstance(expr, (Relational, sympy.logic.boolalg.Boolean)):
         return Fraction(0), Fraction(1)  # predicates used as integers are 1/0
     if expr.is_Add:
-        lo = hi = Fraction(0)
-        for a in expr.args:
-            r = _iv(a, ranges)
-            if r is None:
-                return None
-            lo, hi = lo + r[0], hi + r[1]
-        return lo, hi
+        return _iv_add(expr, ranges)
     if expr.is_Mul:
-        acc: _FBound = (Fraction(1), Fraction(1))
-        for a in expr.args:
-            r = _iv(a, ranges)
-            if r is None:
-                return None
-            acc = _mul(acc, r)
-        return acc
+        return _iv_mul(expr, ranges)
     if expr.is_Pow:
-        base, ex = expr.args
-        if not (ex.is_Integer and int(ex) >= 0):
-            return None
-        r = _iv(base, ranges)
+        return _iv_pow(expr, ranges)
+    return _iv_func(expr, ranges)
+
+
+def _iv_add(expr: sympy.Basic, ranges: Mapping[sympy.Symbol, Bound]) -> _FBound | None:
+    lo = hi = Fraction(0)
+    for a in expr.args:
+        r = _iv(a, ranges)
         if r is None:
             return None
-        n = int(ex)
-        lo_p, hi_p = r[0] ** n, r[1] ** n
-        if n % 2 == 1:
-            return lo_p, hi_p
-        if r[0] <= 0 <= r[1]:
-            return Fraction(0), max(lo_p, hi_p)
-        return min(lo_p, hi_p), max(lo_p, hi_p)
+        lo, hi = lo + r[0], hi + r[1]
+    return lo, hi
+
+
+def _iv_mul(expr: sympy.Basic, ranges: Mapping[sympy.Symbol, Bound]) -> _FBound | None:
+    acc: _FBound = (Fraction(1), Fraction(1))
+    for a in expr.args:
+        r = _iv(a, ranges)
+        if r is None:
+            return None
+        acc = _mul(acc, r)
+    return acc
+
+
+def _iv_pow(expr: sympy.Basic, ranges: Mapping[sympy.Symbol, Bound]) -> _FBound | None:
+    base, ex = expr.args
+    if not (ex.is_Integer and int(ex) >= 0):
+        return None
+    r = _iv(base, ranges)
+    if r is None:
+        return None
+    n = int(ex)
+    lo_p, hi_p = r[0] ** n, r[1] ** n
+    if n % 2 == 1:
+        return lo_p, hi_p
+    if r[0] <= 0 <= r[1]:
+        return Fraction(0), max(lo_p, hi_p)
+    return min(lo_p, hi_p), max(lo_p, hi_p)
+
+
+def _iv_func(expr: sympy.Basic, ranges: Mapping[sympy.Symbol, Bound]) -> _FBound | None:
+    """The range of floor / ceiling / Mod / Min / Max / Abs of ranged arguments (None for anything else)."""
     if isinstance(expr, sympy.floor):
         r = _iv(expr.args[0], ranges)
         return (Fraction(math.floor(r[0])), Fraction(math.floor(r[1]))) if r else None
@@ -315,10 +333,11 @@ def _iv(expr: sympy.Basic, ranges: Mapping[sympy.Symbol, Bound]) -> _FBound | No
         return _iv_mod(expr, ranges)
     if isinstance(expr, (sympy.Min, sympy.Max)):
         rs = [_iv(a, ranges) for a in expr.args]
-        if any(r is None for r in rs):
+        known = [r for r in rs if r is not None]
+        if len(known) != len(rs):
             return None
         pick = min if isinstance(expr, sympy.Min) else max
-        return pick(r[0] for r in rs), pick(r[1] for r in rs)  # type: ignore[index]
+        return pick(r[0] for r in known), pick(r[1] for r in known)
     if isinstance(expr, sympy.Abs):
         r = _iv(expr.args[0], ranges)
         if r is None:
@@ -376,12 +395,12 @@ def expr_range(expr: Any, ranges: Mapping[sympy.Symbol, Bound]) -> Bound | None:
         r = ranges.get(s)
         if r is not None and r[0] > r[1]:
             return 0, -1
-    r = _iv(expr, ranges)
-    if r is None:
+    iv = _iv(expr, ranges)
+    if iv is None:
         return None
     if getattr(expr, "is_integer", False) or isinstance(expr, Relational):
-        return math.ceil(r[0]), math.floor(r[1])
-    return math.floor(r[0]), math.ceil(r[1])
+        return math.ceil(iv[0]), math.floor(iv[1])
+    return math.floor(iv[0]), math.ceil(iv[1])
 
 
 # --------------------------------------------------------------------------------------------
@@ -550,6 +569,37 @@ def _fmt_range(lo: int, hi: int) -> str:
     return f"[{lo}, {hi}]"
 
 
+def _index_bounds(idx: Any, aff: Affine | None, mask: Any, r: Ranges) -> tuple[int | None, int | None, bool]:
+    """Integer bounds of one index of an access (None: unbounded), tightened by ``mask`` (None: unmasked),
+    and whether the bounds are attained (an affine index over the loops' ranges)."""
+    lo: int | None
+    hi: int | None
+    got = _aff_range(aff, r) if aff is not None else None
+    if got is not None:
+        (flo, fhi), attained = got
+        lo, hi = math.ceil(flo), math.floor(fhi)
+    else:
+        er = expr_range(idx, r)
+        lo, hi = (er if er is not None else (None, None))
+        attained = False
+    if mask is not None:
+        m_lo, m_hi = mask_bounds(idx, mask, r)
+        if m_lo is not None:
+            lo = m_lo if lo is None else max(lo, m_lo)
+        if m_hi is not None:
+            hi = m_hi if hi is None else min(hi, m_hi)
+    return lo, hi, attained
+
+
+def _runtime_why(idx: Any, gathered: bool, lo: int | None, hi: int | None, masked: bool) -> str:
+    """Why an index cannot be proven inside its dimension at compile time."""
+    if gathered:
+        return "depends on gathered (indirect) index values"
+    if lo is None or hi is None:
+        return f"{idx} cannot be bounded at compile time"
+    return f"ranges over {_fmt_range(lo, hi)}" + (" where the mask allows" if masked else "")
+
+
 def access_check(access: Access, ranges: Mapping[sympy.Symbol, Bound]) -> AccessVerdict:
     """Decide whether an HBM access pattern stays inside its tensor.
 
@@ -598,20 +648,7 @@ def access_check(access: Access, ranges: Mapping[sympy.Symbol, Bound]) -> Access
             continue
         aff = affine_form(idx)
         gathered = any(_is_gather(s) for s in sympy.sympify(idx).free_symbols)
-        got = _aff_range(aff, r) if aff is not None else None
-        if got is not None:
-            (flo, fhi), attained = got
-            lo, hi = math.ceil(flo), math.floor(fhi)
-        else:
-            er = expr_range(idx, r)
-            lo, hi = (er if er is not None else (None, None))
-            attained = False
-        if masked:
-            m_lo, m_hi = mask_bounds(idx, mask, r)
-            if m_lo is not None:
-                lo = m_lo if lo is None else max(lo, m_lo)
-            if m_hi is not None:
-                hi = m_hi if hi is None else min(hi, m_hi)
+        lo, hi, attained = _index_bounds(idx, aff, mask if masked else None, r)
         if lo is not None and hi is not None and lo > hi:
             return AccessVerdict("safe", f"the access to '{name}' is masked off entirely")
         if lo is not None and hi is not None and lo >= 0 and hi <= size_r[0] - 1:
@@ -625,12 +662,7 @@ def access_check(access: Access, ranges: Mapping[sympy.Symbol, Bound]) -> Access
         runtime.append(d)
         if first_runtime:
             continue
-        if gathered:
-            why = "depends on gathered (indirect) index values"
-        elif lo is None or hi is None:
-            why = f"{idx} cannot be bounded at compile time"
-        else:
-            why = f"ranges over {_fmt_range(lo, hi)}" + (" where the mask allows" if masked else "")
+        why = _runtime_why(idx, gathered, lo, hi, masked)
         first_runtime = f"the index of {where} {why}; it cannot be proven inside {_fmt_range(0, size_r[0] - 1)}"
     if runtime:
         return AccessVerdict("runtime", first_runtime + " (checked at run time)", runtime[0], None,

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, cast
 
 import sympy
 
@@ -366,7 +366,7 @@ class _Verifier:
                     bad = (isinstance(x, Region) and x.dtype.is_float) or (
                         isinstance(x, Imm) and isinstance(x.value, float))
                     if bad:
-                        got = _dt(x.dtype) if isinstance(x, Region) else f"the float {x.value}"
+                        got = _dt(x.dtype) if isinstance(x, Region) else f"the float {cast(Imm, x).value}"
                         self.err(DTypeError, f"{alu.value} needs integer operands, got {got}", loc)
                         break
 
@@ -428,30 +428,44 @@ class _Verifier:
 _DMA_ACCUMULATE = (Alu.add, Alu.multiply, Alu.maximum, Alu.minimum)
 
 
-def _check_dma(v: _Verifier, ins: Instr, loops: tuple[Loop, ...]) -> None:
-    out, src, loc = ins.outs[0], ins.ins[0], ins.loc
+def _dma_operands(v: _Verifier, ins: Instr) -> tuple[Region, Access] | None:
+    """The SBUF tile and the HBM access of a DMA (None, reported: not one of each)."""
+    out, src = ins.outs[0], ins.ins[0]
     if isinstance(out, Region) and isinstance(src, Access):
-        reg, acc = out, src
-    elif isinstance(out, Access) and isinstance(src, Region):
-        reg, acc = src, out
-    else:
-        kinds = f"{type(out).__name__} <- {type(src).__name__}"
-        v.err(VerifyError, f"DMA moves data between HBM and SBUF only (one HBM access and one SBUF tile), got {kinds}",
-              loc)
+        return out, src
+    if isinstance(out, Access) and isinstance(src, Region):
+        return src, out
+    kinds = f"{type(out).__name__} <- {type(src).__name__}"
+    v.err(VerifyError, f"DMA moves data between HBM and SBUF only (one HBM access and one SBUF tile), got {kinds}",
+          ins.loc)
+    return None
+
+
+def _check_dma_accumulate(v: _Verifier, ins: Instr, reg: Region, acc: Access) -> None:
+    """``accumulate=``: only on a store, one of the DMA's reductions, into a tensor of a fitting dtype."""
+    accum, loc = ins.attrs.get("accumulate"), ins.loc
+    if accum is None:
         return
+    if acc is not ins.outs[0]:
+        v.err(VerifyError, "accumulate= is only allowed on a store (SBUF -> HBM)", loc)
+    elif accum not in _DMA_ACCUMULATE:
+        v.err(VerifyError, f"DMA accumulate must be one of {', '.join(a.name for a in _DMA_ACCUMULATE)}, "
+                           f"got {accum!r}", loc)
+    elif acc.tensor.dtype == DType.bool_ or (acc.tensor.dtype.is_int and reg.dtype.is_float):
+        v.err(DTypeError, f"accumulating a {_dt(reg.dtype)} tile into a {_dt(acc.tensor.dtype)} tensor is not "
+                          f"supported", loc)
+
+
+def _check_dma(v: _Verifier, ins: Instr, loops: tuple[Loop, ...]) -> None:
+    loc = ins.loc
+    operands = _dma_operands(v, ins)
+    if operands is None:
+        return
+    reg, acc = operands
     if reg.space is not Space.SBUF:
         v.err(VerifyError, f"DMA moves data between HBM and SBUF only: {_region(reg)} is in {reg.space.value.upper()} "
                            f"(copy it to SBUF with tl.copy first)", loc)
-    accum = ins.attrs.get("accumulate")
-    if accum is not None:
-        if acc is not out:
-            v.err(VerifyError, "accumulate= is only allowed on a store (SBUF -> HBM)", loc)
-        elif accum not in _DMA_ACCUMULATE:
-            v.err(VerifyError, f"DMA accumulate must be one of {', '.join(a.name for a in _DMA_ACCUMULATE)}, "
-                               f"got {accum!r}", loc)
-        elif acc.tensor.dtype == DType.bool_ or (acc.tensor.dtype.is_int and reg.dtype.is_float):
-            v.err(DTypeError, f"accumulating a {_dt(reg.dtype)} tile into a {_dt(acc.tensor.dtype)} tensor is not "
-                              f"supported", loc)
+    _check_dma_accumulate(v, ins, reg, acc)
     t = acc.tensor
     if id(t) not in v.tensor_ids:
         v.err(VerifyError, f"access to tensor '{t.name}', which is not a parameter, output or scratch tensor of "
@@ -514,8 +528,13 @@ def _check_tensor_scalar(v: _Verifier, ins: Instr, loops: tuple[Loop, ...]) -> N
         v.bcast(ins, x, ins.outs[0], what)
 
 
+def _tile_ins(ins: Instr) -> tuple[Region, ...]:
+    """The inputs of an instruction whose inputs are all tiles (``_IN_KINDS`` "R", checked by ``arity``)."""
+    return cast(tuple[Region, ...], ins.ins)
+
+
 def _check_reduce(v: _Verifier, ins: Instr, loops: tuple[Loop, ...]) -> None:
-    out, x, loc = ins.outs[0], ins.ins[0], ins.loc
+    out, x, loc = ins.outs[0], _tile_ins(ins)[0], ins.loc
     op = v.alu(ins, "op", (AluKind.BINARY, AluKind.REDUCE), reduce=True)
     axes = ins.attrs.get("axes")
     if isinstance(axes, int):
@@ -545,7 +564,7 @@ def _check_reduce(v: _Verifier, ins: Instr, loops: tuple[Loop, ...]) -> None:
 
 
 def _check_copy(v: _Verifier, ins: Instr, loops: tuple[Loop, ...]) -> None:
-    out, x = ins.outs[0], ins.ins[0]
+    out, x = ins.outs[0], _tile_ins(ins)[0]
     if ins.attrs.get("reshape"):
         ps, po = (x.shape[0] if x.shape else 1), (out.shape[0] if out.shape else 1)
         if ps != po or math.prod(x.shape[1:]) != math.prod(out.shape[1:]):
@@ -589,7 +608,7 @@ def _check_scan(v: _Verifier, ins: Instr, loops: tuple[Loop, ...]) -> None:
 
 
 def _check_matmul(v: _Verifier, ins: Instr, loops: tuple[Loop, ...]) -> None:
-    out, (st, mv), loc, t = ins.outs[0], ins.ins, ins.loc, v.t
+    out, (st, mv), loc, t = ins.outs[0], _tile_ins(ins), ins.loc, v.t
     if out.space is not Space.PSUM:
         v.err(VerifyError, f"matmul writes PSUM only: the output {_region(out)} is in {out.space.value.upper()}", loc)
     for x, what in ((st, "stationary"), (mv, "moving")):
@@ -622,7 +641,7 @@ def _check_matmul(v: _Verifier, ins: Instr, loops: tuple[Loop, ...]) -> None:
 
 
 def _check_transpose(v: _Verifier, ins: Instr, loops: tuple[Loop, ...]) -> None:
-    out, x, loc = ins.outs[0], ins.ins[0], ins.loc
+    out, x, loc = ins.outs[0], _tile_ins(ins)[0], ins.loc
     if len(x.shape) != 2 or len(out.shape) != 2:
         v.err(ShapeError, f"nc_transpose takes a 2-D tile [P, F] to [F, P]; got {_shape(x.shape)} -> "
                           f"{_shape(out.shape)}", loc)
@@ -646,7 +665,7 @@ def _check_transpose(v: _Verifier, ins: Instr, loops: tuple[Loop, ...]) -> None:
 
 
 def _check_bn(v: _Verifier, ins: Instr, loops: tuple[Loop, ...]) -> None:
-    out, x, loc, op = ins.outs[0], ins.ins[0], ins.loc, ins.op
+    out, x, loc, op = ins.outs[0], _tile_ins(ins)[0], ins.loc, ins.op
     p = x.shape[0] if x.shape else 1
     width = 3 if op is Op.BN_STATS else 2
     if op is Op.BN_AGGR and (len(x.shape) != 2 or x.shape[1] % 3):

@@ -169,16 +169,18 @@ def binary(alu: Alu, a: Any, b: Any, dtype: Any = None, engine: Any = None) -> A
     a_num, b_num = _is_num(a), _is_num(b)
     ta = None if a_num else to_tile(a)
     tb = None if b_num else to_tile(b)
-    da = _scalar_dtype(a) if a_num else ta.dtype
-    db = _scalar_dtype(b) if b_num else tb.dtype
+    da = _scalar_dtype(a) if ta is None else ta.dtype
+    db = _scalar_dtype(b) if tb is None else tb.dtype
     out_dt = as_dtype(dtype) if dtype is not None else _result_dtype(alu, da, db, a_num, b_num)
     if a_num or b_num:
         t = tb if a_num else ta
+        assert t is not None  # not both numbers (checked above)
         out = new_tile(t.shape, out_dt)
         _emit(Op.TENSOR_SCALAR, (out.region,), (t.region, Imm(a if a_num else b)),
               {"op0": alu, "op1": None, "reverse": (a_num, False)},
               _pick_engine(engine, Op.TENSOR_SCALAR, Engine.VECTOR))
         return out
+    assert ta is not None and tb is not None
     shape = broadcast_shapes(ta.shape, tb.shape)
     out = new_tile(shape, out_dt)
     # A per-partition scalar [P, 1] against a full tile is a tensor_scalar (half the Vector cost).
@@ -358,30 +360,33 @@ def assign(view: Tile, value: Any) -> None:
 # --------------------------------------------------------------------------------------
 # HBM access patterns, load and store
 # --------------------------------------------------------------------------------------
+def _access_component(k: Any, n: Any) -> tuple[str, Any]:
+    """One index of ``tensor[key]`` on a dimension of size ``n``: ``("axis", (start, size, step))`` for a slice,
+    ``("axis_idx" | "bcast", index)`` for a 1-D / 2+-D index value, ``("gather", tile)`` for an integer tile or
+    ``("fixed", expr)`` for a scalar (negative constants count from the end)."""
+    if isinstance(k, (slice, DynSlice)):
+        s, size, step = _slice_bounds(k, int(n))
+        return "axis", (s, size, step)
+    if isinstance(k, Index) and k.shape != ():
+        return ("axis_idx", k) if k.ndim == 1 else ("bcast", k)
+    if isinstance(k, Tile):
+        if k.dtype.is_float:
+            raise DTypeError(f"gather indices must be an integer tile, got {k.dtype.name}")
+        return "gather", k
+    if isinstance(k, (int, Index)) and not isinstance(k, bool):
+        e = to_expr(k)
+        if e.is_Integer and int(e) < 0:
+            e = e + n
+        return "fixed", e
+    raise TraceError(f"cannot index an HBM tensor with {type(k).__name__} {k!r}")
+
+
 def make_access(ref: HbmRef, key: Any) -> AccessPattern:
     """``tensor[key]`` -> access pattern. Slices and 1-D indices take their own axis in order; index
     values of 2+ dims broadcast right-aligned (NKI style: ``x[i * 128 + ix, iy]``)."""
     tensor = ref.tensor
     key = _norm_key(key, tensor.ndim, f"tensor {tensor.name}")
-    comps: list[tuple[str, Any]] = []
-    for d, k in enumerate(key):
-        n = tensor.shape[d]
-        if isinstance(k, (slice, DynSlice)):
-            s, size, step = _slice_bounds(k, int(n))
-            comps.append(("axis", (s, size, step)))
-        elif isinstance(k, Index) and k.shape != ():
-            comps.append(("axis_idx", k) if k.ndim == 1 else ("bcast", k))
-        elif isinstance(k, Tile):
-            if k.dtype.is_float:
-                raise DTypeError(f"gather indices must be an integer tile, got {k.dtype.name}")
-            comps.append(("gather", k))
-        elif isinstance(k, (int, Index)) and not isinstance(k, bool):
-            e = to_expr(k)
-            if e.is_Integer and int(e) < 0:
-                e = e + n
-            comps.append(("fixed", e))
-        else:
-            raise TraceError(f"cannot index an HBM tensor with {type(k).__name__} {k!r}")
+    comps = [_access_component(k, tensor.shape[d]) for d, k in enumerate(key)]
     # Slices and 1-D indices take the axis of their position among the non-scalar indices.
     nonfixed = [c for c in comps if c[0] != "fixed"]
     nd = max([len(nonfixed)] + [c[1].ndim for c in comps if c[0] in ("bcast", "gather")])

@@ -172,9 +172,9 @@ class _Liveness:
             for x in (*s.outs, *s.ins):
                 regs = [x] if isinstance(x, Region) else list(x.gathers) if isinstance(x, Access) else []
                 for r in regs:
-                    rec = self.by_buf.get(r.buf)
-                    if rec is not None:
-                        self.use(rec, pos, loops)
+                    used = self.by_buf.get(r.buf)
+                    if used is not None:
+                        self.use(used, pos, loops)
 
     def use(self, rec: _Rec, pos: int, loops: tuple[Loop, ...]) -> None:
         rec.end = max(rec.end, pos)
@@ -271,6 +271,31 @@ def _overflow(recs: list[_Rec], live: _Liveness, t: Target, space: Space) -> Sbu
     return SbufOverflowError(msg, loc=worst.loc)
 
 
+def _multi_buffer(recs: list[_Rec], live: _Liveness, t: Target, plans: dict[Space, dict[_Rec, int]],
+                  max_bufs: int) -> None:
+    """Multi-buffering: innermost affine loops first; 2 copies everywhere, then 3 (up to ``max_bufs``) where that
+    still fits. Sets ``bufs`` on the records and keeps ``plans`` the placement of the last choice that fit."""
+    cands = sorted((lid for lid, lp in live.loops.items() if lp.kind == "affine" and live.direct.get(lid)),
+                   key=lambda lid: (-live.depth[lid], live.span[lid][0]))
+    for want in range(2, max_bufs + 1):
+        for lid in cands:
+            trips = _trip_count(live.loops[lid])
+            n = want if trips is None else min(want, trips)
+            for space in (Space.SBUF, Space.PSUM):
+                group = [r for r in live.direct[lid] if r.buf.space is space]
+                if not group or n <= group[0].bufs:
+                    continue
+                old = [r.bufs for r in group]
+                for r in group:
+                    r.bufs = n
+                offs = _fits(recs, live, t, space)
+                if offs is None:
+                    for r, b in zip(group, old):
+                        r.bufs = b
+                else:
+                    plans[space] = offs
+
+
 def plan_memory(k: Kernel, target: str | Target | None = None, max_bufs: int = MAX_BUFS) -> Placement:
     """Plan SBUF/PSUM addresses and multi-buffering for ``k``, writing ``addr`` / ``bufs`` onto its ALLOCs.
 
@@ -302,26 +327,7 @@ def plan_memory(k: Kernel, target: str | Target | None = None, max_bufs: int = M
         if offs is None:
             raise _overflow(recs, live, t, space)
         plans[space] = offs
-    # Multi-buffering: innermost affine loops first; 2 copies everywhere, then 3 where that still fits.
-    cands = sorted((lid for lid, lp in live.loops.items() if lp.kind == "affine" and live.direct.get(lid)),
-                   key=lambda lid: (-live.depth[lid], live.span[lid][0]))
-    for want in range(2, max_bufs + 1):
-        for lid in cands:
-            trips = _trip_count(live.loops[lid])
-            n = want if trips is None else min(want, trips)
-            for space in (Space.SBUF, Space.PSUM):
-                group = [r for r in live.direct[lid] if r.buf.space is space]
-                if not group or n <= group[0].bufs:
-                    continue
-                old = [r.bufs for r in group]
-                for r in group:
-                    r.bufs = n
-                offs = _fits(recs, live, t, space)
-                if offs is None:
-                    for r, b in zip(group, old):
-                        r.bufs = b
-                else:
-                    plans[space] = offs
+    _multi_buffer(recs, live, t, plans, max_bufs)
     # Reuse costs time (a buffer placed where another one died must wait for its last reader), so when there is
     # room the final placement keeps freed space unused for a while: live intervals padded by the first slack
     # (in instructions; huge = no reuse at all) that still fits.

@@ -53,13 +53,13 @@ from __future__ import annotations
 import heapq
 from array import array
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias, cast
 
 import numpy as np
 
 from trnlang.ir.nodes import Kernel
 from trnlang.sim import cost
-from trnlang.sim.program import ALLOC, DMA, ENGINES, SKIP, Aff, CLoop, Program, Template, build
+from trnlang.sim.program import ALLOC, DMA, ENGINES, SKIP, Aff, CLoop, HbmBox, OnChip, Program, Template, build
 from trnlang.sim.targets import Target
 
 __all__ = ["Schedule", "schedule"]
@@ -74,6 +74,11 @@ GAP_CAP = 64  # free intervals remembered per engine for backfilling (older ones
 _INF = float("inf")
 _EPS = 1e-15
 _TOL = 1e-12  # time tolerance of the periodicity checks (seconds)
+
+#: an on-chip access of an instruction instance: (buffer copy, box [p0, p1, b0, b1], its access spec)
+_OnChipBox: TypeAlias = tuple[int, tuple[int, int, int, int], OnChip]
+#: an HBM access of a DMA instance: (its box spec, the index box, whether it writes)
+_HbmAccess: TypeAlias = tuple[HbmBox, tuple[tuple[int, int], ...], bool]
 
 
 @dataclass
@@ -230,14 +235,50 @@ class _Sim:
     def issue(self, tp: Template, env: list[int]) -> None:
         kind = tp.kind
         if kind == ALLOC:
-            a = tp.alloc
-            info = self.allocs[a]
-            c = self.count[a]
-            self.count[a] = c + 1
-            self.cur[a] = info.slot0 + c % info.bufs
+            self.rotate(tp.alloc)
             return
         if kind == SKIP:
             return
+        ready, bind, raw, rboxes, wboxes = self.deps(tp, env)
+        hb = tp.hbm_read if tp.hbm_read is not None else tp.hbm_write
+        hacc = None
+        if hb is not None:
+            hacc, ready, bind = self.hbm_deps(hb, tp.hbm_write is not None, env, ready, bind)
+        token = len(self.log)
+        if kind == DMA:
+            start, dur, moved, res, bind = self.queue(tp, env, ready, bind, token)
+        else:
+            res = tp.res
+            dur = tp.dur
+            moved = 0
+            start, prev = self.place(res, ready, dur, raw, token)
+            if prev is not None:
+                bind = prev
+        end = start + dur
+        log = self.log
+        log.tmpl.append(tp.idx)
+        log.res.append(res)
+        log.start.append(start)
+        log.dur.append(dur)
+        log.nbytes.append(moved)
+        log.bind.append(bind if start > 0.0 else -1)  # what determined the start (dependence or predecessor)
+        if self.record:
+            self.note_accesses(rboxes, wboxes, hacc)
+        self.remember(rboxes, wboxes, end, token)
+        if hacc is not None:
+            self.remember_hbm(hacc, end, token)
+
+    def rotate(self, a: int) -> None:
+        """An ALLOC: the next copy of a multi-buffered allocation becomes current."""
+        info = self.allocs[a]
+        c = self.count[a]
+        self.count[a] = c + 1
+        self.cur[a] = info.slot0 + c % info.bufs
+
+    def deps(self, tp: Template, env: list[int]) -> tuple[float, int, set[int], list[_OnChipBox], list[_OnChipBox]]:
+        """The on-chip dependences of an instruction: the time its inputs are ready (RAW) and its outputs' earlier
+        readers and writers are done (WAR, WAW), the token of the producer that sets it, the RAW producers (not the
+        accumulating matmul's own output) and the boxes it reads and writes."""
         wrecs, rrecs, overlaps = self.wrecs, self.rrecs, self.p.overlaps
         ready = 0.0
         bind = -1  # token of the producer that sets `ready`
@@ -264,53 +305,47 @@ class _Sim:
                     for rec in lst:
                         if rec[4] > ready and _overlap(bx, rec):
                             ready, bind = rec[4], rec[5]
-        hacc = None
-        if tp.hbm_read is not None or tp.hbm_write is not None:
-            hb = tp.hbm_read if tp.hbm_read is not None else tp.hbm_write
-            is_w = tp.hbm_write is not None
-            hbx = hb.box(env)
-            hacc = (hb, hbx, is_w)
-            for rec in self.hrecs[hb.tensor]:
-                if (is_w or rec[3]) and rec[1] > ready and _hbox_overlap(hbx, rec[0]):
-                    ready, bind = rec[1], rec[2]
-        token = len(self.log)
-        if kind == DMA:
-            moved = tp.mask(env) * tp.elem_bytes
-            dur = self.fixed + moved * tp.inflate / self.qbw
-            qf = self.qfree
-            q = qf.index(min(qf))
-            if ready > qf[q]:
-                start = ready
-            else:
-                start, bind = qf[q], self.qlast[q]  # waited for the queue: bound by its previous transfer
-            end = start + dur
-            qf[q] = end
-            self.qlast[q] = token
-            res = NE + q
+        return ready, bind, raw, rboxes, wboxes
+
+    def hbm_deps(self, hb: HbmBox, is_w: bool, env: list[int], ready: float, bind: int
+                 ) -> tuple[_HbmAccess, float, int]:
+        """The dependences of a DMA on earlier accesses to an HBM tensor the kernel both reads and writes."""
+        hbx = hb.box(env)
+        for rec in self.hrecs[hb.tensor]:
+            if (is_w or rec[3]) and rec[1] > ready and _hbox_overlap(hbx, rec[0]):
+                ready, bind = rec[1], rec[2]
+        return (hb, hbx, is_w), ready, bind
+
+    def queue(self, tp: Template, env: list[int], ready: float, bind: int, token: int
+              ) -> tuple[float, float, int, int, int]:
+        """A DMA goes to the queue that frees first: its start, duration, bytes moved, resource and binding token."""
+        mask = tp.mask
+        assert mask is not None  # every DMA template counts its elements
+        moved = mask(env) * tp.elem_bytes
+        dur = self.fixed + moved * tp.inflate / self.qbw
+        qf = self.qfree
+        q = qf.index(min(qf))
+        if ready > qf[q]:
+            start = ready
         else:
-            e = tp.res
-            dur = tp.dur
-            moved = 0
-            start, prev = self.place(e, ready, dur, raw, token)
-            if prev is not None:
-                bind = prev
-            end = start + dur
-            res = e
-        log = self.log
-        log.tmpl.append(tp.idx)
-        log.res.append(res)
-        log.start.append(start)
-        log.dur.append(dur)
-        log.nbytes.append(moved)
-        log.bind.append(bind if start > 0.0 else -1)  # what determined the start (dependence or predecessor)
-        if self.record:
-            space = ("sbuf", "psum")
-            acc = [(space[self.allocs[r.alloc].space], bx, False) for _, bx, r in rboxes]
-            acc += [(space[self.allocs[w.alloc].space], bx, True) for _, bx, w in wboxes]
-            if hacc is not None:
-                acc.append((("hbm", hacc[0].tensor), tuple(v for lohi in hacc[1] for v in lohi), hacc[2]))
-            self.accesses.append(acc)
-        # dependence records: reads first, then writes (a write dominates what it covers)
+            start, bind = qf[q], self.qlast[q]  # waited for the queue: bound by its previous transfer
+        qf[q] = start + dur
+        self.qlast[q] = token
+        return start, dur, moved, NE + q, bind
+
+    def note_accesses(self, rboxes: list[_OnChipBox], wboxes: list[_OnChipBox], hacc: _HbmAccess | None) -> None:
+        """``record=True``: the boxes an instruction instance touched (for the overlap checks)."""
+        space = ("sbuf", "psum")
+        acc: list[tuple[Any, tuple[int, ...], bool]] = [
+            (space[self.allocs[r.alloc].space], bx, False) for _, bx, r in rboxes]
+        acc += [(space[self.allocs[w.alloc].space], bx, True) for _, bx, w in wboxes]
+        if hacc is not None:
+            acc.append((("hbm", hacc[0].tensor), tuple(v for lohi in hacc[1] for v in lohi), hacc[2]))
+        self.accesses.append(acc)
+
+    def remember(self, rboxes: list[_OnChipBox], wboxes: list[_OnChipBox], end: float, token: int) -> None:
+        """Dependence records of an instruction: reads first, then writes (a write dominates what it covers)."""
+        wrecs, rrecs, overlaps = self.wrecs, self.rrecs, self.p.overlaps
         for slot, bx, spec in rboxes:
             lst = rrecs[slot]
             lst[:] = [rec for rec in lst if rec[4] > end or not _inside(rec, bx)]
@@ -325,16 +360,18 @@ class _Sim:
             lst.append([bx[0], bx[1], bx[2], bx[3], end, token, spec])
             if len(lst) > RECORD_CAP:
                 _merge_oldest(lst)
-        if hacc is not None:
-            hb, hbx, is_w = hacc
-            lst = self.hrecs[hb.tensor]
-            if is_w:
-                lst[:] = [rec for rec in lst if not _hbox_inside(rec[0], hbx)]
-            else:
-                lst[:] = [rec for rec in lst if rec[3] or rec[1] > end or not _hbox_inside(rec[0], hbx)]
-            lst.append([hbx, end, token, is_w, hb])
-            if len(lst) > RECORD_CAP:
-                self.hmerge(hb.tensor)
+
+    def remember_hbm(self, hacc: _HbmAccess, end: float, token: int) -> None:
+        """The dependence record of a DMA's access to a tracked HBM tensor."""
+        hb, hbx, is_w = hacc
+        lst = self.hrecs[hb.tensor]
+        if is_w:
+            lst[:] = [rec for rec in lst if not _hbox_inside(rec[0], hbx)]
+        else:
+            lst[:] = [rec for rec in lst if rec[3] or rec[1] > end or not _hbox_inside(rec[0], hbx)]
+        lst.append([hbx, end, token, is_w, hb])
+        if len(lst) > RECORD_CAP:
+            self.hmerge(hb.tensor)
 
     def place(self, e: int, ready: float, dur: float, raw: set[int], token: int) -> tuple[float, int | None]:
         """Earliest start >= ready in a free interval of engine ``e`` that fits ``dur`` (list scheduling with
@@ -596,7 +633,8 @@ class _Sim:
             if spec is None or any(c is None for c in cs):
                 out.append([whole, rec[1] + k * dt, rec[2] + k * size, rec[3], None])
                 continue
-            if all(c == 0 for c in cs):
+            coefs = cast(list[int], cs)  # all known (checked above)
+            if all(c == 0 for c in coefs):
                 rec[1] += k * dt
                 rec[2] += k * size
                 out.append(rec)
@@ -606,10 +644,10 @@ class _Sim:
             if first > 1:
                 j = first - 1
                 box = tuple((min(lo + c * u, lo + c * u * j), max(hi + c * u, hi + c * u * j))
-                            for (lo, hi), c in zip(rec[0], cs))
+                            for (lo, hi), c in zip(rec[0], coefs))
                 out.append([box, rec[1] + j * dt, rec[2] + j * size, rec[3], None])
             for j in range(first, k + 1):
-                box = tuple((lo + c * u * j, hi + c * u * j) for (lo, hi), c in zip(rec[0], cs))
+                box = tuple((lo + c * u * j, hi + c * u * j) for (lo, hi), c in zip(rec[0], coefs))
                 out.append([box, rec[1] + j * dt, rec[2] + j * size, rec[3], spec])
         return out
 
