@@ -132,6 +132,26 @@ def _conv(x5: torch.Tensor, w6: torch.Tensor, bias: torch.Tensor | None, o5: tor
                              geo, flip) for lo, hi in U.chunks(n, threads, 1)])
 
 
+def _conv_weight(w: Any, wbuf: Any, g: Any, co: Any, ci_k: Any, mw: Any, cit: Any, kd: Any, kh: Any, kw: Any,
+                 cop: int, flip: bool) -> Any:
+    """The ``[ci, co]`` weight tile of tap ``(kd, kh, kw)`` (``flip``: ``kh``/``kw`` count from the end; ``kd`` is
+    already flipped): loaded from ``w``, or a window of the staged ``wbuf``."""
+    _, _, _, kd_dim, kh_dim, kw_dim = w.shape
+    if flip:
+        kh, kw = kh_dim - 1 - kh, kw_dim - 1 - kw
+    if wbuf is None:
+        return tl.load(w[g, co, ci_k, kd, kh, kw], mask=mw)
+    slot = (((cit * kd_dim + kd) * kh_dim + kh) * kw_dim + kw) * cop
+    return wbuf[:, slot:slot + cop]
+
+
+def _conv_bias(bias: Any, g: Any, co_dim: int, cot: Any, cop: int) -> Any:
+    """The fp32 ``[cop, 1]`` bias column of output-channel tile ``cot`` of group ``g``."""
+    bt = tl.load(bias[g * co_dim + cot * cop + tl.arange(cop)[:, None]],
+                 mask=cot * cop + tl.arange(cop)[:, None] < co_dim)
+    return bt.astype(tl.float32)
+
+
 def _conv_phase(x: Any, w: Any, bias: Any, out: Any, wbuf: Any, g: Any, cot: Any, co: Any, co_p: Any, flip: bool,
                 geo: tuple[int, ...], phd: tuple[int, ...], phh: tuple[int, ...], phw: tuple[int, ...]) -> None:
     """The output positions of one (depth, height, width) phase of :func:`conv_kernel` (traced inline)."""
@@ -177,15 +197,8 @@ def _conv_phase(x: Any, w: Any, bias: Any, out: Any, wbuf: Any, g: Any, cot: Any
                                                    mask=mc & (sa >= 0) & (sa < ih_dim) & (sb >= 0) & (sb < iw_dim))
                                 for jh in tl.affine_range(kh_n):
                                     for jw in tl.affine_range(kw_n):
-                                        kh = kh0 + jh * kh_st
-                                        kw = kw0 + jw * kw_st
-                                        if flip:
-                                            kh, kw = kh_dim - 1 - kh, kw_dim - 1 - kw
-                                        if wbuf is None:
-                                            wt = tl.load(w[g, co, ci_k, kd, kh, kw], mask=mw)
-                                        else:
-                                            slot = (((cit * kd_dim + kd) * kh_dim + kh) * kw_dim + kw) * cop
-                                            wt = wbuf[:, slot:slot + cop]
+                                        wt = _conv_weight(w, wbuf, g, co, ci_k, mw, cit, kd, kh0 + jh * kh_st,
+                                                          kw0 + jw * kw_st, cop, flip)
                                         if slab is not None:
                                             xt = slab[:, jh * dh:jh * dh + rt_dim, jw * dw:jw * dw + wt_dim]
                                         else:
@@ -199,9 +212,7 @@ def _conv_phase(x: Any, w: Any, bias: Any, out: Any, wbuf: Any, g: Any, cot: Any
                     else:
                         res = tl.zeros((cop, rt_dim * wt_dim), tl.float32)
                     if bias is not None:
-                        bt = tl.load(bias[g * co_dim + cot * cop + tl.arange(cop)[:, None]],
-                                     mask=cot * cop + tl.arange(cop)[:, None] < co_dim)
-                        res = res + bt.astype(tl.float32)
+                        res = res + _conv_bias(bias, g, co_dim, cot, cop)
                     tl.store(out[n, g * co_dim + co_p, qd * ud + rd, qh * uh + rh, qw * uw + rw],
                              tl.reshape(res, (cop, rt_dim, wt_dim)), mask=mo)
 

@@ -184,6 +184,23 @@ class _Operand:
         self.base, self.strides, self.offset = base, list(strides), offset
 
 
+def _coalesced_parts(dense: Sequence[int], ops: list[_Operand], groups: tuple[int, int]
+                     ) -> list[tuple[list[int], list[list[int]]]]:
+    """The A, K and C groups of the dense dims (``[:g0]``, ``[g0:g1]``, the rest), each coalesced over all
+    operands' strides: ``(sizes, strides per operand)``, a group without dims as one dim of size 1."""
+    g0, g1 = groups
+    spans = [(0, g0), (g0, g1), (g1, len(dense))]
+    parts = []
+    for lo_d, hi_d in spans:
+        sh = [dense[d] for d in range(lo_d, hi_d)]
+        sts = [[o.strides[d] for d in range(lo_d, hi_d)] for o in ops]
+        csh, csts = U.coalesce(sh, sts)
+        if not csh:
+            csh, csts = [1], [[0] for _ in ops]
+        parts.append((csh, csts))
+    return parts
+
+
 def _run(x: torch.Tensor, x_strides: Sequence[int], s_span: int, s_stride: int, y: torch.Tensor | None,
          y_strides: Sequence[int] | None, scalar: torch.Tensor | None, indices: Sequence[torch.Tensor],
          idx_strides: Sequence[Sequence[int]], sizes: Sequence[int], steps: Sequence[int], dense: Sequence[int],
@@ -216,16 +233,7 @@ def _run(x: torch.Tensor, x_strides: Sequence[int], s_span: int, s_stride: int, 
         mult = 1 if t.dtype == torch.int32 else 2
         ops.append(_Operand(lo, [mult * s for s in st], off))
         widx.append(hi is not None)
-    g0, g1 = groups
-    spans = [(0, g0), (g0, g1), (g1, len(dense))]
-    parts = []
-    for lo_d, hi_d in spans:
-        sh = [dense[d] for d in range(lo_d, hi_d)]
-        sts = [[o.strides[d] for d in range(lo_d, hi_d)] for o in ops]
-        csh, csts = U.coalesce(sh, sts)
-        if not csh:
-            csh, csts = [1], [[0] for _ in ops]
-        parts.append((csh, csts))
+    parts = _coalesced_parts(dense, ops, groups)
     loops = [range(n) for part in parts for n in part[0][:-1]]
     sizes_t = tuple(int(s) for s in sizes)
     steps_t = tuple(int(s) for s in steps)

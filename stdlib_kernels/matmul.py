@@ -109,6 +109,16 @@ def baddbmm(self: torch.Tensor, batch1: torch.Tensor, batch2: torch.Tensor, *, b
     return _matmul(batch1, batch2, self, a, b, out, batched=True)
 
 
+def _bias_ok(bias: torch.Tensor, dtype: torch.dtype, shape: tuple[int, ...]) -> bool:
+    """The bias of an addmm/baddbmm: a plain ``trn`` tensor of the operands' dtype broadcasting to the result."""
+    if not U.is_trn(bias) or bias.dtype != dtype or bias.is_conj() or bias.is_neg():
+        return False
+    try:
+        return torch.broadcast_shapes(bias.shape, shape) == torch.Size(shape)
+    except RuntimeError:
+        return False
+
+
 def _matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, alpha: float, beta: float,
             out: torch.Tensor | None, batched: bool) -> Any:
     rank = 3 if batched else 2
@@ -119,14 +129,8 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, alpha: 
     if a.shape[-1] != b.shape[-2] or (batched and a.shape[0] != b.shape[0]):
         return NotImplemented
     shape = (*a.shape[:-1], b.shape[-1])
-    if bias is not None:
-        if not U.is_trn(bias) or bias.dtype != a.dtype or bias.is_conj() or bias.is_neg():
-            return NotImplemented
-        try:
-            if torch.broadcast_shapes(bias.shape, shape) != torch.Size(shape):
-                return NotImplemented
-        except RuntimeError:
-            return NotImplemented
+    if bias is not None and not _bias_ok(bias, a.dtype, shape):
+        return NotImplemented
     if out is None:
         out = torch.empty(shape, dtype=a.dtype, device="trn")
     elif out.numel() == 0 and tuple(out.shape) != shape and U.is_trn(out):

@@ -467,6 +467,22 @@ def has_zero(t: torch.Tensor) -> bool:
     return flags is NotImplemented or float(flags.sum().item()) > 0
 
 
+def _kernel_op(op: str, o: Operands, rdt: torch.dtype, compute: str, int_scalar_divisor: bool, float_only: bool
+               ) -> str | None:
+    """The ``BINARY_OPS`` entry running ``op`` in ``compute`` (the integer / half-precision variant of a division),
+    or None: :func:`run_binary` declines (integer arithmetic for ``float_only``, an integer division by zero)."""
+    if compute == "i32":
+        if float_only:
+            return None
+        if int_scalar_divisor and (o.values[1] == 0 if o.full[1] is None else has_zero(o.full[1])):
+            return None  # an integer division by zero raises: the CPU fallback gives torch's error
+        if op.startswith("div_"):
+            op += "_i"
+    elif op.startswith("div_") and rdt in (torch.bfloat16, torch.float16):
+        op += "_bf16" if rdt == torch.bfloat16 else "_f16"
+    return op
+
+
 def run_binary(op: str, self: Any, other: Any, out: torch.Tensor | None, *, alpha: Any = None,
                rdt: torch.dtype | None = None, compute: str | None = None, int_scalar_divisor: bool = False,
                float_only: bool = False) -> Any:
@@ -486,15 +502,10 @@ def run_binary(op: str, self: Any, other: Any, out: torch.Tensor | None, *, alph
         return NotImplemented
     if compute is None:
         compute = "f32" if common.is_floating_point else "i32"
-    if compute == "i32":
-        if float_only:
-            return NotImplemented
-        if int_scalar_divisor and (o.values[1] == 0 if o.full[1] is None else has_zero(o.full[1])):
-            return NotImplemented  # an integer division by zero raises: the CPU fallback gives torch's error
-        if op.startswith("div_"):
-            op += "_i"
-    elif op.startswith("div_") and rdt in (torch.bfloat16, torch.float16):
-        op += "_bf16" if rdt == torch.bfloat16 else "_f16"
+    kop = _kernel_op(op, o, rdt, compute, int_scalar_divisor, float_only)
+    if kop is None:
+        return NotImplemented
+    op = kop
     if alpha is not None and alpha != 1:
         if isinstance(alpha, complex) or (compute == "i32" and not isinstance(alpha, int)):
             return NotImplemented
@@ -520,6 +531,11 @@ def run_binary(op: str, self: Any, other: Any, out: torch.Tensor | None, *, alph
         return res
     if bound is not None and not ints_in_range(o, bound):
         return NotImplemented
+    return _launch_binary(op, o, shape, compute, alpha, res)
+
+
+def _launch_binary(op: str, o: Operands, shape: tuple[int, ...], compute: str, alpha: Any, res: torch.Tensor) -> Any:
+    """Launch ``BINARY_OPS[op]`` into ``res`` (NotImplemented: a scalar or ``alpha`` does not fit ``compute``)."""
     scal = to_scalars(o, shape, (compute, compute))
     if scal is None:
         return NotImplemented

@@ -17,6 +17,7 @@ accumulates in fp32, the interpreter in float64.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -209,145 +210,203 @@ class _Gen:
         if not two_d:
             raise _Skip
         x = self.pick(two_d)
-        shape = x.shape
         self.notes.append(kind)
-        if kind == "unary":
-            func = self.pick([u for u in UNARY if u is not Alu.bitwise_not])
-            out = self.buf(shape, self.pick(FLOAT_TILE + INT_TILE))
-            ins: list[Any] = [x.region]
-            if self.chance(0.4):
-                ins.append(self.pick([self.imm("f"), self.col(self.pick(two_d)).region]))
-            red = self.chance(0.3)
-            outs = [out.region]
-            if red:
-                r = self.buf((p, 1), self.pick([DType.float32, DType.int32, DType.bfloat16]))
-                outs.append(r.region)
-            self.emit(Instr(Op.ACTIVATION, tuple(outs), tuple(ins), {
-                "func": func, "scale": float(self.pick([1.0, 1.0, 0.5, -2.0])),
-                "reduce_op": self.pick(REDUCE) if red else None}))
-            return out
-        if kind == "binary":
-            op = self.pick(BINARY)
-            b = self.pick([t for t in two_d if t.shape == shape] + [self.col(self.pick(two_d))])
-            if op in INT_ONLY:
-                x = self.tile_of(pool, shape, True) or self._int_copy(x)
-                b = self.tile_of(pool, b.shape, True) or self._int_copy(b)
-            a_, b_ = (x, b) if self.chance(0.7) else (b, x)
-            if a_.shape != shape:
-                a_, b_ = b_, a_
-            out = self.buf(shape, self._out_dtype(op, x, b))
-            self.emit(Instr(Op.TENSOR_TENSOR, (out.region,), (a_.region, b_.region), {"op": op}))
-            return out
-        if kind == "scalar":
-            ops = [self.pick(BINARY), self.pick(BINARY + [None])]
-            ints = any(o in INT_ONLY for o in ops if o is not None)
+        return self._STEPS[kind](self, pool, two_d, x, p, f)
+
+    def _step_unary(self, pool: list[Tile], two_d: list[Tile], x: Tile, p: int, f: int) -> Tile | None:
+        """A random ``unary`` instruction on ``x`` (None: its result is not a 2-D tile)."""
+        shape = x.shape
+        func = self.pick([u for u in UNARY if u is not Alu.bitwise_not])
+        out = self.buf(shape, self.pick(FLOAT_TILE + INT_TILE))
+        ins: list[Any] = [x.region]
+        if self.chance(0.4):
+            ins.append(self.pick([self.imm("f"), self.col(self.pick(two_d)).region]))
+        red = self.chance(0.3)
+        outs = [out.region]
+        if red:
+            r = self.buf((p, 1), self.pick([DType.float32, DType.int32, DType.bfloat16]))
+            outs.append(r.region)
+        self.emit(Instr(Op.ACTIVATION, tuple(outs), tuple(ins), {
+            "func": func, "scale": float(self.pick([1.0, 1.0, 0.5, -2.0])),
+            "reduce_op": self.pick(REDUCE) if red else None}))
+        return out
+
+    def _step_binary(self, pool: list[Tile], two_d: list[Tile], x: Tile, p: int, f: int) -> Tile | None:
+        """A random ``binary`` instruction on ``x`` (None: its result is not a 2-D tile)."""
+        shape = x.shape
+        op = self.pick(BINARY)
+        b = self.pick([t for t in two_d if t.shape == shape] + [self.col(self.pick(two_d))])
+        if op in INT_ONLY:
+            x = self.tile_of(pool, shape, True) or self._int_copy(x)
+            b = self.tile_of(pool, b.shape, True) or self._int_copy(b)
+        a_, b_ = (x, b) if self.chance(0.7) else (b, x)
+        if a_.shape != shape:
+            a_, b_ = b_, a_
+        out = self.buf(shape, self._out_dtype(op, x, b))
+        self.emit(Instr(Op.TENSOR_TENSOR, (out.region,), (a_.region, b_.region), {"op": op}))
+        return out
+
+    def _step_scalar(self, pool: list[Tile], two_d: list[Tile], x: Tile, p: int, f: int) -> Tile | None:
+        """A random ``scalar`` instruction on ``x`` (None: its result is not a 2-D tile)."""
+        shape = x.shape
+        ops = [self.pick(BINARY), self.pick(BINARY + [None])]
+        ints = any(o in INT_ONLY for o in ops if o is not None)
+        if ints:
+            x = self.tile_of(pool, shape, True) or self._int_copy(x)
+        scal = []
+        for o in ops:
+            if o is None:
+                continue
             if ints:
-                x = self.tile_of(pool, shape, True) or self._int_copy(x)
-            scal = []
-            for o in ops:
-                if o is None:
-                    continue
-                if ints:
-                    scal.append(self.pick([self.imm("i"), self.imm("b"), self._int_copy(self.col(x)).region]))
-                else:
-                    scal.append(self.pick([self.imm(), self.col(self.pick(two_d)).region]))
-            out = self.buf(shape, self.pick(FLOAT_TILE + INT_TILE) if not ints else self.pick(INT_TILE))
-            self.emit(Instr(Op.TENSOR_SCALAR, (out.region,), (x.region, *scal), {
-                "op0": ops[0], "op1": ops[1], "reverse": (self.chance(0.3), self.chance(0.3))}))
-            return out
-        if kind == "reduce":
-            op = self.pick(REDUCE)
-            src = x
-            if self.chance(0.4) and f % 2 == 0 and f > 1:
-                src = self.buf((p, 2, f // 2), x.dtype)
-                self.emit(Instr(Op.TENSOR_COPY, (src.region,), (x.region,), {"reshape": True}))
-            nd = len(src.shape)
-            axes = (self.pick(list(range(1, nd))),) if op in (Alu.argmax, Alu.argmin) or nd == 2 or \
-                self.chance(0.5) else tuple(range(1, nd))
-            keep = self.chance(0.5)
-            oshape = tuple(1 if d in axes else s for d, s in enumerate(src.shape)) if keep else \
-                tuple(s for d, s in enumerate(src.shape) if d not in axes)
-            odt = DType.int32 if op in (Alu.argmax, Alu.argmin) else self.pick(FLOAT_TILE + INT_TILE)
-            out = self.buf(oshape, odt)
-            self.emit(Instr(Op.TENSOR_REDUCE, (out.region,), (src.region,), {"op": op, "axes": axes,
-                                                                              "keepdims": keep}))
-            return out if len(oshape) == 2 else None
-        if kind == "copy":
-            out = self.buf(shape, self.pick(ALL_DTYPES))
-            self.emit(Instr(Op.TENSOR_COPY, (out.region,), (self.pick([x, self.col(x)]).region,), {"reshape": False}))
-            return out
-        if kind == "reshape" and f % 2 == 0 and f > 1:
-            mid = self.buf((p, f // 2, 2), x.dtype)
-            self.emit(Instr(Op.TENSOR_COPY, (mid.region,), (x.region,), {"reshape": True}))
-            out = self.buf(shape, self.pick(ALL_DTYPES))
-            self.emit(Instr(Op.TENSOR_COPY, (out.region,), (mid.region,), {"reshape": True}))
-            return out
-        if kind == "select":
-            cond = self.pick([t for t in two_d if t.shape == shape] + [self.col(self.pick(two_d))])
-            a = self.pick([x.region, self.imm()])
-            b = self.pick([self.pick(two_d).region if self.pick(two_d).shape == shape else self.imm(), self.imm()])
-            out = self.buf(shape, self.pick(ALL_DTYPES))
-            self.emit(Instr(Op.SELECT, (out.region,), (cond.region, a, b)))
-            return out
-        if kind == "iota":
-            e = self.pick([A0 * 3 + A1, A1 - self.loop_var * 5, sympy.floor((A0 + 2 * A1) / 3), sympy.Mod(A1, 3),
-                           A0 >= A1, pid_sym(0) * 100 + A1 * A1, (A0 - A1) * 2**29, A1 / 2])
-            out = self.buf(shape, self.pick(ALL_DTYPES))
-            self.emit(Instr(Op.IOTA, (out.region,), (), {"expr": e}))
-            return out
-        if kind == "memset":
-            out = self.buf(shape, self.pick(ALL_DTYPES))
-            self.emit(Instr(Op.MEMSET, (out.region,), (), {"value": self.imm().value}))
-            return out
-        if kind == "affine_select":
-            pred = self.pick([A1 <= A0, sympy.Eq(sympy.Mod(A0 + A1, 2), 0), A1 + self.loop_var * 2 < f,
-                              sympy.And(A0 > 0, A1 < 3)])
-            out = self.buf(shape, self.pick(ALL_DTYPES))
-            self.emit(Instr(Op.AFFINE_SELECT, (out.region,), (self.pick([x.region, self.imm()]), self.imm()),
-                            {"pred": pred}))
-            return out
-        if kind == "scan":
-            fl = [o for o in BINARY if o not in INT_ONLY and o is not Alu.power]
-            ini = self.pick([self.imm("f"), self.col(self.pick(two_d)).region])
-            out = self.buf(shape, self.pick(FLOAT_TILE))
-            b = self.pick([t for t in two_d if t.shape == shape])
-            self.emit(Instr(Op.SCAN, (out.region,), (self.pick([x.region, self.imm("f")]), b.region, ini),
-                            {"op0": self.pick(fl), "op1": self.pick(fl)}))
-            return out
-        if kind == "transpose":
-            out = self.buf((shape[1], shape[0]), self.pick(FLOAT_TILE + INT_TILE), Space.PSUM)
-            self.emit(Instr(Op.TRANSPOSE, (out.region,), (x.region,)))
-            back = self.buf(shape, out.dtype)
-            self.emit(Instr(Op.TRANSPOSE, (back.region,), (out.region,)))
-            return back
-        if kind == "matmul":
-            # operands squashed to [-1, 1] (tanh) so fp32 vs float64 accumulation stays within the tolerance
-            m = self.pick([t for t in two_d if t.shape == shape and t.dtype.is_float] or [x])
-            sq = []
-            for t in (x, m):
-                s = self.buf(shape, self.pick([DType.float32, DType.bfloat16]))
-                self.emit(Instr(Op.ACTIVATION, (s.region,), (t.region,), {"func": Alu.tanh, "scale": 1.0,
-                                                                           "reduce_op": None}))
-                sq.append(s)
-            ps = self.buf((shape[1], shape[1]), DType.float32, Space.PSUM)
-            self.emit(Instr(Op.MEMSET, (ps.region,), (), {"value": 0.0}))
-            for _ in range(int(self.rng.integers(1, 3))):
-                self.emit(Instr(Op.MATMUL, (ps.region,), (sq[0].region, sq[1].region), {"accumulate": True}))
-            self._tolerant_store(ps)
-            return None
-        if kind == "bn":
-            st = self.buf((p, 6), DType.float32)
-            half = max(1, f // 2)
-            self.emit(Instr(Op.BN_STATS, (Region(st.region.buf, (sympy.Integer(0), sympy.Integer(0)), (p, 3),
-                                                 (True, True)),), (Region(x.region.buf, (sympy.Integer(0),
-                                                                         sympy.Integer(0)), (p, half), (True, True)),)))
-            self.emit(Instr(Op.BN_STATS, (Region(st.region.buf, (sympy.Integer(0), sympy.Integer(3)), (p, 3),
-                                                 (True, True)),), (x.region,)))
-            ag = self.buf((p, 2), DType.float32)
-            self.emit(Instr(Op.BN_AGGR, (ag.region,), (st.region,)))
-            self._tolerant_store(ag)
-            return None
-        raise _Skip
+                scal.append(self.pick([self.imm("i"), self.imm("b"), self._int_copy(self.col(x)).region]))
+            else:
+                scal.append(self.pick([self.imm(), self.col(self.pick(two_d)).region]))
+        out = self.buf(shape, self.pick(FLOAT_TILE + INT_TILE) if not ints else self.pick(INT_TILE))
+        self.emit(Instr(Op.TENSOR_SCALAR, (out.region,), (x.region, *scal), {
+            "op0": ops[0], "op1": ops[1], "reverse": (self.chance(0.3), self.chance(0.3))}))
+        return out
+
+    def _step_reduce(self, pool: list[Tile], two_d: list[Tile], x: Tile, p: int, f: int) -> Tile | None:
+        """A random ``reduce`` instruction on ``x`` (None: its result is not a 2-D tile)."""
+        op = self.pick(REDUCE)
+        src = x
+        if self.chance(0.4) and f % 2 == 0 and f > 1:
+            src = self.buf((p, 2, f // 2), x.dtype)
+            self.emit(Instr(Op.TENSOR_COPY, (src.region,), (x.region,), {"reshape": True}))
+        nd = len(src.shape)
+        axes = (self.pick(list(range(1, nd))),) if op in (Alu.argmax, Alu.argmin) or nd == 2 or \
+            self.chance(0.5) else tuple(range(1, nd))
+        keep = self.chance(0.5)
+        oshape = tuple(1 if d in axes else s for d, s in enumerate(src.shape)) if keep else \
+            tuple(s for d, s in enumerate(src.shape) if d not in axes)
+        odt = DType.int32 if op in (Alu.argmax, Alu.argmin) else self.pick(FLOAT_TILE + INT_TILE)
+        out = self.buf(oshape, odt)
+        self.emit(Instr(Op.TENSOR_REDUCE, (out.region,), (src.region,), {"op": op, "axes": axes,
+                                                                          "keepdims": keep}))
+        return out if len(oshape) == 2 else None
+
+    def _step_copy(self, pool: list[Tile], two_d: list[Tile], x: Tile, p: int, f: int) -> Tile | None:
+        """A random ``copy`` instruction on ``x`` (None: its result is not a 2-D tile)."""
+        shape = x.shape
+        out = self.buf(shape, self.pick(ALL_DTYPES))
+        self.emit(Instr(Op.TENSOR_COPY, (out.region,), (self.pick([x, self.col(x)]).region,), {"reshape": False}))
+        return out
+
+    def _step_reshape(self, pool: list[Tile], two_d: list[Tile], x: Tile, p: int, f: int) -> Tile | None:
+        """A random ``reshape`` instruction on ``x`` (None: its result is not a 2-D tile)."""
+        shape = x.shape
+        if not (f % 2 == 0 and f > 1):
+            raise _Skip
+        mid = self.buf((p, f // 2, 2), x.dtype)
+        self.emit(Instr(Op.TENSOR_COPY, (mid.region,), (x.region,), {"reshape": True}))
+        out = self.buf(shape, self.pick(ALL_DTYPES))
+        self.emit(Instr(Op.TENSOR_COPY, (out.region,), (mid.region,), {"reshape": True}))
+        return out
+
+    def _step_select(self, pool: list[Tile], two_d: list[Tile], x: Tile, p: int, f: int) -> Tile | None:
+        """A random ``select`` instruction on ``x`` (None: its result is not a 2-D tile)."""
+        shape = x.shape
+        cond = self.pick([t for t in two_d if t.shape == shape] + [self.col(self.pick(two_d))])
+        a = self.pick([x.region, self.imm()])
+        b = self.pick([self.pick(two_d).region if self.pick(two_d).shape == shape else self.imm(), self.imm()])
+        out = self.buf(shape, self.pick(ALL_DTYPES))
+        self.emit(Instr(Op.SELECT, (out.region,), (cond.region, a, b)))
+        return out
+
+    def _step_iota(self, pool: list[Tile], two_d: list[Tile], x: Tile, p: int, f: int) -> Tile | None:
+        """A random ``iota`` instruction on ``x`` (None: its result is not a 2-D tile)."""
+        shape = x.shape
+        e = self.pick([A0 * 3 + A1, A1 - self.loop_var * 5, sympy.floor((A0 + 2 * A1) / 3), sympy.Mod(A1, 3),
+                       A0 >= A1, pid_sym(0) * 100 + A1 * A1, (A0 - A1) * 2**29, A1 / 2])
+        out = self.buf(shape, self.pick(ALL_DTYPES))
+        self.emit(Instr(Op.IOTA, (out.region,), (), {"expr": e}))
+        return out
+
+    def _step_memset(self, pool: list[Tile], two_d: list[Tile], x: Tile, p: int, f: int) -> Tile | None:
+        """A random ``memset`` instruction on ``x`` (None: its result is not a 2-D tile)."""
+        shape = x.shape
+        out = self.buf(shape, self.pick(ALL_DTYPES))
+        self.emit(Instr(Op.MEMSET, (out.region,), (), {"value": self.imm().value}))
+        return out
+
+    def _step_affine_select(self, pool: list[Tile], two_d: list[Tile], x: Tile, p: int, f: int) -> Tile | None:
+        """A random ``affine_select`` instruction on ``x`` (None: its result is not a 2-D tile)."""
+        shape = x.shape
+        pred = self.pick([A1 <= A0, sympy.Eq(sympy.Mod(A0 + A1, 2), 0), A1 + self.loop_var * 2 < f,
+                          sympy.And(A0 > 0, A1 < 3)])
+        out = self.buf(shape, self.pick(ALL_DTYPES))
+        self.emit(Instr(Op.AFFINE_SELECT, (out.region,), (self.pick([x.region, self.imm()]), self.imm()),
+                        {"pred": pred}))
+        return out
+
+    def _step_scan(self, pool: list[Tile], two_d: list[Tile], x: Tile, p: int, f: int) -> Tile | None:
+        """A random ``scan`` instruction on ``x`` (None: its result is not a 2-D tile)."""
+        shape = x.shape
+        fl = [o for o in BINARY if o not in INT_ONLY and o is not Alu.power]
+        ini = self.pick([self.imm("f"), self.col(self.pick(two_d)).region])
+        out = self.buf(shape, self.pick(FLOAT_TILE))
+        b = self.pick([t for t in two_d if t.shape == shape])
+        self.emit(Instr(Op.SCAN, (out.region,), (self.pick([x.region, self.imm("f")]), b.region, ini),
+                        {"op0": self.pick(fl), "op1": self.pick(fl)}))
+        return out
+
+    def _step_transpose(self, pool: list[Tile], two_d: list[Tile], x: Tile, p: int, f: int) -> Tile | None:
+        """A random ``transpose`` instruction on ``x`` (None: its result is not a 2-D tile)."""
+        shape = x.shape
+        out = self.buf((shape[1], shape[0]), self.pick(FLOAT_TILE + INT_TILE), Space.PSUM)
+        self.emit(Instr(Op.TRANSPOSE, (out.region,), (x.region,)))
+        back = self.buf(shape, out.dtype)
+        self.emit(Instr(Op.TRANSPOSE, (back.region,), (out.region,)))
+        return back
+
+    def _step_matmul(self, pool: list[Tile], two_d: list[Tile], x: Tile, p: int, f: int) -> Tile | None:
+        """A random ``matmul`` instruction on ``x`` (None: its result is not a 2-D tile)."""
+        shape = x.shape
+        # operands squashed to [-1, 1] (tanh) so fp32 vs float64 accumulation stays within the tolerance
+        m = self.pick([t for t in two_d if t.shape == shape and t.dtype.is_float] or [x])
+        sq = []
+        for t in (x, m):
+            s = self.buf(shape, self.pick([DType.float32, DType.bfloat16]))
+            self.emit(Instr(Op.ACTIVATION, (s.region,), (t.region,), {"func": Alu.tanh, "scale": 1.0,
+                                                                       "reduce_op": None}))
+            sq.append(s)
+        ps = self.buf((shape[1], shape[1]), DType.float32, Space.PSUM)
+        self.emit(Instr(Op.MEMSET, (ps.region,), (), {"value": 0.0}))
+        for _ in range(int(self.rng.integers(1, 3))):
+            self.emit(Instr(Op.MATMUL, (ps.region,), (sq[0].region, sq[1].region), {"accumulate": True}))
+        self._tolerant_store(ps)
+        return None
+
+    def _step_bn(self, pool: list[Tile], two_d: list[Tile], x: Tile, p: int, f: int) -> Tile | None:
+        """A random ``bn`` instruction on ``x`` (None: its result is not a 2-D tile)."""
+        st = self.buf((p, 6), DType.float32)
+        half = max(1, f // 2)
+        self.emit(Instr(Op.BN_STATS, (Region(st.region.buf, (sympy.Integer(0), sympy.Integer(0)), (p, 3),
+                                             (True, True)),), (Region(x.region.buf, (sympy.Integer(0),
+                                                                     sympy.Integer(0)), (p, half), (True, True)),)))
+        self.emit(Instr(Op.BN_STATS, (Region(st.region.buf, (sympy.Integer(0), sympy.Integer(3)), (p, 3),
+                                             (True, True)),), (x.region,)))
+        ag = self.buf((p, 2), DType.float32)
+        self.emit(Instr(Op.BN_AGGR, (ag.region,), (st.region,)))
+        self._tolerant_store(ag)
+        return None
+
+    _STEPS: dict[str, Callable[..., Tile | None]] = {
+        "unary": _step_unary,
+        "binary": _step_binary,
+        "scalar": _step_scalar,
+        "reduce": _step_reduce,
+        "copy": _step_copy,
+        "reshape": _step_reshape,
+        "select": _step_select,
+        "iota": _step_iota,
+        "memset": _step_memset,
+        "affine_select": _step_affine_select,
+        "scan": _step_scan,
+        "transpose": _step_transpose,
+        "matmul": _step_matmul,
+        "bn": _step_bn,
+    }
 
     def _tolerant_store(self, t: Tile) -> None:
         """Store a tile to a new output, one block of rows per (program instance, loop iteration)."""

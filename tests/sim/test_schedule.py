@@ -65,6 +65,30 @@ def check_invariants(s):
 OPS = ["add", "mul_scalar", "exp", "rowmax", "rowsum_bcast", "copy", "iota_add", "matmul", "transpose", "recip"]
 
 
+def _apply_op(v, op, cols, d, dt):
+    """Append the result of ``op`` on the last values of ``v`` (traced inside a generated kernel's loop)."""
+    if op == "add":
+        v.append(v[-1] + v[-2])
+    elif op == "mul_scalar":
+        v.append(v[-1] * 0.5)
+    elif op == "exp":
+        v.append(tl.exp(v[-1] * 0.01))
+    elif op == "rowmax":
+        v.append(v[-1] - tl.max(v[-1], axis=1, keepdims=True))
+    elif op == "rowsum_bcast":
+        v.append(v[-1] + tl.sum(v[-2], axis=1, keepdims=True))
+    elif op == "copy":
+        v.append(tl.copy(v[-1], dtype=dt))
+    elif op == "iota_add":
+        v.append(v[-1] + (tl.arange(128)[:, None] + cols))
+    elif op == "recip":
+        v.append(tl.reciprocal(tl.abs(v[-1]) + 1.0))
+    elif op == "matmul" and d == 128:
+        v.append(tl.copy(tl.matmul(v[-1], v[-2], transpose_x=True)))
+    elif op == "transpose" and d == 128:
+        v.append(tl.copy(tl.transpose(v[-1])))
+
+
 def make_kernel(ops, loop_kind, two_pass, carry, dt, inner=0, resident=False):
     @trn.kernel
     def gen(x, y, out):
@@ -87,26 +111,7 @@ def make_kernel(ops, loop_kind, two_pass, carry, dt, inner=0, resident=False):
                 b = tl.load(y[rows, cols], mask=rows < n)
             v = [a, b]
             for op in ops:
-                if op == "add":
-                    v.append(v[-1] + v[-2])
-                elif op == "mul_scalar":
-                    v.append(v[-1] * 0.5)
-                elif op == "exp":
-                    v.append(tl.exp(v[-1] * 0.01))
-                elif op == "rowmax":
-                    v.append(v[-1] - tl.max(v[-1], axis=1, keepdims=True))
-                elif op == "rowsum_bcast":
-                    v.append(v[-1] + tl.sum(v[-2], axis=1, keepdims=True))
-                elif op == "copy":
-                    v.append(tl.copy(v[-1], dtype=dt))
-                elif op == "iota_add":
-                    v.append(v[-1] + (tl.arange(128)[:, None] + cols))
-                elif op == "recip":
-                    v.append(tl.reciprocal(tl.abs(v[-1]) + 1.0))
-                elif op == "matmul" and d == 128:
-                    v.append(tl.copy(tl.matmul(v[-1], v[-2], transpose_x=True)))
-                elif op == "transpose" and d == 128:
-                    v.append(tl.copy(tl.transpose(v[-1])))
+                _apply_op(v, op, cols, d, dt)
             if inner:  # a nested loop accumulating into a tile of the outer body
                 acc = tl.zeros((128, d), tl.float32)
                 for j in tl.affine_range(inner):
