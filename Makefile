@@ -31,5 +31,9 @@ FUZZ_SEED  ?= 0
 fuzz: .venv
 	$(PY) -m tests.fuzz --cases $(FUZZ_CASES) --seed $(FUZZ_SEED) --jobs 2
 
+# ruff (rules in pyproject.toml) and mypy over the [tool.mypy] files. Not a prerequisite of `test` yet: mypy still
+# reports errors in trnlang/device, trnlang/runtime/{jit,kernel}.py, codegen/{lower,lower_ops,llvm}.py and
+# trnlang/interpret/interpreter.py.
 lint: .venv
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
