@@ -9,7 +9,7 @@ millisecond for a small module)::
     mod = build(ir_module)          # llvmlite.ir.Module or IR text -> ModuleRef
     optimize(mod)                   # O3 new-pass-manager pipeline for the host CPU
     obj = emit_object(mod)          # bytes: cache these (key: host_cpu_key())
-    lib = load_object(obj)          # LoadedModule, kept alive for the process
+    lib = load_object(obj)          # LoadedModule: the code lives as long as it is referenced
     fn = lib.cfunc("f", None, [ctypes.c_void_p, ctypes.c_int64])
 
 ``compile_ir`` does the first three steps at once.  Object code is specific to
@@ -29,6 +29,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import threading
+import weakref
 from typing import Any, Sequence
 
 import llvmlite
@@ -52,6 +53,7 @@ __all__ = [
     "compile_ir",
     "load_object",
     "LoadedModule",
+    "live_modules",
 ]
 
 llvmlite_version: str = llvmlite.__version__
@@ -65,7 +67,7 @@ _initialized = False
 _tm_lock = threading.Lock()
 _tm: Any = None
 _live_lock = threading.Lock()
-_live: list[LoadedModule] = []
+_live: weakref.WeakSet[LoadedModule] = weakref.WeakSet()
 
 
 def init() -> None:
@@ -155,7 +157,9 @@ def build(module: ir.Module | str) -> Any:
     """
     init()
     text = str(module)
-    mod = _llvm.parse_assembly(text)
+    # a context per module: types and constants uniqued in LLVM's global context are never freed (about
+    # 10 KiB per kernel); the module keeps its context alive
+    mod = _llvm.parse_assembly(text, context=_llvm.create_context())
     mod.triple = host_triple()
     mod.data_layout = data_layout()
     mod.verify()
@@ -194,9 +198,10 @@ def compile_ir(module: ir.Module | str, speed_level: int = 3) -> bytes:
 class LoadedModule:
     """Machine code loaded into this process.
 
-    Holds the MCJIT engine that owns the code; instances created by
-    :func:`load_object` are kept alive until the process exits, so addresses
-    and ctypes functions taken from them never dangle.
+    Holds the MCJIT engine that owns the code. The engine (and the code) is
+    freed when the last reference to this object goes: ctypes functions from
+    :meth:`cfunc` reference it, so they never dangle; whoever keeps a raw
+    :meth:`address` must keep this object too.
     """
 
     def __init__(self, engine: Any, obj: bytes) -> None:
@@ -248,8 +253,14 @@ def load_object(obj: bytes) -> LoadedModule:
     engine.finalize_object()
     loaded = LoadedModule(engine, obj)
     with _live_lock:
-        _live.append(loaded)
+        _live.add(loaded)
     return loaded
+
+
+def live_modules() -> int:
+    """Loaded modules not yet freed (each is freed with its last reference)."""
+    with _live_lock:
+        return len(_live)
 
 
 def _lifecycle_timings() -> dict[str, float]:

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 import torch
 
 from trnlang.device import memory
-from trnlang.runtime import hostpool
+from trnlang.runtime import codecache, hostpool
 from trnlang.runtime.args import TensorPiece
 from trnlang.runtime.hostpool import NativeLaunch
 from trnlang.runtime.kernel import _ENV_DATA, _PLANS
@@ -296,7 +296,9 @@ class BoundLaunches:
     launch's plan key would contain) keys the list of launches on those facts and the addresses,
     and skips the binds on a repeat (a caching allocator hands it the same blocks call after call).
     Only lists of native launches are kept (none while ``trn profile`` records: launches must reach
-    the recorder), so a hit runs exactly what a fresh bind would. At most ``size`` keys.
+    the recorder), so a hit runs exactly what a fresh bind would. At most ``size`` keys. Every cache
+    is emptied when compiled variants are evicted (``TRN_MAX_LOADED_KERNELS``): a kept launch holds
+    its variant's code.
 
     Example:
         >>> cache = BoundLaunches()
@@ -309,6 +311,7 @@ class BoundLaunches:
     def __init__(self, size: int = 16) -> None:
         self.size = size
         self.entries: dict[tuple[Any, ...], list[Any]] = {}
+        _BOUND.append(self)
 
     def get(self, key: tuple[Any, ...], make: Any) -> list[Any]:
         """The launches for ``key`` (``make()`` on a miss; kept when all of them are native launches)."""
@@ -317,6 +320,8 @@ class BoundLaunches:
         k = (key, _ENV_DATA.get(b"TRN_TARGET"), _ENV_DATA.get(b"TRN_INTERPRET"))
         hit = self.entries.get(k)
         if hit is not None:
+            for c in hit:
+                c.keep[1].used = True  # keep = (pointer array, variant)
             return hit
         calls = make()
         if all(type(c) is NativeLaunch for c in calls):
@@ -324,6 +329,16 @@ class BoundLaunches:
                 self.entries.clear()
             self.entries[k] = calls
         return calls
+
+
+_BOUND: list[BoundLaunches] = []
+
+
+@codecache.on_evict
+def _drop_bound(evicted: list[Any]) -> None:
+    """Empty every BoundLaunches cache (a kept launch holds its variant's code; rebinding costs microseconds)."""
+    for b in _BOUND:
+        b.entries = {}
 
 
 def run_parallel(calls: Sequence[Any]) -> None:

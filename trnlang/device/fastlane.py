@@ -22,7 +22,10 @@ Idle templates are not counted by ``torch.trn.memory_allocated()`` and are relea
 
 The lane is off (the lowering runs) while launch plans are off (``trn profile`` recording),
 when ``TRN_INTERPRET`` / ``TRN_TARGET`` changed since the lane was made, in inference mode, and
-on threads other than the one that made it (its scratch arena is its own).
+on threads other than the one that made it (its scratch arena is its own). A lane holds its
+compiled variant (so the code it calls stays loaded while the lane can run); when the variant is
+evicted (``TRN_MAX_LOADED_KERNELS``, runtime/codecache.py) the lane and its pooled outputs are
+dropped and the next call makes a new one.
 
 Example:
     >>> import torch, trnlang
@@ -44,6 +47,7 @@ import numpy as np
 import torch
 
 from trnlang.device import memory
+from trnlang.runtime import codecache
 from trnlang.runtime.kernel import _PLANS, _Plan
 
 __all__ = ["Lane", "OutputPool", "capture", "stop_capture", "record_launch", "make_lane", "fast_function", "idle_bytes",
@@ -59,6 +63,7 @@ _getref = sys.getrefcount
 _inference = torch.is_inference_mode_enabled
 _ident = threading.get_ident
 _POOLS: list[OutputPool] = []
+_TABLES: list[dict[Any, Any]] = []  # the lanes of every fast function
 _tls = threading.local()
 _STATS = {"lanes": 0}
 _ENV: Any = memory._ENV  # os.environ's backing dict (None on platforms without one: no lanes)
@@ -186,11 +191,12 @@ def record_launch(kernel: Any, args: tuple[Any, ...]) -> None:
 class Lane:
     """One compiled launch on fixed layouts: ``lane(*operands)`` -> a new output tensor."""
 
-    __slots__ = ("tramp", "ctx", "ctx_words", "arena", "err", "pool", "roles", "owner", "env", "plan")
+    __slots__ = ("tramp", "ctx", "ctx_words", "arena", "err", "pool", "roles", "owner", "env", "plan", "variant")
 
     def __call__(self, *ops: torch.Tensor) -> torch.Tensor | None:
         if not _PLANS[0] or _ident() != self.owner or _inference():
             return None
+        self.variant.used = True
         env = _ENV
         if env.get(b"TRN_INTERPRET") != self.env[0] or env.get(b"TRN_TARGET") != self.env[1]:
             return None
@@ -231,7 +237,8 @@ def make_lane(rec: list[Any], operands: tuple[torch.Tensor, ...], out: Any) -> L
     if v.has_print or (v.uses_meta and v.meta_words > plan.meta.size):
         return None
     lane = Lane()
-    lane.plan = plan  # keeps the meta block and the code alive
+    lane.plan = plan  # keeps the meta block alive
+    lane.variant = v  # keeps the code loaded while the lane can call it
     lane.arena = np.empty(max(v.arena_size, 1) + 64, np.uint8)
     lane.err = np.zeros(64, np.int64)
     fn_addr = ctypes.cast(v.fn, ctypes.c_void_p).value
@@ -254,6 +261,7 @@ def fast_function(lower: Callable[..., Any], nops: int, key: Callable[..., Any])
     dtype...) or None. A miss runs ``lower`` while capturing its launch and makes the lane.
     """
     lanes: dict[Any, Any] = {}
+    _TABLES.append(lanes)
 
     def fast(*args: Any) -> Any:
         if len(args) != nops:
@@ -281,3 +289,15 @@ def fast_function(lower: Callable[..., Any], nops: int, key: Callable[..., Any])
 
     fast.lanes = lanes  # type: ignore[attr-defined]
     return fast
+
+
+@codecache.on_evict
+def _drop_lanes(evicted: list[Any]) -> None:
+    """Drop the lanes (and their pooled outputs) calling evicted variants; a lane running now finishes first."""
+    gone = {id(v) for v in evicted}
+    for lanes in _TABLES:
+        for k, lane in list(lanes.items()):
+            if lane and id(lane.variant) in gone:
+                lanes.pop(k, None)
+                if lane.pool in _POOLS:
+                    _POOLS.remove(lane.pool)

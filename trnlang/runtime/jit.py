@@ -9,7 +9,8 @@ Specialization: one native variant per (tensor contiguity, whether two launch
 arrays overlap in memory, grid). C-contiguous tensors get compile-time strides;
 the others are addressed with run-time strides (in elements).
 
-Caches: in memory per executor; on disk under ``$TRN_CACHE_DIR`` (default
+Caches: in memory per executor (at most ``TRN_MAX_LOADED_KERNELS`` variants per process stay
+loaded, least recently used unloaded first: runtime/codecache.py); on disk under ``$TRN_CACHE_DIR`` (default
 ``~/.cache/trnlang``) in the per-user directory ``jit-<uid>`` through
 ``runtime.diskcache.Store``: entries are HMAC-authenticated with a per-user
 secret and opened without following links; anything refused is rebuilt in
@@ -44,7 +45,7 @@ import numpy as np
 
 from trnlang.frontend.errors import BoundsError, LaunchError, TrnError
 from trnlang.ir.nodes import Instr, Kernel, Loop, Region, instrs
-from trnlang.runtime import diskcache, forksafe
+from trnlang.runtime import codecache, diskcache, forksafe
 
 _N_PID = 3
 _NCPU = os.cpu_count() or 1  # grid worker threads; TRN_NUM_THREADS overrides (read per launch)
@@ -182,6 +183,9 @@ class Variant:
     uses_meta: bool = True
     timed: int = 0
     stats: dict[str, float] = field(default_factory=dict)
+    used: bool = True    # launched since the eviction clock last passed (runtime/codecache.py)
+    alive: bool = True   # False once evicted: caches holding it must drop it
+    evict: Any = None    # unloads it from its executor (called by codecache)
 
 
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -265,6 +269,8 @@ class JitExecutor:
         self._lock = threading.Lock()
         forksafe.track_lock(self, "_lock")
         self.last_compile: dict[str, float] = {}
+        #: ``on_evict(executor, empty)`` after one of its variants was evicted (the owner drops its plans)
+        self.on_evict: Any = None
 
     # ------------------------------------------------------------------ compile
     def ir_text(self) -> str:
@@ -278,12 +284,25 @@ class JitExecutor:
         key = (contiguous, may_alias, grid)
         v = self.variants.get(key)
         if v is None:
+            added = False
             with self._lock:
                 v = self.variants.get(key)
                 if v is None:
                     v = self._compile(contiguous, may_alias, grid)
+                    v.evict = self._evict
                     self.variants[key] = v
+                    added = True
+            if added:
+                codecache.add(v)  # may unload least recently used variants (never one a launch holds)
         return v
+
+    def _evict(self, v: Variant) -> None:
+        """Forget an evicted variant (its code is freed when the last launch holding it returns)."""
+        if self.variants.get(v.params) is v:
+            self.variants.pop(v.params, None)
+        cb = self.on_evict
+        if cb is not None:
+            cb(self, not self.variants)
 
     def _compile(self, contiguous: tuple[bool, ...], may_alias: bool, grid: tuple[int, ...]) -> Variant:
         from codegen import llvm
@@ -370,6 +389,7 @@ class JitExecutor:
         v = self.variants.get((contiguous, may_alias, g))
         if v is None:
             v = self.variant(contiguous, may_alias, g)
+        v.used = True
         meta_addr = v.meta_addr
         if v.uses_meta:  # a fresh array per launch: concurrent launches must not share it
             meta = np.zeros(max(1, v.meta_words), np.int64)

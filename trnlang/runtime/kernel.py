@@ -6,6 +6,7 @@ import ctypes
 import functools
 import inspect
 import os
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -105,7 +106,7 @@ class _Plan:
         self.meta_addr = self.meta.ctypes.data
         self.variants: dict[bool, Any] = {}
         self.shapes = [_Shaped(a.shape) for a in arrays]  # what an error message needs of the arrays
-        self._last: tuple[tuple[int, ...], Any] | None = None  # (addresses, bound launch) of the last bind
+        self._last: tuple[tuple[int, ...], Any, Any] | None = None  # (addresses, bound launch, variant)
 
     def bind(self, ptrs: list[int], args: tuple[Any, ...]) -> Callable[[], None] | None:
         """A zero-argument native launch on these addresses (None: the call must take the general path).
@@ -116,7 +117,8 @@ class _Plan:
         """
         key = tuple(ptrs)
         last = self._last
-        if last is not None and last[0] == key:
+        if last is not None and last[0] == key and last[2].alive:
+            last[2].used = True
             return last[1]
         ex = self.executor
         w = ex.written
@@ -124,7 +126,7 @@ class _Plan:
                  for i, (p, e) in enumerate(zip(ptrs, self.extents)) if e is not None]
         may_alias = _jit.spans_conflict(spans)
         v = self.variants.get(may_alias)
-        if v is None:
+        if v is None or not v.alive:  # an evicted variant is compiled (loaded) again
             v = ex.variant(self.contiguous, may_alias, self.grid)
             if v.uses_meta and v.meta_words > self.meta.size:
                 return None
@@ -152,8 +154,9 @@ class _Plan:
         else:
             entry = ctypes.cast(fn, ctypes.c_void_p).value or 0
             go = NativeLaunch(entry, [ctypes.addressof(ptr_arr), meta, 0, 1, 1, 1, 0, 0, 0], size, on_error,
-                              launch, ptr_arr)
-        self._last = (key, go)
+                              launch, (ptr_arr, v))
+        v.used = True
+        self._last = (key, go, v)
         return go
 
     def run(self, ptrs: list[int], args: tuple[Any, ...]) -> bool:
@@ -423,6 +426,8 @@ class KernelFn:
         from trnlang.runtime import backend
 
         comp.executor = backend.make_executor(kernel, interpret=self._use_interpreter(), debug=self.debug)
+        if isinstance(comp.executor, _jit.JitExecutor):  # an evicted variant takes its plans (and spec) along
+            comp.executor.on_evict = functools.partial(_forget, weakref.ref(self._cache), comp)
         return comp
 
     def _trace(self, prepared: list[Any], grid: tuple[int, ...]) -> Kernel:
@@ -520,6 +525,22 @@ class KernelFn:
         if getattr(k, "returns_tuple", False):
             return tuple(outs_host)
         return outs_host[0]
+
+
+def _forget(cache_ref: Any, comp: Compiled, executor: Any, empty: bool) -> None:
+    """A variant of ``comp``'s executor was evicted (runtime/codecache.py): drop the launch plans on that
+    executor and, once it has no variant left, the specialization itself (traced again on its next launch)."""
+    cache = cache_ref()
+    if cache is None:
+        return
+    for k, plan in list(cache.plans.items()):
+        if plan is not None and plan.executor is executor:
+            cache.plans.pop(k, None)
+    if empty:
+        for d in (cache, cache.fast):
+            for k, c in list(d.items()):
+                if c is comp:
+                    d.pop(k, None)
 
 
 def kernel(fn: Callable[..., Any] | None = None, *, target: str | None = None, interpret: bool | None = None,

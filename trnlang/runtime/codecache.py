@@ -1,0 +1,117 @@
+"""The per-process cap on loaded native kernels: least-recently-used compiled variants are unloaded.
+
+Every compiled variant (``runtime.jit.Variant``) owns one MCJIT engine holding its machine code
+(about 50 KiB of native memory, plus the launch plans, output pools and traced IR that hang off
+it). Without a cap a program that meets ever new shapes grows without bound. At most
+``TRN_MAX_LOADED_KERNELS`` variants (default :data:`DEFAULT_MAX`, read at every compile) stay
+loaded; adding one more evicts the least recently used (a second-chance clock: a launch sets
+``variant.used``, the clock hand spares a used variant once and clears its bit).
+
+Evicting a variant makes it unreachable for new launches and drops every cache derived from it:
+its executor's entry, the launch plans on its executor (and the kernel's specialization when that
+executor has no variant left), bound launches (``stdlib_kernels._util.BoundLaunches``) and device
+fast lanes with their pooled outputs (listeners registered with :func:`on_evict`). The machine
+code itself is never freed while anything can still call it: every launch path holds a Python
+reference to the variant's ctypes function (which holds the engine) for the duration of the
+call, so the engine is disposed by reference counting when the last in-flight launch returns.
+A later launch of the same shape compiles again (from the disk cache: a load, not a compile).
+
+Example:
+    >>> import os
+    >>> os.environ["TRN_MAX_LOADED_KERNELS"] = "8"; max_loaded()
+    8
+    >>> del os.environ["TRN_MAX_LOADED_KERNELS"]; max_loaded() == DEFAULT_MAX
+    True
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from collections import OrderedDict
+from typing import Any, Callable
+
+__all__ = ["DEFAULT_MAX", "ENV", "max_loaded", "add", "on_evict", "loaded", "stats", "evict_all"]
+
+ENV = "TRN_MAX_LOADED_KERNELS"
+#: Default cap on loaded variants (about 25 MiB of machine code and engines at the default).
+DEFAULT_MAX = 512
+#: Return freed native memory to the OS (glibc ``malloc_trim``) every this many evictions.
+TRIM_EVERY = 64
+
+_LOCK = threading.Lock()
+_RING: OrderedDict[int, Any] = OrderedDict()  # id(variant) -> variant, clock order (hand at the front)
+_LISTENERS: list[Callable[[list[Any]], None]] = []
+_STATS = {"evicted": 0, "since_trim": 0}
+
+
+def max_loaded() -> int:
+    """The cap: ``TRN_MAX_LOADED_KERNELS`` when it is a positive integer, else :data:`DEFAULT_MAX`."""
+    v = os.environ.get(ENV, "").strip()
+    return max(1, int(v)) if v.isdigit() else DEFAULT_MAX
+
+
+def on_evict(fn: Callable[[list[Any]], None]) -> Callable[[list[Any]], None]:
+    """Call ``fn(evicted_variants)`` after each eviction (drop caches holding them); usable as a decorator."""
+    _LISTENERS.append(fn)
+    return fn
+
+
+def add(v: Any) -> None:
+    """Count a newly loaded variant, evicting over the cap (``v.evict(v)`` unloads one; flags ``used``, ``alive``)."""
+    cap = max_loaded()
+    victims: list[Any] = []
+    with _LOCK:
+        _RING[id(v)] = v
+        spared = 0
+        while len(_RING) > cap:
+            k, old = _RING.popitem(last=False)
+            if old is v or (old.used and spared < 2 * len(_RING) + 2):
+                old.used = False  # second chance (the newest always gets one)
+                _RING[k] = old
+                spared += 1
+                continue
+            victims.append(old)
+    if victims:
+        _evict(victims)
+
+
+def _evict(victims: list[Any]) -> None:
+    for old in victims:
+        old.alive = False
+        old.evict(old)
+    for fn in list(_LISTENERS):
+        fn(victims)
+    _STATS["evicted"] += len(victims)
+    _STATS["since_trim"] += len(victims)
+    if _STATS["since_trim"] >= TRIM_EVERY:
+        _STATS["since_trim"] = 0
+        _trim()
+
+
+def evict_all() -> None:
+    """Unload every variant now (tests, memory pressure); each is compiled again on its next launch."""
+    with _LOCK:
+        victims = list(_RING.values())
+        _RING.clear()
+    if victims:
+        _evict(victims)
+
+
+def loaded() -> int:
+    """Variants loaded now (at most :func:`max_loaded`)."""
+    return len(_RING)
+
+
+def stats() -> dict[str, int]:
+    """``{"loaded": n, "evicted": total, "max": cap}``."""
+    return {"loaded": len(_RING), "evicted": _STATS["evicted"], "max": max_loaded()}
+
+
+def _trim() -> None:
+    """Give freed heap pages back to the OS (engines are many small allocations; glibc keeps them otherwise)."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
