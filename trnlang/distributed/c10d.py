@@ -19,6 +19,10 @@ How a collective gets here (torch 2.13):
    ``trn`` tensors; the ``Work`` is gloo's (``wait()`` raises gloo's errors; ``get_future().value()`` holds
    the CPU views, i.e. the same bytes, which is what DDP's reducer reads its bucket from).
 
+Before each collective (not point-to-point ones) the ranks all-gather a short description of the call (op,
+dtypes, shapes) and all raise :class:`TrnDistributedError` when they differ (:func:`check_enabled`,
+``TRN_DIST_CHECK``); gloo itself would abort the process that receives the wrong number of bytes.
+
 Every reduction and dtype is gloo's: ``ReduceOp.AVG`` is gloo's sum-then-divide (so, as on the CPU, it
 raises for integer tensors), bf16/fp16 are reduced by gloo natively and bool as bytes. Results therefore equal
 gloo's on CPU tensors bit for bit. A ``trn`` collective given a CPU tensor raises :class:`TrnDistributedError`
@@ -34,8 +38,10 @@ Example:
 
 from __future__ import annotations
 
+import os
 import threading
 import warnings
+import zlib
 from datetime import timedelta
 from typing import Any
 
@@ -45,7 +51,7 @@ from torch._C._distributed_c10d import ProcessGroupGloo
 
 from trnlang.device import memory
 
-__all__ = ["BACKEND", "TrnDistributedError", "create_backend", "register_kernels", "C10D_OPS"]
+__all__ = ["BACKEND", "TrnDistributedError", "create_backend", "register_kernels", "check_enabled", "C10D_OPS"]
 
 #: The name of the backend (``init_process_group(backend=...)``) and of the device it serves.
 BACKEND = "trn"
@@ -58,6 +64,15 @@ C10D_OPS = (
     "recv_any_source_", "barrier",
 )
 
+#: Per op, the arguments whose dtypes and shapes must agree on every rank (checked before the collective
+#: runs, see :func:`_check_agreement`); ``()``: only the op must agree. Point-to-point ops are not checked.
+_AGREE: dict[str, tuple[int, ...]] = {
+    "allreduce_": (0,), "allreduce_coalesced_": (0,), "broadcast_": (0,), "reduce_": (0,), "allgather_": (1,),
+    "_allgather_base_": (0, 1), "allgather_coalesced_": (1,), "allgather_into_tensor_coalesced_": (0, 1),
+    "reduce_scatter_": (0,), "_reduce_scatter_base_": (0, 1), "reduce_scatter_tensor_coalesced_": (0, 1),
+    "alltoall_": (), "alltoall_base_": (), "gather_": (1,), "scatter_": (0,), "barrier": (),
+}
+_DESC_BYTES = 256
 _CPU = torch.device("cpu")
 _lock = threading.Lock()
 _LIBS: list[Any] = []
@@ -106,8 +121,8 @@ def create_backend(opts: Any, backend_options: Any = None) -> Any:
     return gloo
 
 
-def _shadow_of(boxed_pg: Any) -> Any:
-    """The shadow group (boxed) of the group a ``c10d`` op was called with."""
+def _shadow_of(boxed_pg: Any) -> tuple[Any, Any, str]:
+    """(gloo backend, shadow group (boxed), group name) of the group a ``c10d`` op was called with."""
     pg = dist.ProcessGroup.unbox(boxed_pg)
     entry = _SHADOWS.get(pg.group_name)
     try:
@@ -115,12 +130,62 @@ def _shadow_of(boxed_pg: Any) -> Any:
     except RuntimeError as e:  # the group has no backend for trn: torch's own message says which
         raise TrnDistributedError(f"trn: process group {pg.group_name!r} has no backend for trn tensors "
                                   f"(init_process_group('cpu:gloo,trn:trn') or backend='trn'): {e}") from None
+    if entry is not None and getattr(backend, "wrapped_pg", None) is entry[0]:
+        backend = entry[0]  # TORCH_DISTRIBUTED_DEBUG=DETAIL wraps backends; the agreement check stands in
     if entry is None or entry[0] is not backend:
         raise TrnDistributedError(
             f"trn: the trn backend of process group {pg.group_name!r} was not made by trnlang's 'trn' backend "
             f"({type(backend).__name__}); collectives on trn tensors need init_process_group(backend='trn') "
             "or 'cpu:gloo,trn:trn'")
-    return entry[1].boxed()
+    return entry[0], entry[1].boxed(), pg.group_name
+
+
+def check_enabled() -> bool:
+    """Whether collectives first check that every rank called the same op on the same shapes.
+
+    ``TRN_DIST_CHECK=1`` (the default) exchanges a 256-byte description per collective (one small gloo
+    all-gather) and raises :class:`TrnDistributedError` on every rank when they differ; without it gloo
+    aborts a process on mismatched sizes. ``TRN_DIST_CHECK=0`` skips the exchange (a round trip per call).
+
+    Example:
+        >>> import os; os.environ["TRN_DIST_CHECK"] = "1"; check_enabled()
+        True
+    """
+    v = os.environ.get("TRN_DIST_CHECK", "1")
+    if v not in ("0", "1"):
+        raise ValueError(f"TRN_DIST_CHECK must be 0 or 1, got {v!r}")
+    return v == "1"
+
+
+def _describe(name: str, args: tuple[Any, ...]) -> str:
+    parts = [name]
+    for i in _AGREE[name]:
+        flat = args[i] if isinstance(args[i], list) else [args[i]]
+        flat = [t for x in flat for t in (x if isinstance(x, list) else [x])]
+        parts.append(" ".join(f"{str(t.dtype)[6:]}{list(t.shape)}" for t in flat))
+    if name in ("alltoall_", "alltoall_base_"):
+        t = args[1][0] if isinstance(args[1], list) and args[1] else args[1]
+        parts.append(str(t.dtype)[6:] if isinstance(t, torch.Tensor) else "")
+    return " ".join(parts)
+
+
+def _check_agreement(gloo: Any, group: str, name: str, args: tuple[Any, ...]) -> None:
+    """All-gather each rank's description of this call; raise on every rank if they differ."""
+    desc = _describe(name, args).encode()
+    if len(desc) > _DESC_BYTES:  # long lists of tensors: a digest stands for the tail
+        desc = desc[:_DESC_BYTES - 9] + b"#" + f"{zlib.crc32(desc):08x}".encode()
+    mine = torch.zeros(_DESC_BYTES, dtype=torch.uint8)
+    mine[:len(desc)] = torch.frombuffer(bytearray(desc), dtype=torch.uint8)
+    size = gloo.size()
+    every = torch.empty(size * _DESC_BYTES, dtype=torch.uint8)
+    gloo._allgather_base(every, mine).wait()  # raises gloo's timeout if a rank never calls a collective
+    rows = every.view(size, _DESC_BYTES)
+    if not bool((rows == mine).all()):
+        said = [bytes(r.tolist()).rstrip(b"\0").decode(errors="replace") for r in rows]
+        raise TrnDistributedError(
+            f"trn: collective mismatch in process group {group!r}: "
+            + "; ".join(f"rank {r} called {d}" for r, d in enumerate(said))
+            + " (every rank must call the same collective on the same dtypes and shapes)")
 
 
 class _Views:
@@ -164,7 +229,9 @@ def _collective(name: str, pg_index: int) -> Any:
     def kernel(*args: Any) -> Any:
         views = _Views(name)
         new = [views.to_cpu(a) for a in args]
-        new[pg_index] = _shadow_of(args[pg_index])
+        gloo, new[pg_index], group = _shadow_of(args[pg_index])
+        if name in _AGREE and check_enabled():
+            _check_agreement(gloo, group, name, args)
         out = op(*new)
         # gloo's own Work goes back: its wait() raises gloo's errors (a timeout, a size mismatch), which a
         # future-wrapping Work would swallow. Its future yields the CPU views (the trn tensors' own bytes).
