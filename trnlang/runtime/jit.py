@@ -88,15 +88,18 @@ def cache_dir() -> str | None:
 
 @functools.cache
 def _codegen_fingerprint() -> str:
-    """Hash of the code generator's sources (a change in codegen must invalidate cached objects)."""
+    """Hash of the sources that decide what machine code a kernel gets: codegen/ and the IR package it reads
+    (op table, index-range and bounds analyses). A change in either must invalidate cached objects."""
     import codegen
+    import trnlang.ir
 
     h = hashlib.sha256()
-    root = os.path.dirname(os.path.abspath(codegen.__file__))
-    for name in sorted(os.listdir(root)):
-        if name.endswith(".py"):
-            with open(os.path.join(root, name), "rb") as f:
-                h.update(name.encode() + b"\0" + f.read())
+    for pkg in (codegen, trnlang.ir):
+        root = os.path.dirname(os.path.abspath(pkg.__file__ or ""))
+        for name in sorted(os.listdir(root)):
+            if name.endswith(".py"):
+                with open(os.path.join(root, name), "rb") as f:
+                    h.update(pkg.__name__.encode() + b"/" + name.encode() + b"\0" + f.read())
     return h.hexdigest()
 
 
