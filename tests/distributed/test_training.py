@@ -94,6 +94,11 @@ def training_worker(rank: int, world: int) -> dict[str, Any]:
     _train(ddp, xs, ys)
     out["ddp"] = [_host(p) for p in ddp.module.parameters()]
     out["ddp_devices"] = sorted({str(p.device) for p in ddp.module.parameters()})
+    # gradients as views of DDP's buckets, one small bucket per parameter or so (several all-reduces per step)
+    ddp_views = DistributedDataParallel(_model().to("trn"), gradient_as_bucket_view=True, bucket_cap_mb=1e-4)
+    _train(ddp_views, xs, ys)
+    out["ddp_bucket_view"] = [_host(p) for p in ddp_views.module.parameters()]
+    out["ddp_grad_devices"] = sorted({str(p.grad.device) for p in ddp_views.module.parameters()})
 
     _install_storage_resize()
     fsdp = _model().to("trn")
@@ -121,7 +126,7 @@ def trained() -> list[dict[str, Any]]:
     return _spawn.run("tests.distributed.test_training:training_worker", 2, timeout=500)
 
 
-@pytest.mark.parametrize("kind", ["ddp", "fsdp", "tp"])
+@pytest.mark.parametrize("kind", ["ddp", "ddp_bucket_view", "fsdp", "tp"])
 def test_parameters_equal_single_process_cpu_training(trained: list[dict[str, Any]], kind: str) -> None:
     ref = reference()
     init = [p.detach() for p in _model().parameters()]
@@ -135,6 +140,7 @@ def test_parameters_equal_single_process_cpu_training(trained: list[dict[str, An
 def test_parameters_live_on_trn_and_are_sharded(trained: list[dict[str, Any]]) -> None:
     for res in trained:
         assert res["ddp_devices"] == ["trn:0"] and res["fsdp_devices"] == ["trn:0"]
+        assert res["ddp_grad_devices"] == ["trn:0"]
         assert res["fsdp_local_shapes"] == [(8, 8), (8,), (2, 16), (2,)]  # dim-0 halves
         assert res["tp_local_shapes"] == [(8, 8), (8,), (4, 8), (4,)]  # colwise then rowwise (bias whole)
 
