@@ -46,6 +46,10 @@ def configs_worker(rank: int, world: int) -> dict[str, Any]:
         except RuntimeError as e:
             cpu = str(e)
         dist.barrier()
+        sub = dist.new_group([0, 1])  # a second group: its own gloo pair, found by group name
+        s = torch.full((2,), rank + 1.0, device="trn")
+        dist.all_reduce(s, op=dist.ReduceOp.MAX, group=sub)
+        out[f"{backend}/subgroup"] = s.cpu()
         out[str(backend)] = {"config": dist.get_backend_config(), "devices": sorted(str(d) for d in pg._device_types),
                              "trn": t.cpu(), "trn_device": str(t.device), "cpu": cpu}
         dist.destroy_process_group()
@@ -66,6 +70,7 @@ def test_trn_and_cpu_tensors_each_get_their_backend(configs: list[dict[str, Any]
         assert r["config"] == config and r["devices"] == ["cpu", "trn"]
         assert torch.equal(r["trn"], torch.full((3,), 3.0)) and r["trn_device"] == "trn:0"
         assert torch.equal(r["cpu"], torch.full((3,), 3.0))
+        assert torch.equal(res[f"{backend}/subgroup"], torch.full((2,), 2.0))
 
 
 def test_trn_only_group_refuses_cpu_tensors(configs: list[dict[str, Any]]) -> None:
