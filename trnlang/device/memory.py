@@ -362,7 +362,7 @@ def resize_storage(st: Any, nbytes: int) -> None:
         hold = new
     # the Python attribute follows the bytes; `hold` takes the old block (freed when it dies, unless a view
     # of the old bytes still holds it)
-    hold._trn_block = getattr(st, "_trn_block", None)
+    hold._trn_block = getattr(st, "_trn_block", None)  # type: ignore[attr-defined]
     st._trn_block = blk
 
 

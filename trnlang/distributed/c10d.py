@@ -126,7 +126,7 @@ def _shadow_of(boxed_pg: Any) -> tuple[Any, Any, str]:
     pg = dist.ProcessGroup.unbox(boxed_pg)
     entry = _SHADOWS.get(pg.group_name)
     try:
-        backend = pg._get_backend(memory.DEVICE)
+        backend: Any = pg._get_backend(memory.DEVICE)
     except RuntimeError as e:  # the group has no backend for trn: torch's own message says which
         raise TrnDistributedError(f"trn: process group {pg.group_name!r} has no backend for trn tensors "
                                   f"(init_process_group('cpu:gloo,trn:trn') or backend='trn'): {e}") from None
@@ -238,7 +238,7 @@ def _allreduce(tensors: list[torch.Tensor], pg: Any, reduce_op: Any, sparse_indi
     if check_enabled():
         _check_agreement(gloo, group, "allreduce_", (tensors,))
     opts = dist.AllreduceOptions()
-    opts.reduceOp = red
+    opts.reduceOp = red  # type: ignore[assignment]  # torch converts a RedOpType, as dist.all_reduce relies on
     opts.asyncOp = async_op
     if timeout >= 0:
         opts.timeout = timedelta(milliseconds=timeout)
