@@ -233,7 +233,7 @@ class LoadedModule:
         argtypes (``c_void_p`` for pointers, ``c_int64`` for integers...).
         """
         proto = ctypes.CFUNCTYPE(restype, *argtypes)
-        fn = proto(self.address(name))
+        fn: Any = proto(self.address(name))  # ctypes function objects take attributes
         fn._trnlang_module = self  # keep the code alive as long as the function object
         return fn
 

@@ -307,8 +307,10 @@ def tensor_reduce(L: KernelLowering, ins: Instr) -> None:
                 full_idx[d] = v
             return full_idx
 
-        acc = L.reduce_loops(rdims, r.init(), lambda ridx, acc, full=full: r.step(
-            cx, acc, data.emit(cx, full(ridx)), ridx[0] if ridx else ci64(0)))
+        def step(ridx: list[ir.Value], acc: list[ir.Value], full: Any = full) -> list[ir.Value]:
+            return r.step(cx, acc, data.emit(cx, full(ridx)), ridx[0] if ridx else ci64(0))
+
+        acc = L.reduce_loops(rdims, r.init(), step)
         res = r.final(cx, acc)
         if keepdims:
             oidx: list[ir.Value] = [ci64(0)] * nd

@@ -21,7 +21,7 @@ _LIBS: list[Any] = []
 def _make_hooks() -> tuple[Any, Any]:
     import torch
 
-    class TrnHooks(torch._C._acc.PrivateUse1Hooks):  # type: ignore[misc, name-defined]
+    class TrnHooks(torch._C._acc.PrivateUse1Hooks):
         """PrivateUse1 hooks: the device is built in and always available."""
 
         def is_available(self) -> bool:
@@ -33,7 +33,7 @@ def _make_hooks() -> tuple[Any, Any]:
         def is_built(self) -> bool:
             return True
 
-    class TrnGuard(torch._C._acc.DeviceGuard):  # type: ignore[misc, name-defined]
+    class TrnGuard(torch._C._acc.DeviceGuard):
         """The device guard (one device, nothing to switch)."""
 
         def type_(self) -> Any:

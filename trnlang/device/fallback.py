@@ -24,12 +24,15 @@ import sys
 import threading
 import warnings
 from collections import Counter
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
 from trnlang.device import memory
 from trnlang.frontend.errors import TrnError
+
+if TYPE_CHECKING:
+    from types import FrameType
 
 __all__ = ["FallbackError", "FallbackWarning", "fallback_stats", "reset_fallback_stats", "run_on_cpu",
            "op_name", "check_devices", "policy"]
@@ -130,7 +133,7 @@ _SKIP_DIRS = (os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.pat
 
 def _user_stacklevel() -> int:
     """Stack level of the first frame outside the device layer and torch (the user's line)."""
-    f = sys._getframe(2)
+    f: FrameType | None = sys._getframe(2)
     level = 2
     while f is not None and f.f_code.co_filename.startswith(_SKIP_DIRS):
         f = f.f_back

@@ -41,7 +41,7 @@ from __future__ import annotations
 import ctypes
 import sys
 import threading
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 import torch
@@ -49,6 +49,9 @@ import torch
 from trnlang.device import memory
 from trnlang.runtime import codecache
 from trnlang.runtime.kernel import _PLANS, _Plan
+
+if TYPE_CHECKING:
+    from trnlang.runtime.jit import Variant
 
 __all__ = ["Lane", "OutputPool", "capture", "stop_capture", "record_launch", "make_lane", "fast_function", "idle_bytes",
            "release_idle", "stats"]
@@ -94,7 +97,7 @@ class OutputPool:
             return memory.empty(self.shape, self.dtype)
         with torch.inference_mode(False):
             t = memory.empty(self.shape, self.dtype)
-        st = t.untyped_storage()
+        st: Any = t.untyped_storage()  # a trn storage carries its block (memory.HbmBlock.trn_storage)
         probe = (t, st._cdata, st._trn_block, 0, st)
         base = _getref(probe[2])  # the block's references when only the pool holds it (storage + entry + arg)
         self.entries.append((t, st._cdata, probe[2], base, st))
@@ -140,7 +143,7 @@ def _trampoline(n: int) -> Any:
 
     ``ctx`` (int64[4]): the entry's address, the meta block, the scratch arena, the error record.
     """
-    fn = _TRAMP.get(n)
+    fn: Any = _TRAMP.get(n)  # a ctypes function (it carries its module: the code stays loaded)
     if fn is not None:
         return fn
     with _TRAMP_LOCK:
@@ -192,6 +195,17 @@ class Lane:
     """One compiled launch on fixed layouts: ``lane(*operands)`` -> a new output tensor."""
 
     __slots__ = ("tramp", "ctx", "ctx_words", "arena", "err", "pool", "roles", "owner", "env", "plan", "variant")
+    tramp: Any  # the ctypes trampoline of len(roles) pointers
+    ctx: int  # address of ctx_words
+    ctx_words: np.ndarray  # the entry's address, the meta block, the aligned scratch arena, the error record
+    arena: np.ndarray
+    err: np.ndarray
+    pool: OutputPool
+    roles: tuple[int, ...]  # per launch pointer: the operand index, or -1 for the output
+    owner: int  # the thread that made the lane
+    env: tuple[bytes | None, bytes | None]  # TRN_INTERPRET and TRN_TARGET when the lane was made
+    plan: _Plan
+    variant: Variant
 
     def __call__(self, *ops: torch.Tensor) -> torch.Tensor | None:
         if not _PLANS[0] or _ident() != self.owner or _inference():

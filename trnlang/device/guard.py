@@ -107,3 +107,5 @@ class _Interface:
     """Carrier of an ``__array_interface__`` (numpy keeps it as the array's base, so ``region`` stays alive)."""
 
     __slots__ = ("__array_interface__", "region")
+    __array_interface__: dict[str, Any]
+    region: GuardedRegion

@@ -86,6 +86,8 @@ class _Interface:
     """Carrier of an ``__array_interface__`` (numpy keeps it as the array's base, so ``block`` stays alive)."""
 
     __slots__ = ("__array_interface__", "block")
+    __array_interface__: dict[str, Any]
+    block: HbmBlock
 
 
 class HbmBlock:
@@ -122,13 +124,13 @@ class HbmBlock:
     # soon as the last storage dies, without waiting for the garbage collector).
     def trn_storage(self) -> Any:
         """A new ``trn`` storage over this block (make one per block: aliases share it)."""
-        st = _construct(self.ptr, DEVICE, self.nbytes)
+        st: Any = _construct(self.ptr, DEVICE, self.nbytes)  # a Python attribute rides on the storage
         st._trn_block = self
         return st
 
     def cpu_storage(self) -> Any:
         """A non-resizable CPU storage over the same bytes (a CPU op can never reallocate them)."""
-        st = _construct(self.ptr, _CPU, self.nbytes)
+        st: Any = _construct(self.ptr, _CPU, self.nbytes)
         st._trn_block = self  # CPU views that escape keep the bytes alive
         return st
 
@@ -255,7 +257,7 @@ def storage_nbytes(shape: Sequence[int], strides: Sequence[int], itemsize: int, 
 
 
 def wrap(storage: Any, dtype: torch.dtype, shape: Sequence[int], strides: Sequence[int],
-         offset: int = 0) -> torch.Tensor:
+         offset: int | torch.SymInt = 0) -> torch.Tensor:
     """A new ``trn`` tensor over a ``trn`` storage with the given metadata."""
     if not _READY:
         _first_use()
@@ -377,7 +379,7 @@ def np_view(t: torch.Tensor) -> np.ndarray:
                       strides=tuple(s * item for s in t.stride()))
 
 
-def set_metadata(t: torch.Tensor, shape: Sequence[int], strides: Sequence[int], offset: int,
+def set_metadata(t: torch.Tensor, shape: Sequence[int], strides: Sequence[int], offset: int | torch.SymInt,
                  storage: Any = None) -> torch.Tensor:
     """Point ``t`` at (``storage`` or its own storage) with new metadata, in place."""
     st = storage if storage is not None else t.untyped_storage()

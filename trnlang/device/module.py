@@ -17,7 +17,7 @@ Example:
 from __future__ import annotations
 
 import types
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -99,7 +99,7 @@ class device:  # noqa: N801 - torch spelling
     def __enter__(self) -> "device":
         return self
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: Any) -> Literal[False]:
         return False
 
 

@@ -137,7 +137,7 @@ def resize_(self: torch.Tensor, size: Sequence[int], memory_format: Any = None) 
     if any(s < 0 for s in size):
         raise RuntimeError(f"Trying to create tensor with negative dimension {min(size)}: {list(size)}")
     strides = _format_strides(size, memory_format if memory_format != _PRESERVE else None)
-    off = self.storage_offset()
+    off = int(self.storage_offset())
     need = memory.storage_nbytes(size, strides, self.element_size(), off)
     st = self.untyped_storage()
     if need <= st.nbytes():
