@@ -145,27 +145,9 @@ def _same_device_error(a: torch.device, b: torch.device) -> RuntimeError:
     return RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, {a} and {b}!")
 
 
-def check_devices(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """Raise like a device backend does when ``trn`` tensors meet CPU tensors that are not 0-dim
-    (tensors in an ``indices`` argument may stay on the CPU)."""
-    cpu_dev = None
-    has_trn = False
-    for i, v in enumerate(args):
-        if isinstance(v, torch.Tensor):
-            t = v.device.type
-            if t == "trn":
-                has_trn = True
-            elif t == "cpu" and v.dim() != 0:
-                cpu_dev = v.device
-        elif isinstance(v, (list, tuple)) and v:
-            if i == _info(op).indices_pos:
-                continue
-            for x in v:
-                if isinstance(x, torch.Tensor):
-                    if x.device.type == "trn":
-                        has_trn = True
-                    elif x.device.type == "cpu" and x.dim() != 0:
-                        cpu_dev = x.device
+def _scan_kwargs(kwargs: dict[str, Any], has_trn: bool,
+                 cpu_dev: torch.device | None) -> tuple[bool, torch.device | None]:
+    """:func:`check_devices` over keyword arguments: (``has_trn``, ``cpu_dev``) updated."""
     for k, v in kwargs.items():
         if isinstance(v, torch.Tensor):
             if v.device.type == "trn":
@@ -179,6 +161,30 @@ def check_devices(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Non
                         has_trn = True
                     elif x.device.type == "cpu" and x.dim() != 0:
                         cpu_dev = x.device
+    return has_trn, cpu_dev
+
+
+def check_devices(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Raise like a device backend does when ``trn`` tensors meet CPU tensors that are not 0-dim
+    (tensors in an ``indices`` argument may stay on the CPU)."""
+    cpu_dev = None
+    has_trn = False
+    for i, v in enumerate(args):
+        if isinstance(v, torch.Tensor):
+            t = v.device.type
+            if t == "trn":
+                has_trn = True
+            elif t == "cpu" and v.dim() != 0:
+                cpu_dev = v.device
+        elif isinstance(v, (list, tuple)) and v and i != _info(op).indices_pos:
+            for x in v:
+                if isinstance(x, torch.Tensor):
+                    if x.device.type == "trn":
+                        has_trn = True
+                    elif x.device.type == "cpu" and x.dim() != 0:
+                        cpu_dev = x.device
+    if kwargs:
+        has_trn, cpu_dev = _scan_kwargs(kwargs, has_trn, cpu_dev)
     if has_trn and cpu_dev is not None:
         raise _same_device_error(memory.DEVICE, cpu_dev)
 
