@@ -97,6 +97,21 @@ def _source(fn: Callable[..., Any]) -> str:
     return f"{f}:{line}"
 
 
+def _dtypes_in(ok: tuple[torch.dtype, ...], args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether every tensor argument (positional, in a list, or keyword) has a dtype in ``ok``."""
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.dtype not in ok:
+            return False
+        if isinstance(a, (list, tuple)):
+            for x in a:
+                if isinstance(x, torch.Tensor) and x.dtype not in ok:
+                    return False
+    for a in kwargs.values():
+        if isinstance(a, torch.Tensor) and a.dtype not in ok:
+            return False
+    return True
+
+
 def _kernel_for(op: Any, name: str) -> Callable[..., Any]:
     """The function torch.library calls: looks the entry up at call time (entries may be replaced)."""
     def trn_kernel(*args: Any, **kwargs: Any) -> Any:
@@ -118,17 +133,8 @@ def _kernel_for(op: Any, name: str) -> Callable[..., Any]:
                 elif isinstance(a, (list, tuple)):
                     simple = False
         if not simple:
-            if ok is not None:
-                for a in args:
-                    if isinstance(a, torch.Tensor) and a.dtype not in ok:
-                        return fallback.run_on_cpu(op, args, kwargs, name=name)
-                    if isinstance(a, (list, tuple)):
-                        for x in a:
-                            if isinstance(x, torch.Tensor) and x.dtype not in ok:
-                                return fallback.run_on_cpu(op, args, kwargs, name=name)
-                for a in kwargs.values():
-                    if isinstance(a, torch.Tensor) and a.dtype not in ok:
-                        return fallback.run_on_cpu(op, args, kwargs, name=name)
+            if ok is not None and not _dtypes_in(ok, args, kwargs):
+                return fallback.run_on_cpu(op, args, kwargs, name=name)
             if ent.device_check:
                 fallback.check_devices(op, args, kwargs)
         r = ent.fn(*args, **kwargs)
