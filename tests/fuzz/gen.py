@@ -25,7 +25,7 @@ so a last-ulp difference upstream cannot turn into a different integer downstrea
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -179,9 +179,9 @@ class _Gen:
         ncb = -(-d // cblk)
         stored = 0
         picks = [len(pool) - 1] + [int(v) for v in self.rng.permutation(len(pool))[: int(self.rng.integers(0, 3))]]
-        for v in dict.fromkeys(picks):  # the last value (the end of the chain) and up to two others
-            if pool[v].shape != "row":
-                stored += self.store(ind, pool[v], n, d, ncb, col_tiled)
+        for pi in dict.fromkeys(picks):  # the last value (the end of the chain) and up to two others
+            if pool[pi].shape != "row":
+                stored += self.store(ind, pool[pi], n, d, ncb, col_tiled)
         if not stored:
             self.store(ind, pool[len(rows_in)], n, d, ncb, col_tiled)
         return self.case("rows", grid)
@@ -220,120 +220,156 @@ class _Gen:
 
     # ------------------------------------------------------------------ one random op
     def step(self, ind: int, pool: list[Val], ins: list[Arg]) -> Val | None:
+        """One random op on ``pool`` (``ins``: the inputs a load may read); None when the drawn op does not apply."""
         kind = self.pick(["unary", "unary", "binary", "binary", "binary", "scalar", "compare", "where", "cast",
                           "reduce", "reduce", "discrete", "cumsum", "bcast", "power", "intop", "load"])
-        fl = [v for v in pool if v.kind == "f"]
-        ex = [v for v in pool if v.exact]
         self.notes.append(kind)
-        if kind == "load":
-            return self.load(ind, self.pick(ins))
-        if kind == "unary" and fl:
-            x = self.pick(fl)
-            fn, exact = self.pick(UNARY_F)
-            return self.new(ind, f"tl.{fn}({x.name})", "f", x.shape, x.exact and exact, x.mm, x.bf16)
-        if kind == "discrete":
-            cands = [v for v in ex if v.kind == "f"]
-            if cands:
-                x = self.pick(cands)
-                return self.new(ind, f"tl.{self.pick(UNARY_DISCRETE)}({x.name})", "f", x.shape, True, False, x.bf16)
+        return _Gen._OPS[kind](self, ind, pool, ins)
+
+    def _op_load(self, ind: int, pool: list[Val], ins: list[Arg]) -> Val | None:
+        return self.load(ind, self.pick(ins))
+
+    def _op_unary(self, ind: int, pool: list[Val], ins: list[Arg]) -> Val | None:
+        fl = [v for v in pool if v.kind == "f"]
+        if not fl:
             return None
-        if kind == "binary":
-            a, b = self.pick(pool), self.pick(pool)
-            if "b" in (a.kind, b.kind):
-                if a.kind == b.kind == "b":
-                    op = self.pick(["&", "|", "^"])
-                    return self.new(ind, f"{a.name} {op} {b.name}", "b", _bshape(a, b), True, False, False)
-                return None
-            op = self.pick(ARITH + ["/"])
-            expr = f"tl.{op}({a.name}, {b.name})" if op in ("maximum", "minimum") else f"{a.name} {op} {b.name}"
-            kind_r = "f" if op == "/" or "f" in (a.kind, b.kind) else "i"
-            return self.new(ind, expr, kind_r, _bshape(a, b), a.exact and b.exact, a.mm or b.mm, a.bf16 or b.bf16)
-        if kind == "scalar":
-            a = self.pick([v for v in pool if v.kind != "b"] or pool)
-            if a.kind == "b":
-                return None
-            s = self.pick(F_SCALARS if a.kind == "f" or self.chance(0.3) else I_SCALARS)
-            op = self.pick(["+", "-", "*", "/", "r-", "r/"])
-            expr = f"{s} {op[1]} {a.name}" if op.startswith("r") else f"{a.name} {op} {s}"
-            kind_r = "f" if "/" in op or "." in s or "e" in s or a.kind == "f" else "i"
-            return self.new(ind, expr, kind_r, a.shape, a.exact, a.mm, a.bf16)
-        if kind == "compare":
-            cands = [v for v in ex if v.kind != "b"]
-            if not cands:
-                return None
-            a = self.pick(cands)
-            if self.chance(0.6):
-                b = self.pick(cands)
-                rhs, shape = b.name, _bshape(a, b)
-            else:
-                rhs, shape = self.pick(F_SCALARS if a.kind == "f" else I_SCALARS), a.shape
-            return self.new(ind, f"{a.name} {self.pick(COMPARE)} {rhs}", "b", shape, True, False, False)
-        if kind == "where":
-            conds = [v for v in pool if v.kind == "b"]
-            if not conds:
-                return None
-            c = self.pick(conds)
-            a = self.pick([v for v in pool if v.kind != "b"] or [c])
-            if a.kind == "b":
-                return None
-            b = self.pick([v for v in pool if v.kind == a.kind] + [None])
-            bexpr = b.name if b is not None else self.pick(F_SCALARS if a.kind == "f" else I_SCALARS)
-            shape = _bshape(_bshape_v(c, a), b) if b is not None else _bshape(c, a)
-            return self.new(ind, f"tl.where({c.name}, {a.name}, {bexpr})", a.kind, shape,
-                            a.exact and (b is None or b.exact), a.mm or bool(b and b.mm),
-                            a.bf16 or bool(b and b.bf16))
-        if kind == "cast":
-            x = self.pick(pool)
-            to = self.pick(["tl.float32", "tl.bfloat16"] + (["tl.int32"] if x.exact else []))
-            kind_r = "i" if to == "tl.int32" else "f"
-            return self.new(ind, f"tl.copy({x.name}, dtype={to})", kind_r, x.shape, x.exact, x.mm,
-                            x.bf16 or to == "tl.bfloat16")
-        if kind == "reduce":
-            tiles = [v for v in pool if v.shape == "tile"]
-            if not tiles:
-                return None
-            x = self.pick(tiles)
-            if x.kind == "b":
-                fn = self.pick(["all", "any"])
-                return self.new(ind, f"tl.{fn}({x.name}, axis=1, keepdims=True)", "b", "col", True, False, False)
-            fns = ["sum", "max", "min", "mean"] + (["var", "prod"] if x.kind == "f" else []) + \
-                (["argmax", "argmin"] if x.exact else [])
-            fn = self.pick(fns)
-            kind_r = "i" if fn in ("argmax", "argmin") else ("f" if fn in ("mean", "var") else x.kind)
-            exact = x.exact and (fn in ("max", "min", "argmax", "argmin") or x.kind == "i" and fn == "sum")
-            axis = "axis=1" if fn in ("argmax", "argmin") or self.chance(0.7) else "axis=-1"
-            return self.new(ind, f"tl.{fn}({x.name}, {axis}, keepdims=True)", kind_r, "col", exact, x.mm, x.bf16)
-        if kind == "cumsum":
-            tiles = [v for v in pool if v.shape == "tile" and v.kind == "f"]
-            if not tiles:
-                return None
-            x = self.pick(tiles)
-            return self.new(ind, f"tl.cumsum({x.name}, axis=-1)", "f", "tile", False, x.mm, x.bf16)
-        if kind == "bcast":
-            cols = [v for v in pool if v.shape == "col"]
-            tiles = [v for v in pool if v.shape == "tile"]
-            if not cols or not tiles:
-                return None
-            c = self.pick(cols)
-            return self.new(ind, f"tl.broadcast_to({c.name}, {self.pick(tiles).name}.shape)", c.kind, "tile",
-                            c.exact, c.mm, c.bf16)
-        if kind == "power" and fl:
-            x = self.pick(fl)
-            e = self.pick(["2.0", "0.5", "3.0", "-1.0", "1.5"])
-            return self.new(ind, f"tl.power({x.name}, {e})", "f", x.shape, False, x.mm, x.bf16)
-        if kind == "intop":
-            ints = [v for v in pool if v.kind == "i"]
-            if not ints:
-                return None
-            a = self.pick(ints)
-            if self.chance(0.4):
-                return self.new(ind, f"tl.{self.pick(UNARY_I)}({a.name})", "i", a.shape, True, False, False)
-            b = self.pick(ints)
-            op = self.pick(["&", "|", "^", "+", "*", "-"])
-            rhs = b.name if self.chance(0.7) else self.pick(I_SCALARS)
-            shape = _bshape(a, b) if rhs == b.name else a.shape
-            return self.new(ind, f"{a.name} {op} {rhs}", "i", shape, a.exact, False, False)
+        x = self.pick(fl)
+        fn, exact = self.pick(UNARY_F)
+        return self.new(ind, f"tl.{fn}({x.name})", "f", x.shape, x.exact and exact, x.mm, x.bf16)
+
+    def _op_discrete(self, ind: int, pool: list[Val], ins: list[Arg]) -> Val | None:
+        ex = [v for v in pool if v.exact]
+        cands = [v for v in ex if v.kind == "f"]
+        if cands:
+            x = self.pick(cands)
+            return self.new(ind, f"tl.{self.pick(UNARY_DISCRETE)}({x.name})", "f", x.shape, True, False, x.bf16)
         return None
+
+    def _op_binary(self, ind: int, pool: list[Val], ins: list[Arg]) -> Val | None:
+        a, b = self.pick(pool), self.pick(pool)
+        if "b" in (a.kind, b.kind):
+            if a.kind == b.kind == "b":
+                op = self.pick(["&", "|", "^"])
+                return self.new(ind, f"{a.name} {op} {b.name}", "b", _bshape(a, b), True, False, False)
+            return None
+        op = self.pick(ARITH + ["/"])
+        expr = f"tl.{op}({a.name}, {b.name})" if op in ("maximum", "minimum") else f"{a.name} {op} {b.name}"
+        kind_r = "f" if op == "/" or "f" in (a.kind, b.kind) else "i"
+        return self.new(ind, expr, kind_r, _bshape(a, b), a.exact and b.exact, a.mm or b.mm, a.bf16 or b.bf16)
+
+    def _op_scalar(self, ind: int, pool: list[Val], ins: list[Arg]) -> Val | None:
+        a = self.pick([v for v in pool if v.kind != "b"] or pool)
+        if a.kind == "b":
+            return None
+        s = self.pick(F_SCALARS if a.kind == "f" or self.chance(0.3) else I_SCALARS)
+        op = self.pick(["+", "-", "*", "/", "r-", "r/"])
+        expr = f"{s} {op[1]} {a.name}" if op.startswith("r") else f"{a.name} {op} {s}"
+        kind_r = "f" if "/" in op or "." in s or "e" in s or a.kind == "f" else "i"
+        return self.new(ind, expr, kind_r, a.shape, a.exact, a.mm, a.bf16)
+
+    def _op_compare(self, ind: int, pool: list[Val], ins: list[Arg]) -> Val | None:
+        ex = [v for v in pool if v.exact]
+        cands = [v for v in ex if v.kind != "b"]
+        if not cands:
+            return None
+        a = self.pick(cands)
+        if self.chance(0.6):
+            b = self.pick(cands)
+            rhs, shape = b.name, _bshape(a, b)
+        else:
+            rhs, shape = self.pick(F_SCALARS if a.kind == "f" else I_SCALARS), a.shape
+        return self.new(ind, f"{a.name} {self.pick(COMPARE)} {rhs}", "b", shape, True, False, False)
+
+    def _op_where(self, ind: int, pool: list[Val], ins: list[Arg]) -> Val | None:
+        conds = [v for v in pool if v.kind == "b"]
+        if not conds:
+            return None
+        c = self.pick(conds)
+        a = self.pick([v for v in pool if v.kind != "b"] or [c])
+        if a.kind == "b":
+            return None
+        b = self.pick([v for v in pool if v.kind == a.kind] + [None])
+        bexpr = b.name if b is not None else self.pick(F_SCALARS if a.kind == "f" else I_SCALARS)
+        shape = _bshape(_bshape_v(c, a), b) if b is not None else _bshape(c, a)
+        return self.new(ind, f"tl.where({c.name}, {a.name}, {bexpr})", a.kind, shape,
+                        a.exact and (b is None or b.exact), a.mm or bool(b and b.mm),
+                        a.bf16 or bool(b and b.bf16))
+
+    def _op_cast(self, ind: int, pool: list[Val], ins: list[Arg]) -> Val | None:
+        x = self.pick(pool)
+        to = self.pick(["tl.float32", "tl.bfloat16"] + (["tl.int32"] if x.exact else []))
+        kind_r = "i" if to == "tl.int32" else "f"
+        return self.new(ind, f"tl.copy({x.name}, dtype={to})", kind_r, x.shape, x.exact, x.mm,
+                        x.bf16 or to == "tl.bfloat16")
+
+    def _op_reduce(self, ind: int, pool: list[Val], ins: list[Arg]) -> Val | None:
+        tiles = [v for v in pool if v.shape == "tile"]
+        if not tiles:
+            return None
+        x = self.pick(tiles)
+        if x.kind == "b":
+            fn = self.pick(["all", "any"])
+            return self.new(ind, f"tl.{fn}({x.name}, axis=1, keepdims=True)", "b", "col", True, False, False)
+        fns = ["sum", "max", "min", "mean"] + (["var", "prod"] if x.kind == "f" else []) + \
+            (["argmax", "argmin"] if x.exact else [])
+        fn = self.pick(fns)
+        kind_r = "i" if fn in ("argmax", "argmin") else ("f" if fn in ("mean", "var") else x.kind)
+        exact = x.exact and (fn in ("max", "min", "argmax", "argmin") or x.kind == "i" and fn == "sum")
+        axis = "axis=1" if fn in ("argmax", "argmin") or self.chance(0.7) else "axis=-1"
+        return self.new(ind, f"tl.{fn}({x.name}, {axis}, keepdims=True)", kind_r, "col", exact, x.mm, x.bf16)
+
+    def _op_cumsum(self, ind: int, pool: list[Val], ins: list[Arg]) -> Val | None:
+        tiles = [v for v in pool if v.shape == "tile" and v.kind == "f"]
+        if not tiles:
+            return None
+        x = self.pick(tiles)
+        return self.new(ind, f"tl.cumsum({x.name}, axis=-1)", "f", "tile", False, x.mm, x.bf16)
+
+    def _op_bcast(self, ind: int, pool: list[Val], ins: list[Arg]) -> Val | None:
+        cols = [v for v in pool if v.shape == "col"]
+        tiles = [v for v in pool if v.shape == "tile"]
+        if not cols or not tiles:
+            return None
+        c = self.pick(cols)
+        return self.new(ind, f"tl.broadcast_to({c.name}, {self.pick(tiles).name}.shape)", c.kind, "tile",
+                        c.exact, c.mm, c.bf16)
+
+    def _op_power(self, ind: int, pool: list[Val], ins: list[Arg]) -> Val | None:
+        fl = [v for v in pool if v.kind == "f"]
+        if not fl:
+            return None
+        x = self.pick(fl)
+        e = self.pick(["2.0", "0.5", "3.0", "-1.0", "1.5"])
+        return self.new(ind, f"tl.power({x.name}, {e})", "f", x.shape, False, x.mm, x.bf16)
+
+    def _op_intop(self, ind: int, pool: list[Val], ins: list[Arg]) -> Val | None:
+        ints = [v for v in pool if v.kind == "i"]
+        if not ints:
+            return None
+        a = self.pick(ints)
+        if self.chance(0.4):
+            return self.new(ind, f"tl.{self.pick(UNARY_I)}({a.name})", "i", a.shape, True, False, False)
+        b = self.pick(ints)
+        op = self.pick(["&", "|", "^", "+", "*", "-"])
+        rhs = b.name if self.chance(0.7) else self.pick(I_SCALARS)
+        shape = _bshape(a, b) if rhs == b.name else a.shape
+        return self.new(ind, f"{a.name} {op} {rhs}", "i", shape, a.exact, False, False)
+
+    _OPS: dict[str, Callable[[_Gen, int, list[Val], list[Arg]], Val | None]] = {
+        "load": _op_load,
+        "unary": _op_unary,
+        "discrete": _op_discrete,
+        "binary": _op_binary,
+        "scalar": _op_scalar,
+        "compare": _op_compare,
+        "where": _op_where,
+        "cast": _op_cast,
+        "reduce": _op_reduce,
+        "cumsum": _op_cumsum,
+        "bcast": _op_bcast,
+        "power": _op_power,
+        "intop": _op_intop,
+    }
 
     # ------------------------------------------------------------------ the matmul template
     def matmul_kernel(self) -> Case:
