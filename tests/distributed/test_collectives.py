@@ -39,18 +39,28 @@ def _host(x: Any) -> Any:
     return x
 
 
-def _cases(rank: int, world: int, dtype: torch.dtype, dev: str) -> dict[str, Callable[[], Any]]:
+_Cases = dict[str, Callable[[], Any]]  # case name -> a function running it
+_Data = Callable[..., torch.Tensor]  # d(n=8, salt=0): this rank's values on the case's device
+_Empty = Callable[[int], torch.Tensor]  # empty(n): zeros on the case's device
+
+
+def _cases(rank: int, world: int, dtype: torch.dtype, dev: str) -> _Cases:
     """name -> a function running one collective on ``dev`` tensors and returning its outputs."""
-    import torch.distributed as dist
-
-    R = dist.ReduceOp
-    other = 1 - rank
-
     def d(n: int = 8, salt: int = 0) -> torch.Tensor:
         return _data(rank, n, dtype, dev, salt)
 
     def empty(n: int) -> torch.Tensor:
         return torch.zeros(n, dtype=dtype, device=dev)
+
+    return {**_reduction_cases(rank, world, d, empty), **_exchange_cases(rank, world, d, empty),
+            **_coalesced_cases(rank, world, d, empty)}
+
+
+def _reduction_cases(rank: int, world: int, d: _Data, empty: _Empty) -> _Cases:
+    """all_reduce (each op, and async), broadcast, reduce, the all_gathers and reduce_scatters."""
+    import torch.distributed as dist
+
+    R = dist.ReduceOp
 
     def all_reduce(op: str, async_op: bool = False) -> Callable[[], Any]:
         def f() -> Any:
@@ -91,6 +101,19 @@ def _cases(rank: int, world: int, dtype: torch.dtype, dev: str) -> dict[str, Cal
         out = empty(3)
         dist.reduce_scatter(out, [d(3, salt=k) for k in range(world)], op=R.MAX)
         return out
+
+    cases: _Cases = {f"all_reduce_{op}": all_reduce(op) for op in OPS}
+    cases["all_reduce_SUM_async"] = all_reduce("SUM", async_op=True)
+    for f in (broadcast, reduce, all_gather, all_gather_into_tensor, reduce_scatter_tensor, reduce_scatter):
+        cases[f.__name__] = f
+    return cases
+
+
+def _exchange_cases(rank: int, world: int, d: _Data, empty: _Empty) -> _Cases:
+    """all_to_all (even, uneven, lists), gather, scatter, point to point."""
+    import torch.distributed as dist
+
+    other = 1 - rank
 
     def all_to_all_single() -> Any:
         out = empty(8)
@@ -133,6 +156,14 @@ def _cases(rank: int, world: int, dtype: torch.dtype, dev: str) -> dict[str, Cal
             w.wait()
         return out
 
+    return {f.__name__: f for f in (all_to_all_single, all_to_all_single_uneven, all_to_all, gather, scatter, send_recv,
+                                   isend_irecv)}
+
+
+def _coalesced_cases(rank: int, world: int, d: _Data, empty: _Empty) -> _Cases:
+    """Coalesced collectives (``_coalescing_manager``, ``all_gather_coalesced``) and the barrier."""
+    import torch.distributed as dist
+
     def coalesced_all_reduce() -> Any:
         ts = [d(3), d(5, salt=1)]
         with dist._coalescing_manager(async_ops=True) as cm:
@@ -166,14 +197,8 @@ def _cases(rank: int, world: int, dtype: torch.dtype, dev: str) -> dict[str, Cal
         dist.barrier()
         return "passed"
 
-    cases: dict[str, Callable[[], Any]] = {f"all_reduce_{op}": all_reduce(op) for op in OPS}
-    cases["all_reduce_SUM_async"] = all_reduce("SUM", async_op=True)
-    for f in (broadcast, reduce, all_gather, all_gather_into_tensor, reduce_scatter_tensor, reduce_scatter,
-              all_to_all_single, all_to_all_single_uneven, all_to_all, gather, scatter, send_recv, isend_irecv,
-              coalesced_all_reduce, coalesced_all_gather_into_tensor, coalesced_reduce_scatter_tensor,
-              all_gather_coalesced, barrier):
-        cases[f.__name__] = f
-    return cases
+    return {f.__name__: f for f in (coalesced_all_reduce, coalesced_all_gather_into_tensor,
+                                   coalesced_reduce_scatter_tensor, all_gather_coalesced, barrier)}
 
 
 def collectives_worker(rank: int, world: int) -> dict[str, Any]:
