@@ -44,12 +44,12 @@ def free_port():
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
 
 
-def fsdp():
+def fsdp(backend=None):
     import torch.distributed as dist
     from torch.distributed.fsdp import fully_shard
 
     free_port()
-    dist.init_process_group("gloo", rank=0, world_size=1)
+    dist.init_process_group(backend, rank=0, world_size=1)
     try:
         torch.manual_seed(0)
         m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
@@ -139,7 +139,8 @@ def storages():
     return r
 
 
-rec("fsdp", fsdp)
+rec("fsdp", lambda: fsdp("gloo"))
+rec("fsdp_default_group", fsdp)  # the default group also serves trn with the package: the model stays on CPU
 rec("default_group", default_group)
 rec("conversions", conversions)
 rec("reprs", reprs)
@@ -171,6 +172,7 @@ def test_fsdp2_on_a_cpu_model_unchanged(probes: tuple[dict[str, Any], dict[str, 
     assert isinstance(without["fsdp"], dict), without["fsdp"]
     assert without["fsdp"]["devices"] == ["cpu"] * 4 and without["fsdp"]["types"] == ["DTensor"] * 4
     assert with_pkg["fsdp"] == without["fsdp"]  # same devices, the very same parameters after a step
+    assert with_pkg["fsdp_default_group"] == without["fsdp_default_group"] == without["fsdp"]
 
 
 def test_default_process_group_unchanged(probes: tuple[dict[str, Any], dict[str, Any]]) -> None:

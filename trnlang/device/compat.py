@@ -94,7 +94,7 @@ def _register_serialization() -> None:
 
 
 def _autocast_kernel(op: Any) -> Any:
-    ks = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastPrivateUse1)
+    ks = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, "AutocastPrivateUse1"))  # not in the stubs
 
     def cast(v: Any, dt: torch.dtype) -> Any:
         if (isinstance(v, torch.Tensor) and v.is_floating_point() and v.device.type == "trn" and v.dtype != dt
@@ -177,7 +177,8 @@ def _patch_accelerator() -> None:
                 cur = acc.current_accelerator()
                 dev = args[0] if args else kwargs.get("device_index", kwargs.get("device"))
                 if cur is not None and cur.type == "trn" and _names_trn(dev):
-                    return getattr(torch.trn, target)(dev) if dev is not None else getattr(torch.trn, target)()
+                    trn_mod = getattr(torch, "trn")  # the renamed PrivateUse1 module (not in the stubs)
+                    return getattr(trn_mod, target)(dev) if dev is not None else getattr(trn_mod, target)()
                 return orig(*args, **kwargs)  # another device named explicitly: torch's own answer
 
             wrapper._trn_patched = True  # type: ignore[attr-defined]
@@ -214,16 +215,16 @@ def _patch_storage_new() -> None:
         return orig(cls_, *args, **kwargs)
 
     __new__._trn_patched = True  # type: ignore[attr-defined]
-    cls.__new__ = __new__  # type: ignore[method-assign]
+    cls.__new__ = __new__  # type: ignore[assignment]
 
 
 def _involves_trn(module: torch.nn.Module, device: Any) -> bool:
     if device is not None and torch.device(device).type == "trn":
         return True
-    for t in module.parameters():
-        return t.device.type == "trn"
-    for t in module.buffers():
-        return t.device.type == "trn"
+    for p in module.parameters():
+        return p.device.type == "trn"
+    for b in module.buffers():
+        return b.device.type == "trn"
     return False
 
 

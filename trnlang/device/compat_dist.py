@@ -26,6 +26,7 @@ import importlib.abc
 import importlib.machinery
 import sys
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 #: The module whose ``init_device_mesh`` global FSDP2's ``_init_default_mesh`` calls.
@@ -46,6 +47,29 @@ def _group_serves_trn() -> bool:
     return True
 
 
+def _sharding_a_cpu_module() -> bool:
+    """True when the default mesh is being made for ``fully_shard(module)`` / ``replicate(module)`` of a module
+    whose parameters and buffers all live on the CPU: such a model keeps a CPU mesh, as without trnlang.
+
+    FSDP2 builds its default mesh without looking at the module, so the calling frame's ``module`` argument
+    is read (a few frames up: fully_shard -> _init_default_mesh -> init_device_mesh)."""
+    import itertools
+
+    import torch
+
+    f: FrameType | None = sys._getframe(2)
+    for _ in range(6):
+        if f is None:
+            return False
+        m = f.f_locals.get("module")
+        mods: list[Any] = list(m) if isinstance(m, (list, tuple)) else [m]
+        if mods and all(isinstance(x, torch.nn.Module) for x in mods):
+            devs = {t.device.type for x in mods for t in itertools.chain(x.parameters(), x.buffers())}
+            return devs == {"cpu"}
+        f = f.f_back
+    return False
+
+
 def _patch_loaded_fsdp_init(mod: Any) -> None:
     """Wrap ``init_device_mesh`` as seen by FSDP2's default-mesh helper (idempotent)."""
     orig = mod.init_device_mesh
@@ -54,7 +78,7 @@ def _patch_loaded_fsdp_init(mod: Any) -> None:
 
     @functools.wraps(orig)
     def init_device_mesh(device_type: str, *args: Any, **kwargs: Any) -> Any:
-        if device_type == "trn" and not _group_serves_trn():
+        if device_type == "trn" and (not _group_serves_trn() or _sharding_a_cpu_module()):
             device_type = "cpu"  # torch's choice when no accelerator is present
         return orig(device_type, *args, **kwargs)
 
