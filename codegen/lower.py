@@ -63,7 +63,7 @@ from codegen.lower_plan import Plan, _all_regions, regions_written, same_region
 from codegen.lower_types import from_compute, poison_storage, storage_ty, to_compute
 from codegen.lower_vals import AccessEval, Imm, Iota, RegionRead, RegionView, RoundTrip, TensorArgs, Val
 from codegen.lower_vals import bcast as vbcast
-from trnlang.frontend.errors import TrnError
+from trnlang.frontend.errors import NeedStatic, TrnError
 from trnlang.ir.bounds import expr_range
 from trnlang.ir.nodes import Access, Buf, Instr, Kernel, Loop, Region, Stmt, pid_sym
 from trnlang.ir.ops import Alu, Op
@@ -201,8 +201,8 @@ class KernelLowering:
                     acc = ci64(c1 * c2) if c1 is not None and c2 is not None else b.mul(acc, shape[d])
                 strides.reverse()
             else:  # per dim: 0 / 1 known at compile time (jit.layout_of), else read from meta
-                known = lay if isinstance(lay, tuple) and len(lay) == nd else (None,) * nd
-                strides = [ci64(known[d]) if known[d] is not None
+                known: tuple[int | None, ...] = lay if isinstance(lay, tuple) and len(lay) == nd else (None,) * nd
+                strides = [ci64(kd) if (kd := known[d]) is not None
                            else b.load(cx.gep(self.meta_arg, ci64(off + nd + d))) for d in range(nd)]
             self._targs[id(t)] = TensorArgs(ptr, shape, strides, t.dtype, self._aa_hbm())
 
@@ -273,6 +273,8 @@ class KernelLowering:
             self.check_regions(ins)
             self._HANDLERS[ins.op](self, ins)
         except TrnError as e:
+            if isinstance(e, NeedStatic):  # a runtime size codegen needs as a constant: not a user error
+                raise
             # the interpreter raises when the instruction executes: so does the compiled code
             if e.loc is None or e.loc != ins.loc:
                 e = type(e)(e.msg, loc=ins.loc, notes=e.notes)
@@ -581,7 +583,7 @@ class KernelLowering:
         with self.foreach(src.shape) as idx:
             tmp.store(cx, idx, src.load(cx, idx))
         leaf.view = tmp
-        tmp.prepare = lambda cx, _p=tmp.prepare: None  # already prepared at this point
+        setattr(tmp, "prepare", lambda cx: None)  # already prepared at this point (an instance override)
 
 
 def _leaves(v: Val, ident: bool, shape: tuple[int, ...]) -> Iterator[tuple[RegionRead, bool]]:
@@ -604,7 +606,7 @@ def _all_loops(body: Sequence[Stmt]) -> list[Loop]:
     return out
 
 
-def lower_kernel(kernel: Kernel, grid: Sequence[int] | None = None, contiguous: Sequence[bool] | None = None,
+def lower_kernel(kernel: Kernel, grid: Sequence[int] | None = None, contiguous: Sequence[Any] | None = None,
                  may_alias: bool = False, debug: bool = False) -> LoweredKernel:
     """Lower ``kernel`` for one specialization; see the module docstring for the entry ABI."""
     return KernelLowering(kernel, grid, contiguous, may_alias, debug).build()

@@ -63,15 +63,21 @@ def test_non_contiguous_inputs():
 
 
 def test_specialization_cache():
-    from tests.kernels import softmax
+    from tests.kernels import softmax as shared
 
+    softmax = trn.kernel(shared.fn)  # a fresh kernel: no variants from other tests
     x = torch.randn(10, 8)
     out = torch.empty_like(x)
     softmax(x, out)
     n = len(softmax._cache)
     softmax(torch.randn(10, 8), out)
     assert len(softmax._cache) == n
-    softmax(torch.randn(11, 8), torch.empty(11, 8))
+    x = torch.randn(11, 8)  # a new row count: a runtime size, the same variant
+    o = torch.empty(11, 8)
+    softmax(x, o)
+    assert len(softmax._cache) == n
+    torch.testing.assert_close(o, torch.softmax(x, -1))
+    softmax(torch.randn(11, 9), torch.empty(11, 9))  # the column count is a tile shape: a new variant
     assert len(softmax._cache) == n + 1
 
 

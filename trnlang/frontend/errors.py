@@ -63,6 +63,17 @@ class TraceError(TrnError):
     """The kernel cannot be traced (Python control flow on traced values, misuse of the API)."""
 
 
+class NeedStatic(TraceError):
+    """A runtime size (a shape dimension of a shape-polymorphic kernel) was used where only a compile-time
+    value works: as a tile shape, in Python control flow, or compared with a number in Python. The launch
+    catches it, makes those dimensions compile-time constants of the kernel, and traces again; a user never
+    sees it. ``syms`` are the size symbols concerned."""
+
+    def __init__(self, syms: tuple[object, ...], msg: str = "") -> None:
+        self.syms = tuple(syms)
+        super().__init__(msg or f"runtime size(s) {', '.join(map(str, self.syms))} used as a compile-time value")
+
+
 class ShapeError(TrnError):
     """Shapes do not fit: broadcasting, partition size, matmul sizes, device size limits."""
 

@@ -102,8 +102,10 @@ class _Ctx:
             return self.read(x)
         if isinstance(x, Imm):
             return alu.imm_array(x.value)
-        if isinstance(x, bool | int | float | np.number):
+        if isinstance(x, bool | int | float):
             return alu.imm_array(x)
+        if isinstance(x, np.number):
+            return alu.imm_array(x.item())
         raise TypeError(f"unsupported operand {x!r}")
 
     def bcast(self, v: np.ndarray, shape: Sequence[int], what: str = "operand") -> np.ndarray:

@@ -8,15 +8,18 @@ through *access patterns* (``Access``) by DMA instructions.
 
 Index arithmetic is symbolic (sympy): loop variables ``i0, i1, ...``, program
 ids ``pid0..pid2``, the axes of an access ``_a0, _a1, ...`` and gathered
-indices ``_g0, _g1, ...``. Shapes of HBM tensors are ``Dim`` (int today, a
-sympy expression once dynamic shapes land), so nothing downstream may assume a
-Python int where an expression would do.
+indices ``_g0, _g1, ...``. Shapes of HBM tensors are ``Dim``: an int, or a
+runtime size ``<arg>_size<d>`` (a ``SizeSym``) in a shape-polymorphic
+specialization, so nothing downstream may assume a Python int where an
+expression would do.
 """
 
 from __future__ import annotations
 
 import functools
 import linecache
+import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, Union
 
@@ -29,10 +32,85 @@ Dim: TypeAlias = Union[int, sympy.Expr]
 Expr: TypeAlias = sympy.Expr
 
 
+_SIZE_NAME = re.compile(r"[A-Za-z_]\w*_size\d+")
+_INTERNAL = ("sympy", "trnlang", "codegen", "mpmath")
+
+
+def _from_user_code() -> bool:
+    """Whether the comparison being evaluated was written in a kernel's source (not in sympy or trnlang)."""
+    f = sys._getframe(3)
+    name = f.f_globals.get("__name__", "") if f is not None else ""
+    return not name.startswith(_INTERNAL)
+
+
+class SizeSym(sympy.Symbol):
+    """A tensor size that is a runtime value of the compiled kernel (``x.shape[0]`` in a shape-polymorphic
+    specialization), named ``<arg>_size<d>``.
+
+    Python cannot branch on a runtime value, so in a kernel's own code comparing one with a number
+    (``n == 128``, ``n < 512``) or using it as a Python int (``range(n)``) raises ``NeedStatic``: the launch
+    then makes that size a compile-time constant and traces again. Comparing two sizes with ``==`` is
+    exact (equal sizes share one symbol); sympy and trnlang compare symbols structurally as usual.
+    """
+
+    def _guard(self, other: Any) -> None:
+        if isinstance(other, (int, float, sympy.Number)) and _from_user_code():
+            self._need_static()
+
+    def _need_static(self) -> None:
+        from trnlang.frontend.errors import NeedStatic  # errors imports this module
+
+        raise NeedStatic((self,))
+
+    def __eq__(self, other: Any) -> bool:
+        self._guard(other)
+        return super().__eq__(other)
+
+    def __ne__(self, other: Any) -> bool:
+        self._guard(other)
+        return super().__ne__(other)
+
+    def __lt__(self, other: Any) -> Any:
+        self._guard(other)
+        return super().__lt__(other)
+
+    def __le__(self, other: Any) -> Any:
+        self._guard(other)
+        return super().__le__(other)
+
+    def __gt__(self, other: Any) -> Any:
+        self._guard(other)
+        return super().__gt__(other)
+
+    def __ge__(self, other: Any) -> Any:
+        self._guard(other)
+        return super().__ge__(other)
+
+    def _as_int(self) -> int:
+        if _from_user_code():
+            self._need_static()
+        raise TypeError(f"the runtime size {self.name} has no value at compile time")
+
+    def __index__(self) -> int:
+        return self._as_int()
+
+    def __int__(self) -> int:
+        return self._as_int()
+
+    __hash__ = sympy.Symbol.__hash__
+
+
 @functools.lru_cache(maxsize=None)
 def sym(name: str) -> sympy.Symbol:
-    """The one integer symbol of that name (loop vars, pids, axes, gathers)."""
+    """The one integer symbol of that name (loop vars, pids, axes, gathers; ``*_size<d>``: a runtime size)."""
+    if _SIZE_NAME.fullmatch(name):
+        return SizeSym(name, integer=True)
     return sympy.Symbol(name, integer=True)
+
+
+def size_sym(arg: str, dim: int) -> sympy.Symbol:
+    """The runtime size of dimension ``dim`` of kernel argument ``arg``."""
+    return sym(f"{arg}_size{dim}")
 
 
 def axis_sym(k: int) -> sympy.Symbol:

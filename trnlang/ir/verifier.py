@@ -127,6 +127,8 @@ class _Verifier:
         self.pos = 0
         self.tensor_ids = {id(t) for t in k.tensors}
         self._ranges: dict[tuple[int, ...], Ranges] = {}
+        # runtime sizes of a shape-polymorphic kernel are in scope everywhere
+        self.size_syms = {s for t in k.tensors for d in t.shape if isinstance(d, sympy.Basic) for s in d.free_symbols}
 
     # --- helpers ---------------------------------------------------------------------------------
     def err(self, cls: type[TrnError], msg: str, loc: SourceLoc | None) -> None:
@@ -137,7 +139,7 @@ class _Verifier:
         return self._ranges.get(key) or self._ranges.setdefault(key, loop_ranges(loops, self.k.grid))
 
     def scope(self, loops: tuple[Loop, ...]) -> set[sympy.Symbol]:
-        return {lp.var for lp in loops} | {pid_sym(a) for a in range(max(3, len(self.k.grid)))}
+        return {lp.var for lp in loops} | {pid_sym(a) for a in range(max(3, len(self.k.grid)))} | self.size_syms
 
     def check_syms(self, e: Any, allowed: set[sympy.Symbol], what: str, loc: SourceLoc | None) -> bool:
         bad = sorted(str(s) for s in (e.free_symbols if isinstance(e, sympy.Basic) else set()) - allowed)

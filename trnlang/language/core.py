@@ -17,7 +17,7 @@ from trnlang.ir.ops import Alu
 from trnlang.ir.types import DType, Space
 from trnlang.language import semantic as sem
 from trnlang.language import semantic_compute as semc
-from trnlang.language.values import DynSlice, Index, Tile, to_expr
+from trnlang.language.values import DynSlice, Index, Tile, require_int, sizes_in, to_expr
 
 # dtypes ------------------------------------------------------------------------------
 float32 = DType.float32
@@ -66,7 +66,7 @@ def num_programs(axis: int = 0) -> int:
 def arange(n: int, start: int = 0) -> Index:
     """``[start, start+1, ..., start+n-1]`` as a 1-D index value (``tl.arange(128)[:, None]`` for partitions)."""
     if not isinstance(n, int) or isinstance(n, bool):
-        raise TraceError(f"tl.arange(n) needs a Python int size, got {n!r}")
+        require_int(n, "tl.arange(n)")
     return Index((n,), start + axis_sym(0))
 
 
@@ -136,6 +136,8 @@ def static_range(*args: Any) -> range:
     """Unrolled at trace time (a Python ``range`` of Python ints)."""
     for a in args:
         if not isinstance(a, int):
+            if sizes_in(a):
+                require_int(a, "tl.static_range")
             raise TraceError("tl.static_range needs Python ints; use tl.affine_range for symbolic bounds")
     return range(*args)
 
@@ -373,4 +375,4 @@ def device_print(label: str, x: Any) -> None:
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in (
     "annotations", "Any", "Iterator", "sympy", "TraceError", "current", "axis_sym", "pid_sym", "Alu", "DType",
-    "Space", "sem", "semc", "DynSlice", "Index", "Pred", "Tile", "to_expr")]
+    "Space", "sem", "semc", "DynSlice", "Index", "Pred", "Tile", "to_expr", "require_int", "sizes_in")]

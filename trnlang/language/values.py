@@ -13,8 +13,8 @@ from typing import Any
 
 import sympy
 
-from trnlang.frontend.errors import ShapeError, TraceError
-from trnlang.ir.nodes import Access, HbmTensor, Region, axis_sym
+from trnlang.frontend.errors import NeedStatic, ShapeError, TraceError
+from trnlang.ir.nodes import Access, HbmTensor, Region, SizeSym, axis_sym
 from trnlang.ir.types import DType, Space
 
 _CF_MSG = ("a traced value cannot be used in Python control flow (`if`, `while`, `and`/`or`, `bool()`); "
@@ -57,6 +57,22 @@ def to_expr(v: Any) -> sympy.Expr:
     return sympy.sympify(v)
 
 
+def sizes_in(v: Any) -> tuple[SizeSym, ...]:
+    """The runtime sizes (``SizeSym``) an int-like value depends on (a scalar ``Index`` included)."""
+    e = v.expr if isinstance(v, Index) and not v.shape else v
+    if isinstance(e, sympy.Basic):
+        return tuple(s for s in e.free_symbols if isinstance(s, SizeSym))
+    return ()
+
+
+def require_int(v: Any, what: str) -> None:
+    """``NeedStatic`` when ``v`` depends on runtime sizes (the launch then specializes them), else TraceError."""
+    sizes = sizes_in(v)
+    if sizes:
+        raise NeedStatic(sizes, f"{what} needs a compile-time int, got the runtime size {v}")
+    raise TraceError(f"{what} needs a Python int, got {v!r}")
+
+
 def const_int(e: Any, what: str) -> int:
     """A compile-time integer or a TraceError naming what needed it."""
     e = sympy.simplify(to_expr(e)) if not isinstance(e, int) else e
@@ -64,6 +80,9 @@ def const_int(e: Any, what: str) -> int:
         return e
     if e.is_Integer:
         return int(e)
+    sizes = tuple(s for s in e.free_symbols if isinstance(s, SizeSym))
+    if sizes:  # a runtime size where a constant is needed: the launch specializes it and traces again
+        raise NeedStatic(sizes, f"{what} must be a compile-time constant, got the runtime size {e}")
     raise TraceError(f"{what} must be a compile-time constant, got the symbolic value {e}")
 
 
@@ -128,7 +147,10 @@ def _binop_index(a: Any, b: Any, fn: Any, cls: type) -> Any:
 
 
 def _is_scalar_number(x: Any) -> bool:
-    return isinstance(x, (int, sympy.Integer)) and not isinstance(x, bool)
+    """An int, or an integer expression of runtime sizes (``x.shape[0]`` of a shape-polymorphic kernel)."""
+    if isinstance(x, (int, sympy.Integer)):
+        return not isinstance(x, bool)
+    return isinstance(x, sympy.Expr) and bool(x.is_integer)
 
 
 class Index(_Symbolic):

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import sympy
 
 from trnlang.frontend.errors import BoundsError, LaunchError, TrnError
 from trnlang.ir.nodes import Instr, Kernel, Loop, Region, instrs
@@ -103,6 +104,10 @@ def _codegen_fingerprint() -> str:
     return h.hexdigest()
 
 
+#: How a launch array's strides are compiled (see ``layout_of``).
+Layout = bool | tuple[int | None, ...]
+
+
 def layout_of(a: np.ndarray) -> bool | tuple[int | None, ...]:
     """How a launch array's strides are compiled: True (C-contiguous: all strides compile-time), else per dim
     0 or 1 when that stride is 0 (broadcast) or one element (unit step), None when it is read at run time.
@@ -124,7 +129,7 @@ def _layout_text(c: Any) -> str:
     return "".join("z" if s == 0 else "u" if s == 1 else "r" for s in c)
 
 
-def cache_key(ir_text: str, dtypes: Sequence[str], contiguous: Sequence[bool], may_alias: bool,
+def cache_key(ir_text: str, dtypes: Sequence[str], contiguous: Sequence[Layout], may_alias: bool,
               grid: Sequence[int], debug: bool, target: str) -> str:
     """sha256 naming one compiled variant."""
     from codegen import llvm, lower_stream
@@ -186,6 +191,7 @@ class Variant:
     uses_meta: bool = True
     timed: int = 0
     stats: dict[str, float] = field(default_factory=dict)
+    metas: dict[Any, tuple[int, np.ndarray]] = field(default_factory=dict)
     used: bool = True    # launched since the eviction clock last passed (runtime/codecache.py)
     alive: bool = True   # False once evicted: caches holding it must drop it
     evict: Any = None    # unloads it from its executor (called by codecache)
@@ -268,6 +274,7 @@ class JitExecutor:
         self._cb = _PRINT_CB(self._print_cb)
         self._cb_addr = ctypes.cast(self._cb, ctypes.c_void_p).value
         self._sig: list[tuple[np.dtype, tuple[int, ...] | None]] | None = None
+        self._sym_spec: tuple[tuple[Any, ...], tuple[Any, ...], bool] | None = None
         self._grids: dict[Any, tuple[int, ...]] = {}
         self._lock = threading.Lock()
         forksafe.track_lock(self, "_lock")
@@ -283,7 +290,7 @@ class JitExecutor:
             self._ir_text = print_kernel(self.kernel)
         return self._ir_text
 
-    def variant(self, contiguous: tuple[bool, ...], may_alias: bool, grid: tuple[int, ...]) -> Variant:
+    def variant(self, contiguous: tuple[Layout, ...], may_alias: bool, grid: tuple[int, ...]) -> Variant:
         key = (contiguous, may_alias, grid)
         v = self.variants.get(key)
         if v is None:
@@ -307,7 +314,7 @@ class JitExecutor:
         if cb is not None:
             cb(self, not self.variants)
 
-    def _compile(self, contiguous: tuple[bool, ...], may_alias: bool, grid: tuple[int, ...]) -> Variant:
+    def _compile(self, contiguous: tuple[Layout, ...], may_alias: bool, grid: tuple[int, ...]) -> Variant:
         from codegen import llvm
         from codegen.lower import ENTRY, lower_kernel
 
@@ -357,31 +364,41 @@ class JitExecutor:
             self._sig = out
         return self._sig
 
+    def _symbolic_ok(self, arrays: list[np.ndarray]) -> bool:
+        """The cheap check of a shape-polymorphic launch: ranks, constant sizes, and equal sizes where the
+        kernel's sizes share a symbol (anything else: the full check, which names the problem)."""
+        spec = self._sym_spec
+        if spec is None:
+            first: dict[Any, tuple[int, int]] = {}
+            consts, eqs = [], []
+            for i, t in enumerate(self.kernel.tensors):
+                for d, s in enumerate(t.shape):
+                    if isinstance(s, int):
+                        consts.append((i, d, s))
+                    elif isinstance(s, sympy.Symbol):
+                        if s in first:
+                            eqs.append((i, d, *first[s]))
+                        else:
+                            first[s] = (i, d)
+                    else:  # a size formula: the full check binds and evaluates it
+                        spec = self._sym_spec = ((), (), False)
+                        return False
+            spec = self._sym_spec = (tuple(consts), tuple(eqs), True)
+        cs, es, usable = spec
+        if not usable:
+            return False
+        for i, d, n in cs:
+            if arrays[i].shape[d] != n:
+                return False
+        for i, d, j, e in es:
+            if arrays[i].shape[d] != arrays[j].shape[e]:
+                return False
+        return True
+
     def run(self, arrays: list[np.ndarray], grid: Any = None) -> None:
         """Execute every program instance of ``grid`` (default ``kernel.grid``) on ``arrays``, in place."""
-        k = self.kernel
-        if isinstance(grid, list):
-            grid = tuple(grid)
-        g = self._grids.get(grid)
-        if g is None:
-            g = tuple(int(x) for x in (k.grid if grid is None else grid))
-            if len(g) > _N_PID or any(x < 0 for x in g):
-                raise LaunchError(f"bad grid {g}", loc=k.loc)
-            self._grids[grid] = g
-        sig = self._signature()
-        ok = len(arrays) == len(sig)
-        if ok:
-            for a, (dt, shape) in zip(arrays, sig):
-                if not isinstance(a, np.ndarray) or a.dtype != dt or shape is None or a.shape != shape:
-                    ok = False
-                    break
-        if not ok:
-            self._check(arrays)
-        for i in self._written_params:  # a store to read-only memory would be a SIGSEGV or a silent write
-            if not arrays[i].flags.writeable:
-                from trnlang.interpret.interpreter import raise_read_only
-
-                raise_read_only(k, i)
+        g = self._grid(grid)
+        self._check_args(arrays)
         contiguous = tuple([layout_of(a) for a in arrays])
         copies: list[tuple[np.ndarray, np.ndarray]] = []
         if any(c is not True for c in contiguous):
@@ -393,17 +410,7 @@ class JitExecutor:
         if v is None:
             v = self.variant(contiguous, may_alias, g)
         v.used = True
-        meta_addr = v.meta_addr
-        if v.uses_meta:  # a fresh array per launch: concurrent launches must not share it
-            meta = np.zeros(max(1, v.meta_words), np.int64)
-            meta_addr = meta.ctypes.data
-            pos = 0
-            for a in arrays:
-                nd = a.ndim
-                if nd:
-                    meta[pos:pos + nd] = a.shape
-                    meta[pos + nd:pos + 2 * nd] = [st // a.itemsize for st in a.strides]
-                pos += 2 * nd
+        meta_addr, meta = (_launch_meta(v, arrays) if v.uses_meta else (v.meta_addr, None))
         n = len(g)
         g0 = g[0] if n > 0 else 1
         g1 = g[1] if n > 1 else 1
@@ -415,8 +422,50 @@ class JitExecutor:
         try:
             self._launch(v, ptr_arr, meta_addr, (g0, g1, g2), total, arrays)
         finally:
+            del meta  # kept alive until the launch is over
             for dst, src in copies:
                 dst[...] = src
+
+    def _grid(self, grid: Any) -> tuple[int, ...]:
+        """The launch grid as a tuple of ints (memoised per spelling)."""
+        if isinstance(grid, list):
+            grid = tuple(grid)
+        g = self._grids.get(grid)
+        if g is None:
+            k = self.kernel
+            g = tuple(int(x) for x in (k.grid if grid is None else grid))
+            if len(g) > _N_PID or any(x < 0 for x in g):
+                raise LaunchError(f"bad grid {g}", loc=k.loc)
+            self._grids[grid] = g
+        return g
+
+    def _check_args(self, arrays: list[np.ndarray]) -> None:
+        """The cheap signature check (the full one when it fails or sizes are symbolic), then read-only outputs."""
+        sig = self._signature()
+        ok = len(arrays) == len(sig)
+        symbolic = False
+        if ok:
+            for a, (dt, shape), t in zip(arrays, sig, self.kernel.tensors):
+                if not isinstance(a, np.ndarray) or a.dtype != dt:
+                    ok = False
+                    break
+                if shape is None:
+                    symbolic = True
+                    if a.ndim != len(t.shape):
+                        ok = False
+                        break
+                elif a.shape != shape:
+                    ok = False
+                    break
+        if ok and symbolic:
+            ok = self._symbolic_ok(arrays)
+        if not ok:
+            self._check(arrays)
+        for i in self._written_params:  # a store to read-only memory would be a SIGSEGV or a silent write
+            if not arrays[i].flags.writeable:
+                from trnlang.interpret.interpreter import raise_read_only
+
+                raise_read_only(self.kernel, i)
 
     def _launch(self, v: Variant, ptr_arr: Any, meta_addr: int, gg: tuple[int, int, int], total: int,
                 arrays: list[np.ndarray]) -> None:
@@ -531,11 +580,11 @@ class JitExecutor:
             else:
                 from trnlang.ir.types import DType
 
-                dt = DType.float32 if isinstance(r.value, float) else DType.int32
+                dt = DType.float32 if isinstance(getattr(r, "value", None), float) else DType.int32
                 shape = ()
             n = int(np.prod(shape)) if shape else 1
             raw = (ctypes.c_char * (n * dt.itemsize)).from_address(data)
-            tile = np.frombuffer(raw, dtype=dt.np, count=n).reshape(shape).copy()
+            tile = np.frombuffer(memoryview(raw), dtype=dt.np, count=n).reshape(shape).copy()
             pids = ", ".join(str(int(vals[a])) for a in range(_N_PID))
             lv = "".join(f" {lp.var}={int(vals[_N_PID + k])}" for k, lp in enumerate(loops))
             label = ins.attrs.get("label", "")
@@ -544,6 +593,27 @@ class JitExecutor:
                       f"{np.array2string(tile)}", flush=True)
         except Exception as e:  # noqa: BLE001 - never unwind through native frames
             print(f"trnlang device_print failed: {e!r}", file=sys.stderr)
+
+
+def _launch_meta(v: Variant, arrays: list[np.ndarray]) -> tuple[int, np.ndarray]:
+    """The shape/stride block of a launch and its address. Blocks are never written after they are made, so
+    launches (also concurrent ones) of the same shapes and strides share one; a variant keeps a few."""
+    key = tuple([(a.shape, a.strides) for a in arrays])
+    hit = v.metas.get(key)
+    if hit is not None:
+        return hit
+    meta = np.zeros(max(1, v.meta_words), np.int64)
+    pos = 0
+    for a in arrays:
+        nd = a.ndim
+        if nd:
+            meta[pos:pos + nd] = a.shape
+            meta[pos + nd:pos + 2 * nd] = [st // a.itemsize for st in a.strides]
+        pos += 2 * nd
+    if len(v.metas) >= 64:
+        v.metas.clear()
+    v.metas[key] = hit = (meta.ctypes.data, meta)
+    return hit
 
 
 def _fix_strides(arrays: list[np.ndarray]) -> tuple[list[np.ndarray], list[tuple[np.ndarray, np.ndarray]]]:

@@ -6,6 +6,7 @@ import ctypes
 import functools
 import inspect
 import os
+import re
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -14,20 +15,26 @@ import numpy as np
 
 from trnlang.frontend.errors import (
     LaunchError,
+    NeedStatic,
     TraceError,
     TrnError,
     user_loc,
     user_traceback,
 )
 from trnlang.frontend.tracer import tracing
-from trnlang.ir.nodes import HbmTensor, Kernel, SourceLoc
+from trnlang.ir.nodes import HbmTensor, Kernel, SourceLoc, sym
 from trnlang.language.values import HbmRef
 from trnlang.runtime import args as argconv
 from trnlang.runtime import jit as _jit
 from trnlang.runtime.args import TensorPiece
 from trnlang.runtime.hostpool import NativeLaunch
+from trnlang.runtime.specialize import Sizes
 
 _CONST_TYPES = (int, float, bool, str, type(None))
+#: Whether standard-library kernels (``stdlib_kernels``) are shape-polymorphic by default (families opt in
+#: with ``dynamic=True`` until the whole library is checked under it).
+_STDLIB_DYNAMIC = False
+_SIZE_NAMES = re.compile(r"\b[A-Za-z_]\w*_size\d+\b")
 _CONST_SET = frozenset(_CONST_TYPES)
 #: KernelFn attributes that choose the executor or the code (see ``KernelFn.__setattr__``)
 _LAUNCH_SWITCHES = frozenset(("interpret", "target", "debug"))
@@ -86,7 +93,7 @@ class _Plan:
         self.executor = executor
         self.contiguous = tuple([_jit.layout_of(a) for a in arrays])
         self.grid = grid
-        ext = []
+        ext: list[tuple[int, int] | None] = []
         for a in arrays:
             if a.size == 0:
                 ext.append(None)
@@ -211,11 +218,16 @@ class KernelFn:
     """
 
     def __init__(self, fn: Callable[..., Any], target: str | None = None, interpret: bool | None = None,
-                 debug: bool = False) -> None:
+                 debug: bool = False, dynamic: bool | None = None) -> None:
         self.fn = fn
         self.target = target
         self.interpret = interpret
         self.debug = debug
+        # shape polymorphism (runtime/specialize.py); the standard library opts in family by family
+        self.dynamic = dynamic if dynamic is not None else (
+            _STDLIB_DYNAMIC or not (getattr(fn, "__module__", None) or "").startswith("stdlib_kernels"))
+        self._static_dims: set[tuple[str, int]] = set()
+        self._stats: dict[str, Any] = {"traces": 0, "static_reasons": [], "fallback": None}
         self._sig = inspect.signature(fn)
         self._cache = _SpecCache()
         self._fast = self._cache.fast
@@ -343,8 +355,11 @@ class KernelFn:
         return print_kernel(comp.ir)
 
     def trace(self, *args: Any, grid: Any = (1,)) -> Kernel:
-        """The IR object of this specialization (after the pass pipeline)."""
-        return self._specialize(args, _normalize_grid(grid))[0].ir
+        """The IR object for these exact shapes (after the pass pipeline), as the simulator needs it.
+
+        ``ir()`` shows the variant that runs, whose sizes may be runtime symbols (docs/specialization.md).
+        """
+        return self._specialize(args, _normalize_grid(grid), static=True)[0].ir
 
     def llvm_ir(self, *args: Any, grid: Any = (1,), optimized: bool = False) -> str:
         """The LLVM IR the JIT generates for this specialization (``optimized``: after LLVM's O3 pipeline)."""
@@ -384,7 +399,7 @@ class KernelFn:
 
         g = _normalize_grid(grid)
         try:
-            comp, prepared = self._specialize(args, g)
+            comp, prepared = self._specialize(args, g, static=True)
             result = None if simulate_only else self._run(comp, prepared, args, g)
         except TrnError as e:
             raise e.with_traceback(user_traceback(e)) from None
@@ -407,15 +422,67 @@ class KernelFn:
             raise LaunchError(f"kernel {self.fn.__name__}({params}) called with {len(args)} argument(s): {e}",
                               loc=user_loc(3), notes=[f"kernel defined at {self.loc}"]) from None
 
-    def _specialize(self, args: tuple[Any, ...], grid: tuple[int, ...]) -> tuple[Compiled, list[Any]]:
+    def _specialize(self, args: tuple[Any, ...], grid: tuple[int, ...],
+                    static: bool = False) -> tuple[Compiled, list[Any]]:
+        """The compiled variant for these arguments (traced on a miss; see runtime/specialize.py).
+
+        ``static``: key on exact shapes (the simulator needs concrete sizes).
+        """
         self._bind(args)
-        prepared = [argconv.describe(a, name, self.loc) for a, name in zip(args, self._sig.parameters)]
-        key = (tuple(p.key for p in prepared), grid, self._target(), self._use_interpreter(), self.debug)
-        comp = self._cache.get(key)
-        if comp is None:
-            comp = self._compile(prepared, grid)
+        while True:
+            prepared = [argconv.describe(a, name, self.loc) for a, name in zip(args, self._sig.parameters)]
+            sizes = Sizes(self._static_dims) if self.dynamic and not static else None
+            if sizes is not None:
+                sizes.apply(prepared)
+            key = (tuple(p.key for p in prepared), grid, self._target(), self._use_interpreter(), self.debug)
+            comp = self._cache.get(key)
+            if comp is not None:
+                return comp, prepared
+            try:
+                comp = self._compile(prepared, grid)
+            except NeedStatic as e:
+                if sizes is None or not sizes.dims_of(e.syms):
+                    raise
+                self._static_dims |= sizes.dims_of(e.syms)
+                self._stats["static_reasons"].append(f"{', '.join(map(str, e.syms))}: {e.msg} ({e.loc})")
+                continue
+            except Exception as e:  # noqa: BLE001 - any failure of a symbolic trace: trace on exact shapes
+                if sizes is None or not sizes.symbolic:
+                    raise
+                named = sizes.dims_of(tuple(sym(n) for n in _SIZE_NAMES.findall(str(e))))
+                if named - self._static_dims:  # the error names runtime sizes: make just those constants
+                    self._static_dims |= named
+                    self._stats["static_reasons"].append(f"{type(e).__name__}: {getattr(e, 'msg', e)}")
+                    continue
+                self.dynamic = False
+                self._stats["fallback"] = f"{type(e).__name__}: {getattr(e, 'msg', e)}"
+                continue
             self._cache[key] = comp
-        return comp, prepared
+            return comp, prepared
+
+    def compile_stats(self) -> dict[str, Any]:
+        """How often this kernel was traced and compiled, and which sizes are compile-time constants.
+
+        Keys: ``traces`` (kernel traces), ``variants`` (compiled specializations in memory),
+        ``dynamic`` (shape-polymorphic), ``static_dims`` ((argument, dim) pairs keyed on exactly),
+        ``static_reasons`` and ``fallback`` (why).
+
+        Example:
+            >>> import numpy as np, trnlang as trn, trnlang.language as tl
+            >>> @trn.kernel
+            ... def inc(x, out):
+            ...     n = x.shape[0]
+            ...     for i in tl.affine_range(tl.cdiv(n, 128)):
+            ...         r = i * 128 + tl.arange(128)
+            ...         tl.store(out[r], tl.load(x[r], mask=r < n) + 1.0, mask=r < n)
+            >>> for n in (200, 300, 5000):
+            ...     x = np.zeros(n, np.float32); o = np.empty_like(x); inc(x, o)
+            >>> inc.compile_stats()["traces"]
+            1
+        """
+        return {"traces": self._stats["traces"], "variants": len(self._cache), "dynamic": self.dynamic,
+                "static_dims": set(self._static_dims), "static_reasons": list(self._stats["static_reasons"]),
+                "fallback": self._stats["fallback"]}
 
     def _compile(self, prepared: list[Any], grid: tuple[int, ...]) -> Compiled:
         from trnlang.passes import run_pipeline
@@ -431,6 +498,7 @@ class KernelFn:
         return comp
 
     def _trace(self, prepared: list[Any], grid: tuple[int, ...]) -> Kernel:
+        self._stats["traces"] += 1
         params = [p.tensor for p in prepared if p.tensor is not None]
         k = Kernel(self.fn.__name__, params, grid, [], target=self._target(), loc=self.loc)
         call_args = [HbmRef(p.tensor) if p.tensor is not None else p.value for p in prepared]
@@ -544,8 +612,12 @@ def _forget(cache_ref: Any, comp: Compiled, executor: Any, empty: bool) -> None:
 
 
 def kernel(fn: Callable[..., Any] | None = None, *, target: str | None = None, interpret: bool | None = None,
-           debug: bool = False) -> Any:
+           debug: bool = False, dynamic: bool | None = None) -> Any:
     """Define a trnlang kernel (``@trn.kernel`` or ``@trn.kernel(target="trn2", interpret=True)``).
+
+    ``dynamic`` (default True for user kernels): tensor sizes are runtime values, so a new size of the same
+    class reuses the compiled code; False keys every variant on exact shapes. The policy is in
+    ``trnlang/runtime/specialize.py`` and docs/specialization.md.
 
     Example:
         >>> import trnlang as trn, trnlang.language as tl
@@ -554,8 +626,8 @@ def kernel(fn: Callable[..., Any] | None = None, *, target: str | None = None, i
         ...     tl.store(out[0:4, :], tl.load(x[0:4, :]))
     """
     if fn is None:
-        return lambda f: KernelFn(f, target, interpret, debug)
-    return KernelFn(fn, target, interpret, debug)
+        return lambda f: KernelFn(f, target, interpret, debug, dynamic)
+    return KernelFn(fn, target, interpret, debug, dynamic)
 
 
 __all__ = ["kernel", "KernelFn", "Compiled"]

@@ -1,0 +1,110 @@
+"""What a compiled variant of a kernel is keyed on: the specialization policy.
+
+A kernel is traced once per *class* of launches, not once per shape. Tensor sizes
+are runtime values of the compiled code (``x.shape[0]`` traces to the symbol
+``x_size0``; loop trip counts, masks of ragged last tiles and addresses use it)
+except where a compile-time value pays or is required:
+
+=====================================  ==========================================
+keyed on (a new value compiles again)  why
+=====================================  ==========================================
+dtype and rank of every tensor         the generated code's types
+layout: C-contiguous or not, and       compile-time strides vectorise
+which strides are 0 or 1 (JIT)
+sizes 0 and 1                          ``n == 1`` in Python stays exact; broadcast
+every size of a tensor of at least     streaming (non-temporal) stores are chosen
+the last-level cache (JIT)             on the exact size
+which sizes are equal (same dim        equal sizes share one symbol, so bounds
+position across arguments)             proofs relate ``x`` and ``out``
+sizes the kernel needs as constants    tile shapes (``tl.arange(d)``), Python
+(learned while tracing)                ``range(n)``, ``if n > 512`` on a size
+every non-tensor argument              ints, floats, strings are constants
+grid, target, interpret, debug         launch configuration
+=====================================  ==========================================
+
+Everything else about a size is a runtime value: a new row count of the same
+class reuses the compiled code (and its disk-cache entry).
+
+How sizes become constants: the first trace of a kernel treats every size >= 2
+as a runtime symbol. When the kernel's own code needs one as a compile-time
+value (a tile shape, ``range``, a Python comparison with a number) tracing
+raises ``NeedStatic`` for it; that dimension (with the dims sharing its symbol)
+becomes a constant of the kernel from then on and tracing starts again. Any
+other failure of a symbolic trace (e.g. ``bool()`` of a comparison of two
+sizes) makes the whole kernel shape-specialized. ``@trn.kernel(dynamic=False)``
+asks for shape specialization up front; ``kernel.compile_stats()`` shows which
+dimensions are constants and why.
+
+Example:
+    >>> import numpy as np, trnlang as trn, trnlang.language as tl
+    >>> @trn.kernel
+    ... def double_rows(x, out):
+    ...     n, d = x.shape
+    ...     for i in tl.affine_range(tl.cdiv(n, 128)):
+    ...         r = i * 128 + tl.arange(128)[:, None]
+    ...         c = tl.arange(d)[None, :]
+    ...         tl.store(out[r, c], tl.load(x[r, c], mask=r < n) * 2.0, mask=r < n)
+    >>> for n in (300, 1000, 2049):
+    ...     x = np.ones((n, 8), np.float32); o = np.empty_like(x); double_rows(x, o)
+    >>> double_rows.compile_stats()["traces"], sorted(double_rows.compile_stats()["static_dims"])
+    (1, [('out', 1), ('x', 1)])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trnlang.ir.nodes import HbmTensor, size_sym
+
+
+class Sizes:
+    """Assigns runtime-size symbols to the tensor dimensions of one launch.
+
+    Args:
+        static: ``(argument name, dim)`` pairs that are compile-time constants of this kernel.
+    """
+
+    def __init__(self, static: frozenset[tuple[str, int]] | set[tuple[str, int]], big_bytes: int | None = None) -> None:
+        if big_bytes is None:
+            from codegen.lower_stream import NT_MIN_BYTES as big_bytes
+        self.static = static
+        self.big_bytes = big_bytes
+        self._by_pos_value: dict[tuple[int, int], Any] = {}
+        self.owners: dict[Any, list[tuple[str, int]]] = {}
+
+    def apply(self, prepared: list[Any]) -> None:
+        """Replace each tensor argument's IR shape and key by its size classes (in place)."""
+        for p in prepared:
+            t = p.tensor
+            if t is None:
+                continue
+            dims: list[Any] = []
+            key: list[Any] = []
+            big = p.array is not None and p.array.nbytes >= self.big_bytes
+            for d, n in enumerate(t.shape):
+                n = int(n)
+                if n <= 1 or big or (t.name, d) in self.static:
+                    dims.append(n)
+                    key.append(n)
+                    continue
+                s = self._by_pos_value.get((d, n))
+                if s is None:
+                    s = self._by_pos_value[(d, n)] = size_sym(t.name, d)
+                self.owners.setdefault(s, []).append((t.name, d))
+                dims.append(s)
+                key.append(s.name)
+            if any(not isinstance(x, int) for x in dims):
+                p.tensor = HbmTensor(t.name, tuple(dims), t.dtype, t.kind, t.space, t.loc)
+            p.key = (p.key[0], tuple(key), *p.key[2:])
+
+    @property
+    def symbolic(self) -> bool:
+        """Whether any dimension of this launch is a runtime size."""
+        return bool(self.owners)
+
+    def dims_of(self, syms: tuple[Any, ...]) -> set[tuple[str, int]]:
+        """The ``(argument, dim)`` pairs that the given size symbols stand for."""
+        out: set[tuple[str, int]] = set()
+        for s in syms:
+            out.update(self.owners.get(s, ()))
+        return out
