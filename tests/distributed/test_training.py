@@ -57,24 +57,9 @@ def _host(p: torch.Tensor) -> torch.Tensor:
 
 
 def _install_storage_resize() -> None:
-    """FSDP2 frees/re-allocates unsharded parameters with ``UntypedStorage.resize_``, which torch routes for
-    PrivateUse1 to a C++ hook a Python backend cannot provide. ``memory.resize_storage`` does it; the row in
-    ``torch_patches.PATCHES`` that routes ``resize_`` there belongs to the patch table's owners, so until it
-    lands this test routes it itself (trn storages only)."""
-    from trnlang.device import memory
-
-    if getattr(torch.UntypedStorage.resize_, "_trn_patched", False):
-        return
-    orig = torch.UntypedStorage.resize_
-
-    def resize_(self: Any, size: int) -> Any:
-        if self.device.type == "trn":
-            memory.resize_storage(self, size)
-            return self
-        return orig(self, size)
-
-    resize_._trn_patched = True  # type: ignore[attr-defined]
-    torch.UntypedStorage.resize_ = resize_  # type: ignore[method-assign]
+    """FSDP2 frees/re-allocates unsharded parameters with ``UntypedStorage.resize_``; the package routes trn
+    storages to ``memory.resize_storage`` (a row of ``torch_patches.PATCHES``): check that it did."""
+    assert getattr(torch.UntypedStorage.resize_, "_trn_patched", False), "trnlang did not patch resize_"
 
 
 def training_worker(rank: int, world: int) -> dict[str, Any]:

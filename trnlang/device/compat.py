@@ -190,6 +190,27 @@ def _patch_accelerator() -> None:
             setattr(mem, name, w)
 
 
+def _patch_storage_resize() -> None:
+    """``UntypedStorage.resize_`` on a trn storage resizes device memory (``memory.resize_storage``); other
+    devices keep torch's method."""
+    from trnlang.device import memory
+
+    cls = torch.UntypedStorage
+    orig = cls.resize_
+    if getattr(orig, "_trn_patched", False):
+        return
+
+    @functools.wraps(orig)
+    def resize_(self: Any, size: int) -> Any:
+        if self.device.type == "trn":
+            memory.resize_storage(self, size)
+            return self
+        return orig(self, size)
+
+    resize_._trn_patched = True  # type: ignore[attr-defined]
+    cls.resize_ = resize_  # type: ignore[method-assign]
+
+
 def _patch_storage_new() -> None:
     """``torch.UntypedStorage(n, device="trn")`` would ask C++ for a PrivateUse1 allocator that a Python
     backend cannot register (and crash); ``copy.deepcopy``, ``storage.clone()`` and ``storage.to("trn")``

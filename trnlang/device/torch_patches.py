@@ -65,6 +65,12 @@ def _storage_new() -> None:
     compat._patch_storage_new()
 
 
+def _storage_resize() -> None:
+    from trnlang.device import compat
+
+    compat._patch_storage_resize()
+
+
 def _accelerator() -> None:
     from trnlang.device import compat
 
@@ -131,6 +137,13 @@ PATCHES: tuple[Patch, ...] = (
           (_T + "test_tensors.py::test_deepcopy_and_storage_ops",
            _T + "test_torch_patches.py::test_cpu_storage_construction_unchanged"),
           "when a Python backend can register a PrivateUse1 allocator", _storage_new),
+    Patch("torch.UntypedStorage.resize_", "monkeypatch",
+          "FSDP2 frees and re-allocates unsharded parameters with storage.resize_(0) / resize_(n); torch sends a "
+          "PrivateUse1 storage's resize to a C++ hook a Python backend cannot implement. A trn storage is "
+          "resized in device memory (memory.resize_storage); other devices: torch's method, unchanged", "2.13",
+          (_T + "test_storage_resize.py::test_free_then_reallocate_like_fsdp2",
+           "tests/distributed/test_training.py::test_parameters_equal_single_process_cpu_training"),
+          "when a Python backend can provide the PrivateUse1 resize hook", _storage_resize),
     Patch("torch.accelerator.[synchronize, memory_allocated, max_memory_allocated, memory_reserved, "
           "max_memory_reserved, memory_stats, empty_cache, reset_peak_memory_stats, "
           "reset_accumulated_memory_stats, get_memory_info] (and torch.accelerator.memory.*)", "monkeypatch",
