@@ -12,19 +12,9 @@ from typing import Any
 import numpy as np
 import torch
 
-import trnlang as trn
-import trnlang.language as tl
+from tests.kernels import vector_add_grid
 
-
-@trn.kernel
-def add_rows(x, y, out):
-    """out = x + y, one program instance per 128-row tile (launch ``add_rows[n // 128]``)."""
-    n, d = x.shape
-    rows = tl.program_id(0) * 128 + tl.arange(128)[:, None]
-    cols = tl.arange(d)[None, :]
-    a = tl.load(x[rows, cols], mask=rows < n)
-    b = tl.load(y[rows, cols], mask=rows < n)
-    tl.store(out[rows, cols], a + b, mask=rows < n)
+add_rows = vector_add_grid  # one program instance per 128-row tile (launch ``add_rows[cdiv(n, 128)]``)
 
 
 def run_ops(seed: int = 0) -> dict[str, float]:

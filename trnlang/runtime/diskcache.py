@@ -84,26 +84,15 @@ def config_dir() -> str:
     return os.path.join(xdg, "trnlang")
 
 
-def _private_dir_problem(st: os.stat_result) -> str | None:
-    """Why a directory (by its fstat) cannot hold trusted files, or None."""
-    if not stat.S_ISDIR(st.st_mode):
-        return "is not a directory"
+def _trust_problem(st: os.stat_result, is_dir: bool) -> str | None:
+    """Why a directory (``is_dir``) or file, by its fstat, cannot be trusted, or None."""
+    if not (stat.S_ISDIR(st.st_mode) if is_dir else stat.S_ISREG(st.st_mode)):
+        return "is not a directory" if is_dir else "is not a regular file"
     if st.st_uid != os.getuid():
         return f"is owned by uid {st.st_uid}, not by this user ({os.getuid()})"
     if st.st_mode & 0o022:
         return f"is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
-    return None
-
-
-def _file_problem(st: os.stat_result) -> str | None:
-    """Why a file (by its fstat) cannot be trusted, or None."""
-    if not stat.S_ISREG(st.st_mode):
-        return "is not a regular file"
-    if st.st_uid != os.getuid():
-        return f"is owned by uid {st.st_uid}, not by this user ({os.getuid()})"
-    if st.st_mode & 0o022:
-        return f"is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
-    if st.st_size > _MAX_ENTRY:
+    if not is_dir and st.st_size > _MAX_ENTRY:
         return f"is too large ({st.st_size} bytes)"
     return None
 
@@ -126,7 +115,7 @@ def _open_private_dir(parent: str, name: str) -> tuple[int | None, str | None]:
             if e.errno in (errno.ELOOP, errno.ENOTDIR):
                 return None, "is a symlink or not a directory; not followed"
             return None, f"cannot be opened ({e.strerror})"
-        why = _private_dir_problem(os.fstat(fd))
+        why = _trust_problem(os.fstat(fd), is_dir=True)
         if why:
             os.close(fd)
             return None, why
@@ -149,7 +138,7 @@ def _read_file(dfd: int, name: str, limit: int) -> tuple[bytes | None, str | Non
         return None, f"cannot be opened ({e.strerror})"
     try:
         st = os.fstat(fd)
-        why = _file_problem(st)
+        why = _trust_problem(st, is_dir=False)
         if why is None and st.st_size > limit:
             why = f"is too large ({st.st_size} bytes)"
         if why:
