@@ -21,6 +21,11 @@ Result classes (``Result.cls``), in the order they are decided:
 - ``vecmath`` (explained): outside tolerance, but the JIT on its float64 libm path (``TRN_JIT_LIBM=1``)
   reproduces the interpreter bit for bit: the difference is the vecmath functions' documented few-ulp
   error (docs/vecmath_accuracy.md), amplified by the ops after them.
+- ``order`` (explained): outside tolerance, but the interpreter with its float ``add`` / ``multiply``
+  reductions taken over the reduced elements in reverse order reproduces the JIT (within the tolerance,
+  NaN == NaN): the result depends on the reduction order, which the two executors do not share
+  (docs/language_reference.md, "Reduction order"). The usual case is ``tl.prod`` over a row with masked zero
+  lanes whose float64 partial products overflow: ``inf * 0`` gives NaN in one order and 0 in the other.
 - ``mismatch``: anything else (an exact output differs, or the libm path also differs): a real bug.
 """
 
@@ -47,7 +52,7 @@ RTOL_MM = 1e-3
 NP_DTYPES = {"float32": np.dtype(np.float32), "bfloat16": np.dtype(ml_dtypes.bfloat16),
              "int32": np.dtype(np.int32)}
 FAILURES = ("rejected", "jit_error", "interp_error", "sentinel", "interp_sentinel", "mismatch", "crash")
-EXPLAINED = ("overflow", "vecmath")
+EXPLAINED = ("overflow", "vecmath", "order")
 
 
 @dataclass
@@ -271,5 +276,30 @@ def _classify(res: Result, fn: Any, case: Case, frames: list[Frame], guard: bool
         res.cls = "overflow" if overflow_only else "vecmath"
         res.detail = f"{case.args[i].name}: {bad[i][1]}"
         return
+    _, rviews, rerr = _launch_reversed(fn, case, frames, guard)
+    if rerr is None and all(compare(jviews[i], rviews[i], case.args[i])[0] == "ok" for i in still):
+        i = next(iter(still))
+        res.cls, res.detail = "order", f"{case.args[i].name}: {bad[i][1]}"
+        return
     i = next(iter(still))
     res.cls, res.detail = "mismatch", f"{case.args[i].name} (libm path too): {still[i][1]}"
+
+
+def _launch_reversed(fn: Any, case: Case, frames: list[Frame],
+                     guard: bool) -> tuple[list[np.ndarray], list[np.ndarray], BaseException | None]:
+    """Interpret with float add/multiply reductions over the reduced elements in reverse order."""
+    from trnlang.interpret import alu
+
+    orig = alu.reduce
+
+    def reversed_reduce(op: Any, x: np.ndarray, axes: Any, keepdims: bool) -> np.ndarray:
+        x = np.asarray(x)
+        if op in (alu.Alu.add, alu.Alu.multiply) and alu.is_float(x.dtype):
+            x = np.flip(x, axis=tuple(int(a) for a in axes))
+        return orig(op, x, axes, keepdims)
+
+    alu.reduce = reversed_reduce  # type: ignore[assignment]
+    try:
+        return _launch(fn, case, frames, guard, interpret=True)
+    finally:
+        alu.reduce = orig  # type: ignore[assignment]

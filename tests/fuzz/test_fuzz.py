@@ -15,7 +15,18 @@ import numpy as np
 import pytest
 
 from tests.fuzz.gen import Arg, generate
-from tests.fuzz.harness import FAILURES, SENTINEL, _sentinel, compare, make_frame, run_case
+from tests.fuzz.harness import (
+    FAILURES,
+    SENTINEL,
+    Result,
+    _classify,
+    _launch,
+    _load,
+    _sentinel,
+    compare,
+    make_frame,
+    run_case,
+)
 from tests.fuzz.session import run_session
 from trnlang.device.guard import PAGE
 
@@ -122,6 +133,25 @@ def test_compare_classes() -> None:
     assert compare(i + np.int32([0, 0, 1]), i, loose)[0] == "exact"
     b = np.asarray([1, 2], ml_dtypes.bfloat16)
     assert compare(b, b, exact)[0] == "ok"
+
+
+def test_order_class_explains_a_product_only_when_reversing_the_reduction_reproduces_the_jit() -> None:
+    # seed 2049: tl.prod over a 512-wide row whose lanes past d=230 are masked zeros; the float64 partial
+    # products overflow, so the interpreter's order gives inf * 0 = NaN and the JIT's gives 0
+    res = run_case(2049)
+    assert res.cls == "order", res.detail
+    assert "jit np.float32(0.0) vs interpreter np.float32(nan)" in res.detail
+    case = generate(2049)
+    rng = np.random.default_rng(2049 + 7_777_777)
+    frames = [make_frame(rng, a) for a in case.args]
+    fn = _load(case)
+    _, iviews, _ = _launch(fn, case, frames, False, interpret=True)
+    _, jviews, _ = _launch(fn, case, frames, False, interpret=False)
+    o = next(i for i, a in enumerate(case.args) if a.out)
+    jviews[o][0, 0] = 1.0  # a JIT answer no reduction order gives is still a real mismatch
+    res = Result(2049, case.template, "ok")
+    _classify(res, fn, case, frames, False, iviews, jviews)
+    assert res.cls == "mismatch", res.detail
 
 
 def test_one_case_runs_both_executors_in_process() -> None:
