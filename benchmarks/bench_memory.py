@@ -6,6 +6,8 @@ Runs ``--sizes`` new shapes of one workload in a child process and prints the gr
 set (``/proc/self/statm``) after a warm-up, with the number of loaded native modules:
 
 - ``kernel``: a user ``@trn.kernel`` whose column count is a compile-time constant (a new variant per size);
+- ``tiled``: a user kernel written the ordinary way (128-row tiles, ``tl.cdiv`` trip counts, masked ragged
+  tiles) over ``[n, 40]`` for each new ``n``: shape-polymorphic, so new sizes share a few compiled variants;
 - ``expr``: ``(torch.ones(n, device="trn") * 2 + 1).sum()`` (several stdlib kernels per size).
 
 By default the shapes' object code is put in a private disk cache by a first child, so the measured
@@ -61,11 +63,26 @@ def workload(mode: str) -> object:
         scale(x, o)
         assert o[-1, -1] == 2 * (2 * i - 1) + 1, (i, o[-1, -1])
 
+    @trn.kernel
+    def tiled(x, out):
+        n, d = x.shape
+        cols = tl.arange(64)[None, :]
+        for i in tl.affine_range(tl.cdiv(n, 128)):
+            rows = i * 128 + tl.arange(128)[:, None]
+            m = (rows < n) & (cols < d)
+            tl.store(out[rows, cols], tl.load(x[rows, cols], mask=m) * 2.0 + 1.0, mask=m)
+
+    def run_tiled(i: int) -> None:
+        x = np.arange(40 * i, dtype=np.float32).reshape(i, 40)
+        o = np.empty_like(x)
+        tiled(x, o)
+        assert o[-1, -1] == 2 * (40 * i - 1) + 1, (i, o[-1, -1])
+
     def run_expr(i: int) -> None:
         r = (torch.ones(i, device="trn") * 2 + 1).sum().item()
         assert r == 3 * i, (r, i)
 
-    return run_kernel if mode == "kernel" else run_expr
+    return {"kernel": run_kernel, "tiled": run_tiled, "expr": run_expr}[mode]
 
 
 def child(mode: str, sizes: int) -> dict[str, float]:
@@ -118,7 +135,7 @@ def measure(mode: str, sizes: int, cap: int | None, cache_dir: str, timeout: flo
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mode", choices=("kernel", "expr"), default="kernel")
+    ap.add_argument("--mode", choices=("kernel", "tiled", "expr"), default="kernel")
     ap.add_argument("--sizes", type=int, default=1000)
     ap.add_argument("--cap", type=int, default=64, help="TRN_MAX_LOADED_KERNELS (0: leave unset)")
     ap.add_argument("--cold", action="store_true", help="measure compiles too (no warm disk cache)")
