@@ -252,13 +252,37 @@ class KernelFn:
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
         g = _normalize_grid(grid)
 
-        def launch(*args: Any) -> Any:
-            return self._call(args, g)
+        def launch(*args: Any, **kwargs: Any) -> Any:
+            return self._call(self._positional(args, kwargs) if kwargs else args, g)
 
         return launch
 
-    def __call__(self, *args: Any) -> Any:
-        return self._call(args, (1,))
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call(self._positional(args, kwargs) if kwargs else args, (1,))
+
+    def _positional(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        """Keyword arguments (``k(x, out, BLOCK=64)``) mapped to positions, defaults filled in between.
+
+        Example:
+            >>> import numpy as np, trnlang as trn, trnlang.language as tl
+            >>> @trn.kernel
+            ... def fill(out, value=1.0):
+            ...     tl.store(out[0:2, 0:2], tl.full((2, 2), value))
+            >>> o = np.zeros((2, 2), np.float32); fill(o, value=3.0); float(o[0, 0])
+            3.0
+        """
+        try:
+            ba = self._sig.bind(*args, **kwargs)
+        except TypeError as e:
+            params = ", ".join(self._sig.parameters)
+            raise LaunchError(f"kernel {self.fn.__name__}({params}) called with {len(args)} positional and "
+                              f"keyword(s) {', '.join(kwargs)}: {e}", loc=user_loc(3),
+                              notes=[f"kernel defined at {self.loc}"]) from None
+        ba.apply_defaults()
+        if ba.kwargs:
+            raise LaunchError(f"kernel {self.fn.__name__}: keyword-only or **kwargs parameters are not supported "
+                              f"({', '.join(ba.kwargs)}); give them as ordinary parameters", loc=user_loc(3))
+        return tuple(ba.args)
 
     def bind(self, *args: Any) -> Callable[[], None]:
         """This launch prepared now, run later: ``k.bind(*args)()`` is ``k(*args)``.
