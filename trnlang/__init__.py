@@ -14,6 +14,7 @@ Example:
     3.0
 """
 
+import trnlang.compile  # noqa: E402,F401 - torch.compile(backend="trn"); trn graphs under the default backend
 import trnlang.device  # noqa: E402,F401 - registers the trn torch device once torch is imported
 from trnlang._version import __version__
 from trnlang.frontend.errors import (
