@@ -100,7 +100,7 @@ TL_LOWERING: dict[str, tuple[list[Op], str]] = {
     "load": ([Op.DMA_COPY], "HBM -> SBUF; masked elements are not read"),
     "store": ([Op.DMA_COPY], "SBUF -> HBM; a PSUM tile is first evicted with `tensor_copy`; `accumulate=` "
               "(add/multiply/max/min) makes it an accumulating read-modify-write DMA (scatter-add with gathered rows)"),
-    "load_transpose2d": ([Op.DMA_COPY], "element-strided DMA (each run shorter than a burst costs a burst)"),
+    "load_transpose2d": ([Op.DMA_COPY], "element-strided DMA (every element its own descriptor: slow)"),
     "ndarray": ([Op.ALLOC], "declares a buffer; HBM tensors become kernel scratch"),
     "zeros": ([Op.ALLOC, Op.MEMSET], ""),
     "ones": ([Op.ALLOC, Op.MEMSET], ""),
@@ -208,7 +208,7 @@ def cost_table() -> dict[str, str]:
         if op.value not in out:
             name = getattr(fn, "__name__", "?")
             out[op.value] = "0 (not an engine instruction)" if name == "_zero" else f"see `cost.{name}`"
-    out.setdefault("dma_copy", "fixed cost + bytes / queue bandwidth (see the DMA note under Cost model)")
+    out.setdefault("dma_copy", "latency + bytes / engine bandwidth x efficiency (see the DMA note under Cost model)")
     return out
 
 
@@ -317,14 +317,15 @@ def cost_section(t: Any) -> list[str]:
     for k in ("reciprocal", "nc_transpose (Vector)"):
         if k in COST:
             lines.append(row(f"`{k}`" if " " not in k else k, COST[k]))
-    q = cost_mod.dma_queue_bandwidth(t) if hasattr(cost_mod, "dma_queue_bandwidth") else 0.0
     lines += [
         "",
-        f"**DMA** (`dma_copy`): one transfer occupies one of {t.dma_engines} queues for "
-        f"`{t.dma_fixed_cost_s * 1e6:g} us + effective_bytes / {q / 1e9:g} GB/s` on {t.name} "
-        f"(aggregate {t.dma_bandwidth_bytes_per_s / 1e9:g} GB/s / {t.dma_engines} queues). Each contiguous HBM run "
-        f"shorter than {t.dma_min_burst_bytes} bytes is charged as a full burst, so element-strided "
-        "transfers (transposing loads, column gathers) are slow.",
+        f"**DMA** (`dma_copy`): a transfer is split over the DMA engines of its tile's partitions "
+        f"({t.dma_partitions_per_engine} partitions per engine, {t.dma_engines} engines); after "
+        f"~{t.dma_fixed_cost_s * 1e6:g} us of latency each engine moves its packet in "
+        f"`{t.dma_packet_setup_s * 1e6:g} us + bytes / (rate x run / (run + {t.dma_descriptor_overhead_bytes} B))`, "
+        f"rate = min({t.dma_engine_bandwidth_bytes_per_s / 1e9:g} GB/s, {t.dma_bandwidth_bytes_per_s / 1e9:g} GB/s "
+        f"/ engines used) on {t.name}, run = contiguous HBM bytes per descriptor, so element-strided transfers "
+        "(transposing loads, column gathers) are slow. Details: device_model.md, \"DMA model\".",
         "",
     ]
     return lines

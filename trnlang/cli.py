@@ -430,11 +430,14 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     if not os.path.isfile(args.script):
         print(f"trn profile: error: no such script: {args.script}", file=sys.stderr)
         return 2
-    with _LaunchRecorder() as rec:
+    from trnlang.distributed import cost
+
+    with _LaunchRecorder() as rec, cost.record() as collectives:
         rc = _run_script(args.script, list(args.script_args))
-    if not rec.launches:
+    if not rec.launches and not collectives.records:
         print(f"trn profile: {args.script} launched no trn kernel", file=sys.stderr)
         return rc or 1
+    trace = cost.trace_path(args.trace)  # one file per rank when the script ran under torchrun
     events: list[dict[str, Any]] = []
     per_kernel: dict[str, list[float]] = {}  # name -> [launches, time us, peak-time us, dma-peak-time us]
     for pid, (comp, grid, n) in enumerate(rec.launches.values(), start=1):
@@ -456,13 +459,20 @@ def _cmd_profile(args: argparse.Namespace) -> int:
         if args.summary:
             print(p.summary())
             print()
-    with open(args.trace, "w") as f:
+    if collectives.records:  # collectives on trn tensors: simulated on the target's interconnect
+        events.extend(collectives.trace_events(pid=len(rec.launches) + 1))
+    with open(trace, "w") as f:
         json.dump({"traceEvents": events, "displayTimeUnit": "ns"}, f)
-    width = max(len("kernel"), *(len(k) for k in per_kernel))
+    width = max(len("kernel"), *(len(k) for k in per_kernel)) if per_kernel else len("kernel")
     print(f"{'kernel':<{width}}  {'launches':>8}  {'sim us/launch':>13}  {'MFU':>6}  {'MBU':>6}")
     for name, (n, t, mf, mb) in sorted(per_kernel.items(), key=lambda kv: -kv[1][1]):
         print(f"{name:<{width}}  {int(n):>8}  {t / n:>13,.2f}  {mf / t if t else 0:>6.3f}  {mb / t if t else 0:>6.3f}")
-    print(f"wrote {args.trace} ({len(rec.launches)} specialization(s); open in https://ui.perfetto.dev)")
+    if collectives.records:
+        kernels_s = sum(t for _, t, _, _ in per_kernel.values()) * 1e-6
+        print(collectives.summary())
+        print(f"compute (kernels) {kernels_s * 1e6:,.2f} us vs communication (collectives) "
+              f"{collectives.total_s * 1e6:,.2f} us, simulated, not overlapped")
+    print(f"wrote {trace} ({len(rec.launches)} specialization(s); open in https://ui.perfetto.dev)")
     return rc
 
 

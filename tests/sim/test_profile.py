@@ -58,7 +58,7 @@ def test_summary_table():
     x = torch.randn(1000, 128)
     p = softmax.profile(x, torch.empty_like(x))
     text = p.summary()
-    for word in ("time", "MFU", "MBU", "SBUF", "PSUM", "tensor", "vector", "scalar", "gpsimd", "dma (16 q)",
+    for word in ("time", "MFU", "MBU", "SBUF", "PSUM", "tensor", "vector", "scalar", "gpsimd", "dma (16 e)",
                  "busiest source lines", "multi-buffered", "tl.exp"):
         assert word in text, word
     assert str(p) == text
@@ -79,10 +79,13 @@ def test_chrome_trace_schema(tmp_path):
             assert key in ev, (key, ev)
     names = {ev["tid"]: ev["args"]["name"] for ev in events if ev["ph"] == "M" and ev["name"] == "thread_name"}
     assert sorted(n for n in names.values() if not n.startswith("DMA")) == ["GpSimd", "Scalar", "Tensor", "Vector"]
-    assert sum(n.startswith("DMA queue") for n in names.values()) == 16
+    assert sum(n.startswith("DMA engine") for n in names.values()) == 16
     assert len(set(names.values())) == len(names)  # one track each
     xs = [ev for ev in events if ev["ph"] == "X"]
-    assert len(xs) == p.schedule.n
+    s = p.schedule
+    assert len(xs) == int((~s.is_dma).sum() + s.span[s.is_dma].sum())  # a transfer: one event per DMA engine
+    dma = [ev for ev in xs if ev["cat"] == "dma"]
+    assert dma and all(ev["args"]["bytes"] > 0 and 1 <= ev["args"]["dma_engines"] <= 16 for ev in dma)
     assert {ev["tid"] for ev in xs} <= set(names)
     for ev in xs:
         assert ev["dur"] > 0 and ev["ts"] >= 0
@@ -92,7 +95,8 @@ def test_chrome_trace_schema(tmp_path):
     assert max(ev["ts"] + ev["dur"] for ev in xs) == pytest.approx(p.time_us)
     p.save_trace(tmp_path / "short.json", max_events=5)
     short = json.loads((tmp_path / "short.json").read_text())["traceEvents"]
-    assert sum(ev["ph"] == "X" for ev in short) == 5
+    first5 = s.is_dma[:5]
+    assert sum(ev["ph"] == "X" for ev in short) == int((~first5).sum() + s.span[:5][first5].sum())
 
 
 def test_roofline_and_plot(tmp_path):

@@ -35,8 +35,8 @@ def _overlap(key, a, b):
 def check_invariants(s):
     """No resource runs two instructions at once; every dependence is respected; time >= bounds."""
     end = s.start + s.dur
-    for r in np.unique(s.res):
-        idx = np.nonzero(s.res == r)[0]
+    for r in range(NE + s.n_dma):  # a DMA transfer occupies every DMA engine of its span
+        idx = np.nonzero((s.res == r) | ((s.res >= NE) & (s.res <= r) & (s.res + s.span > r)))[0]
         order = idx[np.argsort(s.start[idx], kind="stable")]
         assert np.all(s.start[order][1:] >= end[order][:-1] - EPS), f"resource {r} runs two instructions at once"
     assert s.accesses is not None and len(s.accesses) == s.n
@@ -224,8 +224,8 @@ def test_extrapolated_schedule_keeps_invariants():
     s = schedule(ir)
     assert s.extrapolated > 0
     end = s.start + s.dur
-    for r in np.unique(s.res):
-        idx = np.nonzero(s.res == r)[0]
+    for r in range(NE + s.n_dma):
+        idx = np.nonzero((s.res == r) | ((s.res >= NE) & (s.res <= r) & (s.res + s.span > r)))[0]
         order = idx[np.argsort(s.start[idx], kind="stable")]
         assert np.all(s.start[order][1:] >= end[order][:-1] - EPS)
 

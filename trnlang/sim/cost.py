@@ -22,19 +22,27 @@ its fp32 rate (``elems_per_cycle(dtype) / elems_other`` of targets.py: 2 for
 bf16 on trn2's Vector engine, 1 elsewhere on trn2), applied only where the
 table has no dtype term of its own and every operand is in SBUF.
 
-A DMA transfer occupies one of ``target.dma_engines`` (16) queues for
-``dma_fixed_cost_s + effective_bytes / (aggregate bandwidth / 16)``. The
-effective bytes are the bytes moved, except that each contiguous HBM run
-shorter than ``target.dma_min_burst_bytes`` is charged as a full burst
-(element-strided transfers such as transposing loads are slow).
+DMA model (the NKI DMA overview and DMA bandwidth guide; DEVICE.md's DMA row):
+
+- A transfer is split by its shape: partition ``p`` of the SBUF tile is served by DMA engine
+  ``p // dma_partitions_per_engine`` (8 partitions per engine, 16 engines), so a 128-partition tile uses all
+  16 engines and a 4-partition tile one. Each engine gets one *packet*: its partitions' bytes.
+- Each engine moves one packet at a time, at ``min(engine bandwidth, aggregate / engines of the transfer)``
+  (27.2 GB/s per engine, capped by the HBM-limited aggregate: 368 GB/s / 16 = 23 GB/s per engine on trn2
+  when all 16 engines stream), times the efficiency of the transfer's contiguous run (bytes per descriptor):
+  ``run / (run + dma_descriptor_overhead_bytes)`` (256 B: 94% at 4 KiB, 89% at 2 KiB, 50% at 256 B, 1.5% at
+  4 B), plus ``dma_packet_setup_s`` per packet.
+- A transfer's first byte moves ``dma_fixed_cost_s`` (~1.3 us) after it is triggered (descriptor generation,
+  semaphores); that latency does not occupy the engines, so transfers in flight overlap it.
+- Concurrent transfers share the engines: the scheduler places each packet in a free interval of its engine.
 
 Example:
     >>> from trnlang.sim.targets import get_target
     >>> t = get_target("trn2")
     >>> matmul_cycles(m=128, n=512, dtype="bf16", t=t), matmul_cycles(m=128, n=512, dtype="f32", t=t)
     (512, 2048)
-    >>> round(dma_seconds(128 * 512 * 2, t) * 1e6, 2)  # a [128, 512] bf16 tile on one queue
-    7.0
+    >>> round(dma_seconds(128 * 512 * 2, t, partitions=128, run_bytes=1024) * 1e6, 2)  # [128, 512] bf16 tile
+    1.92
 """
 
 from __future__ import annotations
@@ -48,8 +56,9 @@ from trnlang.ir.types import DType, Engine, Space
 from trnlang.sim.targets import Target, dtype_class
 
 __all__ = [
-    "CYCLES", "clock_hz", "dma_queue_bandwidth", "dma_run_elems", "dma_seconds", "engine_of", "free_elems",
-    "instr_cycles", "matmul_cycles", "matmul_flops", "matmul_peak",
+    "CYCLES", "clock_hz", "dma_efficiency", "dma_engine_rate", "dma_engines_of", "dma_packet_seconds",
+    "dma_run_elems", "dma_seconds", "engine_of", "free_elems", "instr_cycles", "matmul_cycles", "matmul_flops",
+    "matmul_peak",
 ]
 
 _HALF = ("half",)
@@ -221,7 +230,7 @@ def instr_cycles(ins: Instr, t: Target, engine: Engine | None = None) -> int:
     """Cycles of an on-chip instruction on its engine (``engine`` overrides :func:`engine_of`).
 
     Raises:
-        KeyError: for DMA (use :func:`dma_seconds`) or an op missing from ``CYCLES``.
+        KeyError: for DMA (see :func:`dma_packet_seconds`) or an op missing from ``CYCLES``.
 
     Example:
         >>> from trnlang.sim.targets import get_target
@@ -236,14 +245,74 @@ def instr_cycles(ins: Instr, t: Target, engine: Engine | None = None) -> int:
     return CYCLES[ins.op](ins, engine or engine_of(ins), t)
 
 
-def dma_queue_bandwidth(t: Target) -> float:
-    """Bytes per second of one DMA queue: the aggregate bandwidth over the ``dma_engines`` queues."""
-    return t.dma_bandwidth_bytes_per_s / t.dma_engines
+def dma_efficiency(run_bytes: float, t: Target) -> float:
+    """Fraction of an engine's bandwidth achieved with contiguous runs of ``run_bytes`` (one descriptor each).
+
+    ``run / (run + t.dma_descriptor_overhead_bytes)``: the NKI DMA bandwidth guide's curve, severely
+    overhead-bound below 256 B, near peak from 2 KiB, saturated from 4 KiB.
+
+    Example:
+        >>> from trnlang.sim.targets import get_target
+        >>> t = get_target("trn2")
+        >>> [round(dma_efficiency(b, t), 3) for b in (4, 256, 2048, 4096, 8192)]
+        [0.015, 0.5, 0.889, 0.941, 0.97]
+    """
+    run = max(1.0, float(run_bytes))
+    return run / (run + t.dma_descriptor_overhead_bytes)
 
 
-def dma_seconds(effective_bytes: float, t: Target) -> float:
-    """Time one transfer occupies its queue: the fixed cost plus the bytes at one queue's bandwidth."""
-    return t.dma_fixed_cost_s + effective_bytes / dma_queue_bandwidth(t)
+def dma_engines_of(p0: int, partitions: int, t: Target) -> tuple[int, int]:
+    """``(first engine, number of engines)`` serving SBUF partitions ``p0 .. p0 + partitions - 1``.
+
+    Example:
+        >>> from trnlang.sim.targets import get_target
+        >>> t = get_target("trn2")
+        >>> dma_engines_of(0, 128, t), dma_engines_of(0, 4, t), dma_engines_of(64, 32, t)
+        ((0, 16), (0, 1), (8, 4))
+    """
+    ppe = t.dma_partitions_per_engine
+    n = max(1, partitions)
+    lo = min(max(0, p0) // ppe, t.dma_engines - 1)
+    hi = min((max(0, p0) + n - 1) // ppe, t.dma_engines - 1)
+    return lo, hi - lo + 1
+
+
+def dma_engine_rate(n_engines: int, t: Target) -> float:
+    """Bytes per second of one engine while a transfer streams on ``n_engines`` engines (HBM-capped).
+
+    Example:
+        >>> from trnlang.sim.targets import get_target
+        >>> t = get_target("trn2")
+        >>> dma_engine_rate(1, t) / 1e9, dma_engine_rate(16, t) / 1e9
+        (27.2, 23.0)
+    """
+    return min(t.dma_engine_bandwidth_bytes_per_s, t.dma_bandwidth_bytes_per_s / max(1, n_engines))
+
+
+def dma_packet_seconds(engine_bytes: float, run_bytes: float, n_engines: int, t: Target) -> float:
+    """Time one engine spends on its packet of a transfer: setup plus its bytes at the effective rate."""
+    return t.dma_packet_setup_s + engine_bytes / (dma_engine_rate(n_engines, t) * dma_efficiency(run_bytes, t))
+
+
+def dma_seconds(nbytes: float, t: Target, partitions: int = 128, run_bytes: float | None = None) -> float:
+    """Trigger-to-done time of one transfer on idle engines: latency plus the busiest engine's packet.
+
+    Args:
+        nbytes: bytes moved.
+        t: the target.
+        partitions: SBUF partitions of the tile (from partition 0).
+        run_bytes: contiguous bytes per descriptor (default: the bytes per partition, a contiguous row).
+
+    Example:
+        >>> from trnlang.sim.targets import get_target
+        >>> round(dma_seconds(4 * 4096 * 2, get_target("trn2"), partitions=4) * 1e9)  # NKI's A[4, 4096] bf16
+        2712
+    """
+    _, n = dma_engines_of(0, partitions, t)
+    per_partition = nbytes / max(1, partitions)
+    run = per_partition if run_bytes is None else run_bytes
+    engine_bytes = per_partition * min(partitions, t.dma_partitions_per_engine)
+    return t.dma_fixed_cost_s + dma_packet_seconds(engine_bytes, run, n, t)
 
 
 def dma_run_elems(acc: Access) -> int:

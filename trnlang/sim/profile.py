@@ -52,7 +52,11 @@ class EngineStat:
 
 @dataclass(frozen=True)
 class InstrRecord:
-    """One executed instruction: engine (``"dma"`` with its ``queue``), start and duration, source line, text."""
+    """One executed instruction: engine, start and duration, source line, IR text, bytes and flops.
+
+    For a DMA transfer (``engine == "dma"``) ``queue`` is the first DMA engine it uses and ``dma_engines`` how
+    many (consecutive) engines it is split over; ``nbytes`` is the HBM bytes it moved.
+    """
 
     engine: str
     queue: int | None
@@ -60,6 +64,9 @@ class InstrRecord:
     duration_us: float
     line: SourceLoc | None
     op: str
+    dma_engines: int = 0
+    nbytes: float = 0.0
+    flops: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -109,7 +116,8 @@ class Profile:
         time_us: kernel time in microseconds.
         cycles: the time in Tensor-engine cycles.
         engines: per engine (``tensor``, ``vector``, ``scalar``, ``gpsimd``, ``dma``) its :class:`EngineStat`;
-            the ``dma`` utilisation is over all queues (busy / (queues x time)).
+            the ``dma`` entry counts transfers; its busy time sums every DMA engine's and its utilisation is over
+            all of them (busy / (16 x time)).
         mfu: Tensor-engine flops / (peak flops for the inputs' dtype x time), in [0, 1].
         mbu: DMA bytes / (peak DMA bandwidth x time), in [0, 1].
         flops: useful matmul flops; dma_bytes: HBM bytes moved.
@@ -168,9 +176,9 @@ class Profile:
         engines: dict[str, EngineStat] = {}
         for i, name in enumerate(_ENGINE_NAMES):
             engines[name] = EngineStat(name, int(counts[i]), busy[i] * 1e6, busy[i] / time_s if time_s else 0.0)
-        nq = s.n_queues
+        nq = s.n_dma
         dma_busy = float(busy[len(ENGINES):].sum())
-        engines["dma"] = EngineStat("dma", int(counts[len(ENGINES):].sum()), dma_busy * 1e6,
+        engines["dma"] = EngineStat("dma", int(s.is_dma.sum()), dma_busy * 1e6,
                                     dma_busy / (nq * time_s) if time_s else 0.0)
         peak_s = float(s.template_array("peak_s")[s.tmpl].sum()) if s.n else 0.0
         flops = float(s.template_array("flops")[s.tmpl].sum()) if s.n else 0.0
@@ -193,10 +201,14 @@ class Profile:
             tps = s.program.templates
             ne = len(ENGINES)
             out = []
-            for tm, rs, st, du in zip(s.tmpl.tolist(), s.res.tolist(), s.start.tolist(), s.dur.tolist()):
+            for tm, rs, st, du, sp, nb in zip(s.tmpl.tolist(), s.res.tolist(), s.start.tolist(), s.dur.tolist(),
+                                              s.span.tolist(), s.nbytes.tolist()):
                 tp = tps[tm]
-                eng, q = (_ENGINE_NAMES[rs], None) if rs < ne else ("dma", rs - ne)
-                out.append(InstrRecord(eng, q, st * 1e6, du * 1e6, tp.loc, tp.text))
+                if rs < ne:
+                    out.append(InstrRecord(_ENGINE_NAMES[rs], None, st * 1e6, du * 1e6, tp.loc, tp.text,
+                                           flops=tp.flops))
+                else:
+                    out.append(InstrRecord("dma", rs - ne, st * 1e6, du * 1e6, tp.loc, tp.text, sp, nb))
             self._instructions = out
         return self._instructions
 
@@ -247,7 +259,7 @@ class Profile:
             lines.append(f"  multi-buffered: {mb}{more}")
         lines.append(f"  {'engine':<12}{'instrs':>9}{'busy us':>12}{'util':>9}")
         for name, st in self.engines.items():
-            label = f"dma ({self.schedule.n_queues} q)" if name == "dma" else name
+            label = f"dma ({self.schedule.n_dma} e)" if name == "dma" else name
             lines.append(f"  {label:<12}{st.instructions:>9,}{st.busy_us:>12,.2f}{st.utilization * 100:>8.1f}%")
         rows = self.by_line()[:top]
         if rows:
@@ -263,7 +275,8 @@ class Profile:
 
     # --- export -------------------------------------------------------------------------------------------
     def trace_events(self, max_events: int | None = None) -> list[dict[str, Any]]:
-        """Chrome-trace events: one ``"X"`` event per instruction, one track (tid) per engine and per DMA queue."""
+        """Chrome-trace events: one track (tid) per engine and per DMA engine; one ``"X"`` event per instruction
+        and, for a DMA transfer, one per DMA engine it is split over (``max_events`` counts instructions)."""
         s = self.schedule
         tps = s.program.templates
         ne = len(ENGINES)
@@ -274,17 +287,26 @@ class Profile:
         for i, name in enumerate(_ENGINE_NAMES):
             events.append({"name": "thread_name", "ph": "M", "ts": 0, "dur": 0, "pid": pid, "tid": i + 1,
                            "args": {"name": name.capitalize() if name != "gpsimd" else "GpSimd"}})
-        for q in range(s.n_queues):
+        for q in range(s.n_dma):
             events.append({"name": "thread_name", "ph": "M", "ts": 0, "dur": 0, "pid": pid, "tid": 100 + q,
-                           "args": {"name": f"DMA queue {q}"}})
+                           "args": {"name": f"DMA engine {q}"}})
         n = s.n if max_events is None else min(s.n, max_events)
-        for tm, rs, st, du in zip(s.tmpl[:n].tolist(), s.res[:n].tolist(), s.start[:n].tolist(), s.dur[:n].tolist()):
+        for tm, rs, st, du, sp, nb in zip(s.tmpl[:n].tolist(), s.res[:n].tolist(), s.start[:n].tolist(),
+                                          s.dur[:n].tolist(), s.span[:n].tolist(), s.nbytes[:n].tolist()):
             tp = tps[tm]
-            tid = rs + 1 if rs < ne else 100 + rs - ne
-            events.append({"name": tp.ins.op.value, "cat": "dma" if rs >= ne else _ENGINE_NAMES[rs], "ph": "X",
-                           "ts": st * 1e6, "dur": du * 1e6, "pid": pid, "tid": tid,
-                           "args": {"line": str(tp.loc) if tp.loc else "", "source": tp.loc.text.strip() if tp.loc
-                                    else "", "instr": tp.text}})
+            args = {"line": str(tp.loc) if tp.loc else "", "source": tp.loc.text.strip() if tp.loc else "",
+                    "instr": tp.text}
+            if rs < ne:
+                if tp.flops:
+                    args["flops"] = tp.flops
+                events.append({"name": tp.ins.op.value, "cat": _ENGINE_NAMES[rs], "ph": "X", "ts": st * 1e6,
+                               "dur": du * 1e6, "pid": pid, "tid": rs + 1, "args": args})
+                continue
+            args["bytes"] = nb
+            args["dma_engines"] = sp
+            for e in range(rs - ne, rs - ne + sp):
+                events.append({"name": tp.ins.op.value, "cat": "dma", "ph": "X", "ts": st * 1e6, "dur": du * 1e6,
+                               "pid": pid, "tid": 100 + e, "args": args})
         return events
 
     def save_trace(self, path: str | os.PathLike[str], max_events: int | None = None) -> None:

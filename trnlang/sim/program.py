@@ -231,7 +231,8 @@ class Template:
     alloc: int = -1  # ALLOC: allocation index
     mask: MaskCount | None = None
     elem_bytes: int = 0  # DMA: HBM bytes per element
-    inflate: float = 1.0  # DMA: effective / moved bytes (short contiguous runs cost a whole burst)
+    run_bytes: int = 0  # DMA: contiguous HBM bytes per descriptor (sets the transfer's efficiency)
+    part: OnChip | None = None  # DMA: the SBUF side (its partitions choose the DMA engines)
     loc: SourceLoc | None = None
     _text: str | None = None
 
@@ -374,8 +375,10 @@ class _Builder:
                 tp.hbm_write = self.hbm(acc)
             tp.mask = MaskCount(acc, self.index)
             tp.elem_bytes = acc.tensor.dtype.itemsize
-            run_bytes = cost.dma_run_elems(acc) * tp.elem_bytes
-            tp.inflate = max(1.0, t.dma_min_burst_bytes / run_bytes)
+            tp.run_bytes = cost.dma_run_elems(acc) * tp.elem_bytes
+            tile = ins.outs[0] if isinstance(ins.outs[0], Region) else ins.ins[0]
+            if isinstance(tile, Region):
+                tp.part = self.onchip(tile)
             return tp
         tp.res = ENGINES.index(eng)
         tp.cycles = cost.instr_cycles(ins, t, eng)

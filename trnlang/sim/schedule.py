@@ -1,15 +1,21 @@
-"""The scheduler: in-order engine streams, semaphores on dependences, 16 DMA queues, steady-state extrapolation.
+"""The scheduler: in-order engine streams, semaphores on dependences, 16 DMA engines, steady-state extrapolation.
 
 Model (DEVICE.md): every engine (Tensor, Vector, Scalar, GpSimd) executes
-its own stream of instructions in order, one at a time; DMA transfers go to
-whichever of the target's ``dma_engines`` (16) queues frees first, each queue
-in order. Cross-engine waits are semaphores on the dependences (they add no
-latency). The compiler decides the order of each engine's stream by list
-scheduling: instructions are taken in program order (the priority) and each is
-placed at the earliest time at which all the instructions it depends on have
-finished and its engine is idle for its whole duration, which may be an idle
-gap before instructions placed earlier (backfilling); the stream is then the
-instructions in start order. DMA queues are plain FIFOs in program order.
+its own stream of instructions in order, one at a time. A DMA transfer is
+split over the DMA engines that serve its tile's partitions (cost.py "DMA
+model": 8 partitions per engine, so a 128-partition tile uses all 16), one
+packet per engine; its packets move together once the transfer's latency
+(``dma_fixed_cost_s`` after its inputs are ready) has passed and every one of
+its engines is free, and each engine moves one packet at a time, so concurrent
+transfers share the engines. Cross-engine waits are semaphores on the
+dependences (they add no latency). The compiler decides the order of each
+engine's stream by list scheduling: instructions are taken in program order
+(the priority) and each is placed at the earliest time at which all the
+instructions it depends on have finished and its engine (for a DMA: all its
+DMA engines) is idle for its whole duration, which may be an idle gap before
+instructions placed earlier (backfilling; a DMA engine thus serves transfers
+roughly in the order they become ready, as its 16 hardware queues let a
+waiting transfer be passed by a ready one).
 
 Dependences are found on addresses, from the memory plan: every access is a
 box (partitions x bytes) in SBUF or PSUM at the *current copy* of its
@@ -32,9 +38,9 @@ instructions, durations, relative starts, buffer rotation phase) and every
 instruction in them was started by work of this loop (a dependence or the
 previous instruction on its engine or queue from this loop, not from earlier
 code), the schedule is periodic: the remaining iterations but a short tail are
-generated as shifted copies (placed into the engines' free intervals, DMA
-queues reassigned so no queue runs two transfers at once), the state (free
-intervals, queue times, dependence records, rotation counters) is advanced
+generated as shifted copies (placed into the free intervals of the engines, DMA
+engines included), the state (free intervals, dependence records, rotation
+counters) is advanced
 accordingly, and the tail is simulated explicitly (ragged last tiles have
 other costs). ``extrapolate=False`` simulates every iteration; the tests check
 both give the same schedule length.
@@ -50,7 +56,6 @@ Example:
 
 from __future__ import annotations
 
-import heapq
 from array import array
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, cast
@@ -69,7 +74,7 @@ MIN_TRIPS = 12  # loops with fewer iterations are always simulated in full
 MAX_PERIOD = 8
 GIVE_UP = 64  # stop looking for a steady state after this many iterations
 RECORD_CAP = 256  # dependence records per buffer copy before the oldest half is merged (conservatively)
-PRECISE = 16  # extrapolated periods whose dependence records are kept exactly (older ones: one hull)
+PRECISE = 64  # extrapolated periods whose dependence records are kept exactly (older ones: one hull)
 GAP_CAP = 64  # free intervals remembered per engine for backfilling (older ones are forgotten)
 _INF = float("inf")
 _EPS = 1e-15
@@ -85,8 +90,11 @@ _HbmAccess: TypeAlias = tuple[HbmBox, tuple[tuple[int, int], ...], bool]
 class Schedule:
     """The schedule of one launch: one row per executed instruction instance, in program (issue) order.
 
-    ``res`` is the resource: ``0..3`` = Tensor, Vector, Scalar, GpSimd; ``4 + q`` = DMA queue ``q``.
-    Times are seconds from the launch. ``nbytes`` is the HBM bytes a DMA moved (0 for other instructions).
+    ``res`` is the resource: ``0..3`` = Tensor, Vector, Scalar, GpSimd; ``4 + e`` = DMA engine ``e``, the first
+    of the ``span`` DMA engines a transfer uses (``span`` is 1 for other instructions); a transfer occupies
+    each of its engines for its whole ``dur``. Times are seconds from the launch (a DMA's start is when its
+    bytes start moving, its latency after it was ready). ``nbytes`` is the HBM bytes a DMA moved (0 for other
+    instructions).
     """
 
     program: Program
@@ -95,6 +103,7 @@ class Schedule:
     start: np.ndarray
     dur: np.ndarray
     nbytes: np.ndarray
+    span: np.ndarray
     extrapolated: int = 0
     accesses: list[list[tuple[Any, tuple[int, ...], bool]]] | None = None
 
@@ -117,19 +126,33 @@ class Schedule:
         return self.program.target
 
     @property
-    def n_queues(self) -> int:
+    def n_dma(self) -> int:
+        """Number of DMA engines (resources ``NE .. NE + n_dma - 1``)."""
         return self.program.target.dma_engines
 
+    @property
+    def is_dma(self) -> np.ndarray:
+        """Which rows are DMA transfers."""
+        return self.res >= NE
+
     def busy(self) -> np.ndarray:
-        """Busy seconds per resource (engines then DMA queues)."""
-        return np.bincount(self.res, weights=self.dur, minlength=NE + self.n_queues)
+        """Busy seconds per resource (engines, then DMA engines: a transfer counts on each engine it uses)."""
+        size = NE + self.n_dma
+        out = np.zeros(size)
+        out += np.bincount(self.res[~self.is_dma], weights=self.dur[~self.is_dma], minlength=size)[:size]
+        dma = self.is_dma
+        for sp in np.unique(self.span[dma]).tolist():
+            rows = dma & (self.span == sp)
+            for j in range(int(sp)):
+                out += np.bincount(self.res[rows] + j, weights=self.dur[rows], minlength=size)[:size]
+        return out
 
     def template_array(self, attr: str) -> np.ndarray:
         """A per-template attribute (``flops``, ``peak_s``, ...) as an array indexed by template id."""
         return np.array([getattr(t, attr) for t in self.program.templates], dtype=float)
 
 
-_FIELDS = ("tmpl", "res", "start", "dur", "nbytes", "bind")
+_FIELDS = ("tmpl", "res", "start", "dur", "nbytes", "bind", "span")
 _NP = {"i": np.int32, "d": np.float64, "q": np.int64}
 
 
@@ -141,6 +164,7 @@ class _Log:
     dur: array = field(default_factory=lambda: array("d"))
     nbytes: array = field(default_factory=lambda: array("d"))
     bind: array = field(default_factory=lambda: array("q"))  # producer token that determined the start, or -1
+    span: array = field(default_factory=lambda: array("i"))  # DMA engines a transfer uses (1 otherwise)
 
     def __len__(self) -> int:
         return len(self.tmpl)
@@ -180,6 +204,17 @@ def _carve(gaps: list[list[Any]], a: float, b: float, token: int) -> bool:
     return False
 
 
+def _fit(gaps: list[list[Any]], t: float, dur: float) -> float:
+    """Earliest start >= ``t`` of an interval of length ``dur`` inside one of the free intervals."""
+    for s, e, _ in gaps:
+        if e <= t:
+            continue
+        a = t if t > s else s
+        if a + dur <= e + _EPS:
+            return a
+    raise AssertionError("the open-ended free interval always fits")  # pragma: no cover
+
+
 def _merge_oldest(lst: list[list[Any]]) -> None:
     """Replace the older half of a record list (by finish time) by one record covering it (conservative)."""
     lst.sort(key=lambda r: r[4])
@@ -204,12 +239,10 @@ class _Sim:
         t = prog.target
         self.p, self.t = prog, t
         self.extrapolate, self.record = extrapolate, record
-        self.nq = t.dma_engines
-        # free intervals of each engine, sorted: [start, end, token of the instruction ending at start];
-        # the last one is open-ended (the engine's stream is free from its start on)
-        self.gaps: list[list[list[Any]]] = [[[0.0, _INF, -1]] for _ in range(NE)]
-        self.qfree = [0.0] * self.nq
-        self.qlast = [-1] * self.nq  # token of each queue's last transfer
+        self.nd = t.dma_engines
+        # free intervals of each engine and DMA engine, sorted: [start, end, token of the instruction ending at
+        # start]; the last one is open-ended (the engine's stream is free from its start on)
+        self.gaps: list[list[list[Any]]] = [[[0.0, _INF, -1]] for _ in range(NE + self.nd)]
         self.stall = [t.dependent_stall_cycles / cost.clock_hz(e, t) for e in ENGINES]
         self.allocs = prog.allocs
         self.count = [0] * len(prog.allocs)
@@ -220,8 +253,9 @@ class _Sim:
         self.hrecs: list[list[list[Any]]] = [[] for _ in prog.tensors]  # [box, end, token, w, spec]
         self.log = _Log()
         self.extrapolated = 0
-        self.qbw = cost.dma_queue_bandwidth(t)
         self.fixed = t.dma_fixed_cost_s
+        self.ppe = t.dma_partitions_per_engine
+        self.pkt: dict[tuple[int, int, int], tuple[int, int, float]] = {}  # (tmpl, p0, p_len) -> lo, n, s/byte
         self.accesses: list[list[tuple[Any, tuple[int, ...], bool]]] = []
 
     # --- one instruction --------------------------------------------------------------------------------
@@ -245,8 +279,9 @@ class _Sim:
         if hb is not None:
             hacc, ready, bind = self.hbm_deps(hb, tp.hbm_write is not None, env, ready, bind)
         token = len(self.log)
+        span = 1
         if kind == DMA:
-            start, dur, moved, res, bind = self.queue(tp, env, ready, bind, token)
+            start, dur, moved, res, span, bind = self.transfer(tp, env, ready, bind, token)
         else:
             res = tp.res
             dur = tp.dur
@@ -262,6 +297,7 @@ class _Sim:
         log.dur.append(dur)
         log.nbytes.append(moved)
         log.bind.append(bind if start > 0.0 else -1)  # what determined the start (dependence or predecessor)
+        log.span.append(span)
         if self.record:
             self.note_accesses(rboxes, wboxes, hacc)
         self.remember(rboxes, wboxes, end, token)
@@ -316,22 +352,58 @@ class _Sim:
                 ready, bind = rec[1], rec[2]
         return (hb, hbx, is_w), ready, bind
 
-    def queue(self, tp: Template, env: list[int], ready: float, bind: int, token: int
-              ) -> tuple[float, float, int, int, int]:
-        """A DMA goes to the queue that frees first: its start, duration, bytes moved, resource and binding token."""
+    def transfer(self, tp: Template, env: list[int], ready: float, bind: int, token: int
+                 ) -> tuple[float, float, int, int, int, int]:
+        """A DMA: its packets go to the DMA engines of its tile's partitions and move together once its latency
+        has passed and all those engines are free. Returns start, duration, bytes moved, first engine's resource,
+        number of engines and binding token."""
         mask = tp.mask
         assert mask is not None  # every DMA template counts its elements
         moved = mask(env) * tp.elem_bytes
-        dur = self.fixed + moved * tp.inflate / self.qbw
-        qf = self.qfree
-        q = qf.index(min(qf))
-        if ready > qf[q]:
-            start = ready
-        else:
-            start, bind = qf[q], self.qlast[q]  # waited for the queue: bound by its previous transfer
-        qf[q] = start + dur
-        self.qlast[q] = token
-        return start, dur, moved, NE + q, bind
+        part = tp.part
+        p0, pl = (part.p_lo(env), part.p_len) if part is not None else (0, self.t.pmax)
+        key = (tp.idx, p0, pl)
+        info = self.pkt.get(key)
+        if info is None:
+            lo, n = cost.dma_engines_of(p0, pl, self.t)
+            ppe = self.ppe
+            first = min(p0 + pl, (lo + 1) * ppe) - p0
+            last = p0 + pl - max(p0, (lo + n - 1) * ppe)
+            busiest = max(first, last, ppe if n >= 3 else 0)
+            per_byte = busiest / pl / (cost.dma_engine_rate(n, self.t) * cost.dma_efficiency(tp.run_bytes, self.t))
+            info = self.pkt[key] = (lo, n, per_byte)
+        lo, n, per_byte = info
+        dur = self.t.dma_packet_setup_s + moved * per_byte
+        start, prev = self.place_dma(lo, n, ready + self.fixed, dur, token)
+        if prev is not None:
+            bind = prev
+        return start, dur, moved, NE + lo, n, bind
+
+    def place_dma(self, lo: int, n: int, ready: float, dur: float, token: int) -> tuple[float, int | None]:
+        """Earliest start >= ready at which DMA engines ``lo .. lo + n - 1`` are all free for ``dur``; occupies
+        them. Returns the start and, when an engine (not the dependence) determined it, the token before it."""
+        res = range(NE + lo, NE + lo + n)
+        t0 = ready
+        while True:
+            t1 = t0
+            for e in res:
+                a = _fit(self.gaps[e], t1, dur)
+                if a > t1:
+                    t1 = a
+            if t1 <= t0:
+                break
+            t0 = t1
+        prev = None
+        for e in res:
+            gaps = self.gaps[e]
+            if prev is None and t0 > ready:
+                for s_, e_, tb in gaps:
+                    if abs(s_ - t0) <= _EPS and tb >= 0:
+                        prev = tb
+                        break
+            ok = _carve(gaps, t0, t0 + dur, token)
+            assert ok, "a fitted interval is free"
+        return t0, prev
 
     def note_accesses(self, rboxes: list[_OnChipBox], wboxes: list[_OnChipBox], hacc: _HbmAccess | None) -> None:
         """``record=True``: the boxes an instruction instance touched (for the overlap checks)."""
@@ -469,7 +541,7 @@ class _Sim:
             rots = [self._rot(x[2]) for x in m]
             if not rots[0] == rots[1] == rots[2] == rots[3]:
                 continue
-            tm, _, st, du, nb, bd = self.log.block(pos[0], pos[3])
+            tm, _, st, du, nb, bd, _ = self.log.block(pos[0], pos[3])
             if bd.size and (bd[bd >= 0] < marks[0][0]).any():
                 continue  # paced by work from before this loop: not (yet) a steady state of its own
             tm, st, du, nb = (a.reshape(3, size) for a in (tm, st, du, nb))
@@ -482,7 +554,7 @@ class _Sim:
             if dt <= 0 or np.abs(st[1] - st[0] - dt).max() > tol or np.abs(st[2] - st[1] - dt).max() > tol:
                 continue
             ok = True
-            for e in range(NE):
+            for e in range(len(self.gaps)):
                 d1, d2 = m[2][1][e] - m[1][1][e], m[3][1][e] - m[2][1][e]
                 if (d2 != 0 and abs(d2 - dt) > tol) or (d1 != 0 and abs(d1 - dt) > tol):
                     ok = False
@@ -494,30 +566,23 @@ class _Sim:
         """Append ``k`` shifted copies of the last ``p`` iterations and advance the state; False if infeasible."""
         b2, b3 = marks[i - p][0], marks[i][0]
         size = b3 - b2
-        tm, rs, st, du, nb, bd = self.log.block(b2, b3)
+        tm, rs, st, du, nb, bd, sp = self.log.block(b2, b3)
         if self._pending(set(tm.tolist()), marks[i - 3 * p][0], float(st.min()) + dt):
             return False
-        if k > 2 and self._place(rs, st, du, dt, 2, len(self.log)) is None:  # cheap trial before the full one
+        if k > 2 and self._place(rs, st, du, sp, dt, 2, len(self.log)) is None:  # cheap trial before the full one
             return False
-        placed = self._place(rs, st, du, dt, k, len(self.log))
+        placed = self._place(rs, st, du, sp, dt, k, len(self.log))
         if placed is None:
             return False
-        rs_all, st_all, heap, new_gaps = placed
-        tm_all, du_all, nb_all = np.tile(tm, k), np.tile(du, k), np.tile(nb, k)
+        st_all, new_gaps = placed
+        tm_all, rs_all, du_all, nb_all, sp_all = (np.tile(a, k) for a in (tm, rs, du, nb, sp))
         bd_all = (np.where(bd >= 0, bd, -1)[None, :] + np.where(bd >= 0, 1, 0)[None, :] * size
                   * np.arange(1, k + 1)[:, None]).ravel()
-        dma = np.nonzero(rs_all >= NE)[0]
         # commit
         for e, g in new_gaps.items():
             self.gaps[e] = g
-        self.log.extend((tm_all, rs_all, st_all, du_all, nb_all, bd_all))
+        self.log.extend((tm_all, rs_all, st_all, du_all, nb_all, bd_all, sp_all))
         self.extrapolated += k * size
-        for f, q in heap:
-            self.qfree[q] = f
-        base = len(self.log) - len(tm_all)
-        qs = rs_all[dma] - NE
-        for q in np.unique(qs).tolist():  # the last copy on each queue
-            self.qlast[q] = max(self.qlast[q], base + int(dma[qs == q].max()))
         before, now = marks[i - p], marks[i]
         for a in range(len(self.count)):
             self.count[a] += k * (now[2][a] - before[2][a])
@@ -533,27 +598,20 @@ class _Sim:
                 self.hmerge(ti)
         return True
 
-    def _place(self, rs: np.ndarray, st: np.ndarray, du: np.ndarray, dt: float, k: int, base: int,
-               ) -> tuple[np.ndarray, np.ndarray, list[tuple[float, int]], dict[int, list[list[Any]]]] | None:
-        """Resources of ``k`` shifted copies of a block: DMA queues (each transfer to a queue free by its start) and
-        the engines' free intervals after placing them, in program order; None if they do not fit."""
+    def _place(self, rs: np.ndarray, st: np.ndarray, du: np.ndarray, sp: np.ndarray, dt: float, k: int, base: int,
+               ) -> tuple[np.ndarray, dict[int, list[list[Any]]]] | None:
+        """Starts of ``k`` shifted copies of a block and the free intervals of every engine (DMA engines: each
+        one a transfer uses) after placing them, in program order; None if they do not fit."""
         st_all = (st[None, :] + dt * np.arange(1, k + 1)[:, None]).ravel()
         du_all = np.tile(du, k)
         rs_all = np.tile(rs, k)
-        dma = np.nonzero(rs_all >= NE)[0]
-        heap = [(f, q) for q, f in enumerate(self.qfree)]
-        heapq.heapify(heap)
-        tol = 1e-12 + 1e-9 * abs(float(st_all[-1]))
-        for idx in dma[np.argsort(st_all[dma], kind="stable")]:
-            s = st_all[idx]
-            f, q = heapq.heappop(heap)
-            if f > s + tol:
-                return None
-            rs_all[idx] = NE + q
-            heapq.heappush(heap, (float(s + du_all[idx]), q))
+        sp_all = np.tile(sp, k)
         new_gaps: dict[int, list[list[Any]]] = {}
-        for e in range(NE):
-            idx = np.nonzero(rs_all == e)[0]
+        for e in range(len(self.gaps)):
+            if e < NE:
+                idx = np.nonzero(rs_all == e)[0]
+            else:
+                idx = np.nonzero((rs_all >= NE) & (rs_all <= e) & (rs_all + sp_all > e))[0]
             if idx.size == 0:
                 continue
             gaps = [list(g) for g in self.gaps[e]]
@@ -561,7 +619,7 @@ class _Sim:
                 if not _carve(gaps, a, a + d, base + j):
                     return None
             new_gaps[e] = gaps
-        return rs_all, st_all, heap, new_gaps
+        return st_all, new_gaps
 
     def _pending(self, tmpls: set[int], window: int, t0: float) -> bool:
         """Whether work from before the compared periods (token < ``window``) that the copied instructions may
@@ -685,8 +743,9 @@ def schedule(k: Kernel | Program, grid: tuple[int, ...] | None = None, target: T
     env = [0] * (3 + 64)
     sim.run(_grid_body(prog, g), env)
     log = sim.log
-    tm, rs, st, du, nb, _ = log.block(0, len(log))
-    sched = Schedule(prog, tm.astype(np.int32), rs.astype(np.int32), st, du, nb, sim.extrapolated)
+    tm, rs, st, du, nb, _, sp = log.block(0, len(log))
+    sched = Schedule(prog, tm.astype(np.int32), rs.astype(np.int32), st, du, nb, sp.astype(np.int32),
+                     sim.extrapolated)
     if record:
         sched.accesses = sim.accesses
     return sched

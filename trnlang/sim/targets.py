@@ -216,12 +216,14 @@ class Target:
     psum_banks: int
     psum_bank_bytes: int
 
-    # DMA: engines x queues; a fixed cost per transfer plus bytes over bandwidth.
+    # DMA (cost.py "DMA model"): 16 engines, each serving a group of partitions; a transfer is split into one
+    # packet per engine its partitions touch; each engine moves its packets one at a time.
     dma_engines: int
     dma_queues_per_engine: int
-    dma_fixed_cost_s: float
-    dma_bandwidth_bytes_per_s: float  # aggregate, per core
+    dma_fixed_cost_s: float  # latency from a transfer's trigger to its first byte (does not occupy the engines)
+    dma_bandwidth_bytes_per_s: float  # aggregate per core: HBM-limited, shared by the engines
     hbm_bytes_per_core: int  # device HBM / cores; what torch.trn memory stats report
+    dma_engine_bandwidth_bytes_per_s: float = 27.2e9  # theoretical bandwidth of one DMA engine
 
     # Rules the compiler enforces (DEVICE.md "Rules").
     pmax: int = 128  # partition dimension of any tile
@@ -237,8 +239,9 @@ class Target:
     matmul_fp32_slowdown: int = 4  # fp32 matmul inputs take 4x the cycles
     gpsimd_fixed_cycles: int = 150  # iota / affine_select: 150 + N
     reciprocal_cycles_per_elem: int = 8  # Vector reciprocal: 8N
-    dma_efficient_bytes_per_partition: int = 2 * KiB  # transfers this large per partition approach peak
-    dma_min_burst_bytes: int = 64  # a contiguous HBM run shorter than this costs a whole burst (strided DMA is slow)
+    dma_partitions_per_engine: int = 8  # SBUF partitions served by one DMA engine (128 / 16)
+    dma_descriptor_overhead_bytes: int = 256  # per contiguous run: efficiency = run / (run + this)
+    dma_packet_setup_s: float = 0.17e-6  # per packet (one engine's share of a transfer), occupying the engine
 
     @property
     def sbuf_bytes(self) -> int:
@@ -348,6 +351,7 @@ TARGETS: dict[str, Target] = {
         dma_fixed_cost_s=1.3e-6,
         dma_bandwidth_bytes_per_s=528e9,
         hbm_bytes_per_core=18 * GiB,
+        dma_engine_bandwidth_bytes_per_s=38.4e9,
     ),
 }
 
@@ -390,6 +394,11 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
+def _pct(t: Target, run: int) -> str:
+    return f"{100 * run / (run + t.dma_descriptor_overhead_bytes):.0f}%" if run >= 64 else \
+        f"{100 * run / (run + t.dma_descriptor_overhead_bytes):.1f}%"
+
+
 def _rows(t: Target) -> list[tuple[str, str]]:
     te = t.tensor
     peaks = [f"{_num(te.peak_bf16_flops / 1e12)} TF bf16"]
@@ -415,8 +424,15 @@ def _rows(t: Target) -> list[tuple[str, str]]:
         ),
         (
             "DMA",
-            f"{t.dma_engines} engines x {t.dma_queues_per_engine} queues; ~{_num(t.dma_fixed_cost_s * 1e6)} us fixed "
-            f"cost per transfer; ~{_num(t.dma_bandwidth_bytes_per_s / 1e9)} GB/s aggregate",
+            f"{t.dma_engines} engines x ~{_num(t.dma_engine_bandwidth_bytes_per_s / 1e9)} GB/s, "
+            f"~{_num(t.dma_bandwidth_bytes_per_s / 1e9)} GB/s aggregate (HBM-limited); a transfer is split over "
+            f"the engines of its partitions ({t.dma_partitions_per_engine} per engine)",
+        ),
+        (
+            "DMA costs",
+            f"~{_num(t.dma_fixed_cost_s * 1e6)} us latency per transfer, {_num(t.dma_packet_setup_s * 1e6)} us per "
+            f"packet; efficiency run / (run + {t.dma_descriptor_overhead_bytes} B) per contiguous run "
+            f"({_pct(t, 4096)} at 4 KiB, {_pct(t, 512)} at 512 B, {_pct(t, 4)} at 4 B)",
         ),
         ("HBM per core", _size(t.hbm_bytes_per_core)),
         ("Partitions", f"<= {t.pmax}; tiles start: {starts}"),
