@@ -50,6 +50,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import ProcessGroupGloo
 
 from trnlang.device import memory
+from trnlang.distributed.cost import ACTIVE as _COST_LOGS
 
 __all__ = ["BACKEND", "TrnDistributedError", "create_backend", "register_kernels", "check_enabled", "C10D_OPS"]
 
@@ -237,12 +238,20 @@ def _allreduce(tensors: list[torch.Tensor], pg: Any, reduce_op: Any, sparse_indi
     gloo, _, group = _shadow_of(pg)
     if check_enabled():
         _check_agreement(gloo, group, "allreduce_", (tensors,))
+    if _COST_LOGS:
+        _note("allreduce_", (tensors,), gloo.size(), group)
     opts = dist.AllreduceOptions()
     opts.reduceOp = red  # type: ignore[assignment]  # torch converts a RedOpType, as dist.all_reduce relies on
     opts.asyncOp = async_op
     if timeout >= 0:
         opts.timeout = timedelta(milliseconds=timeout)
     return tensors, gloo.allreduce(cpu, opts).boxed()
+
+
+def _note(name: str, args: tuple[Any, ...], ranks: int, group: str) -> None:
+    """Note the call in every :func:`trnlang.distributed.cost.record` log (only called while one records)."""
+    for log in _COST_LOGS:
+        log.note(name, args, ranks, group)
 
 
 def _collective(name: str, pg_index: int) -> Any:
@@ -255,6 +264,8 @@ def _collective(name: str, pg_index: int) -> Any:
         gloo, new[pg_index], group = _shadow_of(args[pg_index])
         if name in _AGREE and check_enabled():
             _check_agreement(gloo, group, name, args)
+        if _COST_LOGS:
+            _note(name, args, gloo.size(), group)
         out = op(*new)
         # gloo's own Work goes back: its wait() raises gloo's errors (a timeout, a size mismatch), which a
         # future-wrapping Work would swallow. Its future yields the CPU views (the trn tensors' own bytes).
