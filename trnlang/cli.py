@@ -440,12 +440,15 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     trace = cost.trace_path(args.trace)  # one file per rank when the script ran under torchrun
     events: list[dict[str, Any]] = []
     per_kernel: dict[str, list[float]] = {}  # name -> [launches, time us, peak-time us, dma-peak-time us]
+    pages: list[tuple[str, Profile]] = []  # for --html
     for pid, (comp, grid, n) in enumerate(rec.launches.values(), start=1):
         try:
             p = Profile.simulate(comp.ir, grid)
         except Exception as exc:  # a kernel the simulator cannot schedule must not lose the others
             print(f"trn profile: warning: cannot simulate {comp.ir.name} grid {grid}: {exc}", file=sys.stderr)
             continue
+        if args.html:
+            pages.append((f"{p.kernel} grid {grid} ({n} launch{'es' * (n != 1)})", p))
         for ev in p.trace_events(args.max_events):
             ev["pid"] = pid
             if ev["name"] == "process_name":
@@ -473,6 +476,13 @@ def _cmd_profile(args: argparse.Namespace) -> int:
         print(f"compute (kernels) {kernels_s * 1e6:,.2f} us vs communication (collectives) "
               f"{collectives.total_s * 1e6:,.2f} us, simulated, not overlapped")
     print(f"wrote {trace} ({len(rec.launches)} specialization(s); open in https://ui.perfetto.dev)")
+    if args.html and pages:
+        from trnlang.sim.html import render_html
+
+        pages.sort(key=lambda lp: -lp[1].time_us)  # the longest kernel first
+        with open(args.html, "w", encoding="utf-8") as f:
+            f.write(render_html(pages, f"trn profile {os.path.basename(args.script)}", args.max_events))
+        print(f"wrote {args.html} (one page, {len(pages)} kernel(s); open it in a browser)")
     return rc
 
 
@@ -482,12 +492,15 @@ def _add_profile_parser(sub: Any) -> None:
         help="profile the trn kernels a Python script launches, on the simulated device",
         description="Run a Python script (as __main__, with sys.argv = [SCRIPT, *ARGS]) and simulate the schedule "
         "of every trn kernel specialization it launches. Writes one Chrome trace (one process per kernel "
-        "specialization; open it in Perfetto or chrome://tracing) and prints per kernel: launches, simulated "
+        "specialization; open it in Perfetto or chrome://tracing), with --html also an HTML page, and prints "
+        "per kernel: launches, simulated "
         "time per launch, MFU and MBU. Options of trn profile go before SCRIPT; everything after SCRIPT is "
         "passed to the script.",
     )
     p.add_argument("--trace", metavar="PATH", default="trn_profile_trace.json",
                    help="Chrome trace output (default trn_profile_trace.json)")
+    p.add_argument("--html", metavar="PATH", default=None,
+                   help="also write one self-contained HTML page: timeline, utilisation bars, roofline per kernel")
     p.add_argument("--summary", action="store_true", help="also print each specialization's full profile summary")
     p.add_argument("--max-events", metavar="N", type=int, default=200_000,
                    help="at most N instruction events per specialization in the trace (default 200000)")

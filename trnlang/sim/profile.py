@@ -314,6 +314,33 @@ class Profile:
         with open(path, "w") as f:
             json.dump({"traceEvents": self.trace_events(max_events), "displayTimeUnit": "ns"}, f)
 
+    def save_html(self, path: str | os.PathLike[str], max_instructions: int = 200_000) -> None:
+        """Write one self-contained HTML page (no network): zoomable engine/DMA timeline with hover details
+        (instruction, source line, bytes or flops), per-engine utilisation bars and the roofline point.
+
+        Example:
+            >>> import os, tempfile, torch
+            >>> from tests.kernels import vector_add
+            >>> x = torch.randn(256, 64)
+            >>> p = vector_add.profile(x, x, torch.empty_like(x), simulate_only=True)
+            >>> path = os.path.join(tempfile.mkdtemp(), "profile.html")
+            >>> p.save_html(path)
+            >>> "vector_add" in open(path).read()
+            True
+        """
+        from trnlang.sim.html import render_html
+
+        page = render_html([(f"{self.kernel} grid {self.grid}", self)], f"{self.kernel} on {self.target.name}",
+                           max_instructions)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(page)
+
+    def save_png(self, path: str | os.PathLike[str]) -> None:
+        """Draw the engine/DMA timeline to a PNG (needs matplotlib: ``pip install 'trnlang[plot]'``)."""
+        from trnlang.sim.html import save_png
+
+        save_png(self, path)
+
     def plot_roofline(self, path: str | os.PathLike[str]) -> None:
         """Plot the roofline and this kernel's point to an image file (needs matplotlib: ``pip install
         trnlang[plot]``)."""
