@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import sympy
 import torch
 
 import trnlang as trn
@@ -46,6 +47,13 @@ HOIST_MAX = 8192
 _F = (torch.float32, torch.bfloat16, torch.float16)
 
 
+def _blocks(n: Any, cap: int) -> Any:
+    """``min(n, cap)`` key blocks as a loop bound (``cap`` 0: ``n``), so the bounds check proves that a
+    block index stays inside a ``cap``-block staging buffer even when ``n`` is a runtime size."""
+    e = n.expr if hasattr(n, "expr") else sympy.sympify(n)
+    return sympy.Min(e, cap) if cap else e
+
+
 def _mask_scores(s, m4, b, h, rq, kc, sq, sk, causal, mask_kind):
     """Scores with the causal / attention mask / ragged-key masks applied (-inf where masked)."""
     keep = kc < sk
@@ -59,10 +67,14 @@ def _mask_scores(s, m4, b, h, rq, kc, sq, sk, causal, mask_kind):
     return tl.where(keep, s, -math.inf)
 
 
-@trn.kernel
-def flash_fwd(q, k, v, m4, out, lse, scale, causal, mask_kind):
+@trn.kernel(dynamic=True)
+def flash_fwd(q, k, v, m4, out, lse, scale, causal, mask_kind, kcap, ragged):
     """``out = softmax(q @ k.T * scale + mask) @ v`` over ``[B, H, S, D]``; ``lse [B, H, Sq, 1]``.
 
+    Shape-polymorphic in the batch, head and sequence sizes (a decode loop whose key length grows by one
+    per step reuses one compiled variant): the host passes what needs a compile-time value. ``kcap``:
+    key blocks the SBUF staging buffers hold (a power of two >= the key blocks, ``0``: no staging,
+    keys streamed per block); ``ragged``: whether the last key block is partial (it is masked).
     Per (batch, kv head) the transposed keys and the values are staged in SBUF once (when they fit,
     ``Sk <= HOIST_MAX``) and shared by every query block of the GQA group.
     """
@@ -72,13 +84,12 @@ def flash_fwd(q, k, v, m4, out, lse, scale, causal, mask_kind):
     cd = tl.arange(d)[None, :]
     one = tl.arange(1)[None, :]
     nkb = tl.cdiv(sk, BK)
-    hoist = nkb * BK <= HOIST_MAX
     for b in tl.affine_range(nb):
         for hkv in tl.affine_range(hk):
-            if hoist:
-                k_all = tl.ndarray((d, nkb * BK), tl.float32)
-                v_all = tl.ndarray((BK, nkb, d), tl.float32)
-                for c in tl.affine_range(nkb):
+            if kcap:
+                k_all = tl.ndarray((d, kcap * BK), tl.float32)
+                v_all = tl.ndarray((BK, kcap, d), tl.float32)
+                for c in tl.affine_range(_blocks(nkb, kcap)):
                     rk = c * BK + tl.arange(BK)[:, None]
                     k_all[:, c * BK:(c + 1) * BK] = tl.transpose(
                         tl.load(k[b, hkv, rk, cd], mask=rk < sk).astype(tl.float32))
@@ -92,9 +103,9 @@ def flash_fwd(q, k, v, m4, out, lse, scale, causal, mask_kind):
                     l_i = tl.zeros((BQ, 1), tl.float32)
                     acc = tl.zeros((BQ, d), tl.float32)
                     n_blocks = qi + 1 if causal else nkb                 # causal: skip blocks above the diagonal
-                    for kj in tl.sequential_range(n_blocks):
+                    for kj in tl.sequential_range(_blocks(n_blocks, kcap)):
                         kc = kj * BK + tl.arange(BK)[None, :]
-                        if hoist:
+                        if kcap:
                             k_t = k_all[:, kj * BK:(kj + 1) * BK]
                             v_t = v_all[:, kj, :]
                         else:
@@ -102,7 +113,7 @@ def flash_fwd(q, k, v, m4, out, lse, scale, causal, mask_kind):
                             k_t = tl.transpose(tl.load(k[b, hkv, rk, cd], mask=rk < sk).astype(tl.float32))
                             v_t = tl.load(v[b, hkv, rk, cd], mask=rk < sk).astype(tl.float32)
                         s = tl.copy(tl.matmul(q_t, k_t, transpose_x=True))
-                        if causal or mask_kind != "none" or sk % BK:
+                        if causal or mask_kind != "none" or ragged:
                             s = _mask_scores(s, m4, b, h, rq, kc, sq, sk, causal, mask_kind)
                         m_new = tl.maximum(m_i, tl.max(s, axis=1, keepdims=True))
                         m_safe = tl.where(m_new == -math.inf, 0.0, m_new)
@@ -282,8 +293,10 @@ def sdpa_overrideable(query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
     kind = _mask_kind(attn_bias, query.dtype)
     out = torch.empty(query.shape, dtype=query.dtype, device="trn")
     lse = torch.empty((b, h, sq, 1), dtype=torch.float32, device="trn")
+    nkb = -(-sk // BK)
+    kcap = 1 << (max(nkb, 1) - 1).bit_length() if nkb * BK <= HOIST_MAX else 0  # staging: a power-of-two bucket
     _split_run(flash_fwd, [query, key, value, _expand_mask(attn_bias, query, key), out, lse], "qkkqqq",
-               _scale(scale, d), bool(is_causal), kind)
+               _scale(scale, d), bool(is_causal), kind, kcap, sk % BK != 0)
     empty = torch.empty((0,), dtype=torch.int64, device="trn")
     seed = torch.empty((), dtype=torch.int64, device="trn")
     return (out, lse.view(b, h, sq), empty, empty, sq, sk, seed, seed,

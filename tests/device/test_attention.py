@@ -103,7 +103,7 @@ def test_profile_flash_fwd_is_sane():
     q, k, v = (t.to("trn") for t in _qkv(1, 1, 256, 256, 64, torch.float32))
     out = torch.empty(1, 1, 256, 64, device="trn")
     lse = torch.empty(1, 1, 256, 1, device="trn")
-    prof = A.flash_fwd.profile(q, k, v, q, out, lse, 0.125, True, "none")
+    prof = A.flash_fwd.profile(q, k, v, q, out, lse, 0.125, True, "none", 2, False)
     assert prof.time_us > 0 and prof.cycles > 0
     assert all(0 <= e.utilization <= 1 for e in prof.engines.values()), prof.engines
     assert prof.engines["tensor"].instructions > 0 and 0 < prof.mfu <= 1
@@ -117,3 +117,18 @@ def test_sdpa_streaming_keys_path(monkeypatch):
     monkeypatch.setattr(A, "HOIST_MAX", 0)
     q, k, v = _qkv(1, 1, 20, 150, 8, torch.float32, seed=11)  # a shape no other test traces
     _compare(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), [q, k, v], torch.float32)
+
+
+def test_decode_lengths_share_one_flash_variant():
+    """A decode loop (one query, a key cache growing by one) reuses the forward kernel's compiled code:
+    key lengths are runtime sizes; only the staging capacity bucket and raggedness are keyed on."""
+    torch.manual_seed(3)
+    before = A.flash_fwd.compile_stats()["traces"]
+    for n in range(201, 214):  # one 256-key staging bucket; none a multiple of 128
+        q, k, v = (torch.randn(2, 4, s, 32) for s in (1, n, n))
+        out = F.scaled_dot_product_attention(q.to("trn"), k.to("trn"), v.to("trn"))
+        assert_same(out, F.scaled_dot_product_attention(q, k, v), rtol=2e-5, atol=2e-5)
+    stats = A.flash_fwd.compile_stats()
+    assert stats["dynamic"] and not stats["fallback"], stats
+    assert ("k", 2) not in stats["static_dims"], stats
+    assert stats["traces"] - before <= 1, stats

@@ -506,6 +506,18 @@ def test_expr_range_examples():
     assert lo > hi  # an empty loop: an empty range
 
 
+def test_min_with_one_bounded_argument_bounds_a_runtime_size_loop():
+    n = sym("k_size2")  # a runtime size: no range
+    assert expr_range(sympy.ceiling(n / 128), {}) is None
+    lo, hi = expr_range(sympy.Min(sympy.ceiling(n / 128), 4), {})
+    assert hi == 4 and lo < -(2**62)  # bounded above by the constant, below only by the index width
+    lo, hi = expr_range(sympy.Max(sympy.ceiling(n / 128), 4), {})
+    assert lo == 4 and hi > 2**62
+    # a loop over min(cdiv(n, 128), 4) blocks: its variable stays inside a 4-block buffer
+    r = loop_ranges([Loop("affine", I0, 0, sympy.Min(sympy.ceiling(n / 128), 4), 1)], (1,))
+    assert r[I0][1] == 3
+
+
 def test_loop_ranges_steps_pids_and_dependent_bounds():
     r = loop_ranges([Loop("affine", I0, 0, 10, 3), Loop("affine", I1, I0 + 1, 12, 1)], (4,))
     assert r[P0] == (0, 3) and r[pid_sym(2)] == (0, 0)

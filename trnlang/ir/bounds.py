@@ -56,6 +56,9 @@ Affine = tuple[Fraction, dict[sympy.Symbol, Fraction]]
 
 _MAX_PIDS = 3
 
+#: Magnitude bound of any index value of a kernel (its index arithmetic is 64-bit).
+_INDEX_LIMIT = 2**63
+
 
 class Ranges(dict):
     """Inclusive integer ranges of symbols, plus the loop nest they describe.
@@ -334,9 +337,17 @@ def _iv_func(expr: sympy.Basic, ranges: Mapping[sympy.Symbol, Bound]) -> _FBound
     if isinstance(expr, (sympy.Min, sympy.Max)):
         rs = [_iv(a, ranges) for a in expr.args]
         known = [r for r in rs if r is not None]
-        if len(known) != len(rs):
+        is_min = isinstance(expr, sympy.Min)
+        if not known:
             return None
-        pick = min if isinstance(expr, sympy.Min) else max
+        if len(known) != len(rs):
+            # one bounded argument bounds a Min from above (a Max from below) whatever the others are,
+            # e.g. a loop over min(cdiv(n, 128), CAP) blocks of a CAP-block buffer with a runtime n; the
+            # other side is only bounded by the 64-bit index range (never proves an access safe by itself)
+            if is_min:
+                return Fraction(-_INDEX_LIMIT), min(r[1] for r in known)
+            return max(r[0] for r in known), Fraction(_INDEX_LIMIT)
+        pick = min if is_min else max
         return pick(r[0] for r in known), pick(r[1] for r in known)
     if isinstance(expr, sympy.Abs):
         r = _iv(expr.args[0], ranges)
