@@ -150,6 +150,8 @@ def activation_val(L: KernelLowering, ins: Instr) -> Val:
         x = Binary(Alu.multiply, x, ToF32(Imm(scale.value)))
     elif scale is not None and float(scale) != 1.0:
         x = Binary(Alu.multiply, x, Imm(float(scale)))
+    if len(ins.ins) > 2:  # a per-partition scale tile
+        x = Binary(Alu.multiply, x, ToF32(bcast(L.val(ins.ins[2], ins), shape)))
     if len(ins.ins) > 1 and ins.ins[1] is not None:
         x = Binary(Alu.add, x, ToF32(bcast(L.val(ins.ins[1], ins), shape)))
     return ToF32(Unary(ins.attrs.get("func", Alu.copy), x))

@@ -9,7 +9,7 @@ from typing import Iterator
 import sympy
 
 from trnlang.frontend.errors import TraceError, user_loc
-from trnlang.ir.nodes import Buf, HbmTensor, Instr, Kernel, Loop, SourceLoc, Stmt, sym
+from trnlang.ir.nodes import Buf, HbmTensor, Instr, Kernel, Loop, Region, SourceLoc, Stmt, sym
 from trnlang.ir.ops import Op
 from trnlang.ir.types import DType, Space
 
@@ -27,11 +27,21 @@ class TraceContext:
         self._n_loop = 0
         self._n_hbm = 0
         self.allocated_hbm: list[HbmTensor] = []
+        #: NKI rules (``trnlang.nki``): tiles keep their partition dimension and stay 2-D after an integer
+        #: index or a full free-axis reduction ([P, 1], not [P]); PSUM matmul destinations start a group.
+        self.nki = getattr(_STATE, "dialect", None) == "nki"
+        #: (file, line) of loops to unroll at trace time (NKI: a loop variable used as a Python list index)
+        self.unroll: frozenset[tuple[str, int]] = getattr(_STATE, "unroll", frozenset())
+        #: PSUM buffers some instruction has written (an ``nc_matmul(dst=...)`` into a fresh one overwrites)
+        self.written: set[int] = set()
 
     # --- emission -------------------------------------------------------------------
     def emit(self, instr: Instr) -> Instr:
         if instr.loc is None:
             instr.loc = user_loc(2)
+        for o in instr.outs:
+            if isinstance(o, Region) and o.buf.space is Space.PSUM:
+                self.written.add(id(o.buf))
         self.blocks[-1].append(instr)
         return instr
 
@@ -77,6 +87,34 @@ def current() -> TraceContext:
     if ctx is None:
         raise TraceError("trnlang.language operations can only be used inside a @trn.kernel function being traced")
     return ctx
+
+
+@contextlib.contextmanager
+def dialect(name: str | None, unroll: frozenset[tuple[str, int]] = frozenset()) -> Iterator[None]:
+    """Trace kernels started inside this block under a dialect's rules (``"nki"``: see ``TraceContext.nki``);
+    ``unroll``: (file, line) of loops the dialect unrolls at trace time."""
+    prev: tuple[str | None, frozenset[tuple[str, int]]] = (getattr(_STATE, "dialect", None),
+                                                           getattr(_STATE, "unroll", frozenset()))
+    _STATE.dialect, _STATE.unroll = name, unroll
+    try:
+        yield
+    finally:
+        _STATE.dialect, _STATE.unroll = prev
+
+
+class NeedUnroll(TraceError):
+    """A loop variable was used as a Python int under NKI rules: the loops at ``locs`` get unrolled and the
+    kernel is traced again (NKI unrolls such loops too)."""
+
+    def __init__(self, msg: str, locs: frozenset[tuple[str, int]]) -> None:
+        super().__init__(msg)
+        self.locs = locs
+
+
+def nki_rules() -> bool:
+    """Whether the kernel being traced follows NKI's tile rules (False outside a trace)."""
+    ctx = getattr(_STATE, "ctx", None)
+    return bool(ctx is not None and ctx.nki)
 
 
 def active() -> TraceContext | None:

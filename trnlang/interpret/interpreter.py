@@ -252,6 +252,8 @@ def _activation(c: _Ctx, ins: Instr) -> None:
         x = alu.binary(Alu.multiply, x, alu.to_f32(c.operand(scale, shape)))
     elif scale is not None and float(scale) != 1.0:
         x = alu.binary(Alu.multiply, x, alu.imm_array(float(scale)))
+    if len(ins.ins) > 2:  # a per-partition scale tile
+        x = alu.binary(Alu.multiply, x, alu.to_f32(c.operand(ins.ins[2], shape)))
     if len(ins.ins) > 1 and ins.ins[1] is not None:
         x = alu.binary(Alu.add, x, alu.to_f32(c.operand(ins.ins[1], shape)))
     func = ins.attrs.get("func", Alu.copy)

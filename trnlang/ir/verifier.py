@@ -65,14 +65,14 @@ _FP8_WRITERS = {Op.DMA_COPY, Op.TENSOR_COPY, Op.MEMSET, Op.SELECT, Op.AFFINE_SEL
 _MAX_NOTES = 10
 # Operand kinds of `ins` per op: "R" a Region, "RI" a Region or an Imm.
 _IN_KINDS: dict[Op, tuple[str, ...]] = {
-    Op.ACTIVATION: ("R", "RI"), Op.TENSOR_TENSOR: ("R", "R"), Op.TENSOR_SCALAR: ("R", "RI", "RI"),
+    Op.ACTIVATION: ("R", "RI", "R"), Op.TENSOR_TENSOR: ("R", "R"), Op.TENSOR_SCALAR: ("R", "RI", "RI"),
     Op.TENSOR_REDUCE: ("R",), Op.TENSOR_COPY: ("R",), Op.SELECT: ("R", "RI", "RI"), Op.IOTA: (), Op.MEMSET: (),
     Op.AFFINE_SELECT: ("RI", "RI"), Op.SCAN: ("RI", "RI", "RI"), Op.MATMUL: ("R", "R"), Op.TRANSPOSE: ("R",),
     Op.BN_STATS: ("R",), Op.BN_AGGR: ("R",), Op.PRINT: ("R",),
 }
 # (min, max) operand counts where they vary (docs/ir.md).
 _N_OUTS = {Op.ACTIVATION: (1, 2)}
-_N_INS = {Op.ACTIVATION: (1, 2), Op.TENSOR_SCALAR: (2, 3)}
+_N_INS = {Op.ACTIVATION: (1, 3), Op.TENSOR_SCALAR: (2, 3)}
 
 
 class RuntimeCheck(NamedTuple):
@@ -512,7 +512,7 @@ def _check_activation(v: _Verifier, ins: Instr, loops: tuple[Loop, ...]) -> None
         if tuple(r.shape) != (p, 1):
             v.err(ShapeError, f"activation reduction output {_region(r)} must have shape [{p}, 1], got "
                               f"{_shape(r.shape)}", ins.loc)
-    for x, what in zip(ins.ins, ("data", "bias")):
+    for x, what in zip(ins.ins, ("data", "bias", "scale")):
         v.bcast(ins, x, out, what)
 
 

@@ -22,6 +22,7 @@ from trnlang.language.values import (
     DynSlice,
     HbmRef,
     Index,
+    ParDim,
     Pred,
     Tile,
     broadcast_shapes,
@@ -95,6 +96,9 @@ def _result_dtype(alu: Alu, a: DType, b: DType | None, a_scalar: bool = False, b
 def to_tile(x: Any, shape_hint: tuple[int, ...] | None = None) -> Tile:
     """Turn an Index/Pred into a tile (GpSimd iota); tiles pass through."""
     if isinstance(x, Tile):
+        if x.nblock:
+            raise ShapeError(f"a tile of shape {x.shape} still has {x.nblock} block dimension(s) in front of its "
+                             "partition dimension; index them first (t[i] or t[i, :, :])")
         return x
     if isinstance(x, (Index, Pred)):
         shape = x.shape if x.shape else (1,)
@@ -307,9 +311,45 @@ def _slice_bounds(k: Any, n: int) -> tuple[sympy.Expr, int, int]:
     return start, max(0, (int(size) + step - 1) // step), step
 
 
+def _index_key_as_slices(key: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[Any, ...]:
+    """NKI-style tile indexing with index values (``t[i_p, j * 512 + i_f]``, ``i_p = arange(128)[:, None]``):
+    each index value must be ``start + _a{m}``, one axis per dimension in order, which is the slice
+    ``[start, start + n)``. Strided or permuted views (``t[i_p, 2 * i_f]``, ``t[i_p, i_f * k + i_g]``) are
+    not supported yet (a ShapeError names them)."""
+    idx = [k for k in key if isinstance(k, Index) and k.shape != ()]
+    nd = max(k.ndim for k in idx)
+    out: list[Any] = []
+    last = -1
+    for d, k in enumerate(key):
+        if not (isinstance(k, Index) and k.shape != ()):
+            out.append(k)
+            continue
+        e = k._aligned(nd)
+        axes = [a for a in e.free_symbols if a.name.startswith("_a")]
+        full = (1,) * (nd - k.ndim) + k.shape
+        ok = len(axes) == 1 and e.coeff(axes[0]) == 1 and int(axes[0].name[2:]) > last
+        if ok:
+            m = int(axes[0].name[2:])
+            start = sympy.expand(e - axes[0])
+            ok = not any(a.name.startswith("_a") for a in start.free_symbols) and (
+                sum(1 for x in full if x != 1) <= 1)
+        if not ok:
+            raise ShapeError(f"tile index {k.expr} (shape {k.shape}) on dimension {d} of a tile of shape {shape} "
+                             "is a strided or permuted view; only start + arange(n) along the dimension's own axis "
+                             "is supported (use a slice)")
+        last = m
+        out.append(DynSlice(start, full[m]))
+    return tuple(out)
+
+
 def subtile(t: Tile, key: Any) -> Tile:
     """A view of part of a tile: slices (affine bounds), ds, and single indices per dimension."""
     key = _norm_key(key, t.ndim, "a tile")
+    if any(isinstance(k, Index) and k.shape != () for k in key):
+        key = _index_key_as_slices(key, t.shape)
+    nb = t.nblock
+    if nb:  # NKI block dimensions come first in the written order, after the partition one in the buffer
+        key = (key[nb],) + key[:nb] + key[nb + 1:]
     r = t.region
     starts, sizes, keep = list(r.starts), list(r.sizes), list(r.keep)
     view_dims = [d for d, kp in enumerate(keep) if kp]
@@ -329,7 +369,37 @@ def subtile(t: Tile, key: Any) -> Tile:
             keep[d] = False
         else:
             raise TraceError(f"tiles can be indexed by slices, tl.ds and single indices, not {type(k).__name__}")
-    return Tile(Region(r.buf, tuple(sympy.sympify(s) for s in starts), tuple(sizes), tuple(keep)))
+    kept_blocks = sum(1 for k in key[1:nb + 1] if isinstance(k, (slice, DynSlice))) if nb else 0
+    if current().nki and sum(keep) == 1 and keep[view_dims[0]] and len(view_dims) > 1:
+        # NKI: a tile keeps a free dimension: t[0:128, j] is [128, 1], not [128]
+        last = max(d for d in view_dims[1 + nb:] or view_dims[1:] if not keep[d])
+        keep[last] = True
+    return Tile(Region(r.buf, tuple(sympy.sympify(s) for s in starts), tuple(sizes), tuple(keep)), kept_blocks)
+
+
+_TO_PSUM = (Op.MATMUL, Op.TRANSPOSE)
+
+
+def _retarget(view: Tile, v: Tile) -> bool:
+    """``buf[i] = op(...)`` (and NKI's ``dst=`` forms) under NKI rules, where ``v`` is the fresh result of the
+    instruction just emitted: that instruction writes the view itself (no copy). Same shape and dtype;
+    matmul/transpose results stay in PSUM."""
+    ctx = current()
+    last = ctx.last_instr()
+    if (not ctx.nki or last is None or not last.outs or last.outs[0] is not v.region or not v.region.is_whole
+            or view.shape != v.shape or view.dtype != v.dtype or last.attrs.get("accumulate")
+            or (last.op in _TO_PSUM and last.engine is Engine.TENSOR and view.buffer is not Space.PSUM)
+            or (view.buffer is Space.PSUM and last.op is Op.DMA_COPY)
+            or view.region.buf is v.region.buf or not _fresh(v)):
+        return False
+    if any(isinstance(x, Region) and x.buf is view.region.buf for x in last.ins):
+        return False  # reads the buffer it would now write: keep the copy (the hazard rules stay simple)
+    last.outs = (view.region,) + tuple(last.outs[1:])
+    _drop_alloc(ctx.blocks[-1], v.region.buf)
+    if view.buffer is Space.PSUM:
+        ctx.written.add(id(view.region.buf))
+    v.region = view.region
+    return True
 
 
 def _same_region(a: Region, b: Region) -> bool:
@@ -351,6 +421,16 @@ def assign(view: Tile, value: Any) -> None:
         return
     v = to_tile(value)
     if _same_region(v.region, view.region):
+        return
+    mask = getattr(v, "mask", None)
+    if mask is not None:  # NKI compute mask=: lanes off the predicate keep the buffer's contents
+        if broadcast_shapes(v.shape, view.shape) != view.shape or broadcast_shapes(mask.shape, view.shape) != \
+                view.shape:
+            raise ShapeError(f"cannot assign a masked tile of shape {v.shape} to a tile of shape {view.shape}")
+        _emit(Op.AFFINE_SELECT, (view.region,), (v.region, view.region), {"pred": mask._aligned(view.ndim)},
+              Engine.GPSIMD)
+        return
+    if _retarget(view, v):
         return
     if broadcast_shapes(v.shape, view.shape) != view.shape:
         raise ShapeError(f"cannot assign a tile of shape {v.shape} to a tile of shape {view.shape}")
@@ -381,12 +461,53 @@ def _access_component(k: Any, n: Any) -> tuple[str, Any]:
     raise TraceError(f"cannot index an HBM tensor with {type(k).__name__} {k!r}")
 
 
+def _nki_keep_2d(comps: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """NKI: ``x[0:128, j]`` is a ``[128, 1]`` access: the last single index after the only ranged one stays an
+    axis of size 1 (single indices before it, ``x[b, 0:128, :]``, still drop their axis)."""
+    ranged = [i for i, c in enumerate(comps) if c[0] != "fixed"]
+    if len(ranged) != 1 or comps[ranged[0]][0] not in ("axis", "axis_idx"):
+        return comps
+    later = [i for i in range(ranged[0] + 1, len(comps)) if comps[i][0] == "fixed"]
+    if not later:
+        return comps
+    out = list(comps)
+    out[later[-1]] = ("axis", (comps[later[-1]][1], 1, 1))
+    return out
+
+
+def hbm_reshape(ref: HbmRef, shape: Any) -> HbmRef:
+    """A row-major reshaped view of an HBM tensor (its accesses index the tensor through it)."""
+    new = tuple(const_int(d, "a reshape dimension") for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+    old = tuple(const_int(d, "the size of a reshaped tensor") for d in ref.tensor.shape)
+    if math.prod(new) != math.prod(old):
+        raise ShapeError(f"cannot reshape tensor {ref.tensor.name} of shape {old} to {new}")
+    return HbmRef(ref.tensor, new)
+
+
+def _through_view(ref: HbmRef, exprs: list[Any]) -> list[Any]:
+    """Indices into a reshaped view -> indices into the tensor (row-major linearisation)."""
+    assert ref.view is not None
+    flat = sympy.Integer(0)
+    for e, n in zip(exprs, ref.view):
+        flat = flat * n + e
+    old = [int(d) for d in ref.tensor.shape]
+    out = []
+    for d in range(len(old)):
+        stride = math.prod(old[d + 1:])
+        q = flat if stride == 1 else sympy.floor(flat / stride)
+        out.append(sympy.expand(q if d == 0 else sympy.Mod(q, old[d])))
+    return out
+
+
 def make_access(ref: HbmRef, key: Any) -> AccessPattern:
     """``tensor[key]`` -> access pattern. Slices and 1-D indices take their own axis in order; index
     values of 2+ dims broadcast right-aligned (NKI style: ``x[i * 128 + ix, iy]``)."""
     tensor = ref.tensor
-    key = _norm_key(key, tensor.ndim, f"tensor {tensor.name}")
-    comps = [_access_component(k, tensor.shape[d]) for d, k in enumerate(key)]
+    dims = ref.shape
+    key = _norm_key(key, len(dims), f"tensor {tensor.name}")
+    comps = [_access_component(k, dims[d]) for d, k in enumerate(key)]
+    if current().nki:
+        comps = _nki_keep_2d(comps)
     # Slices and 1-D indices take the axis of their position among the non-scalar indices.
     nonfixed = [c for c in comps if c[0] != "fixed"]
     nd = max([len(nonfixed)] + [c[1].ndim for c in comps if c[0] in ("bcast", "gather")])
@@ -430,6 +551,8 @@ def make_access(ref: HbmRef, key: Any) -> AccessPattern:
             gathers.append(v.region)
             exprs.append(gather_sym(len(gathers) - 1))
     shape = broadcast_shapes(*shapes) if shapes else ()
+    if ref.view is not None:
+        exprs = _through_view(ref, exprs)
     return AccessPattern(Access(tensor, shape, tuple(sympy.sympify(e) for e in exprs), tuple(gathers), None))
 
 
@@ -529,9 +652,17 @@ def ndarray(shape: Any, dtype: Any, buffer: Any = Space.SBUF) -> Any:
     space = _space(buffer)
     dt = as_dtype(dtype) if not (space in (Space.HBM, Space.SHARED_HBM) and to_dtype(dtype) == DType.int64) \
         else DType.int64
-    shape = tuple(const_int(s, "a tile dimension") for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+    dims = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    pos = [i for i, d in enumerate(dims) if isinstance(d, ParDim)]
+    shape = tuple(const_int(s, "a tile dimension") for s in dims)
     if space in (Space.HBM, Space.SHARED_HBM):
         return HbmRef(current().new_hbm(shape, dt, space))
+    if len(pos) > 1:
+        raise ShapeError(f"a tile has one partition dimension, got par_dim at positions {pos} of {dims}")
+    if pos and pos[0] > 0:  # NKI block dimensions: the buffer keeps the partition dimension first
+        k = pos[0]
+        t = new_tile((shape[k],) + shape[:k] + shape[k + 1:], dt, space)
+        return Tile(t.region, k)
     return new_tile(shape, dt, space)
 
 

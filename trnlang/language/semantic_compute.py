@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from trnlang.frontend.errors import DTypeError, ShapeError, TraceError
-from trnlang.ir.nodes import Imm, Region
+from trnlang.frontend.tracer import current
+from trnlang.ir.nodes import Imm, Instr, Region
 from trnlang.ir.ops import ALU_SPECS, Alu, Op
 from trnlang.ir.types import DType, Engine, Space
 from trnlang.language.semantic import (
@@ -78,6 +79,8 @@ def reduce(alu: Alu, x: Any, axis: Any = None, keepdims: bool = False, dtype: An
         dt = DType.float32
     else:
         dt = t.dtype
+    if not keepdims and t.ndim == 2 and current().nki:
+        keepdims = True  # NKI: a full free-axis reduction of [P, F] is [P, 1]
     out = new_tile(_reduced_shape(t.shape, axes, keepdims) or (t.shape[0],), dt)
     _emit(Op.TENSOR_REDUCE, (out.region,), (t.region,), {"op": alu, "axes": axes, "keepdims": bool(keepdims)},
           _pick_engine(engine, Op.TENSOR_REDUCE, Engine.VECTOR))
@@ -161,6 +164,38 @@ def nc_matmul(stationary: Any, moving: Any, out: Tile | None = None, accumulate:
     return out
 
 
+def _alloc_site(buf: Any) -> tuple[list[Any], int] | None:
+    """The block holding ``buf``'s ALLOC and its position there (innermost open block first)."""
+    for blk in reversed(current().blocks):
+        for j, st in enumerate(blk):
+            if isinstance(st, Instr) and st.op is Op.ALLOC and st.outs[0] is buf:
+                return blk, j
+    return None
+
+
+def nc_matmul_into(dst: Any, stationary: Any, moving: Any) -> Tile:
+    """``dst[M, N] += stationary.T @ moving`` into a PSUM tile (NKI's ``nc_matmul(dst=...)``).
+
+    A PSUM buffer no instruction has written yet starts an accumulation group: written whole with no loop
+    opened since its allocation, the matmul overwrites it; otherwise the buffer is zeroed once, right after
+    its allocation (a Vector memset), and every matmul accumulates.
+    """
+    if not isinstance(dst, Tile) or dst.buffer is not Space.PSUM:
+        raise ShapeError("nc_matmul(dst=...) writes a PSUM tile (nl.ndarray(..., buffer=nl.psum))")
+    d = to_tile(dst)
+    ctx = current()
+    buf = d.region.buf
+    accumulate = True
+    if id(buf) not in ctx.written:
+        site = _alloc_site(buf)
+        if site is not None and site[0] is ctx.blocks[-1] and d.region.is_whole:
+            accumulate = False
+        elif site is not None:
+            blk, j = site
+            blk.insert(j + 1, Instr(Op.MEMSET, (Region.whole(buf),), (), {"value": 0}, Engine.VECTOR, blk[j].loc))
+    return nc_matmul(stationary, moving, out=d, accumulate=accumulate)
+
+
 def transpose(x: Any, engine: Any = None) -> Tile:
     """[P, F] -> [F, P] (Tensor engine, into PSUM; the Vector engine writes SBUF)."""
     t = to_tile(x)
@@ -195,8 +230,11 @@ def matmul(x: Any, y: Any, transpose_x: bool = False) -> Tile:
 
 
 def activation(func: Any, data: Any, scale: Any = 1.0, bias: Any = None, reduce_op: Any = None,
-               engine: Any = None, dtype: Any = None) -> Any:
-    """isa.activation: func(data * scale + bias) on the Scalar engine, optional free-axis reduction."""
+               engine: Any = None, dtype: Any = None, reduce_res: Tile | None = None) -> Any:
+    """isa.activation: func(data * scale + bias) on the Scalar engine, optional free-axis reduction.
+
+    ``scale``: a number or a per-partition ``[P, 1]`` tile; ``reduce_res``: the ``[P, 1]`` tile the reduction
+    writes (a new one when None)."""
     from trnlang.language.semantic import _result_dtype, as_dtype
 
     alu = as_alu(func)
@@ -208,13 +246,18 @@ def activation(func: Any, data: Any, scale: Any = 1.0, bias: Any = None, reduce_
     ins: tuple[Any, ...] = (t.region,)
     if bias is not None:
         ins = (t.region, _operand(bias if _is_num(bias) else to_tile(bias)))
-    if not _is_num(scale):
-        raise TraceError("activation scale must be a Python number")
+    if not _is_num(scale):  # a per-partition [P, 1] scale tile: a third operand (bias -0.0 adds nothing)
+        st = to_tile(scale)
+        if st.ndim != t.ndim or st.shape[0] != t.shape[0] or any(d != 1 for d in st.shape[1:]):
+            raise ShapeError(f"activation scale must be a number or a per-partition [{t.shape[0]}, 1] tile, got "
+                             f"a tile of shape {st.shape}")
+        ins = (ins[0], ins[1] if len(ins) > 1 else Imm(-0.0), st.region)
+        scale = 1.0
     outs: tuple[Region, ...] = (out.region,)
     red = None
     if reduce_op is not None:
         r = as_alu(reduce_op)
-        red = new_tile((t.shape[0], 1), DType.float32)
+        red = reduce_res if reduce_res is not None else new_tile((t.shape[0], 1), DType.float32)
         outs = (out.region, red.region)
     else:
         r = None

@@ -166,8 +166,17 @@ class Index(_Symbolic):
         return f"Index(shape={self.shape}, expr={self.expr})"
 
     def __index__(self) -> int:
-        raise TraceError("a traced index value (loop variable, program_id, arange) cannot be used as a Python int "
-                         "(e.g. in range() or as a list index); use tl.static_range for trace-time loops")
+        from trnlang.frontend.tracer import NeedUnroll, active
+
+        msg = ("a traced index value (loop variable, program_id, arange) cannot be used as a Python int "
+               "(e.g. in range() or as a list index); use tl.static_range for trace-time loops")
+        ctx = active()
+        if ctx is not None and ctx.nki and not self.shape:
+            locs = frozenset((lp.loc.filename, lp.loc.lineno) for lp in ctx.loops
+                             if lp.var in self.expr.free_symbols and lp.loc is not None)
+            if locs:
+                raise NeedUnroll(msg, locs)
+        raise TraceError(msg)
 
     def __getitem__(self, key: Any) -> Index:
         shape, expr = self._getitem(key)
@@ -288,6 +297,14 @@ class Pred(_Symbolic):
         return Pred(self.shape, sympy.Not(self.expr))
 
 
+class ParDim(int):
+    """``nl.par_dim(128)``: marks the partition dimension in a tile shape; dimensions before it are block
+    dimensions (``nl.ndarray((4, nl.par_dim(128), 512), ...)``: four ``[128, 512]`` blocks)."""
+
+    def __repr__(self) -> str:
+        return f"par_dim({int(self)})"
+
+
 class DynSlice:
     """``tl.ds(start, size)``: a slice with a symbolic start and a constant size."""
 
@@ -306,17 +323,26 @@ def _tile_op(name: str, a: Any, b: Any) -> Any:
 
 
 class Tile:
-    """An on-chip value: a region of an SBUF or PSUM buffer, viewed as a tile."""
+    """An on-chip value: a region of an SBUF or PSUM buffer, viewed as a tile.
+
+    ``nblock`` > 0: a tile with NKI block dimensions, ``(b0, .., par_dim(P), f..)``; the buffer keeps the
+    partition dimension first (``[P, b0, .., f..]``, so each block is its own slice of every partition) and
+    ``shape`` and indexing use the written order. Compute needs the blocks indexed away first.
+    """
 
     __array_priority__ = 1000
 
-    def __init__(self, region: Region) -> None:
+    def __init__(self, region: Region, nblock: int = 0) -> None:
         self.region = region
+        self.nblock = nblock
 
     # --- metadata -------------------------------------------------------------------
     @property
     def shape(self) -> tuple[int, ...]:
-        return self.region.shape
+        s = self.region.shape
+        if self.nblock:
+            return s[1:1 + self.nblock] + s[:1] + s[1 + self.nblock:]
+        return s
 
     @property
     def ndim(self) -> int:
@@ -325,6 +351,18 @@ class Tile:
     @property
     def dtype(self) -> DType:
         return self.region.dtype
+
+    def broadcast_to(self, shape: Any) -> Tile:
+        """This tile broadcast to ``shape`` (numpy rules, also along partitions): ``t.broadcast_to((128, n))``."""
+        from trnlang.language import semantic
+
+        return semantic.broadcast_to(self, shape)
+
+    def reshape(self, shape: Any) -> Tile:
+        """This tile with its free dimensions reshaped (``tl.reshape``)."""
+        from trnlang.language import semantic
+
+        return semantic.reshape(self, shape)
 
     @property
     def buffer(self) -> Space:
@@ -478,12 +516,21 @@ class Tile:
 class HbmRef:
     """A tensor in HBM as seen inside a kernel: shape, dtype, indexing gives access patterns."""
 
-    def __init__(self, tensor: HbmTensor) -> None:
+    def __init__(self, tensor: HbmTensor, view: tuple[int, ...] | None = None) -> None:
         self.tensor = tensor
+        self.view = view  # a reshaped view of the tensor (row-major), see ``reshape``
 
     @property
     def shape(self) -> tuple[int, ...]:
+        if self.view is not None:
+            return self.view
         return tuple(int(s) if isinstance(s, (int, sympy.Integer)) else s for s in self.tensor.shape)
+
+    def reshape(self, shape: Any) -> HbmRef:
+        """A row-major reshaped view of this tensor (no copy): ``g.reshape((1, n))[0:1, 0:n]``."""
+        from trnlang.language import semantic
+
+        return semantic.hbm_reshape(self, shape)
 
     @property
     def dtype(self) -> DType:
@@ -491,7 +538,7 @@ class HbmRef:
 
     @property
     def ndim(self) -> int:
-        return self.tensor.ndim
+        return len(self.shape)
 
     @property
     def buffer(self) -> Space:
