@@ -59,7 +59,7 @@ from codegen import lower_stream
 from codegen.lower_alu import binary as alu_binary
 from codegen.lower_ctx import I1, I8P, I32, I64, I64P, Ctx, ci32, ci64, const_int_value
 from codegen.lower_expr import emit_int
-from codegen.lower_plan import Plan, _all_regions, regions_written, same_region
+from codegen.lower_plan import Plan, all_regions, regions_written, same_region
 from codegen.lower_types import from_compute, poison_storage, storage_ty, to_compute
 from codegen.lower_vals import AccessEval, Imm, Iota, RegionRead, RegionView, RoundTrip, TensorArgs, Val
 from codegen.lower_vals import bcast as vbcast
@@ -254,7 +254,7 @@ class KernelLowering:
             cx.env[lp.var] = saved
 
     def loop_index(self, lp: Loop) -> int:
-        return [x for x in _all_loops(self.kernel.body)].index(lp)
+        return [x for x in all_loops(self.kernel.body)].index(lp)
 
     _HANDLERS: dict[Op, Callable[[Any, Instr], None]] = {
         Op.ALLOC: lo.alloc, Op.DMA_COPY: lo.dma_copy, Op.ACTIVATION: lo.activation,
@@ -312,7 +312,7 @@ class KernelLowering:
         """Run-time checks that regions with unproven starts stay inside their buffers."""
         b = self.cx.b
         info = self.plan.info(ins)
-        for slot, r in enumerate(_all_regions(ins)):
+        for slot, r in enumerate(all_regions(ins)):
             for d in self.plan.region_checks.get(id(r), []):
                 s = emit_int(self.cx, r.starts[d])
                 n = r.sizes[d] if r.keep[d] else 1
@@ -597,12 +597,13 @@ def _leaves(v: Val, ident: bool, shape: tuple[int, ...]) -> Iterator[tuple[Regio
         yield from _leaves(c, child_ident, shape)
 
 
-def _all_loops(body: Sequence[Stmt]) -> list[Loop]:
+def all_loops(body: Sequence[Stmt]) -> list[Loop]:
+    """Every loop of ``body`` in program order (pre-order); an error record names a loop by its index here."""
     out: list[Loop] = []
     for s in body:
         if isinstance(s, Loop):
             out.append(s)
-            out.extend(_all_loops(s.body))
+            out.extend(all_loops(s.body))
     return out
 
 

@@ -108,7 +108,8 @@ def same_region(a: Region, b: Region) -> bool:
             and all(sympy.sympify(x) == sympy.sympify(y) for x, y in zip(a.starts, b.starts)))
 
 
-def _all_regions(ins: Instr) -> list[Region]:
+def all_regions(ins: Instr) -> list[Region]:
+    """The on-chip regions ``ins`` touches, outputs first, each once; a region check is numbered by its index here."""
     out = [x for x in ins.outs if isinstance(x, Region)]
     for x in (*ins.ins, *ins.outs):
         if isinstance(x, Region) and x not in out:
@@ -209,7 +210,7 @@ class Plan:
                         self.access_checks[id(x)] = tuple(v.runtime_dims)
                     elif v.status == "oob":
                         self.access_checks[id(x)] = tuple(range(len(x.index)))
-            for r in _all_regions(ins):
+            for r in all_regions(ins):
                 dims = self._region_dims_to_check(r, rng)
                 if dims:
                     self.region_checks[id(r)] = dims
@@ -231,7 +232,7 @@ class Plan:
         for x in (*ins.outs, *ins.ins):
             if isinstance(x, Access) and id(x) in self.access_checks:
                 return True
-        return any(id(r) in self.region_checks for r in _all_regions(ins))
+        return any(id(r) in self.region_checks for r in all_regions(ins))
 
     # ------------------------------------------------------------------ fusion
     def _tensors_alias(self, a: HbmTensor, b: HbmTensor) -> bool:

@@ -12,11 +12,20 @@ from typing import Any, Sequence
 
 import torch
 
+from trnlang import config as _config
 from trnlang.device import memory
-from trnlang.runtime import codecache, hostpool
+from trnlang.runtime import codecache
 from trnlang.runtime.args import TensorPiece
-from trnlang.runtime.hostpool import NativeLaunch
-from trnlang.runtime.kernel import _ENV_DATA, _PLANS
+from trnlang.runtime.launch import (  # noqa: F401 - the thread split, re-exported for the families
+    PARALLEL_MIN_WORK,
+    PLANS,
+    Launch,
+    chunks,
+    num_threads,
+    row_blocks,
+    run_parallel,
+    split_rows,
+)
 
 #: Tensor dtypes the elementwise kernels load and store natively.
 NATIVE_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.int32)
@@ -248,37 +257,8 @@ def row_views(ts: Sequence[torch.Tensor]) -> list[list[torch.Tensor]]:
     return launches
 
 
-# --- host-side parallelism ------------------------------------------------------------------------------------
-_host_pool: Any = None
-#: Work (elements touched, or multiply-adds for matmuls) below which a launch is not split across threads.
-PARALLEL_MIN_WORK = 1 << 20
-
-
-def num_threads() -> int:
-    """Threads the device uses for one op (``TRN_NUM_THREADS``, else the machine's cores), as the JIT's grids."""
-    from trnlang.runtime.jit import _num_threads
-
-    return _num_threads()
-
-
-def chunks(n: int, parts: int, align: int = 128) -> list[tuple[int, int]]:
-    """``[start, stop)`` ranges splitting ``n`` into at most ``parts`` pieces, boundaries multiples of ``align``.
-
-    >>> chunks(1000, 2)
-    [(0, 512), (512, 1000)]
-    """
-    blocks = -(-n // align) if n else 0
-    parts = max(1, min(parts, blocks))
-    out, start = [], 0
-    for p in range(parts):
-        stop = min(n, (blocks * (p + 1) // parts) * align)
-        if stop > start:
-            out.append((start, stop))
-        start = stop
-    return out
-
-
-def launch(kern: Any, *args: Any) -> Any:
+# --- host-side parallelism (trnlang/runtime/launch.py: run_parallel, split_rows, row_blocks, chunks) ----------
+def launch(kern: Any, *args: Any) -> Launch:
     """A launch of ``kern(*args)`` prepared now (``KernelFn.bind``), for :func:`run_parallel`.
 
     Binding in the calling thread leaves a worker thread only the native call, so the launches of
@@ -296,7 +276,8 @@ class BoundLaunches:
     launch's plan key would contain) keys the list of launches on those facts and the addresses,
     and skips the binds on a repeat (a caching allocator hands it the same blocks call after call).
     Only lists of native launches are kept (none while ``trn profile`` records: launches must reach
-    the recorder), so a hit runs exactly what a fresh bind would. At most ``size`` keys. Every cache
+    the recorder), so a hit runs exactly what a fresh bind would. The key includes the settings a
+    launch depends on (``trnlang.config.current.launch_key``). At most ``size`` keys. Every cache
     is emptied when compiled variants are evicted (``TRN_MAX_LOADED_KERNELS``): a kept launch holds
     its variant's code.
 
@@ -315,16 +296,16 @@ class BoundLaunches:
 
     def get(self, key: tuple[Any, ...], make: Any) -> list[Any]:
         """The launches for ``key`` (``make()`` on a miss; kept when all of them are native launches)."""
-        if not _PLANS[0]:
+        if not PLANS.enabled:
             return make()
-        k = (key, _ENV_DATA.get(b"TRN_TARGET"), _ENV_DATA.get(b"TRN_INTERPRET"))
+        k = (key, _config.current.launch_key)
         hit = self.entries.get(k)
         if hit is not None:
             for c in hit:
-                c.keep[1].used = True  # keep = (pointer array, variant)
+                c.touch()
             return hit
         calls = make()
-        if all(type(c) is NativeLaunch for c in calls):
+        if all(type(c) is Launch and c.native for c in calls):
             if len(self.entries) >= self.size:
                 self.entries.clear()
             self.entries[k] = calls
@@ -339,76 +320,6 @@ def _drop_bound(evicted: list[Any]) -> None:
     """Empty every BoundLaunches cache (a kept launch holds its variant's code; rebinding costs microseconds)."""
     for b in _BOUND:
         b.entries = {}
-
-
-def run_parallel(calls: Sequence[Any]) -> None:
-    """Run independent kernel launches (closures over disjoint output views) on host threads.
-
-    Compiled kernels release the GIL, and each thread has its own on-chip arena, so launches on
-    disjoint rows of a tensor run concurrently: a device op uses every core like a torch CPU op does.
-    Errors propagate (the first one raised).
-    """
-    if len(calls) <= 1:
-        for c in calls:
-            c()
-        return
-    if all(isinstance(c, NativeLaunch) for c in calls) and hostpool.run(calls):
-        return  # bound native launches: the other launches ran on native worker threads
-    global _host_pool
-    if _host_pool is None:
-        import concurrent.futures
-
-        _host_pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(2, num_threads()),
-                                                           thread_name_prefix="trn-host")
-    futs = [_host_pool.submit(c) for c in calls[1:]]
-    calls[0]()
-    for f in futs:
-        f.result()
-
-
-def split_rows(kern: Any, views: Sequence[Any], *consts: Any, work: int | None = None,
-               keep: Sequence[int] = ()) -> None:
-    """``kern(*views, *consts)`` for a kernel whose rows are independent: one launch per thread on row blocks
-    when big (:func:`row_blocks`; ``work`` defaults to the first view's size).
-
-    Every non-None view (but those at the positions in ``keep``, passed whole to every launch: a shared
-    matrix, say) is ``[R, L]`` or ``[A, R, L]`` with the same ``R`` (its second-last dim); a launch gets
-    the same rows of each, as :func:`piece` (no torch views).
-    """
-    ref = next(v for k, v in enumerate(views) if v is not None and k not in keep)
-    r = ref.shape[-2]
-    blocks = row_blocks(r, ref.numel() if work is None else work)
-    if len(blocks) == 1:
-        kern(*views, *consts)
-        return
-
-    def cut(v: Any, lo: int, hi: int) -> Any:
-        if v is None:
-            return None
-        st = v.stride()
-        shape = (*v.shape[:-2], hi - lo, v.shape[-1])
-        return piece(v, shape, st, v.storage_offset() + lo * st[-2])
-
-    calls = []
-    for s in blocks:
-        lo, hi, _ = s.indices(r)
-        calls.append(launch(kern, *[v if k in keep else cut(v, lo, hi) for k, v in enumerate(views)], *consts))
-    run_parallel(calls)
-
-
-def row_blocks(rows: int, work: int) -> list[slice]:
-    """Row slices for one launch per thread (a single full slice when the op is too small to split).
-
-    ``work``: elements the op touches (the split pays off above :data:`PARALLEL_MIN_WORK`). Blocks are
-    multiples of 128 rows, so every launch keeps full partition tiles but its last.
-
-    >>> row_blocks(4096, 1 << 24)  # doctest: +SKIP
-    [slice(0, 2048, None), slice(2048, 4096, None)]
-    """
-    threads = num_threads()
-    if threads == 1 or work < PARALLEL_MIN_WORK or rows < 256:
-        return [slice(None)]
-    return [slice(lo, hi) for lo, hi in chunks(rows, threads, 128)]
 
 
 Part = tuple  # (shape, per-operand strides, per-operand element offsets) of one 1- to 3-D launch

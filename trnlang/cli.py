@@ -40,13 +40,10 @@ def _dist_version(name: str) -> str:
 
 def _host_cpu() -> tuple[str, list[str]]:
     """Host CPU name and enabled features, as LLVM sees them (what codegen targets)."""
-    import llvmlite.binding as llvm
+    from codegen import llvm  # the one door to LLVM
 
-    # llvmlite >= 0.45 initialises LLVM itself; calling llvm.initialize() is an error there.
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-    features = llvm.get_host_cpu_features()
-    return llvm.get_host_cpu_name(), sorted(name for name, on in features.items() if on)
+    features = [f[1:] for f in llvm.host_cpu_features().split(",") if f.startswith("+")]
+    return llvm.host_cpu_name(), sorted(features)
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
@@ -366,11 +363,11 @@ class _LaunchRecorder:
             rec[2] += 1
 
     def __enter__(self) -> _LaunchRecorder:
-        from trnlang.runtime import kernel
         from trnlang.runtime.kernel import KernelFn
+        from trnlang.runtime.launch import PLANS
 
-        self._plans = kernel._PLANS[0]
-        kernel._PLANS[0] = False  # warm launch plans bypass _run/_launch: off while recording
+        self._plans = PLANS.enabled
+        PLANS.enabled = False  # warm launch plans bypass _run/_launch: off while recording
         self._orig = (KernelFn._run, KernelFn._launch)
         run, launch = self._orig
         note = self._note
@@ -390,11 +387,11 @@ class _LaunchRecorder:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        from trnlang.runtime import kernel
         from trnlang.runtime.kernel import KernelFn
+        from trnlang.runtime.launch import PLANS
 
         KernelFn._run, KernelFn._launch = self._orig  # type: ignore[method-assign]
-        kernel._PLANS[0] = self._plans
+        PLANS.enabled = self._plans
 
 
 def _run_script(path: str, argv: list[str]) -> int:

@@ -16,7 +16,7 @@ import trnlang.language as tl
 from stdlib_kernels import _util as U
 from tests import kernels as K
 from trnlang.runtime import hostpool
-from trnlang.runtime.hostpool import NativeLaunch
+from trnlang.runtime.launch import Launch
 
 
 @trn.kernel
@@ -37,11 +37,12 @@ def _trn(*shape):
 def test_bind_is_the_call_later():
     x, y, o = _trn(300, 40), _trn(300, 40), torch.empty(300, 40, device="trn")
     go = axpy.bind(x, y, o, 2.0)  # cold: no plan yet, a deferred general call
+    assert not go.resolved
     go()
     torch.testing.assert_close(o.cpu(), 2.0 * x.cpu() + y.cpu())
     o.zero_()
     go = axpy.bind(x, y, o, 2.0)  # warm: resolved to the native call now
-    assert isinstance(go, NativeLaunch)
+    assert isinstance(go, Launch) and go.native
     go()
     torch.testing.assert_close(o.cpu(), 2.0 * x.cpu() + y.cpu())
 
@@ -51,9 +52,10 @@ def test_read_only_overlap_keeps_the_plain_variant_and_writes_still_alias():
     for _ in range(2):
         axpy(x, x, o, 3.0)  # one tensor in two read-only roles
     torch.testing.assert_close(o.cpu(), 4.0 * x.cpu())
-    # plan keys are flat: grid, env, then per tensor dtype, shape, strides, is_cpu, is_neg; per constant type, value
+    # plan keys are flat: grid, settings (config.launch_key), then per tensor dtype, shape, strides, is_cpu, is_neg;
+    # per constant type, value
     (ex,) = {p.executor for k, p in axpy._cache.plans.items()
-             if tuple(k[3:8]) == (torch.float32, (256, 64), (64, 1), False, False)}
+             if tuple(k[2:7]) == (torch.float32, (256, 64), (64, 1), False, False)}
     assert ex.written == (False, False, True)
     assert all(not key[1] for key in ex.variants), "x passed twice must not need the aliasing variant"
     # out is x: an overlap with the written tensor takes the aliasing variant and stays correct
@@ -72,7 +74,7 @@ def test_native_pool_runs_split_launches():
         axpy(x[s], y[s], o[s], -1.5)  # warm the plans
     o.zero_()
     calls = [U.launch(axpy, x[s], y[s], o[s], -1.5) for s in blocks]
-    assert all(isinstance(c, NativeLaunch) for c in calls)
+    assert all(c.native for c in calls)
     assert hostpool.run(calls)
     torch.testing.assert_close(o.cpu(), -1.5 * x.cpu() + y.cpu())
     # many rounds back to back (the worker spins between them) and from another thread
@@ -103,7 +105,7 @@ def test_worker_errors_reach_the_caller():
         K.embedding(good, table, o)
         K.embedding(good, table, o)
     calls = [U.launch(K.embedding, good, table, outs[0]), U.launch(K.embedding, bad, table, outs[1])]
-    assert all(isinstance(c, NativeLaunch) for c in calls)
+    assert all(c.native for c in calls)
     with pytest.raises(trn.BoundsError):  # the bad launch runs on the worker
         U.run_parallel(calls)
     with pytest.raises(trn.BoundsError):  # and on the calling thread
@@ -168,7 +170,7 @@ def test_tensor_pieces_launch_like_views_and_stay_inside_storage():
     x, y, o = (U.rows_piece(t, slice(8, 40)) for t in (base, base, out))
     for _ in range(3):  # cold (views are made), then plan hits on the pieces' addresses
         U.launch(axpy, x, y, o, 2.0)()
-    assert isinstance(U.launch(axpy, x, y, o, 2.0), NativeLaunch), "a warm launch of pieces must hit the view's plan"
+    assert U.launch(axpy, x, y, o, 2.0).native, "a warm launch of pieces must hit the view's plan"
     torch.testing.assert_close(out.cpu()[8:40], 3.0 * base.cpu()[8:40])
     assert out.cpu()[:8].abs().sum() == 0 and out.cpu()[40:].abs().sum() == 0
     strided = U.piece(base, (16, 20), (80, 2), 1)  # every other row and column, from element 1

@@ -104,15 +104,15 @@ def test_every_module_level_pool_and_lock_is_renewed_after_fork() -> None:
             text = f.read_text()
             found |= {(mod, name) for name in pat.findall(text)}
             found |= {(mod, name) for name in lazy_pool.findall(text)}
-    assert ("stdlib_kernels._util", "_host_pool") in found and ("trnlang.runtime.jit", "_pool_lock") in found
+    assert ("trnlang.runtime.launch", "_host_pool") in found and ("trnlang.runtime.jit", "_pool_lock") in found
     missing = found - listed - own_reset
     assert not missing, f"not renewed in a forked child (add them to forksafe.MODULE_STATE): {sorted(missing)}"
 
 
 def test_after_fork_renews_pools_and_held_locks() -> None:
     """What the child runs: held locks come back free, pools are dropped (made again on first use)."""
-    import stdlib_kernels._util as util
     from trnlang.runtime import forksafe, jit
+    from trnlang.runtime import launch as util
 
     old_pool, old_lock = util._host_pool, jit._pool_lock
     jit._pool_lock.acquire()

@@ -7,11 +7,12 @@ enough to run as one launch) a lowering can register a *fast* function (``@lower
 fast=...)``) that the registry tries first. It keys a :class:`Lane` on ``(dtype, shape)``:
 
 - on a miss the lowering runs normally while :func:`capture` records its kernel launch; if that
-  was exactly one direct launch of a compiled kernel, the lane keeps the compiled entry point
-  (the launch plan of ``trnlang.runtime.kernel``) and the order of the operands in it;
-- on a hit the lane takes an output from its :class:`OutputPool`, and calls the machine code
-  through a small native trampoline (a four-argument ctypes call, the GIL held: these launches
-  last a microsecond).
+  was exactly one direct launch of a compiled kernel, the lane binds it (``KernelFn.bind``, the
+  runtime's public launch API) and keeps its pointer call (``Launch.pointer_call``) and the order
+  of the operands in it;
+- on a hit the lane takes an output from its :class:`OutputPool`, and runs the launch on the new
+  addresses through the pointer call's native trampoline (a four-argument ctypes call, the GIL
+  held: these launches last a microsecond).
 
 The output pool keeps up to :data:`POOL_DEPTH` template tensors per lane (outputs of at most
 :data:`POOL_MAX_BYTES`). A template is lent out as ``template.detach()`` (a new tensor on the same
@@ -20,8 +21,8 @@ storage or its memory block: the storage's C++ use count and the block's referen
 Idle templates are not counted by ``torch.trn.memory_allocated()`` and are released by
 ``torch.trn.empty_cache()``.
 
-The lane is off (the lowering runs) while launch plans are off (``trn profile`` recording),
-when ``TRN_INTERPRET`` / ``TRN_TARGET`` changed since the lane was made, in inference mode, and
+The lane is off (the lowering runs) while launch plans are off (``trn profile`` recording), when
+``TRN_INTERPRET`` / ``TRN_TARGET`` (``trnlang.config``) changed since the lane was made, in inference mode, and
 on threads other than the one that made it (its scratch arena is its own). A lane holds its
 compiled variant (so the code it calls stays loaded while the lane can run); when the variant is
 evicted (``TRN_MAX_LOADED_KERNELS``, runtime/codecache.py) the lane and its pooled outputs are
@@ -38,20 +39,17 @@ Example:
 
 from __future__ import annotations
 
-import ctypes
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
-import numpy as np
 import torch
 
+from trnlang import config as _config
 from trnlang.device import memory
+from trnlang.frontend.errors import LaunchError
 from trnlang.runtime import codecache
-from trnlang.runtime.kernel import _PLANS, _Plan
-
-if TYPE_CHECKING:
-    from trnlang.runtime.jit import Variant
+from trnlang.runtime.launch import PLANS, Launch, PointerCall
 
 __all__ = ["Lane", "OutputPool", "capture", "stop_capture", "record_launch", "make_lane", "fast_function", "idle_bytes",
            "release_idle", "stats"]
@@ -69,7 +67,6 @@ _POOLS: list[OutputPool] = []
 _TABLES: list[dict[Any, Any]] = []  # the lanes of every fast function
 _tls = threading.local()
 _STATS = {"lanes": 0}
-_ENV: Any = memory._ENV  # os.environ's backing dict (None on platforms without one: no lanes)
 
 
 class OutputPool:
@@ -133,44 +130,6 @@ def stats() -> dict[str, int]:
     return dict(_STATS)
 
 
-# ----------------------------------------------------------------------------------- the trampoline
-_TRAMP: dict[int, Any] = {}
-_TRAMP_LOCK = threading.Lock()
-
-
-def _trampoline(n: int) -> Any:
-    """``int32 tramp(ctx, p0, .., p{n-1})``: calls ``ctx[0]`` with the kernel entry ABI.
-
-    ``ctx`` (int64[4]): the entry's address, the meta block, the scratch arena, the error record.
-    """
-    fn: Any = _TRAMP.get(n)  # a ctypes function (it carries its module: the code stays loaded)
-    if fn is not None:
-        return fn
-    with _TRAMP_LOCK:
-        if n in _TRAMP:
-            return _TRAMP[n]
-        from codegen import llvm
-
-        ps = ", ".join(f"ptr %p{i}" for i in range(n))
-        body = [f"define i32 @tramp(ptr %ctx, {ps}) {{", f"  %arr = alloca [{n} x ptr], align 8"]
-        for i in range(n):
-            body.append(f"  %s{i} = getelementptr [{n} x ptr], ptr %arr, i64 0, i64 {i}")
-            body.append(f"  store ptr %p{i}, ptr %s{i}, align 8")
-        for j, name in enumerate(("fn", "meta", "arena", "err")):
-            body.append(f"  %a{name} = getelementptr i64, ptr %ctx, i64 {j}")
-            body.append(f"  %{name} = load ptr, ptr %a{name}, align 8")
-        body.append("  %rc = call i32 %fn(ptr %arr, ptr %meta, i64 0, i64 1, i64 1, i64 1, ptr %arena, "
-                    "ptr %err, ptr null)")
-        body += ["  ret i32 %rc", "}"]
-        lib = llvm.load_object(llvm.compile_ir("\n".join(body)))
-        # PYFUNCTYPE: the GIL stays held (these kernels last about a microsecond)
-        proto = ctypes.PYFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * (n + 1)))
-        fn = proto(lib.address("tramp"))
-        fn._trnlang_module = lib
-        _TRAMP[n] = fn
-        return fn
-
-
 # ----------------------------------------------------------------------------------- capture
 def capture() -> list[Any]:
     """Start recording kernel launches on this thread; returns the record list (see :func:`record_launch`)."""
@@ -194,26 +153,25 @@ def record_launch(kernel: Any, args: tuple[Any, ...]) -> None:
 class Lane:
     """One compiled launch on fixed layouts: ``lane(*operands)`` -> a new output tensor."""
 
-    __slots__ = ("tramp", "ctx", "ctx_words", "arena", "err", "pool", "roles", "owner", "env", "plan", "variant")
-    tramp: Any  # the ctypes trampoline of len(roles) pointers
-    ctx: int  # address of ctx_words
-    ctx_words: np.ndarray  # the entry's address, the meta block, the aligned scratch arena, the error record
-    arena: np.ndarray
-    err: np.ndarray
+    __slots__ = ("tramp", "ctx", "call", "pool", "roles", "owner", "config", "variant")
+    tramp: Any  # the pointer call's trampoline (len(roles) pointers after ctx)
+    ctx: int  # its context (entry, meta block, scratch arena, error record)
+    call: PointerCall  # keeps the trampoline's context and the compiled code alive
     pool: OutputPool
     roles: tuple[int, ...]  # per launch pointer: the operand index, or -1 for the output
     owner: int  # the thread that made the lane
-    env: tuple[bytes | None, bytes | None]  # TRN_INTERPRET and TRN_TARGET when the lane was made
-    plan: _Plan
-    variant: Variant
+    config: _config.Config  # the settings the lane was made under
+    variant: Any  # the compiled variant the lane calls (runtime.jit.Variant)
 
     def __call__(self, *ops: torch.Tensor) -> torch.Tensor | None:
-        if not _PLANS[0] or _ident() != self.owner or _inference():
+        if not PLANS.enabled or _ident() != self.owner or _inference():
             return None
         self.variant.used = True
-        env = _ENV
-        if env.get(b"TRN_INTERPRET") != self.env[0] or env.get(b"TRN_TARGET") != self.env[1]:
-            return None
+        cfg = _config.current
+        if cfg is not self.config:  # settings re-read (trnlang.config.refresh): still the same launch?
+            if cfg.launch_key != self.config.launch_key:
+                return None
+            self.config = cfg
         out = self.pool.take()
         if self.roles == (0, 1, -1):
             rc = self.tramp(self.ctx, ops[0].data_ptr(), ops[1].data_ptr(), out.data_ptr())
@@ -226,7 +184,7 @@ class Lane:
 
 def make_lane(rec: list[Any], operands: tuple[torch.Tensor, ...], out: Any) -> Lane | None:
     """A lane from one captured launch whose tensors are ``operands`` and ``out`` (None if not possible)."""
-    if len(rec) != 1 or not isinstance(out, torch.Tensor) or not _PLANS[0] or _ENV is None:
+    if len(rec) != 1 or not isinstance(out, torch.Tensor) or not PLANS.enabled:
         return None
     kernel, args = rec[0]
     roles = []
@@ -243,26 +201,20 @@ def make_lane(rec: list[Any], operands: tuple[torch.Tensor, ...], out: Any) -> L
                     return None
     if roles.count(-1) != 1:
         return None
-    pk = kernel._plan_key(args, (1,))
-    plan = kernel._cache.plans.get(pk[0]) if pk is not None else None
-    if not isinstance(plan, _Plan) or plan.grid != (1,):
+    go = kernel.bind(*args)  # the launch just made its plan: this resolves it
+    if not isinstance(go, Launch) or not go.native:
         return None
-    v = plan.executor.variant(plan.contiguous, False, (1,))
-    if v.has_print or (v.uses_meta and v.meta_words > plan.meta.size):
+    try:
+        call = go.pointer_call()
+    except LaunchError:
         return None
     lane = Lane()
-    lane.plan = plan  # keeps the meta block alive
-    lane.variant = v  # keeps the code loaded while the lane can call it
-    lane.arena = np.empty(max(v.arena_size, 1) + 64, np.uint8)
-    lane.err = np.zeros(64, np.int64)
-    fn_addr = ctypes.cast(v.fn, ctypes.c_void_p).value
-    meta = plan.meta_addr if v.uses_meta else v.meta_addr
-    lane.ctx_words = np.array([fn_addr, meta, (lane.arena.ctypes.data + 63) & ~63, lane.err.ctypes.data], np.int64)
-    lane.ctx = lane.ctx_words.ctypes.data
-    lane.tramp = _trampoline(len(roles))
+    lane.call = call
+    lane.tramp, lane.ctx = call.fn, call.ctx
+    lane.variant = call.variant  # the code stays loaded while the lane can call it
     lane.roles = tuple(roles)
     lane.owner = _ident()
-    lane.env = (_ENV.get(b"TRN_INTERPRET"), _ENV.get(b"TRN_TARGET"))
+    lane.config = _config.current
     lane.pool = OutputPool(tuple(out.shape), out.dtype)
     _STATS["lanes"] += 1
     return lane

@@ -458,7 +458,11 @@ def _exec(c: _Ctx, body: Sequence[Stmt]) -> None:
                 raise DTypeError(str(e), loc=s.loc) from None
 
 
-def _check_launch(k: Kernel, arrays: Sequence[np.ndarray], env: dict[sympy.Symbol, int]) -> None:
+def check_launch(k: Kernel, arrays: Sequence[np.ndarray], env: dict[sympy.Symbol, int]) -> None:
+    """Raise ``LaunchError`` / ``DTypeError`` naming the argument when ``arrays`` do not fit ``k``'s tensors.
+
+    ``env`` binds size symbols already known (it is extended with those the arrays fix).
+    """
     tensors = k.tensors
     if len(arrays) != len(tensors):
         raise LaunchError(f"kernel {k.name} takes {len(tensors)} arrays ({', '.join(t.name for t in tensors)}), "
@@ -511,7 +515,7 @@ def run_kernel(k: Kernel, arrays: list[np.ndarray], grid: tuple[int, ...] | None
     if len(grid) > _N_PID_AXES or any(g < 0 for g in grid):
         raise LaunchError(f"bad grid {grid}", loc=k.loc)
     base: dict[sympy.Symbol, int] = {pid_sym(a): 0 for a in range(_N_PID_AXES)}
-    _check_launch(k, arrays, base)
+    check_launch(k, arrays, base)
     check_writable(k, arrays, written_mask(k))
     with np.errstate(all="ignore"):
         for pids in itertools.product(*(range(g) for g in grid)):

@@ -3,7 +3,7 @@
 Every compiled variant (``runtime.jit.Variant``) owns one MCJIT engine holding its machine code
 (about 50 KiB of native memory, plus the launch plans, output pools and traced IR that hang off
 it). Without a cap a program that meets ever new shapes grows without bound. At most
-``TRN_MAX_LOADED_KERNELS`` variants (default :data:`DEFAULT_MAX`, read at every compile) stay
+``TRN_MAX_LOADED_KERNELS`` variants (default :data:`DEFAULT_MAX`; ``trnlang.config``, checked at every compile) stay
 loaded; adding one more evicts the least recently used (a second-chance clock: a launch sets
 ``variant.used``, the clock hand spares a used variant once and clears its bit).
 
@@ -17,26 +17,27 @@ call, so the engine is disposed by reference counting when the last in-flight la
 A later launch of the same shape compiles again (from the disk cache: a load, not a compile).
 
 Example:
-    >>> import os
-    >>> os.environ["TRN_MAX_LOADED_KERNELS"] = "8"; max_loaded()
+    >>> import os, trnlang.config
+    >>> os.environ["TRN_MAX_LOADED_KERNELS"] = "8"; _ = trnlang.config.refresh(); max_loaded()
     8
-    >>> del os.environ["TRN_MAX_LOADED_KERNELS"]; max_loaded() == DEFAULT_MAX
+    >>> del os.environ["TRN_MAX_LOADED_KERNELS"]; _ = trnlang.config.refresh(); max_loaded() == DEFAULT_MAX
     True
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 from collections import OrderedDict
 from typing import Any, Callable
+
+from trnlang import config as _config
 
 __all__ = ["DEFAULT_MAX", "ENV", "max_loaded", "add", "on_evict", "loaded", "stats", "evict_all"]
 
 ENV = "TRN_MAX_LOADED_KERNELS"
 #: Default cap on loaded variants (about 25 MiB of machine code and engines at the default).
-DEFAULT_MAX = 512
+DEFAULT_MAX = _config.DEFAULT_MAX_LOADED_KERNELS
 #: Return freed native memory to the OS (glibc ``malloc_trim``) every this many evictions.
 TRIM_EVERY = 64
 
@@ -47,9 +48,8 @@ _STATS = {"evicted": 0, "since_trim": 0}
 
 
 def max_loaded() -> int:
-    """The cap: ``TRN_MAX_LOADED_KERNELS`` when it is a positive integer, else :data:`DEFAULT_MAX`."""
-    v = os.environ.get(ENV, "").strip()
-    return max(1, int(v)) if v.isdigit() else DEFAULT_MAX
+    """The cap: ``TRN_MAX_LOADED_KERNELS`` if a positive integer, else :data:`DEFAULT_MAX` (``trnlang.config``)."""
+    return _config.current.max_loaded_kernels
 
 
 def on_evict(fn: Callable[[list[Any]], None]) -> Callable[[list[Any]], None]:

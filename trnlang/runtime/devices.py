@@ -5,6 +5,12 @@
 tensors. The numpy view handed to the executor covers the tensor's own bytes in device memory,
 with its real strides and storage offset, so kernels read and write device tensors in place.
 
+The runtime does not import the device layer (``trnlang.device``, which sits above it): a ``trn``
+tensor's untyped storage carries its memory block as ``_trn_block``, an object whose ``np_bytes()``
+returns the block's bytes as a flat ``uint8`` array (the device memory protocol; the device layer's
+``memory.HbmBlock`` implements it), and outputs are allocated through torch (``torch.empty(...,
+device="trn")``), as a user would.
+
 Example:
     >>> import torch, trnlang as trn, trnlang.language as tl
     >>> @trn.kernel
@@ -33,11 +39,23 @@ def _check_device(t: Any, name: str) -> None:
         raise LaunchError(f"argument {name!r} is on {t.device}; kernels take CPU, numpy or trn tensors")
 
 
+def _block(t: Any, name: str | None = None) -> Any:
+    """The memory block behind a ``trn`` tensor (the device memory protocol: ``np_bytes()``)."""
+    blk = getattr(t.untyped_storage(), "_trn_block", None)
+    if blk is None:
+        what = f"argument {name!r}: this trn tensor" if name else "this trn tensor"
+        raise LaunchError(f"{what} has no device memory attached")
+    return blk
+
+
 def device_array(t: Any) -> np.ndarray:
     """The zero-copy numpy view of a ``trn`` tensor's bytes (real strides and offset)."""
-    from trnlang.device import memory
-
-    return memory.np_view(t)
+    info = _dtype_info(t.dtype)
+    if info is None:
+        raise DTypeError(f"trn: dtype {t.dtype} has no numpy equivalent for kernels")
+    _, npdt, item = info
+    return np.ndarray(tuple(t.shape), npdt, buffer=_block(t).np_bytes(), offset=t.storage_offset() * item,
+                      strides=tuple(s * item for s in t.stride()))
 
 
 _DTYPES: dict[Any, tuple[DType, np.dtype, int]] = {}
@@ -65,9 +83,7 @@ def describe_device_tensor(arg: Any, name: str, kloc: SourceLoc) -> Any:
     if arg.is_conj() or arg.is_neg():
         raise LaunchError(f"argument {name!r} is a lazily conjugated/negated view; resolve it first")
     d, npdt, item = info
-    blk = getattr(arg.untyped_storage(), "_trn_block", None)
-    if blk is None:
-        raise LaunchError(f"argument {name!r}: this trn tensor has no device memory attached")
+    blk = _block(arg, name)
     shape = tuple(arg.shape)
     arr = np.ndarray(shape, npdt, buffer=blk.np_bytes(), offset=arg.storage_offset() * item,
                      strides=tuple(s * item for s in arg.stride()))

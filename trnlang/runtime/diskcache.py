@@ -25,7 +25,8 @@ threat model and the guarantees are in ``docs/cache_security.md``; in short:
 Example::
 
     >>> import tempfile, os
-    >>> os.environ["TRN_CONFIG_DIR"] = tempfile.mkdtemp()
+    >>> import trnlang.config
+    >>> os.environ["TRN_CONFIG_DIR"] = tempfile.mkdtemp(); _ = trnlang.config.refresh()
     >>> s = Store(tempfile.mkdtemp(), "demo", context=b"v1")
     >>> s.write("entry.bin", b"payload")
     >>> s.read("entry.bin")
@@ -42,6 +43,8 @@ import secrets
 import stat
 import threading
 import warnings
+
+from trnlang import config as _config
 
 __all__ = ["CacheWarning", "Store", "cache_base", "config_dir", "user_secret"]
 
@@ -71,13 +74,13 @@ def _warn(msg: str) -> None:
 
 
 def cache_base() -> str:
-    """``$TRN_CACHE_DIR``, default ``~/.cache/trnlang`` (not created here)."""
-    return os.environ.get("TRN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "trnlang")
+    """``$TRN_CACHE_DIR``, default ``~/.cache/trnlang`` (not created here; ``trnlang.config``)."""
+    return _config.current.cache_dir
 
 
 def config_dir() -> str:
     """Where the per-user cache secret lives: ``$TRN_CONFIG_DIR``, else ``$XDG_CONFIG_HOME/trnlang``."""
-    d = os.environ.get("TRN_CONFIG_DIR")
+    d = _config.current.config_dir
     if d:
         return d
     xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")

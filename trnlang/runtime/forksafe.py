@@ -44,14 +44,15 @@ MODULE_STATE: list[tuple[str, str, Callable[[], Any]]] = [
     ("trnlang.runtime.jit", "_stores_lock", threading.Lock),    # the disk cache stores
     ("trnlang.runtime.diskcache", "_lock", threading.Lock),
     ("trnlang.runtime.codecache", "_LOCK", threading.Lock),     # the loaded-kernel LRU
-    ("stdlib_kernels._util", "_host_pool", _none),              # run_parallel's Python pool
+    ("trnlang.runtime.launch", "_host_pool", _none),            # run_parallel's Python pool
+    ("trnlang.runtime.launch", "_TRAMP_LOCK", threading.Lock),  # the pointer-call trampolines
+    ("trnlang.config", "_lock", threading.Lock),
     ("codegen.llvm", "_init_lock", threading.Lock),
     ("codegen.llvm", "_tm_lock", threading.Lock),
     ("codegen.llvm", "_live_lock", threading.Lock),
     ("codegen.gemm", "_default_lock", threading.Lock),
     ("trnlang.device.fallback", "_lock", threading.Lock),
     ("trnlang.device.backend", "_lock", threading.RLock),
-    ("trnlang.device.fastlane", "_TRAMP_LOCK", threading.Lock),
     ("trnlang.distributed", "_lock", threading.Lock),
     ("trnlang.distributed.c10d", "_lock", threading.Lock),
 ]

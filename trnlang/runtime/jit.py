@@ -44,12 +44,12 @@ from typing import Any
 import numpy as np
 import sympy
 
+from trnlang import config as _config
 from trnlang.frontend.errors import BoundsError, LaunchError, TrnError
 from trnlang.ir.nodes import Instr, Kernel, Loop, Region, instrs
 from trnlang.runtime import codecache, diskcache, forksafe
 
 _N_PID = 3
-_NCPU = os.cpu_count() or 1  # grid worker threads; TRN_NUM_THREADS overrides (read per launch)
 _PARALLEL_MIN_NS = 150_000   # run a grid on the pool when sequential time would exceed this
 
 _PRINT_CB = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64))
@@ -66,7 +66,7 @@ _stores_lock = threading.Lock()
 
 def _store() -> diskcache.Store | None:
     """This user's object store under ``$TRN_CACHE_DIR`` (None when the disk cache is off or refused)."""
-    if os.environ.get("TRN_JIT_NO_DISK_CACHE"):
+    if not _config.current.disk_cache:
         return None
     from codegen import llvm
     from trnlang._version import __version__
@@ -202,10 +202,9 @@ _pool_lock = threading.Lock()
 _tls = threading.local()
 
 
-def _num_threads() -> int:
-    """Threads for grid instances: ``TRN_NUM_THREADS`` if set, else the machine's cores."""
-    v = os.environ.get("TRN_NUM_THREADS")
-    return max(1, int(v)) if v and v.isdigit() else _NCPU
+def num_threads() -> int:
+    """Threads for grid instances: ``TRN_NUM_THREADS`` if set, else the machine's cores (``trnlang.config``)."""
+    return _config.current.num_threads
 
 
 def _get_pool() -> concurrent.futures.ThreadPoolExecutor:
@@ -470,7 +469,7 @@ class JitExecutor:
     def _launch(self, v: Variant, ptr_arr: Any, meta_addr: int, gg: tuple[int, int, int], total: int,
                 arrays: list[np.ndarray]) -> None:
         cb_addr = self._cb_addr if v.has_print else None
-        ncpu = _num_threads()
+        ncpu = num_threads()
         sequential = (total == 1 or v.has_print or self._has_scratch or self._has_accumulate or ncpu == 1 or v.timed < 2
                       or v.ns_per_instance is None or v.ns_per_instance * total < _PARALLEL_MIN_NS)
         if sequential:
@@ -501,9 +500,9 @@ class JitExecutor:
                 self._raise(v, err, arrays)
 
     def _check(self, arrays: list[np.ndarray]) -> None:
-        from trnlang.interpret.interpreter import _check_launch
+        from trnlang.interpret.interpreter import check_launch
 
-        _check_launch(self.kernel, arrays, {})
+        check_launch(self.kernel, arrays, {})
 
     # ------------------------------------------------------------------ errors and printing
     def instrs(self) -> list[tuple[Instr, tuple[Loop, ...]]]:
@@ -533,14 +532,14 @@ class JitExecutor:
             KIND_REGION,
             KIND_STEP,
         )
-        from codegen.lower_plan import _all_regions
+        from codegen.lower_plan import all_regions
 
         kind, iid = int(err[ERR_KIND]), int(err[ERR_INSTR])
         table = self.instrs()
         if kind == KIND_STEP:
-            from codegen.lower import _all_loops
+            from codegen.lower import all_loops
 
-            lp = _all_loops(self.kernel.body)[int(err[ERR_A])]
+            lp = all_loops(self.kernel.body)[int(err[ERR_A])]
             raise ValueError(f"loop {lp.var} has step 0")
         ins, loops = table[iid]
         where = self._where(err, loops)
@@ -555,7 +554,7 @@ class JitExecutor:
                               f"{tuple(arr.shape)} (tile element {pos} of {shape}; {int(err[ERR_A])} element(s) out "
                               f"of bounds) (at {where})", loc=ins.loc)
         if kind == KIND_REGION:
-            r: Region = _all_regions(ins)[int(err[ERR_C])]
+            r: Region = all_regions(ins)[int(err[ERR_C])]
             d, s = int(err[ERR_A]), int(err[ERR_B])
             raise BoundsError(f"{op}: region [{s}:{s + r.sizes[d]}] of dimension {d} is outside buffer "
                               f"{r.buf.name} of shape {tuple(r.buf.shape)} (at {where})", loc=ins.loc)

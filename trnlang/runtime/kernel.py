@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import inspect
-import os
 import re
 import weakref
 from dataclasses import dataclass
@@ -13,6 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from trnlang import config as _config
 from trnlang.frontend.errors import (
     LaunchError,
     NeedStatic,
@@ -27,7 +26,7 @@ from trnlang.language.values import HbmRef
 from trnlang.runtime import args as argconv
 from trnlang.runtime import jit as _jit
 from trnlang.runtime.args import TensorPiece
-from trnlang.runtime.hostpool import NativeLaunch
+from trnlang.runtime.launch import PLANS, Launch, LaunchPlan
 from trnlang.runtime.specialize import Sizes
 
 _CONST_TYPES = (int, float, bool, str, type(None))
@@ -46,7 +45,7 @@ class _SpecCache(dict):
     def __init__(self) -> None:
         super().__init__()
         self.fast: dict[Any, Compiled] = {}
-        self.plans: dict[Any, _Plan | None] = {}
+        self.plans: dict[Any, LaunchPlan | None] = {}
 
     def clear(self) -> None:
         super().clear()
@@ -55,16 +54,6 @@ class _SpecCache(dict):
 
 
 _TORCH_TENSOR: Any = None
-#: Launch plans on (tools that observe every launch through ``_run`` / ``_launch`` clear it while they do).
-_PLANS: list[bool] = [True]
-#: os.environ's backing dict (kept in sync by os.environ itself): a 50 ns lookup instead of 1 us.
-_ENV_DATA: Any = getattr(os.environ, "_data", None)
-if not isinstance(_ENV_DATA, dict):  # pragma: no cover - other Pythons
-    class _EnvBytes:
-        def get(self, k: bytes) -> Any:
-            return os.environ.get(k.decode())
-
-    _ENV_DATA = _EnvBytes()
 
 
 def _torch_tensor_type() -> Any:
@@ -76,105 +65,6 @@ def _torch_tensor_type() -> Any:
     return _TORCH_TENSOR
 
 
-class _Plan:
-    """A launch of one compiled specialization on torch tensors of fixed layouts, ready to repeat.
-
-    Keyed by the tensors' dtypes, sizes, strides and devices (and the constants, grid and
-    environment), so a hit needs only the tensors' addresses: the compiled variant per aliasing
-    case, the stride metadata block and each tensor's byte extent are computed once. Only for
-    compiled kernels without kernel-allocated outputs; anything else takes the general path.
-    No read-only check here: torch tensors have no read-only flag (numpy arrays, which do, are
-    checked by the executors and never get a plan).
-    """
-
-    __slots__ = ("executor", "contiguous", "grid", "extents", "meta", "meta_addr", "variants", "shapes", "_last")
-
-    def __init__(self, executor: Any, arrays: list[np.ndarray], grid: tuple[int, ...]) -> None:
-        self.executor = executor
-        self.contiguous = tuple([_jit.layout_of(a) for a in arrays])
-        self.grid = grid
-        ext: list[tuple[int, int] | None] = []
-        for a in arrays:
-            if a.size == 0:
-                ext.append(None)
-                continue
-            lo = hi = 0
-            for n, st in zip(a.shape, a.strides):
-                if st > 0:
-                    hi += (n - 1) * st
-                else:
-                    lo += (n - 1) * st
-            ext.append((lo, hi + a.itemsize))
-        self.extents = ext
-        meta: list[int] = []
-        for a in arrays:
-            meta += list(a.shape) + [st // a.itemsize for st in a.strides]
-        self.meta = np.array(meta or [0], np.int64)  # read-only for the kernel: shared by concurrent launches
-        self.meta_addr = self.meta.ctypes.data
-        self.variants: dict[bool, Any] = {}
-        self.shapes = [_Shaped(a.shape) for a in arrays]  # what an error message needs of the arrays
-        self._last: tuple[tuple[int, ...], Any, Any] | None = None  # (addresses, bound launch, variant)
-
-    def bind(self, ptrs: list[int], args: tuple[Any, ...]) -> Callable[[], None] | None:
-        """A zero-argument native launch on these addresses (None: the call must take the general path).
-
-        Everything but the native call is done here, so a bound launch run on a worker thread holds the
-        GIL only to enter the call (see ``KernelFn.bind``). The launch of the last addresses is reused
-        (a caching allocator hands an op the same blocks call after call); it holds no tensor.
-        """
-        key = tuple(ptrs)
-        last = self._last
-        if last is not None and last[0] == key and last[2].alive:
-            last[2].used = True
-            return last[1]
-        ex = self.executor
-        w = ex.written
-        spans = [(p + e[0], p + e[1], w[i] if i < len(w) else True)
-                 for i, (p, e) in enumerate(zip(ptrs, self.extents)) if e is not None]
-        may_alias = _jit.spans_conflict(spans)
-        v = self.variants.get(may_alias)
-        if v is None or not v.alive:  # an evicted variant is compiled (loaded) again
-            v = ex.variant(self.contiguous, may_alias, self.grid)
-            if v.uses_meta and v.meta_words > self.meta.size:
-                return None
-            self.variants[may_alias] = v
-        if self.grid != (1,):
-            return None
-        ptr_arr = (ctypes.c_void_p * max(1, len(ptrs)))(*ptrs)
-        fn, meta, size = v.fn, self.meta_addr if v.uses_meta else v.meta_addr, v.arena_size
-        cb = ex._cb_addr if v.has_print else None
-        err_buffer, arena, shapes = _jit._err_buffer, _jit._arena, self.shapes
-
-        def on_error(err: np.ndarray) -> None:
-            try:
-                ex._raise(v, err, shapes)
-            except TrnError as e:
-                raise e.with_traceback(user_traceback(e)) from None
-
-        def launch() -> None:
-            err, err_addr = err_buffer()
-            if fn(ptr_arr, meta, 0, 1, 1, 1, arena(size), err_addr, cb):
-                on_error(err)
-
-        if cb is not None:  # device_print calls back into Python: not for a native worker
-            go: Any = launch
-        else:
-            entry = ctypes.cast(fn, ctypes.c_void_p).value or 0
-            go = NativeLaunch(entry, [ctypes.addressof(ptr_arr), meta, 0, 1, 1, 1, 0, 0, 0], size, on_error,
-                              launch, (ptr_arr, v))
-        v.used = True
-        self._last = (key, go, v)
-        return go
-
-    def run(self, ptrs: list[int], args: tuple[Any, ...]) -> bool:
-        """Launch; False when this call must take the general path instead (nothing was run)."""
-        go = self.bind(ptrs, args)
-        if go is None:
-            return False
-        go()
-        return True
-
-
 @dataclass
 class Compiled:
     """One specialization: the kernel IR after the pipeline, and how to run it."""
@@ -184,24 +74,11 @@ class Compiled:
     executor: Any = None  # a callable(list[np.ndarray-like], grid) set by the chosen backend
 
 
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
-
-
 def _normalize_grid(grid: Any) -> tuple[int, ...]:
     g = grid if isinstance(grid, tuple) else (grid,)
     if not 1 <= len(g) <= 3 or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in g):
         raise LaunchError(f"a launch grid is 1 to 3 non-negative ints, got {grid!r}")
     return g
-
-
-class _Shaped:
-    """Stands in for a launch array in error messages (only its shape is read)."""
-
-    __slots__ = ("shape",)
-
-    def __init__(self, shape: tuple[int, ...]) -> None:
-        self.shape = shape
 
 
 class KernelFn:
@@ -284,13 +161,15 @@ class KernelFn:
                               f"({', '.join(ba.kwargs)}); give them as ordinary parameters", loc=user_loc(3))
         return tuple(ba.args)
 
-    def bind(self, *args: Any) -> Callable[[], None]:
-        """This launch prepared now, run later: ``k.bind(*args)()`` is ``k(*args)``.
+    def bind(self, *args: Any) -> Launch:
+        """This launch prepared now, run later: ``k.bind(*args).run()`` is ``k(*args)`` (trnlang/runtime/launch.py).
 
         A warm launch on torch tensors (one whose launch plan exists) is resolved to the native call
-        here, so the returned callable does almost no Python work: host code that splits an op into
-        one launch per thread binds every launch first and then runs them on threads, which start
-        together instead of queueing on the GIL behind each other's argument processing.
+        here, so the returned :class:`~trnlang.runtime.launch.Launch` does almost no Python work: host
+        code that splits an op into one launch per thread binds every launch first and then runs them on
+        threads, which start together instead of queueing on the GIL behind each other's argument
+        processing. Anything else is a deferred launch (the general path when run). Raises
+        ``LaunchError`` when the arguments do not fit the kernel's parameters.
 
         Example:
             >>> import torch, trnlang as trn, trnlang.language as tl
@@ -302,19 +181,20 @@ class KernelFn:
             [0.0, 2.0, 4.0, 6.0]
         """
         grid = (1,)
-        pk = self._plan_key(args, grid) if _PLANS[0] and not self.debug else None
+        pk = self._plan_key(args, grid) if PLANS.enabled and not self.debug else None
         if pk is not None:
             plan = self._cache.plans.get(pk[0])
             if plan is not None:
-                go = plan.bind(pk[1], args)
+                go = plan.bind(pk[1])
                 if go is not None:
                     return go
-        return functools.partial(self._call, args, grid)
+        self._bind(args)
+        return Launch.deferred(functools.partial(self._call, args, grid))
 
     def _plan_key(self, args: tuple[Any, ...], grid: tuple[int, ...]) -> tuple[Any, list[int]] | None:
         """Key of a torch-tensor launch plan and the tensors' addresses (None: not a plan-able call)."""
         # flat: a constant is (type, value), a tensor or piece (dtype, shape, strides, is_cpu, is_neg)
-        key: list[Any] = [grid, _ENV_DATA.get(b"TRN_TARGET"), _ENV_DATA.get(b"TRN_INTERPRET")]
+        key: list[Any] = [grid, _config.current.launch_key]
         ptrs = []
         tt = _TORCH_TENSOR or _torch_tensor_type()
         for a in args:
@@ -341,11 +221,14 @@ class KernelFn:
 
     def _call(self, args: tuple[Any, ...], grid: tuple[int, ...]) -> Any:
         try:
-            pk = self._plan_key(args, grid) if _PLANS[0] and not self.debug else None
+            pk = self._plan_key(args, grid) if PLANS.enabled and not self.debug else None
             if pk is not None:
                 plan = self._cache.plans.get(pk[0])
-                if plan is not None and plan.run(pk[1], args):
-                    return None
+                if plan is not None:
+                    go = plan.bind(pk[1])
+                    if go is not None:
+                        go.run()
+                        return None
             if any(type(a) is TensorPiece for a in args):  # a cold launch of pieces: run it on the views
                 return self._call(tuple(a.tensor() if type(a) is TensorPiece else a for a in args), grid)
             fast = self._fast_key(args, grid)
@@ -431,12 +314,12 @@ class KernelFn:
 
     # --- internals --------------------------------------------------------------------------
     def _target(self) -> str:
-        return self.target or os.environ.get("TRN_TARGET") or "trn2"
+        return self.target or _config.current.target or "trn2"
 
     def _use_interpreter(self) -> bool:
         if self.interpret is not None:
             return self.interpret
-        return _env_flag("TRN_INTERPRET")
+        return _config.current.interpret
 
     def _bind(self, args: tuple[Any, ...]) -> None:
         try:
@@ -556,8 +439,7 @@ class KernelFn:
         It is built from the same numpy views the slow path specializes on, so a hit always means the
         same specialization; anything unusual returns None and takes the slow path.
         """
-        env = os.environ
-        key: list[Any] = [grid, env.get("TRN_TARGET"), env.get("TRN_INTERPRET")]
+        key: list[Any] = [grid, _config.current.launch_key]
         arrays = []
         for a in args:
             ta = type(a)
@@ -577,7 +459,7 @@ class KernelFn:
             key.append((arr.shape, arr.dtype, arr.flags.c_contiguous))
         return tuple(key), arrays
 
-    def _make_plan(self, comp: Compiled, arrays: list[np.ndarray], grid: tuple[int, ...]) -> _Plan | None:
+    def _make_plan(self, comp: Compiled, arrays: list[np.ndarray], grid: tuple[int, ...]) -> LaunchPlan | None:
         from trnlang.runtime.jit import JitExecutor
 
         ex = comp.executor
@@ -586,7 +468,7 @@ class KernelFn:
             return None
         if any(any(s % a.itemsize for s in a.strides) or a.ctypes.data % min(a.itemsize, 8) for a in arrays):
             return None
-        return _Plan(ex, arrays, grid)
+        return LaunchPlan(ex, arrays, grid)
 
     def _launch(self, comp: Compiled, arrays: list[np.ndarray], args: tuple[Any, ...], grid: tuple[int, ...]) -> Any:
         k = comp.ir
