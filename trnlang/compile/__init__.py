@@ -98,7 +98,18 @@ def _patch_compile_fx(mod: Any) -> None:
     mod.compile_fx = compile_fx
 
 
-_PATCHES = {_REGISTRY: _patch_registry, _COMPILE_FX: _patch_compile_fx}
+def _patch_trace_rules(mod: Any) -> None:
+    """Dynamo does not trace into the kernel launcher: a user's ``@trn.kernel`` call inside a compiled
+    function is a graph break and runs as in eager mode, on the trn tensors of the graph before it."""
+    if "trace_rules" in _done:
+        return
+    _done.add("trace_rules")
+    mod.add("trnlang.runtime")
+
+
+_TRACE_RULES = "torch._dynamo.trace_rules"
+_PATCHES = {_REGISTRY: _patch_registry, _COMPILE_FX: _patch_compile_fx, _TRACE_RULES: _patch_trace_rules}
+_ATTR = {_REGISTRY: "register_backend", _COMPILE_FX: "compile_fx", _TRACE_RULES: "add"}
 
 
 class _ImportHook(importlib.abc.MetaPathFinder):
@@ -133,7 +144,7 @@ def install() -> None:
     """Register ``backend="trn"`` and the default-backend route for trn graphs (idempotent, lazy)."""
     for name, patch in _PATCHES.items():
         mod = sys.modules.get(name)
-        if mod is not None and hasattr(mod, "register_backend" if name == _REGISTRY else "compile_fx"):
+        if mod is not None and hasattr(mod, _ATTR[name]):
             patch(mod)
     if not any(isinstance(f, _ImportHook) for f in sys.meta_path):
         sys.meta_path.insert(0, _ImportHook())

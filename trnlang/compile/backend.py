@@ -83,11 +83,25 @@ def _log_code(gm: fx.GraphModule, report: list[tuple[str, list[str]]], kind: str
     log.debug("%s", "\n".join(parts))
 
 
+def _views_as_reshapes(gm: fx.GraphModule) -> None:
+    """``aten.view`` -> ``aten.reshape`` in a functional graph: the same view when the strides allow one, a
+    copy when an extern op's output has other strides than its meta function promised (the device's
+    attention returns ``[B, H, S, D]`` rows where the meta output is ``[B, S, H, D]``-major)."""
+    changed = False
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is aten.view.default:
+            node.target = aten.reshape.default
+            changed = True
+    if changed:
+        gm.recompile()
+
+
 def _compiler(kind: str) -> Any:
     def compile_graph(gm: fx.GraphModule, example_inputs: Any) -> Any:
         from torch._functorch.aot_autograd import make_boxed_func
 
         t0 = time.perf_counter()
+        _views_as_reshapes(gm)
         if os.environ.get("TRN_COMPILE_FUSE", "1") != "0":
             gm, report = fgraph.fuse_graph(gm)
         else:

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 import torch.fx as fx
+from torch._prims_common import is_contiguous_or_false
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from trnlang.compile.ops import FUSED_DTYPES, POINTWISE, REDUCTIONS, literal
@@ -107,6 +108,8 @@ def _kind(node: fx.Node, device_type: str) -> str | None:
     val = _val(node)
     if not isinstance(val, torch.Tensor) or val.dtype not in FUSED_DTYPES or val.device.type != device_type:
         return None
+    if not is_contiguous_or_false(val):
+        return None  # the graph may view it with its strides; a generated kernel writes contiguous rows
     rule = POINTWISE.get(node.target)
     if rule is not None:
         if rule.accepts is not None and not rule.accepts(node.args, dict(node.kwargs)):
