@@ -105,7 +105,7 @@ def _no_mask(acc: Access) -> bool:
 
 def same_region(a: Region, b: Region) -> bool:
     return (a.buf is b.buf and tuple(a.sizes) == tuple(b.sizes) and tuple(a.keep) == tuple(b.keep)
-            and all(sympy.sympify(x) == sympy.sympify(y) for x, y in zip(a.starts, b.starts)))
+            and a.ap == b.ap and all(sympy.sympify(x) == sympy.sympify(y) for x, y in zip(a.starts, b.starts)))
 
 
 def all_regions(ins: Instr) -> list[Region]:

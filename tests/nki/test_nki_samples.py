@@ -115,8 +115,6 @@ CASES: list[tuple[str, str, Any, Callable[[], tuple[Any, ...]], Callable[..., np
 
 #: Kernels that need what trnlang does not have yet (docs/nki.md, "Not yet"): strict, so support is noticed.
 UNSUPPORTED = {
-    "tensor_avgpool_kernel": "strided SBUF views (in_tile[i0, 2 * i1 + i2, ...])",
-    "tensor_transpose2D_kernel_": "permuted SBUF views (out_tile[i_p, i_f2 * n + i_f1])",
     "attn_fwd_v11": "nl.shared_constant",
 }
 

@@ -74,8 +74,20 @@ class _Ctx:
             arr = self.bufs[buf] = _poisoned(buf)
         return arr
 
-    def region_index(self, r: Region) -> tuple[Any, ...]:
-        """The numpy index selecting a region of its buffer (bounds-checked)."""
+    def region_index(self, r: Region) -> Any:
+        """The numpy index selecting a region of its buffer (bounds-checked); for a strided / permuted view
+        (``r.ap``) an index array into the flattened buffer."""
+        if r.ap is not None:
+            shape = tuple(int(d) for d in r.buf.shape)
+            base = 0
+            for d, start in enumerate(r.starts):
+                base += evaluate_int(start, self.env) * int(np.prod(shape[d + 1:], dtype=np.int64))
+            flat = np.full(tuple(n for _, n in r.ap), base, np.int64)
+            for k, (st, n) in enumerate(r.ap):
+                flat += (np.arange(n, dtype=np.int64) * st).reshape((1,) * k + (n,) + (1,) * (len(r.ap) - k - 1))
+            if flat.size and (flat.min() < 0 or flat.max() >= int(np.prod(shape))):
+                raise self.bounds_error(f"strided view of buffer {r.buf.name} of shape {shape} leaves the buffer")
+            return flat
         idx: list[Any] = []
         for d, (start, size, keep) in enumerate(zip(r.starts, r.sizes, r.keep)):
             s = evaluate_int(start, self.env)
@@ -89,11 +101,19 @@ class _Ctx:
 
     def read(self, r: Region) -> np.ndarray:
         """A copy of the region's contents (storage dtype)."""
+        if r.ap is not None:
+            return np.array(self.buf_array(r.buf).reshape(-1)[self.region_index(r)])
         return np.array(self.buf_array(r.buf)[self.region_index(r)])
 
     def write(self, r: Region, value: np.ndarray) -> None:
         """Broadcast ``value`` to the region's shape, cast it to the buffer dtype and store it."""
         v = self.bcast(value, r.shape, "output")
+        if r.ap is not None:
+            arr = self.buf_array(r.buf)
+            flat = arr.reshape(-1)
+            assert np.shares_memory(flat, arr)
+            flat[self.region_index(r)] = alu.cast(v, r.buf.dtype.np)
+            return
         self.buf_array(r.buf)[self.region_index(r)] = alu.cast(v, r.buf.dtype.np)
 
     def value(self, x: Any) -> np.ndarray:

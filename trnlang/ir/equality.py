@@ -127,6 +127,7 @@ class _Cmp:
         self.same(path + ".sizes", tuple(int(s) for s in a.sizes), tuple(int(s) for s in b.sizes))
         self.same(path + ".keep", tuple(bool(k) for k in a.keep), tuple(bool(k) for k in b.keep))
         self.same(path + ".ndim", len(a.starts), len(b.starts))
+        self.same(path + ".ap", a.ap, b.ap)
         for d, (x, y) in enumerate(zip(a.starts, b.starts)):
             self.expr(f"{path}.starts[{d}]", x, y)
 

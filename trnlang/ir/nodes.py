@@ -185,12 +185,18 @@ class Region:
     ``starts[d]`` (affine in loop variables) and ``sizes[d]`` per buffer
     dimension; dimensions with ``keep[d] == False`` were indexed by a single
     index and do not appear in the view's shape.
+
+    ``ap``: a strided / permuted view (NKI's access patterns, ``t[i_p, 2 * i_f]``):
+    ``(stride, size)`` per view axis, strides in elements of the row-major
+    buffer, from the element at ``starts``; the view's shape is the sizes, and
+    ``starts``/``sizes``/``keep`` are then the box of buffer elements it touches.
     """
 
     buf: Buf
     starts: tuple[Expr, ...]
     sizes: tuple[int, ...]
     keep: tuple[bool, ...]
+    ap: tuple[tuple[int, int], ...] | None = None
 
     @staticmethod
     def whole(buf: Buf) -> Region:
@@ -198,6 +204,8 @@ class Region:
 
     @property
     def shape(self) -> tuple[int, ...]:
+        if self.ap is not None:
+            return tuple(n for _, n in self.ap)
         return tuple(s for s, k in zip(self.sizes, self.keep) if k)
 
     @property
@@ -210,7 +218,7 @@ class Region:
 
     @property
     def is_whole(self) -> bool:
-        return all(k for k in self.keep) and tuple(self.sizes) == tuple(self.buf.shape) and all(
+        return self.ap is None and all(k for k in self.keep) and tuple(self.sizes) == tuple(self.buf.shape) and all(
             s == 0 for s in self.starts)
 
 

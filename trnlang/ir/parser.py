@@ -450,7 +450,15 @@ class _Parser:
             keep.append(kept)
         if len(starts) != len(buf.shape):
             cur.fail(f"%{buf.name} has {len(buf.shape)} dimensions, region gives {len(starts)}")
-        return Region(buf, tuple(starts), tuple(sizes), tuple(keep))
+        ap = None
+        if cur.eat("ap"):
+            strides = cur.ints()
+            cur.expect("x")
+            ns = cur.ints()
+            if len(strides) != len(ns):
+                cur.fail("a region's ap gives as many strides as sizes")
+            ap = tuple(zip(strides, ns))
+        return Region(buf, tuple(starts), tuple(sizes), tuple(keep), ap)
 
     def access(self, cur: _Cur, t: HbmTensor) -> Access:
         index = tuple(cur.expr(x) for x in cur.raw_list("[", "]"))

@@ -223,7 +223,10 @@ class _Printer:
             else:
                 item = f"{expr_to_text(start)}+:{int(size)}"
             items.append(item if keep else item + ":drop")
-        return f"{self.name(r.buf)}[{', '.join(items)}]"
+        s = f"{self.name(r.buf)}[{', '.join(items)}]"
+        if r.ap is not None:  # a strided / permuted view: strides then sizes per view axis
+            s += f" ap[{', '.join(str(int(st)) for st, _ in r.ap)}]x[{', '.join(str(int(n)) for _, n in r.ap)}]"
+        return s
 
     def access(self, a: Access) -> str:
         idx = ", ".join(expr_to_text(e) for e in a.index)

@@ -311,11 +311,10 @@ def _slice_bounds(k: Any, n: int) -> tuple[sympy.Expr, int, int]:
     return start, max(0, (int(size) + step - 1) // step), step
 
 
-def _index_key_as_slices(key: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[Any, ...]:
+def _index_key_as_slices(key: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[Any, ...] | None:
     """NKI-style tile indexing with index values (``t[i_p, j * 512 + i_f]``, ``i_p = arange(128)[:, None]``):
-    each index value must be ``start + _a{m}``, one axis per dimension in order, which is the slice
-    ``[start, start + n)``. Strided or permuted views (``t[i_p, 2 * i_f]``, ``t[i_p, i_f * k + i_g]``) are
-    not supported yet (a ShapeError names them)."""
+    when each index value is ``start + _a{m}``, one axis per dimension in order, the slices
+    ``[start, start + n)``; None for a strided or permuted view (``t[i_p, 2 * i_f]``)."""
     idx = [k for k in key if isinstance(k, Index) and k.shape != ()]
     nd = max(k.ndim for k in idx)
     out: list[Any] = []
@@ -334,19 +333,61 @@ def _index_key_as_slices(key: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[
             ok = not any(a.name.startswith("_a") for a in start.free_symbols) and (
                 sum(1 for x in full if x != 1) <= 1)
         if not ok:
-            raise ShapeError(f"tile index {k.expr} (shape {k.shape}) on dimension {d} of a tile of shape {shape} "
-                             "is a strided or permuted view; only start + arange(n) along the dimension's own axis "
-                             "is supported (use a slice)")
+            return None
         last = m
         out.append(DynSlice(start, full[m]))
     return tuple(out)
+
+
+def _pattern_view(t: Tile, key: tuple[Any, ...]) -> Tile:
+    """A strided / permuted view ``t[e_0, e_1, ...]`` with affine index values ``e_d`` (NKI's access patterns:
+    ``in_tile[i_p, 2 * i_h + i_k, ...]``): the engines read it as one access pattern, no copy. The first
+    index must be ``start + i_p`` (partitions stay partitions); coefficients are non-negative ints."""
+    r = t.region
+    if t.nblock or r.ap is not None:
+        raise ShapeError("a strided view of a tile with block dimensions or of a strided view is not supported")
+    idx = [k for k in key if isinstance(k, Index)]
+    nd = max(k.ndim for k in idx)
+    view = broadcast_shapes(*[(1,) * (nd - k.ndim) + k.shape for k in idx])
+    dims = [d for d, kp in enumerate(r.keep) if kp]
+    bstride = [math.prod(r.buf.shape[d + 1:]) for d in range(len(r.buf.shape))]
+    axes = [axis_sym(a) for a in range(nd)]
+    strides = [0] * nd
+    starts = list(r.starts)
+    sizes = list(r.sizes)
+    for j, (k, d) in enumerate(zip(key, dims)):
+        if isinstance(k, slice) and k == slice(None):
+            k = Index((sizes[d],), axis_sym(0))[(None,) * (j) + (slice(None),) + (None,) * (nd - j - 1)]
+        if not isinstance(k, (Index, int)):
+            raise TraceError(f"a strided tile view takes index values or ints on every dimension, got {k!r}")
+        e = sympy.expand(k._aligned(nd) if isinstance(k, Index) else sympy.Integer(k))
+        const = e.subs({a: 0 for a in axes})
+        extent = 0
+        for a_i, a in enumerate(axes):
+            c = e.coeff(a)
+            if not c.is_Integer or int(c) < 0 or e.coeff(a, 2) != 0:
+                raise ShapeError(f"tile index {k} on dimension {j} of a tile of shape {t.shape}: a view needs "
+                                 "non-negative integer coefficients of arange axes")
+            strides[a_i] += int(c) * bstride[d]
+            extent += int(c) * (view[a_i] - 1)
+        if j == 0 and (e - const != axes[0] if nd else True):
+            raise ShapeError(f"tile index {k} on the partition dimension must be start + arange(n)[:, None, ...] "
+                             "(partitions stay partitions in a view)")
+        starts[d] = starts[d] + const
+        sizes[d] = extent + 1
+    region = Region(r.buf, tuple(sympy.sympify(s) for s in starts), tuple(sizes), tuple(r.keep),
+                    tuple(zip(strides, view)))
+    return Tile(region)
 
 
 def subtile(t: Tile, key: Any) -> Tile:
     """A view of part of a tile: slices (affine bounds), ds, and single indices per dimension."""
     key = _norm_key(key, t.ndim, "a tile")
     if any(isinstance(k, Index) and k.shape != () for k in key):
-        key = _index_key_as_slices(key, t.shape)
+        as_slices = _index_key_as_slices(key, t.shape)
+        if as_slices is None:
+            return _pattern_view(t, key)
+        key = as_slices
     nb = t.nblock
     if nb:  # NKI block dimensions come first in the written order, after the partition one in the buffer
         key = (key[nb],) + key[:nb] + key[nb + 1:]
@@ -403,7 +444,7 @@ def _retarget(view: Tile, v: Tile) -> bool:
 
 
 def _same_region(a: Region, b: Region) -> bool:
-    return a.buf is b.buf and a.sizes == b.sizes and a.keep == b.keep and all(
+    return a.buf is b.buf and a.sizes == b.sizes and a.keep == b.keep and a.ap == b.ap and all(
         sympy.simplify(x - y) == 0 for x, y in zip(a.starts, b.starts))
 
 
