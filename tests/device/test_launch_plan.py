@@ -1,4 +1,4 @@
-"""The warm-launch plan for torch tensors (trnlang/runtime/kernel.py ``_Plan``): same results as the general path.
+"""The warm-launch plan for torch tensors (trnlang/runtime/launch.py ``LaunchPlan``): same results as the general path.
 
 A plan is keyed by the tensors' layouts; a hit only reads addresses. These tests make sure a hit never
 runs the wrong variant (aliasing), reports runtime errors like the general path, and never launches on

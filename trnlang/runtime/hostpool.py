@@ -1,6 +1,6 @@
 """Native worker threads for the launches of one op split across the host's cores.
 
-A device op that splits its work into one launch per thread (``stdlib_kernels._util.run_parallel``)
+A device op that splits its work into one launch per thread (``trnlang.runtime.launch.run_parallel``)
 used to hand the other launches to a ``concurrent.futures`` pool: a Python thread woken through a
 queue, which then needs the GIL before it can even start its native call. On a small host that
 handoff costs 30 to 70 microseconds per op, a tenth of a 16 MiB layer norm.
