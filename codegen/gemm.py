@@ -16,12 +16,25 @@ width).  Any sizes work (including 0 and 1); fp32 accumulation.
 Structure (BLIS/GotoBLAS): the operands are cut into ``KC x NC`` blocks of B
 and ``MC x KC`` blocks of A, each packed (zero padded at the edges) into
 ``NR``-column / ``MR``-row micro-panels in a 64-byte aligned ``malloc``
-workspace, and an ``MR x NR`` micro-kernel keeps ``MR * NR / 8`` ``<8 x float>``
-accumulators in registers (6 x 16: 12 ymm accumulators, 2 loads of B and 6
-broadcasts of A per 12 FMAs).  Edge tiles go through a small stack tile.  The
-code is single threaded; calls through ctypes release the GIL, so a host can
-split N across threads.  :class:`Gemm` compiles a standalone module and wraps
-it for numpy.
+workspace, and an ``MR x NR`` micro-kernel keeps ``MR * NR / width``
+accumulator vectors in registers.  The last rows of a block run a 2- or
+4-row micro-kernel (a 128-row block is 21 x 6 + 2 rows, not 22 x 6); edge
+tiles store through masked vector loads and stores.  ``A [M, K]`` (the ``nn``
+entries) is packed WIDTH columns at a time with a register transpose.  The
+code is single threaded; calls through ctypes release
+the GIL, so a host can split N (or M) across threads.  :class:`Gemm` compiles
+a standalone module and wraps it for numpy.
+
+Per ISA path (``codegen.isa``; :data:`CONFIGS`, measured on the hosts named
+there; docs/isa_paths.md):
+
+* ``avx512``: ``<16 x float>``, 6 x 64: 24 zmm accumulators, 4 loads of B and
+  6 broadcasts of A per 24 FMAs (28 of the 32 zmm registers; the 14 x 32,
+  8 x 48 and 12 x 32 shapes measured 10-30 % slower, 7 x 64 does not fit);
+* ``avx2``: ``<8 x float>``, 6 x 16: 12 ymm accumulators, 2 loads of B and 6
+  broadcasts of A per 12 FMAs;
+* ``generic``: ``<4 x float>`` with ``llvm.fmuladd`` (no ISA assumption),
+  6 x 8.
 """
 
 from __future__ import annotations
@@ -36,7 +49,7 @@ from llvmlite import ir
 from . import llvm
 from .irutil import F32, I1, I32, I64, PTR, VOID, Loop, const, intrinsic, smin
 
-__all__ = ["GemmConfig", "define_gemm", "gemm_module", "Gemm", "default_gemm"]
+__all__ = ["GemmConfig", "CONFIGS", "config_for", "define_gemm", "gemm_module", "Gemm", "default_gemm"]
 
 
 @dataclass(frozen=True)
@@ -49,10 +62,30 @@ class GemmConfig:
     mc: int = 144
     nc: int = 3072
     width: int = 8
+    fma: bool = True  #: ``llvm.fma`` (the target has FMA); else ``llvm.fmuladd`` (fused only where cheap)
 
     def __post_init__(self) -> None:
         if self.nr % self.width or self.mc % self.mr or self.nc % self.nr:
             raise ValueError(f"inconsistent gemm blocking {self}")
+
+
+#: Blocking per ISA path. avx512 measured on an Intel Xeon (Emerald Rapids, 2 cores, 48 KiB L1d, 2 MiB L2):
+#: 6 x 64 with KC 256 (a 64 KiB B micro-panel streamed from L2, A's 6 x 256 panel in L1) and MC 144
+#: beat KC 128 / 384 / 512 and MC 96 / 288 at 1024^3 and at the 128 x 512 x 128 tiles of the stdlib matmul.
+CONFIGS: dict[str, GemmConfig] = {
+    "avx512": GemmConfig(mr=6, nr=64, kc=256, mc=144, nc=3072, width=16),
+    "avx2": GemmConfig(mr=6, nr=16, kc=256, mc=144, nc=3072, width=8),
+    "generic": GemmConfig(mr=6, nr=8, kc=256, mc=144, nc=3072, width=4, fma=False),
+}
+
+
+def config_for(path: str | None = None) -> GemmConfig:
+    """The blocking for ISA path ``path`` (default: the process's, ``codegen.isa.selected()``)."""
+    if path is None:
+        from . import isa
+
+        path = isa.selected().name
+    return CONFIGS[path]
 
 
 class _Gen:
@@ -66,6 +99,8 @@ class _Gen:
         self.mask_ty = ir.VectorType(I1, cfg.width)
         self.mload = intrinsic(module, f"llvm.masked.load.v{cfg.width}f32.p0", self.vty,
                                [PTR, I32, self.mask_ty, self.vty])
+        self.mstore = intrinsic(module, f"llvm.masked.store.v{cfg.width}f32.p0", VOID,
+                                [self.vty, PTR, I32, self.mask_ty])
 
     # ------------------------------------------------------------------ helpers
     def _fn(self, name: str, args: list[ir.Type], internal: bool = True) -> tuple[ir.Function, ir.IRBuilder]:
@@ -143,7 +178,13 @@ class _Gen:
             panel = self._gep(b, ap, b.mul(ir_, kc))
             with b.if_else(b.icmp_signed(">=", mv, I64(cfg.mr))) as (full, part):
                 with full:
-                    with Loop(b, I64(0), kc, 1, "kf") as k:
+                    k0: ir.Value = I64(0)
+                    if not trans:  # rows of A are contiguous in k: WIDTH k at a time, transposed in registers
+                        k0 = b.sub(kc, b.srem(kc, I64(cfg.width)))
+                        with Loop(b, I64(0), k0, cfg.width, "kv") as k:
+                            rows = [b.load(elem(k, b.add(ir_, I64(i))), typ=self.vty, align=4) for i in range(cfg.mr)]
+                            b.store(self._interleave(b, rows), self._gep(b, panel, b.mul(k, I64(cfg.mr)))).align = 4
+                    with Loop(b, k0, kc, 1, "kf") as k:
                         dst = self._gep(b, panel, b.mul(k, I64(cfg.mr)))
                         for i in range(cfg.mr):
                             x = b.load(elem(k, b.add(ir_, I64(i))), typ=F32, align=4)
@@ -162,53 +203,81 @@ class _Gen:
         b.ret_void()
         return fn
 
+    def _interleave(self, b: ir.IRBuilder, rows: list[ir.Value]) -> ir.Value:
+        """``<MR*WIDTH x float>`` with lane ``k*MR + i`` = lane ``k`` of ``rows[i]`` (a register transpose)."""
+        w, n = self.cfg.width, len(rows)
+        vs = list(rows)
+        while len(vs) > 1:  # concatenate pairwise (same-length operands), padding with undef
+            if len(vs) % 2:
+                vs.append(ir.Constant(vs[0].type, None))
+            half = vs[0].type.count
+            idx = ir.Constant(ir.VectorType(I32, 2 * half), list(range(2 * half)))
+            vs = [b.shuffle_vector(vs[j], vs[j + 1], idx) for j in range(0, len(vs), 2)]
+        mask = ir.Constant(ir.VectorType(I32, n * w), [i * w + k for k in range(w) for i in range(n)])
+        return b.shuffle_vector(vs[0], ir.Constant(vs[0].type, None), mask)
+
     # ------------------------------------------------------------------ micro-kernel
-    def ukernel(self) -> ir.Function:
+    def ukernel(self, rows: int = 0) -> ir.Function:
         """ukernel(Ap, Bp, kc, C, ldc, mv, nv, overwrite): C[:mv, :nv] (+)= Ap-panel @ Bp-panel.
 
-        ``mv`` / ``nv`` are the rows / columns left from this tile on (clamped to MR / NR here).
+        ``mv`` / ``nv`` are the rows / columns left from this tile on (clamped to ``rows`` / NR here).
+        ``rows`` (default MR) < MR: a short kernel for the last rows of a block (the packed panel keeps
+        its MR-row layout), so a 128-row block does not compute 4 padding rows of a 6-row tile.
         """
         cfg = self.cfg
-        w, mr, nvec = cfg.width, cfg.mr, cfg.nr // cfg.width
-        fn, b = self._fn("gemm_ukernel", [PTR, PTR, I64, PTR, I64, I64, I64, I1])
+        w, nvec = cfg.width, cfg.nr // cfg.width
+        mr = rows or cfg.mr
+        fn, b = self._fn(f"gemm_ukernel{rows or ''}", [PTR, PTR, I64, PTR, I64, I64, I64, I1])
         ap, bp, kc, c, ldc, mv, nv, overwrite = fn.args
         for a in (ap, bp, c):
             a.add_attribute("noalias")
-        tile = b.alloca(ir.ArrayType(F32, mr * cfg.nr), name="tile")
-        tile.align = 32
-        tile.type = PTR  # llvmlite types allocas as typed pointers; the IR text is the same
         zero = const(self.vty, 0.0)
         undef = ir.Constant(self.vty, None)
         bcast = ir.Constant(ir.VectorType(I32, w), [0] * w)
-        pre = b.block
-        head = b.append_basic_block("k.head")
-        body = b.append_basic_block("k.body")
-        done = b.append_basic_block("k.done")
-        b.branch(head)
-        b.position_at_end(head)
-        k = b.phi(I64, name="k")
-        k.add_incoming(I64(0), pre)
-        accs = [[b.phi(self.vty, name=f"acc{i}_{j}") for j in range(nvec)] for i in range(mr)]
-        for row in accs:
-            for a in row:
-                a.add_incoming(zero, pre)
-        b.cbranch(b.icmp_signed("<", k, kc), body, done)
-        b.position_at_end(body)
-        bpk = self._gep(b, bp, b.mul(k, I64(cfg.nr)))
-        apk = self._gep(b, ap, b.mul(k, I64(mr)))
-        bv = [b.load(self._gep(b, bpk, j * w), typ=self.vty, align=32) for j in range(nvec)]
-        new = []
-        for i in range(mr):
-            s = b.load(self._gep(b, apk, i), typ=F32, align=4)
-            sv = b.shuffle_vector(b.insert_element(undef, s, I32(0)), undef, bcast)
-            new.append([self._fma(b, sv, bv[j], accs[i][j]) for j in range(nvec)])
-        for i in range(mr):
-            for j in range(nvec):
-                accs[i][j].add_incoming(new[i][j], body)
-        k.add_incoming(b.add(k, I64(1)), body)
-        b.branch(head)
 
-        b.position_at_end(done)
+        def step(kk: ir.Value, accs: list[list[ir.Value]]) -> list[list[ir.Value]]:
+            bpk = self._gep(b, bp, b.mul(kk, I64(cfg.nr)))
+            apk = self._gep(b, ap, b.mul(kk, I64(cfg.mr)))
+            bv = [b.load(self._gep(b, bpk, j * w), typ=self.vty, align=32) for j in range(nvec)]
+            new = []
+            for i in range(mr):
+                s = b.load(self._gep(b, apk, i), typ=F32, align=4)
+                sv = b.shuffle_vector(b.insert_element(undef, s, I32(0)), undef, bcast)
+                new.append([self._fma(b, sv, bv[j], accs[i][j]) for j in range(nvec)])
+            return new
+
+        def loop(name: str, k0: ir.Value, acc0: list[list[ir.Value]],
+                 stride: int) -> tuple[ir.Value, list[list[ir.Value]]]:
+            """k from k0 while k + stride <= kc, ``stride`` steps per iteration: (final k, accumulators)."""
+            pre = b.block
+            head = b.append_basic_block(f"{name}.head")
+            body = b.append_basic_block(f"{name}.body")
+            done = b.append_basic_block(f"{name}.done")
+            b.branch(head)
+            b.position_at_end(head)
+            k = b.phi(I64, name=f"{name}.k")
+            k.add_incoming(k0, pre)
+            accs = [[b.phi(self.vty, name=f"{name}.acc{i}_{j}") for j in range(nvec)] for i in range(mr)]
+            for i in range(mr):
+                for j in range(nvec):
+                    accs[i][j].add_incoming(acc0[i][j], pre)
+            b.cbranch(b.icmp_signed("<=", b.add(k, I64(stride)), kc), body, done)
+            b.position_at_end(body)
+            new: list[list[ir.Value]] = [list(r) for r in accs]
+            for u in range(stride):
+                new = step(b.add(k, I64(u)) if u else k, new)
+            for i in range(mr):
+                for j in range(nvec):
+                    accs[i][j].add_incoming(new[i][j], b.block)
+            k.add_incoming(b.add(k, I64(stride)), b.block)
+            b.branch(head)
+            b.position_at_end(done)
+            return k, [list(r) for r in accs]
+
+        # one K step per iteration: unrolling by 2 or 4, a C-tile prefetch, and KC 128 / 192 measured no
+        # better on the avx512 host (the loop is FMA bound: 24 FMAs, 4 loads, 6 broadcasts per step)
+        _, accs = loop("k", I64(0), [[zero] * nvec for _ in range(mr)], 1)
+
         full = b.and_(b.icmp_signed(">=", mv, I64(mr)), b.icmp_signed(">=", nv, I64(cfg.nr)))
         with b.if_else(full) as (then, other):
             with then:
@@ -220,28 +289,27 @@ class _Gen:
                         val = b.select(overwrite, accs[i][j], b.fadd(old, accs[i][j]))
                         b.store(val, p).align = 4
             with other:
+                # edge tile: rows below ``mv``, lanes below ``nv`` (masked vector loads and stores)
+                masks = [self._lane_mask(b, nv, j * w) for j in range(nvec)]
                 for i in range(mr):
-                    for j in range(nvec):
-                        b.store(accs[i][j], self._gep(b, tile, i * cfg.nr + j * w)).align = 32
-                mv_t = smin(b, mv, I64(mr))
-                nv_t = smin(b, nv, I64(cfg.nr))
-                with Loop(b, I64(0), mv_t, 1, "ei") as i:
-                    row = self._gep(b, c, b.mul(i, ldc))
-                    trow = self._gep(b, tile, b.mul(i, I64(cfg.nr)))
-                    with Loop(b, I64(0), nv_t, 1, "ej") as j:
-                        p = self._gep(b, row, j)
-                        t = b.load(self._gep(b, trow, j), typ=F32)
-                        old = b.load(p, typ=F32)
-                        b.store(b.select(overwrite, t, b.fadd(old, t)), p)
+                    with b.if_then(b.icmp_signed("<", I64(i), mv)):
+                        row = self._gep(b, c, b.mul(I64(i), ldc))
+                        for j in range(nvec):
+                            p = self._gep(b, row, j * w)
+                            old = b.call(self.mload, [p, I32(4), masks[j], zero])
+                            val = b.select(overwrite, accs[i][j], b.fadd(old, accs[i][j]))
+                            b.call(self.mstore, [val, p, I32(4), masks[j]])
         b.ret_void()
         return fn
 
     def _fma(self, b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
-        f = intrinsic(self.m, f"llvm.fma.v{self.cfg.width}f32", self.vty, [self.vty] * 3)
+        op = "fma" if self.cfg.fma else "fmuladd"
+        f = intrinsic(self.m, f"llvm.{op}.v{self.cfg.width}f32", self.vty, [self.vty] * 3)
         return b.call(f, [x, y, z])
 
     # ------------------------------------------------------------------ driver
-    def driver(self, name: str, pack_a: ir.Function, pack_b: ir.Function, uk: ir.Function) -> ir.Function:
+    def driver(self, name: str, pack_a: ir.Function, pack_b: ir.Function,
+               uk: dict[int, ir.Function]) -> ir.Function:
         """name(M, N, K, A, lda, B, ldb, C, ldc, accumulate): the blocked loop nest."""
         fn, b = self._fn(name, [I64, I64, I64, PTR, I64, PTR, I64, PTR, I64, I1])
         M, N, K, A, lda, B, ldb, C, ldc, acc = fn.args
@@ -274,7 +342,7 @@ class _Gen:
 
     def _blocked(self, b: ir.IRBuilder, M: ir.Value, N: ir.Value, K: ir.Value, A: ir.Value, lda: ir.Value,
                  B: ir.Value, ldb: ir.Value, C: ir.Value, ldc: ir.Value, acc: ir.Value, trans: bool,
-                 pack_a: ir.Function, pack_b: ir.Function, uk: ir.Function) -> None:
+                 pack_a: ir.Function, pack_b: ir.Function, uk: dict[int, ir.Function]) -> None:
         cfg = self.cfg
         kc_max = smin(b, K, I64(cfg.kc))
         nc_max = smin(b, N, I64(cfg.nc))
@@ -300,14 +368,31 @@ class _Gen:
                             mv = b.sub(mc, ir_)
                             apanel = self._gep(b, ap, b.mul(ir_, kc))
                             cptr = self._gep(b, C, b.add(b.mul(b.add(ic, ir_), ldc), b.add(jc, jr)))
-                            b.call(uk, [apanel, bpanel, kc, cptr, ldc, mv, nv, overwrite])
+                            args = [apanel, bpanel, kc, cptr, ldc, mv, nv, overwrite]
+                            self._call_uk(b, uk, mv, args)
         b.call(self.free, [raw_a])
         b.call(self.free, [raw_b])
+
+    def _uk_rows(self) -> list[int]:
+        """Row counts with a micro-kernel: MR, and 2 and 4 when below MR (the short edge kernels)."""
+        return sorted({r for r in (2, 4) if r < self.cfg.mr} | {self.cfg.mr})
+
+    def _call_uk(self, b: ir.IRBuilder, uk: dict[int, ir.Function], mv: ir.Value, args: list[ir.Value]) -> None:
+        """Call the shortest micro-kernel covering the ``mv`` rows left (the full one when ``mv >= MR``)."""
+        rows = sorted(uk)
+        if len(rows) == 1:
+            b.call(uk[rows[0]], args)
+            return
+        with b.if_else(b.icmp_signed("<=", mv, I64(rows[0]))) as (short, rest):
+            with short:
+                b.call(uk[rows[0]], args)
+            with rest:
+                self._call_uk(b, {r: f for r, f in uk.items() if r != rows[0]}, mv, args)
 
     # ------------------------------------------------------------------ public entry points
     def build(self) -> dict[str, ir.Function]:
         pb = self.pack_b()
-        uk = self.ukernel()
+        uk = {cfg_rows: self.ukernel(cfg_rows if cfg_rows < self.cfg.mr else 0) for cfg_rows in self._uk_rows()}
         core_t = self.driver("gemm_core_t", self.pack_a(True), pb, uk)
         core_n = self.driver("gemm_core_n", self.pack_a(False), pb, uk)
         out: dict[str, ir.Function] = {}
@@ -331,7 +416,7 @@ class _Gen:
 
 def define_gemm(module: ir.Module, cfg: GemmConfig | None = None, prefix: str = "") -> dict[str, ir.Function]:
     """Add ``<prefix>gemm_tn``, ``<prefix>gemm_nn`` and ``<prefix>sgemm`` (plus internal helpers) to ``module``."""
-    return _Gen(module, cfg or GemmConfig(), prefix).build()
+    return _Gen(module, cfg or config_for(), prefix).build()
 
 
 def gemm_module(cfg: GemmConfig | None = None) -> ir.Module:
@@ -348,7 +433,7 @@ class Gemm:
     """Compiled gemm entry points with numpy conveniences."""
 
     def __init__(self, cfg: GemmConfig | None = None) -> None:
-        self.cfg = cfg or GemmConfig()
+        self.cfg = cfg or config_for()
         self.obj = llvm.compile_ir(gemm_module(self.cfg))
         self.lib = llvm.load_object(self.obj)
         self.gemm_tn_raw = self.lib.cfunc("gemm_tn", None, [_P, _I, _P, _I, _P, _I, _I, _I, _I, _I])
@@ -407,7 +492,7 @@ _default_lock = threading.Lock()
 
 
 def default_gemm() -> Gemm:
-    """The process-wide :class:`Gemm` with the default configuration (compiled on first use)."""
+    """The process-wide :class:`Gemm` with the ISA path's configuration (compiled on first use)."""
     global _default
     with _default_lock:
         if _default is None:

@@ -43,6 +43,7 @@ __all__ = [
     "host_triple",
     "host_cpu_name",
     "host_cpu_features",
+    "raw_host_cpu_features",
     "host_cpu_key",
     "host_has_feature",
     "data_layout",
@@ -103,10 +104,22 @@ def host_cpu_name() -> str:
 
 
 @functools.cache
-def host_cpu_features() -> str:
-    """The host's CPU feature string as LLVM wants it (``+avx2,+fma,-avx512f,...``), sorted."""
+def raw_host_cpu_features() -> str:
+    """The host's CPU feature string as LLVM reports it (``+avx2,+fma,-avx512f,...``), sorted."""
     init()
     return _llvm.get_host_cpu_features().flatten(sort=True)
+
+
+@functools.cache
+def host_cpu_features() -> str:
+    """The feature string code is generated for: the host's, narrowed to the ISA path in force.
+
+    ``codegen.isa.selected()`` picks the path (``TRN_ISA`` may force a narrower one); the features of
+    wider paths are switched off, so every module compiles as it would for a host of that path.
+    """
+    from . import isa
+
+    return isa.narrow_features(raw_host_cpu_features(), isa.selected().name)
 
 
 def host_has_feature(name: str) -> bool:
@@ -118,10 +131,14 @@ def host_has_feature(name: str) -> bool:
 def host_cpu_key() -> str:
     """A string naming everything that makes object code from this module host specific.
 
-    Contains the triple, CPU name, full feature string and the llvmlite/LLVM
-    versions; a code cache should hash it into its keys.
+    Contains the triple, CPU name, the feature string code is generated for, the ISA path
+    (``codegen.isa``: ``TRN_ISA`` changes it) and the llvmlite/LLVM versions; a code cache should hash
+    it into its keys.
     """
-    return f"{host_triple()}|{host_cpu_name()}|{host_cpu_features()}|llvmlite-{llvmlite_version}|llvm-{llvm_version}"
+    from . import isa
+
+    return (f"{host_triple()}|{host_cpu_name()}|{host_cpu_features()}|isa-{isa.selected().name}"
+            f"|llvmlite-{llvmlite_version}|llvm-{llvm_version}")
 
 
 def _new_target_machine() -> Any:

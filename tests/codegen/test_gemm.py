@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from codegen.gemm import Gemm, GemmConfig, default_gemm
+from codegen.gemm import CONFIGS, Gemm, GemmConfig, default_gemm
 
 
 @pytest.fixture(scope="module")
@@ -17,10 +18,12 @@ def gemm() -> Gemm:
     return default_gemm()
 
 
-@pytest.fixture(scope="module")
-def tiny_gemm() -> Gemm:
-    """Small cache blocks so that every blocking loop runs several times on small shapes."""
-    return Gemm(GemmConfig(mr=6, nr=16, kc=8, mc=12, nc=32))
+@pytest.fixture(scope="module", params=sorted(CONFIGS))
+def tiny_gemm(request: pytest.FixtureRequest) -> Gemm:
+    """Each ISA path's micro-kernel (``codegen.gemm.CONFIGS``) with small cache blocks, so that every blocking
+    loop runs several times on small shapes (a wider path than the host's still runs: LLVM splits the vectors)."""
+    c = CONFIGS[request.param]
+    return Gemm(dataclasses.replace(c, kc=8, mc=2 * c.mr, nc=2 * c.nr))
 
 
 def _padded(rng: np.random.Generator, rows: int, cols: int, pad: int) -> np.ndarray:
