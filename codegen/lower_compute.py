@@ -74,11 +74,16 @@ def matmul(L: KernelLowering, ins: Instr) -> None:
 
     src = resolve(L, ins)  # operands read where they come from (HBM, the transpose's source): plan_matmul
     a_nn = src is not None and src.a is not None
-    L.resolve_hazards(ins, [x for x, direct in ((st, a_nn), (mv, src is not None and src.v is not None))
-                            if not direct], elementwise=False)
+    st_direct = src.s if src is not None else None  # the stationary [K, M] read in place
+    L.resolve_hazards(ins, [x for x, direct in ((st, a_nn or st_direct is not None),
+                                                (mv, src is not None and src.v is not None)) if not direct],
+                      elementwise=False)
     accumulate = bool(ins.attrs.get("accumulate"))
     view = L.view(out)
-    st_f = src.a if src is not None and src.a is not None else _as_f32_view(L, st)
+    if src is not None and src.a is not None:
+        st_f = src.a
+    else:
+        st_f = st_direct if st_direct is not None else _as_f32_view(L, st)
     mv_f = src.v if src is not None and src.v is not None else _as_f32_view(L, mv)
     view.prepare(cx)
     from codegen.lower_gemm import gemm

@@ -4,8 +4,9 @@
 to this matmul it returns a direct source for the gemm, or emits the deferred instructions right
 there (the plan made moving them to this point safe) so the operand is the staged tile as usual:
 
-- a deferred HBM load becomes a :class:`PtrView` on the tensor when its tile has unit column
-  stride, known at compile time, and a row stride from the access pattern;
+- a deferred HBM load (of the moving operand, of the stationary, or of the transpose's source)
+  becomes a :class:`PtrView` on the tensor when its tile has unit column stride, known at compile
+  time, and a row stride from the access pattern;
 - a deferred transpose chain makes the stationary operand ``A [M, K]`` (the transpose's source:
   the load's :class:`PtrView`, or the source region when its rows are unit stride); the gemm then
   uses its ``nn`` entry instead of ``tn``.
@@ -53,12 +54,14 @@ class PtrView:
 
 class Sources:
     """The gemm's operand views: ``a`` is ``A [M, K]`` (None: use the stationary ``[K, M]`` as usual);
-    ``v`` is the moving ``[K, N]`` (None: the staged tile)."""
+    ``s`` is the stationary ``[K, M]`` read in place (None: the staged tile); ``v`` is the moving
+    ``[K, N]`` (None: the staged tile)."""
 
-    __slots__ = ("a", "v")
+    __slots__ = ("a", "s", "v")
 
     def __init__(self) -> None:
         self.a: Any = None
+        self.s: Any = None
         self.v: Any = None
 
 
@@ -112,6 +115,10 @@ def resolve(L: KernelLowering, ins: Instr) -> Sources | None:
         got.v = _hbm_view(L, mo.v_load)
         if got.v is None:
             _emit(L, mo.v_load, ins)
+    if mo.s_load is not None:
+        got.s = _hbm_view(L, mo.s_load)
+        if got.s is None:
+            _emit(L, mo.s_load, ins)
     if mo.transpose is not None:
         a: PtrView | RegionView | None = _hbm_view(L, mo.a_load) if mo.a_load is not None else None
         if a is None and mo.a_load is not None:

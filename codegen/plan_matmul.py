@@ -15,7 +15,9 @@ On the host every one of those steps is a pass over memory before the gemm packs
   nc_transpose(R1)``, each buffer written once and read only by the next step, all fp32, ``R1``
   2-D ``[M, K]`` and not written between the transpose and C. The gemm then reads ``R1`` as
   ``A [M, K]`` (its ``nn`` entry) and the transpose and the copy are not emitted;
-- **plain HBM loads** feeding the stationary's source or the moving operand: an unmasked, in-bounds
+- **plain HBM loads** feeding the stationary's source, the stationary itself (no transpose chain: a
+  kernel that loads ``[K, M]`` tiles and multiplies with ``transpose_x=True``) or the moving
+  operand: an unmasked, in-bounds
   fp32 -> fp32 ``dma_copy`` of a 2-D tile whose indices are affine in the tile axes, into a buffer
   read only by the next step, with no store to the tensor (or one that may alias it) before C.
   The gemm then reads HBM directly (row stride from the access pattern) when the lowering can
@@ -46,13 +48,14 @@ __all__ = ["MatmulOperands", "plan_matmuls"]
 class MatmulOperands:
     """What C's operands come from (see the module docstring); None fields: the staged tile."""
 
-    __slots__ = ("copy", "transpose", "a_region", "a_load", "v_load")
+    __slots__ = ("copy", "transpose", "a_region", "a_load", "s_load", "v_load")
 
     def __init__(self) -> None:
         self.copy: Instr | None = None        # tensor_copy R3 -> R4 (stationary)
         self.transpose: Instr | None = None   # nc_transpose R1 -> R3
         self.a_region: Region | None = None   # R1: the stationary's transpose source, [M, K]
         self.a_load: Instr | None = None      # dma_copy HBM -> R1
+        self.s_load: Instr | None = None      # dma_copy HBM -> the stationary [K, M] (no transpose chain)
         self.v_load: Instr | None = None      # dma_copy HBM -> the moving operand's region
 
 
@@ -150,11 +153,13 @@ class _Finder:
                         and not self.written_between(stmts, it, j, buf=src.buf):
                     mo.copy, mo.transpose, mo.a_region = copy, t, src
                     mo.a_load = self.load(stmts, it, src, t, j)
+        if mo.copy is None and isinstance(st, Region) and st.buf is not out_buf and st.buf is not mv.buf:
+            mo.s_load = self.load(stmts, j, st, c, j)
         mo.v_load = self.load(stmts, j, mv, c, j) if isinstance(mv, Region) and mv.buf is not out_buf else None
-        if mo.copy is None and mo.v_load is None:
+        if mo.copy is None and mo.s_load is None and mo.v_load is None:
             return
         self.ops[id(c)] = mo
-        for ins in (mo.copy, mo.transpose, mo.a_load, mo.v_load):
+        for ins in (mo.copy, mo.transpose, mo.a_load, mo.s_load, mo.v_load):
             if ins is not None:
                 self.defer[id(ins)] = c
 

@@ -63,6 +63,24 @@ def mm_after_store(a, b, out):
     tl.store(out[tl.arange(128)[:, None], tl.arange(256)[None, :]], acc)
 
 
+@trn.kernel
+def mm_transpose_x(a_t, b, out):
+    """out = a_t.T @ b from [K, M] stationary tiles (``transpose_x=True``: no transpose chain), as bench_jit's
+    matmul; one program instance per 128-row block of M."""
+    k_dim, m_dim = a_t.shape
+    n_dim = b.shape[1]
+    m = tl.program_id(0)
+    im = m * 128 + tl.arange(128)[None, :]
+    om = m * 128 + tl.arange(128)[:, None]
+    for n in tl.affine_range(tl.cdiv(n_dim, 256)):
+        jn = n * 256 + tl.arange(256)[None, :]
+        acc = tl.zeros((128, 256), tl.float32, buffer=tl.psum)
+        for k in tl.affine_range(tl.cdiv(k_dim, 128)):
+            ik = k * 128 + tl.arange(128)[:, None]
+            acc += tl.matmul(tl.load(a_t[ik, im]), tl.load(b[ik, jn]), transpose_x=True)
+        tl.store(out[om, jn], acc)
+
+
 def _plan(kernel, *args) -> Plan:
     return Plan(kernel.trace(*args), (1,))
 
@@ -127,3 +145,22 @@ def test_store_between_load_and_matmul_keeps_the_loaded_values(monkeypatch):
     np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-3)
     np.testing.assert_array_equal(got_b, b * 2.0)
 
+
+
+def test_transpose_x_stationary_is_read_in_place(monkeypatch):
+    rng = np.random.default_rng(3)
+    a_t = rng.standard_normal((384, 256), dtype=np.float32)
+    b = rng.standard_normal((384, 512), dtype=np.float32)
+    out = np.zeros((256, 512), np.float32)
+    plan = Plan(mm_transpose_x.trace(a_t, b, out), (2,))
+    (mo,) = plan.mm_ops.values()
+    assert mo.s_load is not None and mo.v_load is not None and mo.transpose is None
+    got = a_t.copy(), b.copy(), out.copy()
+    mo_launch = mm_transpose_x[2]
+    monkeypatch.delenv("TRN_INTERPRET", raising=False)
+    mo_launch(*got)
+    np.testing.assert_allclose(got[2], a_t.T.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
+    monkeypatch.setenv("TRN_INTERPRET", "1")
+    want = a_t.copy(), b.copy(), out.copy()
+    mm_transpose_x[2](*want)
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-4, atol=1e-3)
