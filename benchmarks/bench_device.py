@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks._host import print_host  # noqa: E402
 
 _CLOCK = [time.perf_counter]
 
@@ -55,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="wall time (default; use a quiet machine) or this process's CPU time (robust on a "
                          "loaded machine: time slices given to other processes are not counted)")
     args = ap.parse_args(argv)
+    print_host()
     _CLOCK[0] = time.perf_counter if args.clock == "wall" else time.process_time
     import numpy as np
     import torch

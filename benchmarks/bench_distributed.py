@@ -26,6 +26,8 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._host import print_host  # noqa: E402
+
 
 def cpu_model() -> str:
     """The host CPU's model name (``/proc/cpuinfo``), else ``platform.processor()``."""
@@ -97,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--world", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--max-mb", type=int, default=64)
+    ap.add_argument("--max-mb", type=float, default=64, help="largest size in MiB (e.g. 0.0625: up to 64 KiB)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds before the processes are killed")
     ap.add_argument("--rank", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, default=None, help=argparse.SUPPRESS)
@@ -105,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.rank is not None:
         worker(args.rank, args.world, args.port, args)
         return 0
+    print_host()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -19,8 +19,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks._host import print_host  # noqa: E402
 from codegen import llvm  # noqa: E402
-from codegen.gemm import Gemm, gemm_module  # noqa: E402
+from codegen.gemm import Gemm, config_for, gemm_module  # noqa: E402
 
 
 def _best(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
@@ -40,13 +41,14 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
+    print_host()
 
     t0 = time.perf_counter()
     obj = llvm.compile_ir(gemm_module())
     t1 = time.perf_counter()
     llvm.load_object(obj)
     t2 = time.perf_counter()
-    print(f"host {llvm.host_cpu_name()}; gemm module: compile {1e3 * (t1 - t0):.1f} ms, "
+    print(f"gemm module ({config_for()}): compile {1e3 * (t1 - t0):.1f} ms, "
           f"reload from object {1e3 * (t2 - t1):.2f} ms ({len(obj)} bytes)")
     g = Gemm()
     rng = np.random.default_rng(0)

@@ -140,6 +140,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cap", type=int, default=64, help="TRN_MAX_LOADED_KERNELS (0: leave unset)")
     ap.add_argument("--cold", action="store_true", help="measure compiles too (no warm disk cache)")
     args = ap.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    from benchmarks._host import print_host
+
+    print_host()
     with tempfile.TemporaryDirectory() as d:
         if not args.cold:
             measure(args.mode, args.sizes, 100_000, d)  # fill the disk cache

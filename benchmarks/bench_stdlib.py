@@ -22,6 +22,8 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks._host import print_host  # noqa: E402
+
 
 def _time(fn: Callable[[], Any], min_time: float) -> float:
     """Seconds per call (at least ``min_time`` of calls, at least one)."""
@@ -47,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="", help="comma-separated family names")
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args(argv)
+    print_host()
     import torch
 
     import trnlang.device as td
