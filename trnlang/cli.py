@@ -533,6 +533,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cache_parser(sub)
     _add_bench_parser(sub)
     _add_profile_parser(sub)
+    from trnlang.device.upstream import add_parser as _add_upstream_parser  # imports no torch
+
+    _add_upstream_parser(sub)
     return parser
 
 

@@ -1,0 +1,113 @@
+"""``trn upstream``: the runner of PyTorch's device-generic test files, on a tiny file written here.
+
+The file below uses torch's real ``instantiate_device_type_tests`` machinery and imports a helper
+under the name a 2023 snapshot used (``binary_ufuncs_and_refs``), which the runner shims.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("expecttest")  # torch.testing._internal needs it
+
+from trnlang.device import upstream  # noqa: E402
+from trnlang.device.upstream_worker import dtypes_of  # noqa: E402
+from trnlang.device.upstream_worker import test_key as key_of  # noqa: E402
+
+TINY = '''
+import torch
+from torch.testing._internal.common_device_type import dtypes, instantiate_device_type_tests, onlyCPU
+from torch.testing._internal.common_methods_invocations import binary_ufuncs_and_refs  # a 2023 name
+from torch.testing._internal.common_utils import TestCase, run_tests
+
+
+class TestTiny(TestCase):
+    @dtypes(torch.float32, torch.float64)
+    def test_same(self, device, dtype):
+        self.assertEqual(torch.empty(2, 3, device=device, dtype=dtype).shape, (2, 3))
+
+    def test_device_is_cpu(self, device):
+        self.assertEqual(torch.device(device).type, "cpu")
+
+    @onlyCPU
+    def test_only_cpu(self, device):
+        pass
+
+    def test_fallback(self, device):
+        a = torch.tensor([[2.0, 0.0], [0.0, 3.0]]).to(device)
+        self.assertEqual(torch.linalg.eigvals(a).real.cpu().sort().values, torch.tensor([2.0, 3.0]))
+        self.assertGreater(len(binary_ufuncs_and_refs), 0)
+
+
+instantiate_device_type_tests(TestTiny, globals())
+
+if __name__ == "__main__":
+    run_tests()
+'''
+
+
+def test_names_pair_across_devices():
+    assert key_of("TestFooTRN", "test_x_trn_int64") == key_of("TestFooCPU", "test_x_cpu_int64")
+    assert key_of("TestFooPRIVATEUSE1", "test_compare_cpu_trn_float32") == "TestFoo.test_compare_DEV_DEV_float32"
+    assert dtypes_of("test_cat_out_different_dtypes_trn_float32_int64") == ["float32", "int64"]
+    assert dtypes_of("test_views_trn") == []
+
+
+def test_failure_kinds():
+    assert upstream.classify("AssertionError", "RuntimeError not raised") == "error check missing"
+    assert upstream.classify("AssertionError", "UserWarning not triggered") == "warning not emitted"
+    assert upstream.classify("AssertionError", "Tensor-likes are not close!") == "wrong values"
+    assert upstream.classify("Timeout", "test ran past 90 s") == "timeout"
+    assert upstream.classify("ValueError", "boom") == "other (ValueError)"
+
+
+def _rec(dev, key, outcome, dtypes=(), fallbacks=None, exc="", msg=""):
+    return {"id": f"{dev}.{key}", "dev": dev, "key": key, "dtypes": list(dtypes), "outcome": outcome, "exc": exc,
+            "msg": msg, "secs": 0.0, "fallbacks": fallbacks or {}}
+
+
+def test_summary_counts_trn_only_failures_and_native_rate():
+    recs = [_rec("cpu", "a", "pass", ["int64"]), _rec("trn", "a", "pass", ["int64"], {"aten::flip": 2}),
+            _rec("cpu", "b", "pass", ["int64"]), _rec("trn", "b", "pass", ["int64"]),
+            _rec("cpu", "c", "pass"), _rec("trn", "c", "fail", exc="AssertionError", msg="RuntimeError not raised"),
+            _rec("cpu", "d", "fail"), _rec("trn", "d", "fail", exc="AssertionError", msg="x"),
+            _rec("cpu", "e", "pass", ["float64"]), _rec("trn", "e", "pass", ["float64"]),
+            _rec("cpu", "f", "pass"), _rec("trn", "f", "skip")]
+    info = {"tests": {r["id"]: r for r in recs}, "crashed": [], "import_error": None}
+    s = upstream.file_summary(info)
+    assert s["cpu"] == {"pass": 5, "fail": 1}
+    assert s["trn"] == {"pass": 3, "fail": 2, "skip": 1}
+    assert [f["key"] for f in s["only_trn"]] == ["c"]  # d fails on both: not trn-only
+    assert s["native"] == {"int64": [1, 2], "(none)": [0, 1]}  # float64 and trn-skipped tests not counted
+    assert s["blockers"] == {"aten::flip": 1}
+    md = upstream.markdown_report({"test_x": s}, source="here", torch_version="2.13")
+    assert "| error check missing | 1 |" in md and "`aten::flip`" in md
+
+
+def test_runner_on_a_device_generic_file(tmp_path):
+    (tmp_path / "test_tiny_generic.py").write_text(TINY)
+    res, md = tmp_path / "res", tmp_path / "report.md"
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    p = subprocess.run([sys.executable, "-m", "trnlang.cli", "upstream", str(tmp_path), "--files",
+                        "test_tiny_generic", "--results", str(res), "--md", str(md), "--source", "a tiny file"],
+                       capture_output=True, text=True, cwd=root, timeout=900,
+                       env={**os.environ, "PYTHONPATH": root})
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = [json.loads(x) for x in (res / "test_tiny_generic.jsonl").read_text().splitlines()]
+    imp = next(x for x in lines if x["event"] == "import")
+    assert "torch.testing._internal.common_methods_invocations.binary_ufuncs_and_refs" in imp["shims"]
+    got = {(x["dev"], x["key"]): x for x in lines if x["event"] == "test"}
+    for key in ("TestTiny.test_same_DEV_float32", "TestTiny.test_same_DEV_float64", "TestTiny.test_fallback_DEV",
+                "TestTiny.test_device_is_DEV_DEV", "TestTiny.test_only_DEV_DEV"):
+        assert got[("cpu", key)]["outcome"] == "pass", got[("cpu", key)]
+    assert got[("trn", "TestTiny.test_same_DEV_float32")]["outcome"] == "pass"
+    assert got[("trn", "TestTiny.test_device_is_DEV_DEV")]["outcome"] == "fail"
+    assert got[("trn", "TestTiny.test_only_DEV_DEV")]["outcome"] == "skip"
+    fb = got[("trn", "TestTiny.test_fallback_DEV")]
+    assert fb["outcome"] == "pass" and fb["fallbacks"].get("aten::_linalg_eigvals") == 1
+    text = md.read_text()
+    assert "| test_tiny_generic | all | 5 / 0 / 0 | 3 / 1 / 1 | 1 | 1 / 3 (33.3%) | fallback allowed |" in text
+    assert "`TestTiny.test_device_is_DEV_DEV`" in text and "a tiny file" in text

@@ -1,0 +1,252 @@
+"""One worker of ``trn upstream``: runs a PyTorch device-generic test file on the CPU and on ``trn``.
+
+The worker registers the ``trn`` device *before* torch's testing internals are imported (their
+device lists are computed at import), installs the shims for helper names older test files
+import under other names (:data:`SHIMS`; test bodies are never edited), imports the test file,
+and runs the classes ``instantiate_device_type_tests`` made for the CPU and for ``trn`` with
+unittest. Each test becomes one JSON line of the output file, written as it finishes, so a crash
+loses nothing: the parent restarts the worker, which skips the tests already recorded.
+
+On ``trn``, every CPU fallback a test attempts is counted (``TRN_FALLBACK`` is ``silent``, or
+``error`` with ``--strict``): a test passes *natively* when it passes with none.
+
+Example:
+    .. code-block:: sh
+
+        python -m trnlang.device.upstream_worker /tmp/pt/test test_shape_ops /tmp/out.jsonl -k flip
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import re
+import signal
+import sys
+import time
+import traceback
+import unittest
+from collections import Counter
+from typing import Any, TextIO
+
+__all__ = ["SHIMS", "install_shims", "run_file", "main"]
+
+#: Helper names older PyTorch test files import that torch 2.13 spells differently:
+#: (module, old name) -> (module, new name). Installed as aliases when the old name is missing.
+SHIMS: dict[tuple[str, str], tuple[str, str]] = {
+    ("torch.testing._internal.common_methods_invocations", "binary_ufuncs_and_refs"):
+        ("torch.testing._internal.common_methods_invocations", "binary_ufuncs"),
+    ("torch.testing._internal.common_methods_invocations", "unary_ufuncs_and_refs"):
+        ("torch.testing._internal.common_methods_invocations", "unary_ufuncs"),
+}
+
+DTYPE_NAMES = ("float8_e4m3fn", "float8_e5m2", "bfloat16", "float16", "float32", "float64", "complex32",
+               "complex64", "complex128", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64",
+               "bool", "bfloat16")
+_DEV = re.compile(r"_(cpu|trn|privateuse1)(?=_|$)")
+
+
+def install_shims() -> list[str]:
+    """Alias every :data:`SHIMS` name that torch lacks; returns the ``module.name`` strings installed."""
+    done = []
+    for (mod, old), (new_mod, new) in SHIMS.items():
+        m = importlib.import_module(mod)
+        if hasattr(m, old):
+            continue
+        src = importlib.import_module(new_mod)
+        if hasattr(src, new):
+            setattr(m, old, getattr(src, new))
+            done.append(f"{mod}.{old}")
+    return done
+
+
+def test_key(cls_name: str, method: str) -> str:
+    """The device-free name of a test: ``TestFooTRN.test_x_trn_int64`` -> ``TestFoo.test_x_DEV_int64``."""
+    base = re.sub(r"(CPU|TRN|PRIVATEUSE1)$", "", cls_name)
+    return f"{base}.{_DEV.sub('_DEV', method)}"
+
+
+def dtypes_of(method: str) -> list[str]:
+    """The dtypes named in an instantiated test's name, in order (``[]`` for dtype-free tests)."""
+    parts = _DEV.split(method, maxsplit=1)
+    tail = parts[-1] if len(parts) > 1 else method
+    return [p for p in tail.split("_") if p in DTYPE_NAMES]
+
+
+class _Timeout(BaseException):
+    """A test ran past ``--timeout`` (a BaseException, so a test's ``except Exception`` cannot eat it)."""
+
+
+class _Recorder(unittest.TestResult):
+    """Collects one outcome per test (subtests fold into their test)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.outcome = "pass"
+        self.exc = ""
+        self.msg = ""
+
+    def _fail(self, err: Any) -> None:
+        if self.outcome == "fail":
+            return
+        etype, value, _ = err
+        self.outcome = "fail"
+        self.exc = etype.__name__
+        text = str(value).strip()
+        self.msg = text[:600]
+
+    def addError(self, test: Any, err: Any) -> None:  # noqa: N802 - unittest's API
+        self._fail(err)
+
+    def addFailure(self, test: Any, err: Any) -> None:  # noqa: N802
+        self._fail(err)
+
+    def addSubTest(self, test: Any, subtest: Any, err: Any) -> None:  # noqa: N802
+        if err is not None:
+            self._fail(err)
+
+    def addSkip(self, test: Any, reason: str) -> None:  # noqa: N802
+        if self.outcome != "fail":
+            self.outcome = "skip"
+            self.msg = str(reason)[:200]
+
+    def addExpectedFailure(self, test: Any, err: Any) -> None:  # noqa: N802
+        self.outcome = "xfail"
+
+    def addUnexpectedSuccess(self, test: Any) -> None:  # noqa: N802
+        self.outcome = "fail"
+        self.exc = "UnexpectedSuccess"
+        self.msg = "the test is marked expected-failure but passed"
+
+
+def _classes(mod: Any) -> list[tuple[str, type]]:
+    """(device, class) for the CPU and trn classes instantiated in a test module, CPU first."""
+    found = []
+    for name, obj in vars(mod).items():
+        if not (isinstance(obj, type) and issubclass(obj, unittest.TestCase) and hasattr(obj, "device_type")):
+            continue
+        if name.endswith("CPU"):
+            found.append(("cpu", name, obj))
+        elif name.endswith(("TRN", "PRIVATEUSE1")):
+            found.append(("trn", name, obj))
+    found.sort(key=lambda t: (t[0] != "cpu", t[1]))
+    return [(dev, obj) for dev, _, obj in found]
+
+
+def _count_fallbacks(sink: Counter[str]) -> None:
+    """Count every fallback a test attempts (before the policy may raise) into ``sink``."""
+    from trnlang.device import fallback
+
+    orig = fallback.note
+
+    def note(name: str) -> None:
+        sink[name] += 1
+        orig(name)
+
+    fallback.note = note
+
+
+def run_file(test_dir: str, name: str, out: TextIO, *, keys: list[str] | None = None, strict: bool = False,
+             timeout: float = 120.0, done: set[str] | None = None) -> int:
+    """Run one test file's CPU and trn tests; write one JSON line per test to ``out``; return the count run.
+
+    Args:
+        test_dir: PyTorch's ``test/`` directory (put first on ``sys.path``).
+        name: module name of the file (``test_shape_ops``).
+        out: where the JSON lines go (flushed after each test).
+        keys: substrings; only tests whose method name contains one of them run (``None``: all).
+        strict: run the trn tests with ``TRN_FALLBACK=error`` (else ``silent``).
+        timeout: seconds per test; a test past it fails with kind ``timeout``.
+        done: test ids already recorded (a restarted worker skips them).
+    """
+    import torch
+
+    import trnlang.device
+
+    trnlang.device.register()
+    shims = install_shims()
+    sys.path.insert(0, test_dir)
+    sys.argv = [name]  # torch's common_utils parses sys.argv at import
+    mod = importlib.import_module(name)
+    out.write(json.dumps({"event": "import", "file": name, "shims": shims, "torch": torch.__version__}) + "\n")
+    out.flush()
+    fallbacks: Counter[str] = Counter()
+    _count_fallbacks(fallbacks)
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise _Timeout(f"test ran past {timeout:.0f} s")
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    loader = unittest.TestLoader()
+    n = 0
+    for dev, cls in _classes(mod):
+        for method in loader.getTestCaseNames(cls):
+            tid = f"{cls.__name__}.{method}"
+            if done and tid in done:
+                continue
+            if keys and not any(k in method for k in keys):
+                continue
+            out.write(json.dumps({"event": "start", "id": tid}) + "\n")
+            out.flush()
+            os.environ["TRN_FALLBACK"] = "error" if (dev == "trn" and strict) else "silent"
+            fallbacks.clear()
+            res = _Recorder()
+            t0 = time.perf_counter()
+            signal.setitimer(signal.ITIMER_REAL, timeout)
+            try:
+                cls(method).run(res)
+            except _Timeout as e:  # raised outside the test body (set-up, tear-down)
+                res._fail((_Timeout, e, None))
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            secs = time.perf_counter() - t0
+            if res.exc == "_Timeout":
+                res.exc = "Timeout"
+            rec = {"event": "test", "id": tid, "dev": dev, "key": test_key(cls.__name__, method),
+                   "dtypes": dtypes_of(method), "outcome": res.outcome, "exc": res.exc, "msg": res.msg,
+                   "secs": round(secs, 3), "fallbacks": dict(fallbacks) if dev == "trn" else {}}
+            out.write(json.dumps(rec) + "\n")
+            out.flush()
+            n += 1
+    return n
+
+
+def _done_ids(path: str) -> set[str]:
+    done: set[str] = set()
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if rec.get("event") == "test":
+                    done.add(rec["id"])
+    return done
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line of one worker (the parent, :mod:`trnlang.device.upstream`, starts it)."""
+    p = argparse.ArgumentParser(prog="python -m trnlang.device.upstream_worker")
+    p.add_argument("test_dir")
+    p.add_argument("file", help="module name, e.g. test_shape_ops")
+    p.add_argument("out", help="JSON-lines output (appended; tests already in it are skipped)")
+    p.add_argument("-k", action="append", default=None, help="substring of the test names to run (repeatable)")
+    p.add_argument("--strict", action="store_true")
+    p.add_argument("--timeout", type=float, default=120.0)
+    a = p.parse_args(argv)
+    done = _done_ids(a.out)
+    with open(a.out, "a") as out:
+        try:
+            run_file(a.test_dir, a.file, out, keys=a.k, strict=a.strict, timeout=a.timeout, done=done)
+        except Exception as e:  # noqa: BLE001 - an import failure is a result the report shows
+            out.write(json.dumps({"event": "import_error", "file": a.file, "exc": type(e).__name__,
+                                  "msg": str(e)[:600], "trace": traceback.format_exc()[-2000:]}) + "\n")
+            return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
