@@ -340,3 +340,14 @@ def test_docs_example_runs(tmp_path, monkeypatch):
     finally:
         nki.uninstall()
     assert (tmp_path / "add_trace.json").exists()
+
+
+def test_missing_builtins_name_the_closest_ones():
+    import trnlang.language as tl
+
+    with pytest.raises(AttributeError, match=r"trnlang.nki.language has no builtin 'expp'; did you mean exp\?"):
+        nl.expp  # noqa: B018
+    with pytest.raises(AttributeError, match="trnlang.nki.isa has no builtin 'dma_transposee'"):
+        nisa.dma_transposee  # noqa: B018
+    with pytest.raises(AttributeError, match=r"trnlang.language has no builtin 'sofmax'.*language_reference"):
+        tl.sofmax  # noqa: B018

@@ -188,3 +188,12 @@ def _at_line(code: types.CodeType, lineno: int) -> types.CodeType:
 for _cls in (TrnError, TraceError, ShapeError, DTypeError, BoundsError, SbufOverflowError, VerifyError, LaunchError,
              LoweringError, CompileError):
     _cls.__module__ = "trnlang"  # tracebacks say trnlang.BoundsError, the public name
+
+
+def missing_name(module: str, name: str, known: list[str], doc: str) -> AttributeError:
+    """``AttributeError`` for ``module.name`` that is not a builtin: the closest names and the reference."""
+    import difflib
+
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    return AttributeError(f"{module} has no builtin {name!r}{hint} (the builtins are listed in {doc})")

@@ -11,3 +11,10 @@ Example:
 
 from trnlang.language.core import *  # noqa: F401,F403
 from trnlang.language.core import __all__  # noqa: F401
+
+
+def __getattr__(name: str) -> object:
+    """A missing builtin: an AttributeError that names the closest builtins and where they are listed."""
+    from trnlang.frontend.errors import missing_name
+
+    raise missing_name("trnlang.language", name, __all__, "docs/language_reference.md")

@@ -295,3 +295,11 @@ def dma_copy(dst: Any = None, src: Any = None, mask: Any = None, **_: Any) -> No
 __all__ = [n for n in dir() if not n.startswith("_") and n not in (
     "annotations", "enum", "Any", "ShapeError", "TraceError", "Instr", "Alu", "Op", "DType", "Engine",
     "AccessPattern", "HbmRef", "Index", "Pred", "Tile")]
+
+
+def __getattr__(name: str) -> object:
+    """A name NKI has but trnlang does not (yet): an AttributeError saying so, with the closest names."""
+    from trnlang.frontend.errors import missing_name
+
+    raise missing_name("trnlang.nki.isa", name, [n for n in globals() if not n.startswith("_")],
+                       "docs/nki.md")

@@ -317,3 +317,11 @@ def device_print(prefix: str, x: Any, **_: Any) -> None:
 def static_cast(ndarray: Any, dtype: Any) -> np.ndarray:
     """Host-side cast of a numpy array to a NKI dtype (bf16 through ml_dtypes)."""
     return np.asarray(ndarray).astype(_sem.as_dtype(dtype).np)
+
+
+def __getattr__(name: str) -> object:
+    """A name NKI has but trnlang does not (yet): an AttributeError saying so, with the closest names."""
+    from trnlang.frontend.errors import missing_name
+
+    raise missing_name("trnlang.nki.language", name, [n for n in globals() if not n.startswith("_")],
+                       "docs/nki.md")
