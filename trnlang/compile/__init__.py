@@ -28,7 +28,7 @@ import importlib.util
 import sys
 from typing import Any
 
-__all__ = ["install", "compile_stats", "trn_backend"]
+__all__ = ["install", "compile_stats", "generated_kernels", "launchers", "trn_backend"]
 
 _REGISTRY = "torch._dynamo.backends.registry"
 _COMPILE_FX = "torch._inductor.compile_fx"
@@ -59,6 +59,33 @@ def compile_stats() -> dict[str, Any]:
     ks = kernelgen.kernels()
     return {**STATS, "generated_kernels": len(ks),
             "kernel_variants": sum(k.compile_stats().get("variants", 0) for k in ks)}
+
+
+def generated_kernels() -> list[tuple[str, str, Any]]:
+    """(name, trnlang source, ``@trn.kernel``) of every kernel the backend generated in this process.
+
+    Example:
+        >>> import trnlang.compile
+        >>> isinstance(trnlang.compile.generated_kernels(), list)
+        True
+    """
+    from trnlang.compile import kernelgen
+
+    return kernelgen.generated()
+
+
+def launchers() -> list[Any]:
+    """The launchers of generated kernels in compiled graphs, oldest first; ``.profile(*cpu_inputs)``
+    simulates one on the NeuronCore model, ``.source`` is its trnlang source.
+
+    Example:
+        >>> import trnlang.compile
+        >>> isinstance(trnlang.compile.launchers(), list)
+        True
+    """
+    from trnlang.compile import kernelgen
+
+    return kernelgen.launchers()
 
 
 def _on_trn(gm: Any, example_inputs: Any) -> bool:

@@ -34,6 +34,9 @@ MAX_COLS = 32768
 
 FULL, ROW, COL, SCALAR = "full", "row", "col", "scalar"
 
+#: dtypes a generated kernel can load as an operand (int64 loads as int32 tiles).
+LOADABLE = FUSED_DTYPES | {torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8}
+
 
 @dataclass
 class Group:
@@ -218,6 +221,8 @@ class _Grouper:
                 v = _val(a)
                 if not isinstance(v, torch.Tensor) or v.device.type != self.device_type and v.dim() > 0:
                     return None
+                if v.dtype not in LOADABLE:
+                    return None  # float64 constants, complex: no tile dtype
                 if kind == "pointwise":
                     r = operand_role(tuple(v.shape), role, g.shape)
                     if r is None or (a in roles and roles[a] != r):

@@ -31,6 +31,8 @@ from trnlang.compile.ops import POINTWISE, REDUCTIONS, extra_kwargs, literal
 TILE_ELEMS = 16384
 
 _KERNELS: dict[str, Any] = {}  # source text -> KernelFn, shared by every graph of the process
+_NAMES: dict[str, str] = {}  # source text -> kernel name
+_LAUNCHERS: list[Any] = []  # every FusedKernel made in this process, oldest first
 
 
 def rows_per_tile(cols: int) -> int:
@@ -168,6 +170,7 @@ def load_kernel(name: str, src: str) -> Any:
     exec(compile(text, filename, "exec"), scope)  # noqa: S102 - our own generated source
     kern = scope[name]
     _KERNELS[src] = kern
+    _NAMES[src] = name
     if os.environ.get("TRN_DUMP", "") in ("compile", "all") or "compile" in os.environ.get("TRN_DUMP", "").split(","):
         print(f"# trnlang.compile: kernel {name}\n{src}", file=sys.stderr)
     return kern
@@ -176,6 +179,16 @@ def load_kernel(name: str, src: str) -> Any:
 def kernels() -> list[Any]:
     """Every generated kernel of this process (for :func:`trnlang.compile.compile_stats`)."""
     return list(_KERNELS.values())
+
+
+def launchers() -> list[Any]:
+    """Every :class:`FusedKernel` (the launcher in a compiled graph) made in this process, oldest first."""
+    return list(_LAUNCHERS)
+
+
+def generated() -> list[tuple[str, str, Any]]:
+    """(name, source, ``KernelFn``) of every generated kernel of this process, oldest first."""
+    return [(_NAMES[src], src, k) for src, k in _KERNELS.items()]
 
 
 def _shape_recipe(g: Group, inputs: list[Spec]) -> list[tuple[int, int]] | None:
@@ -212,10 +225,24 @@ class FusedKernel:
         self.roles = [s.role for s in inputs]
         self.outputs = [(s.role, s.dtype, s.keep_rank) for s in outputs]
         self.recipe = recipe
+        self.grid = grid
         self.launch = kern[(grid,)]
         self.__name__ = name
+        _LAUNCHERS.append(self)
+
+    def profile(self, *ins: torch.Tensor) -> Any:
+        """The simulated NeuronCore profile (``trn.Profile``) of this kernel on CPU inputs ``ins``."""
+        views, _ = self._prepare(ins)
+        return self.kern.profile(*views, grid=(self.grid,))
 
     def __call__(self, *ins: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        views, outs = self._prepare(ins)
+        if views:
+            self.launch(*views)
+        return outs
+
+    def _prepare(self, ins: tuple[torch.Tensor, ...]) -> tuple[list[torch.Tensor], tuple[torch.Tensor, ...]]:
+        """(2-D views of inputs and new outputs, the outputs); no views when there is nothing to compute."""
         frame = [ins[k].shape[d] if k >= 0 else d for k, d in self.recipe]
         c = frame[-1]
         r = 1
@@ -230,7 +257,7 @@ class FusedKernel:
                 shape = frame[:-1] + [1] if rank == len(frame) else frame[:-1]
             outs.append(torch.empty(shape, dtype=dtype, device=device))
         if r == 0 or c == 0:
-            return tuple(outs)
+            return [], tuple(outs)
         views = []
         for t, role in zip(ins, self.roles):
             if t.device != device:
@@ -239,8 +266,7 @@ class FusedKernel:
             views.append(t.view(r, c) if role == FULL else t.view(r, 1) if role == ROW
                          else t.view(1, c) if role == COL else t.view(1, 1))
         views += [o.view(r, c) if role == FULL else o.view(r, 1) for o, (role, _, _) in zip(outs, self.outputs)]
-        self.launch(*views)
-        return tuple(outs)
+        return views, tuple(outs)
 
 
 def build(g: Group, users_outside: set[fx.Node]) -> tuple[FusedKernel, list[fx.Node]] | None:
