@@ -60,6 +60,55 @@ def matmul_tiled(lhsT, rhs, out):
 
 
 @trn.kernel
+def matmul_hoisted(lhsT, rhs, out):
+    """Kernel-optimization guide, second version: per m, all K ``lhsT`` tiles [128, 128] are loaded once; per
+    (m, n), all K ``rhs`` tiles [128, 512]; then the K matmuls of the output tile."""
+    k_dim, m_dim = lhsT.shape
+    n_dim = rhs.shape[1]
+    kt = k_dim // 128
+    for m in tl.affine_range(m_dim // 128):
+        a = tl.ndarray((128, kt, 128), lhsT.dtype, buffer=tl.sbuf)
+        for k in tl.affine_range(kt):
+            isa.dma_copy(a[:, k, :], lhsT[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128])
+        for n in tl.affine_range(n_dim // 512):
+            b = tl.ndarray((128, kt, 512), rhs.dtype, buffer=tl.sbuf)
+            for k in tl.affine_range(kt):
+                isa.dma_copy(b[:, k, :], rhs[k * 128:(k + 1) * 128, n * 512:(n + 1) * 512])
+            acc = tl.zeros((128, 512), tl.float32, buffer=tl.psum)
+            for k in tl.affine_range(kt):
+                acc += tl.matmul(a[:, k, :], b[:, k, :], transpose_x=True)
+            tl.store(out[m * 128:(m + 1) * 128, n * 512:(n + 1) * 512], tl.copy(acc, out.dtype))
+
+
+@trn.kernel
+def matmul_blocked_free(lhsT, rhs, out, TM, TN):
+    """Kernel-optimization guide, third version: blocks of TM x 128 rows and TN x 512 columns; per m block its
+    ``lhsT`` tiles, per (m, n) block its ``rhs`` tiles ([128, 128] and [128, 512] transfers), all K per block."""
+    k_dim, m_dim = lhsT.shape
+    n_dim = rhs.shape[1]
+    kt = k_dim // 128
+    for m in tl.affine_range(m_dim // (128 * TM)):
+        a = tl.ndarray((128, TM * kt, 128), lhsT.dtype, buffer=tl.sbuf)
+        for i in tl.affine_range(TM):
+            for k in tl.affine_range(kt):
+                c0 = (m * TM + i) * 128
+                isa.dma_copy(a[:, i * kt + k, :], lhsT[k * 128:(k + 1) * 128, c0:c0 + 128])
+        for n in tl.affine_range(n_dim // (512 * TN)):
+            b = tl.ndarray((128, TN * kt, 512), rhs.dtype, buffer=tl.sbuf)
+            for j in tl.affine_range(TN):
+                for k in tl.affine_range(kt):
+                    c0 = (n * TN + j) * 512
+                    isa.dma_copy(b[:, j * kt + k, :], rhs[k * 128:(k + 1) * 128, c0:c0 + 512])
+            for i in tl.affine_range(TM):
+                for j in tl.affine_range(TN):
+                    acc = tl.zeros((128, 512), tl.float32, buffer=tl.psum)
+                    for k in tl.affine_range(kt):
+                        acc += tl.matmul(a[:, i * kt + k, :], b[:, j * kt + k, :], transpose_x=True)
+                    r0, c0 = (m * TM + i) * 128, (n * TN + j) * 512
+                    tl.store(out[r0:r0 + 128, c0:c0 + 512], tl.copy(acc, out.dtype))
+
+
+@trn.kernel
 def matmul_resident_b(lhsT, rhs, out):
     """The issue's "ordinary" matmul: one ``rhs`` column block resident per n, ``lhsT`` tiles streamed."""
     k_dim, m_dim = lhsT.shape
