@@ -31,6 +31,7 @@ from trnlang.frontend.errors import (
 )
 from trnlang.runtime.autotune import Config, autotune
 from trnlang.runtime.kernel import KernelFn, kernel
+from trnlang.runtime.stats import compile_stats, reset_compile_stats
 from trnlang.sim.profile import Profile
 
 
@@ -46,5 +47,6 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "__version__", "kernel", "KernelFn", "TrnError", "TraceError", "ShapeError", "DTypeError", "BoundsError",
     "SbufOverflowError", "VerifyError", "LaunchError", "LoweringError", "CompileError", "Profile", "autotune",
-    "Config", "lowering", "fallback_stats", "reset_fallback_stats", "register_decomposition",
+    "Config", "compile_stats", "reset_compile_stats", "lowering", "fallback_stats", "reset_fallback_stats",
+    "register_decomposition",
 ]

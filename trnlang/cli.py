@@ -257,6 +257,15 @@ def _cmd_cache(args: argparse.Namespace) -> int:
         width = max(len(k) for k, _ in rows)
         for key, value in rows:
             print(f"{key:<{width}}  {value}")
+        if jit:
+            from trnlang.runtime.jit import cached_kernel_names
+
+            stems = [os.path.basename(p)[:-4] for p, _ in jit if p.endswith(".bin")]
+            names = cached_kernel_names(stems)
+            if names:
+                print("variants per kernel (authenticated entries):")
+                for name, n in sorted(names.items(), key=lambda kv: (-kv[1], kv[0])):
+                    print(f"  {n:6d}  {name}")
         return 0
     freed, failed = 0, 0
     for what, d, files in (("JIT object(s)", jit_dir, jit), ("autotune file(s)", tune_dir, tune)):

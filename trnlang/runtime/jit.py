@@ -48,6 +48,7 @@ from trnlang import config as _config
 from trnlang.frontend.errors import BoundsError, LaunchError, TrnError
 from trnlang.ir.nodes import Instr, Kernel, Loop, Region, instrs
 from trnlang.runtime import codecache, diskcache, forksafe
+from trnlang.runtime import stats as _rstats
 
 _N_PID = 3
 _PARALLEL_MIN_NS = 150_000   # run a grid on the pool when sequential time would exceed this
@@ -161,6 +162,18 @@ def read_entry(key: str) -> tuple[dict[str, Any], bytes] | None:
     if not isinstance(header, dict) or header.get("key") != key:
         return None
     return header, payload[4 + n:]
+
+
+def cached_kernel_names(keys: Sequence[str]) -> dict[str, int]:
+    """How many of the cache entries ``keys`` (file stems) each kernel name has (authenticated entries only;
+    entries written before names were recorded count under ``"?"``)."""
+    out: dict[str, int] = {}
+    for key in keys:
+        entry = read_entry(key)
+        if entry is not None:
+            name = str(entry[0].get("kernel", "?"))
+            out[name] = out.get(name, 0) + 1
+    return out
 
 
 def write_entry(key: str, header: dict[str, Any], obj: bytes) -> None:
@@ -309,6 +322,7 @@ class JitExecutor:
         """Forget an evicted variant (its code is freed when the last launch holding it returns)."""
         if self.variants.get(v.params) is v:
             self.variants.pop(v.params, None)
+        _rstats.count(self.kernel.name, "evictions")
         cb = self.on_evict
         if cb is not None:
             cb(self, not self.variants)
@@ -327,14 +341,16 @@ class JitExecutor:
         if entry is not None:
             header, obj = entry
             stats["source"] = 1.0
+            _rstats.count(k.name, "disk_hits")
         else:
+            _rstats.count(k.name, "compiles")
             low = lower_kernel(k, grid, contiguous, may_alias, self.debug)
             t1 = time.perf_counter()
             obj = llvm.compile_ir(low.module)
             stats["lower_s"] = t1 - t0
             stats["llvm_s"] = time.perf_counter() - t1
             header = {"key": key, "arena_size": low.arena_size, "meta_words": low.meta_words,
-                      "has_print": low.has_print}
+                      "has_print": low.has_print, "kernel": k.name}
             deferred = low.deferred
             write_entry(key, header, obj)
         lib = llvm.load_object(obj)

@@ -25,6 +25,7 @@ from trnlang.ir.nodes import HbmTensor, Kernel, SourceLoc, sym
 from trnlang.language.values import HbmRef
 from trnlang.runtime import args as argconv
 from trnlang.runtime import jit as _jit
+from trnlang.runtime import stats as _rstats
 from trnlang.runtime.args import TensorPiece
 from trnlang.runtime.launch import PLANS, Launch, LaunchPlan
 from trnlang.runtime.specialize import Sizes
@@ -344,6 +345,7 @@ class KernelFn:
             key = (tuple(p.key for p in prepared), grid, self._target(), self._use_interpreter(), self.debug)
             comp = self._cache.get(key)
             if comp is not None:
+                _rstats.count(self.fn.__name__, "memory_hits")
                 return comp, prepared
             try:
                 comp = self._compile(prepared, grid)
@@ -406,6 +408,7 @@ class KernelFn:
 
     def _trace(self, prepared: list[Any], grid: tuple[int, ...]) -> Kernel:
         self._stats["traces"] += 1
+        _rstats.count(self.fn.__name__, "traces")
         params = [p.tensor for p in prepared if p.tensor is not None]
         k = Kernel(self.fn.__name__, params, grid, [], target=self._target(), loc=self.loc)
         call_args = [HbmRef(p.tensor) if p.tensor is not None else p.value for p in prepared]
