@@ -215,6 +215,37 @@ def collectives_worker(rank: int, world: int) -> dict[str, Any]:
                 except Exception as e:  # the error is the result compared (e.g. AVG on integers)
                     got = f"raised {type(e).__name__}: {str(e).splitlines()[0]}"
                 out.setdefault(f"{str(dtype)[6:]}/{name}", {})[dev] = got
+    out["_inline"] = _count_gloo_allreduces(rank)
+    return out
+
+
+def _count_gloo_allreduces(rank: int) -> dict[str, Any]:
+    """Which checked all-reduces on trn reach gloo's all-reduce, and which ride in the agreement frame."""
+    import torch.distributed as dist
+    from torch._C._distributed_c10d import ProcessGroupGloo
+
+    calls: list[int] = []
+    orig = ProcessGroupGloo.allreduce
+
+    def counting(self: Any, *args: Any) -> Any:
+        calls.append(1)
+        return orig(self, *args)
+
+    ProcessGroupGloo.allreduce = counting  # type: ignore[method-assign]
+    out: dict[str, Any] = {}
+    try:
+        for name, n, dtype, op in [("f32_sum_small", 8, torch.float32, dist.ReduceOp.SUM),
+                                   ("i64_max_small", 8, torch.int64, dist.ReduceOp.MAX),
+                                   ("bf16_product_small", 8, torch.bfloat16, dist.ReduceOp.PRODUCT),
+                                   ("f32_max_small", 8, torch.float32, dist.ReduceOp.MAX),  # NaN rules: gloo's
+                                   ("f32_avg_small", 8, torch.float32, dist.ReduceOp.AVG),
+                                   ("f32_sum_32KiB", 8192, torch.float32, dist.ReduceOp.SUM)]:
+            before = len(calls)
+            t = _data(rank, n, dtype, "trn")
+            dist.all_reduce(t, op=op)
+            out[name] = (len(calls) - before, t.cpu())
+    finally:
+        ProcessGroupGloo.allreduce = orig  # type: ignore[method-assign]
     return out
 
 
@@ -256,3 +287,20 @@ def test_values_are_the_reductions(results: list[dict[str, Any]]) -> None:
     b = [_data(r, 8, torch.bool, "cpu") for r in range(2)]
     assert torch.equal(results[0]["bool/all_reduce_SUM"]["trn"], b[0] | b[1])
     assert torch.equal(results[1]["bfloat16/send_recv"]["trn"], _data(0, 5, torch.bfloat16, "cpu"))
+
+
+def test_small_all_reduces_ride_in_the_agreement_frame(results: list[dict[str, Any]]) -> None:
+    """Checked all-reduces of at most 16 KiB whose result cannot depend on the order skip gloo's all-reduce
+    (the check's all-gather carries the data); the others and larger ones go to gloo. Values are right."""
+    ops = {"sum": torch.add, "max": torch.maximum, "product": torch.mul}
+    for res in results:
+        got = res["_inline"]
+        gloo = {name: n for name, (n, _) in got.items()}
+        assert gloo == {"f32_sum_small": 0, "i64_max_small": 0, "bf16_product_small": 0, "f32_max_small": 1,
+                        "f32_avg_small": 1, "f32_sum_32KiB": 1}, gloo
+        for name, (_, value) in got.items():
+            kind, red = name.split("_")[:2]
+            dtype = {"f32": torch.float32, "i64": torch.int64, "bf16": torch.bfloat16}[kind]
+            a = [_data(r, value.numel(), dtype, "cpu") for r in range(2)]
+            want = (a[0] + a[1]) / 2 if red == "avg" else ops[red](a[0], a[1])
+            assert torch.equal(value, want), (name, value, want)

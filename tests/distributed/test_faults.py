@@ -52,6 +52,24 @@ def faults_worker(rank: int, world: int) -> dict[str, Any]:
     return out
 
 
+def dying_worker(rank: int, world: int) -> dict[str, Any]:
+    """Rank 1 dies (exits without a word) after a first all-reduce; rank 0's next collectives must raise."""
+    import os
+
+    import torch.distributed as dist
+
+    dist.all_reduce(torch.ones(2, device="trn"))
+    if rank == 1:
+        os._exit(3)
+    time.sleep(1.0)  # rank 1 is gone
+    out = {"small": _outcome(lambda: dist.all_reduce(torch.ones(4, device="trn"))),
+           "large": _outcome(lambda: dist.all_reduce(torch.ones(2**20, device="trn")))}
+    import pickle  # the group is broken: save the result here, _spawn's destroy_process_group may not return
+    with open(os.environ["TRN_TEST_OUT"], "wb") as f:
+        pickle.dump(out, f)
+    os._exit(0)
+
+
 def trn_only_worker(rank: int, world: int) -> dict[str, Any]:
     import torch.distributed as dist
 
@@ -89,6 +107,20 @@ def test_absent_peer_times_out_within_the_group_timeout(faults: list[dict[str, A
     r = faults[0]["absent_peer"]
     assert r["raised"] == "RuntimeError" and "timed out" in r["message"].lower(), r
     assert PG_TIMEOUT - 1 < r["seconds"] < PG_TIMEOUT + 5, r
+
+
+def test_a_rank_that_dies_makes_the_others_raise(tmp_path: Any) -> None:
+    import pickle
+
+    out = tmp_path / "rank0.pkl"
+    res = _spawn.run("tests.distributed.test_faults:dying_worker", 2, pg_timeout_s=PG_TIMEOUT, timeout=300,
+                     env={"TRN_TEST_OUT": str(out)}, expect_fail=True)
+    assert res[1]["rc"] == 3 and res[0]["rc"] == 0, res
+    got = pickle.loads(out.read_bytes())
+    for case in ("small", "large"):
+        r = got[case]
+        assert r["raised"] == "RuntimeError", r
+        assert r["seconds"] < PG_TIMEOUT + 5, r  # an error, not a hang: within the group timeout
 
 
 def test_cpu_tensor_on_a_trn_only_group_raises() -> None:

@@ -19,9 +19,13 @@ How a collective gets here (torch 2.13):
    ``trn`` tensors; the ``Work`` is gloo's (``wait()`` raises gloo's errors; ``get_future().value()`` holds
    the CPU views, i.e. the same bytes, which is what DDP's reducer reads its bucket from).
 
-Before each collective (not point-to-point ones) the ranks all-gather a short description of the call (op,
-dtypes, shapes) and all raise :class:`TrnDistributedError` when they differ (:func:`check_enabled`,
-``TRN_DIST_CHECK``); gloo itself would abort the process that receives the wrong number of bytes.
+Before each collective (not point-to-point ones) the ranks all-gather a fixed-size frame holding a short
+description of the call (op, dtypes, shapes, reduce op) and all raise :class:`TrnDistributedError` when they
+differ (:func:`check_enabled`, ``TRN_DIST_CHECK``); gloo itself would abort the process that receives the
+wrong number of bytes. The frame also has room for 16 KiB of payload: a small all-reduce whose result cannot
+depend on the order of the reduction (integers; fp32/fp64/fp16/bf16 sum and product on 2 ranks) travels in
+it and each rank reduces the gathered payloads itself, so a checked small all-reduce costs one round trip,
+not two (:func:`_allreduce`).
 
 Every reduction and dtype is gloo's: ``ReduceOp.AVG`` is gloo's sum-then-divide (so, as on the CPU, it
 raises for integer tensors), bf16/fp16 are reduced by gloo natively and bool as bytes. Results therefore equal
@@ -74,6 +78,10 @@ _AGREE: dict[str, tuple[int, ...]] = {
     "alltoall_": (), "alltoall_base_": (), "gather_": (1,), "scatter_": (0,), "barrier": (),
 }
 _DESC_BYTES = 256
+#: payload bytes a checked collective's frame carries after the description: an all-reduce this small is done
+#: by the agreement exchange itself (:func:`_allreduce`)
+_INLINE_BYTES = 16 * 1024
+_FRAME = _DESC_BYTES + _INLINE_BYTES
 _CPU = torch.device("cpu")
 _lock = threading.Lock()
 _LIBS: list[Any] = []
@@ -170,23 +178,68 @@ def _describe(name: str, args: tuple[Any, ...]) -> str:
     return " ".join(parts)
 
 
-def _check_agreement(gloo: Any, group: str, name: str, args: tuple[Any, ...]) -> None:
-    """All-gather each rank's description of this call; raise on every rank if they differ."""
-    desc = _describe(name, args).encode()
+def _exchange(gloo: Any, group: str, desc_text: str, payload: torch.Tensor | None = None) -> torch.Tensor:
+    """All-gather every rank's frame (description, then up to :data:`_INLINE_BYTES` of payload); raise on
+    every rank if the descriptions differ. Returns the gathered frames, one row per rank.
+
+    Every checked collective exchanges a frame of the same size, whatever it carries, so that ranks that
+    disagree about the call still agree about the exchange (gloo aborts on mismatched sizes)."""
+    desc = desc_text.encode()
     if len(desc) > _DESC_BYTES:  # long lists of tensors: a digest stands for the tail
         desc = desc[:_DESC_BYTES - 9] + b"#" + f"{zlib.crc32(desc):08x}".encode()
-    mine = torch.zeros(_DESC_BYTES, dtype=torch.uint8)
+    mine = torch.empty(_FRAME, dtype=torch.uint8)
+    mine[:_DESC_BYTES] = 0
     mine[:len(desc)] = torch.frombuffer(bytearray(desc), dtype=torch.uint8)
+    if payload is not None and payload.numel():
+        nbytes = payload.numel() * payload.element_size()
+        mine[_DESC_BYTES:_DESC_BYTES + nbytes].view(payload.dtype).view(payload.shape).copy_(payload)
     size = gloo.size()
-    every = torch.empty(size * _DESC_BYTES, dtype=torch.uint8)
+    every = torch.empty(size * _FRAME, dtype=torch.uint8)
     gloo._allgather_base(every, mine).wait()  # raises gloo's timeout if a rank never calls a collective
-    rows = every.view(size, _DESC_BYTES)
-    if not bool((rows == mine).all()):
-        said = [bytes(r.tolist()).rstrip(b"\0").decode(errors="replace") for r in rows]
+    rows = every.view(size, _FRAME)
+    heads = rows[:, :_DESC_BYTES]
+    if not bool((heads == mine[:_DESC_BYTES]).all()):
+        said = [bytes(r.tolist()).rstrip(b"\0").decode(errors="replace") for r in heads]
         raise TrnDistributedError(
             f"trn: collective mismatch in process group {group!r}: "
             + "; ".join(f"rank {r} called {d}" for r, d in enumerate(said))
             + " (every rank must call the same collective on the same dtypes and shapes)")
+    return rows
+
+
+def _check_agreement(gloo: Any, group: str, name: str, args: tuple[Any, ...]) -> None:
+    """All-gather each rank's description of this call; raise on every rank if they differ."""
+    _exchange(gloo, group, _describe(name, args))
+
+
+#: dtypes whose SUM/PRODUCT/MIN/MAX give the same bits in any order (two's-complement integers)
+_INT_DTYPES = frozenset({torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64})
+#: float dtypes reduced inline when 2 ranks take part (a + b == b + a: the same bits as gloo's reduction)
+_FLOAT_DTYPES = frozenset({torch.float32, torch.float64, torch.float16, torch.bfloat16})
+
+
+def _inline_reducible(t: torch.Tensor, red: Any, ranks: int) -> bool:
+    """Whether an all-reduce of ``t`` rides in the agreement frame (see :func:`_allreduce`). Depends only on
+    what the description carries (dtype, shape, op) and the group size, so all ranks decide alike."""
+    if t.numel() * t.element_size() > _INLINE_BYTES:
+        return False
+    if t.dtype in _INT_DTYPES:
+        return red in _INLINE_OPS
+    # floats: only where the order cannot change the bits (MIN/MAX are left to gloo: NaN handling differs)
+    return ranks == 2 and t.dtype in _FLOAT_DTYPES and red in (dist.ReduceOp.SUM, dist.ReduceOp.PRODUCT)
+
+
+def _reduce_rows(rows: torch.Tensor, out: torch.Tensor, red: Any) -> None:
+    """Reduce every rank's payload (in rank order) into ``out``, the calling rank's CPU view."""
+    n = out.numel()
+    if n == 0:
+        return
+    vals = rows[:, _DESC_BYTES:_DESC_BYTES + n * out.element_size()].view(out.dtype)
+    fn = _INLINE_OPS[red]
+    acc = vals[0]
+    for i in range(1, vals.shape[0]):
+        acc = fn(acc, vals[i])
+    out.copy_(acc.view(out.shape))
 
 
 class _Views:
@@ -226,20 +279,43 @@ class _Views:
 _REDOPS = {int(v.value): v for v in dist.ReduceOp.RedOpType.__members__.values()}
 
 
+_INLINE_OPS: dict[Any, Any] = {dist.ReduceOp.SUM: torch.add, dist.ReduceOp.PRODUCT: torch.mul,
+                               dist.ReduceOp.MIN: torch.minimum, dist.ReduceOp.MAX: torch.maximum}
+
+
+_create_work_from_future = torch._C._distributed_c10d._create_work_from_future  # type: ignore[attr-defined]
+
+
+def _done(result: list[torch.Tensor]) -> Any:
+    """A completed ``Work`` whose future holds ``result`` (what gloo's all-reduce work holds: the CPU views)."""
+    fut: torch.futures.Future[list[torch.Tensor]] = torch.futures.Future()
+    fut.set_result(result)
+    return _create_work_from_future(fut)
+
+
 def _allreduce(tensors: list[torch.Tensor], pg: Any, reduce_op: Any, sparse_indices: Any = None,
                async_op: bool = True, timeout: int = -1) -> Any:
     """``c10d::allreduce_`` on trn tensors, straight to gloo's method: what torch's CPU kernel does, without a
-    second trip through the dispatcher (about 50 us of the 60 a small all-reduce took that way)."""
+    second trip through the dispatcher (about 50 us of the 60 a small all-reduce took that way).
+
+    With the agreement check on, a small all-reduce (at most :data:`_INLINE_BYTES`, one tensor, an op and
+    dtype whose result does not depend on the order of the reduction, see :func:`_inline_reducible`) rides in
+    the check's own all-gather: each rank reduces the gathered payloads in rank order. One round trip instead
+    of two (the check's, then gloo's); the bits are gloo's. The returned ``Work`` is already complete."""
     red = _REDOPS.get(int(reduce_op.op()))
     if sparse_indices is not None or red is None or red == dist.ReduceOp.PREMUL_SUM:
         return _GENERIC["allreduce_"](tensors, pg, reduce_op, sparse_indices, async_op, timeout)
     views = _Views("allreduce_")
     cpu = views.to_cpu(tensors)
     gloo, _, group = _shadow_of(pg)
-    if check_enabled():
-        _check_agreement(gloo, group, "allreduce_", (tensors,))
     if _COST_LOGS:
         _note("allreduce_", (tensors,), gloo.size(), group)
+    if check_enabled():
+        desc = f"{_describe('allreduce_', (tensors,))} {red.name}"
+        if len(cpu) == 1 and _inline_reducible(cpu[0], red, gloo.size()):
+            _reduce_rows(_exchange(gloo, group, desc, cpu[0]), cpu[0], red)
+            return tensors, _done(cpu).boxed()
+        _exchange(gloo, group, desc)
     opts = dist.AllreduceOptions()
     opts.reduceOp = red  # type: ignore[assignment]  # torch converts a RedOpType, as dist.all_reduce relies on
     opts.asyncOp = async_op
