@@ -34,6 +34,7 @@ import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.indexing import _Bounds, _fits, _ok_data, _run, _to_out
 from trnlang.device import lowering
+from trnlang.device.registry import warn_like_torch
 
 # ------------------------------------------------------------------------------ advanced indexing
 
@@ -113,6 +114,14 @@ def _x_view(self: torch.Tensor, steps: Sequence[int]) -> tuple[int, list[int]]:
     return 1, list(steps)
 
 
+def _warn_uint8(indices: Sequence[Any]) -> None:
+    """torch's deprecation warning, once per uint8 mask, on the paths that run the op natively."""
+    for t in indices:
+        if isinstance(t, torch.Tensor) and t.dtype == torch.uint8:
+            warn_like_torch("indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool "
+                            "instead.")
+
+
 @lowering("aten::index.Tensor")
 def index(self: torch.Tensor, indices: Sequence[Any], *, out: torch.Tensor | None = None) -> Any:
     """``self[idx0, idx1, ...]`` (integer tensors with broadcasting, boolean masks via nonzero).
@@ -135,6 +144,7 @@ def index(self: torch.Tensor, indices: Sequence[Any], *, out: torch.Tensor | Non
                  [t for t, _ in ivs], [s for _, s in ivs], sizes, st, dense, groups, "gather", True)
         except _Bounds:
             return NotImplemented
+    _warn_uint8(indices)
     return _to_out(res, out)
 
 
@@ -148,6 +158,8 @@ def _index_put(self: torch.Tensor, indices: Sequence[Any], values: torch.Tensor,
     """In-place ``self[indices] = values`` (``+=`` with accumulate, repeated indices all add)."""
     if not _ok_data(self, values, move=True) or values.dtype != self.dtype or self.dim() == 0:
         return NotImplemented
+    if accumulate and self.dtype == torch.bool:
+        return NotImplemented  # the kernels add in the data dtype; torch ORs bools
     if U.has_internal_overlap(self):
         return NotImplemented
     plan = _plan(self, indices)
@@ -161,6 +173,7 @@ def _index_put(self: torch.Tensor, indices: Sequence[Any], values: torch.Tensor,
     except RuntimeError:
         return NotImplemented
     if U.prod(dense) == 0:
+        _warn_uint8(indices)
         return self
     if span == 0:
         return NotImplemented
@@ -174,6 +187,7 @@ def _index_put(self: torch.Tensor, indices: Sequence[Any], values: torch.Tensor,
              "add" if accumulate else None)
     except _Bounds:
         return NotImplemented
+    _warn_uint8(indices)
     return self
 
 

@@ -342,11 +342,18 @@ def _random_f64(self: torch.Tensor, from_: int, span: int, generator: Any) -> An
     return self
 
 
-@lowering("aten::random_.from", dtypes=tuple(_INT_LIMITS))
+@lowering("aten::random_.from", dtypes=(*_INT_LIMITS, torch.bool))
 def random_from(self: torch.Tensor, from_: int, to: int | None = None, *, generator: Any = None) -> Any:
     """``self.random_(from, to)``: integers uniform in ``[from, to)`` (``|from|`` and the range up to 2^24)."""
     if to is None:
         return NotImplemented
+    if self.dtype == torch.bool:  # draws of 0/1 made as uint8, then converted (make_tensor builds bools so)
+        if not (0 <= from_ < to <= 2) or not U.is_trn(self):
+            return NotImplemented
+        tmp = torch.empty(self.shape, dtype=torch.uint8, device="trn")
+        if random_from(tmp, from_, to, generator=generator) is NotImplemented:
+            return NotImplemented
+        return self.copy_(tmp)
     lo, hi = _INT_LIMITS[self.dtype]
     if not (lo <= from_ < to <= hi) or to - from_ > 1 << 24 or abs(from_) > 1 << 24:
         return NotImplemented
@@ -357,7 +364,7 @@ def random_from(self: torch.Tensor, from_: int, to: int | None = None, *, genera
     return _run(self, "randint", from_, to - from_, generator)
 
 
-@lowering("aten::random_.to", dtypes=tuple(_INT_LIMITS))
+@lowering("aten::random_.to", dtypes=(*_INT_LIMITS, torch.bool))
 def random_to(self: torch.Tensor, to: int, *, generator: Any = None) -> Any:
     """``self.random_(to)``: integers uniform in ``[0, to)``."""
     return random_from(self, 0, to, generator=generator)

@@ -527,7 +527,8 @@ def _logic(self: Any, dim: Any, keepdim: bool, op: str) -> Any:
         return NotImplemented
     if isinstance(dim, int):
         dim = [dim]
-    red = _dims(self, dim) if dim is not None else _dims(self, None)
+    # dim=[] reduces nothing (torch: a no-op, the result is x != 0), unlike dim=None
+    red = [] if dim is not None and len(dim) == 0 else _dims(self, dim)
     if red is None:
         return NotImplemented
     if self.dim() == 0 and dim:
@@ -560,7 +561,7 @@ def all_dim(self: torch.Tensor, dim: int, keepdim: bool = False) -> Any:
 @lowering("aten::all.dims", dtypes=_LOGIC_DTYPES)
 def all_dims(self: torch.Tensor, dim: Sequence[int] | None = None, keepdim: bool = False) -> Any:
     """``all`` along several dims."""
-    return _logic(self, list(dim) if dim else None, keepdim, "all")
+    return _logic(self, list(dim) if dim is not None else None, keepdim, "all")
 
 
 @lowering("aten::any", dtypes=_LOGIC_DTYPES)
@@ -578,7 +579,7 @@ def any_dim(self: torch.Tensor, dim: int, keepdim: bool = False) -> Any:
 @lowering("aten::any.dims", dtypes=_LOGIC_DTYPES)
 def any_dims(self: torch.Tensor, dim: Sequence[int] | None = None, keepdim: bool = False) -> Any:
     """``any`` along several dims."""
-    return _logic(self, list(dim) if dim else None, keepdim, "any")
+    return _logic(self, list(dim) if dim is not None else None, keepdim, "any")
 
 
 # --- norms / logsumexp -------------------------------------------------------------------------------------

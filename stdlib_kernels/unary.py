@@ -222,8 +222,24 @@ _INT_IN = (torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
 _KEEPS_INT = {"abs", "neg", "sign", "floor", "ceil", "trunc", "relu", "square", "frac"}
 
 
+#: Rounding ops: the identity on integer tensors (torch returns a copy; bool is an error, left to torch).
+_ROUNDING = ("floor", "ceil", "trunc")
+_ALL_INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
+
+def _int_identity(self: torch.Tensor, out: torch.Tensor | None) -> Any:
+    """``floor``/``ceil``/``trunc``/``round`` of an integer tensor: a native copy."""
+    if out is None:
+        return self.clone()
+    if out.dtype != self.dtype or out.shape != self.shape:
+        return NotImplemented
+    return out.copy_(self)
+
+
 def _make(op: str) -> Callable[..., Any]:
     def lower(self: Any, *, out: torch.Tensor | None = None) -> Any:
+        if op in _ROUNDING and U.is_trn(self) and self.dtype in _ALL_INTS:
+            return _int_identity(self, out)
         if U.is_trn(self) and self.dtype in _INT_IN:
             if op in _KEEPS_INT or torch.get_default_dtype() != torch.float32:
                 return NotImplemented
@@ -248,7 +264,8 @@ def _register(name: str, fn: Callable[..., Any], dtypes: Any = DTYPES) -> None:
 
 for _op in _SIMPLE:
     if _op != "relu":
-        _register(_op, _make(_op), DTYPES if _op in _KEEPS_INT else (*DTYPES, *_INT_IN))
+        _register(_op, _make(_op), (*DTYPES, *_ALL_INTS) if _op in _ROUNDING
+                  else DTYPES if _op in _KEEPS_INT else (*DTYPES, *_INT_IN))
 
 _INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
@@ -363,6 +380,12 @@ _INT_BOOL = (torch.int32, torch.bool)
 
 def _bool_op(op: str) -> Callable[..., Any]:
     def lower(self: Any, *, out: torch.Tensor | None = None) -> Any:
+        if U.is_trn(self) and self.dtype in _ALL_INTS and self.dtype != torch.int32:
+            # integers are never nan/inf: a constant (int32 and bool go through the kernel below)
+            if out is not None and (out.dtype != torch.bool or out.shape != self.shape):
+                return NotImplemented
+            res = out if out is not None else torch.empty(self.shape, dtype=torch.bool, device="trn")
+            return res.fill_(op == "isfinite")
         return run(op, [self], torch.bool, out, in_dtypes=DTYPES + _INT_BOOL)  # ints: loaded as fp32, never nan/inf
 
     lower.__name__ = op
@@ -371,7 +394,7 @@ def _bool_op(op: str) -> Callable[..., Any]:
 
 
 for _op in ("isnan", "isinf", "isfinite", "isposinf", "isneginf"):
-    _register(_op, _bool_op(_op), dtypes=DTYPES + _INT_BOOL)
+    _register(_op, _bool_op(_op), dtypes=DTYPES + _INT_BOOL + _ALL_INTS)
 
 
 def signbit(self: Any, *, out: torch.Tensor | None = None) -> Any:

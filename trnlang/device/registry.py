@@ -37,7 +37,8 @@ import torch
 
 from trnlang.device import fallback
 
-__all__ = ["Lowering", "REGISTRY", "lowering", "register_decomposition", "resolve", "registry_table", "describe"]
+__all__ = ["Lowering", "REGISTRY", "lowering", "register_decomposition", "resolve", "registry_table", "describe",
+           "check_dims", "dim_arg_of", "warn_like_torch"]
 
 
 @dataclass
@@ -53,6 +54,8 @@ class Lowering:
     takes_out: bool = False
     device_check: bool = True
     fast: Callable[..., Any] | None = field(default=None, repr=False)
+    dim_arg: tuple[int, str, bool] | None = field(default=None, repr=False)  # (position, name, is a list)
+    same_dtype_out: bool = False  # an out= variant whose out must have the input's dtype (_SAME_DTYPE_OUT)
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON-able description the coverage report prints."""
@@ -112,6 +115,93 @@ def _dtypes_in(ok: tuple[torch.dtype, ...], args: tuple[Any, ...], kwargs: dict[
     return True
 
 
+#: Reductions over one ``int`` dim whose CPU kernels check it like a dim list (range, at most 64 dims).
+_INT_DIM_REDUCTIONS = frozenset({"aten::argmax", "aten::argmin", "aten::max.dim", "aten::min.dim", "aten::all.dim",
+                                 "aten::any.dim", "aten::prod.dim_int"})
+#: Ops with a ``dim``/``dims`` list that torch checks its own way (repeats allowed, other messages).
+_OWN_DIM_RULES = ("aten::roll", "aten::permute", "aten::_fft_", "aten::fft_", "aten::linalg_matrix_norm",
+                  "aten::tensordot", "aten::movedim")
+
+
+def dim_arg_of(op: Any, name: str, base: str | None = None) -> tuple[int, str, bool] | None:
+    """Which argument of ``op`` is a reduction-style dim (checked by :func:`check_dims`), if any.
+
+    A ``dim``/``dims`` argument typed ``int[]`` (optional or not), unless the op has rules of its own;
+    or the ``int`` dim of the single-dim reductions in ``_INT_DIM_REDUCTIONS`` (``base``: the op a
+    variant is routed from).
+    """
+    if name.startswith(_OWN_DIM_RULES) or (base or "").startswith(_OWN_DIM_RULES):
+        return None
+    for i, a in enumerate(op._schema.arguments):
+        if a.name not in ("dim", "dims"):
+            continue
+        t = str(a.type)
+        if "int[" in t or "List[int]" in t:
+            return (i, a.name, True)
+        if (base or name) in _INT_DIM_REDUCTIONS:
+            return (i, a.name, False)
+    return None
+
+
+def check_dims(ndim: int, dims: Any, is_list: bool) -> None:
+    """Raise as torch's reductions do for bad dims: out of range (IndexError), repeated, or a tensor of
+    more than 64 dims reduced along some of them (RuntimeError). ``dims=None`` (and ``[]``) pass.
+
+    Example:
+        >>> check_dims(2, [0, 0], True)
+        Traceback (most recent call last):
+            ...
+        RuntimeError: dim 0 appears multiple times in the list of dims
+    """
+    if dims is None:
+        return
+    ds = [int(d) for d in dims] if is_list else [int(dims)]
+    if not ds:
+        return
+    if ndim > 64:
+        raise RuntimeError("only tensors with up to 64 dims are supported")
+    n = max(ndim, 1)
+    seen = set()
+    for d in ds:
+        if not -n <= d < n:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {d})")
+        w = d % n
+        if w in seen:
+            raise RuntimeError(f"dim {w} appears multiple times in the list of dims")
+        seen.add(w)
+
+
+def _check_dim_arg(spec: tuple[int, str, bool], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    pos, nm, is_list = spec
+    self = args[0] if args else None
+    if not isinstance(self, torch.Tensor):
+        return
+    dims = args[pos] if pos < len(args) else kwargs.get(nm)
+    check_dims(self.dim(), dims, is_list)
+
+
+#: Real-valued unary ops whose ``out=`` must have the input's dtype exactly (torch neither promotes nor casts).
+_SAME_DTYPE_OUT = frozenset({"aten::neg", "aten::floor", "aten::ceil", "aten::trunc", "aten::abs", "aten::sign"})
+
+
+def _check_same_dtype_out(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    self, out = (args[0] if args else kwargs.get("self")), kwargs.get("out")
+    if isinstance(self, torch.Tensor) and isinstance(out, torch.Tensor) and out.dtype != self.dtype \
+            and not self.is_complex():
+        raise RuntimeError(f"Found dtype {_dtype_name(out.dtype)} but expected {_dtype_name(self.dtype)}")
+
+
+def _needs_cpu(ent: Lowering, op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Checks of calls with keywords, lists or CPU tensors: raise as torch does, or say the CPU must run it."""
+    if ent.same_dtype_out:  # an error whatever the dtypes: raised before any fallback
+        _check_same_dtype_out(args, kwargs)
+    if ent.dtypes is not None and not _dtypes_in(ent.dtypes, args, kwargs):
+        return True
+    if ent.device_check:
+        fallback.check_devices(op, args, kwargs)
+    return False
+
+
 def _kernel_for(op: Any, name: str) -> Callable[..., Any]:
     """The function torch.library calls: looks the entry up at call time (entries may be replaced)."""
     def trn_kernel(*args: Any, **kwargs: Any) -> Any:
@@ -132,11 +222,10 @@ def _kernel_for(op: Any, name: str) -> Callable[..., Any]:
                         simple = False
                 elif isinstance(a, (list, tuple)):
                     simple = False
-        if not simple:
-            if ok is not None and not _dtypes_in(ok, args, kwargs):
-                return fallback.run_on_cpu(op, args, kwargs, name=name)
-            if ent.device_check:
-                fallback.check_devices(op, args, kwargs)
+        if not simple and _needs_cpu(ent, op, args, kwargs):
+            return fallback.run_on_cpu(op, args, kwargs, name=name)
+        if ent.dim_arg is not None:
+            _check_dim_arg(ent.dim_arg, args, kwargs)
         r = ent.fn(*args, **kwargs)
         if r is NotImplemented:
             return fallback.run_on_cpu(op, args, kwargs, name=name)
@@ -231,14 +320,27 @@ def _dtype_name(d: torch.dtype) -> str:
             torch.bool: "Bool"}.get(d, str(d))
 
 
-def _route_out(fn: Callable[..., Any], out_names: list[str]) -> Callable[..., Any]:
+#: Ops whose ``out=`` must have the result's dtype exactly (torch does not cast into it).
+_EXACT_OUT = frozenset({"aten::amax", "aten::amin"})
+
+
+def _route_out(fn: Callable[..., Any], out_names: list[str], exact: bool = False,
+               dtype_from_out: bool = False) -> Callable[..., Any]:
     def out_variant(*args: Any, **kwargs: Any) -> Any:
         outs = [kwargs.pop(n) for n in out_names]
+        if dtype_from_out and kwargs.get("dtype") is None and isinstance(outs[0], torch.Tensor):
+            kwargs["dtype"] = outs[0].dtype  # sum/prod/mean(out=...) compute in the out tensor's dtype
         r = fn(*args, **kwargs)
         if r is NotImplemented:
             return r
         rs = r if isinstance(r, tuple) else (r,)
         for o, v in zip(outs, rs):
+            if len(outs) > 1 and o.dtype != v.dtype:  # (values, indices) results: torch never casts
+                raise RuntimeError(f"Expected out tensor to have dtype {_dtype_name(v.dtype).lower()}, but got "
+                                   f"{_dtype_name(o.dtype).lower()} instead")
+            if exact and o.dtype != v.dtype:
+                raise RuntimeError(f"Expected the dtype for input and out to match, but got {_dtype_name(v.dtype)} "
+                                   f"for input's dtype and {_dtype_name(o.dtype)} for out's dtype.")
             if not torch.can_cast(v.dtype, o.dtype):
                 raise RuntimeError(f"result type {_dtype_name(v.dtype)} can't be cast to the desired output type "
                                    f"{_dtype_name(o.dtype)}")
@@ -290,7 +392,8 @@ def lowering(op: str, *, dtypes: tuple[torch.dtype, ...] | list[torch.dtype] | N
         dt = tuple(dtypes) if dtypes is not None else None
         takes_out = "out" in inspect.signature(fn).parameters
         check = device_check and kind not in ("plumbing", "cpu")
-        REGISTRY[name] = Lowering(name, kind, dt, _source(fn), fn, None, takes_out, check, fast)
+        REGISTRY[name] = Lowering(name, kind, dt, _source(fn), fn, None, takes_out, check, fast,
+                                  dim_arg_of(ov, name))
         _register_torch(ov, name)
         if variants:
             for vop, how in _variants(ov):
@@ -303,8 +406,11 @@ def lowering(op: str, *, dtypes: tuple[torch.dtype, ...] | list[torch.dtype] | N
                 else:
                     outs = [a.name for a in vop._schema.arguments
                             if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write]
-                    vfn = fn if takes_out and outs == ["out"] else _route_out(fn, outs)
-                REGISTRY[vname] = Lowering(vname, kind, dt, REGISTRY[name].source, vfn, name, False, check)
+                    infer = len(outs) == 1 and any(a.name == "dtype" and a.kwarg_only for a in ov._schema.arguments)
+                    vfn = fn if takes_out and outs == ["out"] else _route_out(fn, outs, name in _EXACT_OUT, infer)
+                REGISTRY[vname] = Lowering(vname, kind, dt, REGISTRY[name].source, vfn, name, False, check,
+                                           dim_arg=dim_arg_of(vop, vname, name),
+                                           same_dtype_out=how == "out" and name in _SAME_DTYPE_OUT)
                 _register_torch(vop, vname)
         return fn
 
@@ -336,6 +442,34 @@ def describe(op: str, fn: Callable[..., Any], *, kind: str = "kernel",
     """
     name = fallback.op_name(resolve(op))
     REGISTRY[name] = Lowering(name, kind, tuple(dtypes) if dtypes else None, _source(fn), fn, None, False, False)
+
+
+_LIB_DIRS = tuple(os.path.dirname(os.path.abspath(m)) for m in (
+    __file__, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                           "stdlib_kernels", "x"), torch.__file__))
+
+
+def warn_like_torch(message: str, category: type[Warning] = UserWarning) -> None:
+    """Emit a warning torch's CPU kernel would emit, attributed to the caller's line outside trnlang and
+    torch (as torch attributes its C++ warnings), so Python's once-per-line filters behave the same.
+
+    Example:
+        >>> import warnings
+        >>> with warnings.catch_warnings(record=True) as w:
+        ...     warnings.simplefilter("always")
+        ...     warn_like_torch("indexing with dtype torch.uint8 is now deprecated")
+        >>> len(w)
+        1
+    """
+    import sys
+    import warnings
+
+    f = sys._getframe(1)
+    level = 2  # stacklevel 2 is the frame of sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(_LIB_DIRS):
+        f = f.f_back  # type: ignore[assignment]
+        level += 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 def registry_table() -> dict[str, dict[str, Any]]:
