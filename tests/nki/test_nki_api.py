@@ -351,3 +351,29 @@ def test_missing_builtins_name_the_closest_ones():
         nisa.dma_transposee  # noqa: B018
     with pytest.raises(AttributeError, match=r"trnlang.language has no builtin 'sofmax'.*language_reference"):
         tl.sofmax  # noqa: B018
+
+
+def test_reading_uninitialised_psum_is_an_error_in_tl_and_a_group_start_in_nki():
+    import trnlang.language as tl
+
+    @trn.kernel
+    def acc_uninit(a, b, out):
+        acc = tl.ndarray((64, 128), tl.float32, buffer=tl.psum)
+        acc += tl.matmul(tl.load(a), tl.load(b), transpose_x=True)
+        tl.store(out, acc)
+
+    a, b = rng.random((128, 64), np.float32), rng.random((128, 128), np.float32)
+    with pytest.raises(trn.TraceError, match="PSUM tile nothing has written") as ei:
+        acc_uninit(a, b, np.empty((64, 128), np.float32))
+    assert "acc += tl.matmul" in str(ei.value)
+
+    @nki.jit
+    def acc_group(a, b):
+        out = nl.ndarray((64, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+        acc = nl.ndarray((64, 128), dtype=nl.float32, buffer=nl.psum)
+        for k in nl.affine_range(2):
+            acc += nisa.nc_matmul(nl.load(a[k * 64:(k + 1) * 64, :]), nl.load(b[k * 64:(k + 1) * 64, :]))
+        nl.store(out, value=acc)
+        return out
+
+    np.testing.assert_allclose(_both(acc_group, a, b), a.T @ b, rtol=1e-4)

@@ -13,10 +13,11 @@ from typing import Any
 import sympy
 
 from trnlang.frontend.errors import BoundsError, DTypeError, ShapeError, TraceError
-from trnlang.frontend.tracer import current
+from trnlang.frontend.tracer import current, nki_rules
 from trnlang.ir.nodes import Access, Imm, Instr, Region, axis_sym, gather_sym
 from trnlang.ir.ops import ALU_SPECS, Alu, AluKind, Op
 from trnlang.ir.types import DType, Engine, Space, promote, to_dtype
+from trnlang.language.semantic_views import index_key_as_slices, pattern_view
 from trnlang.language.values import (
     AccessPattern,
     DynSlice,
@@ -232,16 +233,23 @@ def inplace(name: str, t: Tile, o: Any) -> None:
     """``t op= o`` writes into t's own region; ``psum += matmul(...)`` accumulates in the matmul itself."""
     ctx = current()
     last = ctx.last_instr()
+    fresh_psum = t.buffer is Space.PSUM and id(t.region.buf) not in ctx.written
     if (name == "add" and isinstance(o, Tile) and last is not None and last.op is Op.MATMUL
             and last.outs[0] is o.region and o.region.is_whole and t.buffer is Space.PSUM
             and o.shape == t.shape and _fresh(o)):
-        # retarget the matmul to accumulate into t; drop o's buffer
+        if fresh_psum and not ctx.nki:
+            raise TraceError(_UNINIT_PSUM)
+        # retarget the matmul to accumulate into t (NKI: a fresh PSUM tile starts a group); drop o's buffer
+        accumulate = psum_group_start(t) if fresh_psum else True
         blk = ctx.blocks[-1]
         last.outs = (t.region,)
-        last.attrs["accumulate"] = True
+        last.attrs["accumulate"] = accumulate
+        ctx.written.add(id(t.region.buf))
         _drop_alloc(blk, o.region.buf)
         o.region = t.region
         return
+    if fresh_psum:
+        raise TraceError(_UNINIT_PSUM)
     alu = Alu[name]
     if _is_num(o):
         _emit(Op.TENSOR_SCALAR, (t.region,), (t.region, Imm(o)), {"op0": alu, "op1": None, "reverse": (False, False)},
@@ -252,6 +260,29 @@ def inplace(name: str, t: Tile, o: Any) -> None:
     if broadcast_shapes(t.shape, ot.shape) != t.shape:
         raise ShapeError(f"in-place {name}: cannot broadcast {ot.shape} into a tile of shape {t.shape}")
     _emit(Op.TENSOR_TENSOR, (t.region,), (t.region, ot.region), {"op": alu}, Engine.VECTOR)
+
+
+_UNINIT_PSUM = ("this reads a PSUM tile nothing has written yet (its contents are undefined: `acc += ...` would "
+                 "add to garbage); create it with tl.zeros(shape, tl.float32, buffer=tl.psum) or write it first")
+
+
+def psum_group_start(t: Tile) -> bool:
+    """A matmul into PSUM tile ``t`` that no instruction has written yet: NKI starts an accumulation group.
+
+    Returns the matmul's ``accumulate`` flag: False (overwrite) when ``t`` is its whole buffer and no loop was
+    opened since the allocation; otherwise the buffer is zeroed once right after its allocation (a Vector
+    memset) and the matmul accumulates."""
+    ctx = current()
+    buf = t.region.buf
+    ctx.written.add(id(buf))
+    for blk in reversed(ctx.blocks):
+        for j, st in enumerate(blk):
+            if isinstance(st, Instr) and st.op is Op.ALLOC and st.outs[0] is buf:
+                if blk is ctx.blocks[-1] and t.region.is_whole:
+                    return False
+                blk.insert(j + 1, Instr(Op.MEMSET, (Region.whole(buf),), (), {"value": 0}, Engine.VECTOR, st.loc))
+                return True
+    return True
 
 
 def _fresh(t: Tile) -> bool:
@@ -311,82 +342,13 @@ def _slice_bounds(k: Any, n: int) -> tuple[sympy.Expr, int, int]:
     return start, max(0, (int(size) + step - 1) // step), step
 
 
-def _index_key_as_slices(key: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[Any, ...] | None:
-    """NKI-style tile indexing with index values (``t[i_p, j * 512 + i_f]``, ``i_p = arange(128)[:, None]``):
-    when each index value is ``start + _a{m}``, one axis per dimension in order, the slices
-    ``[start, start + n)``; None for a strided or permuted view (``t[i_p, 2 * i_f]``)."""
-    idx = [k for k in key if isinstance(k, Index) and k.shape != ()]
-    nd = max(k.ndim for k in idx)
-    out: list[Any] = []
-    last = -1
-    for d, k in enumerate(key):
-        if not (isinstance(k, Index) and k.shape != ()):
-            out.append(k)
-            continue
-        e = k._aligned(nd)
-        axes = [a for a in e.free_symbols if a.name.startswith("_a")]
-        full = (1,) * (nd - k.ndim) + k.shape
-        ok = len(axes) == 1 and e.coeff(axes[0]) == 1 and int(axes[0].name[2:]) > last
-        if ok:
-            m = int(axes[0].name[2:])
-            start = sympy.expand(e - axes[0])
-            ok = not any(a.name.startswith("_a") for a in start.free_symbols) and (
-                sum(1 for x in full if x != 1) <= 1)
-        if not ok:
-            return None
-        last = m
-        out.append(DynSlice(start, full[m]))
-    return tuple(out)
-
-
-def _pattern_view(t: Tile, key: tuple[Any, ...]) -> Tile:
-    """A strided / permuted view ``t[e_0, e_1, ...]`` with affine index values ``e_d`` (NKI's access patterns:
-    ``in_tile[i_p, 2 * i_h + i_k, ...]``): the engines read it as one access pattern, no copy. The first
-    index must be ``start + i_p`` (partitions stay partitions); coefficients are non-negative ints."""
-    r = t.region
-    if t.nblock or r.ap is not None:
-        raise ShapeError("a strided view of a tile with block dimensions or of a strided view is not supported")
-    idx = [k for k in key if isinstance(k, Index)]
-    nd = max(k.ndim for k in idx)
-    view = broadcast_shapes(*[(1,) * (nd - k.ndim) + k.shape for k in idx])
-    dims = [d for d, kp in enumerate(r.keep) if kp]
-    bstride = [math.prod(r.buf.shape[d + 1:]) for d in range(len(r.buf.shape))]
-    axes = [axis_sym(a) for a in range(nd)]
-    strides = [0] * nd
-    starts = list(r.starts)
-    sizes = list(r.sizes)
-    for j, (k, d) in enumerate(zip(key, dims)):
-        if isinstance(k, slice) and k == slice(None):
-            k = Index((sizes[d],), axis_sym(0))[(None,) * (j) + (slice(None),) + (None,) * (nd - j - 1)]
-        if not isinstance(k, (Index, int)):
-            raise TraceError(f"a strided tile view takes index values or ints on every dimension, got {k!r}")
-        e = sympy.expand(k._aligned(nd) if isinstance(k, Index) else sympy.Integer(k))
-        const = e.subs({a: 0 for a in axes})
-        extent = 0
-        for a_i, a in enumerate(axes):
-            c = e.coeff(a)
-            if not c.is_Integer or int(c) < 0 or e.coeff(a, 2) != 0:
-                raise ShapeError(f"tile index {k} on dimension {j} of a tile of shape {t.shape}: a view needs "
-                                 "non-negative integer coefficients of arange axes")
-            strides[a_i] += int(c) * bstride[d]
-            extent += int(c) * (view[a_i] - 1)
-        if j == 0 and (e - const != axes[0] if nd else True):
-            raise ShapeError(f"tile index {k} on the partition dimension must be start + arange(n)[:, None, ...] "
-                             "(partitions stay partitions in a view)")
-        starts[d] = starts[d] + const
-        sizes[d] = extent + 1
-    region = Region(r.buf, tuple(sympy.sympify(s) for s in starts), tuple(sizes), tuple(r.keep),
-                    tuple(zip(strides, view)))
-    return Tile(region)
-
-
 def subtile(t: Tile, key: Any) -> Tile:
     """A view of part of a tile: slices (affine bounds), ds, and single indices per dimension."""
     key = _norm_key(key, t.ndim, "a tile")
     if any(isinstance(k, Index) and k.shape != () for k in key):
-        as_slices = _index_key_as_slices(key, t.shape)
+        as_slices = index_key_as_slices(key, t.shape)
         if as_slices is None:
-            return _pattern_view(t, key)
+            return pattern_view(t, key)
         key = as_slices
     nb = t.nblock
     if nb:  # NKI block dimensions come first in the written order, after the partition one in the buffer
@@ -411,7 +373,7 @@ def subtile(t: Tile, key: Any) -> Tile:
         else:
             raise TraceError(f"tiles can be indexed by slices, tl.ds and single indices, not {type(k).__name__}")
     kept_blocks = sum(1 for k in key[1:nb + 1] if isinstance(k, (slice, DynSlice))) if nb else 0
-    if current().nki and sum(keep) == 1 and keep[view_dims[0]] and len(view_dims) > 1:
+    if nki_rules() and sum(keep) == 1 and keep[view_dims[0]] and len(view_dims) > 1:
         # NKI: a tile keeps a free dimension: t[0:128, j] is [128, 1], not [128]
         last = max(d for d in view_dims[1 + nb:] or view_dims[1:] if not keep[d])
         keep[last] = True
@@ -547,7 +509,7 @@ def make_access(ref: HbmRef, key: Any) -> AccessPattern:
     dims = ref.shape
     key = _norm_key(key, len(dims), f"tensor {tensor.name}")
     comps = [_access_component(k, dims[d]) for d, k in enumerate(key)]
-    if current().nki:
+    if nki_rules():
         comps = _nki_keep_2d(comps)
     # Slices and 1-D indices take the axis of their position among the non-scalar indices.
     nonfixed = [c for c in comps if c[0] != "fixed"]

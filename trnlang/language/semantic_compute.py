@@ -6,7 +6,7 @@ from typing import Any
 
 from trnlang.frontend.errors import DTypeError, ShapeError, TraceError
 from trnlang.frontend.tracer import current
-from trnlang.ir.nodes import Imm, Instr, Region
+from trnlang.ir.nodes import Imm, Region
 from trnlang.ir.ops import ALU_SPECS, Alu, Op
 from trnlang.ir.types import DType, Engine, Space
 from trnlang.language.semantic import (
@@ -164,15 +164,6 @@ def nc_matmul(stationary: Any, moving: Any, out: Tile | None = None, accumulate:
     return out
 
 
-def _alloc_site(buf: Any) -> tuple[list[Any], int] | None:
-    """The block holding ``buf``'s ALLOC and its position there (innermost open block first)."""
-    for blk in reversed(current().blocks):
-        for j, st in enumerate(blk):
-            if isinstance(st, Instr) and st.op is Op.ALLOC and st.outs[0] is buf:
-                return blk, j
-    return None
-
-
 def nc_matmul_into(dst: Any, stationary: Any, moving: Any) -> Tile:
     """``dst[M, N] += stationary.T @ moving`` into a PSUM tile (NKI's ``nc_matmul(dst=...)``).
 
@@ -182,17 +173,10 @@ def nc_matmul_into(dst: Any, stationary: Any, moving: Any) -> Tile:
     """
     if not isinstance(dst, Tile) or dst.buffer is not Space.PSUM:
         raise ShapeError("nc_matmul(dst=...) writes a PSUM tile (nl.ndarray(..., buffer=nl.psum))")
+    from trnlang.language.semantic import psum_group_start
+
     d = to_tile(dst)
-    ctx = current()
-    buf = d.region.buf
-    accumulate = True
-    if id(buf) not in ctx.written:
-        site = _alloc_site(buf)
-        if site is not None and site[0] is ctx.blocks[-1] and d.region.is_whole:
-            accumulate = False
-        elif site is not None:
-            blk, j = site
-            blk.insert(j + 1, Instr(Op.MEMSET, (Region.whole(buf),), (), {"value": 0}, Engine.VECTOR, blk[j].loc))
+    accumulate = psum_group_start(d) if id(d.region.buf) not in current().written else True
     return nc_matmul(stationary, moving, out=d, accumulate=accumulate)
 
 
