@@ -67,7 +67,11 @@ def test_many_sizes_keep_at_most_cap_variants_loaded(cap: int) -> None:
 
 
 def test_recently_used_variant_survives(cap: int) -> None:
-    """A variant launched between compiles keeps its code; new sizes evict the unused ones."""
+    """A variant launched between compiles keeps its code; new sizes evict the unused ones, also when every
+    loaded variant was used since the last eviction (a second-chance clock then evicted the hot one)."""
+    for d in range(200, 200 + 2 * cap):  # a full ring of variants each launched once (earlier tests' state)
+        x = np.ones((2, d), np.float32)
+        cols_scale(x, np.empty_like(x))
     hot = np.ones((2, 5), np.float32)
     out = np.empty_like(hot)
     cols_scale(hot, out)

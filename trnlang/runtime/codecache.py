@@ -4,8 +4,8 @@ Every compiled variant (``runtime.jit.Variant``) owns one MCJIT engine holding i
 (about 50 KiB of native memory, plus the launch plans, output pools and traced IR that hang off
 it). Without a cap a program that meets ever new shapes grows without bound. At most
 ``TRN_MAX_LOADED_KERNELS`` variants (default :data:`DEFAULT_MAX`; ``trnlang.config``, checked at every compile) stay
-loaded; adding one more evicts the least recently used (a second-chance clock: a launch sets
-``variant.used``, the clock hand spares a used variant once and clears its bit).
+loaded; adding one more evicts the least recently used (a launch sets ``variant.used``; each add
+turns the set bits into the add's number and evicts the variants with the oldest numbers).
 
 Evicting a variant makes it unreachable for new launches and drops every cache derived from it:
 its executor's entry, the launch plans on its executor (and the kernel's specialization when that
@@ -43,6 +43,7 @@ TRIM_EVERY = 64
 
 _LOCK = threading.Lock()
 _RING: OrderedDict[int, Any] = OrderedDict()  # id(variant) -> variant, clock order (hand at the front)
+_TICK = [0]  # adds so far: the clock of last uses (see add)
 _LISTENERS: list[Callable[[list[Any]], None]] = []
 _STATS = {"evicted": 0, "since_trim": 0}
 
@@ -59,20 +60,33 @@ def on_evict(fn: Callable[[list[Any]], None]) -> Callable[[list[Any]], None]:
 
 
 def add(v: Any) -> None:
-    """Count a newly loaded variant, evicting over the cap (``v.evict(v)`` unloads one; flags ``used``, ``alive``)."""
+    """Count a newly loaded variant, evicting over the cap (``v.evict(v)`` unloads one; flags ``used``, ``alive``).
+
+    Launches only set ``variant.used`` (one store on the hot path). Each add first turns those bits into
+    the number of the add they happened before (``_clock``), then evicts the variants whose last use is
+    oldest, oldest loaded first among equals: least recently used to the resolution of one compile. (A
+    plain second-chance clock degenerates to FIFO when every variant was used since the hand last passed,
+    and then unloads a kernel launched between every compile.)
+    """
     cap = max_loaded()
     victims: list[Any] = []
     with _LOCK:
+        _TICK[0] += 1
+        tick = _TICK[0]
+        for old in _RING.values():
+            if old.used:
+                old.used = False
+                old._clock = tick
+        v._clock = tick + 1  # the newest stays
         _RING[id(v)] = v
-        spared = 0
-        while len(_RING) > cap:
-            k, old = _RING.popitem(last=False)
-            if old is v or (old.used and spared < 2 * len(_RING) + 2):
-                old.used = False  # second chance (the newest always gets one)
-                _RING[k] = old
-                spared += 1
-                continue
-            victims.append(old)
+        excess = len(_RING) - cap
+        if excess > 0:
+            order = sorted(_RING.items(), key=lambda kv: getattr(kv[1], "_clock", 0))  # stable: load order
+            for k, old in order[:excess]:
+                if old is v:
+                    continue
+                del _RING[k]
+                victims.append(old)
     if victims:
         _evict(victims)
 
