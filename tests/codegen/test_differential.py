@@ -244,6 +244,35 @@ def _grid_kernel_checks():
         k[n // 4](idx, table, out)
 
 
+def test_grid_of_psum_accumulating_matmuls_runs_on_the_thread_pool(monkeypatch):
+    """A matmul's PSUM accumulation stays inside its program instance: such a grid may run on the pool
+    (only DMA stores that accumulate into HBM force a grid onto one thread)."""
+    monkeypatch.setattr(jit, "_PARALLEL_MIN_NS", 0)
+    monkeypatch.setenv("TRN_NUM_THREADS", "2")
+
+    @trn.kernel
+    def mm_row_blocks(a_t, b, out):  # program m: out[128 m: 128 m + 128, :] = a_t[:, block].T @ b
+        k_dim = a_t.shape[0]
+        m = tl.program_id(0)
+        acc = tl.zeros((128, 128), tl.float32, buffer=tl.psum)
+        im = m * 128 + tl.arange(128)[None, :]
+        jn = tl.arange(128)[None, :]
+        for k in tl.affine_range(tl.cdiv(k_dim, 128)):
+            ik = k * 128 + tl.arange(128)[:, None]
+            acc += tl.matmul(tl.load(a_t[ik, im]), tl.load(b[ik, jn]), transpose_x=True)
+        tl.store(out[m * 128 + tl.arange(128)[:, None], jn], acc)
+
+    rng = np.random.default_rng(4)
+    a_t = rng.standard_normal((256, 512)).astype(np.float32)
+    b = rng.standard_normal((256, 128)).astype(np.float32)
+    for _ in range(4):  # launches after the first timed ones run on the pool
+        out = np.full((512, 128), np.nan, np.float32)
+        mm_row_blocks[4](a_t, b, out)
+        np.testing.assert_allclose(out, a_t.T.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
+    ex = next(iter(mm_row_blocks._cache.values())).executor
+    assert not ex._has_accumulate
+
+
 def test_dtype_error_is_raised_at_run_time_like_the_interpreter():
     xt, o = hbm("x", (2, 2)), hbm("out", (2, 2), kind="out")
     t, u = sbuf("t", (2, 2)), sbuf("u", (2, 2))

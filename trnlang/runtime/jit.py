@@ -47,6 +47,7 @@ import sympy
 from trnlang import config as _config
 from trnlang.frontend.errors import BoundsError, LaunchError, TrnError
 from trnlang.ir.nodes import Instr, Kernel, Loop, Region, instrs
+from trnlang.ir.ops import Op
 from trnlang.runtime import codecache, diskcache, forksafe
 from trnlang.runtime import stats as _rstats
 
@@ -274,7 +275,9 @@ class JitExecutor:
         self._instrs: list[tuple[Instr, tuple[Loop, ...]]] | None = None
         self._has_scratch = bool(kernel.scratch)
         # accumulating DMA stores are read-modify-write: grid instances that may hit the same element run in order
-        self._has_accumulate = any(i.attrs.get("accumulate") is not None for i in instrs(kernel.body))
+        # DMA stores that accumulate into HBM race across grid instances; a matmul's PSUM accumulation does not
+        self._has_accumulate = any(i.op is Op.DMA_COPY and i.attrs.get("accumulate") is not None
+                                   for i in instrs(kernel.body))
         # tensors the kernel writes: only an overlap involving one of them needs the aliasing variant
         # (two read-only arguments on the same memory, as in ``x + x``, keep the fast one)
         from trnlang.interpret.interpreter import written_mask
