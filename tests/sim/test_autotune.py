@@ -69,6 +69,21 @@ def test_results_are_remembered_on_disk(_cache, monkeypatch):
     torch.testing.assert_close(out, x + 1.0)
 
 
+def test_a_changed_cost_model_tunes_again(_cache, monkeypatch):
+    from trnlang.runtime import autotune as at
+
+    x = torch.randn(256, 256)
+    _tuned()(x, torch.empty_like(x))
+    calls = []
+    real = Autotuner._measure
+    monkeypatch.setattr(Autotuner, "_measure", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    _tuned()(x, torch.empty_like(x))
+    assert not calls  # same model: read from disk
+    monkeypatch.setattr(at, "_sim_fingerprint", lambda: "another-cost-model")
+    _tuned()(x, torch.empty_like(x))
+    assert calls  # results simulated by another model are not reused
+
+
 def test_each_key_is_tuned_once(_cache, monkeypatch):
     k = _tuned()
     calls = []

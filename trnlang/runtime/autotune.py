@@ -42,6 +42,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
@@ -94,6 +95,21 @@ def _store() -> diskcache.Store | None:
 
 
 _stores: dict[str, diskcache.Store] = {}
+
+
+@functools.lru_cache(maxsize=1)
+def _sim_fingerprint() -> str:
+    """A hash of the simulator's sources (targets, cost model, scheduler): results tuned on simulated time are
+    only valid for the model that produced them."""
+    import trnlang.sim as sim
+
+    d = os.path.dirname(os.path.abspath(sim.__file__))
+    h = hashlib.sha256()
+    for name in sorted(os.listdir(d)):
+        if name.endswith(".py"):
+            with open(os.path.join(d, name), "rb") as f:
+                h.update(name.encode() + b"\0" + f.read())
+    return h.hexdigest()[:16]
 
 
 def _key_value(v: Any) -> Any:
@@ -193,8 +209,9 @@ class Autotuner:
             src = inspect.getsource(self.fn.fn)
         except (OSError, TypeError):
             src = self.fn.fn.__qualname__
+        model = _sim_fingerprint() if self.metric == "sim" else ""  # a changed cost model re-tunes
         h = hashlib.sha256(json.dumps([src, [sorted((k, repr(v)) for k, v in c.kwargs.items())
-                                             for c in self.configs]]).encode()).hexdigest()[:16]
+                                             for c in self.configs], model]).encode()).hexdigest()[:16]
         name = f"{self.fn.fn.__module__}.{self.fn.fn.__qualname__}".replace("<", "").replace(">", "")
         return f"{name}-{h}.json"
 
