@@ -62,6 +62,8 @@ def test_failure_kinds():
     assert upstream.classify("AssertionError", "Tensor-likes are not close!") == "wrong values"
     assert upstream.classify("Timeout", "test ran past 90 s") == "timeout"
     assert upstream.classify("ValueError", "boom") == "other (ValueError)"
+    hint = "Scalars are not close!\n\nTo execute this test, run: python test_x.py -k test_out_dtype_trn"
+    assert upstream.classify("AssertionError", hint) == "wrong values"
 
 
 def _rec(dev, key, outcome, dtypes=(), fallbacks=None, exc="", msg=""):

@@ -51,8 +51,8 @@ _KINDS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ("foreign storage", (), ("no device memory attached", "dlpack", "DLPack", "from_blob")),
     ("sparse / nested / quantized layout", (), ("sparse", "Sparse", "nested", "Nested", "quantized", "Quantized",
                                                 "only strided tensors")),
-    ("dtype differs", (), ("dtype", "Dtype")),
     ("wrong values", ("AssertionError",), ("not close", "not equal", "mismatch", "Mismatched")),
+    ("dtype differs", (), ("dtype", "Dtype")),
     ("kernel error", ("LaunchError", "TrnError", "CompileError", "TraceError"), ()),
 ]
 
@@ -64,6 +64,7 @@ def classify(exc: str, msg: str) -> str:
         >>> classify("Timeout", "test ran past 120 s")
         'timeout'
     """
+    msg = msg.split("To execute this test")[0]  # torch's rerun hint names the test, not the failure
     for kind, excs, subs in _KINDS:
         if excs and exc not in excs:
             continue
