@@ -121,12 +121,14 @@ def main() -> None:
         for threads in (1, 2):
             torch.set_num_threads(threads)
             os.environ["TRN_NUM_THREADS"] = str(threads)
+            trn.config.refresh()
             row(f"matmul fp32 {s} ({threads} thr, GFLOP/s)", "GFLOP/s", flops / bench(lambda: launch(at, bm, om)),
                 flops / bench(lambda: torch.matmul(at.T, bm)), ">= 0.8x at 1024")
         torch.set_num_threads(1)
     # compile / cache / launch
     with tempfile.TemporaryDirectory() as d:
         os.environ["TRN_CACHE_DIR"] = d
+        trn.config.refresh()
         xs = torch.randn(1000, 512)
         os_ = torch.empty_like(xs)
         k_cold = trn.kernel(softmax.fn)
