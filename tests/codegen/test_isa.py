@@ -96,7 +96,7 @@ def test_matmul_tests_pass_on_every_path(path, tmp_path):
     assert r.returncode == 0 and "isa-ok" in r.stdout, r.stdout + r.stderr[-3000:]
     if path == isa.selected().name:
         return  # this process's own path: the suite around this test runs those tests on it
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *_TESTS], env=env,
-                       cwd=ROOT, capture_output=True, text=True, timeout=3600)
+    cmd = [sys.executable, "-m", "pytest", "-o", "addopts=", "-q", "-x", "-p", "no:cacheprovider", *_TESTS]
+    r = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=3600)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert " passed" in r.stdout and " failed" not in r.stdout
