@@ -7,11 +7,25 @@ sources and the published figures they are compared with).
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
 import torch
 
 import trnlang as trn
 import trnlang.isa as isa
 import trnlang.language as tl
+
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _tutorial03() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("tutorial03_matmul", _ROOT / "tutorials" / "03_matmul.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 @trn.kernel
@@ -43,20 +57,10 @@ def one_transfer(x, y):
     tl.store(y[0:p, 0:f], t)
 
 
-@trn.kernel
-def matmul_tiled(lhsT, rhs, out):
-    """NKI matmul tutorial / kernel-optimization guide, first tiled version: for each 128 x 512 output tile,
-    load a [128, 128] ``lhsT`` tile and a [128, 512] ``rhs`` tile per k step (both reloaded every time)."""
-    k_dim, m_dim = lhsT.shape
-    n_dim = rhs.shape[1]
-    for m in tl.affine_range(m_dim // 128):
-        for n in tl.affine_range(n_dim // 512):
-            acc = tl.zeros((128, 512), tl.float32, buffer=tl.psum)
-            for k in tl.affine_range(k_dim // 128):
-                a = tl.load(lhsT[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128])
-                b = tl.load(rhs[k * 128:(k + 1) * 128, n * 512:(n + 1) * 512])
-                acc += tl.matmul(a, b, transpose_x=True)
-            tl.store(out[m * 128:(m + 1) * 128, n * 512:(n + 1) * 512], tl.copy(acc, out.dtype))
+#: NKI matmul tutorial / kernel-optimization guide, first tiled version: for each 128 x 512 output tile, a
+#: [128, 128] ``lhsT`` tile and a [128, 512] ``rhs`` tile loaded per k step. That is tutorial 03's first step,
+#: used from its file rather than copied.
+matmul_tiled = _tutorial03().matmul_naive
 
 
 @trn.kernel
