@@ -17,9 +17,9 @@ values follow C99/torch: NaN propagates, exp overflows to inf and underflows to
 (subnormal) 0, ``log(0) = -inf``, ``log(x<0) = NaN``, tanh/erf saturate,
 ``softplus(x) = x`` for ``x > 20`` (torch's threshold), and silu / gelu /
 gelu_tanh give NaN at -inf like their literal formulas (torch, the interpreter).  Measured accuracy is in
-``docs/vecmath_accuracy.md`` (``python -m codegen.accuracy_table``).
+``docs/vecmath_accuracy.md`` (``python -m tools.vecmath_accuracy``).
 
-The erf/erfc coefficients come from ``codegen/polyfit.py`` (Lawson minimax
+The erf/erfc coefficients come from ``tools/polyfit.py`` (Lawson minimax
 fits, rounded to fp32 one coefficient at a time); exp, log, tanh, sin and cos
 use Cephes' single-precision coefficients.  sin/cos live in ``vecmath_trig``,
 the type-generic helper ``Ops`` in ``vecmath_ops``.
@@ -58,11 +58,11 @@ EXPM1_Q = [1 / 362880, 1 / 40320, 1 / 5040, 1 / 720, 1 / 120, 1 / 24, 1 / 6, 0.5
 # Cephes tanhf, |x| < 0.625: tanh x = x + x z P(z), z = x^2
 TANH_P = [-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1, -3.33332819422e-1]
 TANH_SMALL = 0.625
-# erf(a) = a + a P(a^2) for a < ERF_SMALL (codegen/polyfit.py, degree 6)
+# erf(a) = a + a P(a^2) for a < ERF_SMALL (tools/polyfit.py, degree 6)
 ERF_SMALL = 0.875
 ERF_P = [7.842241029720753e-05, -0.0008021723479032516, 0.0051906355656683445, -0.026855282485485077,
          0.11283621937036514, -0.3761262893676758, 0.12837916612625122]
-# erfc(a) = exp(-a^2) t G(t), t = 1/(1 + a/2), a in [ERF_SMALL, ERFC_MAX] (codegen/polyfit.py, degree 8)
+# erfc(a) = exp(-a^2) t G(t), t = 1/(1 + a/2), a in [ERF_SMALL, ERFC_MAX] (tools/polyfit.py, degree 8)
 ERFC_MAX = 10.5
 ERFC_G = [-0.04414977878332138, 0.23832646012306213, -0.42859116196632385, 0.2393272966146469,
           -0.01266655046492815, 0.20019753277301788, 0.24320636689662933, 0.2824028432369232,

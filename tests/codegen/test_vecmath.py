@@ -7,9 +7,9 @@ import pytest
 from llvmlite import ir
 
 from codegen import llvm, vecmath
-from codegen.accuracy_table import REFERENCES, SWEEPS, Sweep, measure, ulp_error
 from codegen.irutil import F32, VF32
 from codegen.mapkernel import MapKernels, add_map_function
+from tools.vecmath_accuracy import REFERENCES, SWEEPS, Sweep, measure, ulp_error
 
 POINTS = 1 << 16
 

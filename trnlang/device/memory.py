@@ -30,6 +30,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from trnlang import config as _config
 from trnlang.device import guard as _guard
 from trnlang.ir.types import to_dtype
 
@@ -56,20 +57,19 @@ class _Stats:
         self._by_target: dict[str, int] = {}
 
     def hbm_capacity(self) -> int:
-        """HBM per core of the current target (``TRN_TARGET``, else the default target)."""
+        """HBM per core of the current target (``TRN_TARGET`` in the :mod:`trnlang.config` snapshot, else the
+        default target)."""
         if self.capacity is not None:
             return self.capacity
-        key = _ENV.get(b"TRN_TARGET", b"") if _ENV is not None else os.environ.get("TRN_TARGET", "")
+        key = _config.current.target or ""
         cap = self._by_target.get(key)
         if cap is None:
             from trnlang.sim.targets import get_target
 
-            cap = self._by_target[key] = int(get_target().hbm_bytes_per_core)
+            cap = self._by_target[key] = int(get_target(key or None).hbm_bytes_per_core)
         return cap
 
 
-#: os.environ's backing dict (kept in sync by os.environ): the allocator reads TRN_TARGET on every call.
-_ENV: Any = getattr(os.environ, "_data", None) if isinstance(getattr(os.environ, "_data", None), dict) else None
 STATS = _Stats()
 _READY: list[bool] = []
 
