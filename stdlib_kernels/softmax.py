@@ -21,6 +21,7 @@ import torch
 import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
+from stdlib_kernels import tiling as T
 from trnlang.device import lowering
 
 CHUNK = 4096
@@ -30,24 +31,44 @@ def _at(t: Any, b: Any, rows: Any, cols: Any) -> Any:
     return t[b, rows, cols] if t.ndim == 3 else t[rows, cols]
 
 
-def _tiling(x: Any) -> tuple[int, int, int, int, int, bool]:
-    """(batch, rows, cols, partitions per tile, column chunk, ragged last row tile) of ``x [(A,) R, C]``."""
+def _tiling(x: Any, tile: tuple[int, int, bool]) -> tuple[Any, Any, Any, int, int, bool, bool]:
+    """(batch, rows, cols, partitions per tile, column chunk, ragged last row tile, one pass) of ``x [(A,) R, C]``.
+
+    ``tile``: the host's ``(row bucket, column bucket, C <= CHUNK)`` (:func:`_tile`), used for the sizes that are
+    runtime values (shape-polymorphic launches); compile-time sizes tile exactly, as they always did.
+    """
     r_dim, c_dim = x.shape[-2], x.shape[-1]
-    p = min(128, r_dim)
-    return (x.shape[0] if x.ndim == 3 else 1), r_dim, c_dim, p, min(c_dim, CHUNK), r_dim % p != 0
+    p = T.extent(r_dim, 128, tile[0])
+    f = T.extent(c_dim, CHUNK, tile[1])
+    return (x.shape[0] if x.ndim == 3 else 1), r_dim, c_dim, p, f, T.ragged(r_dim, p), T.fits(c_dim, f, tile[2])
 
 
-@trn.kernel
-def softmax_fwd(x, out, log):
-    """Softmax (``log``: log-softmax) of ``x [(A,) R, C]`` along C (fp32 on chip)."""
-    a, r_dim, c_dim, p, f, rr = _tiling(x)
+def _mask(rows: Any, cols: Any, r_dim: Any, c_dim: Any, rr: bool, f: int) -> Any:
+    """The mask of a one-pass tile: ragged rows, and the columns past ``C`` of a bucketed tile."""
+    m = (rows < r_dim) if rr else None
+    if T.ragged(c_dim, f):
+        m = (cols < c_dim) if m is None else m & (cols < c_dim)
+    return m
+
+
+def _tile(x: Any) -> tuple[int, int, bool]:
+    """The host's tile buckets for rows and columns of ``x [(A,) R, C]`` (a compile-time argument)."""
+    r, c = x.shape[-2], x.shape[-1]
+    return T.row_bucket(r), T.free_bucket(c, CHUNK), c <= CHUNK
+
+
+@trn.kernel(dynamic=True)
+def softmax_fwd(x, out, log, tile):
+    """Softmax (``log``: log-softmax) of ``x [(A,) R, C]`` along C (fp32 on chip); ``tile``: see :func:`_tiling`."""
+    a, r_dim, c_dim, p, f, rr, one_pass = _tiling(x, tile)
     for b in tl.affine_range(a):
         for i in tl.affine_range(tl.cdiv(r_dim, p)):
             rows = i * p + tl.arange(p)[:, None]
-            if c_dim <= f:
-                cols = tl.arange(c_dim)[None, :]
-                m = (rows < r_dim) if rr else None
-                t = tl.load(_at(x, b, rows, cols), mask=m).astype(tl.float32)
+            if one_pass:
+                cols = tl.arange(f)[None, :]
+                m = _mask(rows, cols, r_dim, c_dim, rr, f)
+                other = -math.inf if T.ragged(c_dim, f) else 0  # a bucket's masked tail must not count
+                t = tl.load(_at(x, b, rows, cols), mask=m, other=other).astype(tl.float32)
                 sh = t - tl.max(t, axis=1, keepdims=True)
                 e = tl.exp(sh)
                 if log:
@@ -74,19 +95,19 @@ def softmax_fwd(x, out, log):
                     tl.store(_at(out, b, rows, cols), (t - s) if log else tl.exp(t - mx) / s, mask=m)
 
 
-@trn.kernel
-def softmax_bwd(g, y, out, log):
+@trn.kernel(dynamic=True)
+def softmax_bwd(g, y, out, log, tile):
     """``out = y * (g - sum(g * y))`` along C: the gradient of softmax given its output ``y``.
 
     ``log``: the gradient of log-softmax, ``out = g - exp(y) * sum(g)``.
     """
-    a, r_dim, c_dim, p, f, rr = _tiling(g)
+    a, r_dim, c_dim, p, f, rr, one_pass = _tiling(g, tile)
     for b in tl.affine_range(a):
         for i in tl.affine_range(tl.cdiv(r_dim, p)):
             rows = i * p + tl.arange(p)[:, None]
-            if c_dim <= f:
-                cols = tl.arange(c_dim)[None, :]
-                m = (rows < r_dim) if rr else None
+            if one_pass:
+                cols = tl.arange(f)[None, :]
+                m = _mask(rows, cols, r_dim, c_dim, rr, f)
                 gt = tl.load(_at(g, b, rows, cols), mask=m).astype(tl.float32)
                 yt = tl.load(_at(y, b, rows, cols), mask=m).astype(tl.float32)
                 if log:
@@ -128,7 +149,7 @@ def _forward(self: torch.Tensor, dim: int, half_to_float: bool, log: bool) -> An
     xs = self if self.dim() else U.view(self, (1,), (1,), self.storage_offset())
     os_ = out if out.dim() else U.view(out, (1,), (1,), 0)
     for x, o in U.row_views([_last(xs, dim), _last(os_, dim)]):
-        U.split_rows(softmax_fwd, [x, o], log)
+        U.split_rows(softmax_fwd, [x, o], log, _tile(x))
     return out
 
 
@@ -161,7 +182,7 @@ def _backward(grad_output: torch.Tensor, output: torch.Tensor, dim: int, input_d
     if output.dim() == 0:
         return out.zero_()
     for g, y, o in U.row_views([_last(grad_output, dim), _last(output, dim), _last(out, dim)]):
-        U.split_rows(softmax_bwd, [g, y, o], log)
+        U.split_rows(softmax_bwd, [g, y, o], log, _tile(g))
     return out
 
 

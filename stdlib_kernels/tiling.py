@@ -43,6 +43,8 @@ import trnlang.language as tl
 
 #: Partitions of one row tile (``tl.tile_size.pmax``).
 PMAX = 128
+#: Free-axis buckets below this are powers of two; from it up, multiples of it (a mask covers the rest).
+FREE_STEP = 512
 
 Loop = Callable[..., Any]  # tl.affine_range or tl.sequential_range
 
@@ -74,3 +76,69 @@ def col_chunks(d: int, f: int, mask: Any = None, loop: Loop = tl.affine_range) -
     for j in loop(tl.cdiv(d, ff)):
         cols = j * ff + tl.arange(ff)[None, :]
         yield cols, (cols < d) if mask is None else mask & (cols < d)
+
+
+# --- shape-polymorphic tiles (docs/specialization.md, "The standard library") ---------------------------------
+# A stdlib kernel is ``@trn.kernel(dynamic=True)``: a size >= 2 of a tensor under EXACT_MIN_BYTES is a runtime
+# symbol of the compiled code, so it cannot pick a tile shape. The host picks one instead, a *bucket* of the size
+# (a compile-time argument of the launch: one variant per bucket), and the kernel masks the bucket's tail.
+# Sizes that are compile-time ints (0, 1, big tensors) keep the exact tiles they always had.
+
+
+def row_bucket(n: int, p: int = PMAX) -> int:
+    """Partition-tile bucket of ``n`` rows: ``p`` from ``p`` rows up, else the next power of two (>= 1).
+
+    >>> [row_bucket(n) for n in (0, 1, 2, 3, 100, 128, 5000)]
+    [1, 1, 2, 4, 128, 128, 128]
+    """
+    if n >= p:
+        return p
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def free_bucket(n: int, cap: int, step: int = FREE_STEP) -> int:
+    """Free-axis tile bucket of ``n`` columns (at most ``cap``): the next power of two below ``step``, the next
+    multiple of ``step`` from there (so a mask wastes at most half a tile on small rows and < ``step`` columns on
+    long ones).
+
+    >>> [free_bucket(n, 2048) for n in (1, 3, 64, 65, 511, 512, 513, 1500, 2048, 9000)]
+    [1, 4, 64, 128, 512, 512, 1024, 1536, 2048, 2048]
+    """
+    n = min(int(n), cap)
+    if n <= step:
+        return 1 << max(0, n - 1).bit_length()
+    return min(cap, -(-n // step) * step)
+
+
+def extent(n: Any, cap: int, bucket: int | None) -> int:
+    """Inside a kernel: the tile extent along an axis of ``n`` elements, ``min(n, cap)`` when ``n`` is a
+    compile-time int, else the host's ``bucket`` (:func:`row_bucket` / :func:`free_bucket` of the launch's
+    size; the tail past ``n`` must be masked)."""
+    return min(n, cap) if isinstance(n, int) or bucket is None else bucket  # no bucket: n becomes a constant
+
+
+def ragged(n: Any, t: int) -> bool:
+    """Inside a kernel: whether tiles of ``t`` leave a partial last tile of ``n`` (always, for a runtime size)."""
+    return not isinstance(n, int) or n % t != 0
+
+
+def fits(n: Any, cap: int, flag: bool | None) -> bool:
+    """Inside a kernel: ``n <= cap`` for a compile-time ``n``, else the host's answer ``flag`` for the launch."""
+    return n <= cap if isinstance(n, int) or flag is None else flag
+
+
+def tile_of(r: int, c: int, cap: int) -> tuple[int, int, bool]:
+    """The host's tile argument of an ``[R, C]`` row kernel: ``(row bucket, column bucket, C <= cap)``.
+
+    >>> tile_of(300, 1000, 2048), tile_of(3, 5000, 2048)
+    ((128, 1024, True), (4, 2048, False))
+    """
+    return row_bucket(r), free_bucket(c, cap), c <= cap
+
+
+def runtime_scalar(s: Any) -> Any:
+    """Inside a kernel: a ``[1, 1]`` fp32 tile of a scalar passed as a ``[1, 1]`` tensor (a runtime value, so
+    a size-dependent factor such as ``1 / C`` does not key the variant), or the Python number itself."""
+    if isinstance(s, (int, float)):
+        return s
+    return tl.load(s[0:1, 0:1]).astype(tl.float32)
