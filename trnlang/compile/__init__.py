@@ -178,3 +178,34 @@ def install() -> None:
 
 
 install()
+
+
+# --- opt-in: TRN_COMPILE=inductor routes the default backend's trn graphs through Inductor itself -------
+_patch_compile_fx_custom = _patch_compile_fx
+
+
+def _patch_compile_fx_routes(mod: Any) -> None:
+    """The custom route's wrapper, wrapped once more: with ``TRN_COMPILE=inductor`` a trn graph goes to
+    Inductor with ``trn`` registered as a device backend (:mod:`trnlang.compile.inductor`)."""
+    _patch_compile_fx_custom(mod)
+    custom = mod.compile_fx
+    if getattr(custom, "_trn_routes", False):
+        return
+    inductor = getattr(custom, "__wrapped__", custom)
+
+    def compile_fx(model_: Any, example_inputs_: Any, *args: Any, **kwargs: Any) -> Any:
+        """Inductor's entry; trn graphs go to trnlang (custom FX backend, or Inductor with TRN_COMPILE=inductor)."""
+        from trnlang.compile import inductor as route
+
+        if route.enabled() and _on_trn(model_, example_inputs_):
+            return route.compile_graph(model_, example_inputs_, inductor)
+        return custom(model_, example_inputs_, *args, **kwargs)
+
+    compile_fx.__wrapped__ = inductor  # type: ignore[attr-defined]
+    compile_fx._trn_routes = True  # type: ignore[attr-defined]
+    mod.compile_fx = compile_fx
+
+
+_PATCHES[_COMPILE_FX] = _patch_compile_fx_routes
+if _COMPILE_FX in sys.modules and hasattr(sys.modules[_COMPILE_FX], "compile_fx"):
+    _patch_compile_fx_routes(sys.modules[_COMPILE_FX])
