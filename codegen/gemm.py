@@ -74,6 +74,8 @@ class GemmConfig:
 #: beat KC 128 / 384 / 512 and MC 96 / 288 at 1024^3 and at the 128 x 512 x 128 tiles of the stdlib matmul.
 CONFIGS: dict[str, GemmConfig] = {
     "avx512": GemmConfig(mr=6, nr=64, kc=256, mc=144, nc=3072, width=16),
+    "avx512bf16": GemmConfig(mr=6, nr=64, kc=256, mc=144, nc=3072, width=16),  # fp32: the avx512 kernel
+    "amx": GemmConfig(mr=6, nr=64, kc=256, mc=144, nc=3072, width=16),
     "avx2": GemmConfig(mr=6, nr=16, kc=256, mc=144, nc=3072, width=8),
     "generic": GemmConfig(mr=6, nr=8, kc=256, mc=144, nc=3072, width=4, fma=False),
 }

@@ -2,15 +2,18 @@
 
 Paths, widest first (a host runs its own and every narrower one):
 
-========  ==========================================================================================
-avx512    512-bit vectors (``<16 x float>``, 32 zmm registers); the gemm's micro-kernel is re-blocked
-          for them; bf16 is widened to fp32 (AVX512-BF16 / AMX dot products: not yet)
-avx2      256-bit vectors with FMA (``<8 x float>``, 16 ymm registers); bf16 is widened to fp32
-generic   no ISA-specific code: LLVM's generic vectors (``<4 x float>``, ``llvm.fmuladd``), which any
-          LLVM target lowers (SSE2 on x86-64, NEON on aarch64)
-========  ==========================================================================================
+==========  ========================================================================================
+amx         the avx512 path, and bf16 products on AMX-BF16 tiles (``tdpbf16ps``; ``codegen.gemm_bf16``)
+            once Linux grants the process the tile state (:func:`request_amx`; refused: the next path)
+avx512bf16  the avx512 path, and bf16 products as AVX512-BF16 dot products (``vdpbf16ps``)
+avx512      512-bit vectors (``<16 x float>``, 32 zmm registers); the gemm's micro-kernel is re-blocked
+            for them; bf16 is widened to fp32
+avx2        256-bit vectors with FMA (``<8 x float>``, 16 ymm registers); bf16 is widened to fp32
+generic     no ISA-specific code: LLVM's generic vectors (``<4 x float>``, ``llvm.fmuladd``), which any
+            LLVM target lowers (SSE2 on x86-64, NEON on aarch64)
+==========  ========================================================================================
 
-``TRN_ISA=avx2|generic|avx512`` (read once, when the JIT first asks) forces a narrower path, so one
+``TRN_ISA=amx|avx512bf16|avx512|avx2|generic`` (read once, when the JIT first asks) forces a narrower path, so one
 machine can test the paths of older ones. A forced path narrows the whole JIT, not only the gemm:
 :func:`narrow_features` switches the wider features off in the feature string every module is
 compiled with (``codegen.llvm.host_cpu_features``), so the code is what an older CPU would get.
@@ -26,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
 import platform
@@ -33,13 +37,15 @@ import warnings
 from dataclasses import dataclass
 
 __all__ = ["IsaPath", "PATHS", "ENV", "path_for", "forced_name", "narrow_features", "selected", "available",
-           "raw_features"]
+           "raw_features", "request_amx", "amx_refusal"]
 
 ENV = "TRN_ISA"
 #: Path names, widest first.
-PATHS = ("avx512", "avx2", "generic")
+PATHS = ("amx", "avx512bf16", "avx512", "avx2", "generic")
 
 # features a path switches off (prefix match on LLVM's names); each path also switches off the wider paths' sets
+_OFF_FOR_AVX512BF16 = ("amx",)
+_OFF_FOR_AVX512 = ("amx", "avx512bf16", "avxneconvert")
 _OFF_FOR_AVX2 = ("avx512", "amx", "avx10", "evex512", "avxvnni", "avxifma", "avxneconvert")
 _OFF_FOR_GENERIC = ("avx", "fma", "f16c", "xop", "vaes", "vpclmulqdq", "gfni")
 
@@ -53,8 +59,8 @@ class IsaPath:
         width: fp32 lanes of the gemm's vectors (16, 8, 4).
         fma: the target has a fused multiply-add instruction (``llvm.fma``; else ``llvm.fmuladd``, which
             LLVM fuses only where that is cheap).
-        bf16: how bf16 products run: ``"widen"`` (converted to fp32, then the fp32 gemm); the field is
-            where AVX512-BF16 (``vdpbf16ps``) or AMX-BF16 paths will be named.
+        bf16: how bf16 products run: ``"amx"`` (AMX-BF16 tiles), ``"avx512bf16"`` (``vdpbf16ps``), or
+            ``"widen"`` (converted to fp32, then the fp32 gemm).
     """
 
     name: str
@@ -69,6 +75,8 @@ class IsaPath:
 
 
 def _make(name: str, features: set[str]) -> IsaPath:
+    if name in ("amx", "avx512bf16"):
+        return IsaPath(name, 16, True, name)
     if name == "avx512":
         return IsaPath(name, 16, True, "widen")
     if name == "avx2":
@@ -80,6 +88,10 @@ def path_for(features: set[str], machine: str) -> IsaPath:
     """The widest path a CPU with LLVM features ``features`` (names without ``+``) and ``machine`` can run."""
     if machine.lower() in ("x86_64", "amd64", "x86-64"):
         if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= features:
+            if {"amx-tile", "amx-bf16"} <= features:
+                return _make("amx", features)
+            if "avx512bf16" in features:
+                return _make("avx512bf16", features)
             return _make("avx512", features)
         if {"avx2", "fma"} <= features:
             return _make("avx2", features)
@@ -98,7 +110,8 @@ def forced_name() -> str | None:
 
 def narrow_features(features: str, name: str) -> str:
     """LLVM feature string ``features`` with what path ``name`` must not use switched off (order kept)."""
-    off = () if name == "avx512" else _OFF_FOR_AVX2 if name == "avx2" else _OFF_FOR_AVX2 + _OFF_FOR_GENERIC
+    off: tuple[str, ...] = {"amx": (), "avx512bf16": _OFF_FOR_AVX512BF16, "avx512": _OFF_FOR_AVX512,
+                            "avx2": _OFF_FOR_AVX2}.get(name, _OFF_FOR_AVX2 + _OFF_FOR_GENERIC)
     out = []
     for f in features.split(","):
         if f[:1] == "+" and f[1:].startswith(off):
@@ -115,6 +128,48 @@ def raw_features() -> frozenset[str]:
     return frozenset(f[1:] for f in llvm.raw_host_cpu_features().split(",") if f.startswith("+"))
 
 
+_ARCH_REQ_XCOMP_PERM = 0x1023
+_XFEATURE_XTILEDATA = 18
+_SYS_ARCH_PRCTL = 158  # x86-64
+_amx_state: list[str | None] = []  # [refusal reason or None] once asked
+
+
+def request_amx() -> bool:
+    """Ask Linux for this process's AMX tile-data permission (once; every thread then may use the tiles).
+
+    Without it the first tile instruction raises SIGILL. Returns whether it was granted; the reason for a
+    refusal is :func:`amx_refusal`.
+    """
+    if not _amx_state:
+        reason: str | None = None
+        if platform.system() != "Linux" or platform.machine().lower() not in ("x86_64", "amd64"):
+            reason = f"AMX tile permission is requested through Linux x86-64's arch_prctl ({platform.system()})"
+        else:
+            try:
+                libc = ctypes.CDLL(None, use_errno=True)
+                rc = libc.syscall(ctypes.c_long(_SYS_ARCH_PRCTL), ctypes.c_long(_ARCH_REQ_XCOMP_PERM),
+                                  ctypes.c_long(_XFEATURE_XTILEDATA))
+                if rc != 0:
+                    reason = f"arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA) refused: {os.strerror(ctypes.get_errno())}"
+            except (OSError, AttributeError) as e:
+                reason = f"arch_prctl unavailable: {e}"
+        _amx_state.append(reason)
+    return _amx_state[0] is None
+
+
+def amx_refusal() -> str | None:
+    """Why the AMX permission was refused (None: granted, or not asked yet)."""
+    return _amx_state[0] if _amx_state else None
+
+
+def _granted(p: IsaPath, feats: set[str]) -> IsaPath:
+    """``p``, or the next path with the refusal recorded (a warning) when ``p`` is AMX and Linux refuses it."""
+    if p.name == "amx" and not request_amx():
+        warnings.warn(f"AMX path not taken: {amx_refusal()}; using avx512bf16", RuntimeWarning, stacklevel=3)
+        return _make("avx512bf16", feats)
+    return p
+
+
 @functools.cache
 def available() -> tuple[str, ...]:
     """Path names this host can run, widest first."""
@@ -129,8 +184,8 @@ def selected() -> IsaPath:
     best = path_for(feats, platform.machine())
     want = forced_name()
     if want is None or want == best.name:
-        return best
+        return _granted(best, feats)
     if PATHS.index(want) < PATHS.index(best.name):
         warnings.warn(f"{ENV}={want}: this host cannot run it; using {best.name}", RuntimeWarning, stacklevel=2)
-        return best
-    return _make(want, feats if want == "avx512" else set())
+        return _granted(best, feats)
+    return _make(want, feats if want in ("avx512bf16", "avx512") else set())

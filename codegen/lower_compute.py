@@ -80,13 +80,19 @@ def matmul(L: KernelLowering, ins: Instr) -> None:
                       elementwise=False)
     accumulate = bool(ins.attrs.get("accumulate"))
     view = L.view(out)
+    from codegen.gemm_bf16_lower import bf16_view, gemm_bf16, native_bf16
+    from codegen.lower_gemm import gemm
+
+    bf16 = native_bf16(ins)  # both operands bf16 and a bf16 dot-product unit: no widening
+    as_view = bf16_view if bf16 else _as_f32_view
     if src is not None and src.a is not None:
         st_f = src.a
     else:
-        st_f = st_direct if st_direct is not None else _as_f32_view(L, st)
-    mv_f = src.v if src is not None and src.v is not None else _as_f32_view(L, mv)
+        st_f = st_direct if st_direct is not None else as_view(L, st)
+    mv_f = src.v if src is not None and src.v is not None else as_view(L, mv)
     view.prepare(cx)
-    from codegen.lower_gemm import gemm
+    if bf16:
+        gemm = gemm_bf16
 
     if out.dtype is DType.float32 and (len(view.view_strides) < 2 or view.view_strides[-1] == 1):
         gemm(L, st_f, mv_f, view, k_dim, m_dim, n_dim, accumulate, a_nn)

@@ -118,8 +118,9 @@ class _Finder:
                             return True
         return False
 
-    def load(self, stmts: list[Stmt], j: int, region: Any, reader: Instr, until: int) -> Instr | None:
-        """A plain fp32 HBM load of a 2-D tile feeding ``region`` (read only by ``reader``, at ``stmts[j]``)
+    def load(self, stmts: list[Stmt], j: int, region: Any, reader: Instr, until: int,
+             dt: DType = DType.float32) -> Instr | None:
+        """A plain ``dt`` HBM load of a 2-D tile feeding ``region`` (read only by ``reader``, at ``stmts[j]``)
         that may move to ``stmts[until]`` (C): no store to its tensor in between."""
         got = self.chained(stmts, j, region, reader, Op.DMA_COPY)
         if got is None:
@@ -128,7 +129,7 @@ class _Finder:
         src = ld.ins[0]
         if not isinstance(src, Access) or src.gathers or len(src.shape) != 2 or ld.attrs.get("accumulate"):
             return None
-        if not _no_mask(src) or src.tensor.dtype is not DType.float32 or region.buf.dtype is not DType.float32:
+        if not _no_mask(src) or src.tensor.dtype is not dt or region.buf.dtype is not dt:
             return None
         if not _affine_2d(src) or self.written_between(stmts, i, until, tensor=src.tensor):
             return None
@@ -138,24 +139,29 @@ class _Finder:
         st, mv = cast(tuple[Region, Region], c.ins)
         out_buf = c.outs[0].buf if isinstance(c.outs[0], Region) else None
         mo = MatmulOperands()
+        # bf16 operands on a bf16 gemm (codegen.gemm_bf16_lower): the same plan on bf16 tiles; the transpose
+        # chain bf16 -> fp32 PSUM -> bf16 is exact, so reading its bf16 source instead changes nothing
+        from codegen.gemm_bf16_lower import native_bf16
+
+        dt = DType.bfloat16 if native_bf16(c) else DType.float32
         cp = self.chained(stmts, j, st, c, Op.TENSOR_COPY)
         if cp is not None and not cp[0].attrs.get("reshape") and isinstance(cp[0].ins[0], Region) \
-                and st.buf.dtype is DType.float32:
+                and st.buf.dtype is dt:
             copy, ic = cp
             copy_src = cast(Region, copy.ins[0])  # a Region (checked above)
             tr = self.chained(stmts, ic, copy.ins[0], copy, Op.TRANSPOSE)
             if tr is not None:
                 t, it = tr
                 src = t.ins[0]
-                if isinstance(src, Region) and src.buf.dtype is DType.float32 and src.buf is not out_buf \
+                if isinstance(src, Region) and src.buf.dtype is dt and src.buf is not out_buf \
                         and copy_src.buf.dtype is DType.float32 and len(src.shape) == 2 \
                         and tuple(copy_src.shape) == (src.shape[1], src.shape[0]) \
                         and not self.written_between(stmts, it, j, buf=src.buf):
                     mo.copy, mo.transpose, mo.a_region = copy, t, src
-                    mo.a_load = self.load(stmts, it, src, t, j)
+                    mo.a_load = self.load(stmts, it, src, t, j, dt)
         if mo.copy is None and isinstance(st, Region) and st.buf is not out_buf and st.buf is not mv.buf:
-            mo.s_load = self.load(stmts, j, st, c, j)
-        mo.v_load = self.load(stmts, j, mv, c, j) if isinstance(mv, Region) and mv.buf is not out_buf else None
+            mo.s_load = self.load(stmts, j, st, c, j, dt)
+        mo.v_load = self.load(stmts, j, mv, c, j, dt) if isinstance(mv, Region) and mv.buf is not out_buf else None
         if mo.copy is None and mo.s_load is None and mo.v_load is None:
             return
         self.ops[id(c)] = mo

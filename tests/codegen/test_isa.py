@@ -24,6 +24,10 @@ def test_path_for_picks_the_widest_path():
     avx512 = {"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq"}
     assert isa.path_for(avx512, "x86_64").name == "avx512"
     assert isa.path_for(avx512, "x86_64").width == 16
+    assert isa.path_for(avx512, "x86_64").bf16 == "widen"
+    assert isa.path_for(avx512 | {"avx512bf16"}, "x86_64").bf16 == "avx512bf16"
+    amx = isa.path_for(avx512 | {"avx512bf16", "amx-tile", "amx-bf16"}, "x86_64")
+    assert (amx.name, amx.bf16, amx.width) == ("amx", "amx", 16)
     assert isa.path_for({"avx2", "fma"}, "x86_64").name == "avx2"
     assert isa.path_for({"avx", "sse2"}, "x86_64").name == "generic"
     assert isa.path_for(avx512, "aarch64").name == "generic"  # NEON: LLVM's generic vectors
@@ -32,7 +36,11 @@ def test_path_for_picks_the_widest_path():
 
 def test_narrow_features_switches_off_wider_isas_only():
     feats = "+avx,+avx2,+avx512f,+avx512bw,+amx-tile,+avxvnni,+f16c,+fma,+sse2,+sse4.2,-xop"
-    assert isa.narrow_features(feats, "avx512") == feats
+    assert isa.narrow_features(feats, "amx") == feats
+    assert isa.narrow_features(feats + ",+avx512bf16", "avx512bf16") == \
+        feats.replace("+amx-tile", "-amx-tile") + ",+avx512bf16"
+    avx512 = isa.narrow_features(feats + ",+avx512bf16", "avx512").split(",")
+    assert "+avx512f" in avx512 and "-avx512bf16" in avx512 and "-amx-tile" in avx512
     avx2 = isa.narrow_features(feats, "avx2").split(",")
     assert "+avx2" in avx2 and "+fma" in avx2 and "+f16c" in avx2
     assert "-avx512f" in avx2 and "-avx512bw" in avx2 and "-amx-tile" in avx2 and "-avxvnni" in avx2
@@ -64,16 +72,21 @@ assert p.name == want, (p, want)
 assert f"|isa-{want}|" in llvm.host_cpu_key()
 asm = llvm.emit_assembly(llvm.optimize(llvm.build(gemm.gemm_module())))
 x86 = llvm.host_triple().startswith("x86_64")
-if x86 and want != "avx512":
+if p.bf16 != "widen":
+    from codegen.gemm_bf16 import gemm_bf16_module
+    basm = llvm.emit_assembly(llvm.optimize(llvm.build(gemm_bf16_module(p.bf16))))
+    assert ("tdpbf16ps" in basm) == (want == "amx") and ("vdpbf16ps" in basm) == (want == "avx512bf16")
+if x86 and want not in ("amx", "avx512bf16", "avx512"):
     assert "zmm" not in asm, "a narrower path must not use 512-bit registers"
 if x86 and want == "generic":
     assert "ymm" not in asm and "vfmadd" not in asm, "the generic path must not use AVX"
-if x86 and want == "avx512":
+if x86 and want in ("amx", "avx512bf16", "avx512"):
     assert "zmm" in asm
 print("isa-ok", want, gemm.config_for())
 """
 
 _TESTS = ["tests/codegen/test_gemm.py", "tests/codegen/test_matmul_operands.py", "tests/codegen/test_differential.py",
+          "tests/codegen/test_gemm_bf16.py",
           # how a grid is scheduled on threads is the launch path's business, not code generation's: the default
           # path's run covers it
           "--deselect", "tests/codegen/test_differential.py::test_grid_sequential_and_on_the_thread_pool"]

@@ -1,0 +1,93 @@
+"""``nc_matmul`` of two bf16 operands on the host's bf16 dot-product unit (``codegen.gemm_bf16``).
+
+When the ISA path has one (``codegen.isa.selected().bf16`` is ``"amx"`` or ``"avx512bf16"``), an
+``nc_matmul`` whose stationary and moving tiles are both bf16 is not widened to fp32: the gemm reads
+the bf16 elements (from the staged tiles, or where ``codegen.plan_matmul`` found them: HBM, the
+transpose's source) and accumulates in fp32, so the result is the fp32 sum of exact bf16 products,
+as the widened path computes (up to summation order).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from llvmlite import ir
+
+from codegen.lower_ctx import CT, I64, ci64
+from codegen.lower_types import from_compute
+from codegen.lower_vals import RegionRead, ToF32
+from trnlang.ir.nodes import Instr, Region
+from trnlang.ir.types import DType
+
+if TYPE_CHECKING:
+    from codegen.lower import KernelLowering
+
+__all__ = ["bf16_kind", "native_bf16", "bf16_view", "gemm_bf16"]
+
+
+def bf16_kind() -> str | None:
+    """The process's bf16 gemm kind (``"amx"``, ``"avx512bf16"``), or None when bf16 is widened to fp32."""
+    from codegen import isa
+
+    k = isa.selected().bf16
+    return None if k == "widen" else k
+
+
+def native_bf16(ins: Instr) -> bool:
+    """``nc_matmul`` ``ins`` runs on the bf16 gemm: both operands are bf16 tiles and the path has one."""
+    return bf16_kind() is not None and all(
+        isinstance(x, Region) and x.buf.dtype is DType.bfloat16 for x in ins.ins[:2])
+
+
+def bf16_view(L: KernelLowering, v: Any) -> Any:
+    """A bf16 ``[R, C]`` view with unit column stride holding operand ``v`` (the region itself when it is one)."""
+    cx = L.cx
+    inner = v.x if isinstance(v, ToF32) else v
+    if isinstance(inner, RegionRead) and inner.view.dtype is DType.bfloat16 and inner.view.view_strides[-1:] == [1]:
+        inner.view.prepare(cx)
+        return inner.view
+    tmp = L.temp_view(tuple(v.shape), DType.bfloat16)
+    v.prepare(cx)
+    tmp.prepare(cx)
+    with L.foreach(tuple(v.shape)) as idx:  # bf16 values through fp32 and back: exact
+        tmp.store(cx, idx, from_compute(cx, v.emit(cx, idx), CT.F32, DType.bfloat16))
+    return tmp
+
+
+def _fn(L: KernelLowering, name: str) -> ir.Function:
+    cx = L.cx
+    kind = bf16_kind()
+    assert kind is not None
+    fn = cx.helper("trn." + name)
+    if fn is None:
+        from codegen.gemm_bf16 import define_gemm_bf16
+
+        fns = define_gemm_bf16(cx.module, kind, prefix="trn.")
+        for k, f in fns.items():
+            f.linkage = "internal"
+            cx._helpers["trn." + k] = f
+        fn = fns[name]
+    return fn
+
+
+def gemm_bf16(L: KernelLowering, st: Any, mv: Any, out: Any, k_dim: int, m_dim: int, n_dim: int,
+              accumulate: bool, a_nn: bool = False) -> None:
+    """Emit ``out (+)= st.T @ mv`` (``a_nn``: ``out (+)= st @ mv``): bf16 views in, an fp32 view out (unit column
+    stride, prepared), any sizes."""
+    from codegen import isa
+
+    if isa.selected().bf16 == "amx":
+        isa.request_amx()  # granted when the path was chosen; a no-op after the first call
+    cx, b = L.cx, L.cx.b
+    ptr = ir.PointerType()
+
+    def p(v: Any) -> ir.Value:
+        return b.bitcast(v.addr(cx, [ci64(0), ci64(0)]), ptr)
+
+    def ld(v: Any) -> ir.Value:
+        s = v.view_strides[0] if len(v.view_strides) == 2 else 1
+        return s if isinstance(s, ir.Value) else ci64(s)
+
+    b.call(_fn(L, "gemm_bf16_nn" if a_nn else "gemm_bf16_tn"),
+           [p(out), ld(out), p(st), ld(st), p(mv), ld(mv), ci64(m_dim), ci64(n_dim), ci64(k_dim),
+            ir.Constant(I64, int(accumulate))])
