@@ -42,7 +42,7 @@ import torch
 import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
-from trnlang.device import lowering
+from trnlang.device import decline, lowering
 
 FLOATS = (torch.float32, torch.bfloat16, torch.float16)
 _F = 512
@@ -187,10 +187,10 @@ def _run(self: torch.Tensor, kind: str, a: float, b: float, generator: Any, x: t
          out2: torch.Tensor | None = None) -> Any:
     """Fill ``self`` (any layout) with ``kind`` draws; returns ``self`` or NotImplemented."""
     if not U.is_trn(self):
-        return NotImplemented
+        return decline("a tensor not on trn")
     keys = _keys(generator)
     if keys is None:
-        return NotImplemented
+        return decline("a generator that is not a CPU torch.Generator")
     if self.numel() == 0:
         return self
     dst = self if self.is_contiguous() else torch.empty(self.shape, dtype=self.dtype, device="trn")
@@ -208,7 +208,7 @@ def _run(self: torch.Tensor, kind: str, a: float, b: float, generator: Any, x: t
 def uniform_(self: torch.Tensor, from_: float = 0.0, to: float = 1.0, *, generator: Any = None) -> Any:
     """``self.uniform_(from, to)``: ``from + (to - from) * u``, ``u`` in ``[0, 1)`` with 24 random bits."""
     if not (math.isfinite(from_) and math.isfinite(to)) or from_ > to:
-        return NotImplemented
+        return decline("invalid from/to: torch raises")
     return _run(self, "uniform", from_, to, generator)
 
 
@@ -216,7 +216,7 @@ def uniform_(self: torch.Tensor, from_: float = 0.0, to: float = 1.0, *, generat
 def normal_(self: torch.Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Any = None) -> Any:
     """``self.normal_(mean, std)`` by Box-Muller."""
     if std < 0 or not math.isfinite(std):
-        return NotImplemented
+        return decline("invalid std: torch raises")
     return _run(self, "normal", mean, std, generator)
 
 
@@ -224,7 +224,7 @@ def normal_(self: torch.Tensor, mean: float = 0.0, std: float = 1.0, *, generato
 def exponential_(self: torch.Tensor, lambd: float = 1.0, *, generator: Any = None) -> Any:
     """``self.exponential_(lambd)``: ``-log(1 - u) / lambd``."""
     if not lambd > 0:
-        return NotImplemented
+        return decline("invalid lambd: torch raises")
     return _run(self, "exponential", lambd, 0.0, generator)
 
 
@@ -232,7 +232,7 @@ def exponential_(self: torch.Tensor, lambd: float = 1.0, *, generator: Any = Non
 def log_normal_(self: torch.Tensor, mean: float = 1.0, std: float = 2.0, *, generator: Any = None) -> Any:
     """``self.log_normal_(mean, std)``: ``exp(mean + std * z)``."""
     if not std > 0 or not math.isfinite(std):
-        return NotImplemented
+        return decline("invalid std: torch raises")
     return _run(self, "log_normal", mean, std, generator)
 
 
@@ -240,7 +240,7 @@ def log_normal_(self: torch.Tensor, mean: float = 1.0, std: float = 2.0, *, gene
 def geometric_(self: torch.Tensor, p: float, *, generator: Any = None) -> Any:
     """``self.geometric_(p)``: trials to the first success, ``ceil(log(u) / log(1 - p))``."""
     if not 0.0 < p <= 1.0:
-        return NotImplemented
+        return decline("invalid p: torch raises")
     return _run(self, "geometric", math.log1p(-p) if p < 1.0 else -math.inf, 0.0, generator)
 
 
@@ -248,7 +248,7 @@ def geometric_(self: torch.Tensor, p: float, *, generator: Any = None) -> Any:
 def cauchy_(self: torch.Tensor, median: float = 0.0, sigma: float = 1.0, *, generator: Any = None) -> Any:
     """``self.cauchy_(median, sigma)``: ``median + sigma * tan(pi * (u - 1/2))``."""
     if not sigma > 0:
-        return NotImplemented
+        return decline("invalid sigma: torch raises")
     return _run(self, "cauchy", median, sigma, generator)
 
 
@@ -259,7 +259,7 @@ _BERN_DTYPES = FLOATS + (torch.int32, torch.bool, torch.int64, torch.uint8, torc
 def bernoulli_float(self: torch.Tensor, p: float = 0.5, *, generator: Any = None) -> Any:
     """``self.bernoulli_(p)``: 1 where ``u < p`` (stored in ``self``'s dtype)."""
     if not 0.0 <= p <= 1.0:
-        return NotImplemented
+        return decline("invalid p: torch raises")
     return _run(self, "bernoulli", p, 0.0, generator)
 
 
@@ -267,11 +267,11 @@ def bernoulli_float(self: torch.Tensor, p: float = 0.5, *, generator: Any = None
 def bernoulli_tensor(self: torch.Tensor, p: torch.Tensor, *, generator: Any = None) -> Any:
     """``self.bernoulli_(p)`` with a (broadcast) probability tensor on ``trn``."""
     if not U.is_trn(p) or p.dtype not in FLOATS:
-        return NotImplemented
+        return decline("p not a floating trn tensor")
     try:
         pe = p.expand(self.shape)
     except RuntimeError:
-        return NotImplemented
+        return decline("p does not broadcast: torch raises")
     pc = pe.contiguous()
     return _run(self, "bernoulli_t", 0.0, 0.0, generator, x=pc)
 
@@ -346,20 +346,20 @@ def _random_f64(self: torch.Tensor, from_: int, span: int, generator: Any) -> An
 def random_from(self: torch.Tensor, from_: int, to: int | None = None, *, generator: Any = None) -> Any:
     """``self.random_(from, to)``: integers uniform in ``[from, to)`` (``|from|`` and the range up to 2^24)."""
     if to is None:
-        return NotImplemented
+        return decline("random_(from) without to")
     if self.dtype == torch.bool:  # draws of 0/1 made as uint8, then converted (make_tensor builds bools so)
         if not (0 <= from_ < to <= 2) or not U.is_trn(self):
-            return NotImplemented
+            return decline("bool draws outside [0, 2) or a tensor not on trn")
         tmp = torch.empty(self.shape, dtype=torch.uint8, device="trn")
         if random_from(tmp, from_, to, generator=generator) is NotImplemented:
             return NotImplemented
         return self.copy_(tmp)
     lo, hi = _INT_LIMITS[self.dtype]
     if not (lo <= from_ < to <= hi) or to - from_ > 1 << 24 or abs(from_) > 1 << 24:
-        return NotImplemented
+        return decline("range beyond the dtype or wider than 2^24")
     if self.dtype == torch.float64:
         if max(abs(from_), abs(to - 1)) >= 1 << 24 or not U.is_trn(self):
-            return NotImplemented
+            return decline("float64 draws of magnitude 2^24 or more")
         return _random_f64(self, from_, to - from_, generator)
     return _run(self, "randint", from_, to - from_, generator)
 
@@ -374,7 +374,7 @@ def random_to(self: torch.Tensor, to: int, *, generator: Any = None) -> Any:
 def native_dropout(input: torch.Tensor, p: float, train: bool | None = None) -> Any:
     """``(output, mask)``: ``mask = u >= p`` (bool), ``output = input * mask / (1 - p)`` in one kernel."""
     if not U.is_trn(input) or not 0.0 <= p <= 1.0:
-        return NotImplemented
+        return decline("input not on trn or invalid p")
     if train is False:
         return input.clone(), torch.ones(input.shape, dtype=torch.bool, device="trn")
     x = input if input.is_contiguous() else input.contiguous()
@@ -392,7 +392,7 @@ def native_dropout_backward(grad_output: torch.Tensor, mask: torch.Tensor, scale
     """``grad_output * mask * scale``."""
     if not (U.is_trn(grad_output) and U.is_trn(mask)) or mask.dtype != torch.bool \
             or grad_output.dtype not in FLOATS or mask.shape != grad_output.shape:
-        return NotImplemented
+        return decline("mask or grad of another dtype, shape or device")
     g = grad_output if grad_output.is_contiguous() else grad_output.contiguous()
     mk = mask if mask.is_contiguous() else mask.contiguous()
     out = torch.empty(g.shape, dtype=g.dtype, device="trn")
@@ -408,18 +408,18 @@ def _normal_tensor(mean: Any, std: Any, generator: Any, out: torch.Tensor | None
     """``mean + std * z`` with tensor mean and/or std: standard normals, then the pointwise kernels."""
     ts = [t for t in (mean, std) if isinstance(t, torch.Tensor)]
     if not all(U.is_trn(t) and t.dtype in FLOATS for t in ts):
-        return NotImplemented
+        return decline("mean/std not floating trn tensors")
     if isinstance(std, torch.Tensor):
         if std.numel() and float(std.amin()) < 0:
-            return NotImplemented  # the CPU raises torch's error
+            return decline("negative std: torch raises")
     elif std < 0:
-        return NotImplemented
+        return decline("negative std: torch raises")
     shape = torch.broadcast_shapes(*[t.shape for t in ts])
     dtype = mean.dtype if isinstance(mean, torch.Tensor) else std.dtype
     if out is None:
         out = torch.empty(shape, dtype=dtype, device="trn")
     elif not (U.is_trn(out) and out.dtype == dtype and tuple(out.shape) == tuple(shape)):
-        return NotImplemented
+        return decline("out= of another device, dtype or shape")
     if _run(out, "normal", 0.0, 1.0, generator) is NotImplemented:
         return NotImplemented
     if out.numel():
@@ -455,7 +455,7 @@ def randperm_out(n: int, *, generator: Any = None, out: torch.Tensor) -> Any:
     from stdlib_kernels import movement, sort
 
     if not U.is_trn(out) or out.dtype != torch.int64 or not 0 <= n <= sort.MAX_SORT:
-        return NotImplemented
+        return decline("more elements than the sort kernel takes, or out= not int64 on trn")
     if tuple(out.shape) != (n,):
         out.resize_((n,))
     if n == 0:
@@ -478,10 +478,10 @@ def _rrelu(self: Any, noise: Any, lower: Any, upper: Any, training: bool, genera
     if not (U.is_trn(self) and U.is_trn(noise)) or self.dtype not in FLOATS or noise.dtype != self.dtype \
             or not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)) \
             or tuple(noise.shape) != tuple(self.shape):
-        return NotImplemented  # the CPU raises torch's errors (shape mismatch, ...)
+        return decline("invalid arguments: torch raises")
     lo, hi = float(lo), float(hi)
     if out is not None and (not U.is_trn(out) or out.dtype != self.dtype):
-        return NotImplemented
+        return decline("out= of another device or dtype")
     if not training:
         slope = (lo + hi) / 2
         if out is None:
@@ -489,7 +489,7 @@ def _rrelu(self: Any, noise: Any, lower: Any, upper: Any, training: bool, genera
         return torch.ops.aten.leaky_relu.out(self, slope, out=out)
     if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi) or not noise.is_contiguous() \
             or U.overlaps(noise, self) or (out is not None and U.overlaps(noise, out)):
-        return NotImplemented
+        return decline("non-finite bounds, non-contiguous noise or overlapping tensors")
     if out is None:
         out = torch.empty(self.shape, dtype=self.dtype, device="trn")
     elif tuple(out.shape) != tuple(self.shape):
@@ -569,15 +569,15 @@ def _multinomial(self: Any, n: int, replacement: bool, generator: Any, out: torc
     ``topk(p / q)``, ``q ~ Exp(1)`` (native exponential_, div, argmax/topk); with replacement inverse-CDF
     draws (native cumsum, then :func:`multinomial_rep`). Invalid arguments are declined (torch raises)."""
     if not U.is_trn(self) or self.dtype not in FLOATS or self.dim() not in (1, 2) or not isinstance(n, int):
-        return NotImplemented
+        return decline("probabilities not a 1-D/2-D floating trn tensor")
     c = self.shape[-1]
     if n <= 0 or c == 0 or (not replacement and n > c) or c > 1 << 24:
-        return NotImplemented
+        return decline("invalid sample count or more than 2^24 categories")
     if out is not None and (not U.is_trn(out) or out.dtype != torch.int64):
-        return NotImplemented
+        return decline("out= not int64 on trn")
     if self.numel() and not bool(((self.amin() >= 0) & (self.amax() < math.inf)
                                   & (self.sum(-1) > 0).all()).item()):
-        return NotImplemented  # negative / inf / NaN entries or a zero row: torch's error
+        return decline("negative, inf or NaN probabilities or a zero row: torch raises")
     shape = (*self.shape[:-1], n)
     if out is None:
         out = torch.empty(shape, dtype=torch.int64, device="trn")

@@ -37,7 +37,8 @@ from trnlang.sim.profile import Profile
 
 def __getattr__(name: str) -> object:
     """The device layer's public names, imported on first use (``import trnlang`` stays light)."""
-    if name in ("lowering", "fallback_stats", "reset_fallback_stats", "register_decomposition"):
+    if name in ("lowering", "decline", "fallback_stats", "fallback_reasons", "reset_fallback_stats",
+                "register_decomposition"):
         import trnlang.device as _device
 
         return getattr(_device, name)
@@ -47,6 +48,6 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "__version__", "kernel", "KernelFn", "TrnError", "TraceError", "ShapeError", "DTypeError", "BoundsError",
     "SbufOverflowError", "VerifyError", "LaunchError", "LoweringError", "CompileError", "Profile", "autotune",
-    "Config", "compile_stats", "reset_compile_stats", "lowering", "fallback_stats", "reset_fallback_stats",
-    "register_decomposition",
+    "Config", "compile_stats", "reset_compile_stats", "lowering", "decline", "fallback_stats", "fallback_reasons",
+    "reset_fallback_stats", "register_decomposition",
 ]

@@ -27,8 +27,10 @@ lowering:
    are made dense first with ``expand(...).contiguous()`` (a view and a native
    copy kernel). Calls the lowering does not handle (other dtypes, a Python
    number as ``other``) fall back: dtypes outside ``dtypes=`` automatically,
-   the rest by returning ``NotImplemented``, which sends that one call through
-   the CPU fallback.
+   the rest by returning ``trn.decline("why")``, which sends that one call
+   through the CPU fallback and records the reason: it shows in the fallback
+   warning, in the ``TRN_FALLBACK=error`` message, in
+   ``trn.fallback_reasons()`` and in ``trn coverage``'s report.
 4. Check: no fallback is counted any more, the result matches the CPU, and the
    registry entry (what ``trn coverage`` reads, ``trnlang.device.registry_table()``)
    says ``kind: kernel`` with the source location of our function.
@@ -80,12 +82,12 @@ def register_logaddexp_lowering() -> None:
     def logaddexp(self, other, *, out=None):
         """``aten::logaddexp`` on ``trn`` (and, routed, ``logaddexp.out``) for float32 tensors."""
         if not isinstance(other, torch.Tensor) or other.device != self.device:
-            return NotImplemented  # -> this call runs through the CPU fallback
+            return trn.decline("other is not a trn tensor")  # -> this call runs on the CPU
         shape = torch.broadcast_shapes(self.shape, other.shape)
         if out is None:
             out = torch.empty(shape, dtype=self.dtype, device=self.device)
         elif out.shape != shape or out.dtype != self.dtype or not out.is_contiguous():
-            return NotImplemented
+            return trn.decline("out= of another shape, dtype or layout")
         if out.numel() == 0:
             return out
         # broadcast and make dense: expand is a view, contiguous() a native copy kernel on trn
@@ -140,6 +142,11 @@ def main() -> None:
     h = torch.logaddexp(at.bfloat16(), bt.bfloat16()).cpu()
     torch.testing.assert_close(h, torch.logaddexp(a.bfloat16(), b.bfloat16()))
     print("a bfloat16 call (not in dtypes) runs through the fallback -> fallback_stats() =", trn.fallback_stats())
+    # a call the lowering declines says why: here a Python number as `other`
+    torch.testing.assert_close(torch.logaddexp(at, torch.tensor(2.0)).cpu(), torch.logaddexp(a, torch.tensor(2.0)))
+    why = trn.fallback_reasons().get("aten::logaddexp", {})
+    print("why those calls left the device -> fallback_reasons() =", why)
+    assert why.get("other is not a trn tensor") == 1 and why.get("dtype bfloat16 not among the lowering's dtypes") == 1
 
     # what `trn coverage` reads: the registry as data
     table = td.registry_table()

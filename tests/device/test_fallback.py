@@ -146,3 +146,60 @@ def test_ops_with_a_torch_decomposition_run_it_on_trn():
     before = td.fallback_stats().get("aten::logaddexp.out", 0)
     torch.logaddexp(x, x)
     assert td.fallback_stats().get("aten::logaddexp.out", 0) == before + 1
+
+
+DECLINE = """
+import warnings, torch, trnlang, trnlang.device as td
+lib = torch.library.Library("trndecl", "DEF")
+lib.define("halve(Tensor x) -> Tensor")
+lib.impl("halve", lambda x: x / 2, "CPU")
+
+@td.lowering("trndecl::halve", dtypes=(torch.float32, torch.float16))
+def halve(x):
+    if x.numel() > 4:
+        return trnlang.decline("more than 4 elements")
+    if x.dtype == torch.float16:
+        return NotImplemented
+    return x * 0.5
+
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    small, big = torch.ones(3, device="trn"), torch.ones(6, device="trn")
+    for _ in range(2):
+        torch.ops.trndecl.halve(small), torch.ops.trndecl.halve(big)
+    torch.ops.trndecl.halve(torch.ones(2, device="trn", dtype=torch.float16))
+    out = torch.ops.trndecl.halve(torch.ones(2, device="trn", dtype=torch.int64))
+print(out.cpu().tolist())
+print(sorted(td.fallback_reasons()["trndecl::halve"].items()))
+print(str(w[0].message))
+"""
+
+
+def test_a_declining_lowering_says_why():
+    """``trn.decline(reason)``: the CPU runs the call, and the reason is counted, warned and raised."""
+    r = run_py(DECLINE, env={"TRN_FALLBACK": "warn"})
+    assert r.returncode == 0, r.stderr
+    out, reasons, warning = r.stdout.strip().splitlines()
+    assert out == "[0.5, 0.5]"  # the int64 call ran the CPU kernel (x / 2), not the lowering
+    assert reasons == str(sorted({"more than 4 elements": 2, "declined (no reason given)": 1,
+                                  "dtype int64 not among the lowering's dtypes": 1}.items()))
+    assert "trndecl::halve was declined by its trn lowering (more than 4 elements)" in warning
+    strict = run_py(DECLINE.replace("with warnings", "try:\n    torch.ops.trndecl.halve(torch.ones(9, device='trn'))\n"
+                                    "except td.FallbackError as e:\n    print(e); raise SystemExit(0)\nwith warnings"),
+                    env={"TRN_FALLBACK": "error"})
+    assert strict.returncode == 0, strict.stderr
+    assert "declined by its trn lowering (more than 4 elements) and TRN_FALLBACK=error" in strict.stdout
+
+
+def test_coverage_reports_decline_reasons():
+    from trnlang.device import coverage
+
+    before = {"aten::a": {"no trn lowering": 1}}
+    after = {"aten::a": {"no trn lowering": 1, "int64 beyond 2^31": 2}, "aten::b": {"no trn lowering": 1}}
+    assert coverage._reason_diff(before, after) == {"aten::a": {"int64 beyond 2^31"},
+                                                    "aten::b": {"no trn lowering"}}
+    det = {"status": "fallback_pass", "reason": "", "error": "", "fallback_ops": ["aten::a", "aten::b"],
+           "fallback_reasons": {"aten::a": ["int64 beyond 2^31"], "aten::b": ["no trn lowering"]}}
+    report = {"ops": {"x": {"float32": det}, "y": {"float32": dict(det, fallback_ops=["aten::a"])}}}
+    assert coverage._reason_counts(report, "float32")[0] == (("aten::a", "int64 beyond 2^31"), 2)
+    assert coverage._fallback_note(det) == "`aten::a` (int64 beyond 2^31), `aten::b`"

@@ -30,7 +30,8 @@ import warnings
 from typing import Any
 
 __all__ = ["register", "is_registered", "lowering", "register_decomposition", "REGISTRY", "registry_table",
-           "fallback_stats", "reset_fallback_stats", "FallbackError", "FallbackWarning"]
+           "fallback_stats", "fallback_reasons", "reset_fallback_stats", "decline", "FallbackError",
+           "FallbackWarning"]
 
 _LAZY = {
     "lowering": ("trnlang.device.registry", "lowering"),
@@ -38,6 +39,8 @@ _LAZY = {
     "REGISTRY": ("trnlang.device.registry", "REGISTRY"),
     "registry_table": ("trnlang.device.registry", "registry_table"),
     "fallback_stats": ("trnlang.device.fallback", "fallback_stats"),
+    "fallback_reasons": ("trnlang.device.fallback", "fallback_reasons"),
+    "decline": ("trnlang.device.fallback", "decline"),
     "reset_fallback_stats": ("trnlang.device.fallback", "reset_fallback_stats"),
     "FallbackError": ("trnlang.device.fallback", "FallbackError"),
     "FallbackWarning": ("trnlang.device.fallback", "FallbackWarning"),

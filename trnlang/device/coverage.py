@@ -72,6 +72,7 @@ class _Result:
     compared: int = 0
     failed: int = 0
     fallbacks: set[str] = field(default_factory=set)
+    reasons: dict[str, set[str]] = field(default_factory=dict)  # fallback op -> why it left the device
     decomposed: set[str] = field(default_factory=set)
     error: str = ""
     seconds: float = 0.0
@@ -79,6 +80,7 @@ class _Result:
     def as_dict(self) -> dict[str, Any]:
         return {"status": self.status, "reason": self.reason, "samples_compared": self.compared,
                 "samples_failed": self.failed, "fallback_ops": sorted(self.fallbacks),
+                "fallback_reasons": {k: sorted(v) for k, v in sorted(self.reasons.items())},
                 "decomposed_ops": sorted(self.decomposed), "error": self.error,
                 "seconds": round(self.seconds, 3)}
 
@@ -212,7 +214,7 @@ def _grad_inputs(sample_args: Any) -> list[torch.Tensor]:
     return [t for t in _flatten(sample_args, []) if isinstance(t, torch.Tensor) and t.requires_grad]
 
 
-def _run_sample(op: Any, sample: Any, dtype: torch.dtype, backward: bool) -> tuple[str, set[str], str]:
+def _run_sample(op: Any, sample: Any, dtype: torch.dtype, backward: bool) -> tuple[str, dict[str, set[str]], str]:
     """Compare one sample: ('pass'|'fail'|'skip', fallback op names, message)."""
     from trnlang.device import fallback
 
@@ -223,14 +225,14 @@ def _run_sample(op: Any, sample: Any, dtype: torch.dtype, backward: bool) -> tup
     try:
         t_args = _to_trn((sample.input, sample.args, sample.kwargs), memo)
     except _Skip as e:
-        return "skip", set(), str(e)
+        return "skip", {}, str(e)
     c_args = (sample.input, sample.args, sample.kwargs)
     torch.manual_seed(_SEED)
     try:
         expected = op(c_args[0], *c_args[1], **c_args[2])
     except Exception as e:  # the CPU rejects the sample: nothing to compare
-        return "skip", set(), f"CPU raised {type(e).__name__}"
-    before = fallback.fallback_stats()
+        return "skip", {}, f"CPU raised {type(e).__name__}"
+    before = fallback.fallback_reasons()
     torch.manual_seed(_SEED)
     # random ops draw from the device's own generator (its stream is not the CPU's): compare metadata
     # only; so do samples of other ops that ask for dropout (scaled_dot_product_attention's dropout_p)
@@ -250,10 +252,11 @@ def _run_sample(op: Any, sample: Any, dtype: torch.dtype, backward: bool) -> tup
         if backward and not meta_only:
             _compare_backward(op, sample, c_args, t_args, expected, actual, dtype)
     except _Skip as e:
-        return "skip", set(), str(e)
+        return "skip", {}, str(e)
     except Exception as e:
-        return "fail", _diff(before, fallback.fallback_stats()), f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
-    return "pass", _diff(before, fallback.fallback_stats()), ""
+        return "fail", _reason_diff(before, fallback.fallback_reasons()), \
+            f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+    return "pass", _reason_diff(before, fallback.fallback_reasons()), ""
 
 
 def _compare_backward(op: Any, sample: Any, c_args: Any, t_args: Any, expected: Any, actual: Any,
@@ -288,6 +291,17 @@ def _diff(before: dict[str, int], after: dict[str, int]) -> set[str]:
     return {k for k, v in after.items() if v > before.get(k, 0)}
 
 
+def _reason_diff(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]) -> dict[str, set[str]]:
+    """The ops that fell back between two :func:`fallback.fallback_reasons` snapshots, with their reasons."""
+    out: dict[str, set[str]] = {}
+    for name, why in after.items():
+        old = before.get(name, {})
+        new = {r for r, n in why.items() if n > old.get(r, 0)}
+        if new:
+            out[name] = new
+    return out
+
+
 def _run_op(op: Any, dtype: torch.dtype, backward: bool, max_samples: int | None) -> _Result:
     res = _Result(op_names(op))
     t0 = time.perf_counter()
@@ -315,7 +329,9 @@ def _run_op(op: Any, dtype: torch.dtype, backward: bool, max_samples: int | None
                 reasons.add(msg)
                 continue
             res.compared += 1
-            res.fallbacks |= fb
+            res.fallbacks |= set(fb)
+            for k, v in fb.items():
+                res.reasons.setdefault(k, set()).update(v)
             if status == "fail":
                 res.failed += 1
                 res.error = res.error or msg
@@ -484,6 +500,12 @@ def summary_table(report: dict[str, Any]) -> str:
         lines.append(f"skipped ({keys[0]}), by reason:")
         for reason, n in sorted(skipped.items(), key=lambda kv: -kv[1])[:12]:
             lines.append(f"  {n:>4}  {reason}")
+    declines = _reason_counts(report, keys[0])
+    if declines:
+        lines.append("")
+        lines.append(f"CPU fallbacks ({keys[0]}), by op and reason (OpInfos affected):")
+        for (op, why), n in declines[:15]:
+            lines.append(f"  {n:>4}  {op}: {why}")
     fails = [(n, d[keys[0]]["error"]) for n, d in report["ops"].items() if d[keys[0]]["status"] == "fail"]
     if fails:
         lines.append("")
@@ -491,6 +513,30 @@ def summary_table(report: dict[str, Any]) -> str:
         for n, err in fails:
             lines.append(f"  {n}: {err}")
     return "\n".join(lines)
+
+
+def _reason_counts(report: dict[str, Any], key: str) -> list[tuple[tuple[str, str], int]]:
+    """(ATen op, reason) -> number of OpInfos whose ``key`` run fell back that way, most frequent first."""
+    counts: dict[tuple[str, str], int] = {}
+    for d in report["ops"].values():
+        for op, whys in d[key].get("fallback_reasons", {}).items():
+            for why in whys:
+                counts[(op, why)] = counts.get((op, why), 0) + 1
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def _fallback_note(det: dict[str, Any]) -> str:
+    """The OpInfo table's note: the fallback ops, each with its reason unless it simply has no lowering."""
+    reasons = det.get("fallback_reasons", {})
+
+    def one(f: str) -> str:
+        why = [r for r in reasons.get(f, []) if r != "no trn lowering"]
+        return f"`{f}`" + (f" ({'; '.join(why)})" if why else "")
+
+    note = ", ".join(one(f) for f in det["fallback_ops"][:6])
+    if len(det["fallback_ops"]) > 6:
+        note += f" (+{len(det['fallback_ops']) - 6})"
+    return note
 
 
 def markdown_report(report: dict[str, Any]) -> str:
@@ -526,15 +572,20 @@ def markdown_report(report: dict[str, Any]) -> str:
         dts = ", ".join(ent["dtypes"]) if ent["dtypes"] else "all"
         src = ent["source"] + (f" (via {ent['routed_from']})" if ent.get("routed_from") else "")
         out.append(f"| `{name}` | {ent['kind']} | {dts} | {src} |")
+    declines = [(k, n) for k, n in _reason_counts(report, keys[0]) if k[1] != "no trn lowering"]
+    if declines:
+        out += ["", f"## Why lowerings declined ({keys[0]})", "",
+                "Calls that reached a `trn` lowering and were sent to the CPU by it (`trn.decline(reason)`, a",
+                "dtype outside its `dtypes`, or a bare `NotImplemented`), with the number of OpInfos affected.", "",
+                "| ATen op | reason | OpInfos |", "|---|---|---:|"]
+        out += [f"| `{op}` | {why.replace('|', '/')} | {n} |" for (op, why), n in declines]
     out += ["", "## OpInfo results", "", "| OpInfo | " + " | ".join(keys) + " | CPU-fallback ATen ops / note |",
             "|---|" + "---|" * len(keys) + "---|"]
     for name, det in sorted(report["ops"].items()):
         first = det[keys[0]]
-        note = ", ".join(f"`{f}`" for f in first["fallback_ops"][:6])
+        note = _fallback_note(first)
         if first.get("decomposed_ops") and not first["fallback_ops"]:
             note = "decomposed: " + ", ".join(f"`{f}`" for f in first["decomposed_ops"][:4])
-        if len(first["fallback_ops"]) > 6:
-            note += f" (+{len(first['fallback_ops']) - 6})"
         if first["status"] == "skipped":
             note = first["reason"]
         elif first["status"] == "fail":

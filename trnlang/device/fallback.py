@@ -34,14 +34,55 @@ from trnlang.frontend.errors import TrnError
 if TYPE_CHECKING:
     from types import FrameType
 
-__all__ = ["FallbackError", "FallbackWarning", "fallback_stats", "reset_fallback_stats", "run_on_cpu",
-           "op_name", "check_devices", "policy"]
+__all__ = ["FallbackError", "FallbackWarning", "fallback_stats", "fallback_reasons", "reset_fallback_stats",
+           "run_on_cpu", "op_name", "check_devices", "policy", "decline", "take_decline_reason",
+           "clear_decline_reason", "NO_LOWERING", "NO_REASON"]
 
 _POLICIES = ("warn", "error", "silent")
 _lock = threading.Lock()
 _counts: Counter[str] = Counter()
+_reasons: Counter[tuple[str, str]] = Counter()  # (op name, why it ran on the CPU) -> calls
 _warned: set[str] = set()
 _tls = threading.local()
+
+#: The reason recorded for a call that reached the CPU fallback without a lowering (none is registered).
+NO_LOWERING = "no trn lowering"
+#: The reason recorded when a lowering returned a bare ``NotImplemented`` (no :func:`decline` reason).
+NO_REASON = "declined (no reason given)"
+
+
+def decline(reason: str) -> Any:
+    """Decline the current call from inside a lowering: the CPU fallback runs it, and ``reason`` is reported.
+
+    Return its result from the lowering (it is ``NotImplemented``). The reason appears in the fallback warning,
+    in the ``TRN_FALLBACK=error`` message, in :func:`fallback_reasons` and in ``trn coverage``'s report, so a
+    user (or contributor) sees *why* an op left the device, not only that it did.
+
+    Example:
+        >>> import torch
+        >>> from trnlang.device import decline, lowering
+        >>> @lowering("aten::relu", dtypes=(torch.float32,))   # doctest: +SKIP
+        ... def relu(x):
+        ...     if x.numel() > 2**31:
+        ...         return decline("more than 2^31 elements")
+        ...     ...
+    """
+    _tls.declined = reason
+    return NotImplemented
+
+
+def take_decline_reason() -> str:
+    """The reason the last :func:`decline` of this thread gave (cleared by the call), else :data:`NO_REASON`."""
+    r = getattr(_tls, "declined", None)
+    if r is None:
+        return NO_REASON
+    _tls.declined = None
+    return str(r)
+
+
+def clear_decline_reason() -> None:
+    """Forget a recorded decline reason (a caller that handles the declined call another way)."""
+    _tls.declined = None
 
 
 class FallbackError(TrnError, NotImplementedError):
@@ -99,10 +140,29 @@ def fallback_stats() -> dict[str, int]:
         return dict(_counts)
 
 
+def fallback_reasons() -> dict[str, dict[str, int]]:
+    """Why ops ran through the CPU fallback in this process: op name -> {reason: calls}.
+
+    Reasons are :data:`NO_LOWERING`, a dtype outside the lowering's dtypes, the string a lowering gave to
+    :func:`decline`, or :data:`NO_REASON` for a bare ``NotImplemented``.
+
+    Example:
+        >>> from trnlang.device import fallback
+        >>> isinstance(fallback.fallback_reasons(), dict)
+        True
+    """
+    out: dict[str, dict[str, int]] = {}
+    with _lock:
+        for (name, why), n in _reasons.items():
+            out.setdefault(name, {})[why] = n
+    return out
+
+
 def reset_fallback_stats() -> None:
     """Clear the counters (warnings already given are not repeated)."""
     with _lock:
         _counts.clear()
+        _reasons.clear()
 
 
 def total_fallbacks() -> int:
@@ -111,19 +171,25 @@ def total_fallbacks() -> int:
         return sum(_counts.values())
 
 
-def note(name: str) -> None:
-    """Apply the policy to one fallback of ``name`` (raise, warn once, or nothing) and count it."""
+def _why(name: str, reason: str) -> str:
+    return f"{name} has no trn lowering" if reason == NO_LOWERING else f"{name} was declined by its trn lowering " \
+        f"({reason})"
+
+
+def note(name: str, reason: str = NO_LOWERING) -> None:
+    """Apply the policy to one fallback of ``name`` (raise, warn once, or nothing) and count it with ``reason``."""
     p = policy()
     if p == "error":
-        raise FallbackError(f"{name} has no trn lowering and TRN_FALLBACK=error forbids the CPU fallback "
+        raise FallbackError(f"{_why(name, reason)} and TRN_FALLBACK=error forbids the CPU fallback "
                             "(register one with @trn.lowering, or set TRN_FALLBACK=warn|silent)")
     with _lock:
         _counts[name] += 1
+        _reasons[(name, reason)] += 1
         first = name not in _warned
         if first:
             _warned.add(name)
     if first and p == "warn":
-        warnings.warn(f"trn: {name} has no trn lowering; running it on the CPU (zero-copy views of device "
+        warnings.warn(f"trn: {_why(name, reason)}; running it on the CPU (zero-copy views of device "
                       "memory). Set TRN_FALLBACK=silent to hide this, =error to forbid it.", FallbackWarning,
                       stacklevel=_user_stacklevel())
 
@@ -297,7 +363,7 @@ def _generator() -> torch.Generator:
 
 
 def run_on_cpu(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, cpu_op: Callable[..., Any] | None = None,
-               name: str | None = None, count: bool = True) -> Any:
+               name: str | None = None, count: bool = True, reason: str = NO_LOWERING) -> Any:
     """Run ``op`` (or ``cpu_op``) on CPU views of the ``trn`` arguments; results come back on ``trn``.
 
     Args:
@@ -307,9 +373,10 @@ def run_on_cpu(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, cpu_op
         cpu_op: what to run on the CPU instead of ``op`` (for ops routed to a different CPU op).
         name: op name for the policy and the counters (default: ``op``'s name).
         count: apply the fallback policy and count this call (False for plumbing that is native).
+        reason: why the call runs on the CPU (:func:`fallback_reasons`).
     """
     if count:
-        note(name or _info(op).name)
+        note(name or _info(op).name, reason)
     check_devices(op, args, kwargs)
     conv = _Converter()
     cargs = [conv.to_cpu(a) for a in args]

@@ -46,7 +46,7 @@ from typing import Any, Callable
 import torch
 
 from trnlang import config as _config
-from trnlang.device import memory
+from trnlang.device import fallback, memory
 from trnlang.frontend.errors import LaunchError
 from trnlang.runtime import codecache
 from trnlang.runtime.launch import PLANS, Launch, PointerCall
@@ -249,6 +249,7 @@ def fast_function(lower: Callable[..., Any], nops: int, key: Callable[..., Any])
             stop_capture()
         if r is NotImplemented:
             lanes[k] = False
+            fallback.clear_decline_reason()  # the slow path calls the lowering again and records its own
             return None
         lanes[k] = make_lane(rec, args, r) or False
         return r

@@ -100,19 +100,23 @@ def _source(fn: Callable[..., Any]) -> str:
     return f"{f}:{line}"
 
 
+def _first_dtype_outside(ok: tuple[torch.dtype, ...], args: tuple[Any, ...],
+                         kwargs: dict[str, Any]) -> torch.dtype | None:
+    """The dtype of the first tensor argument (positional, in a list, or keyword) not in ``ok``, else None."""
+    for a in (*args, *kwargs.values()):
+        for x in (a if isinstance(a, (list, tuple)) else (a,)):
+            if isinstance(x, torch.Tensor) and x.dtype not in ok:
+                return x.dtype
+    return None
+
+
 def _dtypes_in(ok: tuple[torch.dtype, ...], args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Whether every tensor argument (positional, in a list, or keyword) has a dtype in ``ok``."""
-    for a in args:
-        if isinstance(a, torch.Tensor) and a.dtype not in ok:
-            return False
-        if isinstance(a, (list, tuple)):
-            for x in a:
-                if isinstance(x, torch.Tensor) and x.dtype not in ok:
-                    return False
-    for a in kwargs.values():
-        if isinstance(a, torch.Tensor) and a.dtype not in ok:
-            return False
-    return True
+    return _first_dtype_outside(ok, args, kwargs) is None
+
+
+def _dtype_reason(dtype: torch.dtype | None) -> str:
+    return f"dtype {str(dtype).replace('torch.', '')} not among the lowering's dtypes"
 
 
 #: Reductions over one ``int`` dim whose CPU kernels check it like a dim list (range, at most 64 dims).
@@ -217,18 +221,19 @@ def _kernel_for(op: Any, name: str) -> Callable[..., Any]:
             for a in args:
                 if isinstance(a, torch.Tensor):
                     if ok is not None and a.dtype not in ok:
-                        return fallback.run_on_cpu(op, args, kwargs, name=name)
+                        return fallback.run_on_cpu(op, args, kwargs, name=name, reason=_dtype_reason(a.dtype))
                     if a.is_cpu and a.dim() != 0:
                         simple = False
                 elif isinstance(a, (list, tuple)):
                     simple = False
         if not simple and _needs_cpu(ent, op, args, kwargs):
-            return fallback.run_on_cpu(op, args, kwargs, name=name)
+            return fallback.run_on_cpu(op, args, kwargs, name=name, reason=_dtype_reason(
+                _first_dtype_outside(ent.dtypes or (), args, kwargs)))
         if ent.dim_arg is not None:
             _check_dim_arg(ent.dim_arg, args, kwargs)
         r = ent.fn(*args, **kwargs)
         if r is NotImplemented:
-            return fallback.run_on_cpu(op, args, kwargs, name=name)
+            return fallback.run_on_cpu(op, args, kwargs, name=name, reason=fallback.take_decline_reason())
         return r
 
     trn_kernel.__name__ = f"trn_{name.replace('::', '_').replace('.', '_')}"

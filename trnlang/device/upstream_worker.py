@@ -141,9 +141,9 @@ def _count_fallbacks(sink: Counter[str]) -> None:
 
     orig = fallback.note
 
-    def note(name: str) -> None:
+    def note(name: str, reason: str = fallback.NO_LOWERING) -> None:
         sink[name] += 1
-        orig(name)
+        orig(name, reason)
 
     fallback.note = note
 
