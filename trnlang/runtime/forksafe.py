@@ -52,6 +52,7 @@ MODULE_STATE: list[tuple[str, str, Callable[[], Any]]] = [
     ("codegen.llvm", "_tm_lock", threading.Lock),
     ("codegen.llvm", "_live_lock", threading.Lock),
     ("codegen.gemm", "_default_lock", threading.Lock),
+    ("codegen.gemm_bf16", "_default_lock", threading.Lock),  # the bf16 gemm library
     ("trnlang.device.fallback", "_lock", threading.Lock),
     ("trnlang.device.backend", "_lock", threading.RLock),
     ("trnlang.distributed", "_lock", threading.Lock),
