@@ -18,7 +18,6 @@ from typing import Any
 
 import torch
 
-import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels import tiling as T
@@ -57,7 +56,7 @@ def _tile(x: Any) -> tuple[int, int, bool]:
     return T.row_bucket(r), T.free_bucket(c, CHUNK), c <= CHUNK
 
 
-@trn.kernel(dynamic=True)
+@T.polymorphic
 def softmax_fwd(x, out, log, tile):
     """Softmax (``log``: log-softmax) of ``x [(A,) R, C]`` along C (fp32 on chip); ``tile``: see :func:`_tiling`."""
     a, r_dim, c_dim, p, f, rr, one_pass = _tiling(x, tile)
@@ -95,7 +94,7 @@ def softmax_fwd(x, out, log, tile):
                     tl.store(_at(out, b, rows, cols), (t - s) if log else tl.exp(t - mx) / s, mask=m)
 
 
-@trn.kernel(dynamic=True)
+@T.polymorphic
 def softmax_bwd(g, y, out, log, tile):
     """``out = y * (g - sum(g * y))`` along C: the gradient of softmax given its output ``y``.
 

@@ -39,7 +39,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
+import trnlang as trn
 import trnlang.language as tl
+from trnlang.runtime.specialize import STDLIB_EXACT_MIN_BYTES
 
 #: Partitions of one row tile (``tl.tile_size.pmax``).
 PMAX = 128
@@ -83,6 +85,22 @@ def col_chunks(d: int, f: int, mask: Any = None, loop: Loop = tl.affine_range) -
 # symbol of the compiled code, so it cannot pick a tile shape. The host picks one instead, a *bucket* of the size
 # (a compile-time argument of the launch: one variant per bucket), and the kernel masks the bucket's tail.
 # Sizes that are compile-time ints (0, 1, big tensors) keep the exact tiles they always had.
+
+
+def polymorphic(fn: Callable[..., Any]) -> Any:
+    """``@trn.kernel(dynamic=True)`` for a standard-library kernel: sizes are runtime values, except those of
+    tensors of ``STDLIB_EXACT_MIN_BYTES`` or more, keyed exactly (their launches run long enough to pay a compile
+    per size, and exact sizes run them faster; see ``trnlang/runtime/specialize.py``).
+
+    >>> @polymorphic
+    ... def inc(x, out):
+    ...     tl.store(out[0:2, 0:3], tl.load(x[0:2, 0:3]) + 1.0)
+    >>> inc.dynamic, inc.exact_min_bytes == STDLIB_EXACT_MIN_BYTES
+    (True, True)
+    """
+    k = trn.kernel(dynamic=True)(fn)
+    k.exact_min_bytes = STDLIB_EXACT_MIN_BYTES
+    return k
 
 
 def row_bucket(n: int, p: int = PMAX) -> int:

@@ -339,7 +339,8 @@ class KernelFn:
         self._bind(args)
         while True:
             prepared = [argconv.describe(a, name, self.loc) for a, name in zip(args, self._sig.parameters)]
-            sizes = Sizes(self._static_dims) if self.dynamic and not static else None
+            sizes = (Sizes(self._static_dims, getattr(self, "exact_min_bytes", None))  # stdlib: tiling.polymorphic
+                     if self.dynamic and not static else None)
             if sizes is not None:
                 sizes.apply(prepared)
             key = (tuple(p.key for p in prepared), grid, self._target(), self._use_interpreter(), self.debug)

@@ -13,8 +13,8 @@ layout: C-contiguous or not, and       compile-time strides vectorise
 which strides are 0 or 1 (JIT)
 sizes 0 and 1                          ``n == 1`` in Python stays exact; broadcast
 every size of a tensor of 16 MiB or    such a launch runs for milliseconds: exact
-more (``EXACT_MIN_BYTES``)             sizes fold masks and trip counts (measured
-                                       1.4-1.8x faster) and pick streaming stores
+more (``EXACT_MIN_BYTES``; 1 MiB for   sizes fold masks and trip counts (measured
+the stdlib: STDLIB_EXACT_MIN_BYTES)    1.4-1.8x faster) and pick streaming stores
 which sizes are equal (same dim        equal sizes share one symbol, so bounds
 position across arguments)             proofs relate ``x`` and ``out``
 sizes the kernel needs as constants    tile shapes (``tl.arange(d)``), Python
@@ -63,6 +63,13 @@ from trnlang.ir.nodes import HbmTensor, size_sym
 #: 17.5 -> 12.4 ms). A divisibility class (sizes that are multiples of the tile) would recover most of that
 #: for runtime sizes too; it is not built yet.
 EXACT_MIN_BYTES = 16 << 20
+#: The standard library's shape-polymorphic kernels key tensors of at least this many bytes on exact sizes
+#: (``KernelFn.exact_min_bytes``, set by ``stdlib_kernels.tiling.polymorphic``). Their launches are split into
+#: per-thread pieces of a few MiB, and with runtime sizes those ran 1.3-2.5x slower (bench_stdlib, 4096x1024
+#: fp32: elementwise add 1.29x -> 0.45x of torch, gelu 0.87x -> 0.23x, row sums 1.75x -> 1.38x); a 1 MiB launch
+#: runs long enough (~0.1 ms) that a compile per size is the smaller cost. Smaller tensors (decode steps, small
+#: batches) keep runtime sizes.
+STDLIB_EXACT_MIN_BYTES = 1 << 20
 
 
 class Sizes:
