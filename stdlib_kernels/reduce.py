@@ -25,10 +25,10 @@ from typing import Any, Sequence
 
 import torch
 
-import trnlang as trn
 import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
+from stdlib_kernels import tiling as T
 from trnlang.device import lowering, memory
 
 _I32_MIN, _I32_MAX = -2**31, 2**31 - 1
@@ -63,9 +63,9 @@ def _other(op: str, pre: str, p: float, ct: str) -> Any:
     return 0.0
 
 
-def _post(acc: Any, post: str, scale: float, p: float) -> Any:
+def _post(acc: Any, post: str, scale: Any, p: float) -> Any:
     if post == "div":
-        return acc / scale
+        return acc / T.runtime_scalar(scale)
     if post == "sqrt":
         return tl.sqrt(acc)
     if post == "root":
@@ -73,19 +73,35 @@ def _post(acc: Any, post: str, scale: float, p: float) -> Any:
     return acc
 
 
-def _shape(x: Any) -> tuple[int, int, int, int, bool]:
+def _shape(x: Any, tile: tuple[int, int, bool] | None) -> tuple[Any, Any, int, int, bool, bool]:
+    """(rows, cols, partitions per tile, column chunk, ragged rows, one pass) of ``x [R, C]``.
+
+    ``tile``: the host's buckets (:func:`stdlib_kernels.tiling.tile_of`) for sizes that are runtime values;
+    compile-time sizes tile exactly. None: every size the tiles depend on becomes a compile-time constant.
+    """
     r_dim, c_dim = x.shape
-    p = min(128, r_dim)
-    return r_dim, c_dim, p, min(c_dim, U.FREE_CHUNK), r_dim % p != 0
+    pp = T.extent(r_dim, 128, tile and tile[0])
+    f = T.extent(c_dim, U.FREE_CHUNK, tile and tile[1])
+    return r_dim, c_dim, pp, f, T.ragged(r_dim, pp), T.fits(c_dim, f, tile and tile[2])
 
 
-@trn.kernel
-def row_reduce(x, out, op, pre, post, scale, p, ct):
+def _cols(c_dim: Any, f: int, rm: Any) -> tuple[Any, Any, bool]:
+    """Columns of a one-pass tile of ``f >= C`` columns, its mask (rows ``rm`` and, for a bucket, the columns
+    past ``C``) and whether columns are masked (the masked-off loads then need the reduction's identity)."""
+    cols = tl.arange(f)[None, :]
+    if not T.ragged(c_dim, f):
+        return cols, rm, False
+    return cols, (cols < c_dim) if rm is None else rm & (cols < c_dim), True
+
+
+@T.polymorphic
+def row_reduce(x, out, op, pre, post, scale, p, ct, tile=None):
     """``out[r, 0] = post(op_c pre(x[r, c]))``; ``op`` sum/prod/max/min/lse, ``ct`` "f32"/"i32" arithmetic.
 
+    ``scale``: the divisor of ``post="div"``, a number or a ``[1, 1]`` fp32 tensor (a runtime value).
     Example: ``row_reduce(x, out, "sum", "none", "div", float(C), 0.0, "f32")`` is a row mean.
     """
-    r_dim, c_dim, pp, f, rr = _shape(x)
+    r_dim, c_dim, pp, f, rr, one_pass = _shape(x, tile)
     dt = tl.float32 if ct == "f32" else tl.int32
     red = "max" if op == "lse" else op
     ident = _IDENT[red] if ct == "f32" else _IDENT_I[red]
@@ -94,9 +110,9 @@ def row_reduce(x, out, op, pre, post, scale, p, ct):
     for i in tl.affine_range(tl.cdiv(r_dim, pp)):
         rows = i * pp + tl.arange(pp)[:, None]
         rm = (rows < r_dim) if rr else None
-        if c_dim <= f:
-            cols = tl.arange(c_dim)[None, :]
-            t = _pre(tl.load(x[rows, cols], mask=rm).astype(dt), pre, p)
+        if one_pass:
+            cols, cm, masked = _cols(c_dim, f, rm)
+            t = _pre(tl.load(x[rows, cols], mask=cm, other=other if masked else 0).astype(dt), pre, p)
             acc = _RED[red](t, axis=1, keepdims=True)
             if op == "lse":
                 m = tl.where(tl.abs(acc) == math.inf, 0.0, acc)
@@ -132,24 +148,25 @@ def _first_index(t: Any, v: Any, col0: Any, rows: Any, f: int, ct: str) -> Any:
 _BIG = float(2 ** 30)
 
 
-@trn.kernel
-def row_arg_reduce(x, vals, idx, op, ct):
+@T.polymorphic
+def row_arg_reduce(x, vals, idx, op, ct, tile=None):
     """Per row the max (``op="max"``) or min and the index of its first occurrence (NaN wins, as in torch).
 
     ``vals`` may be None (argmax/argmin only); ``idx`` is an int32 or int64 ``[R, 1]`` tensor.
     """
-    r_dim, c_dim, pp, f, rr = _shape(x)
+    r_dim, c_dim, pp, f, rr, one_pass = _shape(x, tile)
     dt = tl.float32 if ct == "f32" else tl.int32
     red = tl.max if op == "max" else tl.min
     one = tl.arange(1)[None, :]
     for i in tl.affine_range(tl.cdiv(r_dim, pp)):
         rows = i * pp + tl.arange(pp)[:, None]
         rm = (rows < r_dim) if rr else None
-        if c_dim <= f:
-            cols = tl.arange(c_dim)[None, :]
-            t = tl.load(x[rows, cols], mask=rm).astype(dt)
+        if one_pass:
+            cols, cm, masked = _cols(c_dim, f, rm)
+            t = tl.load(x[rows, cols], mask=cm, other=(_IDENT if ct == "f32" else _IDENT_I)[op] if masked else 0)
+            t = t.astype(dt)
             v = red(t, axis=1, keepdims=True)
-            ai = _first_index(t, v, 0, rows, c_dim, ct)
+            ai = _first_index(t, v, 0, rows, f, ct)
         else:
             ident = (_IDENT if ct == "f32" else _IDENT_I)[op]
             v = tl.full((pp, 1), ident, dt)
@@ -169,19 +186,24 @@ def row_arg_reduce(x, vals, idx, op, ct):
         tl.store(idx[rows, one], ai.astype(tl.int32), mask=rm)
 
 
-@trn.kernel
-def row_var(x, out, mean_out, divisor, std):
-    """Per row ``sum((x - mean)^2) / divisor`` (two passes, fp32), its sqrt for ``std``; the mean if asked."""
-    r_dim, c_dim, pp, f, rr = _shape(x)
+@T.polymorphic
+def row_var(x, out, mean_out, divisor, std, tile=None, count=None):
+    """Per row ``sum((x - mean)^2) / divisor`` (two passes, fp32), its sqrt for ``std``; the mean if asked.
+
+    ``divisor`` and ``count`` (``C`` as a float; None: taken from the size, which then keys the variant) are
+    numbers or ``[1, 1]`` fp32 tensors (runtime values).
+    """
+    r_dim, c_dim, pp, f, rr, one_pass = _shape(x, tile)
+    cnt = T.runtime_scalar(count) if count is not None else float(c_dim)
     one = tl.arange(1)[None, :]
     for i in tl.affine_range(tl.cdiv(r_dim, pp)):
         rows = i * pp + tl.arange(pp)[:, None]
         rm = (rows < r_dim) if rr else None
-        if c_dim <= f:
-            cols = tl.arange(c_dim)[None, :]
-            t = tl.load(x[rows, cols], mask=rm).astype(tl.float32)
-            mean = tl.sum(t, axis=1, keepdims=True) / float(c_dim)
-            d = t - mean
+        if one_pass:
+            cols, cm, masked = _cols(c_dim, f, rm)
+            t = tl.load(x[rows, cols], mask=cm).astype(tl.float32)
+            mean = tl.sum(t, axis=1, keepdims=True) / cnt
+            d = tl.where(cols < c_dim, t - mean, 0.0) if masked else t - mean
             ss = tl.sum(d * d, axis=1, keepdims=True)
         else:
             s = tl.zeros((pp, 1), tl.float32)
@@ -189,7 +211,7 @@ def row_var(x, out, mean_out, divisor, std):
                 cols = j * f + tl.arange(f)[None, :]
                 t = tl.load(x[rows, cols], mask=(rows < r_dim) & (cols < c_dim)).astype(tl.float32)
                 s[...] = s + tl.sum(t, axis=1, keepdims=True)
-            mean = s / float(c_dim)
+            mean = s / cnt
             ss = tl.zeros((pp, 1), tl.float32)
             for j in tl.sequential_range(tl.cdiv(c_dim, f)):
                 cols = j * f + tl.arange(f)[None, :]
@@ -197,23 +219,24 @@ def row_var(x, out, mean_out, divisor, std):
                 t = tl.load(x[rows, cols], mask=m).astype(tl.float32)
                 d = tl.where(cols < c_dim, t - mean, 0.0)
                 ss[...] = ss + tl.sum(d * d, axis=1, keepdims=True)
-        v = ss / divisor
+        v = ss / T.runtime_scalar(divisor)
         tl.store(out[rows, one], tl.sqrt(v) if std else v, mask=rm)
         if mean_out is not None:
             tl.store(mean_out[rows, one], mean, mask=rm)
 
 
-@trn.kernel
-def col_sum(xt, out, pre, post, scale, p):
+@T.polymorphic
+def col_sum(xt, out, pre, post, scale, p, tile=None):
     """``out[0, r] = post(sum_c pre(xt[c, r]))``: a sum over the partition axis of ``xt [C, R]``.
 
     For a reduction over leading dims the kept dims are contiguous: row tiles ``[128, 512]`` load
-    densely and a ``ones[128, 1]`` matmul sums their partitions, accumulating in PSUM.
+    densely and a ``ones[128, 1]`` matmul sums their partitions, accumulating in PSUM. ``tile``: the host's
+    ``(C bucket, R bucket)`` for runtime sizes (see :func:`_shape`).
     """
     c_dim, r_dim = xt.shape
-    pp = min(128, c_dim)
-    f = min(r_dim, 512)
-    ragged = c_dim % pp != 0 or r_dim % f != 0
+    pp = T.extent(c_dim, 128, tile and tile[0])
+    f = T.extent(r_dim, 512, tile and tile[1])
+    ragged = T.ragged(c_dim, pp) or T.ragged(r_dim, f)
     ones = tl.full((pp, 1), 1.0, tl.float32)
     for jb in tl.affine_range(tl.cdiv(r_dim, f)):
         cols = jb * f + tl.arange(f)[None, :]
@@ -271,14 +294,20 @@ def _spread_ok(x2: torch.Tensor) -> bool:
 
 def _launch(x2: torch.Tensor, o2: torch.Tensor, op: str, pre: str, post: str, scale: float, p: float,
             ct: str) -> None:
-    """``o2 [R, 1] = reduce(x2 [R, C])``, spreading one long row over 128 partitions first."""
+    """``o2 [R, 1] = reduce(x2 [R, C])``, spreading one long row over 128 partitions first.
+
+    The divisor ``scale`` of ``post="div"`` (a count: it changes with the size) reaches the kernels as a
+    ``[1, 1]`` device scalar, a runtime value, so a new size does not key a new variant.
+    """
     r, c = x2.shape
+    sc = U.scalar_tensor(float(scale), torch.float32) if post == "div" else 1.0
     if op == "sum" and ct == "f32" and r > 1 and c > 1 and x2.stride(0) == 1 and x2.stride(1) >= r \
             and o2.is_contiguous() and not (pre == "pow" and p < 0):
         # one launch per thread on blocks of 512 kept columns when big
         blocks = U.chunks(r, U.num_threads(), 512) if r * c >= U.PARALLEL_MIN_WORK else [(0, r)]
         U.run_parallel([U.launch(col_sum, U.piece(x2, (c, hi - lo), (x2.stride(1), 1), x2.storage_offset() + lo),
-                                 U.piece(o2, (1, hi - lo), (r, 1), o2.storage_offset() + lo), pre, post, scale, p)
+                                 U.piece(o2, (1, hi - lo), (r, 1), o2.storage_offset() + lo), pre, post, sc, p,
+                                 (T.row_bucket(c), T.free_bucket(hi - lo, 512)))
                         for lo, hi in blocks])
     elif _spread_ok(x2) and ct == "f32":
         # one long row: partial results of [rows, cols] consecutive pieces (all partitions; a tile is
@@ -294,14 +323,17 @@ def _launch(x2: torch.Tensor, o2: torch.Tensor, op: str, pre: str, post: str, sc
         for s in U.row_blocks(rows, rows * cols):
             lo, hi, _ = s.indices(rows)
             calls.append(U.launch(row_reduce, U.piece(x2, (hi - lo, cols), (cols, 1), off + lo * cols),
-                                  U.piece(part, (hi - lo, 1), (1, 1), lo), op, pre, "none", 1.0, p, ct))
+                                  U.piece(part, (hi - lo, 1), (1, 1), lo), op, pre, "none", 1.0, p, ct,
+                                  T.tile_of(hi - lo, cols, U.FREE_CHUNK)))
         if rem:
             calls.append(U.launch(row_reduce, U.piece(x2, (1, rem), (rem, 1), off + rows * cols),
-                                  U.piece(part, (1, 1), (1, 1), rows), op, pre, "none", 1.0, p, ct))
+                                  U.piece(part, (1, 1), (1, 1), rows), op, pre, "none", 1.0, p, ct,
+                                  T.tile_of(1, rem, U.FREE_CHUNK)))
         U.run_parallel(calls)
-        U.launch(row_reduce, U.piece(part, (1, n_part), (n_part, 1), 0), o2, op, "none", post, scale, p, ct)()
+        U.launch(row_reduce, U.piece(part, (1, n_part), (n_part, 1), 0), o2, op, "none", post, sc, p, ct,
+                 T.tile_of(1, n_part, U.FREE_CHUNK))()
     else:
-        U.split_rows(row_reduce, [x2, o2], op, pre, post, scale, p, ct)
+        U.split_rows(row_reduce, [x2, o2], op, pre, post, sc, p, ct, T.tile_of(r, c, U.FREE_CHUNK))
 
 
 def _simple(self: Any, dim: Any, keepdim: bool, odt: torch.dtype, op: str, pre: str = "none", post: str = "none",
@@ -485,7 +517,8 @@ def _arg(self: Any, dim: int | None, keepdim: bool, op: str, with_values: bool) 
     r = U.prod(self.shape[d] for d in range(nd) if d not in red)
     x2 = _as_rows(self, red) if nd else U.view(self, (1, 1), (1, 1), self.storage_offset())
     v2 = U.view(vals, (r, 1), (1, 1), 0) if vals is not None else None
-    row_arg_reduce(x2, v2, U.view(idx, (r, 1), (1, 1), 0), op, "f32" if self.dtype.is_floating_point else "i32")
+    row_arg_reduce(x2, v2, U.view(idx, (r, 1), (1, 1), 0), op, "f32" if self.dtype.is_floating_point else "i32",
+                   T.tile_of(*x2.shape, U.FREE_CHUNK))
     return (vals, idx) if with_values else idx
 
 
@@ -644,7 +677,8 @@ def _var(self: Any, dim: Any, correction: Any, keepdim: bool, std: bool, with_me
         return (out, mean.fill_(math.nan)) if with_mean else out
     x2 = _as_rows(self, red) if self.dim() else U.view(self, (1, 1), (1, 1), self.storage_offset())
     m2 = U.view(mean, (r, 1), (1, 1), 0) if mean is not None else None
-    row_var(x2, U.view(out, (r, 1), (1, 1), 0), m2, max(0.0, c - corr), std)
+    row_var(x2, U.view(out, (r, 1), (1, 1), 0), m2, U.scalar_tensor(max(0.0, c - corr), torch.float32), std,
+            T.tile_of(*x2.shape, U.FREE_CHUNK), U.scalar_tensor(float(c), torch.float32))
     return (out, mean) if with_mean else out
 
 
