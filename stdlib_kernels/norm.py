@@ -38,6 +38,7 @@ import trnlang as trn
 import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
+from stdlib_kernels import tiling as T
 from stdlib_kernels.reduce import col_sum
 from trnlang.device import lowering, memory
 from trnlang.device.registry import describe
@@ -60,20 +61,23 @@ def _p(r: int) -> int:
     return min(128, r)
 
 
-@trn.kernel
-def ln_fwd(x, w, b, out, mean_o, rstd_o, eps, has_w, has_b, rms=False, lo=0, hi=-1, tile=128):
+@T.polymorphic
+def ln_fwd(x, w, b, out, mean_o, rstd_o, eps, has_w, has_b, rms=False, lo=0, hi=-1, tile=128, rb=None):
     """Layer norm of rows ``[lo, hi)`` of ``x [R, N]``: ``out``, and per-row ``mean_o`` / ``rstd_o`` ``[R, 1]``.
 
     ``w`` / ``b``: ``[N]`` or ``[1, N]``. ``rms=True``: RMS norm (no centring, no mean output):
     ``x * rsqrt(mean(x * x) + eps) * w``. ``hi < 0``: all rows. A row range lets the host split the
     rows between threads without making views. ``tile``: rows per tile (128: all partitions, the
     NeuronCore shape; the host lowerings pass :data:`HOST_TILE`).
+
+    Shape-polymorphic in the row count (the normalised size ``N`` sets the tiles: it is a compile-time
+    constant): ``rb`` is the host's row bucket (:func:`stdlib_kernels.tiling.row_bucket`) for ``tile > 1``.
     """
     r_dim, n = x.shape
     hi = r_dim if hi < 0 else hi
     rows_n = hi - lo
-    p = min(tile, rows_n)
-    ragged = rows_n % p != 0
+    p = 1 if tile == 1 else T.extent(rows_n, tile, rb)
+    ragged = p != 1 and T.ragged(rows_n, p)
     one = tl.arange(1)[None, :]
     inv_n = 1.0 / n
     if n <= CHUNK:
@@ -174,23 +178,24 @@ def gn_fwd(x, w, b, out, mean_o, rstd_o, eps, has_w, has_b):
         tl.store(rstd_o[i + tl.arange(1)[None, :], tl.arange(groups)[:, None]], rstd)
 
 
-@trn.kernel
-def ln_bwd(dy, x, mean, rstd, w, dx, pw, pb, has_w, want_dx, want_wb, rms=False, tile=128):
+@T.polymorphic
+def ln_bwd(dy, x, mean, rstd, w, dx, pw, pb, has_w, want_dx, want_wb, rms=False, tile=128, rb=None):
     """Layer-norm backward of the rows of ``x [R, N]`` (``N <= BWD_MAX``).
 
     ``dx = rstd * (g - mean(g) - xhat * mean(g * xhat))`` with ``g = dy * w``; ``pw[i]`` / ``pb[i]``
     are the column sums of ``dy * xhat`` / ``dy`` over row block ``i`` (128 rows, or all when fewer).
     ``rms=True``: RMS norm (``xhat = x * rstd``, no ``mean(g)`` term; ``mean`` is not read).
     ``tile=1``: the host order (:data:`HOST_TILE`, see :func:`_ln_bwd_rows`); any other value: 128-row
-    tiles with the column sums on the Tensor engine (``ones.T @ tile``), the NeuronCore shape.
+    tiles with the column sums on the Tensor engine (``ones.T @ tile``), the NeuronCore shape. ``rb``: the host's
+    row bucket (:func:`stdlib_kernels.tiling.row_bucket`) when the row count is a runtime size.
     """
     wt = tl.load(w[0:1, 0:x.shape[1]]).astype(tl.float32) if has_w else None
     if tile == 1:
-        _ln_bwd_rows(dy, x, mean, rstd, dx, pw, pb, wt, want_dx, want_wb, rms)
+        _ln_bwd_rows(dy, x, mean, rstd, dx, pw, pb, wt, want_dx, want_wb, rms, rb)
         return
     r_dim, n = x.shape
-    p = _p(r_dim)
-    ragged = r_dim % p != 0
+    p = T.extent(r_dim, 128, rb)
+    ragged = T.ragged(r_dim, p)
     ones = tl.full((p, 1), 1.0, tl.float32)
     for i in tl.affine_range(tl.cdiv(r_dim, p)):
         rows = i * p + tl.arange(p)[:, None]
@@ -230,15 +235,15 @@ def _ln_bwd_dx(dy, x, mean, rstd, dx, rows, m, wt, want_dx, rms):
     return g0, xh
 
 
-def _ln_bwd_rows(dy, x, mean, rstd, dx, pw, pb, wt, want_dx, want_wb, rms):
+def _ln_bwd_rows(dy, x, mean, rstd, dx, pw, pb, wt, want_dx, want_wb, rms, rb):
     """``ln_bwd`` one row at a time: the row stays in L1 through its passes (sums, then ``dx``).
 
     Each block of 128 rows accumulates its column sums in on-chip ``[1, N]`` tiles, row after row
     (the order of the Tensor engine's K loop), and stores them as ``pw[i]`` / ``pb[i]``.
     """
     r_dim, n = x.shape
-    blk = _p(r_dim)
-    ragged = r_dim % blk != 0
+    blk = T.extent(r_dim, 128, rb)
+    ragged = T.ragged(r_dim, blk)
     cols = tl.arange(n)[None, :]
     for i in tl.affine_range(tl.cdiv(r_dim, blk)):
         aw = tl.zeros((1, n), tl.float32) if want_wb else None
@@ -409,8 +414,7 @@ def native_layer_norm(input: torch.Tensor, normalized_shape: Sequence[int], weig
         else:  # one launch per thread on disjoint row ranges; every operand is contiguous (made so above)
             key = (x2.dtype, w2.dtype, b2.dtype, r, n, args[6:], tuple(parts), x2.data_ptr(), w2.data_ptr(),
                    b2.data_ptr(), out.data_ptr(), mean.data_ptr(), rstd.data_ptr())
-            U.run_parallel(_LN_LAUNCHES.get(key, lambda: [U.launch(ln_fwd, *args, lo, hi, HOST_TILE)
-                                                           for lo, hi in parts]))
+            U.run_parallel(_LN_LAUNCHES.get(key, lambda: [_ln_part(args, lo, hi) for lo, hi in parts]))
     elif r:
         mean.fill_(float("nan"))
         rstd.fill_(float("nan"))
@@ -422,6 +426,15 @@ def native_layer_norm(input: torch.Tensor, normalized_shape: Sequence[int], weig
 
 
 _LN_LAUNCHES = U.BoundLaunches()
+
+
+def _ln_part(args: tuple[Any, ...], lo: int, hi: int) -> Any:
+    """The ``ln_fwd`` launch of rows ``[lo, hi)``: row pieces of the input and outputs (not a constant row range,
+    so every block size shares the shape-polymorphic variant)."""
+    x2, w2, b2, out, mean, rstd = args[:6]
+    rows = slice(lo, hi)
+    return U.launch(ln_fwd, U.rows_piece(x2, rows), w2, b2, U.rows_piece(out, rows), U.rows_piece(mean, rows),
+                    U.rows_piece(rstd, rows), *args[6:], 0, -1, HOST_TILE)
 
 
 def _row_parts(r: int, n: int) -> list[tuple[int, int]]:
@@ -470,13 +483,13 @@ def native_layer_norm_backward(grad_out: torch.Tensor, input: torch.Tensor, norm
     consts = (weight is not None, want_dx, wb)
     parts = _row_parts(r, n)
     if len(parts) == 1:
-        ln_bwd(*args, *consts, False, HOST_TILE)
+        ln_bwd(*args, *consts, False, HOST_TILE, T.row_bucket(r))
     else:  # one launch per thread on row blocks of 128-row tiles (their column-sum rows are theirs too)
         def part(lo: int, hi: int) -> Any:
             rows = [U.rows_piece(t, slice(lo, hi)) for t in args[:4]]
             tl_ = [U.rows_piece(t, slice(lo // 128, -(-hi // 128))) if wb else x2 for t in args[6:]]
             return U.launch(ln_bwd, *rows, w2, U.rows_piece(args[5], slice(lo, hi)) if want_dx else x2, *tl_,
-                            *consts, False, HOST_TILE)
+                            *consts, False, HOST_TILE, T.row_bucket(hi - lo))
 
         U.run_parallel([part(lo, hi) for lo, hi in parts])
     if want_w:
@@ -492,7 +505,7 @@ def _sum_partials(parts: torch.Tensor, out: torch.Tensor, n: int) -> None:
     The same kernel as the device ``sum`` over dim 0 (``reduce.col_sum``), without the op's host glue
     (dispatch, a temporary, a ``copy_``): after a large kernel that glue runs on cold host caches.
     """
-    col_sum(parts, out.view(1, n), "none", "none", 1.0, 1.0)
+    col_sum(parts, out.view(1, n), "none", "none", 1.0, 1.0, (T.row_bucket(parts.shape[0]), T.free_bucket(n, 512)))
 
 
 def _ln_bwd_long(grad_out: torch.Tensor, input: torch.Tensor, mean: torch.Tensor, rstd: torch.Tensor,
@@ -648,7 +661,7 @@ def fused_rms_norm(input: torch.Tensor, normalized_shape: Sequence[int], weight:
     x2 = _rows(input, r, n)
     w2 = _rows(weight, 1, n) if weight is not None else x2
     ln_fwd(x2, w2, x2, out.view(r, n), rstd.view(r, 1), rstd.view(r, 1), _rms_eps(eps, input.dtype),
-           weight is not None, False, True)
+           weight is not None, False, True, 0, -1, 128, T.row_bucket(r))
     return out, rstd
 
 
@@ -673,7 +686,7 @@ def fused_rms_norm_backward(grad_out: torch.Tensor, input: torch.Tensor, normali
     pw = _empty((tiles, n), torch.float32) if want_w else x2
     rs = _rows(rstd, r, 1)
     ln_bwd(g2, x2, rs, rs, w2, dx.view(r, n) if want_dx else x2, pw, pw, weight is not None, want_dx, want_w,
-           True, HOST_TILE)
+           True, HOST_TILE, T.row_bucket(r))
     if want_w:
         _sum_partials(pw, dw, n)
     return dx, dw
