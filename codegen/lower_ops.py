@@ -158,20 +158,29 @@ def activation_val(L: KernelLowering, ins: Instr) -> Val:
 
 
 def activation(L: KernelLowering, ins: Instr) -> None:
-    y = activation_val(L, ins)
-    reduce_op = ins.attrs.get("reduce_op")
+    write_reducing(L, ins, activation_val(L, ins))
+
+
+def write_reducing(L: KernelLowering, ins: Instr, y: Val) -> None:
+    """Write ``y`` to the first output and, to every later one, the free-axis ``reduce_op`` reduction of
+    ``y`` per partition (computed in the same pass) or, for an activation's ``reduce_cmd``, the Scalar
+    engine registers' new value (ir/ops.py REDUCE_CMDS; the fourth input is their old value)."""
+    reduce_op, cmd = ins.attrs.get("reduce_op"), ins.attrs.get("reduce_cmd")
     out = ins.outs[0]
-    if reduce_op is None:
+    if len(ins.outs) == 1:
         L.write(ins, out, y)
         return
-    if len(ins.outs) < 2:
-        raise ShapeError("activation with reduce_op needs a second output", loc=ins.loc)
-    red = ins.outs[1]
     shape = tuple(out.shape)
-    rshape = tuple(red.shape)
+    rshape = tuple(ins.outs[1].shape)
     p = shape[0] if shape else 1
+    if reduce_op is None or cmd in ("reset", "idle"):
+        L.write(ins, out, y)
+        regs: Val = Imm(0.0) if cmd == "reset" else ToF32(bcast(L.val(ins.ins[3], ins), rshape))
+        for red in ins.outs[1:]:
+            L.write(ins, red, bcast(regs, tuple(red.shape), "output"), hazards=False)
+        return
     cx = L.cx
-    r = Reducer(reduce_op, CT.F32)
+    r = Reducer(reduce_op, y.ct)
     L.resolve_hazards(ins, [y], elementwise=True)
     oview = L.view(out)
     tmp = L.temp_view((p,) + (1,) * max(0, len(rshape) - 1), _ct_dtype(r.result_ct))
@@ -182,14 +191,18 @@ def activation(L: KernelLowering, ins: Instr) -> None:
         acc = L.reduce_loops(shape[1:], r.init(), lambda idx, acc: _act_step(L, y, oview, out, r, pi, idx, acc))
         res = r.final(cx, acc)
         tmp.store(cx, [pi] + [ci64(0)] * (len(rshape) - 1), res)
-    L.write(ins, red, bcast(RegionRead(tmp), rshape, "output"), hazards=False)
+    total: Val = RegionRead(tmp)
+    if cmd == "reduce":  # accumulate onto the registers' old value
+        total = Binary(reduce_op, ToF32(bcast(L.val(ins.ins[3], ins), rshape)), ToF32(bcast(total, rshape)))
+    for red in reversed(ins.outs[1:]):  # the registers (outs[1]) last: ``total`` reads their old value
+        L.write(ins, red, bcast(total, tuple(red.shape), "output"), hazards=False)
 
 
 def _act_step(L: KernelLowering, y: Val, oview: Any, out: Region, r: Reducer, pi: ir.Value,
               idx: list[ir.Value], acc: list[ir.Value]) -> list[ir.Value]:
     cx = L.cx
     v = y.emit(cx, [pi, *idx])
-    oview.store(cx, [pi, *idx], from_compute(cx, v, CT.F32, out.dtype))
+    oview.store(cx, [pi, *idx], from_compute(cx, v, y.ct, out.dtype))
     from codegen.lower_vals import flatten
 
     pos = flatten(cx, idx, tuple(out.shape)[1:]) if r.op in (Alu.argmax, Alu.argmin) else None
@@ -222,7 +235,7 @@ def tensor_scalar_val(L: KernelLowering, ins: Instr) -> Val:
 
 
 def tensor_scalar(L: KernelLowering, ins: Instr) -> None:
-    L.write(ins, ins.outs[0], tensor_scalar_val(L, ins))
+    write_reducing(L, ins, tensor_scalar_val(L, ins))
 
 
 def copy_val(L: KernelLowering, ins: Instr) -> Val:

@@ -278,15 +278,32 @@ def _activation(c: _Ctx, ins: Instr) -> None:
         x = alu.binary(Alu.add, x, alu.to_f32(c.operand(ins.ins[1], shape)))
     func = ins.attrs.get("func", Alu.copy)
     y = alu.to_f32(alu.unary(func, x))
-    reduce_op = ins.attrs.get("reduce_op")
-    if reduce_op is not None:
-        if len(ins.outs) < 2:
-            raise ShapeError("activation with reduce_op needs a second output", loc=ins.loc)
-        red = ins.outs[1]
-        p = y.shape[0] if y.ndim else 1
-        r = alu.reduce(reduce_op, y.reshape(p, -1), (1,), keepdims=True)
-        c.write(red, r.reshape((p,) + (1,) * (len(red.shape) - 1)) if red.shape else r.reshape(()))
+    _reduction_outs(c, ins, y)
     c.write(out, y)
+
+
+def _reduction_outs(c: _Ctx, ins: Instr, y: np.ndarray) -> None:
+    """The outputs after the first of an activation / tensor_scalar: the free-axis ``reduce_op`` reduction
+    of ``y`` and, for an activation's ``reduce_cmd`` (ir/ops.py REDUCE_CMDS), the registers' new value."""
+    reduce_op: Alu | None = ins.attrs.get("reduce_op")
+    cmd = ins.attrs.get("reduce_cmd")
+    if reduce_op is None and cmd in (None, "reset_reduce", "reduce"):
+        return
+    if len(ins.outs) < 2:
+        raise ShapeError(f"{ins.op.value} with reduce_op needs a second output", loc=ins.loc)
+    p = y.shape[0] if y.ndim else 1
+    if cmd == "reset":
+        r = np.zeros((p, 1), np.float32)
+    elif cmd == "idle":
+        r = alu.to_f32(c.operand(ins.ins[3], (p, 1)))
+    elif reduce_op is not None:
+        r = alu.reduce(reduce_op, y.reshape(p, -1), (1,), keepdims=True)
+        if cmd == "reduce":
+            r = alu.to_f32(alu.binary(reduce_op, alu.to_f32(c.operand(ins.ins[3], (p, 1))), r))
+    else:
+        raise ShapeError(f"{ins.op.value} reduce_cmd={cmd} needs reduce_op", loc=ins.loc)
+    for red in ins.outs[1:]:
+        c.write(red, r.reshape((p,) + (1,) * (len(red.shape) - 1)) if red.shape else r.reshape(()))
 
 
 def _tensor_tensor(c: _Ctx, ins: Instr) -> None:
@@ -308,6 +325,7 @@ def _tensor_scalar(c: _Ctx, ins: Instr) -> None:
             raise ShapeError(f"tensor_scalar {key}={op.name} has no scalar operand s{k}", loc=ins.loc)
         s = c.operand(ins.ins[k + 1], shape)
         t = alu.binary(op, s, t) if reverse[k] else alu.binary(op, t, s)
+    _reduction_outs(c, ins, np.asarray(t))
     c.write(out, t)
 
 

@@ -146,7 +146,10 @@ class SourceLoc:
 @dataclass(eq=False)
 class HbmTensor:
     """A tensor in HBM: a kernel argument (kind 'in'), or allocated by the kernel
-    ('out' is returned to the caller, 'scratch' is private to the kernel)."""
+    ('out' is returned to the caller, 'scratch' is private to the kernel).
+
+    ``data``: a scratch tensor's initial contents (NKI's ``nl.shared_constant``, a numpy array of the
+    tensor's shape and dtype), placed in HBM by the launch; None: zeros."""
 
     name: str
     shape: tuple[Dim, ...]
@@ -154,6 +157,7 @@ class HbmTensor:
     kind: str = "in"
     space: Space = Space.HBM
     loc: SourceLoc | None = None
+    data: Any = None
 
     @property
     def ndim(self) -> int:
@@ -169,6 +173,7 @@ class Buf:
     dtype: DType
     space: Space
     loc: SourceLoc | None = None
+    blocks: int = 0  # NKI block dimensions (shape[1:1 + blocks]) of a PSUM tensor: allocated one block at a time
 
     @property
     def nbytes_per_partition(self) -> int:

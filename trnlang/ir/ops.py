@@ -21,9 +21,11 @@ class Op(enum.Enum):
 
     ALLOC = "alloc"                  # outs: (buffer,)  -- declares an SBUF/PSUM buffer
     DMA_COPY = "dma_copy"            # HBM <-> SBUF, optional gather / mask / cast
-    ACTIVATION = "activation"        # out = func(in * scale + bias) [, reduce along free axes]
+    ACTIVATION = "activation"        # out = func(in * scale + bias) [, reduce along free axes; reduce_cmd:
+    #                                  the Scalar engine's accumulation registers, see REDUCE_CMDS]
     TENSOR_TENSOR = "tensor_tensor"  # out = a <op> b (numpy broadcasting)
-    TENSOR_SCALAR = "tensor_scalar"  # out = (a op0 s0) op1 s1; s = immediate or [P,1] tile
+    TENSOR_SCALAR = "tensor_scalar"  # out = (a op0 s0) op1 s1; s = immediate or [P,1] tile [, reduce along
+    #                                  free axes into a second output: NKI's tensor_scalar_reduce]
     TENSOR_REDUCE = "tensor_reduce"  # out = reduce(op, in, axes) along free axes
     TENSOR_COPY = "tensor_copy"      # out = cast/broadcast/reshape(in); PSUM eviction
     SELECT = "select"                # out = where(cond, a, b)
@@ -51,9 +53,9 @@ class OpSpec:
 OP_SPECS: dict[Op, OpSpec] = {
     Op.ALLOC: OpSpec(1, 0, ()),
     Op.DMA_COPY: OpSpec(1, 1, (E.DMA,), ("other", "accumulate")),
-    Op.ACTIVATION: OpSpec(1, None, (E.SCALAR, E.VECTOR, E.GPSIMD), ("func", "scale", "reduce_op")),
+    Op.ACTIVATION: OpSpec(1, None, (E.SCALAR, E.VECTOR, E.GPSIMD), ("func", "scale", "reduce_op", "reduce_cmd")),
     Op.TENSOR_TENSOR: OpSpec(1, 2, (E.VECTOR, E.GPSIMD), ("op",)),
-    Op.TENSOR_SCALAR: OpSpec(1, None, (E.VECTOR, E.SCALAR, E.GPSIMD), ("op0", "op1", "reverse")),
+    Op.TENSOR_SCALAR: OpSpec(1, None, (E.VECTOR, E.SCALAR, E.GPSIMD), ("op0", "op1", "reverse", "reduce_op")),
     Op.TENSOR_REDUCE: OpSpec(1, 1, (E.VECTOR, E.GPSIMD), ("op", "axes", "keepdims")),
     Op.TENSOR_COPY: OpSpec(1, 1, (E.VECTOR, E.SCALAR, E.GPSIMD), ("reshape",)),
     Op.SELECT: OpSpec(1, 3, (E.VECTOR, E.GPSIMD)),
@@ -67,6 +69,15 @@ OP_SPECS: dict[Op, OpSpec] = {
     Op.BN_AGGR: OpSpec(1, 1, (E.VECTOR,)),
     Op.PRINT: OpSpec(0, 1, (E.HOST,), ("label",)),
 }
+
+
+#: ``activation``'s ``reduce_cmd`` (NKI's accumulation-register commands). The registers are an SBUF
+#: region the instruction writes as its second output; every output after the first receives the
+#: registers' new value (the last ones: NKI's ``reduce_res`` read-out). A fourth input is the registers'
+#: old value, read by ``reduce`` and ``idle``.
+#:   reset_reduce (or absent): regs = reduce(out);  reduce: regs = regs (reduce_op) reduce(out);
+#:   reset: regs = 0;  idle: regs unchanged (read out into the other outputs).
+REDUCE_CMDS = ("reset_reduce", "reduce", "reset", "idle")
 
 
 class AluKind(enum.Enum):

@@ -52,7 +52,7 @@ import sympy
 from trnlang.frontend.errors import BoundsError, DTypeError, SbufOverflowError, ShapeError, TrnError, VerifyError
 from trnlang.ir.bounds import Ranges, access_check, affine_form, const_int, expr_range, loop_ranges
 from trnlang.ir.nodes import Access, Buf, Imm, Instr, Kernel, Loop, Region, SourceLoc, axis_sym, gather_sym, pid_sym
-from trnlang.ir.ops import ALU_SPECS, OP_SPECS, Alu, AluKind, Op
+from trnlang.ir.ops import ALU_SPECS, OP_SPECS, REDUCE_CMDS, Alu, AluKind, Op
 from trnlang.ir.types import DType, Engine, Space
 from trnlang.sim.targets import Target, get_target
 
@@ -65,14 +65,14 @@ _FP8_WRITERS = {Op.DMA_COPY, Op.TENSOR_COPY, Op.MEMSET, Op.SELECT, Op.AFFINE_SEL
 _MAX_NOTES = 10
 # Operand kinds of `ins` per op: "R" a Region, "RI" a Region or an Imm.
 _IN_KINDS: dict[Op, tuple[str, ...]] = {
-    Op.ACTIVATION: ("R", "RI", "R"), Op.TENSOR_TENSOR: ("R", "R"), Op.TENSOR_SCALAR: ("R", "RI", "RI"),
+    Op.ACTIVATION: ("R", "RI", "RI", "R"), Op.TENSOR_TENSOR: ("R", "R"), Op.TENSOR_SCALAR: ("R", "RI", "RI"),
     Op.TENSOR_REDUCE: ("R",), Op.TENSOR_COPY: ("R",), Op.SELECT: ("R", "RI", "RI"), Op.IOTA: (), Op.MEMSET: (),
     Op.AFFINE_SELECT: ("RI", "RI"), Op.SCAN: ("RI", "RI", "RI"), Op.MATMUL: ("R", "R"), Op.TRANSPOSE: ("R",),
     Op.BN_STATS: ("R",), Op.BN_AGGR: ("R",), Op.PRINT: ("R",),
 }
 # (min, max) operand counts where they vary (docs/ir.md).
-_N_OUTS = {Op.ACTIVATION: (1, 2)}
-_N_INS = {Op.ACTIVATION: (1, 3), Op.TENSOR_SCALAR: (2, 3)}
+_N_OUTS = {Op.ACTIVATION: (1, 3), Op.TENSOR_SCALAR: (1, 2)}
+_N_INS = {Op.ACTIVATION: (1, 4), Op.TENSOR_SCALAR: (2, 3)}
 
 
 class RuntimeCheck(NamedTuple):
@@ -401,6 +401,8 @@ class _Verifier:
 
         def cost(r: _Alloc) -> int:
             n = r.buf.nbytes_per_partition
+            if space is Space.PSUM and r.buf.blocks:  # NKI's allocator places PSUM blocks as they are used
+                n //= math.prod(r.buf.shape[1:1 + r.buf.blocks])
             return n if space is Space.SBUF else -(-n // t.psum_bank_bytes)
 
         cap = t.sbuf_bytes_per_partition if space is Space.SBUF else t.psum_banks
@@ -500,20 +502,34 @@ def _check_dma(v: _Verifier, ins: Instr, loops: tuple[Loop, ...]) -> None:
         v.runtime.append(RuntimeCheck(ins, acc))
 
 
+def _check_reduction_outs(v: _Verifier, ins: Instr, what: str) -> None:
+    """The [P, 1] outputs after the first: the free-axis reduction (or the activation's registers)."""
+    out = ins.outs[0]
+    p = out.shape[0] if out.shape else 1
+    for r in ins.outs[1:]:
+        if tuple(r.shape) != (p, 1):
+            v.err(ShapeError, f"{ins.op.value} {what} output {_region(r)} must have shape [{p}, 1], got "
+                              f"{_shape(r.shape)}", ins.loc)
+
+
 def _check_activation(v: _Verifier, ins: Instr, loops: tuple[Loop, ...]) -> None:
     out = ins.outs[0]
     v.alu(ins, "func", (AluKind.UNARY,))
-    red = v.alu(ins, "reduce_op", (AluKind.BINARY,), optional=True, reduce=True)
-    if (ins.attrs.get("reduce_op") is not None) != (len(ins.outs) == 2):
+    v.alu(ins, "reduce_op", (AluKind.BINARY,), optional=True, reduce=True)
+    cmd = ins.attrs.get("reduce_cmd")
+    if cmd is not None and cmd not in REDUCE_CMDS:
+        v.err(VerifyError, f"activation reduce_cmd={cmd!r} must be one of {', '.join(REDUCE_CMDS)}", ins.loc)
+    reduces = ins.attrs.get("reduce_op") is not None
+    if cmd in (None, "reset_reduce", "reduce") and reduces != (len(ins.outs) >= 2):
         v.err(VerifyError, "activation writes a second (reduction) output exactly when reduce_op is set", ins.loc)
-    elif red is not None:
-        r = ins.outs[1]
-        p = out.shape[0] if out.shape else 1
-        if tuple(r.shape) != (p, 1):
-            v.err(ShapeError, f"activation reduction output {_region(r)} must have shape [{p}, 1], got "
-                              f"{_shape(r.shape)}", ins.loc)
-    for x, what in zip(ins.ins, ("data", "bias", "scale")):
-        v.bcast(ins, x, out, what)
+    elif cmd in ("reset", "idle") and len(ins.outs) < 2:
+        v.err(VerifyError, f"activation reduce_cmd={cmd} writes the registers: it needs a second output", ins.loc)
+    if (cmd in ("reduce", "idle")) != (len(ins.ins) == 4):
+        v.err(VerifyError, "activation reads the registers' old value (a fourth input) exactly when reduce_cmd is "
+                           "reduce or idle", ins.loc)
+    _check_reduction_outs(v, ins, "reduction")
+    for x, what in zip(ins.ins, ("data", "bias", "scale", "registers")):
+        v.bcast(ins, x, ins.outs[1] if what == "registers" and len(ins.outs) > 1 else out, what)
 
 
 def _check_tensor_scalar(v: _Verifier, ins: Instr, loops: tuple[Loop, ...]) -> None:
@@ -526,6 +542,11 @@ def _check_tensor_scalar(v: _Verifier, ins: Instr, loops: tuple[Loop, ...]) -> N
     rev = ins.attrs.get("reverse", (False, False))
     if not (isinstance(rev, tuple) and len(rev) == 2 and all(isinstance(b, bool) for b in rev)):
         v.err(VerifyError, f"tensor_scalar: reverse must be a tuple of 2 bools, got {rev!r}", ins.loc)
+    v.alu(ins, "reduce_op", (AluKind.BINARY,), optional=True, reduce=True)
+    if (ins.attrs.get("reduce_op") is not None) != (len(ins.outs) == 2):
+        v.err(VerifyError, "tensor_scalar writes a second (reduction) output exactly when reduce_op is set",
+              ins.loc)
+    _check_reduction_outs(v, ins, "reduction")
     for x, what in zip(ins.ins, ("data", "operand0", "operand1")):
         v.bcast(ins, x, ins.outs[0], what)
 
@@ -718,6 +739,9 @@ def verify(k: Kernel, target: str | Target | None = None) -> list[RuntimeCheck]:
         TrnError: the first violation (``ShapeError``, ``DTypeError``,
             ``BoundsError``, ``SbufOverflowError`` or ``VerifyError``) at its
             instruction's source line; the other violations are listed as notes.
+
+    Warns ``trnlang.ir.carried.CarriedDependenceWarning`` for a loop-carried dependence in an
+    ``affine_range`` (see ``trnlang.ir.carried``).
     """
     v = _run(k, target)
     if v.issues:
@@ -726,4 +750,7 @@ def verify(k: Kernel, target: str | Target | None = None) -> list[RuntimeCheck]:
         if len(rest) > _MAX_NOTES:
             notes.append(f"... and {len(rest) - _MAX_NOTES} more problems")
         raise cls(msg, loc=loc, notes=notes)
+    from trnlang.ir.carried import warn_carried_dependences
+
+    warn_carried_dependences(k)  # affine_range iterations that depend on each other: a warning at the user's line
     return v.runtime

@@ -51,6 +51,25 @@ def tensor_scalar(data: Tile, op0: Any, operand0: Any, op1: Any = None, operand1
     return _semc.tensor_scalar(data, op0, operand0, op1, operand1, reverse0, reverse1, engine, dtype)
 
 
+def tensor_scalar_reduce(data: Tile, op0: Any, operand0: Any, reduce_op: Any, reverse0: bool = False,
+                         engine: Any = None, dtype: Any = None) -> tuple[Tile, Tile]:
+    """One instruction: ``y = data op0 operand0`` and its free-axis ``reduce_op`` reduction ``[P, 1]``.
+
+    Example:
+        >>> import numpy as np, trnlang as trn, trnlang.language as tl, trnlang.isa as isa
+        >>> @trn.kernel
+        ... def k(x, y, m):
+        ...     t, r = isa.tensor_scalar_reduce(tl.load(x[0:4, 0:8]), tl.multiply, 2.0, tl.maximum)
+        ...     tl.store(y[0:4, 0:8], t)
+        ...     tl.store(m[0:4, 0:1], r)
+        >>> x = np.arange(32, dtype=np.float32).reshape(4, 8)
+        >>> y = np.zeros_like(x); m = np.zeros((4, 1), np.float32); k(x, y, m)
+        >>> m.ravel().tolist()
+        [14.0, 30.0, 46.0, 62.0]
+    """
+    return _semc.tensor_scalar(data, op0, operand0, None, None, reverse0, False, engine, dtype, reduce_op)
+
+
 def tensor_reduce(op: Any, data: Tile, axis: Any, keepdims: bool = False, engine: Any = None,
                   dtype: Any = None) -> Tile:
     """Reduce along free axes."""
@@ -116,6 +135,6 @@ def dma_copy(dst: Any, src: Any) -> None:
     raise TraceError("isa.dma_copy copies between an HBM access pattern and an SBUF tile")
 
 
-__all__ = ["nc_matmul", "nc_transpose", "activation", "tensor_tensor", "tensor_scalar", "tensor_reduce",
-           "tensor_tensor_scan", "tensor_copy", "iota", "memset", "affine_select", "bn_stats", "bn_aggr", "dma_copy",
-           "tensor_engine", "vector_engine", "scalar_engine", "gpsimd_engine", "Imm"]
+__all__ = ["nc_matmul", "nc_transpose", "activation", "tensor_tensor", "tensor_scalar", "tensor_scalar_reduce",
+           "tensor_reduce", "tensor_tensor_scan", "tensor_copy", "iota", "memset", "affine_select", "bn_stats",
+           "bn_aggr", "dma_copy", "tensor_engine", "vector_engine", "scalar_engine", "gpsimd_engine", "Imm"]

@@ -665,6 +665,8 @@ def ndarray(shape: Any, dtype: Any, buffer: Any = Space.SBUF) -> Any:
     if pos and pos[0] > 0:  # NKI block dimensions: the buffer keeps the partition dimension first
         k = pos[0]
         t = new_tile((shape[k],) + shape[:k] + shape[k + 1:], dt, space)
+        if space is Space.PSUM and current().nki:
+            t.region.buf.blocks = k  # NKI allocates PSUM blocks as they are used (the capacity check counts one)
         return Tile(t.region, k)
     return new_tile(shape, dt, space)
 

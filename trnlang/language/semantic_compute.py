@@ -7,7 +7,7 @@ from typing import Any
 from trnlang.frontend.errors import DTypeError, ShapeError, TraceError
 from trnlang.frontend.tracer import current
 from trnlang.ir.nodes import Imm, Region
-from trnlang.ir.ops import ALU_SPECS, Alu, Op
+from trnlang.ir.ops import ALU_SPECS, Alu, AluKind, Op
 from trnlang.ir.types import DType, Engine, Space
 from trnlang.language.semantic import (
     _emit,
@@ -214,11 +214,14 @@ def matmul(x: Any, y: Any, transpose_x: bool = False) -> Tile:
 
 
 def activation(func: Any, data: Any, scale: Any = 1.0, bias: Any = None, reduce_op: Any = None,
-               engine: Any = None, dtype: Any = None, reduce_res: Tile | None = None) -> Any:
+               engine: Any = None, dtype: Any = None, reduce_res: Tile | None = None,
+               reduce_cmd: str | None = None, regs: Tile | None = None, readout: Tile | None = None) -> Any:
     """isa.activation: func(data * scale + bias) on the Scalar engine, optional free-axis reduction.
 
     ``scale``: a number or a per-partition ``[P, 1]`` tile; ``reduce_res``: the ``[P, 1]`` tile the reduction
-    writes (a new one when None)."""
+    writes (a new one when None). ``reduce_cmd`` (ir/ops.py ``REDUCE_CMDS``) drives the engine's
+    accumulation registers ``regs`` (a ``[P, 1]`` fp32 tile the caller owns; ``reduce_res`` is then the
+    registers' tile and ``readout`` an extra ``[P, 1]`` tile receiving their new value)."""
     from trnlang.language.semantic import _result_dtype, as_dtype
 
     alu = as_alu(func)
@@ -237,21 +240,37 @@ def activation(func: Any, data: Any, scale: Any = 1.0, bias: Any = None, reduce_
                              f"a tile of shape {st.shape}")
         ins = (ins[0], ins[1] if len(ins) > 1 else Imm(-0.0), st.region)
         scale = 1.0
+    if reduce_cmd in ("reduce", "idle") and regs is not None:  # the registers' old value: a fourth operand
+        ins = (ins[0], ins[1] if len(ins) > 1 else Imm(-0.0), ins[2] if len(ins) > 2 else Imm(1.0), regs.region)
     outs: tuple[Region, ...] = (out.region,)
     red = None
-    if reduce_op is not None:
-        r = as_alu(reduce_op)
+    r = as_alu(reduce_op) if reduce_op is not None else None
+    if reduce_op is not None or reduce_cmd in ("reset", "idle"):
         red = reduce_res if reduce_res is not None else new_tile((t.shape[0], 1), DType.float32)
-        outs = (out.region, red.region)
-    else:
-        r = None
-    _emit(Op.ACTIVATION, outs, ins, {"func": alu, "scale": float(scale), "reduce_op": r},
-          _pick_engine(engine, Op.ACTIVATION, Engine.SCALAR))
+        outs = (out.region, _rows(red, t.shape[0]).region)
+        if readout is not None:
+            outs = (*outs, _rows(readout, t.shape[0]).region)
+    attrs: dict[str, Any] = {"func": alu, "scale": float(scale), "reduce_op": r}
+    if reduce_cmd is not None:
+        attrs["reduce_cmd"] = reduce_cmd
+    _emit(Op.ACTIVATION, outs, ins, attrs, _pick_engine(engine, Op.ACTIVATION, Engine.SCALAR))
     return (out, red) if red is not None else out
 
 
+def _rows(t: Tile, p: int) -> Tile:
+    """The first ``p`` partitions of a ``[P, 1]`` tile (registers / results sized for 128 partitions)."""
+    if t.ndim == 2 and t.shape[0] > p and t.shape[1] == 1:
+        return t[0:p, 0:1]
+    if t.shape != (p, 1):
+        raise ShapeError(f"a reduction result must be a [{p}, 1] tile, got a tile of shape {t.shape}")
+    return t
+
+
 def tensor_scalar(data: Any, op0: Any, operand0: Any, op1: Any = None, operand1: Any = None,
-                  reverse0: bool = False, reverse1: bool = False, engine: Any = None, dtype: Any = None) -> Tile:
+                  reverse0: bool = False, reverse1: bool = False, engine: Any = None, dtype: Any = None,
+                  reduce_op: Any = None, reduce_res: Tile | None = None) -> Any:
+    """``(data op0 operand0) op1 operand1``; with ``reduce_op`` the same instruction also reduces its result
+    along the free axes into ``reduce_res`` (``[P, 1]``, a new fp32 tile when None): returns (out, reduced)."""
     from trnlang.language.semantic import _result_dtype, _scalar_dtype, as_dtype
 
     t = to_tile(data)
@@ -266,10 +285,19 @@ def tensor_scalar(data: Any, op0: Any, operand0: Any, op1: Any = None, operand1:
         d = _result_dtype(a1, d, _scalar_dtype(operand1) if _is_num(operand1) else ops[1].dtype, False,
                           _is_num(operand1))
     out = new_tile(t.shape, as_dtype(dtype) if dtype is not None else d)
-    _emit(Op.TENSOR_SCALAR, (out.region,), (t.region, *(_operand(o) for o in ops)),
-          {"op0": a0, "op1": a1, "reverse": (bool(reverse0), bool(reverse1))},
+    attrs: dict[str, Any] = {"op0": a0, "op1": a1, "reverse": (bool(reverse0), bool(reverse1))}
+    outs: tuple[Region, ...] = (out.region,)
+    red = None
+    if reduce_op is not None:
+        r = as_alu(reduce_op)
+        if not ALU_SPECS[r].reducible or ALU_SPECS[r].kind is not AluKind.BINARY:
+            raise TraceError(f"tensor_scalar reduce_op {r.value} is not a reduction (add, multiply, maximum, minimum)")
+        attrs["reduce_op"] = r
+        red = reduce_res if reduce_res is not None else new_tile((t.shape[0], 1), DType.float32)
+        outs = (out.region, _rows(red, t.shape[0]).region)
+    _emit(Op.TENSOR_SCALAR, outs, (t.region, *(_operand(o) for o in ops)), attrs,
           _pick_engine(engine, Op.TENSOR_SCALAR, Engine.VECTOR))
-    return out
+    return (out, red) if red is not None else out
 
 
 def bn_stats(x: Any) -> Tile:

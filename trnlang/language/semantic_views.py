@@ -44,7 +44,8 @@ def index_key_as_slices(key: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[A
 def pattern_view(t: Tile, key: tuple[Any, ...]) -> Tile:
     """A strided / permuted view ``t[e_0, e_1, ...]`` with affine index values ``e_d`` (NKI's access patterns:
     ``in_tile[i_p, 2 * i_h + i_k, ...]``): the engines read it as one access pattern, no copy. The first
-    index must be ``start + i_p`` (partitions stay partitions); coefficients are non-negative ints."""
+    index must be ``start + step * i_p`` (``t[2 * i_p, i_f]``: every other partition; the view's partitions are
+    partitions of the tile, in order); coefficients are non-negative ints."""
     r = t.region
     if t.nblock or r.ap is not None:
         raise ShapeError("a strided view of a tile with block dimensions or of a strided view is not supported")
@@ -72,11 +73,48 @@ def pattern_view(t: Tile, key: tuple[Any, ...]) -> Tile:
                                  "non-negative integer coefficients of arange axes")
             strides[a_i] += int(c) * bstride[d]
             extent += int(c) * (view[a_i] - 1)
-        if j == 0 and (e - const != axes[0] if nd else True):
-            raise ShapeError(f"tile index {k} on the partition dimension must be start + arange(n)[:, None, ...] "
-                             "(partitions stay partitions in a view)")
+        step = e.coeff(axes[0]) if nd else 0
+        if j == 0 and (not nd or step < 1 or sympy.expand(e - const - step * axes[0]) != 0):
+            raise ShapeError(f"tile index {k} on the partition dimension must be start + step * "
+                             "arange(n)[:, None, ...] (the view's partitions are partitions of the tile, in order)")
         starts[d] = starts[d] + const
         sizes[d] = extent + 1
     region = Region(r.buf, tuple(sympy.sympify(s) for s in starts), tuple(sizes), tuple(r.keep),
                     tuple(zip(strides, view)))
     return Tile(region)
+
+
+def explicit_ap(t: Tile, pattern: Any, offset: Any = 0) -> Tile:
+    """NKI's explicit access pattern ``t.ap(pattern=[[partition_step, n_p], [step_1, n_1], ...], offset=k)``:
+    steps and offset in elements of the tile's row-major buffer. Each step is split over the buffer's
+    dimensions (a linear map, so the flat address is exact) and the view is built like an index-value view
+    (``pattern_view``): the partition step must be a whole number of partitions."""
+    r = t.region
+    if not isinstance(pattern, (list, tuple)) or not pattern or not all(
+            isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(v, int) and v >= 0 for v in p)
+            for p in pattern):
+        raise TraceError(f".ap(pattern=...) takes [[step, count], ...] pairs of non-negative ints, got {pattern!r}")
+    if not isinstance(offset, int) or offset < 0:
+        raise TraceError(f".ap(offset=...) must be a non-negative int, got {offset!r}")
+    if t.nblock or r.ap is not None:
+        raise ShapeError(".ap() of a tile with block dimensions or of a strided view is not supported")
+    dims = [d for d, kp in enumerate(r.keep) if kp]
+    bstride = [math.prod(r.buf.shape[d + 1:]) for d in range(len(r.buf.shape))]
+    if pattern[0][0] % bstride[dims[0]]:
+        raise ShapeError(f".ap() partition step {pattern[0][0]} is not a whole number of partitions "
+                         f"({bstride[dims[0]]} elements each)")
+    view = tuple(n for _, n in pattern)
+    axes = [axis_sym(a) for a in range(len(view))]
+    exprs: list[Any] = [sympy.Integer(0) for _ in dims]
+
+    def split(v: int, coeff: Any) -> None:
+        for i, d in enumerate(dims):
+            q, v = divmod(v, bstride[d])
+            exprs[i] += q * coeff
+        if v:
+            raise ShapeError(f".ap() step or offset {v} does not address whole elements of the tile")
+
+    split(offset, 1)
+    for a, (step, _n) in enumerate(pattern):
+        split(step, axes[a])
+    return pattern_view(t, tuple(Index(view, e) for e in exprs))

@@ -352,6 +352,13 @@ class Tile:
     def dtype(self) -> DType:
         return self.region.dtype
 
+    def ap(self, pattern: Any, offset: Any = 0, **_: Any) -> Tile:
+        """NKI's explicit access pattern: ``t.ap(pattern=[[partition_step, n_p], [step, n], ...], offset=k)``
+        (steps in elements of the tile's buffer), a strided view read and written in place."""
+        from trnlang.language.semantic_views import explicit_ap
+
+        return explicit_ap(self, pattern, offset)
+
     def broadcast_to(self, shape: Any) -> Tile:
         """This tile broadcast to ``shape`` (numpy rules, also along partitions): ``t.broadcast_to((128, n))``."""
         from trnlang.language import semantic

@@ -12,7 +12,11 @@ from typing import Any
 from trnlang.ir.types import Space
 
 
-def _directive(*_: Any, **__: Any) -> None:
+def _directive(*args: Any, **__: Any) -> Any:
+    """A no-op directive; used as a decorator (``@nki.compiler.skip_middle_end_transformations``) it
+    returns the kernel unchanged."""
+    if len(args) == 1 and callable(args[0]) and not __:
+        return args[0]
     return None
 
 

@@ -29,6 +29,7 @@ import enum
 from typing import Any
 
 from trnlang.frontend.errors import ShapeError, TraceError
+from trnlang.ir.nodes import Instr, Region
 from trnlang.ir.ops import Alu, Op
 from trnlang.ir.types import DType, Engine
 from trnlang.language import semantic as _sem
@@ -44,13 +45,90 @@ unknown_engine = None
 
 
 class reduce_cmd(enum.Enum):  # noqa: N801 - NKI spelling
-    """The accumulation-register command of ``activation``: only a fresh reduction (``reset_reduce``,
-    ``idle`` = none) is supported; ``reduce`` (accumulate across instructions) raises a clear error."""
+    """The Scalar engine's accumulation-register command of ``activation`` (one fp32 register per
+    partition): ``reset`` zeroes them, ``reset_reduce`` sets them to this instruction's reduction,
+    ``reduce`` accumulates this instruction's reduction onto them, ``idle`` leaves them alone. With
+    ``reduce_res=`` the instruction also writes the registers' new value there."""
 
     idle = "idle"
     reset = "reset"
     reduce = "reduce"
     reset_reduce = "reset_reduce"
+
+
+class _Regs:
+    """The registers of one trace: a ``[128, 1]`` fp32 SBUF buffer allocated at the top of the kernel, and
+    the instruction whose reduction they hold but that does not write them yet (``pending``: written only
+    once some later instruction reads them, so kernels that never read them pay nothing)."""
+
+    def __init__(self) -> None:
+        from trnlang.frontend.tracer import current
+        from trnlang.ir.types import Space
+
+        ctx = current()
+        buf = ctx.new_buf((128, 1), DType.float32, Space.SBUF)
+        alloc = ctx.blocks[-1].pop()
+        ctx.blocks[0].insert(0, alloc)
+        self.tile = Tile(Region.whole(buf))
+        self.pending: Instr | None = None
+        self.valid = False
+
+    @staticmethod
+    def of_trace() -> _Regs:
+        from trnlang.frontend.tracer import current
+
+        ctx = current()
+        regs = getattr(ctx, "_nki_reduce_regs", None)
+        if regs is None:
+            regs = _Regs()
+            ctx._nki_reduce_regs = regs  # type: ignore[attr-defined]
+        return regs
+
+    def rows(self, p: int) -> Tile:
+        return self.tile[0:p, 0:1] if p != 128 else self.tile
+
+    def read(self, p: int, cmd: str) -> Tile:
+        """The registers for an instruction that reads them: the pending instruction now writes them too."""
+        if self.pending is not None:
+            prev = self.pending
+            self.pending = None
+            prev.outs = (*prev.outs, self.rows(prev.outs[0].shape[0] if prev.outs[0].shape else 1).region)
+        elif not self.valid:
+            raise TraceError(f"activation reduce_cmd={cmd} reads the reduction registers, but no earlier "
+                             "instruction set them: start with reduce_cmd=reset or reset_reduce")
+        return self.rows(p)
+
+
+def _activation_regs(cmd: str, op: Any, data: Tile, bias: Any, scale: Any, reduce_op: Any, reduce_res: Any,
+                     dtype: Any) -> Tile:
+    """``activation`` with an explicit ``reduce_cmd`` (one instruction; see ``reduce_cmd``)."""
+    from trnlang.frontend.tracer import current
+
+    regs = _Regs.of_trace()
+    p = data.shape[0]
+    if cmd == "idle":
+        if reduce_res is None:  # the registers are not touched: a plain activation
+            return _semc.activation(op, data, scale, bias, None, None, dtype)
+        old = regs.read(p, cmd)
+        return _semc.activation(op, data, scale, bias, None, None, dtype, reduce_res, "idle", old)[0]
+    if cmd == "reset_reduce":
+        if reduce_op is None:
+            raise TraceError("activation reduce_cmd=reset_reduce needs reduce_op= (nl.add)")
+        if reduce_res is not None:  # one instruction writing reduce_res; the registers follow when read
+            y = _semc.activation(op, data, scale, bias, reduce_op, None, dtype, reduce_res, "reset_reduce")[0]
+            regs.pending, regs.valid = current().last_instr(), True
+            return y
+        r = _semc.activation(op, data, scale, bias, reduce_op, None, dtype, regs.rows(p), "reset_reduce")
+    elif cmd == "reduce":
+        if reduce_op is None:
+            raise TraceError("activation reduce_cmd=reduce needs reduce_op= (nl.add)")
+        old = regs.read(p, cmd)
+        r = _semc.activation(op, data, scale, bias, reduce_op, None, dtype, old, "reduce", old, reduce_res)
+    else:  # reset
+        regs.pending = None
+        r = _semc.activation(op, data, scale, bias, None, None, dtype, regs.rows(p), "reset", None, reduce_res)
+    regs.pending, regs.valid = None, True
+    return r[0]
 
 
 def _out(dst: Any, result: Any, mask: Any = None) -> Any:
@@ -101,15 +179,22 @@ def activation(op: Any = None, data: Any = None, bias: Any = None, scale: Any = 
                reduce_res: Any = None, reduce_cmd: Any = None, dtype: Any = None, mask: Any = None,
                dst: Any = None, **_: Any) -> Any:
     """``op(data * scale + bias)`` on the Scalar engine; ``scale`` a number or a ``[P, 1]`` tile;
-    ``reduce_op`` + ``reduce_res``: also the free-axis reduction of the result into ``reduce_res``."""
+    ``reduce_op`` + ``reduce_res``: also the free-axis reduction of the result into ``reduce_res``;
+    ``reduce_cmd``: the engine's accumulation registers (``nisa.reduce_cmd``), in the same instruction."""
     if data is None or op is None:
         raise TraceError("activation needs op= and data=")
-    if reduce_cmd is not None and getattr(reduce_cmd, "value", reduce_cmd) not in ("idle", "reset_reduce"):
-        raise TraceError(f"activation reduce_cmd={reduce_cmd} (accumulating registers across instructions) is not "
-                         "supported; reduce each instruction's result and combine the [P, 1] tiles")
-    if reduce_op is not None and reduce_res is not None and not isinstance(reduce_res, Tile):
+    if reduce_res is not None and not isinstance(reduce_res, Tile):
         raise TraceError("reduce_res= must be a [P, 1] tile")
-    r = _semc.activation(op, data, scale, bias, reduce_op, None, dtype, reduce_res)
+    cmd = getattr(reduce_cmd, "value", reduce_cmd)
+    if cmd is not None and cmd not in ("idle", "reset", "reduce", "reset_reduce"):
+        raise TraceError(f"activation reduce_cmd={reduce_cmd!r}: use a nisa.reduce_cmd member")
+    if cmd is None and reduce_op is not None and reduce_res is not None:
+        cmd = "reset_reduce"  # NKI: activation_reduce / reduce_res without a command reset the registers
+    if cmd is not None:
+        y = _activation_regs(cmd, op, _sem.to_tile(data), bias, scale, reduce_op, reduce_res, dtype)
+        return _out(dst, y, mask)
+    r = _semc.activation(op, data, scale, bias, reduce_op if reduce_res is not None else None, None, dtype,
+                         reduce_res)
     y = r[0] if isinstance(r, tuple) else r
     return _out(dst, y, mask)
 
@@ -144,12 +229,12 @@ def tensor_scalar(data: Any, op0: Any, operand0: Any, reverse0: bool = False, op
 def tensor_scalar_reduce(data: Any, op0: Any, operand0: Any, reduce_op: Any, reduce_res: Any,
                          reverse0: bool = False, dtype: Any = None, mask: Any = None, dst: Any = None,
                          **_: Any) -> Any:
-    """``data op0 operand0`` and its free-axis ``reduce_op`` reduction into ``reduce_res`` ([P, 1])."""
-    y = _semc.tensor_scalar(data, op0, operand0, None, None, reverse0, False, None, dtype)
+    """One Vector-engine instruction: ``data op0 operand0`` and its free-axis ``reduce_op`` reduction into
+    ``reduce_res`` ([P, 1])."""
     if not isinstance(reduce_res, Tile):
         raise TraceError("tensor_scalar_reduce needs reduce_res=, a [P, 1] tile")
-    red = _semc.reduce(_sem.as_alu(reduce_op), y, tuple(range(1, y.ndim)), True, reduce_res.dtype)
-    _sem.assign(reduce_res, red)
+    y, _red = _semc.tensor_scalar(data, op0, operand0, None, None, reverse0, False, None, dtype, reduce_op,
+                                  reduce_res)
     return _out(dst, y, mask)
 
 
@@ -293,7 +378,7 @@ def dma_copy(dst: Any = None, src: Any = None, mask: Any = None, **_: Any) -> No
 
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in (
-    "annotations", "enum", "Any", "ShapeError", "TraceError", "Instr", "Alu", "Op", "DType", "Engine",
+    "annotations", "enum", "Any", "ShapeError", "TraceError", "Instr", "Region", "Alu", "Op", "DType", "Engine",
     "AccessPattern", "HbmRef", "Index", "Pred", "Tile")]
 
 

@@ -74,6 +74,31 @@ class tile_size:  # noqa: N801 - NKI spelling
     bn_aggr_dim = 2
 
 
+def nc(n: int) -> int:
+    """NKI's number of physical NeuronCores along an SPMD grid dimension (``nl.spmd_dim(g, nl.nc(2))``)."""
+    if not isinstance(n, int) or n < 1:
+        raise TraceError(f"nl.nc takes a positive number of NeuronCores, got {n!r}")
+    return n
+
+
+def spmd_dim(*sizes: int) -> int:
+    """A launch-grid dimension spread over NeuronCores: ``k[nl.spmd_dim(g, nl.nc(2)), m]`` launches
+    ``g * 2`` programs along it (program ids ``0 .. 2g - 1``, as NKI numbers them). trnlang simulates one
+    NeuronCore, so the programs of every core run there (and on the host's threads).
+
+    Example:
+        >>> import trnlang.nki.language as nl
+        >>> nl.spmd_dim(3, nl.nc(2))
+        6
+    """
+    n = 1
+    for s in sizes:
+        if not isinstance(s, int) or s < 1:
+            raise TraceError(f"nl.spmd_dim takes positive ints (grid sizes, nl.nc(k)), got {s!r}")
+        n *= s
+    return n
+
+
 def program_ndim() -> int:
     """Number of dimensions of the launch grid."""
     from trnlang.frontend.tracer import current
@@ -177,10 +202,17 @@ def broadcast_to(src: Any, shape: Any) -> Tile:
     return _sem.broadcast_to(src, shape)
 
 
-def shared_constant(constant: Any, dtype: Any = None) -> Any:
-    """Not supported yet: a constant HBM tensor baked into the kernel."""
-    raise TraceError("nl.shared_constant is not supported by trnlang yet; pass the constant as a kernel argument "
-                     "(or build it on chip: an identity is isa.iota + nl.equal)")
+def shared_constant(constant: Any, dtype: Any = None, **_: Any) -> Any:
+    """A constant HBM tensor baked into the kernel (``nl.shared_constant(np.identity(128, np.int8),
+    dtype=nl.bfloat16)``): kernel-private HBM the launch fills with ``constant`` (cast to ``dtype``); load
+    it with ``nl.load`` like any tensor. The numpy array is captured at trace time."""
+    arr = np.asarray(constant)
+    if arr.ndim == 0 or arr.dtype == object:
+        raise TraceError(f"nl.shared_constant takes a numpy array of numbers, got {type(constant).__name__}")
+    dt = _sem.as_dtype(dtype) if dtype is not None else _sem.as_dtype(arr.dtype)
+    ref = _sem.ndarray(tuple(int(s) for s in arr.shape), dt, Space.HBM)
+    ref.tensor.data = arr.astype(np.float32 if dt.is_float else arr.dtype).astype(dt.np)
+    return ref
 
 
 # elementwise --------------------------------------------------------------------------------

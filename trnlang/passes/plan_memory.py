@@ -50,6 +50,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +78,8 @@ def slot_units(buf: Buf, t: Target) -> int:
         2
     """
     n = buf.nbytes_per_partition
+    if buf.space is Space.PSUM and buf.blocks:  # NKI block dimensions: one block is placed at a time
+        n //= math.prod(buf.shape[1:1 + buf.blocks])
     return -(-n // t.psum_bank_bytes) if buf.space is Space.PSUM else n
 
 

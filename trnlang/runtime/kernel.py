@@ -481,7 +481,7 @@ class KernelFn:
             return None
         like = next((a for a in args if argconv.is_tensor(a)), None)
         outs_host = [argconv.alloc_like(like, t.shape, t.dtype) for t in k.outputs]
-        scratch = [np.zeros(tuple(int(s) for s in t.shape), t.dtype.np) for t in k.scratch]
+        scratch = [_scratch_array(t) for t in k.scratch]
         comp.executor([*arrays, *(argconv.as_array(o) for o in outs_host), *scratch], grid)
         if not outs_host:
             return None
@@ -494,7 +494,7 @@ class KernelFn:
         arrays = [p.array for p in prepared if p.tensor is not None]
         like = next((a for a in args if argconv.is_tensor(a)), None)
         outs_host = [argconv.alloc_like(like, t.shape, t.dtype) for t in k.outputs]
-        scratch = [np.zeros(tuple(int(s) for s in t.shape), t.dtype.np) for t in k.scratch]
+        scratch = [_scratch_array(t) for t in k.scratch]
         comp.executor([*arrays, *(argconv.as_array(o) for o in outs_host), *scratch], grid)
         for p in prepared:
             p.finish()
@@ -503,6 +503,13 @@ class KernelFn:
         if getattr(k, "returns_tuple", False):
             return tuple(outs_host)
         return outs_host[0]
+
+
+def _scratch_array(t: HbmTensor) -> np.ndarray:
+    """A kernel-private HBM tensor for one launch: its constant contents (``data``), else zeros."""
+    if t.data is not None:
+        return np.array(t.data, dtype=t.dtype.np, copy=True)
+    return np.zeros(tuple(int(s) for s in t.shape), t.dtype.np)
 
 
 def _forget(cache_ref: Any, comp: Compiled, executor: Any, empty: bool) -> None:
