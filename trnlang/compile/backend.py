@@ -32,7 +32,8 @@ _EXTRA = [aten._softmax.default, aten._log_softmax.default]
 _SKIP = [aten.embedding_dense_backward.default, aten.nll_loss_forward.default, aten.nll_loss_backward.default,
          aten.nll_loss2d_forward.default, aten.nll_loss2d_backward.default]
 
-STATS: dict[str, Any] = {"graphs": 0, "kernels": 0, "fused_nodes": 0, "compile_seconds": 0.0}
+STATS: dict[str, Any] = {"graphs": 0, "kernels": 0, "fused_nodes": 0, "compile_seconds": 0.0,
+                         "graph_cache_hits": 0, "graph_cache_misses": 0}
 
 
 @functools.cache
@@ -103,7 +104,7 @@ def _compiler(kind: str) -> Any:
         t0 = time.perf_counter()
         _views_as_reshapes(gm)
         if os.environ.get("TRN_COMPILE_FUSE", "1") != "0":
-            gm, report = fgraph.fuse_graph(gm)
+            gm, report = fgraph.fuse_graph(gm, cache=True, stats=STATS)
         else:
             report = []
         STATS["graphs"] += 1

@@ -11,10 +11,11 @@ group depend on itself through an op outside it.
 Example:
     >>> import torch
     >>> from torch.fx.experimental.proxy_tensor import make_fx
+    >>> from trnlang.compile.backend import decompositions
     >>> from trnlang.compile.fuse import find_groups
-    >>> g = make_fx(lambda x: torch.softmax(x, -1) * 2, pre_dispatch=False)(torch.randn(4, 8)).graph
-    >>> [len(gr.nodes) for gr in find_groups(g, device_type="cpu")]
-    [2]
+    >>> g = make_fx(lambda x: torch.softmax(x, -1) * 2, decomposition_table=decompositions())(torch.randn(4, 8)).graph
+    >>> [[n.name for n in gr.nodes] for gr in find_groups(g, device_type="cpu")]
+    [['amax', 'sub', 'exp', 'sum_1', 'div', 'mul']]
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from trnlang.compile.ops import FUSED_DTYPES, POINTWISE, REDUCTIONS, literal
 MAX_COLS = 32768
 
 FULL, ROW, COL, SCALAR = "full", "row", "col", "scalar"
+ROLES = (FULL, ROW, COL, SCALAR)
 
 #: dtypes a generated kernel can load as an operand (int64 loads as int32 tiles).
 LOADABLE = FUSED_DTYPES | {torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8}

@@ -124,6 +124,21 @@ class _Emitter:
                 self.body.append(f"        tl.store(out{k}{index}, tl.broadcast_to({v}, (p, 1)), mask=m)")
 
 
+def kernel_name(nodes: list[fx.Node], limit: int = 64) -> str:
+    """``trn_fused_`` and the ops of the fused nodes in graph order, each op once, cut after whole op names.
+
+    This is the name ``trn profile``, ``TRN_DUMP=compile`` and ``trnlang.compile_stats()`` show; the
+    kernel's docstring lists every fused node by its graph name.
+    """
+    parts: list[str] = []
+    for op in dict.fromkeys(_short(n) for n in nodes):
+        if parts and sum(len(p) + 1 for p in parts) + len(op) > limit:
+            parts.append("etc")
+            break
+        parts.append(op)
+    return "trn_fused_" + "_".join(parts)
+
+
 def generate(g: Group, users_outside: set[fx.Node], grid: int) -> tuple[str, str, list[Spec], list[Spec]]:
     """(kernel name, source, input specs, output specs) of group ``g``."""
     em = _Emitter(g, users_outside)
@@ -132,8 +147,7 @@ def generate(g: Group, users_outside: set[fx.Node], grid: int) -> tuple[str, str
     params = [f"in{k}" for k in range(len(em.inputs))] + [f"out{k}" for k in range(len(em.outputs))]
     full = [p for p, s in zip(params, em.inputs + em.outputs) if s.role == FULL]
     rows_src = [p for p, s in zip(params, em.inputs + em.outputs) if s.role in (FULL, ROW)]
-    ops = "_".join(dict.fromkeys(_short(n) for n in g.nodes))[:48]
-    name = f"trn_fused_{ops}"
+    name = kernel_name(g.nodes)
     width = f"{full[0]}.shape[1]" if full else "1"
     lines = [
         "@trn.kernel",
