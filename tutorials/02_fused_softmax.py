@@ -43,6 +43,26 @@ def main() -> None:
         torch.testing.assert_close(o, torch.softmax(y, dim=-1), atol=1e-6, rtol=1e-5)
         print(f"rows {n:5d}: compiled variants so far {softmax.compile_stats()['variants']}")
 
+    stdlib_softmax_over_new_sizes()
+
+
+def stdlib_softmax_over_new_sizes() -> None:
+    """``torch.softmax`` on the ``trn`` device follows the same policy: the standard library's softmax kernel is
+    shape-polymorphic (sizes are runtime values; the host rounds the row length up to a tile bucket and masks the
+    tail), so new sizes in a bucket reuse its compiled variant. ``trn.compile_stats()`` counts every kernel
+    behind the device: compilations (``compiles``) and variants loaded from the disk cache (``disk_hits``)."""
+    import trnlang.device  # noqa: F401  (registers the trn device)
+
+    print("\ntorch.softmax on trn over new sizes (128 rows or more x a row length in the bucket of 128):")
+    trn.reset_compile_stats()
+    for n, d in ((130, 100), (300, 100), (301, 120), (777, 65), (1000, 97), (1999, 128)):
+        x = torch.randn(n, d)
+        torch.testing.assert_close(torch.softmax(x.to("trn"), -1).cpu(), torch.softmax(x, -1), atol=1e-6, rtol=1e-5)
+        s = trn.compile_stats()
+        k = s["kernels"]["softmax_fwd"]
+        print(f"  {n:5d} x {d:3d}: softmax_fwd variants {k['compiles'] + k['disk_hits']}, all kernels' compilations "
+              f"{s['compiles']}")
+
 
 if __name__ == "__main__":
     main()
