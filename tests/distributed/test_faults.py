@@ -37,6 +37,14 @@ def faults_worker(rank: int, world: int) -> dict[str, Any]:
     out["dtypes"] = _outcome(lambda: dist.broadcast(torch.ones(4, dtype=dt, device="trn"), src=0))
     out["ops"] = _outcome(lambda: dist.all_reduce(torch.ones(4, device="trn")) if rank == 0
                           else dist.all_gather_into_tensor(torch.empty(8, device="trn"), torch.ones(4, device="trn")))
+    # after two 32 KiB all-reduces the frame's payload slot has grown to 32 KiB (they ride in the check):
+    # sizes that disagree still raise on every rank, and a mismatched size bigger than the slot too
+    for _ in range(2):
+        dist.all_reduce(torch.ones(8192, device="trn"))
+    n = 8192 if rank == 0 else 4096
+    out["shapes_grown_slot"] = _outcome(lambda: dist.all_reduce(torch.ones(n, device="trn")))
+    n = 8192 if rank == 0 else 2**20
+    out["shapes_past_slot"] = _outcome(lambda: dist.all_reduce(torch.ones(n, device="trn")))
     out["mixed_devices"] = _outcome(lambda: dist.all_gather([torch.empty(2), torch.empty(2)],
                                                             torch.ones(2, device="trn")))
     # the group still works after the errors above
@@ -87,6 +95,8 @@ def faults() -> list[dict[str, Any]]:
     ("shapes", ["rank 0 called allreduce_ float32[4]", "rank 1 called allreduce_ float32[8]"]),
     ("dtypes", ["rank 0 called broadcast_ float32[4]", "rank 1 called broadcast_ bfloat16[4]"]),
     ("ops", ["rank 0 called allreduce_ float32[4]", "rank 1 called _allgather_base_ float32[8] float32[4]"]),
+    ("shapes_grown_slot", ["rank 0 called allreduce_ float32[8192] SUM", "rank 1 called allreduce_ float32[4096]"]),
+    ("shapes_past_slot", ["rank 0 called allreduce_ float32[8192] SUM", "rank 1 called allreduce_ float32[1048576]"]),
 ])
 def test_mismatched_calls_raise_on_every_rank(faults: list[dict[str, Any]], case: str, said: list[str]) -> None:
     for res in faults:

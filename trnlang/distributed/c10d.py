@@ -42,6 +42,8 @@ Example:
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
 import threading
 import warnings
@@ -49,6 +51,7 @@ import zlib
 from datetime import timedelta
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import ProcessGroupGloo
@@ -78,15 +81,56 @@ _AGREE: dict[str, tuple[int, ...]] = {
     "alltoall_": (), "alltoall_base_": (), "gather_": (1,), "scatter_": (0,), "barrier": (),
 }
 _DESC_BYTES = 256
-#: payload bytes a checked collective's frame carries after the description: an all-reduce this small is done
-#: by the agreement exchange itself (:func:`_allreduce`)
+#: payload bytes a checked collective's frame carries after the description while no larger all-reduce has
+#: been agreed on: an all-reduce this small is done by the agreement exchange itself (:func:`_allreduce`)
 _INLINE_BYTES = 16 * 1024
-_FRAME = _DESC_BYTES + _INLINE_BYTES
+#: the largest payload slot a frame grows to (a group that keeps all-reducing up to this many bytes gets them
+#: carried in the exchange; larger all-reduces take the check's round trip, then gloo's, zero-copy)
+_INLINE_MAX = 4 * 2**20
 _CPU = torch.device("cpu")
 _lock = threading.Lock()
 _LIBS: list[Any] = []
-#: group name -> (the gloo backend registered for trn, the shadow ProcessGroup serving it on the CPU)
-_SHADOWS: dict[str, tuple[Any, Any]] = {}
+
+
+class _Group:
+    """What a ``trn`` process group keeps between collectives: its gloo backend and shadow group, and the
+    agreement frame (the payload slot's size and the buffers the exchange reuses).
+
+    The slot's size is a function of the calls every rank has agreed on so far (see :meth:`next_slot`), so
+    every rank posts frames of the same size whatever it is about to call: gloo aborts a process that
+    receives a message of the wrong size, an exception can be raised on every rank."""
+
+    __slots__ = ("gloo", "shadow", "size", "slot", "mine", "every", "busy", "vals")
+
+    def __init__(self, gloo: Any, shadow: Any) -> None:
+        self.gloo, self.shadow, self.size = gloo, shadow.boxed(), gloo.size()
+        self.slot = _INLINE_BYTES
+        self.mine = self.every = torch.empty(0, dtype=torch.uint8)
+        self.busy = threading.Lock()  # the buffers are one call's at a time (another thread gets fresh ones)
+        self.vals: tuple[Any, ...] = ()  # (dtype, shape, every's rows viewed as that payload), last used
+
+    def frame_bytes(self) -> int:
+        return _DESC_BYTES + self.slot
+
+    def buffers(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The frame this rank posts and the buffer that gathers every rank's (reused while the slot stays)."""
+        f = self.frame_bytes()
+        if self.mine.numel() != f:
+            self.mine = torch.empty(f, dtype=torch.uint8)
+            self.every = torch.empty(self.size * f, dtype=torch.uint8)
+            self.vals = ()
+        return self.mine, self.every
+
+    def next_slot(self, inline_bytes: int) -> None:
+        """After an agreed checked call: the next frame's slot fits this call's payload if it was an all-reduce
+        that can ride (``inline_bytes``, 0 otherwise), within [:data:`_INLINE_BYTES`, :data:`_INLINE_MAX`].
+        A loop of same-sized all-reduces rides from its second call; any other call shrinks the slot back."""
+        want = -(-inline_bytes // 64) * 64
+        self.slot = _INLINE_BYTES if want <= _INLINE_BYTES or want > _INLINE_MAX else want
+
+
+#: group name -> its :class:`_Group` (the gloo backend registered for trn, the shadow group serving it)
+_SHADOWS: dict[str, _Group] = {}
 
 
 class TrnDistributedError(RuntimeError):
@@ -126,27 +170,28 @@ def create_backend(opts: Any, backend_options: Any = None) -> Any:
     shadow._set_default_backend(dist.ProcessGroup.BackendType.GLOO)
     shadow._register_backend(_CPU, dist.ProcessGroup.BackendType.GLOO, gloo)
     with _lock:
-        _SHADOWS[str(opts.group_id)] = (gloo, shadow)
+        _SHADOWS[str(opts.group_id)] = _Group(gloo, shadow)
     return gloo
 
 
-def _shadow_of(boxed_pg: Any) -> tuple[Any, Any, str]:
-    """(gloo backend, shadow group (boxed), group name) of the group a ``c10d`` op was called with."""
+def _group_of(boxed_pg: Any) -> tuple[_Group, str]:
+    """The :class:`_Group` (and name) of the group a ``c10d`` op was called with."""
     pg = dist.ProcessGroup.unbox(boxed_pg)
-    entry = _SHADOWS.get(pg.group_name)
+    name = pg.group_name
+    entry = _SHADOWS.get(name)
     try:
         backend: Any = pg._get_backend(memory.DEVICE)
     except RuntimeError as e:  # the group has no backend for trn: torch's own message says which
-        raise TrnDistributedError(f"trn: process group {pg.group_name!r} has no backend for trn tensors "
+        raise TrnDistributedError(f"trn: process group {name!r} has no backend for trn tensors "
                                   f"(init_process_group('cpu:gloo,trn:trn') or backend='trn'): {e}") from None
-    if entry is not None and entry[0] is not backend and getattr(backend, "wrapped_pg", None) is entry[0]:
-        backend = entry[0]  # TORCH_DISTRIBUTED_DEBUG=DETAIL wraps backends; the agreement check stands in
-    if entry is None or entry[0] is not backend:
+    if entry is not None and entry.gloo is not backend and getattr(backend, "wrapped_pg", None) is entry.gloo:
+        backend = entry.gloo  # TORCH_DISTRIBUTED_DEBUG=DETAIL wraps backends; the agreement check stands in
+    if entry is None or entry.gloo is not backend:
         raise TrnDistributedError(
-            f"trn: the trn backend of process group {pg.group_name!r} was not made by trnlang's 'trn' backend "
+            f"trn: the trn backend of process group {name!r} was not made by trnlang's 'trn' backend "
             f"({type(backend).__name__}); collectives on trn tensors need init_process_group(backend='trn') "
             "or 'cpu:gloo,trn:trn'")
-    return entry[0], entry[1].boxed(), pg.group_name
+    return entry, name
 
 
 def check_enabled() -> bool:
@@ -178,38 +223,59 @@ def _describe(name: str, args: tuple[Any, ...]) -> str:
     return " ".join(parts)
 
 
-def _exchange(gloo: Any, group: str, desc_text: str, payload: torch.Tensor | None = None) -> torch.Tensor:
-    """All-gather every rank's frame (description, then up to :data:`_INLINE_BYTES` of payload); raise on
-    every rank if the descriptions differ. Returns the gathered frames, one row per rank.
-
-    Every checked collective exchanges a frame of the same size, whatever it carries, so that ranks that
-    disagree about the call still agree about the exchange (gloo aborts on mismatched sizes)."""
+@functools.lru_cache(maxsize=512)
+def _head(desc_text: str) -> bytes:
+    """The frame's description field: ``desc_text`` padded to :data:`_DESC_BYTES` (a digest stands for the
+    tail of long ones, e.g. long lists of tensors)."""
     desc = desc_text.encode()
-    if len(desc) > _DESC_BYTES:  # long lists of tensors: a digest stands for the tail
+    if len(desc) > _DESC_BYTES:
         desc = desc[:_DESC_BYTES - 9] + b"#" + f"{zlib.crc32(desc):08x}".encode()
-    mine = torch.empty(_FRAME, dtype=torch.uint8)
-    mine[:_DESC_BYTES] = 0
-    mine[:len(desc)] = torch.frombuffer(bytearray(desc), dtype=torch.uint8)
-    if payload is not None and payload.numel():
-        nbytes = payload.numel() * payload.element_size()
-        mine[_DESC_BYTES:_DESC_BYTES + nbytes].view(payload.dtype).view(payload.shape).copy_(payload)
-    size = gloo.size()
-    every = torch.empty(size * _FRAME, dtype=torch.uint8)
-    gloo._allgather_base(every, mine).wait()  # raises gloo's timeout if a rank never calls a collective
-    rows = every.view(size, _FRAME)
-    heads = rows[:, :_DESC_BYTES]
-    if not bool((heads == mine[:_DESC_BYTES]).all()):
-        said = [bytes(r.tolist()).rstrip(b"\0").decode(errors="replace") for r in heads]
-        raise TrnDistributedError(
-            f"trn: collective mismatch in process group {group!r}: "
-            + "; ".join(f"rank {r} called {d}" for r, d in enumerate(said))
-            + " (every rank must call the same collective on the same dtypes and shapes)")
-    return rows
+    return desc.ljust(_DESC_BYTES, b"\0")
 
 
-def _check_agreement(gloo: Any, group: str, name: str, args: tuple[Any, ...]) -> None:
+def _exchange(g: _Group, group: str, head: bytes, payload: torch.Tensor | None = None, red: Any = None) -> None:
+    """All-gather every rank's frame (description, then the payload slot); raise on every rank if the
+    descriptions differ. With ``payload`` (at most the slot's bytes; the calling rank's CPU view of an
+    all-reduce) every rank's payload travels in the frame and is reduced with ``red`` into ``payload``.
+
+    Every checked collective exchanges a frame of the group's current size (:class:`_Group`), whatever it
+    carries, so that ranks that disagree about the call still agree about the exchange."""
+    own = g.busy.acquire(blocking=False)
+    try:
+        if own:
+            mine, every = g.buffers()
+        else:  # another thread is using the group's buffers: same sizes, fresh memory
+            mine = torch.empty(g.frame_bytes(), dtype=torch.uint8)
+            every = torch.empty(g.size * mine.numel(), dtype=torch.uint8)
+        f = mine.numel()
+        mine_np = mine.numpy()
+        mine_np[:_DESC_BYTES] = np.frombuffer(head, dtype=np.uint8)
+        if payload is not None and payload.numel():
+            nbytes = payload.numel() * payload.element_size()
+            if payload.is_contiguous() and not payload.is_neg():
+                ctypes.memmove(mine.data_ptr() + _DESC_BYTES, payload.data_ptr(), nbytes)
+            else:
+                mine[_DESC_BYTES:_DESC_BYTES + nbytes].view(payload.dtype).view(payload.shape).copy_(payload)
+        g.gloo._allgather_base(every, mine).wait()  # raises gloo's timeout if a rank never calls a collective
+        ev = every.numpy()
+        if any(ev[r * f:r * f + _DESC_BYTES].tobytes() != head for r in range(g.size)):
+            said = [ev[r * f:r * f + _DESC_BYTES].tobytes().rstrip(b"\0").decode(errors="replace")
+                    for r in range(g.size)]
+            raise TrnDistributedError(
+                f"trn: collective mismatch in process group {group!r}: "
+                + "; ".join(f"rank {r} called {d}" for r, d in enumerate(said))
+                + " (every rank must call the same collective on the same dtypes and shapes)")
+        if payload is not None:
+            _reduce_rows(g if own else None, every.view(g.size, f), payload, red)
+    finally:
+        if own:
+            g.busy.release()
+
+
+def _check_agreement(g: _Group, group: str, name: str, args: tuple[Any, ...]) -> None:
     """All-gather each rank's description of this call; raise on every rank if they differ."""
-    _exchange(gloo, group, _describe(name, args))
+    _exchange(g, group, _head(_describe(name, args)))
+    g.next_slot(0)
 
 
 #: dtypes whose SUM/PRODUCT/MIN/MAX give the same bits in any order (two's-complement integers)
@@ -218,28 +284,40 @@ _INT_DTYPES = frozenset({torch.int8, torch.uint8, torch.int16, torch.int32, torc
 _FLOAT_DTYPES = frozenset({torch.float32, torch.float64, torch.float16, torch.bfloat16})
 
 
-def _inline_reducible(t: torch.Tensor, red: Any, ranks: int) -> bool:
-    """Whether an all-reduce of ``t`` rides in the agreement frame (see :func:`_allreduce`). Depends only on
-    what the description carries (dtype, shape, op) and the group size, so all ranks decide alike."""
-    if t.numel() * t.element_size() > _INLINE_BYTES:
-        return False
+def _rides(t: torch.Tensor, red: Any, ranks: int) -> bool:
+    """Whether an all-reduce of ``t`` may ride in the agreement frame (see :func:`_allreduce`), size aside.
+    Depends only on what the description carries (dtype, op) and the group size, so all ranks decide alike."""
     if t.dtype in _INT_DTYPES:
         return red in _INLINE_OPS
     # floats: only where the order cannot change the bits (MIN/MAX are left to gloo: NaN handling differs)
     return ranks == 2 and t.dtype in _FLOAT_DTYPES and red in (dist.ReduceOp.SUM, dist.ReduceOp.PRODUCT)
 
 
-def _reduce_rows(rows: torch.Tensor, out: torch.Tensor, red: Any) -> None:
+def _inline_reducible(t: torch.Tensor, red: Any, ranks: int, slot: int = _INLINE_BYTES) -> bool:
+    """Whether an all-reduce of ``t`` rides in a frame whose payload slot holds ``slot`` bytes."""
+    return t.numel() * t.element_size() <= slot and _rides(t, red, ranks)
+
+
+def _reduce_rows(g: _Group | None, rows: torch.Tensor, out: torch.Tensor, red: Any) -> None:
     """Reduce every rank's payload (in rank order) into ``out``, the calling rank's CPU view."""
     n = out.numel()
     if n == 0:
         return
-    vals = rows[:, _DESC_BYTES:_DESC_BYTES + n * out.element_size()].view(out.dtype)
+    if g is not None and g.vals[:2] == (out.dtype, out.shape):
+        vals = g.vals[2]
+    else:
+        flat = rows[:, _DESC_BYTES:_DESC_BYTES + n * out.element_size()].view(out.dtype)
+        vals = [flat[i].view(out.shape) for i in range(rows.shape[0])]
+        if g is not None:
+            g.vals = (out.dtype, out.shape, vals)
     fn = _INLINE_OPS[red]
+    if len(vals) == 2:
+        fn(vals[0], vals[1], out=out)
+        return
     acc = vals[0]
-    for i in range(1, vals.shape[0]):
-        acc = fn(acc, vals[i])
-    out.copy_(acc.view(out.shape))
+    for v in vals[1:]:
+        acc = fn(acc, v)
+    out.copy_(acc)
 
 
 class _Views:
@@ -252,15 +330,7 @@ class _Views:
 
     def to_cpu(self, x: Any) -> Any:
         if isinstance(x, torch.Tensor):
-            if x.device.type != BACKEND:
-                raise TrnDistributedError(
-                    f"trn: c10d::{self.op} got a {x.device.type} tensor together with trn tensors; a collective "
-                    "takes tensors of one device (use a CPU group, e.g. init_process_group('cpu:gloo,trn:trn'), "
-                    "for CPU tensors)")
-            if x.numel() == 0:
-                v = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype)
-            else:
-                v = memory.cpu_view(x)
+            v = _view(self.op, x)
             self.back[id(v)] = x
             self.keep.append(v)
             return v
@@ -293,35 +363,69 @@ def _done(result: list[torch.Tensor]) -> Any:
     return _create_work_from_future(fut)
 
 
+def _view(op: str, x: Any) -> torch.Tensor:
+    """The CPU view of the ``trn`` tensor ``x`` (an argument of ``c10d::<op>``)."""
+    if not isinstance(x, torch.Tensor) or x.device.type != BACKEND:
+        kind = x.device.type if isinstance(x, torch.Tensor) else type(x).__name__
+        raise TrnDistributedError(
+            f"trn: c10d::{op} got a {kind} tensor together with trn tensors; a collective "
+            "takes tensors of one device (use a CPU group, e.g. init_process_group('cpu:gloo,trn:trn'), "
+            "for CPU tensors)")
+    if x.numel() == 0:
+        return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype)
+    return memory.cpu_view(x)
+
+
+#: (dtype, shape, reduce op) of a one-tensor all-reduce -> its frame description (the hot loop's key)
+_AR_HEADS: dict[tuple[Any, ...], bytes] = {}
+
+
+def _allreduce_head(tensors: list[torch.Tensor], red: Any) -> bytes:
+    if len(tensors) != 1:
+        return _head(f"{_describe('allreduce_', (tensors,))} {red.name}")
+    t = tensors[0]
+    key = (t.dtype, t.shape, red)
+    head = _AR_HEADS.get(key)
+    if head is None:
+        if len(_AR_HEADS) > 512:
+            _AR_HEADS.clear()
+        head = _AR_HEADS[key] = _head(f"{_describe('allreduce_', (tensors,))} {red.name}")
+    return head
+
+
 def _allreduce(tensors: list[torch.Tensor], pg: Any, reduce_op: Any, sparse_indices: Any = None,
                async_op: bool = True, timeout: int = -1) -> Any:
     """``c10d::allreduce_`` on trn tensors, straight to gloo's method: what torch's CPU kernel does, without a
-    second trip through the dispatcher (about 50 us of the 60 a small all-reduce took that way).
+    second trip through the dispatcher.
 
-    With the agreement check on, a small all-reduce (at most :data:`_INLINE_BYTES`, one tensor, an op and
-    dtype whose result does not depend on the order of the reduction, see :func:`_inline_reducible`) rides in
-    the check's own all-gather: each rank reduces the gathered payloads in rank order. One round trip instead
-    of two (the check's, then gloo's); the bits are gloo's. The returned ``Work`` is already complete."""
+    With the agreement check on, an all-reduce of one tensor whose result does not depend on the order of
+    the reduction (see :func:`_rides`) and that fits the frame's payload slot (:class:`_Group`: 16 KiB, or the
+    size of the previous all-reduce up to :data:`_INLINE_MAX`) rides in the check's own all-gather: each rank
+    reduces the gathered payloads in rank order. One round trip instead of two (the check's, then gloo's);
+    the bits are gloo's. The returned ``Work`` is already complete."""
     red = _REDOPS.get(int(reduce_op.op()))
     if sparse_indices is not None or red is None or red == dist.ReduceOp.PREMUL_SUM:
         return _GENERIC["allreduce_"](tensors, pg, reduce_op, sparse_indices, async_op, timeout)
-    views = _Views("allreduce_")
-    cpu = views.to_cpu(tensors)
-    gloo, _, group = _shadow_of(pg)
+    cpu = [_view("allreduce_", t) for t in tensors]
+    g, group = _group_of(pg)
     if _COST_LOGS:
-        _note("allreduce_", (tensors,), gloo.size(), group)
+        _note("allreduce_", (tensors,), g.size, group)
     if check_enabled():
-        desc = f"{_describe('allreduce_', (tensors,))} {red.name}"
-        if len(cpu) == 1 and _inline_reducible(cpu[0], red, gloo.size()):
-            _reduce_rows(_exchange(gloo, group, desc, cpu[0]), cpu[0], red)
+        head = _allreduce_head(tensors, red)
+        ride = len(cpu) == 1 and _rides(cpu[0], red, g.size)
+        nbytes = cpu[0].numel() * cpu[0].element_size() if ride else 0
+        if ride and nbytes <= g.slot:
+            _exchange(g, group, head, cpu[0], red)
+            g.next_slot(nbytes)
             return tensors, _done(cpu).boxed()
-        _exchange(gloo, group, desc)
+        _exchange(g, group, head)
+        g.next_slot(nbytes)
     opts = dist.AllreduceOptions()
     opts.reduceOp = red  # type: ignore[assignment]  # torch converts a RedOpType, as dist.all_reduce relies on
     opts.asyncOp = async_op
     if timeout >= 0:
         opts.timeout = timedelta(milliseconds=timeout)
-    return tensors, gloo.allreduce(cpu, opts).boxed()
+    return tensors, g.gloo.allreduce(cpu, opts).boxed()
 
 
 def _note(name: str, args: tuple[Any, ...], ranks: int, group: str) -> None:
@@ -337,11 +441,12 @@ def _collective(name: str, pg_index: int) -> Any:
     def kernel(*args: Any) -> Any:
         views = _Views(name)
         new = [views.to_cpu(a) for a in args]
-        gloo, new[pg_index], group = _shadow_of(args[pg_index])
+        g, group = _group_of(args[pg_index])
+        new[pg_index] = g.shadow
         if name in _AGREE and check_enabled():
-            _check_agreement(gloo, group, name, args)
+            _check_agreement(g, group, name, args)
         if _COST_LOGS:
-            _note(name, args, gloo.size(), group)
+            _note(name, args, g.size, group)
         out = op(*new)
         # gloo's own Work goes back: its wait() raises gloo's errors (a timeout, a size mismatch), which a
         # future-wrapping Work would swallow. Its future yields the CPU views (the trn tensors' own bytes).
