@@ -298,3 +298,22 @@ def test_explicit_access_patterns():
     with pytest.raises(trn.ShapeError, match="not a whole number of partitions") as ei:
         half_partition(x)
     assert "ap(pattern=[[18, 2], [2, 6]])" in str(ei.value)
+
+
+# ---------------------------------------------------------------------------------- documented limits
+def test_bn_stats_read_mask_with_a_ragged_chunk_is_a_clear_error_at_the_users_line():
+    @nki.jit
+    def ragged(x):
+        out = nl.ndarray((128, 2), dtype=nl.float32, buffer=nl.shared_hbm)
+        i_p, i_f = nl.arange(128)[:, None], nl.arange(512)[None, :]
+        i_s = nl.arange(6)[None, :]
+        t = nl.load(x)
+        st = nl.ndarray((128, 12), dtype=nl.float32)
+        for j in nl.affine_range(2):
+            st[i_p, j * 6 + i_s] = nisa.bn_stats(t[i_p, j * 512 + i_f], mask=(j * 512 + i_f < x.shape[1]))
+        nl.store(out, value=nisa.bn_aggr(st))
+        return out
+
+    with pytest.raises(trn.ShapeError, match="ragged last chunk") as ei:
+        ragged(np.ones((128, 700), np.float32))
+    assert "nisa.bn_stats(t[i_p, j * 512 + i_f]" in str(ei.value)
