@@ -37,7 +37,7 @@ import torch
 import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
-from trnlang.device import lowering
+from trnlang.device import decline, lowering
 from trnlang.device.registry import describe
 
 BQ = 128
@@ -285,11 +285,11 @@ def sdpa_overrideable(query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
                       return_debug_mask: bool = False, *, scale: float | None = None) -> Any:
     """Flash-attention forward -> (output, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, seed, offset, debug)."""
     if dropout_p != 0.0 or return_debug_mask or not _supported(query, key, value, attn_bias):
-        return NotImplemented
+        return decline("dropout, a debug mask, or q/k/v/mask it does not take (4-D, one float dtype, head dim <= 128)")
     b, h, sq, d = query.shape
     sk = key.shape[2]
     if is_causal and sq > sk:
-        return NotImplemented
+        return decline("is_causal with more queries than keys")
     kind = _mask_kind(attn_bias, query.dtype)
     out = torch.empty(query.shape, dtype=query.dtype, device="trn")
     lse = torch.empty((b, h, sq, 1), dtype=torch.float32, device="trn")
@@ -313,11 +313,11 @@ def sdpa_overrideable_backward(grad_out: torch.Tensor, query: torch.Tensor, key:
     if attn_bias is not None and attn_bias.numel() == 0:
         attn_bias = None
     if dropout_p != 0.0 or not _supported(query, key, value, attn_bias):
-        return NotImplemented
+        return decline("dropout, or q/k/v/mask the kernel does not take (4-D, one float dtype, head dim <= 128)")
     b, hq, sq, d = query.shape
     hk, sk = key.shape[1], key.shape[2]
     if is_causal and sq > sk:
-        return NotImplemented
+        return decline("is_causal with more queries than keys")
     kind = _mask_kind(attn_bias, query.dtype)
     sc = _scale(scale, d)
     lse = logsumexp.reshape(b, hq, sq, 1)

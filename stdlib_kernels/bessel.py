@@ -29,7 +29,7 @@ import torch
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.unary import DTYPES, EW_OPS, run
-from trnlang.device import REGISTRY, lowering, memory
+from trnlang.device import REGISTRY, decline, lowering, memory
 
 _INF = math.inf
 _NAN = math.nan
@@ -469,11 +469,11 @@ def run_bucketed(op: str, ins: Sequence[torch.Tensor], out_dtype: torch.dtype, o
     like ``unary.run``.
     """
     if not ins or not all(U.is_trn(t) and t.dtype in DTYPES for t in ins):
-        return NotImplemented
+        return decline("no inputs, or an input not a trn tensor of a float dtype the kernel takes")
     try:
         shape = tuple(torch.broadcast_shapes(*[t.shape for t in ins]))
     except RuntimeError:
-        return NotImplemented
+        return decline("inputs do not broadcast: torch raises")
     n = U.prod(shape)
     if n == 0 or n > _PAD_MAX:
         return run(op, ins, out_dtype, out, params)
@@ -482,7 +482,7 @@ def run_bucketed(op: str, ins: Sequence[torch.Tensor], out_dtype: torch.dtype, o
             out.resize_(shape)
         if (not U.is_trn(out) or tuple(out.shape) != shape or out.dtype != out_dtype
                 or U.has_internal_overlap(out)):
-            return NotImplemented
+            return decline("out= not a trn tensor of the result's shape and dtype, or with overlapping elements")
     size = _PAD_MIN
     while size < n:
         size *= 2
@@ -503,7 +503,7 @@ def _make(op: str, key: str) -> Callable[..., Any]:
     def lower(self: Any, *, out: torch.Tensor | None = None) -> Any:
         # integer / bool inputs promote to the default float dtype on the CPU: not handled here
         if not isinstance(self, torch.Tensor) or self.dtype not in DTYPES:
-            return NotImplemented
+            return decline("integer/bool input (the CPU promotes it to float)")
         return run_bucketed(key, [self], self.dtype, out)
 
     lower.__name__ = op

@@ -29,7 +29,7 @@ import torch
 import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
-from trnlang.device import lowering
+from trnlang.device import decline, lowering
 
 FLOATS = (torch.float32, torch.bfloat16, torch.float16)
 INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
@@ -151,29 +151,29 @@ def arange_out(start: Any, end: Any, step: Any = 1, *, out: torch.Tensor) -> Any
     """
     start, end, step = (int(v) if isinstance(v, bool) else v for v in (_num(start), _num(end), _num(step)))
     if any(isinstance(v, complex) for v in (start, end, step)):
-        return NotImplemented
+        return decline("a complex start, end or step")
     if not all(math.isfinite(float(v)) for v in (start, end, step)) or step == 0:
-        return NotImplemented
+        return decline("a non-finite start/end/step or a zero step: torch raises")
     if (step > 0 and end < start) or (step < 0 and end > start):
-        return NotImplemented
+        return decline("a step whose sign does not lead from start to end: torch raises")
     integral = not out.dtype.is_floating_point
     if integral and all(isinstance(v, int) for v in (start, end, step)):
         sgn = (step > 0) - (step < 0)
         size = (end - start + step - sgn) // step
     else:
         if integral:
-            return NotImplemented
+            return decline("a float range into an integer out=")
         size = math.ceil((float(end) - float(start)) / float(step))
     size = max(int(size), 0)
     if integral:
         last = start + (size - 1) * step if size else start
         lo, hi = -2**31, 2**31 - 1
         if not (lo <= start <= hi and lo <= last <= hi and lo <= step <= hi):
-            return NotImplemented
+            return decline("an integer range beyond int32")
     elif size > 1 << 24:
-        return NotImplemented
+        return decline("more than 2^24 float elements")
     if not _prepare_out(out, (size,)):
-        return NotImplemented
+        return decline("out= not a contiguous trn tensor")
     if size == 0:
         return out
     if integral:
@@ -235,7 +235,7 @@ def linspace_out(start: Any, end: Any, steps: int, *, out: torch.Tensor) -> Any:
     """
     args = _lin_args(start, end, steps, out)
     if args is None or not _prepare_out(out, (steps,)):
-        return NotImplemented
+        return decline("complex start/end, steps < 0 or > 2^24, or out= not a contiguous float trn tensor")
     if steps == 1:
         out.fill_(args[0])
     elif steps:
@@ -252,7 +252,7 @@ def logspace_out(start: Any, end: Any, steps: int, base: float = 10.0, *, out: t
     """
     args = _lin_args(start, end, steps, out)
     if args is None or not base > 0 or not _prepare_out(out, (steps,)):
-        return NotImplemented
+        return decline("complex start/end, steps < 0 or > 2^24, base <= 0, or out= not a contiguous float trn tensor")
     if steps:
         exps = torch.empty((steps,), dtype=torch.float32, device="trn")
         if steps == 1:
@@ -276,7 +276,7 @@ _EYE_DTYPES = FLOATS + INTS + (torch.bool,)
 def eye_m_out(n: int, m: int, *, out: torch.Tensor) -> Any:
     """``torch.eye(n, m, out=out)``."""
     if n < 0 or m < 0 or not _prepare_out(out, (n, m)):
-        return NotImplemented
+        return decline("a negative size (torch raises), or out= not a contiguous trn tensor")
     if n * m:
         kind = "b" if out.dtype == torch.bool else ("f" if out.dtype.is_floating_point else "i")
         eye_kernel(out, kind)

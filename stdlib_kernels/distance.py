@@ -34,7 +34,7 @@ import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.tiling import col_chunks, row_tiles
-from trnlang.device import lowering
+from trnlang.device import decline, lowering
 
 _R = 512  # x2 rows per free-axis chunk
 _MAX_FEATURES = 8192  # gradient columns kept in one SBUF tile
@@ -172,11 +172,11 @@ def _ok_p(p: Any) -> bool:
 def cdist_forward(x1: torch.Tensor, x2: torch.Tensor, p: float, compute_mode: int | None) -> Any:
     """``torch.cdist``'s direct kernel (every p except the matmul form of p = 2, which torch composes itself)."""
     if not _ok(x1, x2) or x1.dim() < 2 or x2.dim() < 2 or x1.shape[-1] != x2.shape[-1] or not _ok_p(p):
-        return NotImplemented
+        return decline("not float32 trn tensors, fewer than 2 dims, mismatched feature sizes, or p negative or NaN")
     r1, r2 = x1.shape[-2], x2.shape[-2]
     bt = _batched(x1, x2)
     if bt is None or x1.shape[-1] > _MAX_FEATURES:
-        return NotImplemented
+        return decline("batch dims do not broadcast, or more than 8192 features")
     batch, a, b = bt
     out = torch.empty((*batch, r1, r2), dtype=x1.dtype, device="trn")
     if out.numel() == 0:
@@ -184,7 +184,7 @@ def cdist_forward(x1: torch.Tensor, x2: torch.Tensor, p: float, compute_mode: in
     if x1.shape[-1] == 0:
         return out.zero_()
     if p == 2 and (compute_mode == 1 or (compute_mode in (None, 0) and (r1 > 25 or r2 > 25))):
-        return NotImplemented  # torch's matmul form (only reached by direct calls): its rounding, on the CPU
+        return decline("p = 2 by the matmul form (compute_mode or more than 25 rows): the CPU's own rounding")
     cdist_fwd(a, b, out.view(-1, r1, r2), float(p))
     return out
 
@@ -204,14 +204,14 @@ def cdist_backward(grad: torch.Tensor, x1: torch.Tensor, x2: torch.Tensor, p: fl
     """Gradient of ``_cdist_forward`` with respect to ``x1`` (batch dims as broadcast; autograd reduces them)."""
     if not _ok(grad, x1, x2, cdist) or x1.dim() < 2 or x2.dim() < 2 or not _ok_p(p) or \
             x1.shape[-1] != x2.shape[-1] or x1.shape[-1] > _MAX_FEATURES:
-        return NotImplemented
+        return decline("not float32 trn tensors, fewer than 2 dims, mismatched or more than 8192 features, or bad p")
     bt = _batched(x1, x2)
     if bt is None:
-        return NotImplemented
+        return decline("batch dims do not broadcast")
     batch, a, b = bt
     r1, r2 = x1.shape[-2], x2.shape[-2]
     if tuple(grad.shape) != (*batch, r1, r2) or grad.shape != cdist.shape:
-        return NotImplemented
+        return decline("grad of the wrong shape")
     if a.numel() == 0 or b.numel() == 0:
         return torch.zeros((*batch, r1, x1.shape[-1]), dtype=x1.dtype, device="trn")
     out = _grad(grad.reshape(-1, r1, r2), a, b, cdist.reshape(-1, r1, r2), p)
@@ -243,7 +243,7 @@ def _pdist_ok(self: Any, p: Any) -> bool:
 def pdist_forward(self: torch.Tensor, p: float = 2.0) -> Any:
     """``F.pdist``: the condensed upper triangle of ``cdist(x, x)`` (row-major pairs ``i < j``)."""
     if not _pdist_ok(self, p):
-        return NotImplemented
+        return decline("not a 2-D float32 trn tensor, p negative or NaN, more than 8192 features, or n^2 >= 2^31")
     n, m = self.shape
     q = n * (n - 1) // 2
     out = torch.empty((q,), dtype=self.dtype, device="trn")
@@ -262,11 +262,11 @@ def pdist_forward(self: torch.Tensor, p: float = 2.0) -> Any:
 def pdist_backward(grad: torch.Tensor, self: torch.Tensor, p: float, pdist: torch.Tensor) -> Any:
     """Gradient of ``pdist``: the condensed gradient and distances as symmetric squares, then ``cdist``'s."""
     if not _pdist_ok(self, p) or not _ok(grad, pdist):
-        return NotImplemented
+        return decline("not 2-D float32 trn tensors, p negative or NaN, more than 8192 features, or n^2 >= 2^31")
     n, m = self.shape
     q = n * (n - 1) // 2
     if grad.numel() != q or pdist.numel() != q:
-        return NotImplemented
+        return decline("grad or pdist of the wrong size")
     if q == 0 or m == 0 or p == 0:
         return torch.zeros(self.shape, dtype=self.dtype, device="trn")
     up, lo = _maps(n)

@@ -46,7 +46,7 @@ import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels import fft_complex as FC
 from stdlib_kernels.fft_complex import complex_mul, conj_physical, cos_sin, planes  # noqa: F401 - re-exported
-from trnlang.device import lowering, memory
+from trnlang.device import decline, lowering, memory
 
 #: Sizes up to this are one matmul with an ``[n, n]`` twiddle matrix.
 DIRECT_MAX = 256
@@ -392,11 +392,11 @@ def fft_c2c(self: torch.Tensor, dim: Sequence[int], normalization: int, forward:
     """
     dims = _dims(dim, self.dim())
     if not _ok(self, _C64) or dims is None:
-        return NotImplemented
+        return decline("not a complex64 trn tensor (or a neg bit), or dims out of range, repeated or empty")
     sizes = [self.shape[d] for d in dims]
     scale = _scale(normalization, sizes)
     if scale is None or (self.numel() and not all(supported(n) for n in sizes)):
-        return NotImplemented
+        return decline("unknown normalization, or a length of 0, >= 2^28 or with a residual factor above 46340")
     out = memory.empty(tuple(self.shape), _C64)
     if self.numel() == 0:
         return out
@@ -412,11 +412,11 @@ def fft_r2c(self: torch.Tensor, dim: Sequence[int], normalization: int, onesided
     """
     dims = _dims(dim, self.dim())
     if not _ok(self, _F32) or dims is None:
-        return NotImplemented
+        return decline("not a float32 trn tensor (or a neg bit), or dims out of range, repeated or empty")
     sizes = [self.shape[d] for d in dims]
     scale = _scale(normalization, sizes)
     if scale is None or not all(supported(n) for n in sizes):
-        return NotImplemented
+        return decline("unknown normalization, or a length of 0, >= 2^28 or with a residual factor above 46340")
     ld = dims[-1]
     n = self.shape[ld]
     shape = list(self.shape)
@@ -441,14 +441,14 @@ def fft_c2r(self: torch.Tensor, dim: Sequence[int], normalization: int, last_dim
     """
     dims = _dims(dim, self.dim())
     if not _ok(self, _C64) or dims is None:
-        return NotImplemented
+        return decline("not a complex64 trn tensor (or a neg bit), or dims out of range, repeated or empty")
     ld, n = dims[-1], int(last_dim_size)
     if n < 1 or self.shape[ld] not in (n // 2 + 1, n):
-        return NotImplemented  # the CPU raises its own error
+        return decline("last_dim_size does not match the input: torch raises")  # the CPU raises its own error
     sizes = [self.shape[d] for d in dims[:-1]] + [n]
     scale = _scale(normalization, sizes)
     if scale is None or not all(supported(k) for k in sizes):
-        return NotImplemented
+        return decline("unknown normalization, or a length of 0, >= 2^28 or with a residual factor above 46340")
     shape = list(self.shape)
     shape[ld] = n
     out = memory.empty(shape, _F32)
@@ -475,5 +475,5 @@ def conj_physical_(self: torch.Tensor) -> Any:
     if not self.is_complex():
         return self
     if self.dtype != _C64 or self.is_conj():
-        return NotImplemented
+        return decline("not complex64, or a lazy conjugate bit")
     return conj_physical(self, out=self)

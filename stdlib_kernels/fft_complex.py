@@ -26,7 +26,7 @@ import trnlang as trn
 import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
-from trnlang.device import memory
+from trnlang.device import decline, memory
 
 _F32 = torch.float32
 _C64 = torch.complex64
@@ -223,22 +223,22 @@ def complex_mul(a: Any, b: Any, out: torch.Tensor | None = None) -> Any:
     try:
         rdt = torch.result_type(a, b)
     except (RuntimeError, TypeError):
-        return NotImplemented
+        return decline("operands with no common result dtype")
     if rdt != _C64:
-        return NotImplemented
+        return decline("a result dtype other than complex64")
     oa, ob = _operand(a), _operand(b)
     if oa is None or ob is None:
-        return NotImplemented
+        return decline("an operand with a neg bit, of a dtype the kernel does not take, or not a number")
     tens = [t for t in (a, b) if U.is_trn(t)]
     if not tens:
-        return NotImplemented
+        return decline("no trn operand")
     try:
         shape = tuple(torch.broadcast_shapes(*[t.shape for t in tens]))
     except RuntimeError:
-        return NotImplemented
+        return decline("operands do not broadcast: torch raises")
     res = _out(out, shape, _C64, tens)
     if res is None:
-        return NotImplemented
+        return decline("out= not a trn tensor of the result's dtype and shape, or conj/neg, expanded or aliased")
     if res.numel() == 0:
         return res
     ors, ois = planes(res)
@@ -254,10 +254,10 @@ def conj_physical(x: torch.Tensor, out: torch.Tensor | None = None) -> Any:
         tensor([1.-2.j])
     """
     if not U.is_trn(x) or x.is_neg() or (x.dtype != _C64 and x.dtype not in U.FLOAT_DTYPES):
-        return NotImplemented
+        return decline("not a trn tensor of complex64 or a float dtype, or a neg bit")
     res = _out(out, tuple(x.shape), x.dtype, [x])
     if res is None:
-        return NotImplemented
+        return decline("out= not a trn tensor of the result's dtype and shape, or conj/neg, expanded or aliased")
     if res.numel() == 0:
         return res
     one = (U.scalar_tensor(1.0, _F32), None, True)

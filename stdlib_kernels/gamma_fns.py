@@ -39,7 +39,7 @@ import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.bessel import polevl, run_bucketed
 from stdlib_kernels.unary import DTYPES, EW_OPS
-from trnlang.device import REGISTRY, lowering
+from trnlang.device import REGISTRY, decline, lowering
 
 _INF = math.inf
 _NAN = math.nan
@@ -240,13 +240,13 @@ def special_zeta(self: Any, other: Any, *, out: torch.Tensor | None = None) -> A
     """``aten::special_zeta`` (Hurwitz zeta of x = self, q = other; scalar overloads too)."""
     ops = _binary(self, other)
     if ops is None:
-        return NotImplemented
+        return decline("no trn operand, or a result dtype other than float32/bfloat16/float16")
     x, q, rdt = ops
     k_terms = _shift_terms(q)
     if k_terms is None:
-        return NotImplemented  # q far below 0: more direct terms than a launch should run
+        return decline("q far below 0 (the shift would need more than 65536 terms)")
     if k_terms > _K_MIN and _cancels(x, q):
-        return NotImplemented
+        return decline("q < 0 with an integral x >= 7: the fp32 sum cancels (torch sums in double)")
     return run_bucketed("zeta", [x, q], rdt, out, (k_terms,))
 
 
@@ -274,9 +274,9 @@ def polygamma(n: Any, self: Any, *, out: torch.Tensor | None = None) -> Any:
     if isinstance(n, torch.Tensor) and not isinstance(self, torch.Tensor):
         n, self = self, n
     if not isinstance(n, int) or n < 0 or not U.is_trn(self) or self.dtype not in DTYPES:
-        return NotImplemented  # n < 0: torch's own error, from the CPU kernel
+        return decline("n not a non-negative int (torch raises for n < 0), or self not a float trn tensor")
     if n > _POLYGAMMA_MAX_N:
-        return NotImplemented  # fp32 n! is inf: torch's result is +-inf or NaN by the sign of a double sum
+        return decline("n above 34: n! overflows fp32")
     if n == 0:
         return run_bucketed("digamma_", [self], self.dtype, out)
     if n == 1:
@@ -489,11 +489,11 @@ def _igamma_op(op: str) -> Any:
     def lower(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
         ops = _binary(self, other)
         if ops is None:
-            return NotImplemented
+            return decline("no trn operand, or a result dtype other than float32/bfloat16/float16")
         a, x, rdt = ops
         iters = _series_terms(a)
         if iters is None:
-            return NotImplemented  # a > ~2.6e6: the series would need more terms than a launch should run
+            return decline("a above about 2.6e6: the series would need more than 4096 terms")
         return run_bucketed(op, [a, x], rdt, out, (iters,))
 
     lower.__name__ = op

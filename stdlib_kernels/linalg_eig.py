@@ -57,7 +57,7 @@ import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels import linalg_common as C
 from stdlib_kernels import linalg_qr as QR
-from trnlang.device import lowering
+from trnlang.device import decline, lowering
 
 #: Most sweeps before a Jacobi decomposition is declined (fp32 converges in ~6-12 for n <= 256).
 MAX_SWEEPS = 40
@@ -402,7 +402,7 @@ def linalg_svd(A: torch.Tensor, full_matrices: bool = False, compute_uv: bool = 
     tensor([6.7082, 2.2361])
     """
     if driver is not None or not _svd_ok(A):
-        return NotImplemented
+        return decline("a driver=, or not a float32 trn matrix with min side <= 256, max side <= 8192")
     batch = tuple(A.shape[:-2])
     m, n = A.shape[-2], A.shape[-1]
     k = min(m, n)
@@ -423,7 +423,7 @@ def linalg_svd(A: torch.Tensor, full_matrices: bool = False, compute_uv: bool = 
         return u, s, vh
     r = svd3(C.flat(A), compute_uv, full_matrices)
     if r is None:
-        return NotImplemented
+        return decline("NaN or inf in the matrix, or the Jacobi sweeps did not converge")
     u, s, vh = r
     s = s.reshape(*batch, k)
     if not compute_uv:
@@ -456,10 +456,10 @@ def linalg_eigh(A: torch.Tensor, UPLO: str = "L", compute_v: bool = True) -> Any
     tensor([1.0000, 3.0000])
     """
     if not C.ok(A) or A.dim() < 2 or A.shape[-1] != A.shape[-2] or UPLO not in ("L", "U"):
-        return NotImplemented
+        return decline("not a float32 trn square matrix, or UPLO not L or U")
     n = A.shape[-1]
     if n > MAX_K or n ** 3 > MAX_WORK:
-        return NotImplemented
+        return decline("n above 256 or n^3 above 2^25")
     batch = tuple(A.shape[:-2])
     a3 = C.flat(A)
     if a3.shape[0] == 0 or n == 0:
@@ -467,7 +467,7 @@ def linalg_eigh(A: torch.Tensor, UPLO: str = "L", compute_v: bool = True) -> Any
         return vals, (C.empty(A.shape) if compute_v else C.empty((0,)))
     r = eigh3(a3, UPLO == "L")
     if r is None:
-        return NotImplemented
+        return decline("NaN or inf in the matrix, or the Jacobi sweeps did not converge")
     vals, vecs = r
     vals = vals.reshape(*batch, n)
     return vals, (C.unflat(vecs, batch) if compute_v else C.empty((0,)))
@@ -489,28 +489,28 @@ def linalg_lstsq(self: torch.Tensor, b: torch.Tensor, rcond: float | None = None
     (:data:`LSTSQ_MAX_COND`)."""
     drv = driver or "gelsy"
     if not C.ok(self, b) or drv not in _DRIVERS or self.dim() < 2 or not 0 <= self.dim() - b.dim() <= 1:
-        return NotImplemented
+        return decline("not float32 trn operands, an unknown driver, fewer than 2 dims, or b of the wrong rank")
     vector = b.dim() == self.dim() - 1
     bm = b.unsqueeze(-1) if vector else b
     m, n, k = self.shape[-2], self.shape[-1], bm.shape[-1]
     if bm.shape[-2] != m or min(m, n, k) == 0 or not _svd_ok(self):
-        return NotImplemented
+        return decline("b's rows do not match, an empty side, or beyond the SVD size limits")
     try:
         batch = tuple(torch.broadcast_shapes(self.shape[:-2], bm.shape[:-2]))
     except RuntimeError:
-        return NotImplemented
+        return decline("batch dims do not broadcast: torch raises")
     nb = U.prod(batch)
     if nb == 0 or (rcond is not None and rcond < 0):
-        return NotImplemented
+        return decline("an empty batch or a negative rcond")
     rc = rcond if rcond is not None else torch.finfo(torch.float32).eps * max(m, n)
     a3 = C.flat(self.expand(*batch, m, n))
     r = svd3(a3, True, False)
     if r is None:
-        return NotImplemented
+        return decline("NaN or inf in the matrix, or the Jacobi sweeps did not converge")
     u, s, vh = r
     lo = (s[:, -1] / s[:, 0]).min().item()  # one float: whether every driver agrees on full rank is host control
     if not lo * LSTSQ_MAX_COND >= 1.0 or lo <= 10.0 * rc:
-        return NotImplemented
+        return decline("ill-conditioned or rank-deficient A (condition above 100)")
     b3 = C.flat(bm.expand(*batch, m, k))
     x = torch.matmul(vh.mT, torch.matmul(u.mT, b3) / s.unsqueeze(-1))
     res = C.empty((0,))  # distinct empty tensors: autograd marks the residuals, never the singular values

@@ -38,7 +38,7 @@ import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels import linalg_common as C
-from trnlang.device import lowering
+from trnlang.device import decline, lowering
 
 #: Bunch-Kaufman's ``alpha = (1 + sqrt(17)) / 8``, rounded as LAPACK's single-precision code computes it.
 ALPHA = float(np.float32((np.float32(1) + np.sqrt(np.float32(17))) / np.float32(8)))
@@ -248,7 +248,7 @@ def linalg_ldl_factor_ex(self: torch.Tensor, *, hermitian: bool = False, check_e
     """``torch.linalg.ldl_factor_ex``: LAPACK ``sytrf`` (Bunch-Kaufman, lower) step for step; ``n <= 128``.
     For real matrices ``hermitian`` changes nothing (LAPACK's ``hetrf`` is ``sytrf`` there)."""
     if not C.ok(self) or self.dim() < 2 or self.shape[-1] != self.shape[-2] or self.shape[-1] > C.TILE:
-        return NotImplemented
+        return decline("not a float32 trn square matrix, or n above 128")
     batch, n = tuple(self.shape[:-2]), self.shape[-1]
     b = U.prod(batch)
     ld = C.empty((b, n, n)).mT  # column-major per matrix, as LAPACK leaves it
@@ -256,7 +256,7 @@ def linalg_ldl_factor_ex(self: torch.Tensor, *, hermitian: bool = False, check_e
     info = torch.zeros((b, 1), dtype=torch.int32, device="trn")
     if b and n:
         if not _finite(self):
-            return NotImplemented
+            return decline("NaN or inf in the matrix")
         ldl_factor_kernel(C.flat(self), ld, piv, info)
     info = info.reshape(batch)
     if check_errors:
@@ -269,14 +269,14 @@ def linalg_ldl_solve(LD: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *,
     """``torch.linalg.ldl_solve``: LAPACK ``sytrs`` (lower) in LAPACK's order; batch dims broadcast, ``n <= 128``."""
     if (not C.ok(LD, B) or not U.is_trn(pivots) or pivots.dtype != torch.int32 or LD.dim() < 2 or B.dim() < 2
             or pivots.dim() != LD.dim() - 1):
-        return NotImplemented
+        return decline("not float32 trn LD/B with int32 trn pivots of matching dims")
     n = LD.shape[-1]
     if LD.shape[-2] != n or B.shape[-2] != n or pivots.shape[-1] != n or n > C.TILE:
-        return NotImplemented  # torch raises its own errors on the CPU
+        return decline("mismatched shapes (torch raises) or n above 128")  # torch raises its own errors on the CPU
     try:
         batch = tuple(torch.broadcast_shapes(LD.shape[:-2], pivots.shape[:-1], B.shape[:-2]))
     except RuntimeError:
-        return NotImplemented
+        return decline("batch dims do not broadcast: torch raises")
     m = B.shape[-1]
     b = U.prod(batch)
     res = C.empty((b, m, n))  # X^T: the result is column-major per matrix, as LAPACK's
@@ -284,6 +284,6 @@ def linalg_ldl_solve(LD: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *,
         ld3 = C.flat(LD.expand(*batch, n, n))
         pv2 = pivots.expand(*batch, n).reshape(b, n)
         if not _finite(ld3):
-            return NotImplemented
+            return decline("NaN or inf in LD")
         ldl_solve_kernel(ld3, pv2, C.flat(B.expand(*batch, n, m)).mT, res)
     return C.unflat(res.mT, batch)

@@ -26,7 +26,7 @@ import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels import linalg_common as C
-from trnlang.device import lowering
+from trnlang.device import decline, lowering
 
 #: Rows of the largest LU handled natively (the panel kernel spans four row tiles).
 PANEL_ROWS = 512
@@ -348,7 +348,7 @@ def linalg_lu_factor_ex(A: torch.Tensor, *, pivot: bool = True, check_errors: bo
     (tensor([2, 2], dtype=torch.int32), 0)
     """
     if not pivot or not C.ok(A) or A.dim() < 2 or A.shape[-2] > PANEL_ROWS:
-        return NotImplemented
+        return decline("pivot=False, not a float32 trn matrix, or more than 512 rows")
     batch = tuple(A.shape[:-2])
     lu, piv, info = _lu(C.flat(A))
     info = info.reshape(batch)
@@ -369,20 +369,20 @@ def linalg_lu_solve(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *, 
                     adjoint: bool = False, out: torch.Tensor | None = None) -> Any:
     """``torch.linalg.lu_solve`` (row swaps as a permutation matmul, then two substitutions)."""
     if not C.ok(LU, B) or not U.is_trn(pivots) or pivots.dtype != torch.int32 or LU.dim() < 2 or B.dim() < 2:
-        return NotImplemented
+        return decline("not float32 trn LU/B with int32 trn pivots, or fewer than 2 dims")
     n = LU.shape[-1]
     if LU.shape[-2] != n or n > PANEL_ROWS or pivots.shape[-1] != n:
-        return NotImplemented
+        return decline("LU not square, n above 512, or pivots of the wrong length")
     try:
         batch = tuple(torch.broadcast_shapes(LU.shape[:-2], pivots.shape[:-1], B.shape[:-2]))
     except RuntimeError:
-        return NotImplemented
+        return decline("batch dims do not broadcast: torch raises")
     bb = B.expand(*batch, *B.shape[-2:])
     if not left:  # X A = B  <=>  A^H X^H = B^H
         bb = bb.mT
         adjoint = not adjoint
     if bb.shape[-2] != n:
-        return NotImplemented
+        return decline("B's rows do not match LU: torch raises")
     lu3, piv2 = _bcast_lu(LU, pivots, batch)
     b3 = C.flat(bb)
     res = C.unflat(_lu_solve(lu3, piv2, b3, b3.shape[-1], adjoint, b3.shape[0]), batch)
@@ -390,7 +390,7 @@ def linalg_lu_solve(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *, 
         res = res.mT
     if out is not None:
         if not U.is_trn(out) or out.dtype != torch.float32:
-            return NotImplemented
+            return decline("out= not a float32 trn tensor")
         if tuple(out.shape) != tuple(res.shape):
             out.resize_(res.shape)
         out.copy_(res)
@@ -408,9 +408,9 @@ def linalg_inv_ex(A: torch.Tensor, *, check_errors: bool = False, inverse: torch
             [0.0000, 0.2500]])
     """
     if inverse is not None or info is not None:
-        return NotImplemented
+        return decline("inverse=/info= out tensors")
     if not C.ok(A) or A.dim() < 2 or A.shape[-1] != A.shape[-2] or A.shape[-1] > PANEL_ROWS:
-        return NotImplemented
+        return decline("not a float32 trn square matrix, or n above 512")
     batch, n = tuple(A.shape[:-2]), A.shape[-1]
     lu, piv, inf = _lu(C.flat(A))
     res = C.unflat(_lu_solve(lu, piv, None, n, False, lu.shape[0]), batch)
@@ -424,14 +424,14 @@ def linalg_inv_ex(A: torch.Tensor, *, check_errors: bool = False, inverse: torch
 def linalg_solve_ex(A: torch.Tensor, B: torch.Tensor, *, left: bool = True, check_errors: bool = False) -> Any:
     """``torch.linalg.solve``'s kernel: LU of A, then an LU solve (returns result, LU, pivots, info)."""
     if not C.ok(A, B) or A.dim() < 2 or A.shape[-1] != A.shape[-2] or A.shape[-1] > PANEL_ROWS or B.dim() < 1:
-        return NotImplemented
+        return decline("not float32 trn operands, A not square, n above 512, or a 0-dim B")
     n = A.shape[-1]
     vector = B.dim() == 1 or (left and B.dim() == A.dim() - 1 and B.shape == A.shape[:-1])
     bm = B.unsqueeze(-1) if vector else B
     try:
         batch = tuple(torch.broadcast_shapes(A.shape[:-2], bm.shape[:-2]))
     except RuntimeError:
-        return NotImplemented
+        return decline("batch dims do not broadcast: torch raises")
     abatch = tuple(A.shape[:-2])
     lu, piv, info = _lu(C.flat(A))
     lu_b, piv_b = C.unflat(lu, abatch), piv.reshape(*abatch, n)
@@ -463,13 +463,13 @@ def lu_unpack(LU_data: torch.Tensor, LU_pivots: torch.Tensor, unpack_data: bool 
               unpack_pivots: bool = True) -> Any:
     """``torch.lu_unpack``: permutation matrix, unit-lower L and upper U from ``getrf`` results."""
     if not (unpack_data or unpack_pivots) or not C.ok(LU_data) or LU_data.dim() < 2:
-        return NotImplemented
+        return decline("nothing to unpack, not a float32 trn matrix, or fewer than 2 dims")
     m, n = LU_data.shape[-2], LU_data.shape[-1]
     if not U.is_trn(LU_pivots) or LU_pivots.dtype != torch.int32 or m > C.TILE or n > C.TILE:
-        return NotImplemented
+        return decline("pivots not an int32 trn tensor, or more than 128 rows or columns")
     batch = tuple(LU_data.shape[:-2])
     if tuple(LU_pivots.shape) != (*batch, min(m, n)):
-        return NotImplemented
+        return decline("pivots of the wrong shape: torch raises")
     p, lo, up = _unpack(C.flat(LU_data), LU_pivots.reshape(U.prod(batch), min(m, n)))
     none = C.empty((0,))
     return (C.unflat(p, batch) if unpack_pivots else none, C.unflat(lo, batch) if unpack_data else none,
@@ -480,7 +480,7 @@ def lu_unpack(LU_data: torch.Tensor, LU_pivots: torch.Tensor, unpack_data: bool 
 def linalg_lu(A: torch.Tensor, *, pivot: bool = True) -> Any:
     """``torch.linalg.lu``: ``P, L, U`` with ``A = P L U`` (LU kernel, then the unpack kernel)."""
     if not pivot or not C.ok(A) or A.dim() < 2 or A.shape[-1] > C.TILE or A.shape[-2] > C.TILE:
-        return NotImplemented
+        return decline("pivot=False, not a float32 trn matrix, or more than 128 rows or columns")
     batch = tuple(A.shape[:-2])
     lu, piv, _ = _lu(C.flat(A))
     p, lo, up = _unpack(lu, piv)
@@ -509,7 +509,7 @@ def linalg_det(A: torch.Tensor) -> Any:
     """``torch.linalg.det``'s kernel: LU, then a kernel multiplying U's diagonal with the permutation sign."""
     r = _det(A, False)
     if r is None:
-        return NotImplemented
+        return decline("not a float32 trn square matrix, or n above 128")
     res, lu, piv, batch = r
     return res[:, 0].reshape(batch), lu, piv
 
@@ -519,6 +519,6 @@ def linalg_slogdet(A: torch.Tensor) -> Any:
     """``torch.linalg.slogdet``'s kernel: ``(sign, log|det|, LU, pivots)``."""
     r = _det(A, True)
     if r is None:
-        return NotImplemented
+        return decline("not a float32 trn square matrix, or n above 128")
     res, lu, piv, batch = r
     return res[:, 0].reshape(batch).clone(), res[:, 1].reshape(batch).clone(), lu, piv

@@ -24,7 +24,7 @@ import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels import linalg_common as C
-from trnlang.device import lowering
+from trnlang.device import decline, lowering
 
 #: Largest number of columns of a QR input.
 QR_MAX_COLS = 512
@@ -132,10 +132,10 @@ def linalg_qr(A: torch.Tensor, mode: str = "reduced") -> Any:
             [ 0.0000,  0.4000]])
     """
     if mode not in ("reduced", "complete", "r") or not C.ok(A) or A.dim() < 2:
-        return NotImplemented
+        return decline("not a float32 trn matrix (or conj/neg bit, fewer than 2 dims), or an unknown mode")
     m, n = A.shape[-2], A.shape[-1]
     if m > C.TILE or n > QR_MAX_COLS:
-        return NotImplemented
+        return decline("more than 128 rows or more than 512 columns")
     batch = tuple(A.shape[:-2])
     k = min(m, n)
     kq = m if mode == "complete" else k
@@ -156,7 +156,7 @@ def linalg_qr(A: torch.Tensor, mode: str = "reduced") -> Any:
 def geqrf(self: torch.Tensor) -> Any:
     """``torch.geqrf``: LAPACK's packed Householder QR (R and the reflectors) and ``tau``; up to 128 rows."""
     if not C.ok(self) or self.dim() < 2 or self.shape[-2] > C.TILE or self.shape[-1] > QR_MAX_COLS:
-        return NotImplemented
+        return decline("not a float32 trn matrix, or more than 128 rows or 512 columns")
     m, n = self.shape[-2], self.shape[-1]
     batch = tuple(self.shape[:-2])
     a3 = C.flat(self)
@@ -172,10 +172,10 @@ def geqrf(self: torch.Tensor) -> Any:
 def linalg_householder_product(input: torch.Tensor, tau: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
     """``torch.linalg.householder_product`` (``orgqr``): accumulates ``H_1 ... H_k`` on the Tensor engine."""
     if not C.ok(input, tau) or input.dim() < 2 or out is not None:
-        return NotImplemented
+        return decline("not float32 trn operands, fewer than 2 dims, or out=")
     m, n = input.shape[-2], input.shape[-1]
     if m > C.TILE or n > m or tau.shape[-1] > n or tuple(tau.shape[:-1]) != tuple(input.shape[:-2]):
-        return NotImplemented
+        return decline("more than 128 rows, more columns than rows, or a tau of the wrong shape")
     batch = tuple(input.shape[:-2])
     v3 = C.flat(input)
     b = v3.shape[0]
@@ -195,14 +195,14 @@ def ormqr(self: torch.Tensor, input2: torch.Tensor, input3: torch.Tensor, left: 
     forming ``Q`` (``C Q = (Q^T C^T)^T``: the right-hand cases run on transposed views); ``m <= 128``."""
     c = input3
     if not C.ok(self, input2, c) or self.dim() < 2 or c.dim() < 2 or out is not None:
-        return NotImplemented
+        return decline("not float32 trn operands, fewer than 2 dims, or out=")
     m = c.shape[-2] if left else c.shape[-1]
     k = input2.shape[-1]
     batch = tuple(c.shape[:-2])
     if (self.dim() != c.dim() or input2.dim() != c.dim() - 1 or tuple(self.shape[:-2]) != batch
             or tuple(input2.shape[:-1]) != batch or self.shape[-2] != m or k > self.shape[-1] or k > m
             or m > C.TILE):
-        return NotImplemented  # the CPU raises torch's error for bad shapes
+        return decline("mismatched shapes (torch raises) or Q of more than 128 rows")
     ct = c if left else c.mT
     b = U.prod(batch)
     res = C.empty((b, *ct.shape[-2:]))

@@ -31,11 +31,15 @@ import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.tiling import col_chunks, row_tiles
-from trnlang.device import lowering
+from trnlang.device import decline, lowering
 
 CHUNK = 4096
 FLAT = 2048
 _NONE, _MEAN, _SUM = 0, 1, 2
+
+#: Decline reasons shared by several lowerings.
+_BAD_NLL = "input/weight not float or target not int on trn, weight not 1-D, or input of the wrong rank"
+_BAD_MARGIN = "input not non-empty float32 on trn (<= 2 dims, <= 8192 classes), or target not int of its size"
 
 
 @trn.kernel
@@ -193,13 +197,13 @@ def _flat_parts(ts: list[torch.Tensor]) -> list[list[torch.Tensor]]:
 def _pw_forward(mode: str, a: torch.Tensor, b: torch.Tensor, reduction: int, param: float = 0.0,
                 w: torch.Tensor | None = None, pw: torch.Tensor | None = None) -> Any:
     if not _flt(a, b, w, pw) or reduction not in (_NONE, _MEAN, _SUM):
-        return NotImplemented
+        return decline("tensors not float trn tensors (or a conj/neg bit), or an unknown reduction")
     try:
         shape = torch.broadcast_shapes(a.shape, b.shape, *(t.shape for t in (w, pw) if t is not None))
     except RuntimeError:
-        return NotImplemented
+        return decline("operands do not broadcast: torch raises")
     if tuple(shape) != tuple(a.shape) or a.dtype != b.dtype:
-        return NotImplemented
+        return decline("operands that broadcast past the input's shape, or of different dtypes")
     ins = [t.expand(shape).contiguous() for t in (a, b, w, pw) if t is not None]
     n = a.numel()
     if n == 0:
@@ -231,20 +235,20 @@ def _pw_forward(mode: str, a: torch.Tensor, b: torch.Tensor, reduction: int, par
 def _pw_backward(mode: str, grad: torch.Tensor, a: torch.Tensor, b: torch.Tensor, reduction: int,
                  param: float = 0.0, w: torch.Tensor | None = None) -> Any:
     if not _flt(grad, a, b, w) or reduction not in (_NONE, _MEAN, _SUM):
-        return NotImplemented
+        return decline("tensors not float trn tensors (or a conj/neg bit), or an unknown reduction")
     try:
         shape = torch.broadcast_shapes(a.shape, b.shape, *(t.shape for t in (w,) if t is not None))
     except RuntimeError:
-        return NotImplemented
+        return decline("operands do not broadcast: torch raises")
     if tuple(shape) != tuple(a.shape):
-        return NotImplemented
+        return decline("operands that broadcast past the input's shape")
     g_scalar = grad.numel() == 1 and reduction != _NONE
     if not g_scalar and tuple(grad.shape) != tuple(shape):
         try:
             if torch.broadcast_shapes(grad.shape, shape) != shape:
-                return NotImplemented
+                return decline("grad that broadcasts past the input's shape")
         except RuntimeError:
-            return NotImplemented
+            return decline("grad does not broadcast: torch raises")
     out = torch.empty(shape, dtype=a.dtype, device="trn")
     n = a.numel()
     if n == 0:
@@ -301,16 +305,16 @@ def nll_loss_forward(self: torch.Tensor, target: torch.Tensor, weight: torch.Ten
                      ignore_index: int) -> Any:
     """Negative log-likelihood of ``self [N, C]`` (or ``[C]``) at ``target`` -> (output, total_weight)."""
     if not _nll_ok(self, target, weight) or self.dim() not in (1, 2) or reduction not in (0, 1, 2):
-        return NotImplemented
+        return decline(_BAD_NLL + ", or an unknown reduction")
     x2 = self if self.dim() == 2 else self.view(1, -1)
     t1 = target.reshape(-1)
     if t1.numel() != x2.shape[0] or (weight is not None and weight.numel() != x2.shape[1]) or x2.shape[1] == 0:
-        return NotImplemented
+        return decline("target or weight of the wrong size (torch raises), or no classes")
     if x2.shape[0] == 0:
-        return NotImplemented
+        return decline("an empty batch")
     r = _nll_core(x2, t1, weight, reduction, ignore_index)
     if r is None:
-        return NotImplemented
+        return decline("a target out of range: torch raises")
     out, tw = r
     if self.dim() == 1 and reduction == _NONE:
         out = out.view(())
@@ -323,11 +327,11 @@ def nll_loss_backward(grad_output: torch.Tensor, self: torch.Tensor, target: tor
                       total_weight: torch.Tensor) -> Any:
     """Gradient of nll_loss with respect to ``self``."""
     if not _nll_ok(self, target, weight) or self.dim() not in (1, 2) or not _flt(grad_output):
-        return NotImplemented
+        return decline(_BAD_NLL + ", or grad not float")
     x2 = self if self.dim() == 2 else self.view(1, -1)
     n, c = x2.shape
     if target.numel() != n or n == 0 or c == 0:
-        return NotImplemented
+        return decline("target of the wrong size, an empty batch, or no classes")
     out = torch.empty(self.shape, dtype=self.dtype, device="trn")
     _nll_grad(grad_output, target.reshape(n), weight, reduction, ignore_index, total_weight, out.view(n, c))
     return out
@@ -353,14 +357,14 @@ def nll_loss2d_forward(self: torch.Tensor, target: torch.Tensor, weight: torch.T
                        ignore_index: int) -> Any:
     """nll_loss of ``self [N, C, H, W]`` at ``target [N, H, W]``."""
     if not _nll_ok(self, target, weight) or self.dim() != 4 or target.dim() != 3 or reduction not in (0, 1, 2):
-        return NotImplemented
+        return decline(_BAD_NLL + ", target not 3-D, or an unknown reduction")
     n, c, h, w = self.shape
     if tuple(target.shape) != (n, h, w) or n * h * w == 0 or c == 0:
-        return NotImplemented
+        return decline("target of the wrong shape (torch raises), an empty input, or no classes")
     x2 = self.permute(0, 2, 3, 1).contiguous().view(n * h * w, c)
     r = _nll_core(x2, target.reshape(-1), weight, reduction, ignore_index)
     if r is None:
-        return NotImplemented
+        return decline("a target out of range: torch raises")
     out, tw = r
     if reduction == _NONE:
         out = out.view(n, h, w)
@@ -373,10 +377,10 @@ def nll_loss2d_backward(grad_output: torch.Tensor, self: torch.Tensor, target: t
                         total_weight: torch.Tensor) -> Any:
     """Gradient of nll_loss2d with respect to ``self``."""
     if not _nll_ok(self, target, weight) or self.dim() != 4 or not _flt(grad_output):
-        return NotImplemented
+        return decline(_BAD_NLL + ", or grad not float")
     n, c, h, w = self.shape
     if n * h * w == 0 or c == 0:
-        return NotImplemented
+        return decline("an empty input or no classes")
     tmp = torch.empty((n, h, w, c), dtype=self.dtype, device="trn")
     _nll_grad(grad_output.contiguous() if reduction == _NONE else grad_output, target.reshape(-1), weight,
               reduction, ignore_index, total_weight, tmp.view(n * h * w, c))
@@ -429,7 +433,7 @@ def binary_cross_entropy(self: torch.Tensor, target: torch.Tensor, weight: torch
                          reduction: int = _MEAN) -> Any:
     """Binary cross entropy of probabilities (log clamped at -100, as on the CPU)."""
     if U.is_trn(self) and self.numel() and not _probs_ok(self):
-        return NotImplemented
+        return decline("input values outside [0, 1]: torch raises")
     return _pw_forward("bce", self, target, reduction, 0.0, weight)
 
 
@@ -576,16 +580,16 @@ def multi_margin_loss(self: torch.Tensor, target: torch.Tensor, p: Any = 1, marg
     """Multi-class hinge loss (p = 1 or 2, optional class weights); per-row losses, then torch's reduction."""
     rows = _margin_rows(self, target, False)
     if rows is None or p not in (1, 2) or reduction not in (0, 1, 2):
-        return NotImplemented
+        return decline(_BAD_MARGIN + ", p not 1 or 2, or an unknown reduction")
     x2, t2 = rows
     n, c = x2.shape
     if weight is not None and (not U.is_trn(weight) or weight.dtype != torch.float32 or weight.numel() != c):
-        return NotImplemented
+        return decline("weight not a float32 trn tensor of the class count")
     loss = torch.empty((n, 1), dtype=torch.float32, device="trn")
     bad = torch.empty((n, 1), dtype=torch.float32, device="trn")
     multi_margin_fwd(x2, t2, weight.reshape(-1, 1) if weight is not None else None, loss, bad, int(p), float(margin))
     if bad.sum().item() > 0:
-        return NotImplemented  # the CPU raises torch's target-out-of-range error
+        return decline("a target out of range: torch raises")  # the CPU raises torch's target-out-of-range error
     if reduction == _NONE:
         return loss.view(n) if target.dim() > 0 else loss.view(())
     tot = loss.sum()
@@ -598,14 +602,14 @@ def multi_margin_loss_backward(grad_output: torch.Tensor, self: torch.Tensor, ta
     """Gradient of ``multi_margin_loss`` (p = 1 or 2, optional class weights), as torch's CPU kernel."""
     rows = _margin_rows(self, target, False)
     if rows is None or p not in (1, 2) or reduction not in (0, 1, 2) or not _flt(grad_output):
-        return NotImplemented
+        return decline(_BAD_MARGIN + ", p not 1 or 2, bad reduction or grad")
     x2, t2 = rows
     n, c = x2.shape
     if weight is not None and (not U.is_trn(weight) or weight.dtype != torch.float32 or weight.numel() != c):
-        return NotImplemented
+        return decline("weight not a float32 trn tensor of the class count")
     go_scalar = reduction != _NONE or grad_output.dim() == 0
     if go_scalar and grad_output.numel() != 1 or not go_scalar and grad_output.numel() != n:
-        return NotImplemented
+        return decline("grad_output of the wrong size")
     g = 1.0 / (n * c) if reduction == _MEAN else 1.0 / c
     g = float(torch.tensor(g, dtype=torch.float32))  # torch rounds g to the input dtype first
     out = torch.empty((n, c), dtype=self.dtype, device="trn")
@@ -614,7 +618,7 @@ def multi_margin_loss_backward(grad_output: torch.Tensor, self: torch.Tensor, ta
     wv = weight.reshape(-1, 1) if weight is not None else None
     multi_margin_bwd(x2, t2, wv, go, out, bad, int(p), float(margin), g, go_scalar)
     if bad.sum().item() > 0:
-        return NotImplemented  # the CPU raises torch's target-out-of-range error
+        return decline("a target out of range: torch raises")  # the CPU raises torch's target-out-of-range error
     return out.view(self.shape)
 
 
@@ -640,7 +644,7 @@ def multilabel_margin_loss_forward(self: torch.Tensor, target: torch.Tensor, red
     """``(loss, is_target)`` of ``multilabel_margin_loss`` (targets: class ids per row, ended by -1)."""
     r = _multilabel(self, target, reduction)
     if r is None:
-        return NotImplemented
+        return decline(_BAD_MARGIN + ", an unknown reduction, or a target out of range")
     loss, is_t, _ = r
     if reduction == _NONE:
         out = loss.view(()) if self.dim() <= 1 else loss.view(-1)
@@ -657,19 +661,19 @@ def multilabel_margin_loss_backward(grad_output: torch.Tensor, self: torch.Tenso
     """Gradient of ``multilabel_margin_loss``: ``+g`` at every active non-target class, ``-g`` per activation at
     its target, times ``grad_output``."""
     if not _flt(grad_output):
-        return NotImplemented
+        return decline("grad_output not a float trn tensor")
     r = _multilabel(self, target, reduction, grad_output)
     if r is None:
-        return NotImplemented
+        return decline(_BAD_MARGIN + ", an unknown reduction, or a target out of range")
     gin = r[2]
     n = gin.shape[0]
     if reduction != _NONE or grad_output.dim() == 0:
         if grad_output.numel() != 1:
-            return NotImplemented
+            return decline("grad_output of the wrong size")
         res = gin * grad_output.reshape(1, 1)
     else:
         if grad_output.numel() != n:
-            return NotImplemented
+            return decline("grad_output of the wrong size")
         res = gin * grad_output.reshape(n, 1)
     return res.to(self.dtype).view(self.shape)
 

@@ -30,7 +30,7 @@ from stdlib_kernels import _util as U
 from stdlib_kernels.advanced_index import _index_put, index, nonzero
 from stdlib_kernels.indexing import _ok_data, _value_tensor
 from stdlib_kernels.pointwise import _at, _shape3
-from trnlang.device import lowering
+from trnlang.device import decline, lowering
 
 _SMALL_DTYPES = (torch.bool, torch.uint8, torch.int8, torch.int16)  # masked_fill also takes these
 
@@ -59,25 +59,25 @@ def masked_fill_kernel(x, mask, value, out):
 def _masked_fill(self: torch.Tensor, mask: torch.Tensor, value: Any, out: torch.Tensor | None) -> Any:
     small = U.is_trn(self) and self.dtype in _SMALL_DTYPES
     if not (_ok_data(self) or small) or not U.is_trn(mask) or mask.dtype != torch.bool:
-        return NotImplemented
+        return decline("self not a trn tensor of a supported dtype, or mask not a trn bool tensor")
     try:
         bshape = torch.broadcast_shapes(self.shape, mask.shape)
     except RuntimeError:
-        return NotImplemented
+        return decline("mask does not broadcast with self: torch raises")
     if bshape != self.shape:  # out of place only: the result takes the broadcast shape
         if out is not None:
-            return NotImplemented
+            return decline("out= with a mask that broadcasts self to a larger shape")
         self = self.expand(bshape)
     if isinstance(value, torch.Tensor) and value.dim() != 0:
-        return NotImplemented
+        return decline("a value tensor that is not 0-dim: torch raises")
     if U.is_trn(value) and value.dtype != self.dtype:
         value = value.to(self.dtype)
     vt = _value_tensor(value, self.dtype)
     if vt is None:
-        return NotImplemented
+        return decline("a value that is not a real number fitting the dtype (complex, float into ints, beyond int32)")
     res = out if out is not None else torch.empty(self.shape, dtype=self.dtype, device="trn")
     if not U.is_trn(res) or res.shape != self.shape or res.dtype != self.dtype or U.has_internal_overlap(res):
-        return NotImplemented
+        return decline("out= not a trn tensor of the result's shape and dtype, or with overlapping elements")
     if self.numel() == 0:
         return res
     if U.overlaps(mask, res):
@@ -119,11 +119,11 @@ def masked_fill_t(self: torch.Tensor, mask: torch.Tensor, value: torch.Tensor, *
 def masked_select(self: torch.Tensor, mask: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
     """``torch.masked_select(self, mask)``: ``self`` (broadcast) at the mask's nonzeros, in order."""
     if not _ok_data(self, move=True) or not U.is_trn(mask) or mask.dtype != torch.bool:
-        return NotImplemented
+        return decline("self not a trn tensor of a supported dtype, or mask not a trn bool tensor")
     try:
         shape = torch.broadcast_shapes(self.shape, mask.shape)
     except RuntimeError:
-        return NotImplemented
+        return decline("mask does not broadcast with self: torch raises")
     s = self.expand(shape)
     mk = mask.expand(shape)
     if len(shape) == 0 or len(shape) > 3:  # more than 3 mask dims would need more than 3 index tensors
@@ -134,7 +134,7 @@ def masked_select(self: torch.Tensor, mask: torch.Tensor, *, out: torch.Tensor |
     res = res.reshape(-1)
     if out is not None:
         if not U.is_trn(out) or out.dtype != self.dtype:
-            return NotImplemented
+            return decline("out= not a trn tensor of self's dtype")
         out.resize_(res.shape)
         return out.copy_(res)
     return res
@@ -145,20 +145,20 @@ def masked_scatter(self: torch.Tensor, mask: torch.Tensor, source: torch.Tensor,
                    out: torch.Tensor | None = None) -> Any:
     """``self.masked_scatter(mask, source)``: consecutive ``source`` elements at the mask's nonzeros."""
     if not _ok_data(self, source, move=True) or source.dtype != self.dtype:
-        return NotImplemented
+        return decline("self or source not a trn tensor of a supported dtype, or source's dtype differs from self's")
     if not U.is_trn(mask) or mask.dtype != torch.bool:
-        return NotImplemented
+        return decline("mask not a trn bool tensor")
     try:
         bshape = torch.broadcast_shapes(self.shape, mask.shape)
     except RuntimeError:
-        return NotImplemented
+        return decline("mask does not broadcast with self: torch raises")
     if out is not None and (not U.same_view(out, self) or bshape != self.shape):
-        return NotImplemented
+        return decline("out= that is not self, or a mask that broadcasts self to a larger shape")
     res = out if out is not None else self.expand(bshape).clone(memory_format=torch.contiguous_format)
     self = res if res.dim() else res.view(1)
     if self.dim() > 3:  # one flat index instead of more than 3 index tensors
         if not res.is_contiguous():
-            return NotImplemented
+            return decline("more than 3 dims with a non-contiguous result")
         self = res.view(-1)
     mk = mask.expand(res.shape).reshape(self.shape)
     nz = nonzero(mk)
@@ -166,7 +166,7 @@ def masked_scatter(self: torch.Tensor, mask: torch.Tensor, source: torch.Tensor,
         return NotImplemented
     count = nz.shape[0]
     if count > source.numel():
-        return NotImplemented  # the CPU raises torch's error
+        return decline("fewer source elements than mask nonzeros: torch raises")  # the CPU raises torch's error
     if count == 0:
         return res
     vals = source.reshape(-1)[:count]

@@ -29,7 +29,7 @@ import torch
 import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
-from trnlang.device import lowering
+from trnlang.device import decline, lowering
 
 #: Dtypes the movement kernels handle (8-byte ones only without a dtype change).
 DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.bool, torch.int64, torch.float64,
@@ -191,7 +191,7 @@ def cat(tensors: Sequence[torch.Tensor], dim: int = 0, *, out: torch.Tensor | No
     """
     tensors = list(tensors)
     if not tensors or not all(U.is_trn(t) for t in tensors):
-        return NotImplemented
+        return decline("no tensors, or a tensor not on trn")
     dtype = functools.reduce(torch.promote_types, [t.dtype for t in tensors])
     live = [t for t in tensors if not (t.dim() == 1 and t.numel() == 0)]
     if not live:
@@ -199,18 +199,18 @@ def cat(tensors: Sequence[torch.Tensor], dim: int = 0, *, out: torch.Tensor | No
     else:
         ref = live[0]
         if ref.dim() == 0 or not -ref.dim() <= dim < ref.dim():
-            return NotImplemented
+            return decline("dim out of range or a 0-dim tensor: torch raises")
         d = dim % ref.dim()
         for t in live:
             if t.dim() != ref.dim() or any(a != b for k, (a, b) in enumerate(zip(t.shape, ref.shape)) if k != d):
-                return NotImplemented
+                return decline("tensors whose shapes differ outside dim: torch raises")
         shape = tuple(ref.shape[:d]) + (sum(t.shape[d] for t in live),) + tuple(ref.shape[d + 1:])
     if out is None:
         out = torch.empty(shape, dtype=dtype, device="trn")
     elif not _check_out(out, shape, out.dtype, tensors) or not torch.can_cast(dtype, out.dtype):
-        return NotImplemented
+        return decline("out= not a trn tensor of the result's shape and a castable dtype, or expanded/overlapping")
     if not all(_movable(t, out.dtype) for t in live):
-        return NotImplemented
+        return decline("an input of an unsupported dtype (or conj/neg bit), or a cast the move kernels do not do")
     off = 0
     for t in live:
         n = t.shape[d]
@@ -238,11 +238,11 @@ def flip(self: torch.Tensor, dims: Sequence[int], *, out: torch.Tensor | None = 
     """
     wd = _wrap_dims(dims, self.dim())
     if wd is None or len(set(wd)) != len(wd) or not _movable(self, self.dtype):
-        return NotImplemented
+        return decline("dims out of range or repeated, or not a trn tensor of a supported dtype")
     if out is None:
         out = torch.empty(self.shape, dtype=self.dtype, device="trn")
     elif not _check_out(out, self.shape, self.dtype, [self]):
-        return NotImplemented
+        return decline("out= not a trn tensor of self's shape and dtype, expanded, or overlapping self")
     if self.dim() == 0:
         move(out.view(1), self.view(1))
     else:
@@ -260,23 +260,23 @@ def roll(self: torch.Tensor, shifts: Sequence[int], dims: Sequence[int] = (), *,
     """
     shifts, dims = list(shifts), list(dims)
     if not _movable(self, self.dtype) or not shifts:
-        return NotImplemented
+        return decline("not a trn tensor of a supported dtype (or a conj/neg bit), or no shifts")
     if not dims:
         if len(shifts) != 1:
-            return NotImplemented
+            return decline("several shifts without dims: torch raises")
         if out is not None:
-            return NotImplemented
+            return decline("out= without dims")
         flat = self if self.is_contiguous() else self.contiguous()
         return roll(flat.view(-1), shifts, [0]).view(self.shape)
     if len(shifts) != len(dims):
-        return NotImplemented
+        return decline("shifts and dims of different lengths: torch raises")
     wd = _wrap_dims(dims, self.dim())
     if wd is None or self.dim() == 0:
-        return NotImplemented
+        return decline("dims out of range, or a 0-dim tensor")
     if out is None:
         out = torch.empty(self.shape, dtype=self.dtype, device="trn")
     elif not _check_out(out, self.shape, self.dtype, [self]):
-        return NotImplemented
+        return decline("out= not a trn tensor of self's shape and dtype, expanded, or overlapping self")
     if self.numel() == 0:
         return out
     total: dict[int, int] = {}
@@ -301,12 +301,12 @@ def roll(self: torch.Tensor, shifts: Sequence[int], dims: Sequence[int] = (), *,
 
 def _tri(self: torch.Tensor, diagonal: int, out: torch.Tensor | None, upper: bool) -> Any:
     if self.dim() < 2 or self.dtype in _WIDE or not U.is_trn(self):
-        return NotImplemented
+        return decline("fewer than 2 dims, an int64/float64 tensor, or not on trn")
     if out is None:
         out = torch.empty(self.shape, dtype=self.dtype, device="trn")
     elif not (U.is_trn(out) and out.dtype == self.dtype and tuple(out.shape) == tuple(self.shape)
               and not U.has_internal_overlap(out) and (U.same_view(out, self) or not U.overlaps(out, self))):
-        return NotImplemented
+        return decline("out= not a trn tensor of self's shape and dtype, expanded, or partly overlapping self")
     if self.numel() == 0:
         return out
     n, m = self.shape[-2:]
@@ -385,10 +385,10 @@ def _pad(self: torch.Tensor, padding: Sequence[int], nd: int, mode: str) -> Any:
     border); every combination of pieces is one move from the input (borders: the edge broadcast with stride
     0, or a reversed slice)."""
     if not _movable(self, self.dtype):
-        return NotImplemented
+        return decline("not a trn tensor of a supported dtype (or a conj/neg bit)")
     pairs = _pad_pairs(padding, nd, self, mode)
     if pairs is None:
-        return NotImplemented
+        return decline("bad padding for the input (wrong length or rank, an empty dim, reflect pad >= size)")
     shape = list(self.shape)
     for d, lp, rp in pairs:
         shape[d] += lp + rp
@@ -413,10 +413,10 @@ def _pad(self: torch.Tensor, padding: Sequence[int], nd: int, mode: str) -> Any:
 def _pad_backward(grad_output: torch.Tensor, self: torch.Tensor, padding: Sequence[int], nd: int, mode: str) -> Any:
     """Fold the borders of ``grad_output`` back onto the input, one padded dim at a time (first dim first)."""
     if not U.is_trn(grad_output) or grad_output.dtype != torch.float32:
-        return NotImplemented  # bf16: the CPU accumulates the borders in bf16 element by element (not reproduced)
+        return decline("grad not float32 on trn (bf16: the CPU accumulates the borders in bf16)")
     pairs = _pad_pairs(padding, nd, self, mode)
     if pairs is None:
-        return NotImplemented
+        return decline("bad padding for the input (wrong length or rank, an empty dim, reflect pad >= size)")
     g = grad_output
     for d, lp, rp in reversed(pairs):
         n = self.shape[d]

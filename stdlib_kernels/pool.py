@@ -47,7 +47,7 @@ import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels import upsample as UP
 from stdlib_kernels.conv import _phases
-from trnlang.device import lowering
+from trnlang.device import decline, lowering
 
 DTYPES = (torch.float32, torch.bfloat16)
 _IDX_DTYPES = (torch.float32, torch.bfloat16, torch.int64)
@@ -323,11 +323,11 @@ def _gstr(*vals: Sequence[int]) -> str:
 def _max_pool(self: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool, n: int,
               op: Any) -> Any:
     if not _ok(self, (n + 1, n + 2)):
-        return NotImplemented
+        return decline("not a float32/bfloat16 trn tensor of the right rank (or a conj/neg bit)")
     prm = _pool_params(kernel_size, stride, padding, dilation, n)
     meta = _meta(op, self, kernel_size, stride, padding, dilation, ceil_mode)
     if prm is None or meta is None:
-        return NotImplemented
+        return decline("invalid pooling arguments: torch raises")
     out = torch.empty(meta[0].shape, dtype=self.dtype, device="trn")
     idx = torch.empty(meta[1].shape, dtype=torch.int64, device="trn")
     if out.numel() == 0:
@@ -356,13 +356,13 @@ def _max_pool_bwd(grad_output: Any, self: Any, kernel_size: Any, stride: Any, pa
                   ceil_mode: bool, indices: Any, n: int, op: Any) -> Any:
     if not _ok(self, (n + 1, n + 2)) or not _ok(grad_output, (n + 1, n + 2)) or grad_output.dtype != self.dtype or \
             not isinstance(indices, torch.Tensor) or indices.dtype != torch.int64 or indices.device.type != "trn":
-        return NotImplemented
+        return decline("tensors not float32/bf16 on trn of the right rank and one dtype, or indices not int64 on trn")
     prm = _pool_params(kernel_size, stride, padding, dilation, n)
     if prm is None or _meta(op, grad_output, self, kernel_size, stride, padding, dilation, ceil_mode,
                             indices) is None:
-        return NotImplemented
+        return decline("invalid pooling arguments: torch raises")
     if indices.shape != grad_output.shape:
-        return NotImplemented
+        return decline("indices of another shape than grad_output")
     gin = torch.empty(self.shape, dtype=self.dtype, device="trn")
     if gin.numel() == 0:
         return gin
@@ -439,7 +439,7 @@ def _avg_pool(self: Any, kernel_size: Any, stride: Any, padding: Any, ceil_mode:
               divisor_override: Any, n: int, op: Any) -> Any:
     r = _avg_args(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, n, op)
     if r is None:
-        return NotImplemented
+        return decline("not a float32/bf16 trn tensor of the right rank, or invalid pooling arguments (torch raises)")
     meta, (k, s, p) = r
     out = torch.empty(meta.shape, dtype=self.dtype, device="trn")
     if out.numel() == 0:
@@ -453,10 +453,10 @@ def _avg_pool(self: Any, kernel_size: Any, stride: Any, padding: Any, ceil_mode:
 def _avg_pool_bwd(grad_output: Any, self: Any, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool,
                   count_include_pad: bool, divisor_override: Any, n: int, op: Any) -> Any:
     if not _ok(grad_output, (n + 1, n + 2)) or grad_output.dtype != self.dtype:
-        return NotImplemented
+        return decline("grad_output not a float32/bfloat16 trn tensor of the right rank and self's dtype")
     r = _avg_args(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, n, op)
     if r is None or r[0].shape != grad_output.shape:
-        return NotImplemented
+        return decline("not a float32/bf16 trn tensor of the right rank, bad pooling arguments, or a grad mismatch")
     k, s, p = r[1]
     gin = torch.empty(self.shape, dtype=self.dtype, device="trn")
     if gin.numel() == 0:
@@ -509,11 +509,11 @@ def _adaptive_mats(i: int, o: int) -> tuple[torch.Tensor, torch.Tensor]:
 def adaptive_avg_pool2d(self: torch.Tensor, output_size: Sequence[int]) -> Any:
     """Adaptive average pooling as ``P_h @ x @ P_w^T`` on the Tensor engine."""
     if not _ok(self) or _meta(torch.ops.aten._adaptive_avg_pool2d.default, self, output_size) is None:
-        return NotImplemented
+        return decline("not a 3-D/4-D float32/bfloat16 trn tensor, or an invalid output_size (torch raises)")
     oh, ow = (int(v) for v in output_size)
     ih, iw = self.shape[-2], self.shape[-1]
     if min(ih, iw, oh, ow) <= 0:
-        return NotImplemented
+        return decline("an empty input or output size")
     return UP.apply_separable(self, _adaptive_mats(ih, oh), _adaptive_mats(iw, ow), (oh, ow), False)
 
 
@@ -522,11 +522,11 @@ def adaptive_avg_pool2d_backward(grad_output: torch.Tensor, self: torch.Tensor) 
     """Gradient of adaptive average pooling: ``P_h^T @ g @ P_w``."""
     if not _ok(self) or not _ok(grad_output) or grad_output.dtype != self.dtype or \
             grad_output.shape[:-2] != self.shape[:-2]:
-        return NotImplemented
+        return decline("tensors not 3-D/4-D float32/bfloat16 on trn of one dtype, or mismatched leading dims")
     oh, ow = grad_output.shape[-2], grad_output.shape[-1]
     ih, iw = self.shape[-2], self.shape[-1]
     if min(ih, iw, oh, ow) <= 0:
-        return NotImplemented
+        return decline("an empty input or output size")
     return UP.apply_separable(grad_output, _adaptive_mats(ih, oh), _adaptive_mats(iw, ow), (ih, iw), True)
 
 
@@ -534,11 +534,11 @@ def adaptive_avg_pool2d_backward(grad_output: torch.Tensor, self: torch.Tensor) 
 def adaptive_avg_pool3d(self: torch.Tensor, output_size: Sequence[int]) -> Any:
     """3-D adaptive average pooling: one averaging matrix per spatial dim (``F.interpolate(mode="area")``)."""
     if not _ok(self, (4, 5)) or _meta(torch.ops.aten._adaptive_avg_pool3d.default, self, output_size) is None:
-        return NotImplemented
+        return decline("not a 4-D/5-D float32/bfloat16 trn tensor, or an invalid output_size (torch raises)")
     osz = [int(v) for v in output_size]
     isz = list(self.shape[-3:])
     if min(isz + osz) <= 0:
-        return NotImplemented
+        return decline("an empty input or output size")
     return UP.apply_axes(self, [_adaptive_mats(i, o) for i, o in zip(isz, osz)], osz, False)
 
 
@@ -547,11 +547,11 @@ def adaptive_avg_pool3d_backward(grad_output: torch.Tensor, self: torch.Tensor) 
     """Gradient of 3-D adaptive average pooling."""
     if not _ok(self, (4, 5)) or not _ok(grad_output, (4, 5)) or grad_output.dtype != self.dtype or \
             grad_output.shape[:-3] != self.shape[:-3]:
-        return NotImplemented
+        return decline("tensors not 4-D/5-D float32/bfloat16 on trn of one dtype, or mismatched leading dims")
     osz = list(grad_output.shape[-3:])
     isz = list(self.shape[-3:])
     if min(isz + osz) <= 0:
-        return NotImplemented
+        return decline("an empty input or output size")
     return UP.apply_axes(grad_output, [_adaptive_mats(i, o) for i, o in zip(isz, osz)], isz, True)
 
 
@@ -568,7 +568,7 @@ _UNROLL = 256  # most window taps the unrolled adaptive-max forward kernel takes
 
 def _adaptive_max(self: Any, output_size: Any, n: int, op: Any) -> Any:
     if not _ok(self, (n + 1, n + 2)) or _meta(op, self, output_size) is None:
-        return NotImplemented
+        return decline("not a float32/bfloat16 trn tensor of the right rank, or an invalid output_size (torch raises)")
     osz = [int(v) for v in output_size]
     isz = list(self.shape[-n:])
     shape = (*self.shape[:-n], *osz)
@@ -583,7 +583,7 @@ def _adaptive_max(self: Any, output_size: Any, n: int, op: Any) -> Any:
         return out, idx
     wins = [_windows(i, o) for i, o in zip(isz, osz)]
     if any(sum(b - a for a, b in w) > _UNROLL for w in wins):
-        return NotImplemented
+        return decline("windows of more than 256 taps per axis")
     # separable: max along the last axis for every input row (with its index), then along each earlier axis,
     # composing the index ``i_axis * inner + index_so_far``; the scan order keeps torch's first-max/NaN rules
     pl = x4.shape[0]
@@ -621,7 +621,7 @@ def _adaptive_max_bwd(grad_output: Any, self: Any, indices: Any, n: int) -> Any:
     if not _ok(self, (n + 1, n + 2)) or not _ok(grad_output, (n + 1, n + 2)) or grad_output.dtype != self.dtype or \
             not isinstance(indices, torch.Tensor) or indices.dtype != torch.int64 or indices.device.type != "trn" or \
             indices.shape != grad_output.shape or grad_output.shape[:-n] != self.shape[:-n]:
-        return NotImplemented
+        return decline("not float32/bf16 trn tensors of the right rank and dtype, or indices not int64 of its shape")
     osz, isz = list(grad_output.shape[-n:]), list(self.shape[-n:])
     gin = torch.empty(self.shape, dtype=self.dtype, device="trn")
     if gin.numel() == 0:
@@ -643,7 +643,7 @@ def _scatter_bwd(grad_output: torch.Tensor, indices: torch.Tensor, gin: torch.Te
     try:
         scatter_add_planes(_planes(grad_output, n).reshape(pl, -1), _planes(indices, n).reshape(pl, -1), acc)
     except trn.BoundsError:  # an index outside the plane: torch's own error from the CPU
-        return NotImplemented
+        return decline("an index outside the plane: torch raises")
     return gin.copy_(acc.view(gin.shape))
 
 

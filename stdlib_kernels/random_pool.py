@@ -28,7 +28,7 @@ import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.tiling import col_chunks, row_tiles
-from trnlang.device import lowering
+from trnlang.device import decline, lowering
 
 FLOATS = (torch.float32, torch.bfloat16, torch.float16)
 
@@ -140,15 +140,15 @@ def _frac_pool(self: Any, kernel_size: Any, output_size: Any, samples: Any, nd: 
 
     if not (U.is_trn(self) and U.is_trn(samples)) or self.dtype not in FLOATS or samples.dtype != self.dtype \
             or self.dim() not in (nd + 1, nd + 2):
-        return NotImplemented
+        return decline("self/samples not float trn tensors of one dtype, or self of the wrong rank")
     op = torch.ops.aten.fractional_max_pool2d.default if nd == 2 else torch.ops.aten.fractional_max_pool3d.default
     meta = _meta(op, self, kernel_size, output_size, samples)
     if meta is None:
-        return NotImplemented
+        return decline("invalid arguments: torch raises")
     isz, osz, ksz = list(self.shape[-nd:]), [int(v) for v in output_size], [int(v) for v in kernel_size]
     planes = U.prod(self.shape[:-nd])
     if samples.numel() != planes * nd or U.prod(isz) >= 1 << 24:
-        return NotImplemented
+        return decline("samples of the wrong size, or a plane of 2^24 or more elements")
     out = torch.empty(meta[0].shape, dtype=self.dtype, device="trn")
     idx = torch.empty(meta[1].shape, dtype=torch.int64, device="trn")
     if out.numel() == 0:
@@ -164,7 +164,7 @@ def _frac_pool(self: Any, kernel_size: Any, output_size: Any, samples: Any, nd: 
     bad = torch.empty((planes, 1), dtype=torch.float32, device="trn")
     frac_check(s2, bad, geo, alphas, rnd)
     if float(bad.amax().item()) != 0.0:
-        return NotImplemented  # a window outside the input: torch's CPU kernel raises (its assertion)
+        return decline("a pooling window outside the input: torch raises")
     x = self.contiguous().view(planes, U.prod(isz), 1)
     frac_max_pool(x, s2, out.view(planes, osz[0] * osz[1], osz[2]), idx.view(planes, osz[0] * osz[1], osz[2]), geo,
                   alphas, rnd)
@@ -177,7 +177,7 @@ def _frac_pool_bwd(grad_output: Any, self: Any, indices: Any, nd: int) -> Any:
             or grad_output.dtype != self.dtype or indices.dtype != torch.int64 \
             or tuple(indices.shape) != tuple(grad_output.shape) or grad_output.shape[:-nd] != self.shape[:-nd] \
             or self.dim() not in (nd + 1, nd + 2):
-        return NotImplemented
+        return decline("tensors not on trn, of mismatched dtypes/shapes, indices not int64, or self of the wrong rank")
     planes, s = U.prod(self.shape[:-nd]), U.prod(self.shape[-nd:])
     o = U.prod(grad_output.shape[-nd:])
     acc = torch.zeros((planes, s, 1), dtype=torch.float32, device="trn")
@@ -185,7 +185,7 @@ def _frac_pool_bwd(grad_output: Any, self: Any, indices: Any, nd: int) -> Any:
         try:
             frac_max_pool_bwd(grad_output.contiguous().view(planes, o), indices.contiguous().view(planes, o), acc)
         except trn.BoundsError:
-            return NotImplemented  # an index outside the plane: torch's assertion on the CPU
+            return decline("an index outside the plane: torch raises")
     gin = acc.view(self.shape)
     return gin if self.dtype == torch.float32 else gin.to(self.dtype)
 

@@ -29,7 +29,7 @@ import torch
 import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
-from trnlang.device import lowering
+from trnlang.device import decline, lowering
 
 DTYPES = (torch.float32, torch.bfloat16)
 _F = 512  # hidden-size chunk per instruction
@@ -260,7 +260,7 @@ def _bias(b: Any, size: int) -> Any:
     if b is None:
         return None
     if b.dim() != 1 or b.shape[0] != size:
-        return NotImplemented
+        return decline("a bias of the wrong shape")
     return b
 
 
@@ -269,10 +269,10 @@ def thnn_fused_lstm_cell(input_gates: torch.Tensor, hidden_gates: torch.Tensor, 
                          input_bias: torch.Tensor | None = None, hidden_bias: torch.Tensor | None = None) -> Any:
     """``(hy, cy, workspace)`` of one LSTM step from the gate pre-activations (one kernel)."""
     if not _ok2(input_gates, hidden_gates, cx, input_bias, hidden_bias) or cx.dim() != 2:
-        return NotImplemented
+        return decline("tensors not float32/bfloat16 on trn, or cx not 2-D")
     n, h = cx.shape
     if tuple(input_gates.shape) != (n, 4 * h) or tuple(hidden_gates.shape) != (n, 4 * h):
-        return NotImplemented
+        return decline("gates of the wrong shape")
     ib, hb = _bias(input_bias, 4 * h), _bias(hidden_bias, 4 * h)
     if ib is NotImplemented or hb is NotImplemented:
         return NotImplemented
@@ -295,7 +295,7 @@ def thnn_fused_lstm_cell_backward_impl(grad_hy: torch.Tensor | None, grad_cy: to
                                        has_bias: bool) -> Any:
     """``(grad_gates, grad_cx, grad_bias)`` of :func:`thnn_fused_lstm_cell` (one kernel + a batch sum)."""
     if not _ok2(grad_hy, grad_cy, cx, cy, workspace) or cx.dim() != 2:
-        return NotImplemented
+        return decline("tensors not float32/bfloat16 on trn, or cx not 2-D")
     n, h = cx.shape
     dt = workspace.dtype
     gg = torch.empty((n, 4 * h), dtype=dt, device="trn")
@@ -313,10 +313,10 @@ def thnn_fused_gru_cell(input_gates: torch.Tensor, hidden_gates: torch.Tensor, h
                         input_bias: torch.Tensor | None = None, hidden_bias: torch.Tensor | None = None) -> Any:
     """``(hy, workspace)`` of one GRU step from the gate pre-activations (one kernel)."""
     if not _ok2(input_gates, hidden_gates, hx, input_bias, hidden_bias) or hx.dim() != 2:
-        return NotImplemented
+        return decline("tensors not float32/bfloat16 on trn, or hx not 2-D")
     n, h = hx.shape
     if tuple(input_gates.shape) != (n, 3 * h) or tuple(hidden_gates.shape) != (n, 3 * h):
-        return NotImplemented
+        return decline("gates of the wrong shape")
     ib, hb = _bias(input_bias, 3 * h), _bias(hidden_bias, 3 * h)
     if ib is NotImplemented or hb is NotImplemented:
         return NotImplemented
@@ -332,7 +332,7 @@ def thnn_fused_gru_cell(input_gates: torch.Tensor, hidden_gates: torch.Tensor, h
 def thnn_fused_gru_cell_backward(grad_hy: torch.Tensor, workspace: torch.Tensor, has_bias: bool) -> Any:
     """``(grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias, grad_hidden_bias)`` (one kernel)."""
     if not _ok2(grad_hy, workspace) or grad_hy.dim() != 2:
-        return NotImplemented
+        return decline("tensors not float32/bfloat16 on trn, or grad_hy not 2-D")
     n, h = grad_hy.shape
     dt = workspace.dtype
     gig = torch.empty((n, 3 * h), dtype=dt, device="trn")
@@ -351,27 +351,27 @@ def lstm_cell(input: torch.Tensor, hx: list[torch.Tensor], w_ih: torch.Tensor, w
     (With gradients the registry runs the composite path: matmuls + ``_thnn_fused_lstm_cell``.)
     """
     if len(hx) != 2 or not _ok2(input, w_ih, w_hh, b_ih, b_hh, *hx) or input.dim() != 2:
-        return NotImplemented
+        return decline("hx not a pair, tensors not float32/bfloat16 on trn, or input not 2-D")
     h0, c0 = hx
     n, in_dim = input.shape
     if h0.dim() != 2 or c0.shape != h0.shape or h0.shape[0] != n:
-        return NotImplemented
+        return decline("h0/c0 of the wrong shape")
     h = h0.shape[1]
     if tuple(w_ih.shape) != (4 * h, in_dim) or tuple(w_hh.shape) != (4 * h, h):
-        return NotImplemented
+        return decline("weights of the wrong shape")
     if len({t.dtype for t in (input, w_ih, w_hh, h0, c0)}) != 1:
-        return NotImplemented
+        return decline("tensors of mixed dtypes")
     bias = None
     if b_ih is not None or b_hh is not None:
         bs = [b for b in (b_ih, b_hh) if b is not None]
         if any(tuple(b.shape) != (4 * h,) for b in bs):
-            return NotImplemented
+            return decline("a bias of the wrong shape")
         bias = bs[0] if len(bs) == 1 else torch.add(bs[0].float(), bs[1].float())
     hy = torch.empty((n, h), dtype=input.dtype, device="trn")
     cy = torch.empty((n, h), dtype=input.dtype, device="trn")
     if n * h:
         if in_dim == 0:
-            return NotImplemented
+            return decline("an input of size 0")
         lstm_cell_fused(input, h0, c0, w_ih, w_hh, bias, hy, cy)
     return hy, cy
 
@@ -443,13 +443,13 @@ def gru_cell(input: torch.Tensor, hx: torch.Tensor, w_ih: torch.Tensor, w_hh: to
              b_ih: torch.Tensor | None = None, b_hh: torch.Tensor | None = None) -> Any:
     """``torch.gru_cell`` / ``nn.GRUCell`` without gradients: one :func:`gru_cell_fused` launch."""
     if not _ok2(input, hx, w_ih, w_hh, b_ih, b_hh) or input.dim() != 2 or hx.dim() != 2:
-        return NotImplemented
+        return decline("tensors not float32/bfloat16 on trn, or input/hx not 2-D")
     n, in_dim = input.shape
     h = hx.shape[1]
     if (hx.shape[0] != n or tuple(w_ih.shape) != (3 * h, in_dim) or tuple(w_hh.shape) != (3 * h, h) or in_dim == 0
             or any(b is not None and tuple(b.shape) != (3 * h,) for b in (b_ih, b_hh))
             or len({t.dtype for t in (input, hx, w_ih, w_hh)}) != 1):
-        return NotImplemented
+        return decline("mismatched shapes or dtypes, or an input of size 0")
     hy = torch.empty((n, h), dtype=input.dtype, device="trn")
     if n * h:
         gru_cell_fused(input, hx, w_ih, w_hh, b_ih, b_hh, hy)

@@ -39,7 +39,7 @@ import trnlang as trn
 import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels.tiling import col_chunks, row_tiles
-from trnlang.device import lowering
+from trnlang.device import decline, lowering
 
 DTYPES = (torch.float32, torch.bfloat16)
 _CH = 512  # channels per gathered row chunk
@@ -260,10 +260,10 @@ def _plan(input: Any, grid: Any, nd: int, mode: int, pad: int) -> tuple[torch.Te
 
 def _forward(input: Any, grid: Any, mode: int, pad: int, align: bool, nd: int, op: Any) -> Any:
     if _meta(op, input, grid, mode, pad, align) is None:
-        return NotImplemented
+        return decline("invalid arguments: torch raises")
     plan = _plan(input, grid, nd, mode, pad)
     if plan is None:
-        return NotImplemented
+        return decline("not float32/bf16 trn tensors of one dtype, a bad grid shape, unknown mode/padding, 3-D bicubic")
     x, g, sizes = plan
     out = torch.empty((input.shape[0], input.shape[1], *grid.shape[1:-1]), dtype=input.dtype, device="trn")
     if out.numel() == 0:
@@ -277,10 +277,10 @@ def _forward(input: Any, grid: Any, mode: int, pad: int, align: bool, nd: int, o
 def _backward(grad_output: Any, input: Any, grid: Any, mode: int, pad: int, align: bool, output_mask: Any, nd: int,
               op: Any) -> Any:
     if _meta(op, grad_output, input, grid, mode, pad, align, output_mask) is None or not _ok(grad_output, input):
-        return NotImplemented
+        return decline("invalid arguments (torch raises), or not float32/bfloat16 trn tensors of one dtype")
     plan = _plan(input, grid, nd, mode, pad)
     if plan is None:
-        return NotImplemented
+        return decline("not float32/bf16 trn tensors of one dtype, a bad grid shape, unknown mode/padding, 3-D bicubic")
     x, g, sizes = plan
     want_in, want_grid = bool(output_mask[0]), bool(output_mask[1])
     gin = torch.zeros(input.shape, dtype=torch.float32, device="trn") if want_in else None

@@ -29,7 +29,7 @@ import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.tiling import col_chunks, row_tiles
-from trnlang.device import lowering
+from trnlang.device import decline, lowering
 
 #: op -> (scan op0, scan operand a is the data?, initial carry). Scan: ``acc = (acc op0 a) op1 b``.
 _INIT = {"sum": 0.0, "prod": 1.0, "max": -math.inf, "min": math.inf}
@@ -137,10 +137,10 @@ def _int64_cumsum(self: Any, dim: int, dtype: torch.dtype | None) -> Any:
 
     nd = max(self.dim(), 1)
     if dtype not in (None, torch.int64) or not -nd <= dim < nd:
-        return NotImplemented
+        return decline("a dtype= other than int64, or dim out of range")
     n = self.shape[dim] if self.dim() else 1
     if self.numel() and not int64_ok(self, max(1, (1 << 24) // max(n, 1))):
-        return NotImplemented
+        return decline("int64 values whose prefix sums may reach 2^24 (the fp32 scan would not be exact)")
     return _scan(self, dim, "sum", torch.empty(self.shape, dtype=torch.int64, device="trn"), None)
 
 
@@ -150,11 +150,11 @@ def _cum(self: Any, dim: int, dtype: torch.dtype | None, op: str) -> Any:
     if U.is_trn(self) and self.dtype == torch.bool and dtype in (None, torch.int64, torch.int32) and op == "sum":
         nd = max(self.dim(), 1)  # a running count: exact in the fp32 scan while the dim is < 2^24 long
         if not -nd <= dim < nd or (self.dim() and self.shape[dim] >= 2 ** 24):
-            return NotImplemented
+            return decline("dim out of range, or a bool dim of 2^24 or more elements")
         return _scan(self, dim, op, torch.empty(self.shape, dtype=dtype or torch.int64, device="trn"), None)
     odt = dtype or self.dtype
     if not _ok(self, dim) or odt not in U.FLOAT_DTYPES:
-        return NotImplemented
+        return decline("not a float trn tensor, dim out of range, or a non-float output dtype")
     out = torch.empty(self.shape, dtype=odt, device="trn")
     return _scan(self, dim, op, out, None)
 
@@ -179,7 +179,7 @@ def _helper(self: Any, values: Any, indices: Any, dim: int, op: str) -> Any:
             or indices.dtype != torch.int64 or values.shape != self.shape or indices.shape != self.shape
             or U.has_internal_overlap(values) or U.has_internal_overlap(indices)
             or U.overlaps(values, self) or U.overlaps(indices, self) or U.overlaps(values, indices)):
-        return NotImplemented
+        return decline("not a float trn tensor, dim out of range, or values/indices out= of bad dtype/shape/overlap")
     _scan(self, dim, op, values, indices)
     return None
 
@@ -206,7 +206,7 @@ def logcumsumexp(self: torch.Tensor, dim: int) -> Any:
     Example: ``torch.zeros(3).to("trn").logcumsumexp(0)`` -> ``[0, log 2, log 3]``.
     """
     if not _ok(self, dim):
-        return NotImplemented
+        return decline("not a float trn tensor (float32/bfloat16/float16), or dim out of range")
     out = torch.empty(self.shape, dtype=self.dtype, device="trn")
     if self.numel() == 0:
         return out

@@ -41,7 +41,7 @@ import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.tiling import col_chunks, row_tiles
-from trnlang.device import lowering
+from trnlang.device import decline, lowering
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _REDUCES = ("sum", "mean", "max", "min", "prod")
@@ -264,12 +264,12 @@ def _plan(idx: torch.Tensor, offs: bool, o_dim: int, a_dim: int, s_dim: int, str
     seg_plan(lo, hi, lens, hidx, info, a_dim, offs)
     neg, oob, sum_ne = info[:, 2:5].amax(0).tolist()
     if strict and (neg or sum_ne or oob):
-        return NotImplemented  # torch's own check raises ("lengths contains negative value!", ...)
+        return decline("negative, out-of-range or mis-summed lengths: torch raises")
     if oob:
         raise RuntimeError(f"segment_reduce(): segments must lie within [0, data.size(axis)) = [0, {a_dim}) "
                            f"(torch's CPU kernel would read outside the data)")
     if neg:
-        return NotImplemented  # torch's CPU kernel raises (forward) or skips the segment (backward)
+        return decline("a negative segment length")
     hist = torch.zeros((o_dim * (a_dim + 1), 1), dtype=torch.float32, device="trn")
     seg_hist(hidx.view(o_dim * s_dim, 1), hist)
     tgt = torch.empty((o_dim, a_dim), dtype=torch.int32, device="trn")
@@ -313,19 +313,19 @@ def segment_reduce(data: torch.Tensor, reduce: str, *, lengths: torch.Tensor | N
                    unsafe: bool = False, initial: Any = None) -> Any:
     """``torch.segment_reduce``: sum / mean / max / min / prod of each segment along ``axis``."""
     if indices is not None or reduce not in _REDUCES or (lengths is None and offsets is None):
-        return NotImplemented  # torch raises its own errors
+        return decline("indices=, an unknown reduce, or neither lengths nor offsets: torch raises")
     offs = offsets is not None
     idx = offsets if offs else lengths
     sh = _shape(data, idx, offs, axis)
     init = _initial(reduce, initial)
     if sh is None or init is None:
-        return NotImplemented
+        return decline("data or lengths not supported trn tensors, a bad axis/shape, sizes past 2^24, complex initial")
     axis, o_dim, a_dim, i_dim, s_dim = sh
     strict = not offs and not unsafe
     out_shape = (*data.shape[:axis], s_dim, *data.shape[axis + 1:])
     if o_dim * s_dim == 0:
         if strict:
-            return NotImplemented  # torch's lengths.min() of an empty tensor raises
+            return decline("empty lengths: torch raises")  # torch's lengths.min() of an empty tensor raises
         return torch.empty(out_shape, dtype=data.dtype, device="trn")
     plan = _plan(idx, offs, o_dim, a_dim, s_dim, strict)
     if plan is NotImplemented:
@@ -347,18 +347,18 @@ def segment_reduce_backward(grad: torch.Tensor, output: torch.Tensor, data: torc
                             initial: Any = None) -> Any:
     """Gradient of :func:`segment_reduce` with respect to ``data`` (torch's CPU rules, see the module doc)."""
     if reduce not in _REDUCES or (lengths is None and offsets is None):
-        return NotImplemented
+        return decline("an unknown reduce, or neither lengths nor offsets")
     offs = offsets is not None
     idx = offsets if offs else lengths
     sh = _shape(data, idx, offs, axis)
     init = _initial(reduce, initial)
     if sh is None or init is None or not (U.is_trn(grad) and U.is_trn(output)):
-        return NotImplemented
+        return decline("data or lengths not supported trn tensors, a bad axis/shape, sizes past 2^24, complex initial")
     axis, o_dim, a_dim, i_dim, s_dim = sh
     out_shape = (*data.shape[:axis], s_dim, *data.shape[axis + 1:])
     if tuple(grad.shape) != out_shape or tuple(output.shape) != out_shape or not (
             grad.dtype == output.dtype == data.dtype):
-        return NotImplemented
+        return decline("grad/output of the wrong shape or dtype")
     gi = torch.zeros(data.shape, dtype=data.dtype, device="trn")
     n, ns = o_dim * a_dim, o_dim * s_dim
     if n * i_dim == 0 or ns == 0:

@@ -38,7 +38,7 @@ import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels import sort as S
-from trnlang.device import lowering
+from trnlang.device import decline, lowering
 
 _BIG = float(2 ** 30)
 _NAN = float("nan")
@@ -224,21 +224,21 @@ def _finish(vals: torch.Tensor, idx: torch.Tensor, lead: list[int], d: int, keep
 
 def _select(self: Any, dim: int, keepdim: bool, kind: str, k: int = 0) -> Any:
     if not _ok(self):
-        return NotImplemented
+        return decline("not a float trn tensor (float32/bfloat16/float16, no conj/neg bit)")
     rv = _rows(self, dim)
     if rv is None:
-        return NotImplemented
+        return decline("dim out of range: torch raises")
     x2, lead, d = rv
     r, n = x2.shape
     if n == 0 or n > S.MAX_SORT:
-        return NotImplemented  # torch raises for an empty dim; long rows are not sorted on chip
+        return decline("an empty dim (torch raises) or more than 8192 elements along it")
     if kind == "kth" and not 0 <= k < n:
-        return NotImplemented
+        return decline("k out of range: torch raises")
     allnan = 0
     if kind == "nanmedian":
         a = _allnan_index(n)
         if a is None:
-            return NotImplemented
+            return decline("the all-NaN index replay would need torch's heap-select path")
         allnan = a
     vals = torch.empty((r, 1), dtype=self.dtype, device="trn")
     idx = torch.empty((r, 1), dtype=torch.int64, device="trn")
@@ -247,7 +247,7 @@ def _select(self: Any, dim: int, keepdim: bool, kind: str, k: int = 0) -> Any:
         flag = torch.empty((r, 1), dtype=torch.float32, device="trn") if kind == "kth" else None
         select_rows(x2, sv, si, vals, idx, flag, kind, (n - 1) // 2 if kind == "median" else k, allnan)
         if flag is not None and float(flag.sum().item()) != 0.0:
-            return NotImplemented  # a tied k-th value: torch's quickselect picks the index
+            return decline("a tied k-th value: torch's quickselect picks the index")
     return _finish(vals, idx, lead, d, keepdim, self.dim())
 
 
@@ -274,7 +274,7 @@ def nanmedian_dim(self: torch.Tensor, dim: int, keepdim: bool = False) -> Any:
 
 def _median_all(self: Any, kind: str) -> Any:
     if not _ok(self):
-        return NotImplemented
+        return decline("not a float trn tensor (float32/bfloat16/float16, no conj/neg bit)")
     if self.numel() == 0:
         return torch.full((), _NAN, dtype=self.dtype, device="trn")
     flat = self.reshape(-1)
@@ -305,14 +305,14 @@ def mode(self: torch.Tensor, dim: int = -1, keepdim: bool = False) -> Any:
     Example: ``torch.tensor([2., 1., 2., 1., 3.]).to("trn").mode()`` -> ``(1., 3)``.
     """
     if not _ok(self):
-        return NotImplemented
+        return decline("not a float trn tensor (float32/bfloat16/float16, no conj/neg bit)")
     rv = _rows(self, dim)
     if rv is None:
-        return NotImplemented
+        return decline("dim out of range: torch raises")
     x2, lead, d = rv
     r, n = x2.shape
     if n == 0 or n > S.MAX_SORT:
-        return NotImplemented
+        return decline("an empty dim or more than 8192 elements along it")
     vals = torch.empty((r, 1), dtype=self.dtype, device="trn")
     idx = torch.empty((r, 1), dtype=torch.int64, device="trn")
     if r:
@@ -320,7 +320,7 @@ def mode(self: torch.Tensor, dim: int = -1, keepdim: bool = False) -> Any:
         flag = torch.empty((r, 1), dtype=torch.float32, device="trn")
         mode_rows(sv, si, vals, idx, flag, n <= _STABLE_SORT_MAX)
         if float(flag.sum().item()) != 0.0:
-            return NotImplemented  # NaN, or a repeated mode in a row std::sort orders unstably
+            return decline("NaN, or a repeated mode whose index depends on an unstable sort")
     return _finish(vals, idx, lead, d, keepdim, self.dim())
 
 
@@ -343,7 +343,7 @@ def equal(self: torch.Tensor, other: torch.Tensor) -> Any:
     Example: ``torch.equal(torch.ones(3).to("trn"), torch.ones(3).to("trn"))`` -> ``True``.
     """
     if not (U.is_trn(self) and U.is_trn(other)) or self.dtype != other.dtype or self.is_neg() or other.is_neg():
-        return NotImplemented
+        return decline("tensors not both on trn, of different dtypes, or with a neg bit")
     if self.shape != other.shape:
         return False
     if self.numel() == 0:
@@ -376,7 +376,7 @@ def nonzero_static(self: torch.Tensor, *, size: int, fill_value: int = -1) -> An
 
     size = int(size)
     if not U.is_trn(self) or size < 0:
-        return NotImplemented
+        return decline("self not on trn, or a negative size")
     nz = nonzero(self)
     if nz is NotImplemented:
         return NotImplemented

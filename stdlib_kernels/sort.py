@@ -32,7 +32,7 @@ import trnlang as trn
 import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
-from trnlang.device import lowering
+from trnlang.device import decline, lowering
 
 #: Longest row sorted on chip (two fp32 keys and temporaries per element fit SBUF).
 MAX_SORT = 8192
@@ -159,14 +159,14 @@ def _last(t: torch.Tensor, dim: int) -> torch.Tensor:
 def _sorted(self: Any, dim: int, k: int, descending: bool, extract: bool = False) -> Any:
     """``(values, indices)`` of the first ``k`` of each sorted row along ``dim``; NotImplemented to decline."""
     if not U.is_trn(self) or self.dtype not in U.FLOAT_DTYPES or self.is_conj() or self.is_neg():
-        return NotImplemented
+        return decline("not a float trn tensor (float32/bfloat16/float16, no conj/neg bit)")
     nd = max(self.dim(), 1)
     if not -nd <= dim < nd:
-        return NotImplemented
+        return decline("dim out of range: torch raises")
     d = dim % nd
     c = self.shape[d] if self.dim() else 1
     if (c > MAX_SORT and not extract) or not 0 <= k <= c:
-        return NotImplemented
+        return decline("a sorted dim longer than 8192, or k outside [0, size]: torch raises")
     xs = _last(self, d)
     lead = list(xs.shape[:-1])
     r = U.prod(lead)

@@ -38,7 +38,7 @@ import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels import sort as S
-from trnlang.device import lowering
+from trnlang.device import decline, lowering
 
 _MM = 512  # free size of the matmul that ORs the flags over the partitions
 #: Items are counted / positioned in fp32: exact below this.
@@ -138,10 +138,10 @@ def _empty_long(shape: Any = (0,)) -> torch.Tensor:
 def _flat(self: Any, sort: bool, return_inverse: bool, return_counts: bool) -> Any:
     """(values, inverse, counts) of the flattened ``self`` (inverse/counts empty unless asked for)."""
     if not U.is_trn(self) or self.dtype not in _DTYPES or self.is_conj() or self.is_neg():
-        return NotImplemented
+        return decline("not a trn tensor of a float, integer or bool dtype (or a conj/neg bit)")
     n = self.numel()
     if n >= MAX_ITEMS or (sort and n > S.MAX_SORT):
-        return NotImplemented
+        return decline("2^24 or more elements, or more than 8192 to sort")
     inv_shape = tuple(self.shape)
     if n == 0:
         return (torch.empty((0,), dtype=self.dtype, device="trn"),
@@ -151,10 +151,10 @@ def _flat(self: Any, sort: bool, return_inverse: bool, return_counts: bool) -> A
     keys = flat
     if sort:
         if flat.dtype.is_floating_point and int(torch.isnan(flat).sum().item()) > 1:
-            return NotImplemented  # the CPU orders several NaNs unpredictably (an unstable sort)
+            return decline("several NaNs: the CPU orders them unpredictably (an unstable sort)")
         sk = _sortable(flat)
         if sk is None:
-            return NotImplemented
+            return decline("integer values beyond 2^24 (not exact in fp32)")
         sv = torch.empty((1, n), dtype=sk.dtype, device="trn")
         perm = torch.empty((1, n), dtype=torch.int64, device="trn")
         S.sort_rows(sk.view(1, n), sv, perm, False, max(0, (n - 1).bit_length()))
@@ -162,7 +162,7 @@ def _flat(self: Any, sort: bool, return_inverse: bool, return_counts: bool) -> A
     elif keys.dtype not in U.FLOAT_DTYPES and keys.dtype != torch.int32:
         keys = _sortable(flat)  # compared as exact fp32
         if keys is None:
-            return NotImplemented
+            return decline("integer values beyond 2^24 (not exact in fp32)")
     u, first, counts, inv = _groups(keys.view(1, n), perm, return_inverse, return_counts)
     values = flat.index_select(0, first[:u])
     inverse = inv.view(inv_shape) if inv is not None else _empty_long()
@@ -202,26 +202,26 @@ def _slices(self: torch.Tensor, dim: int) -> tuple[torch.Tensor, int] | None:
 def _by_dim(self: Any, dim: int, sort: bool, return_inverse: bool, return_counts: bool) -> Any:
     """(values, inverse, counts) of the slices along ``dim`` (sorted lexicographically or consecutive)."""
     if not U.is_trn(self) or self.dtype not in _DTYPES or self.is_conj() or self.is_neg():
-        return NotImplemented
+        return decline("not a trn tensor of a float, integer or bool dtype (or a conj/neg bit)")
     sl = _slices(self, dim)
     if sl is None:
-        return NotImplemented
+        return decline("dim out of range (torch raises), or a 0-dim tensor")
     keys, d = sl
     k, n = keys.shape
     if n >= MAX_ITEMS or (sort and n > S.MAX_SORT):
-        return NotImplemented
+        return decline("2^24 or more slices, or more than 8192 to sort")
     if n == 0:
         return self.clone(), _empty_long(), _empty_long()
     if k == 0:
-        return NotImplemented  # torch: "0 sized dimensions ... aren't selected" (its error)
+        return decline("zero-sized slices: torch raises")  # torch: "0 sized dimensions ... aren't selected" (its error)
     perm = None
     if keys.dtype not in U.FLOAT_DTYPES and keys.dtype != torch.int32:
         keys = _sortable(keys)
         if keys is None:
-            return NotImplemented
+            return decline("integer values beyond 2^24 (not exact in fp32)")
     if sort:
         if keys.dtype.is_floating_point and bool(torch.isnan(keys).any().item()):
-            return NotImplemented  # the CPU's lexicographic comparator leaves NaN slices unordered
+            return decline("NaN in a slice: the CPU leaves NaN slices unordered")
         perm = torch.arange(n, dtype=torch.int64, device="trn")
         nbits = max(0, (n - 1).bit_length())
         for c in range(k - 1, -1, -1):  # stable sorts, least significant key first

@@ -36,7 +36,7 @@ import torch
 import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
-from trnlang.device import lowering
+from trnlang.device import decline, lowering
 
 DTYPES = (torch.float32, torch.bfloat16)
 
@@ -318,12 +318,12 @@ def _sizes_ok(out_size: Sequence[int], in_size: Sequence[int]) -> bool:
 def _forward(kind: str, nsp: int, x: torch.Tensor, output_size: Sequence[int], align: bool,
              scales: Sequence[float | None], out: torch.Tensor | None = None) -> Any:
     if not _ok(x, nsp + 2) or len(output_size) != nsp or not _sizes_ok(output_size, x.shape[2:]):
-        return NotImplemented
+        return decline("not a float32/bfloat16 trn tensor of the right rank, or a zero or mismatched size")
     osz = [int(s) for s in output_size]
     shape = (*x.shape[:2], *osz)
     if out is not None and (not _ok(out, nsp + 2) or out.dtype != x.dtype or tuple(out.shape) != shape
                             or not out.is_contiguous() or _overlap(out, x)):
-        return NotImplemented
+        return decline("out= not a contiguous trn tensor of the result's dtype and shape, or overlapping the input")
     mats = [_mat(kind, x.shape[2 + a], osz[a], align, scales[a]) for a in range(nsp)]
     return apply_axes(x, mats, osz, False, out)
 
@@ -337,10 +337,10 @@ def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
 def _backward(kind: str, nsp: int, g: torch.Tensor, output_size: Sequence[int], input_size: Sequence[int],
               align: bool, scales: Sequence[float | None]) -> Any:
     if not _ok(g, nsp + 2) or len(output_size) != nsp or len(input_size) != nsp + 2:
-        return NotImplemented
+        return decline("not a float32/bfloat16 trn tensor of the right rank, or sizes of the wrong length")
     isz = [int(s) for s in input_size]
     if list(g.shape) != [*isz[:2], *[int(s) for s in output_size]] or not _sizes_ok(output_size, isz[2:]):
-        return NotImplemented
+        return decline("grad_output's shape does not match the sizes, or a zero size")
     osz = [int(s) for s in output_size]
     mats = [_mat(kind, isz[2 + a], osz[a], align, scales[a]) for a in range(nsp)]
     return apply_axes(g, mats, isz[2:], True)
