@@ -56,7 +56,7 @@ _TMP = re.compile(r"\btmp\d+\b")
 _LITERAL = re.compile(r"^\(?-?(\d+(\.\d*)?(e[-+]?\d+)?|True|False|float\(\"-?(inf|nan)\"\))\)?$")
 
 _TL_DTYPE = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16",
-             torch.int32: "int32", torch.int64: "int64", torch.int16: "int16", torch.int8: "int8",
+             torch.int32: "int32", torch.int64: "int32", torch.int16: "int16", torch.int8: "int8",
              torch.uint8: "uint8", torch.bool: "bool_", torch.float64: "float32"}
 
 
@@ -65,7 +65,7 @@ class Unsupported(NotImplementedError):
 
 
 def tl_dtype(dtype: torch.dtype) -> str:
-    """``tl.<name>`` for a torch dtype."""
+    """``tl.<name>`` of the tiles holding a torch dtype (int64 is HBM storage only: int32 tiles)."""
     name = _TL_DTYPE.get(dtype)
     if name is None:
         raise Unsupported(f"trn Inductor kernels: no tile dtype for {dtype}")
@@ -156,6 +156,10 @@ class TrnOverrides(OpOverrides):
 
     @staticmethod
     def index_expr(expr: sympy.Expr, dtype: torch.dtype) -> str:
+        return V.kernel.index_value(expr, dtype)
+
+    @staticmethod
+    def value_expr(expr: sympy.Expr, dtype: torch.dtype) -> str:
         return V.kernel.index_value(expr, dtype)
 
     exp = _unary("exp")
@@ -384,7 +388,7 @@ class TrnKernel(SIMDKernel):
         lines = []
         for name, kind in kinds.items():
             if kind == "size":
-                lines.append(f"    {name} = {name}_n.shape[0]")
+                lines.append(f"    {name} = {name}_n.shape[1]")
         xnumel = _pexpr(self.rename_indexing(self.numels["x"]))
         lines.append(f"    xnumel = {xnumel}")
         grid = num_programs()

@@ -3,7 +3,7 @@ kernel when its module loads, and ``kernel.run(*args)`` for every launch.
 
 A generated kernel sees every buffer as a flat 1-D tensor from the buffer's first element (Inductor's
 index expressions are offsets in elements, with the strides folded in), and every symbolic size as a
-*size carrier*: a zero-stride tensor of that length whose ``.shape[0]`` the kernel reads. Sizes are thus
+*size carrier*: a zero-stride tensor of that length whose ``.shape[1]`` the kernel reads. Sizes are thus
 runtime values of the compiled code, so a new batch size reuses the compiled kernel (an int argument
 would be a compile-time constant of the JIT).
 
@@ -42,14 +42,19 @@ def flat(t: torch.Tensor) -> torch.Tensor:
 
 
 def carrier(n: int, device: torch.device) -> torch.Tensor:
-    """A tensor of shape ``(n,)`` and stride 0 (one element of storage): a size passed as a runtime value."""
+    """A tensor of shape ``(1, n)`` and stride 0 (one element of storage): a size passed as a runtime value.
+
+    The size sits in dimension 1 while every buffer is 1-D: the JIT keys variants on which sizes at the same
+    dimension position are equal, so a batch size that happens to equal a weight's length does not make
+    a new variant.
+    """
     key = (int(n), str(device))
     hit = _CARRIERS.get(key)
     if hit is None:
         base = _BASE.get(key[1])
         if base is None:
-            base = _BASE[key[1]] = torch.zeros(1, dtype=torch.int32, device=device)
-        hit = _CARRIERS[key] = base.expand(max(0, int(n)))
+            base = _BASE[key[1]] = torch.zeros(1, 1, dtype=torch.int32, device=device)
+        hit = _CARRIERS[key] = base.expand(1, max(0, int(n)))
         if len(_CARRIERS) > 4096:  # sizes of a long dynamic run: keep the table bounded
             _CARRIERS.clear()
             _CARRIERS[key] = hit
