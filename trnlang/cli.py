@@ -362,12 +362,14 @@ class _LaunchRecorder:
     ``Compiled`` being launched) for the duration of a ``with`` block."""
 
     def __init__(self) -> None:
-        self.launches: dict[tuple[int, tuple[int, ...]], list[Any]] = {}  # (id(comp), grid) -> [comp, grid, n]
+        # (id(comp), grid) -> [comp, grid, n, kernel, first launch's args]
+        self.launches: dict[tuple[int, tuple[int, ...]], list[Any]] = {}
 
-    def _note(self, comp: Any, grid: tuple[int, ...]) -> None:
+    def _note(self, comp: Any, grid: tuple[int, ...], kfn: Any = None, args: Any = None) -> None:
         rec = self.launches.get((id(comp), grid))
         if rec is None:
-            self.launches[(id(comp), grid)] = [comp, grid, 1]  # holds comp: its id stays unique
+            # holds comp (its id stays unique) and the args: a variant with runtime sizes is simulated on these
+            self.launches[(id(comp), grid)] = [comp, grid, 1, kfn, args]
         else:
             rec[2] += 1
 
@@ -384,12 +386,12 @@ class _LaunchRecorder:
         # the replacements keep the methods' parameter names (``self``): they are assigned over them
         def _run(self: Any, comp: Any, prepared: Any, args: Any, grid: Any) -> Any:
             out = run(self, comp, prepared, args, grid)
-            note(comp, grid)
+            note(comp, grid, self, args)
             return out
 
         def _launch(self: Any, comp: Any, arrays: Any, args: Any, grid: Any) -> Any:
             out = launch(self, comp, arrays, args, grid)
-            note(comp, grid)
+            note(comp, grid, self, args)
             return out
 
         KernelFn._run, KernelFn._launch = _run, _launch  # type: ignore[method-assign]
@@ -428,6 +430,19 @@ def _run_script(path: str, argv: list[str]) -> int:
             del sys.path[0]
 
 
+def _simulate(comp: Any, grid: tuple[int, ...], kfn: Any, args: Any) -> Any:
+    """The simulated profile of a recorded variant; one whose sizes are runtime symbols (shape-polymorphic
+    kernels, e.g. torch.compile's generated ones) is traced again on the exact shapes of its first launch."""
+    from trnlang.sim.profile import Profile
+
+    try:
+        return Profile.simulate(comp.ir, grid)
+    except Exception:
+        if kfn is None or args is None:
+            raise
+        return Profile.simulate(kfn.trace(*args, grid=grid), grid)
+
+
 def _cmd_profile(args: argparse.Namespace) -> int:
     import json
 
@@ -447,9 +462,9 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     events: list[dict[str, Any]] = []
     per_kernel: dict[str, list[float]] = {}  # name -> [launches, time us, peak-time us, dma-peak-time us]
     pages: list[tuple[str, Profile]] = []  # for --html
-    for pid, (comp, grid, n) in enumerate(rec.launches.values(), start=1):
+    for pid, (comp, grid, n, kfn, kargs) in enumerate(rec.launches.values(), start=1):
         try:
-            p = Profile.simulate(comp.ir, grid)
+            p = _simulate(comp, grid, kfn, kargs)
         except Exception as exc:  # a kernel the simulator cannot schedule must not lose the others
             print(f"trn profile: warning: cannot simulate {comp.ir.name} grid {grid}: {exc}", file=sys.stderr)
             continue

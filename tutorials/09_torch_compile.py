@@ -9,8 +9,14 @@ attention and embeddings stay the device's own kernels (docs/compile.md). This s
    step's gradients against the same model in eager mode on the CPU;
 2. prints one generated kernel's trnlang source (``TRN_DUMP=compile`` prints them all to stderr,
    ``TORCH_LOGS=output_code`` logs them with the rewritten graphs);
-3. profiles that kernel on the simulated NeuronCore;
+3. profiles that kernel on the simulated NeuronCore (``trn profile tutorials/09_torch_compile.py`` shows
+   every generated kernel's simulated timeline, named ``trn_fused_<the ops it fused>``);
 4. times eager trn against compiled trn (one run; numbers depend on the machine and its load).
+
+A second run of this script takes the fusion plans and the kernels' machine code from the disk cache
+(``graph_cache_hits`` below; docs/compile.md, "Caching across processes"). For the 512-wide GPT-2 and
+Llama-style models, ``benchmarks/bench_compile.py`` compares compiled trn with eager trn, eager CPU and
+Inductor on the CPU; its measured numbers are in docs/compile.md.
 
 Run: ``python tutorials/09_torch_compile.py`` (needs ``transformers``, part of the test extras)
 """
@@ -57,7 +63,8 @@ def main() -> None:
           f"{sum(1 for _ in trn_model.parameters())} gradients")
     stats = trnlang.compile.compile_stats()
     print(f"graphs compiled {stats['graphs']}, kernels generated {stats['generated_kernels']}, "
-          f"graph nodes fused into them {stats['fused_nodes']}")
+          f"graph nodes fused into them {stats['fused_nodes']}, fusion plans from the disk cache "
+          f"{stats['graph_cache_hits']} of {stats['graph_cache_hits'] + stats['graph_cache_misses']}")
 
     # 2. one generated kernel: the RMS norm, read as trnlang source
     kernels = trnlang.compile.generated_kernels()
