@@ -317,3 +317,34 @@ def test_bn_stats_read_mask_with_a_ragged_chunk_is_a_clear_error_at_the_users_li
     with pytest.raises(trn.ShapeError, match="ragged last chunk") as ei:
         ragged(np.ones((128, 700), np.float32))
     assert "nisa.bn_stats(t[i_p, j * 512 + i_f]" in str(ei.value)
+
+
+# ---------------------------------------------------------------------------------- views of views
+@nki.jit
+def view_of_view(x):
+    out = nl.ndarray((4, 3, 2), dtype=x.dtype, buffer=nl.shared_hbm)
+    cols = nl.ndarray((4, 2), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    i_p, i_f = nl.mgrid[0:8, 0:6]
+    v = t[i_p, 2 * i_f]                             # even columns: a strided view
+    j_p, j_a, j_b = nl.mgrid[0:4, 0:3, 0:2]
+    nl.store(out, value=nl.copy(v[2 * j_p, 2 * j_b + j_a]))  # a view of it: every other partition, permuted
+    for k in nl.affine_range(2):
+        nl.store(cols[:, k:k + 1], value=nl.copy(v[0:4, k + 1]))  # slices and a loop variable: [4, 1]
+    return out, cols
+
+
+def test_views_of_strided_views_compose_into_one_access_pattern():
+    x = rng.random((8, 12), np.float32)
+    v = x[:, 0::2]
+    want = np.empty((4, 3, 2), np.float32)
+    for p in range(4):
+        for a in range(3):
+            for b in range(2):
+                want[p, a, b] = v[2 * p, 2 * b + a]
+    for got in (view_of_view(x), nki.simulate_kernel(view_of_view, x)):
+        np.testing.assert_array_equal(got[0], want)
+        np.testing.assert_array_equal(got[1], v[0:4, 1:3])
+    text = view_of_view.ir(x)
+    assert "ap[24, 2, 4]x[4, 3, 2]" in text and "ap[12, 2]x[4, 1]" in text
+    assert _ops(view_of_view, x).count(Op.TENSOR_COPY) == 2   # the two nl.copy calls: no copy per view

@@ -17,7 +17,7 @@ from trnlang.frontend.tracer import current, nki_rules
 from trnlang.ir.nodes import Access, Imm, Instr, Region, axis_sym, gather_sym
 from trnlang.ir.ops import ALU_SPECS, Alu, AluKind, Op
 from trnlang.ir.types import DType, Engine, Space, promote, to_dtype
-from trnlang.language.semantic_views import index_key_as_slices, pattern_view
+from trnlang.language.semantic_views import index_key_as_slices, pattern_view, view_of_view
 from trnlang.language.values import (
     AccessPattern,
     DynSlice,
@@ -345,6 +345,8 @@ def _slice_bounds(k: Any, n: int) -> tuple[sympy.Expr, int, int]:
 def subtile(t: Tile, key: Any) -> Tile:
     """A view of part of a tile: slices (affine bounds), ds, and single indices per dimension."""
     key = _norm_key(key, t.ndim, "a tile")
+    if t.region.ap is not None and not t.nblock:  # a view of a strided view: compose the access patterns
+        return view_of_view(t, key)
     if any(isinstance(k, Index) and k.shape != () for k in key):
         as_slices = index_key_as_slices(key, t.shape)
         if as_slices is None:
