@@ -9,7 +9,11 @@ count, ratio > 1: trnlang faster):
   ``nc_matmul`` tiles accumulated in PSUM) vs ``torch.matmul(a_t.T, b)``;
 - ``trn mm fp32`` / ``trn mm bf16``: ``a @ b`` on the ``trn`` device vs the same op on CPU tensors
   (torch's bf16 path uses AMX or AVX512-BF16 where the host has them);
-- ``gemm fp32``: ``codegen.gemm``'s ``sgemm`` called directly (one thread) vs ``torch.matmul``.
+- ``gemm fp32``: ``codegen.gemm``'s ``sgemm`` called directly (one thread) vs ``torch.matmul``;
+- ``gemm bf16 <kind>``: ``codegen.gemm_bf16`` (AMX tiles or ``vdpbf16ps``, fp32 out) called directly (one
+  thread) vs ``torch.matmul`` of the bf16 tensors, for every bf16 kind the host runs (``--bf16-kinds``).
+
+``TRN_ISA=avx512bf16|avx512|...`` runs the whole benchmark on a narrower path (the header says which).
 
 ``--clock cpu`` times the 1-thread rows in process CPU time, which a shared machine's other processes
 do not inflate (at more threads, CPU time would sum the threads: those rows stay wall time).
@@ -72,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--min-time", type=float, default=0.3)
     ap.add_argument("--no-device", action="store_true", help="skip the trn device rows")
+    ap.add_argument("--cases", nargs="*", default=None,
+                    help="only the rows whose name starts with one of these (e.g. 'trn mm' 'gemm bf16')")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="1-thread rows: wall time (default; use a quiet machine) or this process's CPU time (robust "
                          "on a shared machine); rows at more threads always use wall time")
@@ -80,7 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from benchmarks.bench_jit import matmul as mm_kernel
+    from codegen import isa
     from codegen.gemm import default_gemm
+    from codegen.gemm_bf16 import default_gemm_bf16
 
     if not args.no_device:
         import trnlang.device as td
@@ -98,13 +106,20 @@ def main(argv: list[str] | None = None) -> int:
             (f"kernel fp32 {s}", lambda: mm_kernel[max(1, s // 128)](a, b, o), lambda: torch.matmul(a.T, b), True),
             (f"gemm fp32 {s}", lambda: default_gemm().matmul(an, bn, on), lambda: torch.matmul(a, b), False),
         ]
+        ah, bh = a.bfloat16(), b.bfloat16()
+        for kind in [k for k in ("amx", "avx512bf16") if k in isa.available()]:
+            if kind == "amx" and not isa.request_amx():
+                continue
+            cases.append((f"gemm bf16 {kind} {s}", lambda kind=kind: default_gemm_bf16(kind).matmul(ah, bh, on),
+                          lambda: torch.matmul(ah, bh), False))
         if not args.no_device:
             at, bt = a.to("trn"), b.to("trn")
-            ah, bh = a.bfloat16(), b.bfloat16()
             aht, bht = ah.to("trn"), bh.to("trn")
             cases += [(f"trn mm fp32 {s}", lambda: at @ bt, lambda: a @ b, True),
                       (f"trn mm bf16 {s}", lambda: aht @ bht, lambda: ah @ bh, True)]
         for name, ours, theirs, threaded in cases:
+            if args.cases and not name.startswith(tuple(args.cases)):
+                continue
             for n in args.threads if threaded else [1]:
                 _set_threads(n)
                 _CLOCK[0] = time.process_time if args.clock == "cpu" and n == 1 else time.perf_counter
