@@ -34,10 +34,14 @@ from benchmarks._host import cpu_model, print_host  # noqa: E402
 KINDS = ("cpu", "trn", "trn_nocheck")
 
 
-def _time(fn: Callable[[], Any], iters: int) -> float:
-    t0 = time.perf_counter()
+def _time(fn: Callable[[], Any], iters: int, cpu: list[float] | None = None) -> float:
+    """Wall seconds per call of ``fn`` over ``iters`` calls; appends the process's CPU seconds per call
+    (every thread: the caller's and gloo's) to ``cpu``."""
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(iters):
         fn()
+    if cpu is not None:
+        cpu.append((time.process_time() - c0) / iters)
     return (time.perf_counter() - t0) / iters
 
 
@@ -66,10 +70,12 @@ def _measure(nbytes: int, args: argparse.Namespace) -> dict[str, list[float]]:
     dist.all_reduce(want, op=dist.ReduceOp.MAX)
     iters = int(want.item())
     times: dict[str, list[float]] = {k: [] for k in KINDS}
+    for k in KINDS:
+        times[k + "_cpu"] = []
     for rep in range(args.repeat):
         for j in range(len(KINDS)):
             k = KINDS[(rep + j) % len(KINDS)]  # rotate the order: no kind always runs first
-            times[k].append(_time(fns[k], iters))
+            times[k].append(_time(fns[k], iters, times[k + "_cpu"]))
     os.environ["TRN_DIST_CHECK"] = "1"
     return times
 
@@ -93,17 +99,19 @@ def worker(rank: int, world: int, port: int, args: argparse.Namespace) -> None:
               f"({os.cpu_count()} logical CPUs); torch {torch.__version__}; {args.repeat} alternating blocks "
               f"per kind; {load_before} (start), {_load()} (end)")
         print(f"{'size':>8} | {'gloo CPU us':>11} {'GB/s':>7} | {'trn us':>9} {'GB/s':>7} {'ratio':>6} | "
-              f"{'trn nocheck us':>14} {'GB/s':>7} {'ratio':>6}")
+              f"{'trn nocheck us':>14} {'GB/s':>7} {'ratio':>6} | CPU us/call: gloo  trn  nocheck")
         for nbytes, times in rows:
             med = {k: statistics.median(v) for k, v in times.items()}
-            bw = {k: factor * nbytes / v / 1e9 for k, v in med.items()}
+            bw = {k: factor * nbytes / med[k] / 1e9 for k in KINDS}
             ratio = {k: statistics.median(c / t for c, t in zip(times["cpu"], times[k])) for k in KINDS[1:]}
             size = f"{nbytes // 1024} KiB" if nbytes < 2**20 else f"{nbytes // 2**20} MiB"
             print(f"{size:>8} | {med['cpu'] * 1e6:>11.1f} {bw['cpu']:>7.3f} | {med['trn'] * 1e6:>9.1f} "
                   f"{bw['trn']:>7.3f} {ratio['trn']:>5.2f}x | {med['trn_nocheck'] * 1e6:>14.1f} "
-                  f"{bw['trn_nocheck']:>7.3f} {ratio['trn_nocheck']:>5.2f}x")
+                  f"{bw['trn_nocheck']:>7.3f} {ratio['trn_nocheck']:>5.2f}x | "
+                  f"{med['cpu_cpu'] * 1e6:>15.0f} {med['trn_cpu'] * 1e6:>4.0f} {med['trn_nocheck_cpu'] * 1e6:>8.0f}")
         print("ratio = median over the repetitions of gloo-on-CPU block time / trn block time "
-              "(= trn bus bandwidth / gloo's; 1.00x: the trn backend adds nothing)")
+              "(= trn bus bandwidth / gloo's; 1.00x: the trn backend adds nothing); CPU us/call: rank 0's "
+              "process CPU time (all threads) per call, median")
         sys.stdout.flush()
     dist.destroy_process_group()
 

@@ -243,8 +243,8 @@ def _count_gloo_allreduces(rank: int) -> dict[str, Any]:
                                    ("f32_sum_32KiB_again", 8192, torch.float32, dist.ReduceOp.SUM),
                                    ("i64_sum_40KiB_after", 5120, torch.int64, dist.ReduceOp.SUM),
                                    ("bf16_sum_24KiB_fits", 12288, torch.bfloat16, dist.ReduceOp.SUM),
-                                   ("f32_sum_5MiB", 5 * 2**18, torch.float32, dist.ReduceOp.SUM),
-                                   ("f32_sum_5MiB_again", 5 * 2**18, torch.float32, dist.ReduceOp.SUM),
+                                   ("f32_sum_80KiB", 5 * 2**12, torch.float32, dist.ReduceOp.SUM),
+                                   ("f32_sum_80KiB_again", 5 * 2**12, torch.float32, dist.ReduceOp.SUM),
                                    ("f32_sum_32KiB_shrunk", 8192, torch.float32, dist.ReduceOp.SUM)]:
             before = len(calls)
             t = _data(rank, n, dtype, "trn")
@@ -297,17 +297,17 @@ def test_values_are_the_reductions(results: list[dict[str, Any]]) -> None:
 
 def test_small_all_reduces_ride_in_the_agreement_frame(results: list[dict[str, Any]]) -> None:
     """Checked all-reduces whose result cannot depend on the order skip gloo's all-reduce (the check's
-    all-gather carries the data) when they fit the frame's slot: 16 KiB, or the previous all-reduce's size up
-    to 4 MiB (so the second of two 32 KiB calls rides, a 40 KiB one after it does not, a 24 KiB one after that
-    does); the others, and anything above 4 MiB, go to gloo. Values are right."""
+    all-gather carries the data) when they fit the frame's slot: 1 KiB, or the previous all-reduce's size up
+    to 64 KiB (so the second of two 32 KiB calls rides, a 40 KiB one after it does not, a 24 KiB one after
+    that does); the others, and anything above 64 KiB, go to gloo. Values are right."""
     ops = {"sum": torch.add, "max": torch.maximum, "product": torch.mul}
     for res in results:
         got = res["_inline"]
         gloo = {name: n for name, (n, _) in got.items()}
         assert gloo == {"f32_sum_small": 0, "i64_max_small": 0, "bf16_product_small": 0, "f32_max_small": 1,
                         "f32_avg_small": 1, "f32_sum_32KiB": 1, "f32_sum_32KiB_again": 0,
-                        "i64_sum_40KiB_after": 1, "bf16_sum_24KiB_fits": 0, "f32_sum_5MiB": 1,
-                        "f32_sum_5MiB_again": 1, "f32_sum_32KiB_shrunk": 1}, gloo
+                        "i64_sum_40KiB_after": 1, "bf16_sum_24KiB_fits": 0, "f32_sum_80KiB": 1,
+                        "f32_sum_80KiB_again": 1, "f32_sum_32KiB_shrunk": 1}, gloo
         for name, (_, value) in got.items():
             kind, red = name.split("_")[:2]
             dtype = {"f32": torch.float32, "i64": torch.int64, "bf16": torch.bfloat16}[kind]

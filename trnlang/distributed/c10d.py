@@ -22,9 +22,10 @@ How a collective gets here (torch 2.13):
 Before each collective (not point-to-point ones) the ranks all-gather a fixed-size frame holding a short
 description of the call (op, dtypes, shapes, reduce op) and all raise :class:`TrnDistributedError` when they
 differ (:func:`check_enabled`, ``TRN_DIST_CHECK``); gloo itself would abort the process that receives the
-wrong number of bytes. The frame also has room for 16 KiB of payload: a small all-reduce whose result cannot
+wrong number of bytes. The frame also has a payload slot (1 KiB, or the size of the group's previous
+agreed all-reduce up to 64 KiB, see :class:`_Group`): an all-reduce that fits it and whose result cannot
 depend on the order of the reduction (integers; fp32/fp64/fp16/bf16 sum and product on 2 ranks) travels in
-it and each rank reduces the gathered payloads itself, so a checked small all-reduce costs one round trip,
+it and each rank reduces the gathered payloads itself, so such a checked all-reduce costs one round trip,
 not two (:func:`_allreduce`).
 
 Every reduction and dtype is gloo's: ``ReduceOp.AVG`` is gloo's sum-then-divide (so, as on the CPU, it
@@ -81,12 +82,17 @@ _AGREE: dict[str, tuple[int, ...]] = {
     "alltoall_": (), "alltoall_base_": (), "gather_": (1,), "scatter_": (0,), "barrier": (),
 }
 _DESC_BYTES = 256
-#: payload bytes a checked collective's frame carries after the description while no larger all-reduce has
-#: been agreed on: an all-reduce this small is done by the agreement exchange itself (:func:`_allreduce`)
-_INLINE_BYTES = 16 * 1024
+#: payload bytes a checked collective's frame carries after the description unless the group's previous call
+#: was a larger all-reduce that rides (:meth:`_Group.next_slot`): an all-reduce this small is done by the
+#: agreement exchange itself (:func:`_allreduce`). Small, because every checked call posts the whole frame
+#: and gloo's all-gather costs CPU by the byte (with a 16 KiB frame a checked 1 KiB all-reduce cost 3x the
+#: CPU of gloo's on the loaded 2-core host)
+_INLINE_BYTES = 1024
 #: the largest payload slot a frame grows to (a group that keeps all-reducing up to this many bytes gets them
-#: carried in the exchange; larger all-reduces take the check's round trip, then gloo's, zero-copy)
-_INLINE_MAX = 4 * 2**20
+#: carried in the exchange; larger all-reduces take the check's round trip, then gloo's, zero-copy). Above
+#: it the copy into the frame and the reduction of every rank's row cost more CPU than a second round trip
+#: (measured: 1 MiB and 4 MiB rode at half the speed of check + gloo on the loaded 2-core host)
+_INLINE_MAX = 64 * 1024
 _CPU = torch.device("cpu")
 _lock = threading.Lock()
 _LIBS: list[Any] = []
@@ -197,9 +203,10 @@ def _group_of(boxed_pg: Any) -> tuple[_Group, str]:
 def check_enabled() -> bool:
     """Whether collectives first check that every rank called the same op on the same shapes.
 
-    ``TRN_DIST_CHECK=1`` (the default) exchanges a 256-byte description per collective (one small gloo
-    all-gather) and raises :class:`TrnDistributedError` on every rank when they differ; without it gloo
-    aborts a process on mismatched sizes. ``TRN_DIST_CHECK=0`` skips the exchange (a round trip per call).
+    ``TRN_DIST_CHECK=1`` (the default) exchanges a 256-byte description per collective (one gloo
+    all-gather of a fixed-size frame, which carries small all-reduces' data too) and raises
+    :class:`TrnDistributedError` on every rank when they differ; without it gloo aborts a process on
+    mismatched sizes. ``TRN_DIST_CHECK=0`` skips the exchange. Every rank must use the same setting.
 
     Example:
         >>> import os; os.environ["TRN_DIST_CHECK"] = "1"; check_enabled()
@@ -399,7 +406,7 @@ def _allreduce(tensors: list[torch.Tensor], pg: Any, reduce_op: Any, sparse_indi
     second trip through the dispatcher.
 
     With the agreement check on, an all-reduce of one tensor whose result does not depend on the order of
-    the reduction (see :func:`_rides`) and that fits the frame's payload slot (:class:`_Group`: 16 KiB, or the
+    the reduction (see :func:`_rides`) and that fits the frame's payload slot (:class:`_Group`: 1 KiB, or the
     size of the previous all-reduce up to :data:`_INLINE_MAX`) rides in the check's own all-gather: each rank
     reduces the gathered payloads in rank order. One round trip instead of two (the check's, then gloo's);
     the bits are gloo's. The returned ``Work`` is already complete."""
