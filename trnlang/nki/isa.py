@@ -335,20 +335,51 @@ def _always(mask: Any) -> bool:
     return bool(hi.is_number and (hi < 0 if isinstance(e, sympy.StrictLessThan) else hi <= 0))
 
 
+def _valid_prefix(mask: Any, n: int) -> int | None:
+    """The number of leading lanes of the last free axis an affine read mask ``c + i_f < d`` keeps (None: not
+    such a prefix over constants)."""
+    import sympy
+
+    e = mask.expr
+    if not isinstance(e, (sympy.StrictLessThan, sympy.LessThan)):
+        return None
+    diff = sympy.expand(e.lhs - e.rhs)
+    last = sympy.Symbol(f"_a{len(mask.shape) - 1}", integer=True)
+    rest = sympy.expand(diff - last)
+    if diff.coeff(last) != 1 or rest.free_symbols or not rest.is_Integer:
+        return None
+    bound = -int(rest) + (1 if isinstance(e, sympy.LessThan) else 0)   # lanes a with a < bound
+    return max(0, min(n, bound))
+
+
 def bn_stats(data: Any, mask: Any = None, dtype: Any = None, dst: Any = None, **_: Any) -> Any:
     """Per-partition statistics of up to ``nl.tile_size.bn_stats_fmax`` elements -> ``[P, 6]``: one
     ``(count, mean, M2)`` group and an empty group (count 0), NKI's six-column layout for ``bn_aggr``.
 
-    ``mask=`` limits the lanes read; only a mask that holds everywhere (a tiling that divides) is supported."""
+    ``mask=`` limits the lanes read: a prefix of the row (``j * 512 + i_f < d``, a ragged last chunk) reads
+    only those lanes. A mask over loop variables unrolls the kernel's constant-trip loops (as NKI does for
+    Python-level indexing) so each chunk's valid length is a constant."""
+    from trnlang.frontend.tracer import NeedUnroll
+
+    t = _sem.to_tile(data)
     if mask is not None and not (isinstance(mask, Pred) and _always(mask)):
-        raise ShapeError("bn_stats mask= that excludes lanes (a ragged last chunk) is not supported yet: size the "
-                         "chunks to divide the row, or use nl.mean / nl.var on a masked load")
-    mask = None
-    s = _semc.bn_stats(data)
+        syms = getattr(getattr(mask, "expr", None), "free_symbols", set())
+        if isinstance(mask, Pred) and any(not s.name.startswith("_a") for s in syms):
+            raise NeedUnroll("bn_stats mask= over loop variables: the loops are unrolled", frozenset())
+        keep = _valid_prefix(mask, t.shape[-1]) if isinstance(mask, Pred) and t.ndim == 2 else None
+        if keep is None:
+            raise ShapeError("bn_stats mask= must keep a prefix of the row (c + i_f < d, a ragged last chunk) or "
+                             "every lane; mask the load (other=0) for other patterns")
+        if keep == 0:
+            out = _sem.new_tile((t.shape[0], 6), DType.float32)
+            _sem._emit(Op.MEMSET, (out.region,), (), {"value": 0.0}, Engine.VECTOR)
+            return _out(dst, out, None)
+        t = t[:, 0:keep]
+    s = _semc.bn_stats(t)
     out = _sem.new_tile((s.shape[0], 6), DType.float32)
     _sem.assign(out[:, 0:3], s)
     _sem._emit(Op.MEMSET, (out[:, 3:6].region,), (), {"value": 0.0}, Engine.VECTOR)
-    return _out(dst, out, mask)
+    return _out(dst, out, None)
 
 
 def bn_aggr(data: Any, mask: Any = None, dtype: Any = None, dst: Any = None, **_: Any) -> Any:
