@@ -39,7 +39,7 @@ import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.tiling import col_chunks, row_tiles
-from trnlang.device import lowering
+from trnlang.device import decline, lowering
 
 DTYPES = (torch.float32, torch.bfloat16)
 _CH = 512  # embedding columns per chunk
@@ -219,16 +219,18 @@ def _col(t: torch.Tensor) -> torch.Tensor:
 
 
 def _bag_plan(weight: Any, indices: Any, offsets: Any, include_last_offset: bool) -> Any:
-    """``(B, offset2bag [L] int64)`` after validating on the device, or None to decline (bad input: the CPU raises
-    torch's error; unusual layouts: the CPU runs them)."""
+    """``(B, offset2bag [L] int64)`` after validating on the device, or a string: why declined (bad input: the CPU
+    raises torch's error; unusual layouts: the CPU runs them)."""
     if not (_ok(weight) and weight.dim() == 2 and isinstance(indices, torch.Tensor) and U.is_trn(indices)
             and isinstance(offsets, torch.Tensor) and U.is_trn(offsets) and indices.dim() == 1 and offsets.dim() == 1
             and indices.dtype in (torch.int64, torch.int32) and offsets.dtype in (torch.int64, torch.int32)):
-        return None
+        return "weight not a 2-D float32/bfloat16 trn tensor, or indices/offsets not 1-D int trn tensors"
     n_off = offsets.shape[0]
     n_bags = n_off - 1 if include_last_offset else n_off
-    if n_off == 0 or n_off > _MAX_OFFSETS or n_bags <= 0 or weight.shape[0] >= 2 ** 31:
-        return None
+    if n_off == 0 or n_bags <= 0:
+        return "no bags (empty offsets)"
+    if n_off > _MAX_OFFSETS or weight.shape[0] >= 2 ** 31:
+        return "more than 16384 offsets, or 2^31 or more weight rows"
     l_dim = indices.shape[0]
     o2b = torch.empty((l_dim,), dtype=torch.int64, device="trn")
     bad = torch.empty((l_dim + 1, 1), dtype=torch.float32, device="trn")
@@ -236,20 +238,20 @@ def _bag_plan(weight: Any, indices: Any, offsets: Any, include_last_offset: bool
     bag_ids(offsets.view(1, n_off) if offsets.is_contiguous() else offsets.contiguous().view(1, n_off), lo, hi,
             _col(o2b), bad, n_bags, int(weight.shape[0]), bool(include_last_offset))
     if bad.sum().item() > 0:
-        return None
+        return "an index outside the weight rows, or offsets that do not partition the indices"
     return n_bags, o2b
 
 
 def _embedding_bag_impl(weight: Any, indices: Any, offsets: Any, scale_grad_by_freq: bool, mode: int, sparse: bool,
                         per_sample_weights: Any, include_last_offset: bool, padding_idx: int) -> Any:
     if mode not in (_SUM, _MEAN, _MAX) or (per_sample_weights is not None and mode != _SUM):
-        return NotImplemented
+        return decline("an unknown mode, or per_sample_weights with a mode other than sum")
     if per_sample_weights is not None and (not _ok(weight, per_sample_weights) or per_sample_weights.dim() != 1
                                            or per_sample_weights.shape[0] != indices.shape[0]):
-        return NotImplemented
+        return decline("per_sample_weights not a 1-D float trn tensor of the indices' length")
     plan = _bag_plan(weight, indices, offsets, include_last_offset)
-    if plan is None:
-        return NotImplemented
+    if isinstance(plan, str):
+        return decline(plan)
     n_bags, o2b = plan
     v, d = weight.shape
     l_dim = indices.shape[0]
@@ -304,7 +306,7 @@ def _dense_backward(grad: Any, indices: Any, offsets: Any, offset2bag: Any, bag_
                     padding_idx: int) -> Any:
     if not (_ok(grad) and grad.dim() == 2 and U.is_trn(indices) and indices.dim() == 1
             and indices.dtype in (torch.int64, torch.int32) and U.is_trn(bag_size)) or mode not in (0, 1, 2):
-        return NotImplemented
+        return decline("grad not 2-D float on trn, indices not 1-D int on trn, bag_size not on trn, or an unknown mode")
     b, d = grad.shape
     v = int(num_weights)
     l_dim = indices.shape[0]
@@ -312,37 +314,37 @@ def _dense_backward(grad: Any, indices: Any, offsets: Any, offset2bag: Any, bag_
     pad = int(padding_idx) if padding_idx is not None and 0 <= padding_idx < v else -1
     if mode == _MAX:
         if not (U.is_trn(maximum_indices) and maximum_indices.shape == grad.shape and bag_size.shape[0] == b):
-            return NotImplemented
+            return decline("max mode with maximum_indices not on trn or of the wrong shape, or a bag_size mismatch")
         if b and d:
             try:
                 bag_backward_max(grad, maximum_indices, _col(bag_size), gw.view(1, v, d))
             except trn.BoundsError:
-                return NotImplemented
+                return decline("a maximum index out of range")
         return gw.to(grad.dtype)
     if offset2bag is None or offset2bag.numel() != l_dim:  # torch's fast sum path left it empty: recompute
         if offsets is None:
-            return NotImplemented
+            return decline("no offset2bag and no offsets to rebuild it")
         plan = _bag_plan(grad.new_empty((v, 1)), indices, offsets, offsets.shape[0] == b + 1)
-        if plan is None:
-            return NotImplemented
+        if isinstance(plan, str):
+            return decline(plan)
         offset2bag = plan[1]
     if per_sample_weights is not None and (not _ok(grad, per_sample_weights) or per_sample_weights.numel() != l_dim):
-        return NotImplemented
+        return decline("per_sample_weights not a float trn tensor of the indices' length")
     freq = None
     idx_c = _col(indices)
     if scale_grad_by_freq and l_dim:
         try:
             freq = _freq_scale(indices, v)
         except trn.BoundsError:
-            return NotImplemented
+            return decline("an index out of range")
         if freq is None:
-            return NotImplemented
+            return decline("scale_grad_by_freq with more than 8192 indices or 2^24 or more weights")
     if l_dim and d:
         try:
             bag_backward(grad, idx_c, _col(offset2bag), _col(per_sample_weights) if per_sample_weights is not None
                          else None, _col(bag_size), freq, gw, pad, mode)
         except trn.BoundsError:
-            return NotImplemented
+            return decline("an index out of range")
     return gw.to(grad.dtype)
 
 
@@ -432,7 +434,7 @@ def embedding_bag_backward(grad: torch.Tensor, indices: torch.Tensor, offsets: t
                            per_sample_weights: torch.Tensor | None, padding_idx: int = -1) -> Any:
     """Gradient of ``embedding_bag`` with respect to the weight (dense; a sparse gradient cannot live on trn)."""
     if sparse:
-        return NotImplemented
+        return decline("sparse=True: a sparse gradient cannot live on trn")
     return _dense_backward(grad, indices, offsets, offset2bag, bag_size, maximum_indices, num_weights,
                            scale_grad_by_freq, mode, per_sample_weights, padding_idx)
 
@@ -454,12 +456,12 @@ def embedding_bag_per_sample_weights_backward(grad: torch.Tensor, weight: torch.
     """Gradient of ``embedding_bag`` with respect to ``per_sample_weights``: ``<grad[bag], weight[index]>``."""
     if mode != _SUM or not _ok(grad, weight) or grad.dim() != 2 or weight.dim() != 2 or not U.is_trn(indices) \
             or indices.dim() != 1 or grad.shape[1] != weight.shape[1]:
-        return NotImplemented
+        return decline("not sum mode, grad/weight not 2-D float trn tensors of one width, or indices not 1-D on trn")
     l_dim = indices.shape[0]
     if offset2bag is None or offset2bag.numel() != l_dim:
         plan = _bag_plan(weight, indices, offsets, offsets.shape[0] == grad.shape[0] + 1)
-        if plan is None:
-            return NotImplemented
+        if isinstance(plan, str):
+            return decline(plan)
         offset2bag = plan[1]
     out = torch.empty((l_dim,), dtype=grad.dtype, device="trn")
     if l_dim:
@@ -467,5 +469,5 @@ def embedding_bag_per_sample_weights_backward(grad: torch.Tensor, weight: torch.
         try:
             bag_psw_backward(grad, weight, _col(indices), _col(offset2bag), _col(out), pad)
         except trn.BoundsError:
-            return NotImplemented
+            return decline("an index out of range")
     return out

@@ -27,7 +27,7 @@ import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.norm import _empty, _f32, _ok, _params_ok, _rows, row_affine, row_affine2, row_dots, row_moments
-from trnlang.device import lowering, memory
+from trnlang.device import decline, lowering, memory
 
 #: Channels per tile of :func:`bn_finalize` (one partition, channels on the free axis).
 CCHUNK = 2048
@@ -84,23 +84,23 @@ def _bn_forward(input: torch.Tensor, weight: torch.Tensor | None, bias: torch.Te
                 running_mean: torch.Tensor | None, running_var: torch.Tensor | None, training: bool,
                 momentum: float, eps: float) -> Any:
     if not _ok(input, weight, bias, running_mean, running_var) or input.dim() < 2:
-        return NotImplemented
+        return decline("input or parameters not float trn tensors (or a conj/neg bit), or input of fewer than 2 dims")
     if not _params_ok(input, weight, bias, running_mean, running_var):
-        return NotImplemented
+        return decline("a parameter neither in the input's dtype nor float32: torch raises")
     if len({p.dtype for p in (weight, bias, running_mean, running_var) if p is not None}) > 1:
-        return NotImplemented                                       # the CPU raises its mixed-dtype error
+        return decline("parameters of mixed dtypes: torch raises")
     n, c = input.shape[0], input.shape[1]
     hw = U.prod(input.shape[2:])
     for t in (weight, bias, running_mean, running_var):
         if t is not None and t.numel() != c:
-            return NotImplemented
+            return decline("a parameter whose size is not the channel count: torch raises")
     if not training and (running_mean is None or running_var is None):
-        return NotImplemented
+        return decline("eval mode without running stats")
     mixed = input.dtype != torch.float32 and any(p is not None and p.dtype == torch.float32
                                                  for p in (weight, bias, running_mean, running_var))
     sdt = torch.float32 if mixed else input.dtype               # saved stats: the CPU's parameter dtype
     if n * hw == 0 or c == 0:
-        return NotImplemented
+        return decline("an empty input or no channels")
     out = memory.empty(input.shape, input.dtype)
     x2 = _rows(input, n * c, hw)
     f32 = torch.float32
@@ -164,18 +164,18 @@ def native_batch_norm_backward(grad_out: torch.Tensor, input: torch.Tensor, weig
                                eps: float, output_mask: Sequence[bool]) -> Any:
     """Gradients of batch norm with respect to input, weight and bias."""
     if not _ok(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd) or input.dim() < 2:
-        return NotImplemented
+        return decline("tensors not float trn tensors (or a conj/neg bit), or input of fewer than 2 dims")
     n, c = input.shape[0], input.shape[1]
     hw = U.prod(input.shape[2:])
     if n * c * hw == 0:
-        return NotImplemented
+        return decline("an empty input")
     if train:
         if save_mean is None or save_invstd is None or save_mean.numel() != c:
-            return NotImplemented
+            return decline("training backward without saved stats of the channel count")
         mean, invstd = _f32(save_mean), _f32(save_invstd)
     else:
         if running_mean is None or running_var is None:
-            return NotImplemented
+            return decline("eval backward without running stats")
         mean, invstd = _f32(running_mean), (_f32(running_var) + eps).rsqrt()
     want_dx, want_w, want_b = (bool(v) for v in output_mask)
     x2 = _rows(input, n * c, hw)

@@ -37,7 +37,7 @@ import trnlang as trn
 import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels.tiling import row_tiles
-from trnlang.device import lowering
+from trnlang.device import decline, lowering
 
 _NEG = -math.inf
 _MAX_STATES = 4096  # extended-target states of one row (free axis)
@@ -203,33 +203,35 @@ def _lengths(v: Any) -> list[int] | None:
 
 
 def _plan(log_probs: Any, targets: Any, input_lengths: Any, target_lengths: Any, blank: int) -> Any:
-    """``(il, tl, pos map, W)`` or None to decline (the CPU then raises torch's errors)."""
+    """``(il, tl, pos map, W)``, or a string: why the call is declined (the CPU then raises torch's errors)."""
     if not (isinstance(log_probs, torch.Tensor) and log_probs.device.type == "trn"
             and log_probs.dtype == torch.float32 and log_probs.dim() == 3 and isinstance(targets, torch.Tensor)
             and targets.device.type == "trn" and targets.dtype in (torch.int64, torch.int32)):
-        return None
+        return "log_probs not a 3-D float32 trn tensor, or targets not an int32/int64 trn tensor"
     t_dim, n_dim, c_dim = log_probs.shape
     il, tln = _lengths(input_lengths), _lengths(target_lengths)
-    if il is None or tln is None or len(il) != n_dim or len(tln) != n_dim or n_dim == 0 or t_dim == 0:
-        return None
+    if il is None or tln is None or len(il) != n_dim or len(tln) != n_dim:
+        return "lengths that are not integer sequences of the batch size"
+    if n_dim == 0 or t_dim == 0:
+        return "an empty batch or no time steps"
     if not 0 <= blank < c_dim or min(il) < 0 or max(il) > t_dim or min(tln) < 0:
-        return None
+        return "blank or lengths out of range"
     s_max = max(tln)
     w_dim = 2 * s_max + 1
     if w_dim > _MAX_STATES:
-        return None
+        return "targets longer than 2047 labels"
     if targets.dim() == 1:
         if sum(tln) != targets.shape[0]:
-            return None
+            return "target_lengths do not sum to the 1-D targets' length"
         starts = np.concatenate([[0], np.cumsum(tln)[:-1]]).astype(np.int64) * targets.stride(0)
         step = targets.stride(0)
     elif targets.dim() == 2:
         if targets.shape[0] != n_dim or targets.shape[1] < s_max:
-            return None
+            return "2-D targets of the wrong shape"
         starts = np.arange(n_dim, dtype=np.int64) * targets.stride(0)
         step = targets.stride(1)
     else:
-        return None
+        return "targets of more than 2 dims"
     pos = starts[:, None] + (np.arange(w_dim) // 2)[None, :] * step + targets.storage_offset()
     pos = np.where(np.arange(w_dim)[None, :] < 2 * np.array(tln)[:, None] + 1, pos, 0)
     return il, tln, torch.from_numpy(pos.astype(np.int32)).to("trn"), w_dim
@@ -259,13 +261,13 @@ def _labels_emit(log_probs: torch.Tensor, targets: torch.Tensor, plan: Any, blan
 def _forward(log_probs: Any, targets: Any, input_lengths: Any, target_lengths: Any, blank: int,
              zero_infinity: bool) -> Any:
     plan = _plan(log_probs, targets, input_lengths, target_lengths, blank)
-    if plan is None:
-        return NotImplemented
+    if isinstance(plan, str):
+        return decline(plan)
     il, tln, _, w_dim = plan
     t_dim, n_dim, _ = log_probs.shape
     le = _labels_emit(log_probs, targets, plan, blank)
     if le is None:
-        return NotImplemented
+        return decline("a target label outside [0, classes)")
     lab, lpe = le
     alpha = torch.empty((n_dim, t_dim, w_dim), dtype=log_probs.dtype, device="trn")
     nll = torch.empty((n_dim, 1), dtype=log_probs.dtype, device="trn")
@@ -276,17 +278,19 @@ def _forward(log_probs: Any, targets: Any, input_lengths: Any, target_lengths: A
 def _backward(grad: Any, log_probs: Any, targets: Any, input_lengths: Any, target_lengths: Any, nll: Any, alpha: Any,
               blank: int, zero_infinity: bool) -> Any:
     plan = _plan(log_probs, targets, input_lengths, target_lengths, blank)
-    if plan is None or not all(isinstance(x, torch.Tensor) and x.device.type == "trn" and x.dtype == torch.float32
-                               for x in (grad, nll, alpha)):
-        return NotImplemented
+    if isinstance(plan, str):
+        return decline(plan)
+    if not all(isinstance(x, torch.Tensor) and x.device.type == "trn" and x.dtype == torch.float32
+               for x in (grad, nll, alpha)):
+        return decline("grad, nll or alpha not a float32 trn tensor")
     il, tln, _, w_dim = plan
     t_dim, n_dim, c_dim = log_probs.shape
     if alpha.dim() != 3 or alpha.shape[0] != n_dim or alpha.shape[1] != t_dim or alpha.shape[2] < w_dim or \
             grad.numel() != n_dim or nll.numel() != n_dim:
-        return NotImplemented
+        return decline("alpha, grad or nll of the wrong shape")
     le = _labels_emit(log_probs, targets, plan, blank)
     if le is None:
-        return NotImplemented
+        return decline("a target label outside [0, classes)")
     lab, lpe = le
     acc = torch.zeros((t_dim, n_dim, c_dim), dtype=torch.float32, device="trn")
     nll2 = nll.reshape(n_dim, 1)

@@ -42,7 +42,7 @@ import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels import linalg_common as C
-from trnlang.device import lowering
+from trnlang.device import decline, lowering
 
 
 # kernels ------------------------------------------------------------------------------------------------------
@@ -122,7 +122,7 @@ def linalg_cholesky_ex(self: torch.Tensor, *, upper: bool = False, check_errors:
             [1.0000, 1.4142]])
     """
     if not C.ok(self) or self.dim() < 2 or self.shape[-1] != self.shape[-2]:
-        return NotImplemented
+        return decline("not a float32 trn square matrix (or a conj/neg bit)")
     batch, n = tuple(self.shape[:-2]), self.shape[-1]
     a3 = C.flat(self)
     if a3.shape[0] == 0 or n == 0:
@@ -154,7 +154,7 @@ def cholesky(self: torch.Tensor, upper: bool = False) -> Any:
 def linalg_check_errors(info: torch.Tensor, api_name: str, *, is_matrix: bool) -> Any:
     """torch's own ``info`` check (and error message) on a host copy of the (small) ``info`` tensor."""
     if not U.is_trn(info):
-        return NotImplemented
+        return decline("info not a trn tensor")
     torch.ops.aten._linalg_check_errors(info.cpu(), api_name, is_matrix=is_matrix)
     return None
 
@@ -197,10 +197,10 @@ def linalg_solve_triangular(self: torch.Tensor, B: torch.Tensor, *, upper: bool,
     """
     res = _solve_tri(self, B, upper, left, unitriangular)
     if res is None:
-        return NotImplemented
+        return decline("not float32 trn operands, A not square, or shapes that do not match or broadcast")
     if out is not None:
         if not U.is_trn(out) or out.dtype != torch.float32:
-            return NotImplemented
+            return decline("out= not a float32 trn tensor")
         if tuple(out.shape) != tuple(res.shape):
             out.resize_(res.shape)
         out.copy_(res)
@@ -215,7 +215,7 @@ def triangular_solve(self: torch.Tensor, A: torch.Tensor, upper: bool = True, tr
     a = A.mT if transpose else A
     res = _solve_tri(a, self, upper != transpose, True, unitriangular)
     if res is None:
-        return NotImplemented
+        return decline("not float32 trn operands, A not square, or shapes that do not match or broadcast")
     batch = res.shape[:-2]
     return res, A.expand(*batch, *A.shape[-2:]).clone()
 
@@ -224,32 +224,34 @@ def triangular_solve(self: torch.Tensor, A: torch.Tensor, upper: bool = True, tr
 def cholesky_solve_helper(self: torch.Tensor, A: torch.Tensor, upper: bool) -> Any:
     """``torch.cholesky_solve``'s kernel (batch dims already broadcast): two triangular solves."""
     if self.dim() < 2 or A.dim() < 2:
-        return NotImplemented
+        return decline("fewer than 2 dims: torch raises")
     if upper:  # A = U^T U
         y = _solve_tri(A.mT, self, False, True, False)
         x = _solve_tri(A, y, True, True, False) if y is not None else None
     else:  # A = L L^T
         y = _solve_tri(A, self, False, True, False)
         x = _solve_tri(A.mT, y, True, True, False) if y is not None else None
-    return NotImplemented if x is None else x
+    if x is None:
+        return decline("not float32 trn operands, A not square, or shapes that do not match or broadcast")
+    return x
 
 
 @lowering("aten::cholesky_inverse", dtypes=C.F32)
 def cholesky_inverse(self: torch.Tensor, upper: bool = False, *, out: torch.Tensor | None = None) -> Any:
     """``(L L^T)^{-1} = L^{-T} L^{-1}``: one triangular solve against the identity and one matmul."""
     if not C.ok(self) or self.dim() < 2 or self.shape[-1] != self.shape[-2]:
-        return NotImplemented
+        return decline("not a float32 trn square matrix (or a conj/neg bit)")
     n = self.shape[-1]
     batch = tuple(self.shape[:-2])
     eye = torch.eye(n).to("trn").expand(*batch, n, n)
     low = self.mT if upper else self
     li = _solve_tri(low, eye, False, True, False)  # L^{-1}
     if li is None:
-        return NotImplemented
+        return decline("the triangular solve of L against the identity declined")
     res = torch.matmul(li.mT, li)
     if out is not None:
         if not U.is_trn(out) or out.dtype != torch.float32:
-            return NotImplemented
+            return decline("out= not a float32 trn tensor")
         if tuple(out.shape) != tuple(res.shape):
             out.resize_(res.shape)
         out.copy_(res)
@@ -336,7 +338,7 @@ def linalg_matrix_exp(self: torch.Tensor) -> Any:
             [0., 1.]])
     """
     if not C.ok(self) or self.dim() < 2 or self.shape[-1] != self.shape[-2]:
-        return NotImplemented
+        return decline("not a float32 trn square matrix (or a conj/neg bit)")
     n = self.shape[-1]
     if n == 0 or self.numel() == 0:
         return self.clone()
@@ -345,13 +347,13 @@ def linalg_matrix_exp(self: torch.Tensor) -> Any:
     a3 = C.flat(self).contiguous()
     norms = a3.abs().sum(-2).amax(-1).cpu().tolist()  # B floats: the degree choice is host control (as on CUDA)
     if not all(math.isfinite(v) for v in norms):
-        return NotImplemented
+        return decline("NaN or inf in the matrix")
     groups: dict[tuple[int, int], list[int]] = {}
     for i, v in enumerate(norms):
         deg = next((d for d, th in zip((1, 2, 4, 8, 12), _THETAS) if v <= th), 18)
         sq = max(0, math.ceil(math.log2(v / _THETAS[5]))) if deg == 18 else 0
         if sq > MAX_SQUARINGS:
-            return NotImplemented
+            return decline("a 1-norm that needs squarings (above 3.01): the CPU's own rounding is matched there")
         groups.setdefault((deg, sq), []).append(i)
     res = None if len(groups) > 1 else a3
     for (deg, sq), idx in sorted(groups.items()):

@@ -33,7 +33,7 @@ import trnlang as trn
 import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
-from trnlang.device import lowering
+from trnlang.device import decline, lowering
 
 #: Positions are computed in fp32: exact below this.
 MAX_LEN = 2 ** 24
@@ -206,23 +206,23 @@ def _search(bd: Any, vals: torch.Tensor, out_int32: bool, right: bool, side: str
             sorter: Any) -> Any:
     """``torch.searchsorted(bd, vals, ...)``; NotImplemented for anything torch would reject."""
     if not (U.is_trn(bd) and U.is_trn(vals)) or bd.dtype not in _SEARCH_DTYPES or vals.dtype != bd.dtype:
-        return NotImplemented
+        return decline("not trn tensors of one float dtype (float32/bfloat16/float16)")
     if bd.is_neg() or vals.is_neg() or side not in (None, "left", "right") or (side == "left" and right):
-        return NotImplemented
+        return decline("a neg bit, or an invalid side (torch raises)")
     right = side == "right" if side is not None else bool(right)
     if bd.dim() == 0:
-        return NotImplemented
+        return decline("0-dim boundaries: torch raises")
     m = bd.shape[-1]
     shared = bd.dim() == 1
     if not shared and (vals.dim() != bd.dim() or vals.shape[:-1] != bd.shape[:-1]):
-        return NotImplemented  # torch's shape error
+        return decline("boundaries and values with mismatched leading dims: torch raises")  # torch's shape error
     if m >= MAX_LEN or bd.numel() >= 2 ** 31:
-        return NotImplemented
+        return decline("2^24 or more boundaries per row, or 2^31 or more in all")
     if sorter is not None:
         if not U.is_trn(sorter) or sorter.dtype != torch.int64 or sorter.shape != bd.shape:
-            return NotImplemented
+            return decline("sorter not an int64 trn tensor of the boundaries' shape")
         if not _range_ok(sorter, 0, m):
-            return NotImplemented  # torch: "sorter index out of range"
+            return decline("sorter index out of range: torch raises")  # torch: "sorter index out of range"
         sorter = sorter.reshape(-1).contiguous()
     out = torch.empty(vals.shape, dtype=torch.int32 if out_int32 else torch.int64, device="trn")
     if vals.numel() == 0:
@@ -240,7 +240,7 @@ def _search(bd: Any, vals: torch.Tensor, out_int32: bool, right: bool, side: str
         for v2, o2 in pairs:
             bsearch(bdf, sorter, v2, o2, m, right, shared, 0)
     except trn.BoundsError:
-        return NotImplemented
+        return decline("an out-of-range read in the search kernel (its bounds check)")
     return out
 
 
@@ -266,16 +266,18 @@ def searchsorted_scalar(sorted_sequence: torch.Tensor, self: Any, *, out_int32: 
                         side: str | None = None, sorter: torch.Tensor | None = None) -> Any:
     """Insertion point of a Python number in a 1-D sorted sequence (0-dim result)."""
     if not U.is_trn(sorted_sequence) or sorted_sequence.dim() != 1:
-        return NotImplemented
+        return decline("sorted_sequence not a 1-D trn tensor")
     v = _scalar_as(self, sorted_sequence)
-    return NotImplemented if v is None else _search(sorted_sequence, v, out_int32, right, side, sorter)
+    if v is None:
+        return decline("a value that is not a real number")
+    return _search(sorted_sequence, v, out_int32, right, side, sorter)
 
 
 @lowering("aten::bucketize.Tensor", dtypes=_SEARCH_DTYPES)
 def bucketize(self: torch.Tensor, boundaries: torch.Tensor, *, out_int32: bool = False, right: bool = False) -> Any:
     """Bucket index of every element of ``self`` (1-D ``boundaries``)."""
     if not U.is_trn(boundaries) or boundaries.dim() != 1:
-        return NotImplemented
+        return decline("boundaries not a 1-D trn tensor")
     return _search(boundaries, self, out_int32, right, None, None)
 
 
@@ -283,9 +285,11 @@ def bucketize(self: torch.Tensor, boundaries: torch.Tensor, *, out_int32: bool =
 def bucketize_scalar(self: Any, boundaries: torch.Tensor, *, out_int32: bool = False, right: bool = False) -> Any:
     """Bucket index of a Python number (0-dim result)."""
     if not U.is_trn(boundaries) or boundaries.dim() != 1:
-        return NotImplemented
+        return decline("boundaries not a 1-D trn tensor")
     v = _scalar_as(self, boundaries)
-    return NotImplemented if v is None else _search(boundaries, v, out_int32, right, None, None)
+    if v is None:
+        return decline("a value that is not a real number")
+    return _search(boundaries, v, out_int32, right, None, None)
 
 
 # ----------------------------------------------------------------------------------- repeat_interleave
@@ -299,15 +303,15 @@ def repeat_interleave(repeats: torch.Tensor, *, output_size: int | None = None) 
     Example: ``torch.repeat_interleave(torch.tensor([1, 0, 2]).to("trn"))`` -> ``[0, 2, 2]``.
     """
     if not U.is_trn(repeats) or repeats.dim() != 1:
-        return NotImplemented
+        return decline("repeats not a 1-D trn tensor")
     n = repeats.shape[0]
     r64 = repeats if repeats.dtype == torch.int64 else repeats.to(torch.int64)
     if n >= MAX_LEN or not _range_ok(r64, 0, MAX_LEN):
-        return NotImplemented  # negative repeats: torch's error; huge ones: not exact in fp32
+        return decline("2^24 or more repeats, or a repeat that is negative (torch raises) or 2^24 or more")
     cs = torch.cumsum(r64, 0)
     total = int(cs[-1].item()) if n else 0
     if total >= MAX_LEN or (output_size is not None and int(output_size) != total):
-        return NotImplemented
+        return decline("a total of 2^24 or more, or output_size not the total (torch raises)")
     out = torch.empty((total,), dtype=repeats.dtype, device="trn")
     ofs = 0
     for o2 in _parts(out):
@@ -362,17 +366,17 @@ def histc(self: torch.Tensor, bins: int = 100, min: Any = 0, max: Any = 0) -> An
     Example: ``torch.histc(torch.tensor([1., 2., 1.]).to("trn"), bins=4, min=0, max=3)`` -> ``[0, 2, 1, 0]``.
     """
     if not _ok_float(self) or int(bins) <= 0:
-        return NotImplemented
+        return decline("not a float trn tensor (or a neg bit), or bins <= 0 (torch raises)")
     lo, hi = U.scalar_value(min), U.scalar_value(max)
     if lo is None or hi is None:
-        return NotImplemented
+        return decline("min/max not numbers")
     lo, hi = float(lo), float(hi)
     if lo == hi and self.numel() > 0:
         lo, hi = float(torch.amin(self).item()), float(torch.amax(self).item())
     if lo == hi:
         lo, hi = lo - 1, hi + 1
     if not (math.isfinite(lo) and math.isfinite(hi)) or not lo < hi:
-        return NotImplemented  # torch's range errors
+        return decline("a non-finite or empty range: torch raises")  # torch's range errors
     e0, e1 = U.scalar_tensor(_as_dtype(lo, self.dtype), self.dtype), U.scalar_tensor(_as_dtype(hi, self.dtype),
                                                                                      self.dtype)
     return _hist([self.reshape(-1)], [None], [(e0, e1)], [int(bins)], "linear", None, self.dtype)
@@ -415,31 +419,31 @@ def _density(hist: torch.Tensor, edges: Sequence[torch.Tensor]) -> torch.Tensor:
 def _dd(self: Any, bins: Any, rng: Any, weight: Any, density: bool, with_hist: bool) -> Any:
     """histogramdd with bin counts (``bins``: ints) or edge tensors: (hist or None, edges) or NotImplemented."""
     if not _ok_float(self, weight) or self.dim() < 1 or self.dtype != torch.float32:
-        return NotImplemented  # torch's histograms take fp32/fp64 (bf16 is not implemented on the CPU either)
+        return decline("not a float32 trn tensor (or a neg bit), weight of another dtype, or 0-dim")
     d = self.shape[-1]
     x2 = self.reshape(-1, d)
     if len(bins) != d:
-        return NotImplemented
+        return decline("bin count list not matching the point dimension: torch raises")
     if all(isinstance(b, int) for b in bins):
         if any(b <= 0 for b in bins):
-            return NotImplemented
+            return decline("a bin count <= 0: torch raises")
         outer = _outer_edges(x2, rng)
         if outer is None:
-            return NotImplemented
+            return decline("an invalid range: torch raises")
         edges = [torch.linspace(lo, hi, b + 1, dtype=self.dtype, device="trn") for (lo, hi), b in zip(outer, bins)]
         algo = "local"
     else:
         if any(not (U.is_trn(b) and b.dtype == self.dtype and b.dim() == 1 and b.numel() > 0) for b in bins):
-            return NotImplemented
+            return decline("bin edges not non-empty 1-D trn tensors of the input dtype")
         edges = [b.contiguous() for b in bins]
         algo = "binary"
     if not with_hist:
         return None, edges
     if weight is not None and tuple(weight.shape) != (tuple(self.shape[:-1]) or (1,)):
-        return NotImplemented
+        return decline("weight of the wrong shape: torch raises")
     nb = [e.shape[0] - 1 for e in edges]
     if any(b <= 0 for b in nb) or U.prod(nb) >= MAX_LEN:
-        return NotImplemented
+        return decline("no bins, or 2^24 or more bins in all")
     w = weight.reshape(-1) if weight is not None else None
     hist = _hist([x2[:, k] for k in range(d)], edges, [_ends(e) for e in edges], nb, algo, w, self.dtype)
     hist = hist.view(nb)
@@ -456,7 +460,7 @@ def histogram_bin_ct(self: torch.Tensor, bins: int = 100, *, range: Sequence[flo
     Example: ``torch.histogram(torch.tensor([1., 2., 1.]).to("trn"), 2)`` -> ``([2, 1], [1, 1.5, 2])``.
     """
     if not U.is_trn(self):
-        return NotImplemented
+        return decline("not a trn tensor")
     r = _dd(self.reshape(-1, 1), [int(bins)], range, weight.reshape(-1) if U.is_trn(weight) else weight, density,
             True)
     return r if r is NotImplemented else (r[0], r[1][0])
@@ -467,7 +471,7 @@ def histogram_bins_tensor(self: torch.Tensor, bins: torch.Tensor, *, weight: tor
                           density: bool = False) -> Any:
     """``torch.histogram(x, bins=edges)``: ``(hist, bin_edges)`` for explicit increasing edges."""
     if not U.is_trn(self):
-        return NotImplemented
+        return decline("not a trn tensor")
     r = _dd(self.reshape(-1, 1), [bins], None, weight.reshape(-1) if U.is_trn(weight) else weight, density, True)
     return r if r is NotImplemented else (r[0], bins.clone())
 
@@ -477,7 +481,7 @@ def histogramdd_bin_edges(self: torch.Tensor, bins: Sequence[int], *, range: Seq
                           weight: torch.Tensor | None = None, density: bool = False) -> Any:
     """The bin edges ``histogramdd`` uses for bin counts (linspace over each dimension's range)."""
     if not U.is_trn(self) or self.dim() < 2:
-        return NotImplemented
+        return decline("not a trn tensor, or fewer than 2 dims")
     r = _dd(self, [int(b) for b in bins], range, weight, density, False)
     return r if r is NotImplemented else r[1]
 
@@ -487,7 +491,7 @@ def histogramdd_from_bin_cts(self: torch.Tensor, bins: Sequence[int], *, range: 
                              weight: torch.Tensor | None = None, density: bool = False) -> Any:
     """``histogramdd`` with bin counts per dimension."""
     if not U.is_trn(self) or self.dim() < 2:
-        return NotImplemented
+        return decline("not a trn tensor, or fewer than 2 dims")
     r = _dd(self, [int(b) for b in bins], range, weight, density, True)
     return r if r is NotImplemented else r[0]
 
@@ -497,6 +501,6 @@ def histogramdd_from_bin_tensors(self: torch.Tensor, bins: Sequence[torch.Tensor
                                  weight: torch.Tensor | None = None, density: bool = False) -> Any:
     """``histogramdd`` with explicit edges per dimension."""
     if not U.is_trn(self) or self.dim() < 2:
-        return NotImplemented
+        return decline("not a trn tensor, or fewer than 2 dims")
     r = _dd(self, list(bins), None, weight, density, True)
     return r if r is NotImplemented else r[0]

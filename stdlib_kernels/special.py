@@ -41,7 +41,7 @@ import torch
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.unary import DTYPES, EW_OPS, run
-from trnlang.device import REGISTRY, lowering
+from trnlang.device import REGISTRY, decline, lowering
 
 F32 = (torch.float32,)
 #: Largest recurrence length run on chip; longer ones are declined (the CPU loop is as long).
@@ -211,7 +211,7 @@ def _register(name: str, fn: Callable[..., Any], dtypes: Any, **kw: Any) -> None
 def _unary(op: str, dtypes: tuple = F32) -> Callable[..., Any]:
     def lower(self: Any, *, out: torch.Tensor | None = None) -> Any:
         if not U.is_trn(self) or self.dtype not in dtypes:
-            return NotImplemented
+            return decline("not a trn tensor of a dtype this op takes")
         return run(op, [self], self.dtype, out, in_dtypes=dtypes)
 
     lower.__name__ = op
@@ -228,7 +228,7 @@ _register("special_ndtri", _unary("special_ndtri"), F32)
 def angle(self: Any, *, out: torch.Tensor | None = None) -> Any:
     """``aten::angle`` of a real float tensor: pi for negative values, 0 otherwise, NaN kept."""
     if not U.is_trn(self) or self.dtype not in DTYPES:
-        return NotImplemented
+        return decline("not a trn tensor of a real float dtype")
     return run("angle_real", [self], self.dtype, out)
 
 
@@ -242,20 +242,22 @@ def _int_view(t: torch.Tensor) -> torch.Tensor:
 def nextafter(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     """``aten::nextafter``: the next representable float after ``self`` towards ``other`` (same float dtype)."""
     if not (U.is_trn(self) and U.is_trn(other)) or self.dtype != other.dtype or self.dtype not in _BITS:
-        return NotImplemented
+        return decline("not two trn tensors of one float dtype")
     if out is not None and (not U.is_trn(out) or out.dtype != self.dtype):
-        return NotImplemented
+        return decline("out= not a trn tensor of the input dtype")
     idt, mb, emax, _ = _BITS[self.dtype]
     try:
         shape = tuple(torch.broadcast_shapes(self.shape, other.shape))
     except RuntimeError:
-        return NotImplemented
+        return decline("inputs do not broadcast: torch raises")
     if out is None:
         out = U.new_output(shape, self.dtype, [t for t in (self, other) if tuple(t.shape) == shape])
     elif out.numel() == 0 and tuple(out.shape) != shape:
         out.resize_(shape)
     if out.numel() == 0:
-        return out if tuple(out.shape) == shape else NotImplemented
+        if tuple(out.shape) != shape:
+            return decline("an empty out= of another shape")
+        return out
     r = run("nextafter_bits", [_int_view(self), _int_view(other)], idt, _int_view(out), (mb, emax),
             compute="i32", in_dtypes=(idt,))
     return NotImplemented if r is NotImplemented else out
@@ -272,17 +274,17 @@ def frexp_out(self: Any, *, mantissa: torch.Tensor, exponent: torch.Tensor) -> A
     """
     if (not U.is_trn(self) or self.dtype not in _BITS or not U.is_trn(mantissa) or not U.is_trn(exponent)
             or mantissa.dtype != self.dtype or exponent.dtype != torch.int32):
-        return NotImplemented
+        return decline("not trn tensors of a float dtype with a same-dtype mantissa and an int32 exponent")
     shape = tuple(self.shape)
     for o in (mantissa, exponent):
         if tuple(o.shape) != shape:
             if o.numel() != 0:
-                return NotImplemented
+                return decline("out= tensors of another non-empty shape")
             o.resize_(shape)
     if self.numel() == 0:
         return mantissa, exponent
     if U.overlaps(exponent, self) or U.overlaps(exponent, mantissa):
-        return NotImplemented
+        return decline("the exponent out= overlapping the input or the mantissa")
     idt, mb, emax, bias = _BITS[self.dtype]
     ix = _int_view(self)
     # ``mantissa`` over ``self`` (in place): written through a temporary
@@ -470,13 +472,13 @@ def _make_poly(name: str) -> Callable[..., Any]:
     def lower(x: Any, n: Any, *, out: torch.Tensor | None = None) -> Any:
         xs, ns = _dev(x), _dev(n)
         if xs is None or ns is None or xs.dtype != torch.float32 or ns.dtype != torch.float32:
-            return NotImplemented
+            return decline("operands not float32 (a trn tensor or a real number)")
         if torch.result_type(x, n) != torch.float32:
-            return NotImplemented
+            return decline("a result dtype other than float32")
         try:
             shape = tuple(torch.broadcast_shapes(xs.shape, ns.shape))
         except RuntimeError:
-            return NotImplemented
+            return decline("operands do not broadcast: torch raises")
         steps = 0
         if math.prod(shape):
             need = run("special_poly_steps", [xs, ns], torch.float32, None, (name,))
@@ -484,7 +486,7 @@ def _make_poly(name: str) -> Callable[..., Any]:
                 return NotImplemented
             most = float(need.max().item())  # one device reduction and a one-element copy
             if not most <= MAX_STEPS:
-                return NotImplemented  # a very long loop (large n): the CPU runs it
+                return decline("a very large n: the recurrence would need more than 1024 steps")
             steps = 0 if most <= 0 else max(8, 1 << (int(most) - 1).bit_length())
         return run("special_poly", [xs, ns], torch.float32, out, (name, steps))
 
@@ -550,21 +552,21 @@ def hash_tensor(self: Any, dim: Any = (), *, keepdim: bool = False, mode: int = 
     over ``dim`` (all dims when empty), as a uint64 tensor."""
     if not U.is_trn(self) or mode != 0 or (self.dtype not in _BITS and self.dtype not in _HASH_INTS
                                            and self.dtype != torch.int64):
-        return NotImplemented
+        return decline("not a trn tensor of a float/int/bool dtype, or a mode other than 0")
     nd = self.dim()
     dims = list(range(nd)) if not dim else [int(d) for d in ([dim] if isinstance(dim, int) else dim)]
     if any(not -max(nd, 1) <= d < max(nd, 1) for d in dims):
-        return NotImplemented
+        return decline("dim out of range: torch raises")
     dims = sorted({d % max(nd, 1) for d in dims} & set(range(nd)))
     if (not dim and self.numel() == 0) or any(self.shape[d] == 0 for d in dims):
-        return NotImplemented  # torch raises (no reduction dim / an empty one): the CPU gives its error
+        return decline("no elements or an empty reduced dim: torch raises")
     kept = [d for d in range(nd) if d not in dims]
     oshape = tuple(1 if d in dims else self.shape[d] for d in range(nd)) if keepdim else \
         tuple(self.shape[d] for d in kept)
     if out is None:
         out = torch.empty(oshape, dtype=torch.uint64, device="trn")
     elif not U.is_trn(out) or out.dtype != torch.uint64 or (tuple(out.shape) != oshape and out.numel()):
-        return NotImplemented
+        return decline("out= not a uint64 trn tensor of the result's shape")
     elif tuple(out.shape) != oshape:
         out.resize_(oshape)
     if out.numel() == 0:
