@@ -23,7 +23,7 @@ size and checked against torch (and the last one at the full size as well).
 3. Blocking for SBUF: the whole stationary operand (8 MiB = 64 KiB per
    partition) stays resident in SBUF and ``rhs`` is streamed one 512-column
    block at a time: every input byte is loaded once (28 MiB in total). The
-   memory planner multi-buffers (2-3 rotating copies) the streamed block and
+   memory planner multi-buffers (2-8 rotating copies) the streamed block and
    the PSUM accumulators; we also show the same kernel with single buffers.
 4. Overlap from the first byte: accumulate a group of four output tiles at
    once with k outermost (the Tensor engine can start as soon as the first
@@ -31,18 +31,21 @@ size and checked against torch (and the last one at the full size as well).
    This reaches MFU > 0.9.
 
 What each step reports on trn2 (the simulator's DMA model: a 128-partition
-transfer is split over all 16 DMA engines, and its efficiency follows the
-contiguous bytes per partition, so the naive kernel's 256-byte ``lhsT`` rows
-keep the DMA engines busy at half their bandwidth):
+transfer is split over all 16 DMA engines, its efficiency follows the
+contiguous bytes per partition, and each engine overlaps a packet's setup with
+the previous packet's bytes; the memory planner gives small streamed tiles up
+to 8 rotating copies so that enough transfers are in flight to hide the
+~1.3 us DMA latency). The naive kernel's 256-byte ``lhsT`` rows keep the DMA
+engines busy at half their bandwidth:
 
 ======================================  =========  =====  =====  ========
 step                                    time (us)  MFU    MBU    DMA busy
 ======================================  =========  =====  =====  ========
-1. naive tiles                            1,013.2  0.215  0.461  99%
-2. hoisted moving operand                   672.2  0.323  0.220  68%
-3. resident stationary, streamed moving     259.7  0.837  0.307  50%
-3. the same, single-buffered                322.5  0.674
-4. k-outer tile groups                      233.9  0.930  0.341  59%
+1. naive tiles                              661.4  0.329  0.707  99%
+2. hoisted moving operand                   312.6  0.696  0.474  81%
+3. resident stationary, streamed moving     249.0  0.873  0.320  39%
+3. the same, single-buffered                294.4  0.739
+4. k-outer tile groups                      226.4  0.961  0.352  44%
 ======================================  =========  =====  =====  ========
 
 Run: ``python tutorials/03_matmul.py``

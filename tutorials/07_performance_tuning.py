@@ -31,9 +31,9 @@ every row tile. The profile of the naive configuration shows DMA-bound lines
 and keeps the Tensor engine busiest. Note that the knobs interact: the
 ``lhsT`` tiles are 128 bf16 columns wide, 256 contiguous bytes per partition,
 so each of their transfers runs at half the DMA engines' bandwidth whatever
-``BLOCK_N`` is; hoisting removes the ``rhs`` reloads (387 -> 306 us at
-``BLOCK_N=128``), wider tiles divide the ``lhsT`` reloads (388 -> 138 us without
-hoisting), and only both together reach 92 us: a tuner tries combinations.
+``BLOCK_N`` is; hoisting removes the ``rhs`` reloads (200 -> 136 us at
+``BLOCK_N=128``), wider tiles divide the ``lhsT`` reloads (200 -> 93 us without
+hoisting), and only both together reach 54 us: a tuner tries combinations.
 
 Run: ``python tutorials/07_performance_tuning.py``
 """

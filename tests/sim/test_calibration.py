@@ -69,21 +69,20 @@ def test_rows_6_7_kernel_optimization_tiled():
     p = P.matmul_tiled.profile(*_fp32(8192, 256, 8192), simulate_only=True)
     assert abs(_active(p, True) - 0.9993) <= 0.05
     pe = _active(p, False)
-    assert pe == pytest.approx(0.596, abs=0.02) and pe < 0.6983  # (a): below both published figures
+    assert 0.6983 <= pe <= 0.8728  # between the guide's two figures for this kernel (text 69.83%, table 87.28%)
 
 
 def test_rows_8_9_kernel_optimization_hoisted():
     p = P.matmul_hoisted.profile(*_fp32(8192, 256, 8192), simulate_only=True)
     assert abs(_active(p, True) - 0.9973) <= 0.05
-    pe = _active(p, False)
-    assert pe == pytest.approx(0.834, abs=0.02) and pe < 0.9985  # (a)
+    assert abs(_active(p, False) - 0.9985) <= 0.05
 
 
 def test_rows_10_11_kernel_optimization_blocked_free_dims():
     p = P.matmul_blocked_free.profile(*_fp32(2048, 1024, 8192), 2, 2, simulate_only=True)
     assert abs(_active(p, False) - 0.9952) <= 0.05
     dma = _active(p, True)
-    assert dma == pytest.approx(0.664, abs=0.02) and dma < 0.957  # (b): no spilling, fewer bytes
+    assert dma == pytest.approx(0.557, abs=0.02) and dma < 0.957  # (b): no spilling, fewer bytes
 
 
 def test_rows_12_14_kernel_optimization_blocked_mnk():
@@ -100,6 +99,6 @@ def test_rows_15_16_third_party_trn1_times():
     best = trn.kernel(P.matmul_blocked_mnk.fn, target="trn1").profile(*args, 16, 2, 8, simulate_only=True)
     # (d): as written, the tiled kernel's reloads alone need more than the measured 463 us at peak bandwidth
     assert tiled.dma_bytes / tiled.target.dma_bandwidth_bytes_per_s * 1e6 > 463
-    assert tiled.time_us == pytest.approx(1358, rel=0.03)
-    assert best.time_us == pytest.approx(356, rel=0.03) and best.time_us > 273  # (c)
+    assert tiled.time_us == pytest.approx(967, rel=0.03)
+    assert best.time_us == pytest.approx(348, rel=0.03) and best.time_us > 273  # (c)
     assert best.engines["vector"].utilization > 0.7

@@ -123,13 +123,16 @@ def test_dma_engines_latency_and_sharing_in_schedule():
     x = torch.randn(3 * 128, 512)
     p = _one_profile(loads, x, torch.empty_like(x), simulate_only=True)
     pkt = (cost.dma_seconds(128 * 512 * 4, T2) - T2.dma_fixed_cost_s) * 1e6
+    setup, data = (x * 1e6 for x in cost.dma_packet_stages(8 * 512 * 4, 512 * 4, 16, T2))
+    assert pkt == pytest.approx(setup + data) and data > setup
     dma = [r for r in p.instructions if r.engine == "dma"]
     assert all(r.queue == 0 and r.dma_engines == 16 for r in dma)
     starts = sorted(r.start_us for r in dma if "<- %x" in r.op)
-    # the first moves 1.3 us after launch; the others share the engines and follow one packet apart
-    assert starts == pytest.approx([1.3, 1.3 + pkt, 1.3 + 2 * pkt])
+    # the first moves 1.3 us after launch; the others share the engines: each one's setup overlaps the bytes of
+    # the one before, so they follow one packet's bytes apart
+    assert starts == pytest.approx([1.3, 1.3 + data, 1.3 + 2 * data])
     assert all(r.duration_us == pytest.approx(pkt) for r in dma)
-    assert p.engines["dma"].busy_us == pytest.approx(16 * 6 * pkt)
+    assert p.engines["dma"].busy_us == pytest.approx(16 * 6 * data)
 
     def small(x, out):  # loads into partitions 0-7 and 8-15 of one tile use engines 0 and 1 and move at once
         t = tl.ndarray((16, 512), tl.float32, buffer=tl.sbuf)

@@ -17,6 +17,7 @@ at all: Tensor busy / (Tensor busy + the DMA engines' busy time per engine).
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import trnlang as trn
@@ -50,12 +51,13 @@ def test_column_gathers_take_at_least_twice_as_long():
 
 
 def test_small_rows_are_slower_per_byte_than_4kib_rows():
-    """The efficiency curve at work: the same bytes in 128-byte rows take longer than in 4 KiB rows."""
+    """The efficiency curve at work: the same bytes in 128-byte rows take longer than in 4 KiB rows (33% vs 94%
+    efficient, and the 1 KiB packets are bound by the engines' setup rate: ~2.8x the time)."""
     wide, narrow = torch.randn(4096, 1024), torch.randn(128 * 1024, 32)
     a = P.copy_rows.profile(wide, torch.empty_like(wide), simulate_only=True)
     b = P.copy_rows.profile(narrow, torch.empty_like(narrow), simulate_only=True)
     assert a.dma_bytes == b.dma_bytes
-    assert b.time_us > 3 * a.time_us and a.mbu > 0.6
+    assert b.time_us > 2.5 * a.time_us and a.mbu > 0.6
 
 
 def _tutorial03():
@@ -104,3 +106,48 @@ def test_blocked_matmul_structure_computes_the_product():
     P.matmul_blocked_mnk(*args, 4, 2, 1)
     ref = (args[0].float().T @ args[1].float())
     torch.testing.assert_close(args[2].float(), ref, atol=0.25, rtol=2 ** -6)
+
+
+def test_packet_setup_overlaps_the_previous_packets_bytes():
+    """An engine pipelines a packet's setup with the previous packet's bytes: a stream of small transfers holds
+    each engine max(setup, bytes) per packet, not setup + bytes, while a lone transfer still takes both (the
+    fitted Example 1 figure). Checked on the steady state of a row copy in [128, 128] fp32 tiles (512 B rows)."""
+    from trnlang.sim import cost
+    from trnlang.sim.targets import get_target
+
+    t = get_target("trn2")
+    setup, data = cost.dma_packet_stages(8 * 512, 512, 16, t)
+    assert 0 < setup < data  # 4 KiB per engine at 67% efficiency: bandwidth-bound, setup hidden
+    lone = _first_dma(P.one_transfer, torch.randn(128, 128))
+    assert lone.duration_us * 1e-6 == pytest.approx(setup + data, rel=1e-6)
+    x = torch.randn(128 * 96, 128)
+    p = P.copy_rows.profile(x, torch.empty_like(x), simulate_only=True)
+    n = len([r for r in p.instructions if r.engine == "dma"])
+    assert n == 2 * 96
+    busy_per_engine = p.engines["dma"].busy_us / p.schedule.n_dma
+    assert busy_per_engine == pytest.approx(n * data * 1e6, rel=1e-6)
+    # the copy streams: its time is close to the engines' occupancy, well below n * (setup + bytes)
+    assert p.time_us < 0.85 * n * (setup + data) * 1e6
+    assert p.time_us < 1.15 * busy_per_engine + 2 * t.dma_fixed_cost_s * 1e6
+
+
+def _first_dma(kernel, x):
+    p = kernel.profile(x, torch.empty_like(x), simulate_only=True)
+    return [r for r in p.instructions if r.engine == "dma"][0]
+
+
+def test_issue_kernel_resident_rhs_streamed_lhsT_overlaps_dma_and_pe():
+    """The issue's "ordinary" matmul (bf16, K=1024, M=1024, N=2048 on trn2: an rhs column block resident, [128,
+    128] lhsT tiles streamed). By hand: 4.29 GFLOP = 54.4 us of Tensor engine at 79 TF/s; DMA 16.8 MB = 45.6 us
+    at 368 GB/s, but 8 MiB of it in 256-byte rows (50% efficient) and 8 MiB in 1 KiB rows (80%): 74 us of
+    every DMA engine's time. It was simulated at MFU 0.31 = its serial DMA + PE share: 3 copies of a 256 B
+    lhsT tile cannot cover the 1.3 us DMA latency, and each 2 KiB packet also paid its 0.17 us setup serially.
+    With deep buffering (8 copies) and pipelined packet setup the DMA engines are >= 80% busy and MFU is well
+    above the serial share."""
+    args = P.matmul_inputs(1024, 1024, 2048)
+    p = P.matmul_resident_b.profile(*args, simulate_only=True)
+    assert p.flops == 2 * 1024 * 1024 * 2048 and p.dma_bytes == (4 + 8 + 4) * 2 ** 20
+    assert dict((n, b) for n, b, _ in p.multi_buffered)["t2"] == 8  # the streamed lhsT tile
+    assert p.engines["dma"].utilization >= 0.8
+    assert p.mfu >= _serial_share(p) + 0.15, (p.mfu, _serial_share(p))
+    assert p.mfu >= 0.55

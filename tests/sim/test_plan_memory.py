@@ -190,3 +190,35 @@ def test_small_buffers_pack_tightly():
     plan = plan_memory(k)
     assert plan.sbuf_bytes <= 3 * 6 + 4 + 2  # at most alignment padding
     _check_disjoint(k)
+
+
+def test_small_dma_tiles_get_deep_buffers_to_cover_the_dma_latency():
+    """Deep buffering: a loop whose DMA tiles hold less than the DMA latency's worth of bytes per partition
+    (1.3 us x 368 GB/s / 128 = ~3.7 KiB on trn2) gets 8 copies, which keeps the transfers in flight; tiles of
+    4 KiB keep 3; PSUM accumulators are not deepened; max_bufs=3 is the former plan and is slower."""
+    @trn.kernel
+    def stream(x, out):
+        for i in tl.affine_range(x.shape[0] // 128):
+            tl.store(out[i * 128:(i + 1) * 128, :], tl.load(x[i * 128:(i + 1) * 128, :]))
+
+    small = torch.randn(128 * 64, 64)  # 256 B per partition per tile
+    k = stream.trace(small, torch.empty_like(small))
+    assert [a.attrs["bufs"] for a in allocs(k)] == [8]
+    _check_disjoint(k)
+    wide = torch.randn(128 * 64, 1024)  # 4 KiB: already more than the latency's worth
+    assert [a.attrs["bufs"] for a in allocs(stream.trace(wide, torch.empty_like(wide)))] == [3]
+    k3 = parse_kernel(print_kernel(k))
+    plan_memory(k3, max_bufs=3)
+    assert [a.attrs["bufs"] for a in allocs(k3)] == [3]
+    assert Profile.simulate(k3).time_us > 1.3 * Profile.simulate(k).time_us
+
+    @trn.kernel
+    def acc_loop(a, b, out):
+        for i in tl.affine_range(16):
+            acc = tl.zeros((128, 512), tl.float32, buffer=tl.psum)
+            acc += tl.matmul(tl.load(a[:, i * 128:(i + 1) * 128]), tl.load(b[:, 0:512]), transpose_x=True)
+            tl.store(out[i * 128:(i + 1) * 128, :], acc)
+
+    k = acc_loop.trace(torch.randn(128, 2048), torch.randn(128, 512), torch.empty(2048, 512))
+    assert all(a.attrs["bufs"] <= 3 for a in allocs(k) if a.outs[0].space is Space.PSUM)
+    _check_disjoint(k)

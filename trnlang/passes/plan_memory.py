@@ -33,7 +33,13 @@ get ``n`` = 3 or 2 copies (never more than the trip count) so that iteration
 multi-buffered body owns its copies for the whole body (their intervals span
 it). The planner tries innermost loops first, SBUF and PSUM separately, 2
 copies for every loop before 3 for any, and keeps a choice only if everything
-still fits. The scheduler (``trnlang.sim``) reads ``addr`` and ``bufs`` to find
+still fits. Then *deep buffering*: a body whose SBUF tiles are moved by DMA
+but hold less than the DMA's latency worth of bytes per partition
+(``dma_fixed_cost_s`` x aggregate bandwidth / 128 partitions, ~3.7 KiB on
+trn2) cannot keep enough transfers in flight with 3 copies (a 256-byte-row
+tile refilled 3 at a time waits ~1.3 us per 3 tiles); its SBUF allocations get
+4, then 8 copies (up to ``max_bufs``) while that is still short and everything
+fits. The scheduler (``trnlang.sim``) reads ``addr`` and ``bufs`` to find
 the true dependences between iterations.
 
 Overflow (live bytes beyond capacity, or no placement because of
@@ -61,10 +67,12 @@ from trnlang.ir.ops import Op
 from trnlang.ir.types import Space
 from trnlang.sim.targets import Target, get_target
 
-__all__ = ["MAX_BUFS", "Placement", "allocs", "footprint", "plan_memory", "slot_bytes", "slot_units"]
+__all__ = ["MAX_BUFS", "MAX_DMA_BUFS", "Placement", "allocs", "footprint", "plan_memory", "slot_bytes", "slot_units"]
 
-#: The most copies a multi-buffered allocation gets (DEVICE.md: double or triple buffering).
+#: The most copies a multi-buffered allocation gets (DEVICE.md: double or triple buffering) ...
 MAX_BUFS = 3
+#: ... except small DMA tiles, which get up to this many to keep the DMA latency covered (deep buffering).
+MAX_DMA_BUFS = 8
 #: Padding of live intervals (in instructions) tried, in order, once the required placement is known.
 REUSE_SLACKS = (1 << 30, 256, 64, 16, 4)
 
@@ -115,6 +123,7 @@ class _Rec:
     end: int = -1
     bufs: int = 1
     offset: int = 0
+    dma: bool = False  # a DMA transfer reads or writes it
 
     @property
     def loc(self) -> SourceLoc | None:
@@ -178,6 +187,8 @@ class _Liveness:
                     used = self.by_buf.get(r.buf)
                     if used is not None:
                         self.use(used, pos, loops)
+                        if s.op is Op.DMA_COPY and isinstance(x, Region):
+                            used.dma = True
 
     def use(self, rec: _Rec, pos: int, loops: tuple[Loop, ...]) -> None:
         rec.end = max(rec.end, pos)
@@ -274,19 +285,31 @@ def _overflow(recs: list[_Rec], live: _Liveness, t: Target, space: Space) -> Sbu
     return SbufOverflowError(msg, loc=worst.loc)
 
 
+def _dma_short(group: list[_Rec], t: Target, copies: int) -> bool:
+    """Whether ``copies - 1`` copies of a body's DMA-moved SBUF tiles hold less than the DMA latency's worth of
+    bytes per partition (then transfers in flight cannot cover the latency: deep buffering helps)."""
+    per_iter = sum(slot_bytes(r.buf, t) for r in group if r.dma)
+    in_flight = t.dma_fixed_cost_s * t.dma_bandwidth_bytes_per_s / t.pmax
+    return 0 < per_iter and (copies - 1) * per_iter < in_flight
+
+
 def _multi_buffer(recs: list[_Rec], live: _Liveness, t: Target, plans: dict[Space, dict[_Rec, int]],
                   max_bufs: int) -> None:
-    """Multi-buffering: innermost affine loops first; 2 copies everywhere, then 3 (up to ``max_bufs``) where that
-    still fits. Sets ``bufs`` on the records and keeps ``plans`` the placement of the last choice that fit."""
+    """Multi-buffering: innermost affine loops first; 2 copies everywhere, then 3 where that still fits; then 4
+    and 8 (up to ``max_bufs``) for bodies whose DMA tiles are too small to cover the DMA latency with fewer
+    (deep buffering). Sets ``bufs`` on the records and keeps ``plans`` the placement of the last choice that
+    fit."""
     cands = sorted((lid for lid, lp in live.loops.items() if lp.kind == "affine" and live.direct.get(lid)),
                    key=lambda lid: (-live.depth[lid], live.span[lid][0]))
-    for want in range(2, max_bufs + 1):
+    for want in (w for w in (2, 3, 4, 8) if w <= max_bufs):
         for lid in cands:
             trips = _trip_count(live.loops[lid])
             n = want if trips is None else min(want, trips)
             for space in (Space.SBUF, Space.PSUM):
                 group = [r for r in live.direct[lid] if r.buf.space is space]
                 if not group or n <= group[0].bufs:
+                    continue
+                if want > MAX_BUFS and (space is Space.PSUM or not _dma_short(group, t, group[0].bufs)):
                     continue
                 old = [r.bufs for r in group]
                 for r in group:
@@ -299,7 +322,7 @@ def _multi_buffer(recs: list[_Rec], live: _Liveness, t: Target, plans: dict[Spac
                     plans[space] = offs
 
 
-def plan_memory(k: Kernel, target: str | Target | None = None, max_bufs: int = MAX_BUFS) -> Placement:
+def plan_memory(k: Kernel, target: str | Target | None = None, max_bufs: int = MAX_DMA_BUFS) -> Placement:
     """Plan SBUF/PSUM addresses and multi-buffering for ``k``, writing ``addr`` / ``bufs`` onto its ALLOCs.
 
     Args:

@@ -32,6 +32,11 @@ DMA model (the NKI DMA overview and DMA bandwidth guide; DEVICE.md's DMA row):
   when all 16 engines stream), times the efficiency of the transfer's contiguous run (bytes per descriptor):
   ``run / (run + dma_descriptor_overhead_bytes)`` (256 B: 94% at 4 KiB, 89% at 2 KiB, 50% at 256 B, 1.5% at
   4 B), plus ``dma_packet_setup_s`` per packet.
+- Each engine is a two-stage pipeline: a packet's setup overlaps the previous packet's bytes on the same engine,
+  so in a stream of packets an engine is held ``max(setup, bytes)`` per packet (:func:`dma_packet_stages`)
+  while one packet alone still takes ``setup + bytes``. Packets of more than ~4 KiB per engine are
+  bandwidth-bound; smaller ones are bound by the setup rate (the Neuron Explorer DMA guide: with small
+  transfers the engines spend most of their time between packets).
 - A transfer's first byte moves ``dma_fixed_cost_s`` (~1.3 us) after it is triggered (descriptor generation,
   semaphores); that latency does not occupy the engines, so transfers in flight overlap it.
 - Concurrent transfers share the engines: the scheduler places each packet in a free interval of its engine.
@@ -57,6 +62,7 @@ from trnlang.sim.targets import Target, dtype_class
 
 __all__ = [
     "CYCLES", "clock_hz", "dma_efficiency", "dma_engine_rate", "dma_engines_of", "dma_packet_seconds",
+    "dma_packet_stages",
     "dma_run_elems", "dma_seconds", "engine_of", "free_elems", "instr_cycles", "matmul_cycles", "matmul_flops",
     "matmul_peak",
 ]
@@ -289,9 +295,25 @@ def dma_engine_rate(n_engines: int, t: Target) -> float:
     return min(t.dma_engine_bandwidth_bytes_per_s, t.dma_bandwidth_bytes_per_s / max(1, n_engines))
 
 
+def dma_packet_stages(engine_bytes: float, run_bytes: float, n_engines: int, t: Target) -> tuple[float, float]:
+    """``(setup, bytes)`` seconds of one engine's packet: its setup, then its bytes at the effective rate.
+
+    The engine pipelines the two (the next packet's setup overlaps this one's bytes), so a stream of such
+    packets holds the engine ``max(setup, bytes)`` each; one packet alone takes ``setup + bytes``.
+
+    Example:
+        >>> from trnlang.sim.targets import get_target
+        >>> t = get_target("trn2")
+        >>> [round(x * 1e6, 3) for x in dma_packet_stages(8 * 256, 256, 16, t)]  # [128, 128] bf16: 2 KiB each
+        [0.17, 0.178]
+    """
+    return t.dma_packet_setup_s, engine_bytes / (dma_engine_rate(n_engines, t) * dma_efficiency(run_bytes, t))
+
+
 def dma_packet_seconds(engine_bytes: float, run_bytes: float, n_engines: int, t: Target) -> float:
-    """Time one engine spends on its packet of a transfer: setup plus its bytes at the effective rate."""
-    return t.dma_packet_setup_s + engine_bytes / (dma_engine_rate(n_engines, t) * dma_efficiency(run_bytes, t))
+    """Time one engine's packet of a transfer takes on an idle engine: setup plus its bytes at the effective
+    rate (:func:`dma_packet_stages`)."""
+    return sum(dma_packet_stages(engine_bytes, run_bytes, n_engines, t))
 
 
 def dma_seconds(nbytes: float, t: Target, partitions: int = 128, run_bytes: float | None = None) -> float:

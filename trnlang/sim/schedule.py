@@ -106,6 +106,15 @@ class Schedule:
     span: np.ndarray
     extrapolated: int = 0
     accesses: list[list[tuple[Any, tuple[int, ...], bool]]] | None = None
+    occ: np.ndarray | None = None
+
+    @property
+    def occupancy(self) -> np.ndarray:
+        """Seconds each row holds its engine: ``dur`` for compute instructions; for a DMA transfer the time its
+        packet keeps each of its DMA engines from starting another packet's bytes, ``max(setup, bytes)`` (the
+        setup of a packet overlaps the previous packet's bytes on the same engine; cost.py "DMA model"). A
+        transfer's occupancy is the last ``occupancy`` seconds of its ``dur``."""
+        return self.dur if self.occ is None else self.occ
 
     @property
     def n(self) -> int:
@@ -136,15 +145,17 @@ class Schedule:
         return self.res >= NE
 
     def busy(self) -> np.ndarray:
-        """Busy seconds per resource (engines, then DMA engines: a transfer counts on each engine it uses)."""
+        """Busy seconds per resource (engines, then DMA engines: a transfer counts its :attr:`occupancy` on each
+        engine it uses)."""
         size = NE + self.n_dma
         out = np.zeros(size)
         out += np.bincount(self.res[~self.is_dma], weights=self.dur[~self.is_dma], minlength=size)[:size]
         dma = self.is_dma
+        occ = self.occupancy
         for sp in np.unique(self.span[dma]).tolist():
             rows = dma & (self.span == sp)
             for j in range(int(sp)):
-                out += np.bincount(self.res[rows] + j, weights=self.dur[rows], minlength=size)[:size]
+                out += np.bincount(self.res[rows] + j, weights=occ[rows], minlength=size)[:size]
         return out
 
     def template_array(self, attr: str) -> np.ndarray:
@@ -152,7 +163,7 @@ class Schedule:
         return np.array([getattr(t, attr) for t in self.program.templates], dtype=float)
 
 
-_FIELDS = ("tmpl", "res", "start", "dur", "nbytes", "bind", "span")
+_FIELDS = ("tmpl", "res", "start", "dur", "nbytes", "bind", "span", "occ")
 _NP = {"i": np.int32, "d": np.float64, "q": np.int64}
 
 
@@ -165,6 +176,7 @@ class _Log:
     nbytes: array = field(default_factory=lambda: array("d"))
     bind: array = field(default_factory=lambda: array("q"))  # producer token that determined the start, or -1
     span: array = field(default_factory=lambda: array("i"))  # DMA engines a transfer uses (1 otherwise)
+    occ: array = field(default_factory=lambda: array("d"))  # seconds the row holds its engine(s) (see Schedule)
 
     def __len__(self) -> int:
         return len(self.tmpl)
@@ -281,10 +293,10 @@ class _Sim:
         token = len(self.log)
         span = 1
         if kind == DMA:
-            start, dur, moved, res, span, bind = self.transfer(tp, env, ready, bind, token)
+            start, dur, occ, moved, res, span, bind = self.transfer(tp, env, ready, bind, token)
         else:
             res = tp.res
-            dur = tp.dur
+            dur = occ = tp.dur
             moved = 0
             start, prev = self.place(res, ready, dur, raw, token)
             if prev is not None:
@@ -298,6 +310,7 @@ class _Sim:
         log.nbytes.append(moved)
         log.bind.append(bind if start > 0.0 else -1)  # what determined the start (dependence or predecessor)
         log.span.append(span)
+        log.occ.append(occ)
         if self.record:
             self.note_accesses(rboxes, wboxes, hacc)
         self.remember(rboxes, wboxes, end, token)
@@ -353,10 +366,12 @@ class _Sim:
         return (hb, hbx, is_w), ready, bind
 
     def transfer(self, tp: Template, env: list[int], ready: float, bind: int, token: int
-                 ) -> tuple[float, float, int, int, int, int]:
+                 ) -> tuple[float, float, float, int, int, int, int]:
         """A DMA: its packets go to the DMA engines of its tile's partitions and move together once its latency
-        has passed and all those engines are free. Returns start, duration, bytes moved, first engine's resource,
-        number of engines and binding token."""
+        has passed and all those engines are free. Each packet is a setup then its bytes; the setup overlaps the
+        previous packet's bytes on the engine (a two-stage pipeline per engine), so the packet holds its engines
+        for ``max(setup, bytes)``, the last part of its ``setup + bytes``. Returns start, duration, occupancy,
+        bytes moved, first engine's resource, number of engines and binding token."""
         mask = tp.mask
         assert mask is not None  # every DMA template counts its elements
         moved = mask(env) * tp.elem_bytes
@@ -373,11 +388,13 @@ class _Sim:
             per_byte = busiest / pl / (cost.dma_engine_rate(n, self.t) * cost.dma_efficiency(tp.run_bytes, self.t))
             info = self.pkt[key] = (lo, n, per_byte)
         lo, n, per_byte = info
-        dur = self.t.dma_packet_setup_s + moved * per_byte
-        start, prev = self.place_dma(lo, n, ready + self.fixed, dur, token)
+        setup, data = self.t.dma_packet_setup_s, moved * per_byte
+        occ = max(setup, data)
+        off = setup + data - occ
+        held, prev = self.place_dma(lo, n, ready + self.fixed + off, occ, token)
         if prev is not None:
             bind = prev
-        return start, dur, moved, NE + lo, n, bind
+        return held - off, setup + data, occ, moved, NE + lo, n, bind
 
     def place_dma(self, lo: int, n: int, ready: float, dur: float, token: int) -> tuple[float, int | None]:
         """Earliest start >= ready at which DMA engines ``lo .. lo + n - 1`` are all free for ``dur``; occupies
@@ -541,7 +558,7 @@ class _Sim:
             rots = [self._rot(x[2]) for x in m]
             if not rots[0] == rots[1] == rots[2] == rots[3]:
                 continue
-            tm, _, st, du, nb, bd, _ = self.log.block(pos[0], pos[3])
+            tm, _, st, du, nb, bd, _, _ = self.log.block(pos[0], pos[3])
             if bd.size and (bd[bd >= 0] < marks[0][0]).any():
                 continue  # paced by work from before this loop: not (yet) a steady state of its own
             tm, st, du, nb = (a.reshape(3, size) for a in (tm, st, du, nb))
@@ -566,22 +583,22 @@ class _Sim:
         """Append ``k`` shifted copies of the last ``p`` iterations and advance the state; False if infeasible."""
         b2, b3 = marks[i - p][0], marks[i][0]
         size = b3 - b2
-        tm, rs, st, du, nb, bd, sp = self.log.block(b2, b3)
+        tm, rs, st, du, nb, bd, sp, oc = self.log.block(b2, b3)
         if self._pending(set(tm.tolist()), marks[i - 3 * p][0], float(st.min()) + dt):
             return False
-        if k > 2 and self._place(rs, st, du, sp, dt, 2, len(self.log)) is None:  # cheap trial before the full one
+        if k > 2 and self._place(rs, st, du, sp, oc, dt, 2, len(self.log)) is None:  # cheap trial before the full one
             return False
-        placed = self._place(rs, st, du, sp, dt, k, len(self.log))
+        placed = self._place(rs, st, du, sp, oc, dt, k, len(self.log))
         if placed is None:
             return False
         st_all, new_gaps = placed
-        tm_all, rs_all, du_all, nb_all, sp_all = (np.tile(a, k) for a in (tm, rs, du, nb, sp))
+        tm_all, rs_all, du_all, nb_all, sp_all, oc_all = (np.tile(a, k) for a in (tm, rs, du, nb, sp, oc))
         bd_all = (np.where(bd >= 0, bd, -1)[None, :] + np.where(bd >= 0, 1, 0)[None, :] * size
                   * np.arange(1, k + 1)[:, None]).ravel()
         # commit
         for e, g in new_gaps.items():
             self.gaps[e] = g
-        self.log.extend((tm_all, rs_all, st_all, du_all, nb_all, bd_all, sp_all))
+        self.log.extend((tm_all, rs_all, st_all, du_all, nb_all, bd_all, sp_all, oc_all))
         self.extrapolated += k * size
         before, now = marks[i - p], marks[i]
         for a in range(len(self.count)):
@@ -598,12 +615,14 @@ class _Sim:
                 self.hmerge(ti)
         return True
 
-    def _place(self, rs: np.ndarray, st: np.ndarray, du: np.ndarray, sp: np.ndarray, dt: float, k: int, base: int,
-               ) -> tuple[np.ndarray, dict[int, list[list[Any]]]] | None:
+    def _place(self, rs: np.ndarray, st: np.ndarray, du: np.ndarray, sp: np.ndarray, oc: np.ndarray, dt: float,
+               k: int, base: int) -> tuple[np.ndarray, dict[int, list[list[Any]]]] | None:
         """Starts of ``k`` shifted copies of a block and the free intervals of every engine (DMA engines: each
-        one a transfer uses) after placing them, in program order; None if they do not fit."""
+        one a transfer uses) after placing them, in program order; None if they do not fit. A row holds its
+        engines for the last ``oc`` seconds of its ``du``."""
         st_all = (st[None, :] + dt * np.arange(1, k + 1)[:, None]).ravel()
-        du_all = np.tile(du, k)
+        du_all = np.tile(oc, k)
+        hold_all = st_all + np.tile(du - oc, k)
         rs_all = np.tile(rs, k)
         sp_all = np.tile(sp, k)
         new_gaps: dict[int, list[list[Any]]] = {}
@@ -615,7 +634,7 @@ class _Sim:
             if idx.size == 0:
                 continue
             gaps = [list(g) for g in self.gaps[e]]
-            for j, a, d in zip(idx.tolist(), st_all[idx].tolist(), du_all[idx].tolist()):
+            for j, a, d in zip(idx.tolist(), hold_all[idx].tolist(), du_all[idx].tolist()):
                 if not _carve(gaps, a, a + d, base + j):
                     return None
             new_gaps[e] = gaps
@@ -743,9 +762,9 @@ def schedule(k: Kernel | Program, grid: tuple[int, ...] | None = None, target: T
     env = [0] * (3 + 64)
     sim.run(_grid_body(prog, g), env)
     log = sim.log
-    tm, rs, st, du, nb, _, sp = log.block(0, len(log))
+    tm, rs, st, du, nb, _, sp, oc = log.block(0, len(log))
     sched = Schedule(prog, tm.astype(np.int32), rs.astype(np.int32), st, du, nb, sp.astype(np.int32),
-                     sim.extrapolated)
+                     sim.extrapolated, occ=oc)
     if record:
         sched.accesses = sim.accesses
     return sched

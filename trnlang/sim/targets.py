@@ -241,7 +241,7 @@ class Target:
     reciprocal_cycles_per_elem: int = 8  # Vector reciprocal: 8N
     dma_partitions_per_engine: int = 8  # SBUF partitions served by one DMA engine (128 / 16)
     dma_descriptor_overhead_bytes: int = 256  # per contiguous run: efficiency = run / (run + this)
-    dma_packet_setup_s: float = 0.17e-6  # per packet (one engine's share of a transfer), occupying the engine
+    dma_packet_setup_s: float = 0.17e-6  # per packet (one engine's share of a transfer), pipelined with bytes
 
     @property
     def sbuf_bytes(self) -> int:
@@ -430,8 +430,9 @@ def _rows(t: Target) -> list[tuple[str, str]]:
         ),
         (
             "DMA costs",
-            f"~{_num(t.dma_fixed_cost_s * 1e6)} us latency per transfer, {_num(t.dma_packet_setup_s * 1e6)} us per "
-            f"packet; efficiency run / (run + {t.dma_descriptor_overhead_bytes} B) per contiguous run "
+            f"~{_num(t.dma_fixed_cost_s * 1e6)} us latency per transfer, {_num(t.dma_packet_setup_s * 1e6)} us setup "
+            f"per packet (overlapping the previous packet's bytes); efficiency run / (run + "
+            f"{t.dma_descriptor_overhead_bytes} B) per contiguous run "
             f"({_pct(t, 4096)} at 4 KiB, {_pct(t, 512)} at 512 B, {_pct(t, 4)} at 4 B)",
         ),
         ("HBM per core", _size(t.hbm_bytes_per_core)),
