@@ -33,7 +33,7 @@ import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.indexing import _Bounds, _fits, _ok_data, _run, _to_out
-from trnlang.device import lowering
+from trnlang.device import decline, lowering
 from trnlang.device.registry import warn_like_torch
 
 # ------------------------------------------------------------------------------ advanced indexing
@@ -68,18 +68,20 @@ def _expand_indices(self: torch.Tensor, indices: Sequence[Any]) -> list[torch.Te
 
 
 def _plan(self: torch.Tensor, indices: Sequence[Any]) -> Any:
-    """Indexed dims, broadcast index views and the result shape of ``self[indices]`` (None to decline)."""
+    """Indexed dims, broadcast index views and the result shape of ``self[indices]`` (a string: why declined)."""
     idx = _expand_indices(self, indices)
-    if idx is None or len(idx) > self.dim():
-        return None
+    if idx is None:
+        return "an index not a trn int/bool tensor, a mask not matching self's shape, or 2^24+ mask elements"
+    if len(idx) > self.dim():
+        return "too many indices: torch raises"
     idx = idx + [None] * (self.dim() - len(idx))
     dims = [d for d, t in enumerate(idx) if t is not None]
     if not dims or len(dims) > 3:
-        return None
+        return "no index tensor, or more than 3 indexed dims"
     try:
         bshape = list(torch.broadcast_shapes(*[idx[d].shape for d in dims]))
     except RuntimeError:
-        return None
+        return "index tensors do not broadcast: torch raises"
     adjacent = dims == list(range(dims[0], dims[-1] + 1))
     if not adjacent:  # torch puts the broadcast dims first: permute the indexed dims to the front
         perm = dims + [d for d in range(self.dim()) if d not in dims]
@@ -104,7 +106,7 @@ def _plan(self: torch.Tensor, indices: Sequence[Any]) -> Any:
                                                                                                 self.dim())]
     reach = sizes[0] if len(dims) == 1 else span * max(steps)  # largest on-chip linear index (the sentinel)
     if not _fits(reach, U.prod(dense), self.numel()):
-        return None
+        return "2^30 or more elements or linear positions"
     return self, dims, ivs, sizes, steps, span, xs, dense, (len(before), len(before) + nb)
 
 
@@ -129,21 +131,21 @@ def index(self: torch.Tensor, indices: Sequence[Any], *, out: torch.Tensor | Non
     Negative indices wrap; up to three indexed dims (adjacent or not, as torch orders the result).
     """
     if not _ok_data(self, move=True) or self.dim() == 0:
-        return NotImplemented
+        return decline("self not a trn tensor of a supported dtype (or a conj/neg bit), or 0-dim")
     plan = _plan(self, indices)
-    if plan is None:
-        return NotImplemented
+    if isinstance(plan, str):
+        return decline(plan)
     x, dims, ivs, sizes, steps, span, xs, dense, groups = plan
     res = torch.empty(dense, dtype=self.dtype, device="trn")
     if res.numel():
         if span == 0:
-            return NotImplemented
+            return decline("an index into a dim of size 0: torch raises")
         s_stride, st = _x_view(x, steps)
         try:
             _run(x, xs, span if len(steps) > 1 else sizes[0], s_stride, res, list(res.stride()), None,
                  [t for t, _ in ivs], [s for _, s in ivs], sizes, st, dense, groups, "gather", True)
         except _Bounds:
-            return NotImplemented
+            return decline("an index out of range: torch raises")
     _warn_uint8(indices)
     return _to_out(res, out)
 
@@ -157,26 +159,26 @@ def unsafe_index(self: torch.Tensor, indices: Sequence[Any]) -> Any:
 def _index_put(self: torch.Tensor, indices: Sequence[Any], values: torch.Tensor, accumulate: bool) -> Any:
     """In-place ``self[indices] = values`` (``+=`` with accumulate, repeated indices all add)."""
     if not _ok_data(self, values, move=True) or values.dtype != self.dtype or self.dim() == 0:
-        return NotImplemented
+        return decline("self/values not trn tensors of one supported dtype, or 0-dim self")
     if accumulate and self.dtype == torch.bool:
-        return NotImplemented  # the kernels add in the data dtype; torch ORs bools
+        return decline("accumulate=True on bool (torch ORs, the kernels add)")
     if U.has_internal_overlap(self):
-        return NotImplemented
+        return decline("self with overlapping elements (expanded)")
     plan = _plan(self, indices)
-    if plan is None:
-        return NotImplemented
+    if isinstance(plan, str):
+        return decline(plan)
     x, dims, ivs, sizes, steps, span, xs, dense, groups = plan
     try:
         vst = U.broadcast_strides(values, dense) if values.dim() <= len(dense) else None
         if vst is None or torch.broadcast_shapes(values.shape, dense) != torch.Size(dense):
-            return NotImplemented
+            return decline("values that do not broadcast to the indexed shape")
     except RuntimeError:
-        return NotImplemented
+        return decline("values that do not broadcast to the indexed shape: torch raises")
     if U.prod(dense) == 0:
         _warn_uint8(indices)
         return self
     if span == 0:
-        return NotImplemented
+        return decline("an index into a dim of size 0: torch raises")
     if U.overlaps(values, self):
         values = values.clone()
         vst = U.broadcast_strides(values, dense)
@@ -186,7 +188,7 @@ def _index_put(self: torch.Tensor, indices: Sequence[Any], values: torch.Tensor,
              [t for t, _ in ivs], [s for _, s in ivs], sizes, st, dense, groups, "scatter", True,
              "add" if accumulate else None)
     except _Bounds:
-        return NotImplemented
+        return decline("an index out of range: torch raises")
     _warn_uint8(indices)
     return self
 
@@ -208,7 +210,7 @@ def _index_put_impl_(self: torch.Tensor, indices: Sequence[Any], values: torch.T
 def index_put(self: torch.Tensor, indices: Sequence[Any], values: torch.Tensor, accumulate: bool = False) -> Any:
     """Out-of-place ``index_put``."""
     if not _ok_data(self, move=True):
-        return NotImplemented
+        return decline("self not a trn tensor of a supported dtype (or a conj/neg bit)")
     res = self.clone()
     r = _index_put(res, indices, values, accumulate)
     return NotImplemented if r is NotImplemented else res
@@ -283,10 +285,10 @@ def nonzero(self: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
     """``torch.nonzero(self)``: ``[count, ndim]`` int64 coordinates in row-major order (one host sync)."""
     if not U.is_trn(self) or self.dtype not in (torch.bool, torch.float32, torch.bfloat16, torch.int32,
                                                   torch.uint8, torch.float16):
-        return NotImplemented
+        return decline("not a trn tensor of bool, uint8, int32, float32, bfloat16 or float16")
     n = self.numel()
     if n >= _NZ_LIMIT or self.is_conj() or self.is_neg():
-        return NotImplemented
+        return decline("2^24 or more elements, or a conj/neg bit")
     nd = self.dim()
     if n == 0:
         res = torch.empty((0, nd), dtype=torch.int64, device="trn")
@@ -307,7 +309,7 @@ def nonzero(self: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
         res = buf[:total, :nd]
     if out is not None:
         if not U.is_trn(out) or out.dtype != torch.int64:
-            return NotImplemented
+            return decline("out= not an int64 trn tensor")
         out.resize_(res.shape)
         return out.copy_(res)
     return res
