@@ -1,15 +1,17 @@
 """Issue 19's "done when" figures for the DMA model: copies near the HBM peak, gathers slow, matmuls overlapping.
 
-Numbers on trn2 at the time of writing (before -> after the DMA model of cost.py; before, one transfer sat on
-one of 16 queues at 1/16 of the aggregate bandwidth):
+Numbers on trn2 (before the DMA model -> first pass -> now, with packet setup pipelined on each DMA engine and
+deep buffering of small streamed tiles; docs/device_model.md "What the DMA model changed"):
 
-- copy of a 4096 x 2048 fp32 tensor in 128-row tiles (8 KiB contiguous per partition): MBU 0.18 -> 0.75;
-- the same bytes moved as 4-byte column gathers: 52x the copy's time;
-- tutorial 03 (bf16, K=4096, M=1024, N=2048): resident-``lhsT`` kernel MFU 0.84 (its serial DMA + PE share
-  0.63), optimised kernel MFU 0.93 (>= 0.85);
+- copy of a 4096 x 2048 fp32 tensor in 128-row tiles (8 KiB contiguous per partition): MBU 0.18 -> 0.75 -> 0.77;
+- the same bytes moved as 4-byte column gathers: 52x, now 53x the copy's time;
+- the issue's matmul (bf16, K=M=1024, N=2048, rhs block resident, lhsT streamed): MFU 0.22 -> 0.31 (serial
+  DMA + PE share 0.30) -> 0.62 (share 0.42);
+- tutorial 03 (bf16, K=4096, M=1024, N=2048): resident-``lhsT`` kernel MFU 0.84 -> 0.87 (share 0.69),
+  optimised kernel MFU 0.93 -> 0.96 (>= 0.85);
 - the NKI matmul tutorial's structure (blocks of 16 x 2 x 8 tiles, K=1024, M=4096, N=2048): MFU 0.60 with the
-  DMA engines 36% busy; it is bound by the Vector engine's accumulation, not by memory (its serial DMA + PE
-  share is 0.62).
+  DMA engines 31% busy; it is bound by the Vector engine's accumulation (94% busy), not by memory, so its MFU
+  stays below its serial DMA + PE share (0.66).
 
 The "DMA-limited share" of a kernel is the MFU it would have if its DMA and Tensor-engine work did not overlap
 at all: Tensor busy / (Tensor busy + the DMA engines' busy time per engine).
