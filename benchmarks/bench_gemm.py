@@ -1,11 +1,13 @@
-"""JIT fp32 gemm vs torch.matmul, single thread.
+"""JIT fp32 and bf16 gemm vs torch.matmul, single thread.
 
 ``python benchmarks/bench_gemm.py [--sizes 512 1024 2048] [--repeat 5]``
 
 Prints GFLOP/s of ``codegen.gemm`` (``sgemm``: C = A @ B, and ``gemm_tn``:
 out = S^T @ V) and of ``torch.matmul`` with ``torch.set_num_threads(1)``, best
 of ``--repeat`` runs each, timed alternately so both see the same machine load.
-Also prints the gemm module's compile and object-reload times.
+Also prints the gemm module's compile and object-reload times, and then, for every bf16 kind the host
+runs (``codegen.gemm_bf16``: ``amx``, ``avx512bf16``), GFLOP/s of the bf16 gemm (fp32 out) vs
+``torch.matmul`` of the bf16 tensors.
 """
 
 from __future__ import annotations
@@ -73,6 +75,34 @@ def main() -> None:
         flop = 2.0 * M * N * K
         gj, gt, gr = flop / t_jit / 1e9, flop / t_tn / 1e9, flop / t_torch / 1e9
         print(f"{f'{M}x{N}x{K}':>18} | {gj:8.1f} | {gt:8.1f} | {gr:8.1f} | {gj / gr:11.2f} | {gt / gr:8.2f}")
+    _bf16(shapes, args.repeat)
+
+
+def _bf16(shapes: list[tuple[int, int, int]], repeat: int) -> None:
+    import torch
+
+    from codegen.gemm_bf16 import default_gemm_bf16, runnable_kinds
+
+    kinds = list(runnable_kinds())
+    if not kinds:
+        return
+    print(f"\n{'bf16 M x N x K':>18} | " + " | ".join(f"{k:>10}" for k in kinds) + f" | {'torch':>8} | ratios")
+    g = torch.Generator().manual_seed(0)
+    for M, N, K in shapes:
+        a, b = torch.randn(M, K, generator=g).bfloat16(), torch.randn(K, N, generator=g).bfloat16()
+        c = np.empty((M, N), np.float32)
+        rep = repeat if M * N * K >= 1 << 27 else repeat * 20
+        ts = {k: float("inf") for k in kinds}
+        t_torch = float("inf")
+        for _ in range(2):
+            for k in kinds:
+                gk = default_gemm_bf16(k)
+                gk.matmul(a, b, out=c)
+                ts[k] = min(ts[k], _best(lambda gk=gk: gk.matmul(a, b, out=c), rep))
+            t_torch = min(t_torch, _best(lambda: torch.matmul(a, b), rep))
+        flop = 2.0 * M * N * K / 1e9
+        print(f"{f'{M}x{N}x{K}':>18} | " + " | ".join(f"{flop / ts[k]:10.1f}" for k in kinds)
+              + f" | {flop / t_torch:8.1f} | " + " ".join(f"{t_torch / ts[k]:.2f}" for k in kinds))
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ do not inflate (at more threads, CPU time would sum the threads: those rows stay
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -86,9 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from benchmarks.bench_jit import matmul as mm_kernel
-    from codegen import isa
     from codegen.gemm import default_gemm
-    from codegen.gemm_bf16 import default_gemm_bf16
+    from codegen.gemm_bf16 import default_gemm_bf16, runnable_kinds
 
     if not args.no_device:
         import trnlang.device as td
@@ -107,10 +107,8 @@ def main(argv: list[str] | None = None) -> int:
             (f"gemm fp32 {s}", lambda: default_gemm().matmul(an, bn, on), lambda: torch.matmul(a, b), False),
         ]
         ah, bh = a.bfloat16(), b.bfloat16()
-        for kind in [k for k in ("amx", "avx512bf16") if k in isa.available()]:
-            if kind == "amx" and not isa.request_amx():
-                continue
-            cases.append((f"gemm bf16 {kind} {s}", lambda kind=kind: default_gemm_bf16(kind).matmul(ah, bh, on),
+        for kind in runnable_kinds():
+            cases.append((f"gemm bf16 {kind} {s}", functools.partial(default_gemm_bf16(kind).matmul, ah, bh, on),
                           lambda: torch.matmul(ah, bh), False))
         if not args.no_device:
             at, bt = a.to("trn"), b.to("trn")

@@ -55,7 +55,7 @@ from .irutil import F32, I1, I8, I32, I64, PTR, VOID, Loop, const, intrinsic, sm
 I16 = ir.IntType(16)
 
 __all__ = ["Bf16Config", "BF16_CONFIGS", "define_gemm_bf16", "gemm_bf16_module", "GemmBf16", "default_gemm_bf16",
-           "BFloat16Type", "BF16"]
+           "BFloat16Type", "BF16", "runnable_kinds"]
 
 
 class BFloat16Type(ir.types._BaseFloatType):
@@ -467,8 +467,10 @@ class GemmBf16:
     def __init__(self, kind: str) -> None:
         from . import isa
 
-        if kind == "amx":
-            isa.request_amx()
+        allowed = runnable_kinds()
+        if kind not in allowed:
+            raise ValueError(f"bf16 gemm kind {kind!r} is not available on ISA path {isa.selected().name!r} "
+                             f"(runnable here: {', '.join(allowed) or 'none'})")
         self.kind = kind
         self.lib = llvm.load_object(llvm.compile_ir(gemm_bf16_module(kind)))
         sig = [_P, _I, _P, _I, _P, _I, _I, _I, _I, _I]
@@ -495,6 +497,16 @@ class GemmBf16:
         fn(out.ctypes.data, self._ld(out, 4), an.ctypes.data, self._ld(an, 2), bn.ctypes.data, self._ld(bn, 2),
            M, N, K, int(accumulate))
         return out
+
+
+def runnable_kinds() -> tuple[str, ...]:
+    """bf16 gemm kinds this process can run: those of its ISA path and narrower ones (a forced ``TRN_ISA``
+    compiles without the wider features), AMX only once Linux granted the tile state."""
+    from . import isa
+
+    sel = isa.PATHS.index(isa.selected().name)
+    return tuple(k for k in ("amx", "avx512bf16") if k in isa.available() and isa.PATHS.index(k) >= sel
+                 and (k != "amx" or isa.request_amx()))
 
 
 _default: dict[str, GemmBf16] = {}

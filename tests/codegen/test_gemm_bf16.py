@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 import trnlang as trn
 import trnlang.language as tl
 from codegen import isa
-from codegen.gemm_bf16 import BF16_CONFIGS, default_gemm_bf16
+from codegen.gemm_bf16 import BF16_CONFIGS, GemmBf16, default_gemm_bf16, runnable_kinds
 from codegen.lower_plan import Plan
 
-_KINDS = [k for k in ("amx", "avx512bf16") if k in isa.available()]
+_KINDS = list(runnable_kinds())
 
 
 def _check(kind: str, m: int, n: int, k: int, trans: bool, accumulate: bool, pad: int, seed: int) -> None:
@@ -63,6 +63,16 @@ def test_blocking_covers_several_cache_blocks():
     for kind in _KINDS:
         c = BF16_CONFIGS[kind]
         _check(kind, c.mc + 5, c.nc + 17, c.kc + 33, trans=False, accumulate=False, pad=1, seed=7)
+
+
+def test_kinds_wider_than_the_path_are_refused_with_a_clear_error():
+    """A forced narrower path compiles without the wider features: building such a kind would abort in LLVM."""
+    for kind in ("amx", "avx512bf16"):
+        if kind not in runnable_kinds():
+            with pytest.raises(ValueError, match=f"kind '{kind}' is not available on ISA path"):
+                GemmBf16(kind)
+    assert set(runnable_kinds()) <= {"amx", "avx512bf16"}
+    assert ("avx512bf16" in runnable_kinds()) == (isa.selected().name in ("amx", "avx512bf16"))
 
 
 def test_selected_path_has_a_bf16_kind_when_the_host_does():
