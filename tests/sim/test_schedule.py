@@ -243,9 +243,9 @@ def test_big_matmul_schedules_quickly():
 
     a, b = torch.randn(4096, 1024).bfloat16(), torch.randn(4096, 2048).bfloat16()
     ir = matmul_kn.trace(a, b, torch.empty(1024, 2048, dtype=torch.bfloat16))
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # CPU time: the shared machine's load does not count (0.2 s unloaded)
     s = schedule(ir)
-    assert time.perf_counter() - t0 < 5.0
+    assert time.process_time() - t0 < 5.0
     assert (s.res == 0).sum() == 32 * 8 * 4  # every matmul instance is in the schedule
 
 
