@@ -41,7 +41,7 @@ KEEP_WHOLE = [aten.embedding_dense_backward.default, aten.nll_loss_forward.defau
 EXTERN_OPS = [aten.embedding, aten.index, aten.gather, aten.scatter, aten.scatter_add, aten.scatter_reduce,
               aten.index_put, aten.index_put_, aten._unsafe_index_put, aten.index_select, aten.take,
               aten._unsafe_index, aten.embedding_dense_backward, aten.sort, aten.cumsum, aten.topk,
-              aten.constant_pad_nd]
+              aten.constant_pad_nd, aten.cat]
 
 #: reductions generated only over a static extent: a symbolic one (the batch, under ``dynamic=True``) would
 #: be a compile-time tile width, compiled again for every size, so on ``trn`` it is an extern call.
