@@ -363,7 +363,7 @@ def bn_stats(data: Any, mask: Any = None, dtype: Any = None, dst: Any = None, **
 
     t = _sem.to_tile(data)
     if mask is not None and not (isinstance(mask, Pred) and _always(mask)):
-        syms = getattr(getattr(mask, "expr", None), "free_symbols", set())
+        syms: set[Any] = getattr(getattr(mask, "expr", None), "free_symbols", set())
         if isinstance(mask, Pred) and any(not s.name.startswith("_a") for s in syms):
             raise NeedUnroll("bn_stats mask= over loop variables: the loops are unrolled", frozenset())
         keep = _valid_prefix(mask, t.shape[-1]) if isinstance(mask, Pred) and t.ndim == 2 else None
