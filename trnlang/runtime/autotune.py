@@ -99,16 +99,19 @@ _stores: dict[str, diskcache.Store] = {}
 
 @functools.lru_cache(maxsize=1)
 def _sim_fingerprint() -> str:
-    """A hash of the simulator's sources (targets, cost model, scheduler): results tuned on simulated time are
+    """A hash of the sources simulated time depends on: the simulator (targets, cost model, scheduler) and the
+    passes whose decisions it schedules (the memory planner's buffer counts). Results tuned on simulated time are
     only valid for the model that produced them."""
+    import trnlang.passes as passes
     import trnlang.sim as sim
 
-    d = os.path.dirname(os.path.abspath(sim.__file__))
     h = hashlib.sha256()
-    for name in sorted(os.listdir(d)):
-        if name.endswith(".py"):
-            with open(os.path.join(d, name), "rb") as f:
-                h.update(name.encode() + b"\0" + f.read())
+    for pkg in (sim, passes):
+        d = os.path.dirname(os.path.abspath(pkg.__file__ or ""))
+        for name in sorted(os.listdir(d)):
+            if name.endswith(".py"):
+                with open(os.path.join(d, name), "rb") as f:
+                    h.update(pkg.__name__.encode() + b"/" + name.encode() + b"\0" + f.read())
     return h.hexdigest()[:16]
 
 
