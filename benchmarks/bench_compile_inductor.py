@@ -120,12 +120,15 @@ def run_row(name: str, base: Any, train: bool, iters: int, args: argparse.Namesp
         ("cpu", base, x, y, None), ("trn", mods["trn"], xt, yt, None),
         ("custom", _compiled(mods["custom"], f"custom_{train}"), xt, yt, False),
         ("inductor", _compiled(mods["inductor"], f"inductor_{train}"), xt, yt, True)]
+    from trnlang.compile import inductor
+
     res: dict[str, float] = {}
     steps = []
     for key, model, a, b, route in variants:
         fn = _step(name, model, a, b, train)
         if route is not None:
             _route(route)
+            res[f"{key}_graphs_before"] = inductor.STATS["graphs"]
         t0 = time.perf_counter()
         out = fn()
         float(out.detach().float().sum())
@@ -145,9 +148,7 @@ def run_row(name: str, base: Any, train: bool, iters: int, args: argparse.Namesp
             if train:
                 _zero_grad(mods[key])
     res.update({k: statistics.median(v) for k, v in times.items()})
-    from trnlang.compile import inductor
-
-    res["inductor_graphs"] = inductor.STATS["graphs"]
+    res["inductor_graphs"] = inductor.STATS["graphs"] - res["inductor_graphs_before"]
     torch._dynamo.reset()
     return res
 
@@ -221,7 +222,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['custom'] / r['inductor']:8.2f} {r['trn'] / r['inductor']:8.2f} "
                   f"{r['cpu'] / r['inductor']:8.2f} {r['cpu'] / r['custom']:8.2f} "
                   f"{r['custom_compile_s']:8.1f}/{r['inductor_compile_s']:<8.1f} "
-                  f"load {os.getloadavg()[0]:.1f}; Inductor-route graphs so far {r['inductor_graphs']}", flush=True)
+                  f"load {os.getloadavg()[0]:.1f}; graphs compiled by Inductor {r['inductor_graphs']:.0f}", flush=True)
+            if not r["inductor_graphs"]:
+                print("  INVALID inductor column: no graph went through Inductor (Dynamo reused graphs the custom "
+                      "route compiled for shared code objects, e.g. after a graph break)", flush=True)
     return 0
 
 
