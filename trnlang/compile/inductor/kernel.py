@@ -35,7 +35,7 @@ import torch
 from torch._inductor import ir
 from torch._inductor.codegen.common import BackendFeature, DeferredLine, OpOverrides, PythonPrinter
 from torch._inductor.codegen.simd import SIMDKernel, SIMDScheduling
-from torch._inductor.utils import get_fused_kernel_name, get_kernel_metadata
+from torch._inductor.utils import get_fused_kernel_name, get_kernel_metadata, prefix_is_reduction
 from torch._inductor.virtualized import V
 from torch.utils._ordered_set import OrderedSet
 from torch.utils._sympy.symbol import SymT, symbol_is_type
@@ -243,9 +243,10 @@ class TrnKernel(SIMDKernel):
         sub: dict[sympy.Symbol, sympy.Expr] = {}
         ranges: dict[sympy.Symbol, sympy.Expr] = {}
         for tree in self.range_trees:
-            if tree.is_reduction and not self.is_reduction_kernel():
+            reduced = prefix_is_reduction(tree.prefix)  # what tree.is_reduction computes (a cached property)
+            if reduced and not self.is_reduction_kernel():
                 sub[tree.symbol()] = sympy.S.Zero
-            elif tree.is_reduction:
+            elif reduced:
                 sub[tree.symbol()] = _COLS
                 ranges[_COLS] = tree.numel
             elif self.is_reduction_kernel():
