@@ -32,9 +32,9 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
-from stdlib_kernels import tiling as T
 from trnlang.device import fastlane, lowering
 
 #: Tensor dtypes an elementwise operand may have (int64 values are range-checked, see :func:`int64_ok`).
@@ -195,44 +195,19 @@ _shape3 = U.shape3
 at = U.at3
 
 
-def tiles(a: Any, n: Any, d: Any, p: int, f: int) -> Any:
+def tiles(a: int, n: int, d: int, p: int, f: int) -> Any:
     """Yield ``(b, rows, cols)`` for every ``[p, f]`` tile of an ``[a, n, d]`` iteration space.
 
     Only dims with more than one tile get a real loop, so a kernel's tiles are allocated directly in
     the body of a loop with several iterations and the planner can multi-buffer them (load tile
-    ``i + 1`` while tile ``i`` computes). A runtime size (a shape-polymorphic launch) always gets a loop.
+    ``i + 1`` while tile ``i`` computes).
     """
     nb, ni, nj = a, tl.cdiv(n, p), tl.cdiv(d, f)
-    for b in _loop(nb):
-        for i in _loop(ni):
+    for b in (tl.affine_range(nb) if nb > 1 else (0,)):
+        for i in (tl.affine_range(ni) if ni > 1 else (0,)):
             rows = i * p + tl.arange(p)[:, None]
-            for j in _loop(nj):
+            for j in (tl.affine_range(nj) if nj > 1 else (0,)):
                 yield b, rows, j * f + tl.arange(f)[None, :]
-
-
-def _loop(k: Any) -> Any:
-    """A real loop of ``k`` iterations, or ``(0,)`` for a compile-time single iteration."""
-    return tl.affine_range(k) if not isinstance(k, int) or k > 1 else (0,)
-
-
-def tile3(shape: Sequence[int]) -> tuple[int, int]:
-    """Host: the ``tile`` argument of a 1- to 3-D elementwise launch over ``shape``: its row and free-axis
-    buckets (:func:`stdlib_kernels.tiling.row_bucket` / ``free_bucket``). A compile-time argument: launches
-    whose sizes are runtime values share a variant per bucket pair.
-
-    >>> tile3((300, 1000)), tile3((70,))
-    ((128, 1024), (1, 128))
-    """
-    n = shape[-2] if len(shape) >= 2 else 1
-    return T.row_bucket(n), T.free_bucket(shape[-1] if shape else 1, U.FREE_CHUNK)
-
-
-def tile_shape(n: Any, d: Any, tile: tuple[int, int] | None) -> tuple[int, int, bool]:
-    """Kernel: ``(p, f, ragged)`` of an ``[n, d]`` space: exact tiles for compile-time sizes, the host's buckets
-    (:func:`tile3`) for runtime ones (always masked). ``tile`` None: the sizes become compile-time constants."""
-    p = T.extent(n, 128, tile and tile[0])
-    f = T.extent(d, U.FREE_CHUNK, tile and tile[1])
-    return p, f, T.ragged(n, p) or T.ragged(d, f)
 
 
 _at = at  # the name stdlib_kernels.copy imports
@@ -243,17 +218,19 @@ def load_operand(t: Any, b: Any, rows: Any, cols: Any, m: Any, compute: str) -> 
     return tl.load(at(t, b, rows, cols), mask=m, dtype=None if compute == "bool" else _CT[compute])
 
 
-@T.polymorphic
-def elementwise(x, y, alpha, out, op, scal, compute, tile=None):
+@trn.kernel
+def elementwise(x, y, alpha, out, op, scal, compute):
     """``out = BINARY_OPS[op](x, y * alpha)`` over 1- to 3-D tensors (rows tiled by 128, the free dim by chunks).
 
     ``scal``: per operand, True if it is a ``[1, 1]`` scalar broadcast on chip. ``alpha``: None or a
-    ``[1, 1]`` tensor. ``compute``: ``"f32"`` or ``"i32"`` arithmetic. ``tile``: :func:`tile3` of the launch.
+    ``[1, 1]`` tensor. ``compute``: ``"f32"`` or ``"i32"`` arithmetic.
     """
     a, n, d = _shape3(out)
     ct = _CT[compute]
     fn = op_fn(op)
-    p, f, ragged = tile_shape(n, d, tile)
+    p = min(128, n)
+    f = min(d, U.FREE_CHUNK)
+    ragged = n % p != 0 or d % f != 0
     x0 = tl.load(x[0:1, 0:1]).astype(ct) if scal[0] else None
     y0 = tl.load(y[0:1, 0:1]).astype(ct) if scal[1] else None
     scaled = alpha is not None and op not in ("i64_bad", "i32_bad")
@@ -286,9 +263,9 @@ def launch(kern: Any, op: str, full: Sequence[torch.Tensor | None], scal: Sequen
            extra: torch.Tensor | None, out: torch.Tensor, compute: Any) -> None:
     """Broadcast ``full`` operands to ``out``'s shape with strides, coalesce dims, launch ``kern``.
 
-    ``kern(*operands, extra, out, op, scal_flags, compute, tile)`` is called once per 1- to 3-D piece
+    ``kern(*operands, extra, out, op, scal_flags, compute)`` is called once per 1- to 3-D piece
     (a loop over leading dims beyond 3); operand ``k`` is ``full[k]`` (a view) or ``scal[k]`` (a
-    ``[1, 1]`` scalar); ``tile`` is the piece's :func:`tile3`.
+    ``[1, 1]`` scalar).
     """
     nops = len(full)
     flags = tuple(full[k] is None for k in range(nops))
@@ -298,9 +275,8 @@ def launch(kern: Any, op: str, full: Sequence[torch.Tensor | None], scal: Sequen
     direct = len(shape) in (1, 2, 3) and all(tuple(t.shape) == shape for t in ops)
     if direct and not big and not (len(shape) == 1 and shape[0] >= _BIG_1D):
         args = [full[k] if full[k] is not None else scal[k] for k in range(nops)]
-        tile = tile3(shape)
-        fastlane.record_launch(kern, (*args, extra, out, op, flags, compute, tile))
-        kern(*args, extra, out, op, flags, compute, tile)
+        fastlane.record_launch(kern, (*args, extra, out, op, flags, compute))
+        kern(*args, extra, out, op, flags, compute)
         return
     strides = [U.broadcast_strides(t, shape) for t in ops] + [list(out.stride())]
     sh, sts = U.coalesce(shape, strides)
@@ -313,7 +289,7 @@ def launch(kern: Any, op: str, full: Sequence[torch.Tensor | None], scal: Sequen
         vs = [U.piece(t, pshape, pstrides[k], t.storage_offset() + poffs[k]) for k, t in enumerate(views_of)]
         it = iter(vs[:-1])
         args = [next(it) if full[k] is not None else scal[k] for k in range(nops)]
-        return U.launch(kern, *args, extra, vs[-1], op, flags, compute, tile3(pshape))
+        return U.launch(kern, *args, extra, vs[-1], op, flags, compute)
 
     # big outputs: one launch per thread on disjoint blocks (the kernels release the GIL)
     U.run_parallel([call(*p) for p in U.split_parts(parts, out.numel())])

@@ -26,10 +26,10 @@ from typing import Any, Callable
 
 import torch
 
+import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels import pointwise as P
-from stdlib_kernels import tiling as T
 from trnlang.device import lowering
 
 
@@ -53,17 +53,18 @@ def _load_scalar(t: Any, compute: str) -> Any:
     return v if compute == "bool" else v.astype(tl.float32 if compute == "f32" else tl.int32)
 
 
-@T.polymorphic
-def ternary(x, y, z, value, out, op, scal, compute, tile=None):
+@trn.kernel
+def ternary(x, y, z, value, out, op, scal, compute):
     """``out = TERNARY_OPS[op](x, y, z, value)`` over 1- to 3-D tensors (rows by 128, the free dim by chunks).
 
     ``scal``: per operand, True if it is a ``[1, 1]`` scalar broadcast on chip. ``compute``: per
     operand ``"f32"``, ``"i32"`` or ``"bool"`` (loaded as is). ``value``: None or a ``[1, 1]`` tensor.
-    ``tile``: the launch's :func:`stdlib_kernels.pointwise.tile3` (shape-polymorphic sizes).
     """
     a, n, d = P._shape3(out)
     fn = TERNARY_OPS[op]
-    p, f, ragged = P.tile_shape(n, d, tile)
+    p = min(128, n)
+    f = min(d, U.FREE_CHUNK)
+    ragged = n % p != 0 or d % f != 0
     ops = (x, y, z)
     s0 = [_load_scalar(t, compute[k]) if scal[k] else None for k, t in enumerate(ops)]
     v0 = tl.load(value[0:1, 0:1]).astype(tl.float32 if compute[0] != "i32" else tl.int32) \

@@ -25,8 +25,6 @@ import torch
 import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
-from stdlib_kernels import tiling as T
-from stdlib_kernels.pointwise import tile3, tile_shape
 from trnlang.device import REGISTRY, lowering
 
 #: Dtypes the float lowerings handle (computed in fp32, rounded on store).
@@ -115,18 +113,19 @@ _shape3 = U.shape3
 _at = U.at3
 
 
-@T.polymorphic
-def ew(x, y, z, out, op, params, compute, tile=None):
+@trn.kernel
+def ew(x, y, z, out, op, params, compute):
     """``out = EW_OPS[op](params, x[, y[, z]])`` over 1- to 3-D views (rows tiled by 128, the free dim by chunks).
 
     ``y``/``z`` may be None; every operand has ``out``'s shape (broadcast operands are stride-0 views).
-    ``compute``: the type the operands are loaded as (``"f32"``, ``"i32"`` or ``"bool"``). ``tile``: the launch's
-    :func:`stdlib_kernels.pointwise.tile3` (shape-polymorphic sizes).
+    ``compute``: the type the operands are loaded as (``"f32"``, ``"i32"`` or ``"bool"``).
     """
     a, n, d = _shape3(out)
     ct = _CT[compute]
     fn = EW_OPS[op]
-    p, f, ragged = tile_shape(n, d, tile)
+    p = min(128, n)
+    f = min(d, U.FREE_CHUNK)
+    ragged = n % p != 0 or d % f != 0
     for b in tl.affine_range(a):
         for i in tl.affine_range(tl.cdiv(n, p)):
             rows = i * p + tl.arange(p)[:, None]
@@ -172,7 +171,7 @@ def launch(op: str, ins: Sequence[torch.Tensor], out: torch.Tensor, params: tupl
     def call(pshape: Any, pstrides: Any, poffs: Any) -> Any:
         vs = [U.piece(t, pshape, pstrides[k], t.storage_offset() + poffs[k]) for k, t in enumerate(views_of)]
         args = vs[:-1] + [None] * (3 - len(ins))
-        return U.launch(ew, args[0], args[1], args[2], vs[-1], op, params, compute, tile3(pshape))
+        return U.launch(ew, args[0], args[1], args[2], vs[-1], op, params, compute)
 
     # big outputs: one launch per thread on disjoint blocks (the kernels release the GIL)
     U.run_parallel([call(*p) for p in U.split_parts(parts, out.numel())])
