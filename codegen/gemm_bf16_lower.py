@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from llvmlite import ir
 
-from codegen.lower_ctx import CT, I64, ci64
+from codegen.lower_ctx import CT
+from codegen.lower_gemm import call_gemm
 from codegen.lower_types import from_compute
 from codegen.lower_vals import RegionRead, ToF32
 from trnlang.ir.nodes import Instr, Region
@@ -78,16 +79,4 @@ def gemm_bf16(L: KernelLowering, st: Any, mv: Any, out: Any, k_dim: int, m_dim: 
 
     if isa.selected().bf16 == "amx":
         isa.request_amx()  # granted when the path was chosen; a no-op after the first call
-    cx, b = L.cx, L.cx.b
-    ptr = ir.PointerType()
-
-    def p(v: Any) -> ir.Value:
-        return b.bitcast(v.addr(cx, [ci64(0), ci64(0)]), ptr)
-
-    def ld(v: Any) -> ir.Value:
-        s = v.view_strides[0] if len(v.view_strides) == 2 else 1
-        return s if isinstance(s, ir.Value) else ci64(s)
-
-    b.call(_fn(L, "gemm_bf16_nn" if a_nn else "gemm_bf16_tn"),
-           [p(out), ld(out), p(st), ld(st), p(mv), ld(mv), ci64(m_dim), ci64(n_dim), ci64(k_dim),
-            ir.Constant(I64, int(accumulate))])
+    call_gemm(L, _fn(L, "gemm_bf16_nn" if a_nn else "gemm_bf16_tn"), st, mv, out, k_dim, m_dim, n_dim, accumulate)

@@ -39,24 +39,31 @@ def _gemm_fn(L: KernelLowering, name: str) -> ir.Function:
     return fn
 
 
+def call_gemm(L: KernelLowering, fn: ir.Function, st: Any, mv: Any, out: Any, k_dim: int, m_dim: int, n_dim: int,
+              accumulate: bool) -> None:
+    """Emit a call of a gemm library function ``fn(out, ldo, st, lds, mv, ldm, M, N, K, accumulate)`` on the
+    first elements and row strides of the views ``out``, ``st``, ``mv`` (the fp32 and bf16 gemms share it)."""
+    cx, b = L.cx, L.cx.b
+    ptr = ir.PointerType()
+
+    def p(v: Any) -> ir.Value:
+        return b.bitcast(v.addr(cx, [ci64(0), ci64(0)]), ptr)
+
+    def ld(v: Any) -> ir.Value:
+        s = v.view_strides[0] if len(v.view_strides) == 2 else 1
+        return s if isinstance(s, ir.Value) else ci64(s)
+
+    b.call(fn, [p(out), ld(out), p(st), ld(st), p(mv), ld(mv), ci64(m_dim), ci64(n_dim), ci64(k_dim),
+                ir.Constant(I64, int(accumulate))])
+
+
 def gemm(L: KernelLowering, st: Any, mv: Any, out: Any, k_dim: int, m_dim: int, n_dim: int,
          accumulate: bool, a_nn: bool = False) -> None:
     """Emit ``out = (out if accumulate else 0) + st.T @ mv`` (RegionView-like fp32 views with unit column
     stride, prepared). ``a_nn``: ``st`` is given transposed, as ``A [M, K]`` (``out (+)= A @ mv``)."""
     cx, b = L.cx, L.cx.b
     if k_dim * m_dim * n_dim >= GEMM_MIN_FLOPS and m_dim >= GEMM_MIN_M:
-        ptr = ir.PointerType()
-
-        def p(v: Any) -> ir.Value:
-            return b.bitcast(v.addr(cx, [ci64(0), ci64(0)]), ptr)
-
-        def ld(v: Any) -> ir.Value:
-            s = v.view_strides[0] if len(v.view_strides) == 2 else 1
-            return s if isinstance(s, ir.Value) else ci64(s)
-
-        b.call(_gemm_fn(L, "gemm_nn" if a_nn else "gemm_tn"),
-               [p(out), ld(out), p(st), ld(st), p(mv), ld(mv), ci64(m_dim), ci64(n_dim), ci64(k_dim),
-                ir.Constant(I64, int(accumulate))])
+        call_gemm(L, _gemm_fn(L, "gemm_nn" if a_nn else "gemm_tn"), st, mv, out, k_dim, m_dim, n_dim, accumulate)
         return
     # the product is summed over K from zero and then added to ``out`` (as the blocked kernel does): a long
     # accumulation into PSUM is a sum of K-sized partial sums, not one sequential chain
