@@ -13,17 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from llvmlite import ir
 
-from codegen.lower_ctx import CT
 from codegen.lower_gemm import call_gemm
-from codegen.lower_types import from_compute
-from codegen.lower_vals import RegionRead, ToF32
 from trnlang.ir.nodes import Instr, Region
 from trnlang.ir.types import DType
 
 if TYPE_CHECKING:
     from codegen.lower import KernelLowering
 
-__all__ = ["bf16_kind", "native_bf16", "bf16_view", "gemm_bf16"]
+__all__ = ["bf16_kind", "native_bf16", "gemm_bf16"]
 
 
 def bf16_kind() -> str | None:
@@ -38,21 +35,6 @@ def native_bf16(ins: Instr) -> bool:
     """``nc_matmul`` ``ins`` runs on the bf16 gemm: both operands are bf16 tiles and the path has one."""
     return bf16_kind() is not None and all(
         isinstance(x, Region) and x.buf.dtype is DType.bfloat16 for x in ins.ins[:2])
-
-
-def bf16_view(L: KernelLowering, v: Any) -> Any:
-    """A bf16 ``[R, C]`` view with unit column stride holding operand ``v`` (the region itself when it is one)."""
-    cx = L.cx
-    inner = v.x if isinstance(v, ToF32) else v
-    if isinstance(inner, RegionRead) and inner.view.dtype is DType.bfloat16 and inner.view.view_strides[-1:] == [1]:
-        inner.view.prepare(cx)
-        return inner.view
-    tmp = L.temp_view(tuple(v.shape), DType.bfloat16)
-    v.prepare(cx)
-    tmp.prepare(cx)
-    with L.foreach(tuple(v.shape)) as idx:  # bf16 values through fp32 and back: exact
-        tmp.store(cx, idx, from_compute(cx, v.emit(cx, idx), CT.F32, DType.bfloat16))
-    return tmp
 
 
 def _fn(L: KernelLowering, name: str) -> ir.Function:

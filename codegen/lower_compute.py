@@ -80,16 +80,16 @@ def matmul(L: KernelLowering, ins: Instr) -> None:
                       elementwise=False)
     accumulate = bool(ins.attrs.get("accumulate"))
     view = L.view(out)
-    from codegen.gemm_bf16_lower import bf16_view, gemm_bf16, native_bf16
+    from codegen.gemm_bf16_lower import gemm_bf16, native_bf16
     from codegen.lower_gemm import gemm
 
     bf16 = native_bf16(ins)  # both operands bf16 and a bf16 dot-product unit: no widening
-    as_view = bf16_view if bf16 else _as_f32_view
+    operand = DType.bfloat16 if bf16 else DType.float32
     if src is not None and src.a is not None:
         st_f = src.a
     else:
-        st_f = st_direct if st_direct is not None else as_view(L, st)
-    mv_f = src.v if src is not None and src.v is not None else as_view(L, mv)
+        st_f = st_direct if st_direct is not None else _dense_view(L, st, operand)
+    mv_f = src.v if src is not None and src.v is not None else _dense_view(L, mv, operand)
     view.prepare(cx)
     if bf16:
         gemm = gemm_bf16
@@ -112,18 +112,20 @@ def _read_compute(cx: Ctx, view: RegionView, idx: list[ir.Value], dt: DType) -> 
     return to_compute(cx, view.load(cx, idx), dt)
 
 
-def _as_f32_view(L: KernelLowering, v: Val) -> RegionView:
-    """A contiguous fp32 [R, C] view holding ``v`` (the region itself when it already is one)."""
+def _dense_view(L: KernelLowering, v: Val, dtype: DType = DType.float32) -> RegionView:
+    """A ``dtype`` (fp32 or bf16) [R, C] view with unit column stride holding ``v``: the region itself when it
+    already is one, else a temporary filled from ``v``'s fp32 values (bf16 values through fp32 and back: exact)."""
     cx = L.cx
     inner = v.x if isinstance(v, ToF32) else v
-    if isinstance(inner, RegionRead) and inner.view.dtype is DType.float32 and inner.view.view_strides[-1:] == [1]:
+    if isinstance(inner, RegionRead) and inner.view.dtype is dtype and inner.view.view_strides[-1:] == [1]:
         inner.view.prepare(cx)
         return inner.view
-    tmp = L.temp_view(tuple(v.shape), DType.float32)
+    tmp = L.temp_view(tuple(v.shape), dtype)
     v.prepare(cx)
     tmp.prepare(cx)
     with L.foreach(tuple(v.shape)) as idx:
-        tmp.store(cx, idx, v.emit(cx, idx))
+        val = v.emit(cx, idx)
+        tmp.store(cx, idx, val if dtype is DType.float32 else from_compute(cx, val, CT.F32, dtype))
     return tmp
 
 
