@@ -90,6 +90,17 @@ def config_for(path: str | None = None) -> GemmConfig:
     return CONFIGS[path]
 
 
+def new_function(module: ir.Module, name: str, args: list[ir.Type],
+                 internal: bool = True) -> tuple[ir.Function, ir.IRBuilder]:
+    """A ``void name(args)`` nounwind function in ``module`` (internal linkage unless ``internal`` is False) and a
+    builder at its entry block (the fp32 and bf16 gemm libraries' functions)."""
+    fn = ir.Function(module, ir.FunctionType(VOID, args), name)
+    if internal:
+        fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    return fn, ir.IRBuilder(fn.append_basic_block("entry"))
+
+
 class _Gen:
     """Emits the gemm functions into one module."""
 
@@ -106,11 +117,7 @@ class _Gen:
 
     # ------------------------------------------------------------------ helpers
     def _fn(self, name: str, args: list[ir.Type], internal: bool = True) -> tuple[ir.Function, ir.IRBuilder]:
-        fn = ir.Function(self.m, ir.FunctionType(VOID, args), self.prefix + name)
-        if internal:
-            fn.linkage = "internal"
-        fn.attributes.add("nounwind")
-        return fn, ir.IRBuilder(fn.append_basic_block("entry"))
+        return new_function(self.m, self.prefix + name, args, internal)
 
     @staticmethod
     def _gep(b: ir.IRBuilder, p: ir.Value, idx: ir.Value | int) -> ir.Value:

@@ -48,7 +48,7 @@ import numpy as np
 from llvmlite import ir
 
 from . import llvm
-from .gemm import GemmConfig
+from .gemm import GemmConfig, new_function
 from .gemm import _Gen as _F32Gen
 from .irutil import F32, I1, I8, I32, I64, PTR, VOID, Loop, const, intrinsic, smin
 
@@ -130,11 +130,7 @@ class _Gen:
         self.free = intrinsic(module, "free", VOID, [PTR])
 
     def _fn(self, name: str, args: list[ir.Type], internal: bool = True) -> tuple[ir.Function, ir.IRBuilder]:
-        fn = ir.Function(self.m, ir.FunctionType(VOID, args), self.prefix + name)
-        if internal:
-            fn.linkage = "internal"
-        fn.attributes.add("nounwind")
-        return fn, ir.IRBuilder(fn.append_basic_block("entry"))
+        return new_function(self.m, self.prefix + name, args, internal)
 
     @staticmethod
     def _gep(b: ir.IRBuilder, p: ir.Value, idx: ir.Value | int, ty: ir.Type = I16) -> ir.Value:
