@@ -138,6 +138,7 @@ ISA_LOWERING: dict[str, tuple[list[Op], str]] = {
     "activation": ([Op.ACTIVATION], ""),
     "tensor_tensor": ([Op.TENSOR_TENSOR], ""),
     "tensor_scalar": ([Op.TENSOR_SCALAR], ""),
+    "tensor_scalar_reduce": ([Op.TENSOR_SCALAR], "the `reduce_op` reduction rides on the same pass"),
     "tensor_reduce": ([Op.TENSOR_REDUCE], ""),
     "tensor_tensor_scan": ([Op.SCAN], ""),
     "tensor_copy": ([Op.TENSOR_COPY], ""),
@@ -362,7 +363,11 @@ def tl_section() -> list[str]:
     seen: set[str] = set()
     lines = ["## `tl`: tile-level builtins (`import trnlang.language as tl`)", "",
              "Binary ops accept tiles, Python numbers and `[P, 1]` tiles with numpy broadcasting (also along "
-             "partitions); the operators `+ - * / ** % == != < <= > >= & | ^ ~` on tiles map to the same builtins.",
+             "partitions); the operators `+ - * / ** % == != < <= > >= & | ^ ~` on tiles map to the same builtins. "
+             "One exception to plain numpy rules: the `[P]` result of a free-axis reduction without `keepdims` (one "
+             "value per partition, and values computed from it elementwise) is refused against a 2-D tile with a "
+             "`ShapeError`, because numpy would align it with the free axis; write `keepdims=True` for a "
+             "per-partition `[P, 1]`, or `tl.broadcast_to(v, shape)` for the free-axis meaning.",
              ""]
     for title, group in TL_GROUPS:
         present = [n for n in group if n in names]

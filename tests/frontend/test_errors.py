@@ -201,3 +201,61 @@ def test_constant_slice_past_the_end_is_an_error():
     with pytest.raises(trn.BoundsError) as e:
         k(x, x.copy())
     _check(e, k.fn, "# MARK", "outside a dimension of size 100")
+
+
+@pytest.mark.parametrize("free", [128, 64])
+@pytest.mark.parametrize("reduce_name", ["sum", "max", "mean", "var"])
+def test_partition_vector_never_broadcasts_along_the_free_axis(free, reduce_name):
+    """A [P] reduction result against [P, F] is refused (numpy would apply it per column when F == P)."""
+    red = getattr(tl, reduce_name)
+
+    @trn.kernel
+    def k(x, out):
+        t = tl.load(x[0:128, 0:free])
+        s = tl.exp(red(t, axis=1) * 0.5)  # still one value per partition after elementwise ops
+        tl.store(out[0:128, 0:free], t - s)  # MARK
+
+    x = np.zeros((128, free), np.float32)
+    with pytest.raises(trn.ShapeError) as e:
+        k(x, np.zeros_like(x))
+    _check(e, k.fn, "# MARK", "keepdims=True", f"(128, {free})", "per partition")
+
+
+def test_partition_vector_in_where_is_refused():
+    @trn.kernel
+    def k(x, out):
+        t = tl.load(x[0:128, 0:128])
+        tl.store(out[0:128, 0:128], tl.where(t > 0.0, tl.max(t, axis=1), t))  # MARK
+
+    x = np.zeros((128, 128), np.float32)
+    with pytest.raises(trn.ShapeError) as e:
+        k(x, np.zeros_like(x))
+    _check(e, k.fn, "# MARK", "keepdims=True")
+
+
+def test_partition_vector_both_fixes_compute_what_they_say():
+    """keepdims=True is per partition (rows); an explicit broadcast_to is numpy's per-column meaning."""
+    @trn.kernel
+    def rows(x, out):
+        t = tl.load(x[0:128, 0:128])
+        tl.store(out[0:128, 0:128], t - tl.mean(t, axis=1, keepdims=True))
+
+    @trn.kernel
+    def cols(x, out):
+        t = tl.load(x[0:128, 0:128])
+        tl.store(out[0:128, 0:128], t - tl.broadcast_to(tl.max(t, axis=1), (128, 128)))
+
+    @trn.kernel
+    def vec(x, out):  # [P] with [P] stays legal, and so does storing it
+        t = tl.load(x[0:128, 0:128])
+        tl.store(out[0:128], tl.sum(t, axis=1) - tl.max(t, axis=1) * 2.0)
+
+    x = np.random.default_rng(0).standard_normal((128, 128)).astype(np.float32)
+    o = np.zeros_like(x)
+    rows(x, o)
+    np.testing.assert_allclose(o, x - x.mean(1, keepdims=True), rtol=1e-5, atol=1e-5)
+    cols(x, o)
+    np.testing.assert_allclose(o, x - x.max(1)[None, :], rtol=1e-6, atol=1e-6)
+    v = np.zeros(128, np.float32)
+    vec(x, v)
+    np.testing.assert_allclose(v, x.sum(1) - 2 * x.max(1), rtol=1e-4, atol=1e-4)

@@ -27,6 +27,7 @@ from trnlang.language.values import (
     Pred,
     Tile,
     broadcast_shapes,
+    check_partition_vectors,
     const_int,
     to_expr,
 )
@@ -184,10 +185,14 @@ def binary(alu: Alu, a: Any, b: Any, dtype: Any = None, engine: Any = None) -> A
         _emit(Op.TENSOR_SCALAR, (out.region,), (t.region, Imm(a if a_num else b)),
               {"op0": alu, "op1": None, "reverse": (a_num, False)},
               _pick_engine(engine, Op.TENSOR_SCALAR, Engine.VECTOR))
+        out.pvec = t.pvec
         return out
     assert ta is not None and tb is not None
+    check_partition_vectors((ta, tb), max(ta.shape, tb.shape, key=len))
     shape = broadcast_shapes(ta.shape, tb.shape)
     out = new_tile(shape, out_dt)
+    if len(shape) == 1:
+        out.pvec = ta.pvec or tb.pvec
     # A per-partition scalar [P, 1] against a full tile is a tensor_scalar (half the Vector cost).
     if engine is None and len(shape) >= 2 and shape[0] > 0:
         for full, col, rev in ((ta, tb, False), (tb, ta, True)):
@@ -219,6 +224,7 @@ def unary(alu: Alu, x: Any, dtype: Any = None, engine: Any = None) -> Tile:
             and dtype is None:
         out_dt = DType.int32 if t.dtype == DType.bool_ else t.dtype
     out = new_tile(t.shape, out_dt)
+    out.pvec = t.pvec
     default = Engine.VECTOR if alu in _SIMPLE_UNARY else Engine.SCALAR
     _emit(Op.ACTIVATION, (out.region,), (t.region,), {"func": alu, "scale": 1.0, "reduce_op": None},
           _pick_engine(engine, Op.ACTIVATION, default))
@@ -727,6 +733,7 @@ def where(cond: Any, a: Any, b: Any, dtype: Any = None) -> Tile:
             and not (_is_num(a) and _is_num(b)) and (isinstance(a, Tile) or _is_num(a)):
         # affine predicate: one GpSimd affine_select
         shapes = [cond.shape] + [v.shape for v in (a, b) if isinstance(v, Tile)]
+        check_partition_vectors((a, b), max(shapes, key=len))
         shape = broadcast_shapes(*shapes)
         if shape and shape[0] > 0:
             da = a.dtype if isinstance(a, Tile) else _scalar_dtype(a)
@@ -738,6 +745,7 @@ def where(cond: Any, a: Any, b: Any, dtype: Any = None) -> Tile:
             return out
     c = to_tile(cond)
     shapes = [c.shape] + [to_tile(v).shape if not _is_num(v) else () for v in (a, b)]
+    check_partition_vectors((c, a, b), max(shapes, key=len))
     shape = broadcast_shapes(*shapes)
     av = a if _is_num(a) else to_tile(a)
     bv = b if _is_num(b) else to_tile(b)

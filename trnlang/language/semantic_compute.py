@@ -56,6 +56,10 @@ def _reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool
     return tuple(s for i, s in enumerate(shape) if i not in axes)
 
 
+_REDUCE_NAMES = {"add": "sum", "maximum": "max", "minimum": "min", "multiply": "product", "logical_and": "all",
+                 "logical_or": "any"}
+
+
 def reduce(alu: Alu, x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None,
            engine: Any = None) -> Tile:
     """tensor_reduce along free axes."""
@@ -84,6 +88,9 @@ def reduce(alu: Alu, x: Any, axis: Any = None, keepdims: bool = False, dtype: An
     out = new_tile(_reduced_shape(t.shape, axes, keepdims) or (t.shape[0],), dt)
     _emit(Op.TENSOR_REDUCE, (out.region,), (t.region,), {"op": alu, "axes": axes, "keepdims": bool(keepdims)},
           _pick_engine(engine, Op.TENSOR_REDUCE, Engine.VECTOR))
+    if out.ndim == 1 and t.ndim >= 2:
+        name = _REDUCE_NAMES.get(alu.value, alu.value)
+        out.pvec = f"the {name} over axis {axes[0] if len(axes) == 1 else axes} of a {t.shape} tile"
     return out
 
 

@@ -35,6 +35,25 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(out)
 
 
+def check_partition_vectors(operands: Any, shape: tuple[int, ...]) -> None:
+    """ShapeError if a ``[P]`` reduction result would broadcast against a 2-D (or wider) result.
+
+    numpy rules align a 1-D tile with the *last* (free) axis, so ``t - tl.mean(t, axis=1)`` with ``t`` of shape
+    ``[128, 128]`` would subtract column means, not row means; NKI keeps the partition dimension instead. trnlang
+    refuses the ambiguous form and names both fixes.
+    """
+    if len(shape) < 2:
+        return
+    for v in operands:
+        origin = getattr(v, "pvec", None)
+        if origin is not None and getattr(v, "ndim", 0) == 1:
+            raise ShapeError(
+                f"{origin} without keepdims=True gives a [{v.shape[0]}] tile: one value per partition. Against a "
+                f"tile of shape {tuple(shape)} numpy rules would apply it along the last free axis, not per partition "
+                f"(ambiguous). Write keepdims=True for the per-partition [P, 1] value (what NKI does), or "
+                f"tl.broadcast_to(value, {tuple(shape)}) if you do mean the free-axis broadcast")
+
+
 def shift_axes(expr: Any, offset: int, start: int = 0) -> Any:
     """Rename axis symbols ``_a{k}`` to ``_a{k+offset}`` for k >= start (simultaneously)."""
     if offset == 0 or not isinstance(expr, sympy.Basic):
@@ -331,6 +350,9 @@ class Tile:
     """
 
     __array_priority__ = 1000
+    #: set on the ``[P]`` result of a free-axis reduction without ``keepdims`` (and on values computed from it
+    #: elementwise): says which call made it, for the error where numpy rules would broadcast it along a free axis
+    pvec: str | None = None
 
     def __init__(self, region: Region, nblock: int = 0) -> None:
         self.region = region
