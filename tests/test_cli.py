@@ -184,24 +184,57 @@ def test_cache_does_not_follow_symlinked_dirs(tmp_path: Path, capsys: pytest.Cap
 
 
 def test_profile_script(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    from trnlang.runtime.kernel import KernelFn
+    from trnlang.runtime.launch import OBSERVERS, PLANS
 
     monkeypatch.setenv("TRN_CACHE_DIR", str(tmp_path / "cache"))
     script = tmp_path / "tiny.py"
     script.write_text(_TINY_SCRIPT)
     trace = tmp_path / "trace.json"
-    run, launch = KernelFn._run, KernelFn._launch
     assert cli.main(["profile", "--trace", str(trace), "--summary", str(script), "a", "--b"]) == 0
-    assert (KernelFn._run, KernelFn._launch) == (run, launch)  # the hooks are removed again
+    assert not OBSERVERS and PLANS.enabled  # the observer is removed again, launch plans back on
     out = capsys.readouterr().out
     assert "script argv ['a', '--b'] 2.0" in out
-    row = next(ln for ln in out.splitlines() if ln.startswith("cli_tiny_double "))
+    row = next(ln for ln in out.splitlines() if ln.startswith("cli_tiny_double(f32[128,64],f32[128,64]) "))
     assert row.split()[1] == "5"  # launches
     assert float(row.split()[2]) > 0  # simulated us per launch
     assert "MFU" in out and "MBU" in out and "profile of cli_tiny_double" in out
     events = json.loads(trace.read_text())["traceEvents"]
     xs = [e for e in events if e["ph"] == "X"]
     assert xs and all(e["dur"] >= 0 and "ts" in e and "pid" in e and "tid" in e for e in xs)
+
+
+_TWO_SPECS_SCRIPT = """
+import numpy as np
+import trnlang as trn
+import trnlang.language as tl
+
+@trn.kernel
+def cli_rowsum(x, out):
+    w = x.shape[1]
+    tl.store(out[0:128, 0:1], tl.sum(tl.load(x[0:128, 0:w]), axis=1, keepdims=True))
+
+for w in (64, 512, 64):
+    x = np.ones((128, w), np.float32)
+    cli_rowsum(x, np.empty((128, 1), np.float32))
+"""
+
+
+def test_profile_names_specializations_apart(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two specializations of one kernel: two rows and two trace processes, each named by its shapes."""
+    monkeypatch.setenv("TRN_CACHE_DIR", str(tmp_path / "cache"))
+    script = tmp_path / "two.py"
+    script.write_text(_TWO_SPECS_SCRIPT)
+    trace = tmp_path / "trace.json"
+    assert cli.main(["profile", "--trace", str(trace), str(script)]) == 0
+    out = capsys.readouterr().out
+    rows = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln.startswith("cli_rowsum(")}
+    narrow, wide = "cli_rowsum(f32[128,64],f32[128,1])", "cli_rowsum(f32[128,512],f32[128,1])"
+    assert set(rows) == {narrow, wide}, out
+    assert rows[narrow][1] == "2" and rows[wide][1] == "1"  # launches per specialization
+    assert float(rows[wide][2]) > float(rows[narrow][2])  # 8x the data takes longer on the simulated device
+    procs = [e["args"]["name"] for e in json.loads(trace.read_text())["traceEvents"] if e.get("name") == "process_name"]
+    assert sum(p.startswith(narrow + " ") for p in procs) == 1 and sum(p.startswith(wide + " ") for p in procs) == 1
 
 
 def test_profile_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -358,14 +358,14 @@ def _add_bench_parser(sub: Any) -> None:
 
 
 class _LaunchRecorder:
-    """Counts launches per specialization by wrapping ``KernelFn._run`` / ``KernelFn._launch`` (both get the
-    ``Compiled`` being launched) for the duration of a ``with`` block."""
+    """Counts launches per specialization (one ``Compiled`` and grid) while a script runs, through the public
+    launch observer (:func:`trnlang.runtime.launch.observe_launches`)."""
 
     def __init__(self) -> None:
         # (id(comp), grid) -> [comp, grid, n, kernel, first launch's args]
         self.launches: dict[tuple[int, tuple[int, ...]], list[Any]] = {}
 
-    def _note(self, comp: Any, grid: tuple[int, ...], kfn: Any = None, args: Any = None) -> None:
+    def _note(self, kfn: Any, comp: Any, args: Any, grid: tuple[int, ...]) -> None:
         rec = self.launches.get((id(comp), grid))
         if rec is None:
             # holds comp (its id stays unique) and the args: a variant with runtime sizes is simulated on these
@@ -374,35 +374,25 @@ class _LaunchRecorder:
             rec[2] += 1
 
     def __enter__(self) -> _LaunchRecorder:
-        from trnlang.runtime.kernel import KernelFn
-        from trnlang.runtime.launch import PLANS
+        from trnlang.runtime.launch import observe_launches
 
-        self._plans = PLANS.enabled
-        PLANS.enabled = False  # warm launch plans bypass _run/_launch: off while recording
-        self._orig = (KernelFn._run, KernelFn._launch)
-        run, launch = self._orig
-        note = self._note
-
-        # the replacements keep the methods' parameter names (``self``): they are assigned over them
-        def _run(self: Any, comp: Any, prepared: Any, args: Any, grid: Any) -> Any:
-            out = run(self, comp, prepared, args, grid)
-            note(comp, grid, self, args)
-            return out
-
-        def _launch(self: Any, comp: Any, arrays: Any, args: Any, grid: Any) -> Any:
-            out = launch(self, comp, arrays, args, grid)
-            note(comp, grid, self, args)
-            return out
-
-        KernelFn._run, KernelFn._launch = _run, _launch  # type: ignore[method-assign]
+        self._obs = observe_launches(self._note)
+        self._obs.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        from trnlang.runtime.kernel import KernelFn
-        from trnlang.runtime.launch import PLANS
+        self._obs.__exit__(*exc)
 
-        KernelFn._run, KernelFn._launch = self._orig  # type: ignore[method-assign]
-        PLANS.enabled = self._plans
+    def labels(self) -> list[str]:
+        """One name per recorded specialization: the kernel's signature (dtypes, shapes), then ``#2``, ``#3``
+        for specializations whose signatures coincide (e.g. different constants)."""
+        out: list[str] = []
+        seen: dict[str, int] = {}
+        for comp, *_ in self.launches.values():
+            sig = comp.ir.signature()
+            seen[sig] = seen.get(sig, 0) + 1
+            out.append(sig if seen[sig] == 1 else f"{sig}#{seen[sig]}")
+        return out
 
 
 def _run_script(path: str, argv: list[str]) -> int:
@@ -462,20 +452,22 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     events: list[dict[str, Any]] = []
     per_kernel: dict[str, list[float]] = {}  # name -> [launches, time us, peak-time us, dma-peak-time us]
     pages: list[tuple[str, Profile]] = []  # for --html
-    for pid, (comp, grid, n, kfn, kargs) in enumerate(rec.launches.values(), start=1):
+    for pid, ((comp, grid, n, kfn, kargs), label) in enumerate(zip(rec.launches.values(), rec.labels()), start=1):
         try:
             p = _simulate(comp, grid, kfn, kargs)
         except Exception as exc:  # a kernel the simulator cannot schedule must not lose the others
-            print(f"trn profile: warning: cannot simulate {comp.ir.name} grid {grid}: {exc}", file=sys.stderr)
+            print(f"trn profile: warning: cannot simulate {label} grid {grid}: {exc}", file=sys.stderr)
             continue
+        # one row and one trace name per specialization and grid
+        name = label if grid == (1,) else f"{label}/grid={'x'.join(map(str, grid))}"
         if args.html:
-            pages.append((f"{p.kernel} grid {grid} ({n} launch{'es' * (n != 1)})", p))
+            pages.append((f"{name} ({n} launch{'es' * (n != 1)})", p))
         for ev in p.trace_events(args.max_events):
             ev["pid"] = pid
             if ev["name"] == "process_name":
-                ev["args"] = {"name": f"{p.kernel} grid {grid} on {p.target.name} ({n} launch{'es' * (n != 1)})"}
+                ev["args"] = {"name": f"{name} on {p.target.name} ({n} launch{'es' * (n != 1)})"}
             events.append(ev)
-        agg = per_kernel.setdefault(p.kernel, [0, 0.0, 0.0, 0.0])
+        agg = per_kernel.setdefault(name, [0, 0.0, 0.0, 0.0])
         agg[0] += n
         agg[1] += n * p.time_us
         agg[2] += n * p.time_us * p.mfu

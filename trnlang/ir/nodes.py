@@ -309,6 +309,13 @@ class Kernel:
         """Every HBM tensor, in launch-argument order: params, outputs, scratch."""
         return [*self.params, *self.outputs, *self.scratch]
 
+    def signature(self) -> str:
+        """The kernel's name and its parameters' dtypes and shapes (symbols for runtime sizes), e.g.
+        ``softmax(f32[128,s0],f32[128,s0])``: what names one specialization apart from another in profiles
+        (no spaces, so it stays one column of a text table)."""
+        params = (f"{t.dtype.short}[{','.join(str(d).replace(' ', '') for d in t.shape)}]" for t in self.params)
+        return f"{self.name}({','.join(params)})"
+
 
 def walk(body: list[Stmt]):  # noqa: ANN201 - generator of (Stmt, enclosing loops)
     """Yield (stmt, loops) for every statement, depth first, with its enclosing loops."""

@@ -27,7 +27,7 @@ from trnlang.runtime import args as argconv
 from trnlang.runtime import jit as _jit
 from trnlang.runtime import stats as _rstats
 from trnlang.runtime.args import TensorPiece
-from trnlang.runtime.launch import PLANS, Launch, LaunchPlan
+from trnlang.runtime.launch import OBSERVERS, PLANS, Launch, LaunchPlan
 from trnlang.runtime.specialize import Sizes
 
 _CONST_TYPES = (int, float, bool, str, type(None))
@@ -478,11 +478,15 @@ class KernelFn:
         k = comp.ir
         if not k.outputs and not k.scratch:
             comp.executor(arrays, grid)
+            if OBSERVERS:
+                _notify(self, comp, args, grid)
             return None
         like = next((a for a in args if argconv.is_tensor(a)), None)
         outs_host = [argconv.alloc_like(like, t.shape, t.dtype) for t in k.outputs]
         scratch = [_scratch_array(t) for t in k.scratch]
         comp.executor([*arrays, *(argconv.as_array(o) for o in outs_host), *scratch], grid)
+        if OBSERVERS:
+            _notify(self, comp, args, grid)
         if not outs_host:
             return None
         if getattr(k, "returns_tuple", False):
@@ -498,11 +502,18 @@ class KernelFn:
         comp.executor([*arrays, *(argconv.as_array(o) for o in outs_host), *scratch], grid)
         for p in prepared:
             p.finish()
+        if OBSERVERS:
+            _notify(self, comp, args, grid)
         if not outs_host:
             return None
         if getattr(k, "returns_tuple", False):
             return tuple(outs_host)
         return outs_host[0]
+
+
+def _notify(kfn: KernelFn, comp: Compiled, args: tuple[Any, ...], grid: tuple[int, ...]) -> None:
+    for cb in tuple(OBSERVERS):
+        cb(kfn, comp, args, grid)
 
 
 def _scratch_array(t: HbmTensor) -> np.ndarray:

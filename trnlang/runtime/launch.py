@@ -14,8 +14,9 @@ aliasing variant) and the tensors' addresses, so running it is one native call. 
   (``runtime/hostpool.py``) the others when all are resolved, else a Python thread pool;
   :func:`split_rows` / :func:`row_blocks` split a row-independent launch into one block per thread.
 
-Resolution can be switched off (:data:`PLANS`): tools that observe every launch through the general path
-(``trn profile``) do so while they record. Settings come from :mod:`trnlang.config`.
+Resolution can be switched off (:data:`PLANS`); :func:`observe_launches` does so while tools such as ``trn
+profile`` watch every launch of a ``@trn.kernel`` (each call reports the specialization that ran). Settings
+come from :mod:`trnlang.config`.
 
 Example:
     >>> import torch, trnlang as trn, trnlang.language as tl
@@ -46,7 +47,7 @@ from trnlang.runtime import jit as _jit
 from trnlang.runtime.jit import _arena, _err_buffer
 
 __all__ = ["Launch", "LaunchPlan", "PointerCall", "Switch", "PLANS", "num_threads", "run_parallel", "chunks",
-           "row_blocks", "split_rows", "PARALLEL_MIN_WORK"]
+           "row_blocks", "split_rows", "PARALLEL_MIN_WORK", "observe_launches", "LaunchObserver"]
 
 
 class Switch:
@@ -60,6 +61,47 @@ class Switch:
 
 #: Launch plans (resolved launches, device fast lanes, kept bound launches) are used while enabled.
 PLANS = Switch()
+
+#: ``callback(kernel, compiled, args, grid)``: ``kernel`` the ``KernelFn``, ``compiled`` the specialization that
+#: ran (``compiled.ir.signature()`` names it), ``args`` the call's arguments, ``grid`` the launch grid.
+LaunchObserver = Callable[[Any, Any, tuple[Any, ...], tuple[int, ...]], None]
+
+#: the observers of :func:`observe_launches`, called after every launch through the general path
+OBSERVERS: list[LaunchObserver] = []
+
+
+class observe_launches:  # noqa: N801 - used like a function: ``with observe_launches(cb):``
+    """Call ``callback(kernel, compiled, args, grid)`` after every ``@trn.kernel`` launch in a ``with`` block.
+
+    Launch plans are off while any observer is active, so every launch (warm ones included) takes the general
+    path and is seen; the eager device's fast lanes are plans too. Nesting and several observers are fine.
+
+    Example:
+        >>> import numpy as np, trnlang as trn, trnlang.language as tl
+        >>> from trnlang.runtime.launch import observe_launches
+        >>> @trn.kernel
+        ... def double(x, out):
+        ...     tl.store(out[0:4], tl.load(x[0:4]) * 2.0)
+        >>> seen = []
+        >>> with observe_launches(lambda k, comp, args, grid: seen.append(comp.ir.signature())):
+        ...     double(np.ones(4, np.float32), np.zeros(4, np.float32))
+        >>> seen
+        ['double(f32[4],f32[4])']
+    """
+
+    def __init__(self, callback: LaunchObserver) -> None:
+        self.callback = callback
+        self._plans = True
+
+    def __enter__(self) -> observe_launches:
+        self._plans = PLANS.enabled
+        PLANS.enabled = False
+        OBSERVERS.append(self.callback)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        OBSERVERS.remove(self.callback)
+        PLANS.enabled = self._plans
 
 
 class _Shaped:
