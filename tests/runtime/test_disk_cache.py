@@ -304,3 +304,37 @@ def test_autotune_directory_gets_the_same_checks(cache):
     os.chmod(d, 0o777)
     with pytest.warns(diskcache.CacheWarning, match="disabled"):
         assert autotune._store() is None
+
+
+def test_code_fingerprint_covers_every_source_that_decides_machine_code(tmp_path, monkeypatch):
+    """codegen/ with its sub-packages, trnlang/ir and trnlang/passes: editing any of them invalidates cached objects."""
+    import codegen
+    import trnlang.ir
+    import trnlang.passes
+    from trnlang.runtime import jit
+
+    names = {n for n, _ in jit.fingerprint_sources()}
+    for pkg in (codegen, trnlang.ir, trnlang.passes):
+        root = os.path.dirname(pkg.__file__)
+        for dirpath, _, files in os.walk(root):
+            for f in files:
+                if f.endswith(".py") and "__pycache__" not in dirpath:
+                    rel = os.path.relpath(os.path.join(dirpath, f), root).replace(os.sep, "/")
+                    assert f"{pkg.__name__}/{rel}" in names
+    assert "codegen/llvm.py" in names and any(n.startswith("trnlang.passes/") for n in names)
+    # a one-byte change of one hashed file (a copy of the tree is edited) changes the fingerprint
+    real = jit.fingerprint_sources()
+    copies = []
+    for i, (name, path) in enumerate(real):
+        dst = tmp_path / f"{i}.py"
+        dst.write_bytes(open(path, "rb").read() + (b"#" if i == len(real) // 2 else b""))
+        copies.append((name, str(dst)))
+    before = jit._codegen_fingerprint()
+    monkeypatch.setattr(jit, "fingerprint_sources", lambda: copies)
+    jit._codegen_fingerprint.cache_clear()
+    try:
+        assert jit._codegen_fingerprint() != before
+    finally:
+        monkeypatch.undo()
+        jit._codegen_fingerprint.cache_clear()
+    assert jit._codegen_fingerprint() == before

@@ -89,20 +89,34 @@ def cache_dir() -> str | None:
     return st.path if st is not None else None
 
 
-@functools.cache
-def _codegen_fingerprint() -> str:
-    """Hash of the sources that decide what machine code a kernel gets: codegen/ and the IR package it reads
-    (op table, index-range and bounds analyses). A change in either must invalidate cached objects."""
+def fingerprint_sources() -> list[tuple[str, str]]:
+    """``(package-relative name, path)`` of every source :func:`_codegen_fingerprint` hashes: codegen/ (sub-packages
+    included), the IR package it reads (op table, index-range and bounds analyses) and the passes whose decisions
+    it emits."""
     import codegen
     import trnlang.ir
+    import trnlang.passes
 
-    h = hashlib.sha256()
-    for pkg in (codegen, trnlang.ir):
+    out = []
+    for pkg in (codegen, trnlang.ir, trnlang.passes):
         root = os.path.dirname(os.path.abspath(pkg.__file__ or ""))
-        for name in sorted(os.listdir(root)):
-            if name.endswith(".py"):
-                with open(os.path.join(root, name), "rb") as f:
-                    h.update(pkg.__name__.encode() + b"/" + name.encode() + b"\0" + f.read())
+        for dirpath, dirnames, files in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "__pycache__")))
+            for name in sorted(files):
+                if name.endswith(".py"):
+                    path = os.path.join(dirpath, name)
+                    out.append((f"{pkg.__name__}/{os.path.relpath(path, root).replace(os.sep, '/')}", path))
+    return out
+
+
+@functools.cache
+def _codegen_fingerprint() -> str:
+    """Hash of the sources that decide what machine code a kernel gets (:func:`fingerprint_sources`): a change in
+    any of them invalidates cached objects."""
+    h = hashlib.sha256()
+    for name, path in fingerprint_sources():
+        with open(path, "rb") as f:
+            h.update(name.encode() + b"\0" + f.read())
     return h.hexdigest()
 
 
