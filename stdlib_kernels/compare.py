@@ -21,7 +21,7 @@ from typing import Any, Callable
 import torch
 
 from stdlib_kernels.pointwise import OPERAND_DTYPES, run_binary
-from trnlang.device import REGISTRY, lowering
+from trnlang.device import REGISTRY, decline, lowering
 
 _INT_LIKE = (torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool, torch.int64)
 
@@ -48,7 +48,7 @@ def _bitwise(op: str) -> Callable[..., Any]:
     def lower(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
         rdt = torch.result_type(self, other)
         if rdt not in _INT_LIKE:
-            return NotImplemented  # floats: torch raises
+            return decline("a float result type: torch raises")
         return run_binary(op, self, other, out, rdt=rdt, compute="i32")
 
     lower.__name__ = op
@@ -71,7 +71,7 @@ for _op in ("bitwise_and", "bitwise_or", "bitwise_xor"):
 def logical_not(self: Any, *, out: torch.Tensor | None = None) -> Any:
     """``self == 0`` as bool (``out=`` may have another dtype: the 0/1 values are cast)."""
     if not isinstance(self, torch.Tensor):
-        return NotImplemented
+        return decline("self not a tensor")
     zero = 0.0 if self.dtype.is_floating_point else 0
     return run_binary("eq", self, zero, out, rdt=torch.bool)
 

@@ -54,6 +54,7 @@ import torch
 import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
+from trnlang.device import decline
 
 #: Dtypes of the data tensors moved by the gather/scatter kernels.
 DATA_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.int32)
@@ -338,7 +339,7 @@ def _to_out(res: torch.Tensor, out: torch.Tensor | None) -> Any:
     if out is None:
         return res
     if not U.is_trn(out) or out.dtype != res.dtype:
-        return NotImplemented
+        return decline("out= not a trn tensor of the result's dtype")
     if out.shape != res.shape:
         out.resize_(res.shape)
     return out.copy_(res)

@@ -21,7 +21,7 @@ import torch
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels import tiling as T
-from trnlang.device import lowering
+from trnlang.device import decline, lowering
 
 CHUNK = 4096
 
@@ -137,10 +137,10 @@ def _last(t: torch.Tensor, dim: int) -> torch.Tensor:
 
 def _forward(self: torch.Tensor, dim: int, half_to_float: bool, log: bool) -> Any:
     if half_to_float or self.is_conj() or self.is_neg():
-        return NotImplemented
+        return decline("half_to_float, or a conj/neg bit")
     nd = max(self.dim(), 1)
     if not -nd <= dim < nd:
-        return NotImplemented
+        return decline("dim out of range: torch raises")
     dim = dim % nd
     out = torch.empty(self.shape, dtype=self.dtype, device="trn")
     if self.numel() == 0:
@@ -172,7 +172,7 @@ def log_softmax(self: torch.Tensor, dim: int, half_to_float: bool) -> Any:
 
 def _backward(grad_output: torch.Tensor, output: torch.Tensor, dim: int, input_dtype: torch.dtype, log: bool) -> Any:
     if grad_output.shape != output.shape or input_dtype not in U.FLOAT_DTYPES:
-        return NotImplemented
+        return decline("grad_output and output of different shapes, or a non-float input dtype")
     nd = max(output.dim(), 1)
     dim = dim % nd
     out = torch.empty(output.shape, dtype=input_dtype, device="trn")
