@@ -24,7 +24,7 @@ import torch
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.unary import DTYPES, EW_OPS, logit_bounds, run
-from trnlang.device import REGISTRY, lowering
+from trnlang.device import REGISTRY, decline, lowering
 
 _SQRT1_2 = 0.7071067811865476
 _INV_SQRT_2PI = 0.3989422804014327
@@ -183,13 +183,13 @@ def _register(name: str, fn: Any) -> None:
 
 def _fw(op: str, self: Any, params: tuple, out: torch.Tensor | None) -> Any:
     if not U.is_trn(self) or any(v is None for v in params):
-        return NotImplemented
+        return decline("self not a trn tensor, or a missing parameter")
     return run(op, [self], self.dtype, out, params)
 
 
 def _bw(op: str, grad: Any, x: Any, params: tuple, out: torch.Tensor | None = None) -> Any:
     if not (U.is_trn(grad) and U.is_trn(x)) or grad.dtype != x.dtype or any(v is None for v in params):
-        return NotImplemented
+        return decline("grad and input not trn tensors of one dtype, or a missing parameter")
     return run(op, [grad, x], grad.dtype, out, params)
 
 
@@ -255,24 +255,24 @@ def _halves(self: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor] |
 def glu(self: Any, dim: int = -1, *, out: torch.Tensor | None = None) -> Any:
     """``aten::glu``: ``a sigmoid(b)`` for the halves ``a``, ``b`` of ``dim`` (strided views, no copies)."""
     if not U.is_trn(self) or self.dtype not in DTYPES:
-        return NotImplemented
+        return decline("self not a trn tensor of a supported dtype")
     hv = _halves(self, dim)
     if hv is None:
-        return NotImplemented  # odd size / 0-dim: the CPU fallback raises torch's error
+        return decline("an odd size or 0-dim input: torch raises")
     return run("glu", list(hv), self.dtype, out)
 
 
 def prelu_kernel(self: Any, weight: Any) -> Any:
     """``aten::_prelu_kernel``: ``x > 0 ? x : weight x`` (weight broadcast to ``self`` with stride-0 views)."""
     if not (U.is_trn(self) and U.is_trn(weight)) or self.dtype != weight.dtype:
-        return NotImplemented
+        return decline("self and weight not trn tensors of one dtype")
     return run("prelu", [self, weight], self.dtype)
 
 
 def log_sigmoid_forward(self: Any, *, output: Any = None, buffer: Any = None) -> Any:
     """``aten::log_sigmoid_forward``: ``(min(x, 0) - log1p(z), z)`` with ``z = exp(-|x|)`` (torch's CPU buffer)."""
     if not U.is_trn(self) or self.dtype not in DTYPES:
-        return NotImplemented
+        return decline("self not a trn tensor of a supported dtype")
     out = run("log_sigmoid", [self], self.dtype)
     buf = run("log_sigmoid_buf", [self], self.dtype)
     return out, buf
@@ -316,7 +316,7 @@ def softplus_backward(grad_output: Any, self: Any, beta: Any, threshold: Any, *,
 def gelu_backward(grad_output: Any, self: Any, *, approximate: str = "none", grad_input: Any = None) -> Any:
     """``aten::gelu_backward`` for ``approximate="none"`` and ``"tanh"``."""
     if approximate not in ("none", "tanh"):
-        return NotImplemented
+        return decline("an unknown approximate= mode")
     return _bw("gelu_bw", grad_output, self, (approximate,), grad_input)
 
 
@@ -357,7 +357,7 @@ def logit_backward(grad_output: Any, self: Any, eps: Any = None, *, grad_input: 
     """``aten::logit_backward``: ``g / (x (1 - x))`` (0 outside ``[eps, 1 - eps]``, NaN outside [0, 1] without eps)."""
     if not (U.is_trn(grad_output) and U.is_trn(self)) or grad_output.dtype != self.dtype \
             or self.dtype not in DTYPES:
-        return NotImplemented
+        return decline("grad_output and self not trn tensors of one supported dtype")
     return run("logit_bw", [grad_output, self], self.dtype, None, logit_bounds(eps, self.dtype))
 
 
@@ -374,18 +374,18 @@ def hardshrink_backward(grad_out: Any, self: Any, lambd: Any, *, grad_input: Any
 def glu_backward(grad_output: Any, self: Any, dim: int, *, grad_input: Any = None) -> Any:
     """``aten::glu_backward``: the two halves of the input gradient, each one launch into a view of the result."""
     if not (U.is_trn(grad_output) and U.is_trn(self)) or self.dtype not in DTYPES or grad_output.dtype != self.dtype:
-        return NotImplemented
+        return decline("grad_output and self not trn tensors of one supported dtype")
     hv = _halves(self, dim)
     if hv is None or tuple(grad_output.shape) != tuple(hv[0].shape):
-        return NotImplemented
+        return decline("an odd size, or grad_output not the shape of a half")
     if grad_input is not None:
         if not U.is_trn(grad_input) or grad_input.dtype != self.dtype:
-            return NotImplemented
+            return decline("grad_input= not a trn tensor of self's dtype")
         if grad_input.numel() == 0 and tuple(grad_input.shape) != tuple(self.shape):
             grad_input.resize_(self.shape)
         if tuple(grad_input.shape) != tuple(self.shape) or U.has_internal_overlap(grad_input) \
                 or U.overlaps(grad_input, self) or U.overlaps(grad_input, grad_output):
-            return NotImplemented
+            return decline("grad_input= of the wrong shape, or overlapping an input")
         res = grad_input
     else:
         res = U.new_output(tuple(self.shape), self.dtype, [self])
@@ -401,7 +401,7 @@ def log_sigmoid_backward(grad_output: Any, self: Any, buffer: Any, *, grad_input
     """``aten::log_sigmoid_backward``: ``(max_deriv - sign z / (1 + z)) g`` from the forward's buffer ``z``."""
     if not all(U.is_trn(t) for t in (grad_output, self, buffer)) or not (
             grad_output.dtype == self.dtype == buffer.dtype) or tuple(buffer.shape) != tuple(self.shape):
-        return NotImplemented
+        return decline("tensors not trn tensors of one dtype, or buffer not of self's shape")
     return run("log_sigmoid_bw", [grad_output, self, buffer], self.dtype)
 
 
@@ -409,7 +409,7 @@ def prelu_kernel_backward(grad_output: Any, self: Any, weight: Any) -> Any:
     """``aten::_prelu_kernel_backward``: ``(x > 0 ? g : w g, x > 0 ? 0 : x g)`` (both of ``self``'s shape)."""
     if not (U.is_trn(grad_output) and U.is_trn(self) and U.is_trn(weight)) \
             or not (grad_output.dtype == self.dtype == weight.dtype):
-        return NotImplemented
+        return decline("tensors not trn tensors of one dtype")
     gi = run("prelu_bw_x", [grad_output, self, weight], self.dtype)
     if gi is NotImplemented:
         return NotImplemented

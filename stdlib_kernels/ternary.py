@@ -30,7 +30,7 @@ import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels import pointwise as P
-from trnlang.device import lowering
+from trnlang.device import decline, lowering
 
 
 def _lerp(x: Any, y: Any, w: Any) -> Any:
@@ -80,29 +80,29 @@ def run_ternary(op: str, operands: tuple[Any, Any, Any], out: torch.Tensor | Non
     """Launch ``TERNARY_OPS[op]``; operands are device tensors or Python numbers. NotImplemented declines."""
     o = P.classify(operands)
     if o is None or rdt not in P.RESULT_DTYPES:
-        return NotImplemented
+        return decline("operands not trn tensors or numbers of a supported dtype, or an unsupported result dtype")
     ops = [t for t in o.full if t is not None]
     if any(t.dtype == torch.int64 for t in ops) or rdt == torch.int64:
         if P.i64_bound(op, "i32" if "i32" in computes else "f32") is None:
-            return NotImplemented
+            return decline("int64 operands this op cannot compute exactly in 32 bits")
         if not P.ints_in_range(o, 2**31):
-            return NotImplemented
+            return decline("int64 values beyond 2^31")
     shape = P.broadcast_shape(ops)
     if shape is None:
-        return NotImplemented  # the CPU fallback raises torch's own error
+        return decline("operands do not broadcast: torch raises")
     res = P.prepare_out(shape, rdt, ops, out)
     if res is None:
-        return NotImplemented
+        return decline("out= not a trn tensor of the result's shape and dtype, or overlapping an input")
     if res.numel() == 0:
         return res
     scal = P.to_scalars(o, shape, computes)
     if scal is None:
-        return NotImplemented
+        return decline("a scalar operand not representable in the compute type")
     vt = None
     if value is not None:
         vt = P.scalar_operand(value, "i32" if computes[0] == "i32" else "f32")
         if vt is None:
-            return NotImplemented
+            return decline("value= not representable in the compute type")
     P.launch(ternary, op, o.full, scal, vt, res, computes)
     return res
 
@@ -116,7 +116,7 @@ def _ct(dt: torch.dtype) -> str:
 def where(condition: Any, self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     """``self`` where ``condition`` else ``other`` (condition: a bool tensor)."""
     if not U.is_trn(condition) or condition.dtype != torch.bool:
-        return NotImplemented
+        return decline("condition not a bool trn tensor")
     rdt = torch.result_type(self, other)
     c = _ct(rdt)
     return run_ternary("where", (condition, self, other), out, rdt, ("bool", c, c))
@@ -173,16 +173,16 @@ def result_dtype(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> torch.dty
 
 def _clamp(self: Any, lo: Any, hi: Any, out: torch.Tensor | None) -> Any:
     if not U.is_trn(self) or (lo is None and hi is None):
-        return NotImplemented  # no bound: torch raises
+        return decline("self not a trn tensor, or no bound: torch raises")
     rdt = result_dtype(torch.clamp, self, lo, hi)
     if rdt == torch.bool:
-        return NotImplemented
+        return decline("a bool result")
     c = _ct(rdt)
     big = math.inf if c == "f32" else 2**31 - 1
     lo = -big if lo is None else lo
     hi = big if hi is None else hi
     if c == "i32" and any(isinstance(b, float) for b in (lo, hi)):
-        return NotImplemented
+        return decline("float bounds on an integer tensor")
     return run_ternary("clamp", (self, lo, hi), out, rdt, (c, c, c))
 
 
@@ -194,7 +194,7 @@ def clamp(self: Any, min: Any = None, max: Any = None, *, out: torch.Tensor | No
         >>> x.clamp(min=0.0)  # doctest: +SKIP
     """
     if isinstance(min, complex) or isinstance(max, complex):
-        return NotImplemented
+        return decline("complex bounds")
     return _clamp(self, min, max, out)
 
 
@@ -220,7 +220,7 @@ def lerp_scalar(self: Any, end: Any, weight: Any, *, out: torch.Tensor | None = 
     """``self + weight * (end - self)`` (torch's two-sided formula) with a number weight."""
     rdt = _float_result(self, end)
     if rdt is None or U.scalar_value(weight) is None or isinstance(U.scalar_value(weight), complex):
-        return NotImplemented
+        return decline("not float operands, or a missing or complex weight")
     return run_ternary("lerp", (self, end, U.scalar_value(weight)), out, rdt, ("f32", "f32", "f32"))
 
 
@@ -229,22 +229,22 @@ def lerp_tensor(self: Any, end: Any, weight: Any, *, out: torch.Tensor | None = 
     """``self + weight * (end - self)`` with a tensor weight."""
     rdt = _float_result(self, end, weight)
     if rdt is None:
-        return NotImplemented
+        return decline("not float operands")
     return run_ternary("lerp", (self, end, weight), out, rdt, ("f32", "f32", "f32"))
 
 
 def _addc(op: str, self: Any, tensor1: Any, tensor2: Any, value: Any, out: torch.Tensor | None) -> Any:
     if not all(U.is_trn(t) for t in (self, tensor1, tensor2)):
-        return NotImplemented
+        return decline("not all trn tensors")
     rdt = result_dtype(getattr(torch, op), self, tensor1, tensor2, value=value)
     if op == "addcdiv" and not rdt.is_floating_point:
-        return NotImplemented  # torch raises for integer addcdiv
+        return decline("integer addcdiv: torch raises")
     v = U.scalar_value(value)
     if v is None or isinstance(v, complex) or rdt == torch.bool:
-        return NotImplemented
+        return decline("a missing or complex value, or a bool result")
     c = _ct(rdt)
     if c == "i32" and isinstance(v, float):
-        return NotImplemented
+        return decline("a float value on integer tensors")
     return run_ternary(op, (self, tensor1, tensor2), out, rdt, (c, c, c), value=v)
 
 
