@@ -29,7 +29,7 @@ import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels import tiling as T
-from trnlang.device import lowering, memory
+from trnlang.device import decline, lowering, memory
 
 _I32_MIN, _I32_MAX = -2**31, 2**31 - 1
 #: identity of each combine op (the ``other=`` of masked loads), fp32 and int32.
@@ -340,14 +340,14 @@ def _simple(self: Any, dim: Any, keepdim: bool, odt: torch.dtype, op: str, pre: 
             p: float = 0.0, empty_value: Any = None, ints: bool = False) -> Any:
     """Reduce ``self`` over ``dim`` into a new ``odt`` tensor; ``post="div"`` divides by the reduced count."""
     if not U.is_trn(self) or self.is_conj() or self.is_neg():
-        return NotImplemented
+        return decline("self not a trn tensor, or a conj/neg bit")
     if self.dtype not in U.FLOAT_DTYPES and not (ints and self.dtype in (torch.int32, torch.bool, torch.int64)):
-        return NotImplemented
+        return decline("a dtype this reduction has no kernel for")
     if self.dtype == torch.bool and op in ("max", "min") and odt != torch.bool:
-        return NotImplemented
+        return decline("max/min of bool into a non-bool result")
     red = _dims(self, dim)
     if red is None:
-        return NotImplemented
+        return decline("dims out of range or repeated: torch raises")
     out = torch.empty(_out_shape(self, red, keepdim), dtype=odt, device="trn")
     r = U.prod(self.shape[d] for d in range(self.dim()) if d not in red)
     c = U.prod(self.shape[d] for d in red)
@@ -355,7 +355,7 @@ def _simple(self: Any, dim: Any, keepdim: bool, odt: torch.dtype, op: str, pre: 
         return out
     if c == 0:
         if empty_value is None:
-            return NotImplemented  # torch raises (no identity): let the fallback say so
+            return decline("an empty reduction without an identity: torch raises")
         return out.fill_(empty_value)
     if self.dim() == 0:
         x2 = U.view(self, (1, 1), (1, 1), self.storage_offset())
@@ -391,19 +391,19 @@ def _int_sum_ok(self: torch.Tensor, dim: Any) -> bool:
 
 def _sum(self: Any, dim: Any, keepdim: bool, dtype: torch.dtype | None) -> Any:
     if not U.is_trn(self):
-        return NotImplemented
+        return decline("self not a trn tensor")
     if self.dtype == torch.bool and dtype in (None, torch.int64, torch.int32):
         if self.numel() >= 2**31:
-            return NotImplemented
+            return decline("a bool sum over 2^31 or more elements (int32 counts)")
         return _simple(self, dim, keepdim, dtype or torch.int64, "sum", empty_value=0, ints=True)
     if self.dtype in (torch.int64, torch.int32) and dtype in (None, torch.int64, self.dtype):
         # int32 accumulation, exact when the values are small enough (counts: masked means, prod's zero counts)
         if not _int_sum_ok(self, dim):
-            return NotImplemented
+            return decline("int64/int32 values whose sum may leave int32")
         return _simple(self, dim, keepdim, torch.int64 if dtype is None else dtype, "sum", empty_value=0, ints=True)
     odt = _float_out(self, dtype)
     if odt is None or self.dtype not in U.FLOAT_DTYPES:
-        return NotImplemented
+        return decline("not a float input, or an unsupported dtype=")
     return _simple(self, dim, keepdim, odt, "sum", empty_value=0.0)
 
 
@@ -426,7 +426,7 @@ def mean_dim(self: torch.Tensor, dim: Sequence[int] | None, keepdim: bool = Fals
     """Mean over ``dim`` (all dims for None or [])."""
     odt = _float_out(self, dtype)
     if odt is None:
-        return NotImplemented
+        return decline("a non-float input or dtype=")
     return _simple(self, dim, keepdim, odt, "sum", post="div", empty_value=math.nan)
 
 
@@ -441,7 +441,7 @@ def prod_dim(self: torch.Tensor, dim: int, keepdim: bool = False, *, dtype: torc
     """Product over one dim (fp32 on chip)."""
     odt = _float_out(self, dtype)
     if odt is None:
-        return NotImplemented
+        return decline("a non-float input or dtype=")
     return _simple(self, [dim], keepdim, odt, "prod", empty_value=1.0)
 
 
@@ -450,7 +450,7 @@ def prod_all(self: torch.Tensor, *, dtype: torch.dtype | None = None) -> Any:
     """Product of all elements."""
     odt = _float_out(self, dtype)
     if odt is None:
-        return NotImplemented
+        return decline("a non-float input or dtype=")
     return _simple(self, None, False, odt, "prod", empty_value=1.0)
 
 
@@ -464,7 +464,7 @@ def _minmax(self: Any, dim: Any, keepdim: bool, op: str) -> Any:
         from stdlib_kernels.pointwise import int64_ok
 
         if not int64_ok(self, 2**31):
-            return NotImplemented
+            return decline("int64 values beyond 2^31")
     return _simple(self, dim, keepdim, self.dtype, op, ints=True)
 
 
@@ -494,24 +494,24 @@ def min_all(self: torch.Tensor) -> Any:
 
 def _arg(self: Any, dim: int | None, keepdim: bool, op: str, with_values: bool) -> Any:
     if not U.is_trn(self) or self.dtype not in _MINMAX_DTYPES + (torch.int64,) or self.is_conj() or self.is_neg():
-        return NotImplemented
+        return decline("self not a trn tensor of a supported dtype, or a conj/neg bit")
     if self.dtype == torch.int64 and self.numel():
         from stdlib_kernels.pointwise import int64_ok
 
         if not int64_ok(self, 2**31):
-            return NotImplemented  # values beyond int32: the int32 compares would wrap
+            return decline("int64 values beyond 2^31 (int32 compares would wrap)")
     nd = self.dim()
     if dim is None:
         red = list(range(nd))
         shape = [1] * nd if keepdim else []
     else:
         if not -max(nd, 1) <= dim < max(nd, 1):
-            return NotImplemented
+            return decline("dim out of range: torch raises")
         d = dim % max(nd, 1)
         red = [d] if nd else []
         shape = _out_shape(self, red, keepdim)
     if U.prod(self.shape[d] for d in red) == 0 or self.numel() == 0:
-        return NotImplemented  # torch raises for an empty reduction
+        return decline("an empty reduction: torch raises")
     idx = torch.empty(shape, dtype=torch.int64, device="trn")
     vals = torch.empty(shape, dtype=self.dtype, device="trn") if with_values else None
     r = U.prod(self.shape[d] for d in range(nd) if d not in red)
@@ -538,7 +538,7 @@ def min_dim(self: torch.Tensor, dim: int, keepdim: bool = False) -> Any:
 def argmax(self: torch.Tensor, dim: int | None = None, keepdim: bool = False) -> Any:
     """Index of the first maximum (over the flattened tensor for ``dim=None``)."""
     if self.dtype == torch.bool:
-        return NotImplemented  # torch: "argmax(): does not support bool input"
+        return decline("bool input: torch raises")
     return _arg(self, dim, keepdim, "max", False)
 
 
@@ -546,7 +546,7 @@ def argmax(self: torch.Tensor, dim: int | None = None, keepdim: bool = False) ->
 def argmin(self: torch.Tensor, dim: int | None = None, keepdim: bool = False) -> Any:
     """Index of the first minimum."""
     if self.dtype == torch.bool:
-        return NotImplemented
+        return decline("bool input: torch raises")
     return _arg(self, dim, keepdim, "min", False)
 
 
@@ -557,13 +557,13 @@ _LOGIC_DTYPES = (*U.FLOAT_DTYPES, torch.int32, torch.bool)
 def _logic(self: Any, dim: Any, keepdim: bool, op: str) -> Any:
     """all = min over (x != 0), any = max over (x != 0), as fp32 0/1 stored into a bool tensor."""
     if not U.is_trn(self) or self.dtype not in _LOGIC_DTYPES:
-        return NotImplemented
+        return decline("self not a trn tensor of a supported dtype")
     if isinstance(dim, int):
         dim = [dim]
     # dim=[] reduces nothing (torch: a no-op, the result is x != 0), unlike dim=None
     red = [] if dim is not None and len(dim) == 0 else _dims(self, dim)
     if red is None:
-        return NotImplemented
+        return decline("dims out of range or repeated: torch raises")
     if self.dim() == 0 and dim:
         red = []
     out = torch.empty(_out_shape(self, red, keepdim), dtype=torch.bool, device="trn")
@@ -622,12 +622,12 @@ def vector_norm(self: torch.Tensor, ord: Any = 2, dim: Sequence[int] | None = No
     """``linalg.vector_norm`` for any real ``ord`` (2, 1, inf, -inf, 0, general p); fp32 on chip."""
     odt = _float_out(self, dtype)
     if odt is None or isinstance(ord, complex) or (isinstance(ord, torch.Tensor)):
-        return NotImplemented
+        return decline("a non-float input or dtype=, or a complex/tensor ord")
     o = float(ord)
     if math.isnan(o):
-        return NotImplemented
+        return decline("ord is NaN")
     if self.numel() == 0 and o < 0:
-        return NotImplemented  # torch raises for negative orders over empty dims
+        return decline("a negative ord over an empty input: torch raises")
     if o == math.inf:
         return _simple(self, dim, keepdim, odt, "max", pre="abs")
     if o == -math.inf:
@@ -654,10 +654,10 @@ def logsumexp(self: torch.Tensor, dim: Sequence[int], keepdim: bool = False) -> 
 # --- var / std ---------------------------------------------------------------------------------------------
 def _var(self: Any, dim: Any, correction: Any, keepdim: bool, std: bool, with_mean: bool) -> Any:
     if not U.is_trn(self) or self.dtype not in U.FLOAT_DTYPES or self.is_conj() or self.is_neg():
-        return NotImplemented
+        return decline("self not a float trn tensor, or a conj/neg bit")
     red = _dims(self, dim)
     if red is None:
-        return NotImplemented
+        return decline("dims out of range or repeated: torch raises")
     corr = 1.0 if correction is None else float(correction)
     shape = _out_shape(self, red, keepdim)
     out = torch.empty(shape, dtype=self.dtype, device="trn")
