@@ -24,7 +24,7 @@ import torch
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.unary import DTYPES, EW_OPS, logit_bounds, run
-from trnlang.device import REGISTRY, decline, lowering
+from trnlang.device import REGISTRY, Accepts, decline, lowering
 
 _SQRT1_2 = 0.7071067811865476
 _INV_SQRT_2PI = 0.3989422804014327
@@ -176,9 +176,9 @@ EW_OPS.update({
 })
 
 
-def _register(name: str, fn: Any) -> None:
+def _register(name: str, fn: Any, accepts: Accepts | None = None) -> None:
     if f"aten::{name}" not in REGISTRY:
-        lowering(f"aten::{name}", dtypes=DTYPES)(fn)
+        lowering(f"aten::{name}", dtypes=DTYPES, accepts=accepts)(fn)
 
 
 def _fw(op: str, self: Any, params: tuple, out: torch.Tensor | None) -> Any:
@@ -254,8 +254,6 @@ def _halves(self: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor] |
 
 def glu(self: Any, dim: int = -1, *, out: torch.Tensor | None = None) -> Any:
     """``aten::glu``: ``a sigmoid(b)`` for the halves ``a``, ``b`` of ``dim`` (strided views, no copies)."""
-    if not U.is_trn(self) or self.dtype not in DTYPES:
-        return decline("self not a trn tensor of a supported dtype")
     hv = _halves(self, dim)
     if hv is None:
         return decline("an odd size or 0-dim input: torch raises")
@@ -264,15 +262,11 @@ def glu(self: Any, dim: int = -1, *, out: torch.Tensor | None = None) -> Any:
 
 def prelu_kernel(self: Any, weight: Any) -> Any:
     """``aten::_prelu_kernel``: ``x > 0 ? x : weight x`` (weight broadcast to ``self`` with stride-0 views)."""
-    if not (U.is_trn(self) and U.is_trn(weight)) or self.dtype != weight.dtype:
-        return decline("self and weight not trn tensors of one dtype")
     return run("prelu", [self, weight], self.dtype)
 
 
 def log_sigmoid_forward(self: Any, *, output: Any = None, buffer: Any = None) -> Any:
     """``aten::log_sigmoid_forward``: ``(min(x, 0) - log1p(z), z)`` with ``z = exp(-|x|)`` (torch's CPU buffer)."""
-    if not U.is_trn(self) or self.dtype not in DTYPES:
-        return decline("self not a trn tensor of a supported dtype")
     out = run("log_sigmoid", [self], self.dtype)
     buf = run("log_sigmoid_buf", [self], self.dtype)
     return out, buf
@@ -280,9 +274,12 @@ def log_sigmoid_forward(self: Any, *, output: Any = None, buffer: Any = None) ->
 
 for _name, _fn in (("elu", elu), ("leaky_relu", leaky_relu), ("hardtanh", hardtanh), ("hardsigmoid", hardsigmoid),
                    ("hardswish", hardswish), ("mish", mish), ("softshrink", softshrink), ("hardshrink", hardshrink),
-                   ("threshold", threshold), ("glu", glu), ("_prelu_kernel", prelu_kernel),
-                   ("log_sigmoid_forward", log_sigmoid_forward)):
+                   ("threshold", threshold)):
     _register(_name, _fn)
+# the declarative form: these check nothing themselves (dtypes= and accepts= say what they take)
+_register("glu", glu, Accepts(tensors=("self",)))
+_register("_prelu_kernel", prelu_kernel, Accepts(tensors=("self", "weight"), same_dtype=True))
+_register("log_sigmoid_forward", log_sigmoid_forward, Accepts(tensors=("self",)))
 
 
 # ------------------------------------------------------------------------------------------ backward

@@ -25,10 +25,14 @@ lowering:
    own; because our function takes an ``out`` keyword it gets the destination
    tensor directly instead of allocating one. Broadcasting and strided inputs
    are made dense first with ``expand(...).contiguous()`` (a view and a native
-   copy kernel). Calls the lowering does not handle (other dtypes, a Python
-   number as ``other``) fall back: dtypes outside ``dtypes=`` automatically,
-   the rest by returning ``trn.decline("why")``, which sends that one call
-   through the CPU fallback and records the reason: it shows in the fallback
+   copy kernel). What the lowering handles is *declared* next to it:
+   ``dtypes=`` and ``accepts=td.Accepts(tensors=("self", "other"))`` (both
+   operands ``trn`` tensors; ``Accepts`` can also require contiguity and bound
+   sizes and ranks). Calls outside the declaration (another dtype, a Python
+   number or CPU tensor as ``other``) never reach the function: they run
+   through the CPU fallback with the rule as their reason. What only the code
+   can decide is declined inside it with ``trn.decline("why")`` (here: an
+   ``out=`` of another layout). Either way the reason shows in the fallback
    warning, in the ``TRN_FALLBACK=error`` message, in
    ``trn.fallback_reasons()`` and in ``trn coverage``'s report.
 4. Check: no fallback is counted any more, the result matches the CPU, and the
@@ -78,11 +82,9 @@ def logaddexp_kernel(a, b, out):
 
 # --- step 3: the lowering ----------------------------------------------------------------------------------
 def register_logaddexp_lowering() -> None:
-    @td.lowering("aten::logaddexp", dtypes=(torch.float32,))
+    @td.lowering("aten::logaddexp", dtypes=(torch.float32,), accepts=td.Accepts(tensors=("self", "other")))
     def logaddexp(self, other, *, out=None):
         """``aten::logaddexp`` on ``trn`` (and, routed, ``logaddexp.out``) for float32 tensors."""
-        if not isinstance(other, torch.Tensor) or other.device != self.device:
-            return trn.decline("other is not a trn tensor")  # -> this call runs on the CPU
         shape = torch.broadcast_shapes(self.shape, other.shape)
         if out is None:
             out = torch.empty(shape, dtype=self.dtype, device=self.device)
@@ -142,11 +144,11 @@ def main() -> None:
     h = torch.logaddexp(at.bfloat16(), bt.bfloat16()).cpu()
     torch.testing.assert_close(h, torch.logaddexp(a.bfloat16(), b.bfloat16()))
     print("a bfloat16 call (not in dtypes) runs through the fallback -> fallback_stats() =", trn.fallback_stats())
-    # a call the lowering declines says why: here a Python number as `other`
+    # a call outside the declaration says why: here a CPU tensor as `other`
     torch.testing.assert_close(torch.logaddexp(at, torch.tensor(2.0)).cpu(), torch.logaddexp(a, torch.tensor(2.0)))
     why = trn.fallback_reasons().get("aten::logaddexp", {})
     print("why those calls left the device -> fallback_reasons() =", why)
-    assert why.get("other is not a trn tensor") == 1 and why.get("dtype bfloat16 not among the lowering's dtypes") == 1
+    assert why.get("other not a trn tensor") == 1 and why.get("dtype bfloat16 not among the lowering's dtypes") == 1
 
     # what `trn coverage` reads: the registry as data
     table = td.registry_table()

@@ -29,12 +29,13 @@ import sys
 import warnings
 from typing import Any
 
-__all__ = ["register", "is_registered", "lowering", "register_decomposition", "REGISTRY", "registry_table",
+__all__ = ["register", "is_registered", "lowering", "Accepts", "register_decomposition", "REGISTRY", "registry_table",
            "fallback_stats", "fallback_reasons", "reset_fallback_stats", "decline", "FallbackError",
            "FallbackWarning"]
 
 _LAZY = {
     "lowering": ("trnlang.device.registry", "lowering"),
+    "Accepts": ("trnlang.device.registry", "Accepts"),
     "register_decomposition": ("trnlang.device.registry", "register_decomposition"),
     "REGISTRY": ("trnlang.device.registry", "REGISTRY"),
     "registry_table": ("trnlang.device.registry", "registry_table"),

@@ -13,8 +13,10 @@ Trap 1 of the device notes: functional and in-place ops often reach the backend 
 ``.out`` variant, so registering a functional op also routes its in-place and ``out=``
 variants to the same function, unless they are registered themselves.
 
-A lowering may decline a call by returning ``NotImplemented``; the call then runs through the
-CPU fallback (and is counted as one). Calls with tensor dtypes outside ``dtypes`` fall back too.
+What a lowering accepts is declared where it is registered: ``dtypes=`` and ``accepts=Accepts(...)``
+(which arguments must be ``trn`` tensors, conj/neg bits, contiguity, size and rank limits); a call outside
+the declaration runs through the CPU fallback with a reason naming the rule, and ``trn coverage`` prints
+the declaration. A lowering may also decline a call itself with ``decline("why")``.
 
 Example:
     >>> import torch
@@ -37,8 +39,89 @@ import torch
 
 from trnlang.device import fallback
 
-__all__ = ["Lowering", "REGISTRY", "lowering", "register_decomposition", "resolve", "registry_table", "describe",
-           "check_dims", "dim_arg_of", "warn_like_torch"]
+__all__ = ["Accepts", "Lowering", "REGISTRY", "lowering", "register_decomposition", "resolve", "registry_table",
+           "describe", "check_dims", "dim_arg_of", "warn_like_torch"]
+
+
+@dataclass(frozen=True)
+class Accepts:
+    """What a lowering accepts beyond its ``dtypes``, stated once where it is registered.
+
+    A call outside it runs through the CPU fallback before the lowering is called, with a reason that names the
+    rule and the argument (``fallback_reasons()``, the fallback warning, ``trn coverage``). Arguments are named
+    as in the ATen schema (``self``, ``other``, ``weight``, ...); a named argument that is absent or None is not
+    checked.
+
+    Attributes:
+        tensors: arguments that must be ``trn`` tensors (not Python numbers, not CPU tensors).
+        plain: no tensor argument may carry a conj or neg bit.
+        contiguous: arguments that must be contiguous tensors.
+        max_numel: every tensor argument has fewer elements than this (e.g. ``2**31``: int32 offsets).
+        max_dim: every tensor argument has at most this many dims.
+        same_dtype: all tensor arguments share one dtype.
+
+    Example:
+        >>> import torch
+        >>> from trnlang.device import Accepts, lowering
+        >>> @lowering("aten::logaddexp", dtypes=(torch.float32,),
+        ...           accepts=Accepts(tensors=("self", "other"), max_numel=2**31))   # doctest: +SKIP
+        ... def logaddexp(self, other, *, out=None): ...
+        >>> Accepts(tensors=("other",), max_dim=4).describe()
+        'other a trn tensor; at most 4 dims; no conj/neg bit'
+    """
+
+    tensors: tuple[str, ...] = ()
+    plain: bool = True
+    contiguous: tuple[str, ...] = ()
+    max_numel: int | None = None
+    max_dim: int | None = None
+    same_dtype: bool = False
+
+    def describe(self) -> str:
+        """The declaration in words (what ``trn coverage`` prints)."""
+        parts = [f"{', '.join(self.tensors)} {'a trn tensor' if len(self.tensors) == 1 else 'trn tensors'}"] \
+            if self.tensors else []
+        if self.contiguous:
+            parts.append(f"{', '.join(self.contiguous)} contiguous")
+        if self.max_numel is not None:
+            parts.append(f"fewer than {_pow2(self.max_numel)} elements")
+        if self.max_dim is not None:
+            parts.append(f"at most {self.max_dim} dims")
+        if self.same_dtype:
+            parts.append("one dtype")
+        if self.plain:
+            parts.append("no conj/neg bit")
+        return "; ".join(parts)
+
+    def refusal(self, positions: dict[str, int], args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+        """Why this call is outside the declaration (None: it is inside)."""
+        def arg(name: str) -> Any:
+            i = positions.get(name)
+            return args[i] if i is not None and i < len(args) else kwargs.get(name)
+
+        for name in self.tensors:
+            v = arg(name)
+            if v is not None and not (isinstance(v, torch.Tensor) and v.device.type == "trn"):
+                return f"{name} not a trn tensor"
+        for name in self.contiguous:
+            v = arg(name)
+            if isinstance(v, torch.Tensor) and not v.is_contiguous():
+                return f"{name} not contiguous"
+        tensors = [(k, v) for k, v in ((k, arg(k)) for k in positions) if isinstance(v, torch.Tensor)]
+        for k, v in tensors:
+            if self.plain and (v.is_conj() or v.is_neg()):
+                return f"{k} has a conj/neg bit"
+            if self.max_numel is not None and v.numel() >= self.max_numel:
+                return f"{k} has {_pow2(self.max_numel)} or more elements"
+            if self.max_dim is not None and v.dim() > self.max_dim:
+                return f"{k} has more than {self.max_dim} dims"
+        if self.same_dtype and len({v.dtype for _, v in tensors}) > 1:
+            return "tensor arguments of different dtypes"
+        return None
+
+
+def _pow2(n: int) -> str:
+    return f"2^{n.bit_length() - 1}" if n > 0 and n & (n - 1) == 0 else str(n)
 
 
 @dataclass
@@ -56,11 +139,16 @@ class Lowering:
     fast: Callable[..., Any] | None = field(default=None, repr=False)
     dim_arg: tuple[int, str, bool] | None = field(default=None, repr=False)  # (position, name, is a list)
     same_dtype_out: bool = False  # an out= variant whose out must have the input's dtype (_SAME_DTYPE_OUT)
+    accepts: Accepts | None = None
+    arg_positions: dict[str, int] = field(default_factory=dict, repr=False)  # schema name -> position
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON-able description the coverage report prints."""
-        return {"kind": self.kind, "dtypes": [str(d).replace("torch.", "") for d in self.dtypes] if self.dtypes
-                else None, "source": self.source, "routed_from": self.routed_from}
+        d = {"kind": self.kind, "dtypes": [str(d).replace("torch.", "") for d in self.dtypes] if self.dtypes
+             else None, "source": self.source, "routed_from": self.routed_from}
+        if self.accepts is not None:
+            d["accepts"] = self.accepts.describe()
+        return d
 
 
 REGISTRY: dict[str, Lowering] = {}
@@ -229,6 +317,10 @@ def _kernel_for(op: Any, name: str) -> Callable[..., Any]:
         if not simple and _needs_cpu(ent, op, args, kwargs):
             return fallback.run_on_cpu(op, args, kwargs, name=name, reason=_dtype_reason(
                 _first_dtype_outside(ent.dtypes or (), args, kwargs)))
+        if ent.accepts is not None:
+            why = ent.accepts.refusal(ent.arg_positions, args, kwargs)
+            if why is not None:
+                return fallback.run_on_cpu(op, args, kwargs, name=name, reason=why)
         if ent.dim_arg is not None:
             _check_dim_arg(ent.dim_arg, args, kwargs)
         r = ent.fn(*args, **kwargs)
@@ -364,8 +456,8 @@ def _route_out(fn: Callable[..., Any], out_names: list[str], exact: bool = False
 
 
 def lowering(op: str, *, dtypes: tuple[torch.dtype, ...] | list[torch.dtype] | None = None, kind: str = "kernel",
-             variants: bool = True, device_check: bool = True,
-             fast: Callable[..., Any] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+             variants: bool = True, device_check: bool = True, fast: Callable[..., Any] | None = None,
+             accepts: Accepts | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated function as the ``trn`` implementation of the ATen op ``op``.
 
     Args:
@@ -380,6 +472,9 @@ def lowering(op: str, *, dtypes: tuple[torch.dtype, ...] | list[torch.dtype] | N
         fast: a function tried first for calls without keyword arguments; it returns the result, or
             None to let the lowering run (see :mod:`trnlang.device.fastlane`). Only the op itself,
             not its in-place and ``out=`` variants.
+        accepts: what else the function handles (:class:`Accepts`: trn-tensor arguments, conj/neg bits,
+            contiguity, size and rank limits); other calls run through the CPU fallback with the rule as
+            their reason. Checked after the fast lane (a ``fast`` function must check for itself).
 
     Returns:
         A decorator returning the function unchanged.
@@ -397,8 +492,13 @@ def lowering(op: str, *, dtypes: tuple[torch.dtype, ...] | list[torch.dtype] | N
         dt = tuple(dtypes) if dtypes is not None else None
         takes_out = "out" in inspect.signature(fn).parameters
         check = device_check and kind not in ("plumbing", "cpu")
+        pos = {a.name: i for i, a in enumerate(ov._schema.arguments)}
+        if accepts is not None:
+            unknown = [a for a in (*accepts.tensors, *accepts.contiguous) if a not in pos]
+            if unknown:
+                raise ValueError(f"accepts= names {unknown}, not arguments of {name} ({', '.join(pos)})")
         REGISTRY[name] = Lowering(name, kind, dt, _source(fn), fn, None, takes_out, check, fast,
-                                  dim_arg_of(ov, name))
+                                  dim_arg_of(ov, name), accepts=accepts, arg_positions=pos)
         _register_torch(ov, name)
         if variants:
             for vop, how in _variants(ov):
@@ -415,7 +515,9 @@ def lowering(op: str, *, dtypes: tuple[torch.dtype, ...] | list[torch.dtype] | N
                     vfn = fn if takes_out and outs == ["out"] else _route_out(fn, outs, name in _EXACT_OUT, infer)
                 REGISTRY[vname] = Lowering(vname, kind, dt, REGISTRY[name].source, vfn, name, False, check,
                                            dim_arg=dim_arg_of(vop, vname, name),
-                                           same_dtype_out=how == "out" and name in _SAME_DTYPE_OUT)
+                                           same_dtype_out=how == "out" and name in _SAME_DTYPE_OUT,
+                                           accepts=accepts,
+                                           arg_positions={a.name: i for i, a in enumerate(vop._schema.arguments)})
                 _register_torch(vop, vname)
         return fn
 
