@@ -199,7 +199,9 @@ def _cache_paths() -> tuple[str, str, str]:
 
     Nothing is created: ``trn cache info`` on a fresh machine must not make directories.
     """
-    base = os.environ.get("TRN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "trnlang")
+    from trnlang import config
+
+    base = config.read().cache_dir  # the environment as it is now (the snapshot is not replaced)
     return base, os.path.join(base, f"jit-{os.getuid()}"), os.path.join(base, "autotune")
 
 

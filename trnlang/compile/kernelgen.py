@@ -24,6 +24,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
+from trnlang import config as _config
 from trnlang.compile.fuse import COL, FULL, ROW, SCALAR, Group, operand_role, same_size
 from trnlang.compile.ops import POINTWISE, REDUCTIONS, extra_kwargs, literal
 
@@ -45,8 +46,7 @@ def rows_per_tile(cols: int) -> int:
 
 def num_programs() -> int:
     """Programs in a generated kernel's grid: ``TRN_NUM_THREADS`` or the host's cores."""
-    env = os.environ.get("TRN_NUM_THREADS")
-    return max(1, int(env)) if env else max(1, os.cpu_count() or 1)
+    return _config.current.num_threads
 
 
 @dataclass

@@ -59,6 +59,8 @@ from typing import Any
 
 import torch
 
+from trnlang import config as _config
+
 __all__ = ["Interconnect", "INTERCONNECTS", "interconnect", "collective_time_s", "payload_bytes", "KIND",
            "CollectiveRecord", "CollectiveLog", "record", "trace_path"]
 
@@ -117,7 +119,7 @@ def interconnect(target: str | None = None) -> Interconnect:
         >>> interconnect("trn1").name
         'NeuronLink-v2'
     """
-    name = target or os.environ.get("TRN_TARGET", "").strip() or "trn2"
+    name = target or (_config.current.target or "").strip() or "trn2"
     try:
         return INTERCONNECTS[name]
     except KeyError:
@@ -262,7 +264,7 @@ class CollectiveLog:
         bw = (f"{lk.bandwidth_bytes_per_s / 2**30:.0f} GiB/s" if lk.bandwidth_bytes_per_s % 2**30 == 0
               else f"{lk.bandwidth_bytes_per_s / 1e12:.2f} TB/s")
         n = len(self.records)
-        lines = [f"collectives on {lk.name} ({self.target or os.environ.get('TRN_TARGET') or 'trn2'}, {bw} per "
+        lines = [f"collectives on {lk.name} ({self.target or _config.current.target or 'trn2'}, {bw} per "
                  f"device, {lk.latency_s * 1e6:.1f} us per step, {self.algorithm}): {n} call{'s' * (n != 1)}, "
                  f"{self.total_s * 1e6:.2f} us simulated"]
         if n:

@@ -23,7 +23,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -374,7 +373,9 @@ def get_target(name: str | None = None) -> Target:
     """
     source = ""
     if not name:
-        name = os.environ.get("TRN_TARGET", "").strip()
+        from trnlang import config  # TRN_TARGET, read once like every TRN_* setting
+
+        name = (config.current.target or "").strip()
         source = " (from TRN_TARGET)" if name else ""
         name = name or DEFAULT_TARGET
     target = TARGETS.get(name.strip().lower())
