@@ -77,6 +77,10 @@ def register() -> None:
         from trnlang.device import plumbing  # noqa: F401  (registers the plumbing lowerings)
 
         torch_patches.apply_all()  # every change to torch outside PrivateUse1: one table
+        from trnlang.device import memory
+        from trnlang.runtime.devices import set_foreign_storage_resolver
+
+        set_foreign_storage_resolver(memory.foreign_block)  # DLPack / from_blob storages
         from trnlang import distributed
 
         distributed.register()  # the c10d backend "trn" (a few dict entries; its kernels wait for a trn group)

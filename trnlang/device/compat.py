@@ -68,6 +68,23 @@ def _patch_printing() -> None:
     ts._tensor_str = _tensor_str
 
 
+def _patch_dlpack_device() -> None:
+    orig = torch.Tensor.__dlpack_device__
+    if getattr(orig, "_trn_patched", False):
+        return
+
+    @functools.wraps(orig)
+    def __dlpack_device__(self: torch.Tensor) -> Any:  # noqa: N807 - the protocol's name
+        if self.device.type == "trn" and not torch.overrides.has_torch_function_unary(self):
+            from torch.utils.dlpack import DLDeviceType
+
+            return DLDeviceType.kDLExtDev, self.device.index or 0
+        return orig(self)
+
+    __dlpack_device__._trn_patched = True  # type: ignore[attr-defined]
+    torch.Tensor.__dlpack_device__ = __dlpack_device__  # type: ignore[method-assign]
+
+
 def _trn_tag(obj: Any) -> str | None:
     if obj.device.type == "trn":
         return "trn" if obj.device.index is None else f"trn:{obj.device.index}"

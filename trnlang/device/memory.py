@@ -231,10 +231,32 @@ def empty_cache() -> None:
 
 
 def block_of(t: torch.Tensor) -> HbmBlock:
-    """The HBM block behind a ``trn`` tensor (raises for tensors not made by the device layer)."""
-    blk = getattr(t.untyped_storage(), "_trn_block", None)
+    """The HBM block behind a ``trn`` tensor (its storage's memory adopted if made elsewhere, e.g. DLPack)."""
+    st = t.untyped_storage()
+    blk = getattr(st, "_trn_block", None)
+    if blk is None:
+        blk = foreign_block(st)
     if blk is None:
         raise RuntimeError("trn: this tensor's storage has no device memory attached (not created by trnlang)")
+    return blk
+
+
+def foreign_block(storage: Any) -> HbmBlock | None:
+    """Adopt the memory of a ``trn`` storage made outside the device layer as its block.
+
+    ``torch.from_dlpack`` of a ``trn`` tensor's capsule (and C++ ``from_blob`` on the device) make storages
+    over memory torch was handed: device memory is host memory, so that memory *is* the block. The
+    block keeps the storage (and so the memory's owner) alive; it is attached as the storage's ``_trn_block``,
+    so later launches and CPU views find it directly. None for storages that are not ``trn`` or have no bytes
+    behind a null pointer.
+    """
+    if storage.device.type != DEVICE.type:
+        return None
+    ptr, n = storage.data_ptr(), storage.nbytes()
+    if not ptr and n:
+        return None
+    blk = HbmBlock(storage, ptr, n)
+    storage._trn_block = blk
     return blk
 
 

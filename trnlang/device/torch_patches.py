@@ -59,6 +59,12 @@ def _printing() -> None:
     compat._patch_printing()
 
 
+def _dlpack_device() -> None:
+    from trnlang.device import compat
+
+    compat._patch_dlpack_device()
+
+
 def _storage_new() -> None:
     from trnlang.device import compat
 
@@ -137,6 +143,14 @@ PATCHES: tuple[Patch, ...] = (
           (_T + "test_tensors.py::test_deepcopy_and_storage_ops",
            _T + "test_torch_patches.py::test_cpu_storage_construction_unchanged"),
           "when a Python backend can register a PrivateUse1 allocator", _storage_new),
+    Patch("torch.Tensor.__dlpack_device__", "monkeypatch",
+          "torch.from_dlpack(t) / t.__dlpack_device__() on a trn tensor raised 'Unknown device type trn': torch "
+          "maps the PrivateUse1 device to DLPack's kDLExtDev only while the backend keeps the name "
+          "'privateuse1'. A trn tensor answers (kDLExtDev, index), what torch's C++ exporter already writes "
+          "into the capsule; other devices: torch's method, unchanged", "2.13",
+          (_T + "test_foreign_storage.py::test_torch_from_dlpack_of_a_trn_tensor_aliases_it",
+           _T + "test_foreign_storage.py::test_cpu_dlpack_unchanged"),
+          "when torch compares the device type with torch._C._get_privateuse1_backend_name()", _dlpack_device),
     Patch("torch.UntypedStorage.resize_", "monkeypatch",
           "FSDP2 frees and re-allocates unsharded parameters with storage.resize_(0) / resize_(n); torch sends a "
           "PrivateUse1 storage's resize to a C++ hook a Python backend cannot implement. A trn storage is "

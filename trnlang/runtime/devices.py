@@ -31,7 +31,23 @@ from trnlang.frontend.errors import DTypeError, LaunchError
 from trnlang.ir.nodes import HbmTensor, SourceLoc
 from trnlang.ir.types import DType, to_dtype, torch_dtype
 
-__all__ = ["describe_device_tensor", "alloc_device", "device_array"]
+__all__ = ["describe_device_tensor", "alloc_device", "device_array", "set_foreign_storage_resolver"]
+
+#: ``fn(storage) -> block or None``: the memory block of a ``trn`` storage the device layer did not make
+#: (``torch.from_dlpack``, C++ ``from_blob``); set by the device layer when it registers
+_FOREIGN: list[Any] = []
+
+
+def set_foreign_storage_resolver(fn: Any) -> None:
+    """Install ``fn(untyped_storage) -> block | None``, asked for ``trn`` storages without ``_trn_block``
+    (memory made outside the device layer: DLPack capsules, C++ ``from_blob``); the device layer calls this
+    when it registers.
+
+    Example:
+        >>> from trnlang.runtime.devices import set_foreign_storage_resolver
+        >>> set_foreign_storage_resolver(lambda storage: None)   # doctest: +SKIP
+    """
+    _FOREIGN[:] = [fn]
 
 
 def _check_device(t: Any, name: str) -> None:
@@ -41,7 +57,10 @@ def _check_device(t: Any, name: str) -> None:
 
 def _block(t: Any, name: str | None = None) -> Any:
     """The memory block behind a ``trn`` tensor (the device memory protocol: ``np_bytes()``)."""
-    blk = getattr(t.untyped_storage(), "_trn_block", None)
+    st = t.untyped_storage()
+    blk = getattr(st, "_trn_block", None)
+    if blk is None and _FOREIGN:
+        blk = _FOREIGN[0](st)
     if blk is None:
         what = f"argument {name!r}: this trn tensor" if name else "this trn tensor"
         raise LaunchError(f"{what} has no device memory attached")
