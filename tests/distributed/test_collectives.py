@@ -215,43 +215,55 @@ def collectives_worker(rank: int, world: int) -> dict[str, Any]:
                 except Exception as e:  # the error is the result compared (e.g. AVG on integers)
                     got = f"raised {type(e).__name__}: {str(e).splitlines()[0]}"
                 out.setdefault(f"{str(dtype)[6:]}/{name}", {})[dev] = got
-    out["_inline"] = _count_gloo_allreduces(rank)
+    out["_inline"] = _trace_gloo_calls(rank)
     return out
 
 
-def _count_gloo_allreduces(rank: int) -> dict[str, Any]:
-    """Which checked all-reduces on trn reach gloo's all-reduce, and which ride in the agreement frame."""
+#: (name, numel, dtype, op) of the all-reduces :func:`_trace_gloo_calls` runs in this order, each once
+_SEQUENCE = [("f32_sum_small", 8, torch.float32, "SUM"), ("i64_max_small", 8, torch.int64, "MAX"),
+             ("bf16_product_small", 8, torch.bfloat16, "PRODUCT"),
+             ("f32_max_small", 8, torch.float32, "MAX"),  # NaN rules: gloo's
+             ("f32_avg_small", 8, torch.float32, "AVG"), ("f32_sum_32KiB", 8192, torch.float32, "SUM"),
+             ("f32_sum_32KiB_again", 8192, torch.float32, "SUM"), ("i64_sum_40KiB_after", 5120, torch.int64, "SUM"),
+             ("bf16_sum_24KiB_fits", 12288, torch.bfloat16, "SUM"), ("f32_sum_80KiB", 5 * 2**12, torch.float32, "SUM"),
+             ("f32_sum_80KiB_again", 5 * 2**12, torch.float32, "SUM"),
+             ("f32_sum_32KiB_after_80", 8192, torch.float32, "SUM"),
+             ("f32_sum_1MiB", 2**18, torch.float32, "SUM"), ("f32_sum_1MiB_2", 2**18, torch.float32, "SUM"),
+             ("f32_sum_1MiB_3", 2**18, torch.float32, "SUM"), ("f32_sum_1MiB_4", 2**18, torch.float32, "SUM"),
+             ("f32_sum_1MiB_5", 2**18, torch.float32, "SUM"), ("f32_sum_512KiB_after", 2**17, torch.float32, "SUM"),
+             ("f32_max_small_after", 8, torch.float32, "MAX"), ("f32_sum_1MiB_6", 2**18, torch.float32, "SUM")]
+
+
+def _trace_gloo_calls(rank: int) -> dict[str, Any]:
+    """Which gloo operations each checked all-reduce on trn posts, in order: ``G`` the agreement frame's
+    all-gather, ``R`` an all-reduce (the real one or speculative scratch), and the value it leaves."""
     import torch.distributed as dist
     from torch._C._distributed_c10d import ProcessGroupGloo
 
-    calls: list[int] = []
-    orig = ProcessGroupGloo.allreduce
+    from trnlang.distributed import c10d
 
-    def counting(self: Any, *args: Any) -> Any:
-        calls.append(1)
-        return orig(self, *args)
+    c10d._group_of(dist.group.WORLD.boxed())[0].forget()  # every rank at this point: the same history
+    calls: list[str] = []
+    orig = ProcessGroupGloo.allreduce, ProcessGroupGloo._allgather_base
 
-    ProcessGroupGloo.allreduce = counting  # type: ignore[method-assign]
+    def allreduce(self: Any, *args: Any) -> Any:
+        calls.append("R")
+        return orig[0](self, *args)
+
+    def allgather(self: Any, *args: Any) -> Any:
+        calls.append("G")
+        return orig[1](self, *args)
+
+    ProcessGroupGloo.allreduce, ProcessGroupGloo._allgather_base = allreduce, allgather  # type: ignore[method-assign]
     out: dict[str, Any] = {}
     try:
-        for name, n, dtype, op in [("f32_sum_small", 8, torch.float32, dist.ReduceOp.SUM),
-                                   ("i64_max_small", 8, torch.int64, dist.ReduceOp.MAX),
-                                   ("bf16_product_small", 8, torch.bfloat16, dist.ReduceOp.PRODUCT),
-                                   ("f32_max_small", 8, torch.float32, dist.ReduceOp.MAX),  # NaN rules: gloo's
-                                   ("f32_avg_small", 8, torch.float32, dist.ReduceOp.AVG),
-                                   ("f32_sum_32KiB", 8192, torch.float32, dist.ReduceOp.SUM),
-                                   ("f32_sum_32KiB_again", 8192, torch.float32, dist.ReduceOp.SUM),
-                                   ("i64_sum_40KiB_after", 5120, torch.int64, dist.ReduceOp.SUM),
-                                   ("bf16_sum_24KiB_fits", 12288, torch.bfloat16, dist.ReduceOp.SUM),
-                                   ("f32_sum_80KiB", 5 * 2**12, torch.float32, dist.ReduceOp.SUM),
-                                   ("f32_sum_80KiB_again", 5 * 2**12, torch.float32, dist.ReduceOp.SUM),
-                                   ("f32_sum_32KiB_shrunk", 8192, torch.float32, dist.ReduceOp.SUM)]:
+        for name, n, dtype, op in _SEQUENCE:
             before = len(calls)
             t = _data(rank, n, dtype, "trn")
-            dist.all_reduce(t, op=op)
-            out[name] = (len(calls) - before, t.cpu())
+            dist.all_reduce(t, op=getattr(dist.ReduceOp, op))
+            out[name] = ("".join(calls[before:]), t.cpu())
     finally:
-        ProcessGroupGloo.allreduce = orig  # type: ignore[method-assign]
+        ProcessGroupGloo.allreduce, ProcessGroupGloo._allgather_base = orig  # type: ignore[method-assign]
     return out
 
 
@@ -295,19 +307,25 @@ def test_values_are_the_reductions(results: list[dict[str, Any]]) -> None:
     assert torch.equal(results[1]["bfloat16/send_recv"]["trn"], _data(0, 5, torch.bfloat16, "cpu"))
 
 
-def test_small_all_reduces_ride_in_the_agreement_frame(results: list[dict[str, Any]]) -> None:
-    """Checked all-reduces whose result cannot depend on the order skip gloo's all-reduce (the check's
-    all-gather carries the data) when they fit the frame's slot: 1 KiB, or the previous all-reduce's size up
-    to 64 KiB (so the second of two 32 KiB calls rides, a 40 KiB one after it does not, a 24 KiB one after
-    that does); the others, and anything above 64 KiB, go to gloo. Values are right."""
+def test_what_each_checked_all_reduce_posts(results: list[dict[str, Any]]) -> None:
+    """The agreement check's plans (trnlang/distributed/agree.py), seen from gloo: ``G`` = the frame's
+    all-gather, ``R`` = an all-reduce. An all-reduce whose result cannot depend on the order rides in the
+    frame (``G`` only) when it fits the slot: 1 KiB, or the size of what followed the previous call last time
+    (a repeat at first), up to 256 KiB with 2 ranks. Others take the check, then gloo (``GR``). The 4th of a
+    run of same all-reduces is predicted: its gloo all-reduce is posted with the check (``RG``, zero-copy);
+    a call that breaks the prediction costs a scratch all-reduce of the predicted size first (``RGR``).
+    Every value is the reduction."""
     ops = {"sum": torch.add, "max": torch.maximum, "product": torch.mul}
     for res in results:
         got = res["_inline"]
-        gloo = {name: n for name, (n, _) in got.items()}
-        assert gloo == {"f32_sum_small": 0, "i64_max_small": 0, "bf16_product_small": 0, "f32_max_small": 1,
-                        "f32_avg_small": 1, "f32_sum_32KiB": 1, "f32_sum_32KiB_again": 0,
-                        "i64_sum_40KiB_after": 1, "bf16_sum_24KiB_fits": 0, "f32_sum_80KiB": 1,
-                        "f32_sum_80KiB_again": 1, "f32_sum_32KiB_shrunk": 1}, gloo
+        posted = {name: p for name, (p, _) in got.items()}
+        assert posted == {"f32_sum_small": "G", "i64_max_small": "G", "bf16_product_small": "G",
+                          "f32_max_small": "GR", "f32_avg_small": "GR", "f32_sum_32KiB": "GR",
+                          "f32_sum_32KiB_again": "G", "i64_sum_40KiB_after": "GR", "bf16_sum_24KiB_fits": "G",
+                          "f32_sum_80KiB": "GR", "f32_sum_80KiB_again": "G", "f32_sum_32KiB_after_80": "G",
+                          "f32_sum_1MiB": "GR", "f32_sum_1MiB_2": "GR", "f32_sum_1MiB_3": "GR",
+                          "f32_sum_1MiB_4": "RG", "f32_sum_1MiB_5": "RG", "f32_sum_512KiB_after": "RGR",
+                          "f32_max_small_after": "GR", "f32_sum_1MiB_6": "GR"}, posted
         for name, (_, value) in got.items():
             kind, red = name.split("_")[:2]
             dtype = {"f32": torch.float32, "i64": torch.int64, "bf16": torch.bfloat16}[kind]

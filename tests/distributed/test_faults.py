@@ -45,6 +45,16 @@ def faults_worker(rank: int, world: int) -> dict[str, Any]:
     out["shapes_grown_slot"] = _outcome(lambda: dist.all_reduce(torch.ones(n, device="trn")))
     n = 8192 if rank == 0 else 2**20
     out["shapes_past_slot"] = _outcome(lambda: dist.all_reduce(torch.ones(n, device="trn")))
+    # a run of same 1 MiB all-reduces makes the group predict the next one: its gloo all-reduce is posted with
+    # the check. Calls that break the prediction, on one rank or both, still raise on every rank
+    for _ in range(4):
+        dist.all_reduce(torch.ones(2**18, device="trn"))
+    n = 2**18 if rank == 0 else 2**17
+    out["shapes_predicted"] = _outcome(lambda: dist.all_reduce(torch.ones(n, device="trn")))
+    out["ops_predicted"] = _outcome(lambda: dist.all_reduce(torch.ones(2**18, device="trn")) if rank == 0
+                                    else dist.broadcast(torch.ones(2**18, device="trn"), src=0))
+    n = 2**16 if rank == 0 else 2**17
+    out["shapes_both_unpredicted"] = _outcome(lambda: dist.all_reduce(torch.ones(n, device="trn")))
     out["mixed_devices"] = _outcome(lambda: dist.all_gather([torch.empty(2), torch.empty(2)],
                                                             torch.ones(2, device="trn")))
     # the group still works after the errors above
@@ -66,11 +76,13 @@ def dying_worker(rank: int, world: int) -> dict[str, Any]:
 
     import torch.distributed as dist
 
-    dist.all_reduce(torch.ones(2, device="trn"))
+    for _ in range(4):  # the group now predicts a fifth 1 MiB all-reduce (posted with the check)
+        dist.all_reduce(torch.ones(2**18, device="trn"))
     if rank == 1:
         os._exit(3)
     time.sleep(1.0)  # rank 1 is gone
-    out = {"small": _outcome(lambda: dist.all_reduce(torch.ones(4, device="trn"))),
+    out = {"predicted": _outcome(lambda: dist.all_reduce(torch.ones(2**18, device="trn"))),
+           "small": _outcome(lambda: dist.all_reduce(torch.ones(4, device="trn"))),
            "large": _outcome(lambda: dist.all_reduce(torch.ones(2**20, device="trn")))}
     import pickle  # the group is broken: save the result here, _spawn's destroy_process_group may not return
     with open(os.environ["TRN_TEST_OUT"], "wb") as f:
@@ -97,6 +109,10 @@ def faults() -> list[dict[str, Any]]:
     ("ops", ["rank 0 called allreduce_ float32[4]", "rank 1 called _allgather_base_ float32[8] float32[4]"]),
     ("shapes_grown_slot", ["rank 0 called allreduce_ float32[8192] SUM", "rank 1 called allreduce_ float32[4096]"]),
     ("shapes_past_slot", ["rank 0 called allreduce_ float32[8192] SUM", "rank 1 called allreduce_ float32[1048576]"]),
+    ("shapes_predicted", ["rank 0 called allreduce_ float32[262144] SUM", "rank 1 called allreduce_ float32[131072]"]),
+    ("ops_predicted", ["rank 0 called allreduce_ float32[262144] SUM", "rank 1 called broadcast_ float32[262144]"]),
+    ("shapes_both_unpredicted", ["rank 0 called allreduce_ float32[65536]",
+                                 "rank 1 called allreduce_ float32[131072]"]),
 ])
 def test_mismatched_calls_raise_on_every_rank(faults: list[dict[str, Any]], case: str, said: list[str]) -> None:
     for res in faults:
@@ -127,7 +143,7 @@ def test_a_rank_that_dies_makes_the_others_raise(tmp_path: Any) -> None:
                      env={"TRN_TEST_OUT": str(out)}, expect_fail=True)
     assert res[1]["rc"] == 3 and res[0]["rc"] == 0, res
     got = pickle.loads(out.read_bytes())
-    for case in ("small", "large"):
+    for case in ("predicted", "small", "large"):
         r = got[case]
         assert r["raised"] == "RuntimeError", r
         assert r["seconds"] < PG_TIMEOUT + 5, r  # an error, not a hang: within the group timeout

@@ -19,14 +19,13 @@ How a collective gets here (torch 2.13):
    ``trn`` tensors; the ``Work`` is gloo's (``wait()`` raises gloo's errors; ``get_future().value()`` holds
    the CPU views, i.e. the same bytes, which is what DDP's reducer reads its bucket from).
 
-Before each collective (not point-to-point ones) the ranks all-gather a fixed-size frame holding a short
-description of the call (op, dtypes, shapes, reduce op) and all raise :class:`TrnDistributedError` when they
-differ (:func:`check_enabled`, ``TRN_DIST_CHECK``); gloo itself would abort the process that receives the
-wrong number of bytes. The frame also has a payload slot (1 KiB, or the size of the group's previous
-agreed all-reduce up to 64 KiB, see :class:`_Group`): an all-reduce that fits it and whose result cannot
-depend on the order of the reduction (integers; fp32/fp64/fp16/bf16 sum and product on 2 ranks) travels in
-it and each rank reduces the gathered payloads itself, so such a checked all-reduce costs one round trip,
-not two (:func:`_allreduce`).
+Before each collective (not point-to-point ones) the ranks exchange a short description of the call (op,
+dtypes, shapes, reduce op) and all raise :class:`TrnDistributedError` when they differ (:func:`check_enabled`,
+``TRN_DIST_CHECK``); gloo itself would abort the process that receives the wrong number of bytes. How the
+check travels is decided per group from the calls every rank already agreed on
+(:mod:`trnlang.distributed.agree`): a small all-reduce rides in the check's own all-gather; a predicted one
+(the next of a loop of same all-reduces, the next DDP bucket) runs as gloo's all-reduce on the zero-copy view
+while the check runs; anything else takes the check, then its collective.
 
 Every reduction and dtype is gloo's: ``ReduceOp.AVG`` is gloo's sum-then-divide (so, as on the CPU, it
 raises for integer tensors), bf16/fp16 are reduced by gloo natively and bool as bytes. Results therefore equal
@@ -43,7 +42,6 @@ Example:
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import os
 import threading
@@ -52,12 +50,12 @@ import zlib
 from datetime import timedelta
 from typing import Any
 
-import numpy as np
 import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import ProcessGroupGloo
 
 from trnlang.device import memory
+from trnlang.distributed.agree import DESC_BYTES, Group, TrnDistributedError
 from trnlang.distributed.cost import ACTIVE as _COST_LOGS
 
 __all__ = ["BACKEND", "TrnDistributedError", "create_backend", "register_kernels", "check_enabled", "C10D_OPS"]
@@ -74,78 +72,21 @@ C10D_OPS = (
 )
 
 #: Per op, the arguments whose dtypes and shapes must agree on every rank (checked before the collective
-#: runs, see :func:`_check_agreement`); ``()``: only the op must agree. Point-to-point ops are not checked.
+#: runs, see :meth:`~trnlang.distributed.agree.Group.agree`); ``()``: only the op must agree. Point-to-point
+#: ops are not checked.
 _AGREE: dict[str, tuple[int, ...]] = {
     "allreduce_": (0,), "allreduce_coalesced_": (0,), "broadcast_": (0,), "reduce_": (0,), "allgather_": (1,),
     "_allgather_base_": (0, 1), "allgather_coalesced_": (1,), "allgather_into_tensor_coalesced_": (0, 1),
     "reduce_scatter_": (0,), "_reduce_scatter_base_": (0, 1), "reduce_scatter_tensor_coalesced_": (0, 1),
     "alltoall_": (), "alltoall_base_": (), "gather_": (1,), "scatter_": (0,), "barrier": (),
 }
-_DESC_BYTES = 256
-#: payload bytes a checked collective's frame carries after the description unless the group's previous call
-#: was a larger all-reduce that rides (:meth:`_Group.next_slot`): an all-reduce this small is done by the
-#: agreement exchange itself (:func:`_allreduce`). Small, because every checked call posts the whole frame
-#: and gloo's all-gather costs CPU by the byte (with a 16 KiB frame a checked 1 KiB all-reduce cost 3x the
-#: CPU of gloo's on the loaded 2-core host)
-_INLINE_BYTES = 1024
-#: the largest payload slot a frame grows to (a group that keeps all-reducing up to this many bytes gets them
-#: carried in the exchange; larger all-reduces take the check's round trip, then gloo's, zero-copy). Above
-#: it the copy into the frame and the reduction of every rank's row cost more CPU than a second round trip
-#: (measured: 1 MiB and 4 MiB rode at half the speed of check + gloo on the loaded 2-core host)
-_INLINE_MAX = 64 * 1024
 _CPU = torch.device("cpu")
 _lock = threading.Lock()
 _LIBS: list[Any] = []
 
-
-class _Group:
-    """What a ``trn`` process group keeps between collectives: its gloo backend and shadow group, and the
-    agreement frame (the payload slot's size and the buffers the exchange reuses).
-
-    The slot's size is a function of the calls every rank has agreed on so far (see :meth:`next_slot`), so
-    every rank posts frames of the same size whatever it is about to call: gloo aborts a process that
-    receives a message of the wrong size, an exception can be raised on every rank."""
-
-    __slots__ = ("gloo", "shadow", "size", "slot", "mine", "every", "busy", "vals")
-
-    def __init__(self, gloo: Any, shadow: Any) -> None:
-        self.gloo, self.shadow, self.size = gloo, shadow.boxed(), gloo.size()
-        self.slot = _INLINE_BYTES
-        self.mine = self.every = torch.empty(0, dtype=torch.uint8)
-        self.busy = threading.Lock()  # the buffers are one call's at a time (another thread gets fresh ones)
-        self.vals: tuple[Any, ...] = ()  # (dtype, shape, every's rows viewed as that payload), last used
-
-    def frame_bytes(self) -> int:
-        return _DESC_BYTES + self.slot
-
-    def buffers(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The frame this rank posts and the buffer that gathers every rank's (reused while the slot stays)."""
-        f = self.frame_bytes()
-        if self.mine.numel() != f:
-            self.mine = torch.empty(f, dtype=torch.uint8)
-            self.every = torch.empty(self.size * f, dtype=torch.uint8)
-            self.vals = ()
-        return self.mine, self.every
-
-    def next_slot(self, inline_bytes: int) -> None:
-        """After an agreed checked call: the next frame's slot fits this call's payload if it was an all-reduce
-        that can ride (``inline_bytes``, 0 otherwise), within [:data:`_INLINE_BYTES`, :data:`_INLINE_MAX`].
-        A loop of same-sized all-reduces rides from its second call; any other call shrinks the slot back."""
-        want = -(-inline_bytes // 64) * 64
-        self.slot = _INLINE_BYTES if want <= _INLINE_BYTES or want > _INLINE_MAX else want
-
-
-#: group name -> its :class:`_Group` (the gloo backend registered for trn, the shadow group serving it)
-_SHADOWS: dict[str, _Group] = {}
-
-
-class TrnDistributedError(RuntimeError):
-    """A collective on ``trn`` tensors that cannot run as asked (e.g. ``trn`` and CPU tensors mixed).
-
-    Example:
-        >>> issubclass(TrnDistributedError, RuntimeError)
-        True
-    """
+#: group name -> its :class:`~trnlang.distributed.agree.Group` (the gloo backend registered for trn, the
+#: shadow group serving it, the agreement check's plan and buffers)
+_SHADOWS: dict[str, Group] = {}
 
 
 def _make_gloo(store: Any, rank: int, size: int, timeout: timedelta, options: Any) -> Any:
@@ -176,12 +117,12 @@ def create_backend(opts: Any, backend_options: Any = None) -> Any:
     shadow._set_default_backend(dist.ProcessGroup.BackendType.GLOO)
     shadow._register_backend(_CPU, dist.ProcessGroup.BackendType.GLOO, gloo)
     with _lock:
-        _SHADOWS[str(opts.group_id)] = _Group(gloo, shadow)
+        _SHADOWS[str(opts.group_id)] = Group(gloo, shadow.boxed())
     return gloo
 
 
-def _group_of(boxed_pg: Any) -> tuple[_Group, str]:
-    """The :class:`_Group` (and name) of the group a ``c10d`` op was called with."""
+def _group_of(boxed_pg: Any) -> tuple[Group, str]:
+    """The :class:`~trnlang.distributed.agree.Group` (and name) of the group a ``c10d`` op was called with."""
     pg = dist.ProcessGroup.unbox(boxed_pg)
     name = pg.group_name
     entry = _SHADOWS.get(name)
@@ -232,99 +173,12 @@ def _describe(name: str, args: tuple[Any, ...]) -> str:
 
 @functools.lru_cache(maxsize=512)
 def _head(desc_text: str) -> bytes:
-    """The frame's description field: ``desc_text`` padded to :data:`_DESC_BYTES` (a digest stands for the
-    tail of long ones, e.g. long lists of tensors)."""
+    """The frame's description field: ``desc_text`` padded to ``DESC_BYTES`` (a digest stands for the tail
+    of long ones, e.g. long lists of tensors)."""
     desc = desc_text.encode()
-    if len(desc) > _DESC_BYTES:
-        desc = desc[:_DESC_BYTES - 9] + b"#" + f"{zlib.crc32(desc):08x}".encode()
-    return desc.ljust(_DESC_BYTES, b"\0")
-
-
-def _exchange(g: _Group, group: str, head: bytes, payload: torch.Tensor | None = None, red: Any = None) -> None:
-    """All-gather every rank's frame (description, then the payload slot); raise on every rank if the
-    descriptions differ. With ``payload`` (at most the slot's bytes; the calling rank's CPU view of an
-    all-reduce) every rank's payload travels in the frame and is reduced with ``red`` into ``payload``.
-
-    Every checked collective exchanges a frame of the group's current size (:class:`_Group`), whatever it
-    carries, so that ranks that disagree about the call still agree about the exchange."""
-    own = g.busy.acquire(blocking=False)
-    try:
-        if own:
-            mine, every = g.buffers()
-        else:  # another thread is using the group's buffers: same sizes, fresh memory
-            mine = torch.empty(g.frame_bytes(), dtype=torch.uint8)
-            every = torch.empty(g.size * mine.numel(), dtype=torch.uint8)
-        f = mine.numel()
-        mine_np = mine.numpy()
-        mine_np[:_DESC_BYTES] = np.frombuffer(head, dtype=np.uint8)
-        if payload is not None and payload.numel():
-            nbytes = payload.numel() * payload.element_size()
-            if payload.is_contiguous() and not payload.is_neg():
-                ctypes.memmove(mine.data_ptr() + _DESC_BYTES, payload.data_ptr(), nbytes)
-            else:
-                mine[_DESC_BYTES:_DESC_BYTES + nbytes].view(payload.dtype).view(payload.shape).copy_(payload)
-        g.gloo._allgather_base(every, mine).wait()  # raises gloo's timeout if a rank never calls a collective
-        ev = every.numpy()
-        if any(ev[r * f:r * f + _DESC_BYTES].tobytes() != head for r in range(g.size)):
-            said = [ev[r * f:r * f + _DESC_BYTES].tobytes().rstrip(b"\0").decode(errors="replace")
-                    for r in range(g.size)]
-            raise TrnDistributedError(
-                f"trn: collective mismatch in process group {group!r}: "
-                + "; ".join(f"rank {r} called {d}" for r, d in enumerate(said))
-                + " (every rank must call the same collective on the same dtypes and shapes)")
-        if payload is not None:
-            _reduce_rows(g if own else None, every.view(g.size, f), payload, red)
-    finally:
-        if own:
-            g.busy.release()
-
-
-def _check_agreement(g: _Group, group: str, name: str, args: tuple[Any, ...]) -> None:
-    """All-gather each rank's description of this call; raise on every rank if they differ."""
-    _exchange(g, group, _head(_describe(name, args)))
-    g.next_slot(0)
-
-
-#: dtypes whose SUM/PRODUCT/MIN/MAX give the same bits in any order (two's-complement integers)
-_INT_DTYPES = frozenset({torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64})
-#: float dtypes reduced inline when 2 ranks take part (a + b == b + a: the same bits as gloo's reduction)
-_FLOAT_DTYPES = frozenset({torch.float32, torch.float64, torch.float16, torch.bfloat16})
-
-
-def _rides(t: torch.Tensor, red: Any, ranks: int) -> bool:
-    """Whether an all-reduce of ``t`` may ride in the agreement frame (see :func:`_allreduce`), size aside.
-    Depends only on what the description carries (dtype, op) and the group size, so all ranks decide alike."""
-    if t.dtype in _INT_DTYPES:
-        return red in _INLINE_OPS
-    # floats: only where the order cannot change the bits (MIN/MAX are left to gloo: NaN handling differs)
-    return ranks == 2 and t.dtype in _FLOAT_DTYPES and red in (dist.ReduceOp.SUM, dist.ReduceOp.PRODUCT)
-
-
-def _inline_reducible(t: torch.Tensor, red: Any, ranks: int, slot: int = _INLINE_BYTES) -> bool:
-    """Whether an all-reduce of ``t`` rides in a frame whose payload slot holds ``slot`` bytes."""
-    return t.numel() * t.element_size() <= slot and _rides(t, red, ranks)
-
-
-def _reduce_rows(g: _Group | None, rows: torch.Tensor, out: torch.Tensor, red: Any) -> None:
-    """Reduce every rank's payload (in rank order) into ``out``, the calling rank's CPU view."""
-    n = out.numel()
-    if n == 0:
-        return
-    if g is not None and g.vals[:2] == (out.dtype, out.shape):
-        vals = g.vals[2]
-    else:
-        flat = rows[:, _DESC_BYTES:_DESC_BYTES + n * out.element_size()].view(out.dtype)
-        vals = [flat[i].view(out.shape) for i in range(rows.shape[0])]
-        if g is not None:
-            g.vals = (out.dtype, out.shape, vals)
-    fn = _INLINE_OPS[red]
-    if len(vals) == 2:
-        fn(vals[0], vals[1], out=out)
-        return
-    acc = vals[0]
-    for v in vals[1:]:
-        acc = fn(acc, v)
-    out.copy_(acc)
+    if len(desc) > DESC_BYTES:
+        desc = desc[:DESC_BYTES - 9] + b"#" + f"{zlib.crc32(desc):08x}".encode()
+    return desc.ljust(DESC_BYTES, b"\0")
 
 
 class _Views:
@@ -354,10 +208,6 @@ class _Views:
 
 
 _REDOPS = {int(v.value): v for v in dist.ReduceOp.RedOpType.__members__.values()}
-
-
-_INLINE_OPS: dict[Any, Any] = {dist.ReduceOp.SUM: torch.add, dist.ReduceOp.PRODUCT: torch.mul,
-                               dist.ReduceOp.MIN: torch.minimum, dist.ReduceOp.MAX: torch.maximum}
 
 
 _create_work_from_future = torch._C._distributed_c10d._create_work_from_future  # type: ignore[attr-defined]
@@ -405,11 +255,11 @@ def _allreduce(tensors: list[torch.Tensor], pg: Any, reduce_op: Any, sparse_indi
     """``c10d::allreduce_`` on trn tensors, straight to gloo's method: what torch's CPU kernel does, without a
     second trip through the dispatcher.
 
-    With the agreement check on, an all-reduce of one tensor whose result does not depend on the order of
-    the reduction (see :func:`_rides`) and that fits the frame's payload slot (:class:`_Group`: 1 KiB, or the
-    size of the previous all-reduce up to :data:`_INLINE_MAX`) rides in the check's own all-gather: each rank
-    reduces the gathered payloads in rank order. One round trip instead of two (the check's, then gloo's);
-    the bits are gloo's. The returned ``Work`` is already complete."""
+    With the agreement check on, the group's plan (:mod:`trnlang.distributed.agree`) decides the round
+    trips: a small all-reduce whose result does not depend on the order of the reduction rides in the
+    check's own all-gather (each rank reduces the gathered payloads in rank order: gloo's bits; the returned
+    ``Work`` is complete); a predicted one runs as gloo's all-reduce on the zero-copy view while the check
+    runs; otherwise the check, then gloo's all-reduce."""
     red = _REDOPS.get(int(reduce_op.op()))
     if sparse_indices is not None or red is None or red == dist.ReduceOp.PREMUL_SUM:
         return _GENERIC["allreduce_"](tensors, pg, reduce_op, sparse_indices, async_op, timeout)
@@ -418,15 +268,11 @@ def _allreduce(tensors: list[torch.Tensor], pg: Any, reduce_op: Any, sparse_indi
     if _COST_LOGS:
         _note("allreduce_", (tensors,), g.size, group)
     if check_enabled():
-        head = _allreduce_head(tensors, red)
-        ride = len(cpu) == 1 and _rides(cpu[0], red, g.size)
-        nbytes = cpu[0].numel() * cpu[0].element_size() if ride else 0
-        if ride and nbytes <= g.slot:
-            _exchange(g, group, head, cpu[0], red)
-            g.next_slot(nbytes)
+        done = g.allreduce(group, _allreduce_head(tensors, red), cpu[0] if len(cpu) == 1 else None, red, timeout)
+        if done == "done":
             return tensors, _done(cpu).boxed()
-        _exchange(g, group, head)
-        g.next_slot(nbytes)
+        if done is not None:
+            return tensors, done.boxed()
     opts = dist.AllreduceOptions()
     opts.reduceOp = red  # type: ignore[assignment]  # torch converts a RedOpType, as dist.all_reduce relies on
     opts.asyncOp = async_op
@@ -451,7 +297,7 @@ def _collective(name: str, pg_index: int) -> Any:
         g, group = _group_of(args[pg_index])
         new[pg_index] = g.shadow
         if name in _AGREE and check_enabled():
-            _check_agreement(g, group, name, args)
+            g.agree(group, _head(_describe(name, args)))
         if _COST_LOGS:
             _note(name, args, g.size, group)
         out = op(*new)
