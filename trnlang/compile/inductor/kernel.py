@@ -105,6 +105,10 @@ def _unary(fn: str) -> Any:
     return staticmethod(lambda x: f"tl.{fn}({x})")
 
 
+def _binary(fn: str) -> Any:
+    return staticmethod(lambda a, b: f"tl.{fn}({a}, {b})")
+
+
 class TrnOverrides(OpOverrides):
     """Inductor's pointwise ops as trnlang expressions (operators on tiles are ``tl`` builtins)."""
 
@@ -122,29 +126,12 @@ class TrnOverrides(OpOverrides):
     def where(c: Any, a: Any, b: Any) -> str:
         return f"tl.where({c}, {a}, {b})"
 
-    @staticmethod
-    def maximum(a: Any, b: Any) -> str:
-        return f"tl.maximum({a}, {b})"
-
-    @staticmethod
-    def minimum(a: Any, b: Any) -> str:
-        return f"tl.minimum({a}, {b})"
-
-    @staticmethod
-    def pow(a: Any, b: Any) -> str:
-        return f"tl.power({a}, {b})"
-
-    @staticmethod
-    def logical_and(a: Any, b: Any) -> str:
-        return f"tl.logical_and({a}, {b})"
-
-    @staticmethod
-    def logical_or(a: Any, b: Any) -> str:
-        return f"tl.logical_or({a}, {b})"
-
-    @staticmethod
-    def logical_not(a: Any) -> str:
-        return f"tl.logical_not({a})"
+    maximum = _binary("maximum")
+    minimum = _binary("minimum")
+    pow = _binary("power")
+    logical_and = _binary("logical_and")
+    logical_or = _binary("logical_or")
+    logical_not = _unary("logical_not")
 
     @staticmethod
     def isnan(x: Any) -> str:
