@@ -33,3 +33,36 @@ def _trn_config_follows_monkeypatch(monkeypatch: pytest.MonkeyPatch):
     yield
     monkeypatch.undo()
     config.refresh()
+
+
+#: Tests that take a minute or more each (child processes, whole models, the coverage sample), longest first.
+#: ``pytest -n 2`` hands tests to its workers in collection order, so these run first: the short tests fill in
+#: around them and neither worker is left with a long test alone at the end. Order only; nothing is skipped.
+RUN_FIRST = (
+    "tests/codegen/test_isa.py::test_matmul_tests_pass_on_every_path[avx2]",  # the whole differential suite
+    "tests/codegen/test_isa.py::test_matmul_tests_pass_on_every_path[generic]",
+    "tests/tutorials/test_tutorials.py::test_tutorial_runs[10_distributed]",
+    "tests/tutorials/test_tutorials.py::test_tutorial_runs[09_torch_compile]",
+    "tests/tutorials/test_tutorials.py::test_tutorial_runs[08_huggingface_model]",
+    "tests/sim/test_schedule.py::test_generated_kernel_schedules_are_valid",
+    "tests/device/test_coverage.py::test_subset_pass_rate_and_natives",
+    "tests/fuzz/test_fuzz.py::test_fuzz_slice",
+    "tests/compile/test_hf_models.py",
+    "tests/codegen/test_isa.py::test_matmul_tests_pass_on_every_path",
+    "tests/tutorials/test_tutorials.py",
+)
+
+
+def run_first_rank(nodeid: str) -> int:
+    """The index in :data:`RUN_FIRST` of the first prefix of ``nodeid`` (``len(RUN_FIRST)`` for the rest).
+
+    Example:
+        >>> run_first_rank("tests/fuzz/test_fuzz.py::test_fuzz_slice[0]") < run_first_rank("tests/test_cli.py::x")
+        True
+    """
+    return next((i for i, p in enumerate(RUN_FIRST) if nodeid.startswith(p)), len(RUN_FIRST))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Long tests first (stable sort: the rest keep their order); every xdist worker sorts the same way."""
+    items.sort(key=lambda item: run_first_rank(item.nodeid))
