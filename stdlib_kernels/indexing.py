@@ -54,6 +54,7 @@ import torch
 import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
+from stdlib_kernels import tiling as T
 from trnlang.device import decline
 
 #: Dtypes of the data tensors moved by the gather/scatter kernels.
@@ -95,9 +96,8 @@ def _lin(idx: Sequence[Any], sizes: tuple[int, ...], strides: tuple[int, ...], w
     return lin
 
 
-@trn.kernel
 def gather_scatter(x, y, alpha, i0, h0, i1, h1, i2, h2, dense, sizes, strides, wrap, mode, accumulate, layout,
-                   idx_c):
+                   idx_c, kb=None):
     """Gather ``y[a, k, c] = x[a, lin, c]`` or scatter ``x[a, lin, c] (accumulate)= y[a, k, c] (* alpha)``.
 
     ``x``: ``[A, S, C]``; ``y``: ``[A, K, C]`` or a ``[1, 1]`` scalar (scatter of a value); ``i*``/``h*``:
@@ -105,27 +105,31 @@ def gather_scatter(x, y, alpha, i0, h0, i1, h1, i2, h2, dense, sizes, strides, w
     ``dense``: ``(A, K, C)``; ``sizes``/``strides``: per index, the indexed size and the element
     stride of that dim along ``x``'s S axis; ``layout``: ``"pk"`` (loop over A, K on partitions, C
     free) or ``"pa"`` (A on partitions, K free, loop over C); ``idx_c``: the index does not vary
-    along C (loaded once per row as a ``[P, 1]`` tile).
+    along C (loaded once per row as a ``[P, 1]`` tile); ``kb``: for a shape-polymorphic ``"pk"`` launch
+    (:data:`gather_scatter_rt`), the row bucket of ``K`` (``tiling.row_bucket``), with ``dense`` ``(A, None, C)``:
+    ``K`` is then the runtime size of the index views' axis 1, and the bucket's tail is masked.
     """
     a_dim, k_dim, c_dim = dense
+    if k_dim is None:
+        k_dim = i0.shape[1]
     s_dim = x.shape[1]
     idx = (i0, h0, i1, h1, i2, h2)
     scalar = y.ndim == 2
     v0 = tl.load(y[0:1, 0:1]) if scalar else None
     al = tl.load(alpha[0:1, 0:1]).astype(tl.float32) if alpha is not None else None
     if layout == "pk":
-        p = min(128, k_dim)
+        p = T.extent(k_dim, 128, kb)
         f = min(c_dim, _CH)
         for a in tl.affine_range(a_dim):
             for i in tl.affine_range(tl.cdiv(k_dim, p)):
                 rows = i * p + tl.arange(p)[:, None]
-                rmask = rows < k_dim if k_dim % p else None
+                rmask = rows < k_dim if T.ragged(k_dim, p) else None
                 if idx_c:
                     one = tl.arange(1)[None, :]
                     lin_r = _lin(idx, sizes, strides, wrap, s_dim, lambda t: t[a, rows, one * 0], rmask)
                 for j in tl.affine_range(tl.cdiv(c_dim, f)):
                     cols = j * f + tl.arange(f)[None, :]
-                    m = ((rows < k_dim) & (cols < c_dim)) if (k_dim % p or c_dim % f) else None
+                    m = ((rows < k_dim) & (cols < c_dim)) if c_dim % f else rmask  # a [P, 1] row mask is cheaper
                     lin = lin_r if idx_c else _lin(idx, sizes, strides, wrap, s_dim, lambda t: t[a, rows, cols], m)
                     if mode == "gather":
                         tl.store(y[a, rows, cols], tl.load(x[a, lin, cols], mask=m), mask=m)
@@ -151,6 +155,24 @@ def gather_scatter(x, y, alpha, i0, h0, i1, h1, i2, h2, dense, sizes, strides, w
                         if al is not None:
                             v = v.astype(tl.float32) * al
                         tl.store(x[rows, lin, c], v, mask=m, accumulate=accumulate)
+
+
+#: The kernel with the ``K`` axis a runtime size (``"pk"`` launches of ``K >= 2``: embedding and index_select rows,
+#: gathers along a dim whose length changes per step): a variant per row bucket of ``K``, not per ``K``.
+#: Only ``K`` (axis 1 of ``y`` and of the index views) is a runtime size. ``A`` and ``C`` are keyed through
+#: ``dense`` anyway, and constant row strides and lengths keep the DMAs as fast as the exact kernel's (with
+#: ``C`` a runtime size too, a 512 x 128 gather ran 1.7x slower); ``x``'s indexed axis is keyed through
+#: ``sizes``, and the sentinel past its end is a tile value.
+_KEYED = (("x", 0), ("x", 1), ("x", 2), ("y", 0), ("y", 2)) + tuple(
+    (i, d) for i in ("i0", "h0", "i1", "h1", "i2", "h2") for d in (0, 2))
+gather_scatter_rt = T.polymorphic(gather_scatter, static=_KEYED)
+#: The same kernel keyed on exact sizes (every other launch).
+gather_scatter = trn.kernel(gather_scatter)
+
+
+def _polymorphic(layout: str, kdim: int) -> bool:
+    """Whether a launch goes to :data:`gather_scatter_rt` (``K`` on partitions, more than one row)."""
+    return layout == "pk" and kdim >= 2
 
 
 # ------------------------------------------------------------------------------------------ host side
@@ -266,8 +288,12 @@ def _run(x: torch.Tensor, x_strides: Sequence[int], s_span: int, s_stride: int, 
         idx_c = cdim == 1 or all(last[q + k][2] == 0 for k in range(len(widx)))
         layout = "pa" if cdim == 1 and adim > 1 else "pk"
         try:
-            gather_scatter(xv, yv, alpha, *ivs, (adim, kdim, cdim), sizes_t, steps_t, wrap, mode, accumulate,
-                           layout, idx_c)
+            if _polymorphic(layout, kdim):
+                gather_scatter_rt(xv, yv, alpha, *ivs, (adim, None, cdim), sizes_t, steps_t, wrap, mode,
+                                  accumulate, layout, idx_c, T.row_bucket(kdim))
+            else:
+                gather_scatter(xv, yv, alpha, *ivs, (adim, kdim, cdim), sizes_t, steps_t, wrap, mode, accumulate,
+                               layout, idx_c)
         except trn.BoundsError as e:
             raise _Bounds(str(e)) from None
 

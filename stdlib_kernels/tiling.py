@@ -87,19 +87,26 @@ def col_chunks(d: int, f: int, mask: Any = None, loop: Loop = tl.affine_range) -
 # Sizes that are compile-time ints (0, 1, big tensors) keep the exact tiles they always had.
 
 
-def polymorphic(fn: Callable[..., Any]) -> Any:
+def polymorphic(fn: Callable[..., Any], static: tuple[tuple[str, int], ...] = ()) -> Any:
     """``@trn.kernel(dynamic=True)`` for a standard-library kernel: sizes are runtime values, except those of
     tensors of ``STDLIB_EXACT_MIN_BYTES`` or more, keyed exactly (their launches run long enough to pay a compile
     per size, and exact sizes run them faster; see ``trnlang/runtime/specialize.py``).
+
+    ``static``: ``(argument, dim)`` pairs that are compile-time sizes from the start (what a trace would learn
+    from a ``NeedStatic``). Learning it from a launch where that size happens to equal another tensor's size at
+    the same dim position would make the other one a constant too (equal sizes share a symbol), for good.
 
     >>> @polymorphic
     ... def inc(x, out):
     ...     tl.store(out[0:2, 0:3], tl.load(x[0:2, 0:3]) + 1.0)
     >>> inc.dynamic, inc.exact_min_bytes == STDLIB_EXACT_MIN_BYTES
     (True, True)
+    >>> sorted(polymorphic(inc.fn, static=(("x", 1),)).compile_stats()["static_dims"])
+    [('x', 1)]
     """
     k = trn.kernel(dynamic=True)(fn)
     k.exact_min_bytes = STDLIB_EXACT_MIN_BYTES
+    k._static_dims.update(static)
     return k
 
 

@@ -1,6 +1,6 @@
 """Shape-polymorphic kernels, compiled vs the reference interpreter, across every specialization boundary.
 
-- the standard library's bucketed kernels (softmax, row reductions, layer norm: a runtime size and
+- the standard library's bucketed kernels (layer norm, the indirect-DMA row gather: a runtime size and
   a host-picked tile bucket) on hypothesis sizes including 1, ragged tiles and each bucket edge;
 - ``EXACT_MIN_BYTES``: below it sizes are runtime values (one variant), from it up every size is exact (a variant
   per size), with the same results either side;
@@ -117,3 +117,30 @@ def test_an_unmasked_bucket_tail_past_a_runtime_size_raises_at_the_users_line() 
     assert "tensor x of shape (130, 50)" in str(err)
     assert err.loc is not None and err.loc.func == "copy_cols" and err.loc.filename == __file__  # the user's kernel
     assert (buf[:, :10] == -7).all() and (buf[:, 60:] == -7).all()
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(k=st.sampled_from([2, 3, 127, 128, 129, 257]) | st.integers(2, 300), c=st.sampled_from([1, 7, 512, 513]),
+       wide=st.booleans())
+def test_row_gather_kernel_compiled_vs_interpreter(k: int, c: int, wide: bool) -> None:
+    """The indirect-DMA gather with a runtime row count ``K`` and its row bucket (sizes 0 and 1 are exact
+    launches of ``gather_scatter``: tests/device/test_dynamic_indexing.py)."""
+    from stdlib_kernels import indexing as I
+
+    rng = np.random.default_rng(k * 31 + c)
+    v = 300
+    x = rng.standard_normal((1, v, c)).astype(np.float32)
+    ids = rng.integers(-v, v, k).astype(np.int64 if wide else np.int32)  # negatives: wrapped
+    words = ids.view(np.int32).reshape(k, 2 if wide else 1)
+    interp = trn.kernel(interpret=True, dynamic=True)(I.gather_scatter_rt.fn)
+    interp._static_dims.update(I._KEYED)
+    outs = []
+    for kern in (I.gather_scatter_rt, interp):
+        y = np.full((1, k, c), np.nan, np.float32)
+        lo = np.lib.stride_tricks.as_strided(words[:, 0], (1, k, c), (0, words.strides[0], 0))
+        hi = np.lib.stride_tricks.as_strided(words[:, 1], (1, k, c), (0, words.strides[0], 0)) if wide else None
+        kern(x, y, None, lo, hi, None, None, None, None, (1, None, c), (v,), (1,), True, "gather", None, "pk", True,
+             T.row_bucket(k))
+        outs.append(y)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(outs[0][0], x[0][ids % v])
