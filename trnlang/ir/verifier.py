@@ -51,6 +51,7 @@ import sympy
 
 from trnlang.frontend.errors import BoundsError, DTypeError, SbufOverflowError, ShapeError, TrnError, VerifyError
 from trnlang.ir.bounds import Ranges, access_check, affine_form, const_int, expr_range, loop_ranges
+from trnlang.ir.liveness import Liveness
 from trnlang.ir.nodes import Access, Buf, Imm, Instr, Kernel, Loop, Region, SourceLoc, axis_sym, gather_sym, pid_sym
 from trnlang.ir.ops import ALU_SPECS, OP_SPECS, REDUCE_CMDS, Alu, AluKind, Op
 from trnlang.ir.types import DType, Engine, Space
@@ -122,8 +123,6 @@ class _Verifier:
         self.allocated: dict[Buf, SourceLoc | None] = {}
         self.bad_bufs: set[Buf] = set()
         self.allocs: list[_Alloc] = []
-        self.uses: list[tuple[_Alloc, int, tuple[Loop, ...]]] = []
-        self.loop_end: dict[int, int] = {}
         self.pos = 0
         self.tensor_ids = {id(t) for t in k.tensors}
         self._ranges: dict[tuple[int, ...], Ranges] = {}
@@ -180,7 +179,6 @@ class _Verifier:
             if st is None or st[0] < 1:
                 self.err(VerifyError, f"loop step must be positive, got {lp.step}", lp.loc)
         self.block(lp.body, (*loops, lp))
-        self.loop_end[id(lp)] = self.pos - 1
 
     def instr(self, ins: Instr, loops: tuple[Loop, ...], local: list[Buf]) -> None:
         pos, loc = self.pos, ins.loc
@@ -270,7 +268,6 @@ class _Verifier:
                    else "before it is allocated (no alloc precedes it)")
             self.err(VerifyError, f"tile {b.name} {_shape(b.shape)} is used {why}", loc)
             return False
-        self.uses.append((rec, pos, loops))
         if b in self.bad_bufs:
             return False  # already reported at its alloc
         nd = len(b.shape)
@@ -386,12 +383,9 @@ class _Verifier:
 
     # --- capacity -----------------------------------------------------------------------------------
     def capacity(self) -> None:
+        live = Liveness(self.k)  # the one liveness rule (trnlang.ir.liveness), shared with the memory planner
         for rec in self.allocs:
-            rec.end = rec.pos
-        for rec, pos, loops in self.uses:
-            extra = loops[len(rec.loops):]  # loops entered after the alloc: live for all of the outermost
-            end = max(pos, self.loop_end.get(id(extra[0]), pos)) if extra else pos
-            rec.end = max(rec.end, end)
+            rec.end = live.interval(rec.buf)[1] if live.alloc_pos.get(rec.buf) == rec.pos else rec.pos
         self.overflow(Space.SBUF)
         self.overflow(Space.PSUM)
 

@@ -62,7 +62,8 @@ from typing import Any
 
 from trnlang.frontend.errors import SbufOverflowError
 from trnlang.ir.bounds import const_int
-from trnlang.ir.nodes import Access, Buf, Instr, Kernel, Loop, Region, SourceLoc, Stmt
+from trnlang.ir.liveness import Liveness
+from trnlang.ir.nodes import Buf, Instr, Kernel, Loop, Region, SourceLoc, Stmt
 from trnlang.ir.ops import Op
 from trnlang.ir.types import Space
 from trnlang.sim.targets import Target, get_target
@@ -144,57 +145,34 @@ class Placement:
 
 
 class _Liveness:
-    """Program positions of instructions (loops take none) and the live interval of every buffer."""
+    """The allocation records of the kernel's SBUF/PSUM buffers, on the shared liveness analysis
+    (:class:`trnlang.ir.liveness.Liveness`: positions, loop spans, live intervals)."""
 
     def __init__(self, k: Kernel) -> None:
-        self.pos = 0
+        live = Liveness(k)
+        self.pos = len(live.instrs)
         self.recs: list[_Rec] = []
         self.by_buf: dict[Buf, _Rec] = {}
-        self.span: dict[int, tuple[int, int]] = {}  # id(loop) -> (first, last) position in its body
-        self.loops: dict[int, Loop] = {}
-        self.direct: dict[int, list[_Rec]] = {}  # id(loop) -> allocations directly in its body
-        self.depth: dict[int, int] = {}
-        self.pending: list[tuple[_Rec, Loop]] = []
-        self.block(k.body, ())
-        for rec, lp in self.pending:  # uses inside loops entered after the alloc: live to the loop's end
-            rec.end = max(rec.end, self.span[id(lp)][1])
-        for r in self.recs:
-            r.end = max(r.end, r.pos)
-
-    def block(self, stmts: list[Stmt], loops: tuple[Loop, ...]) -> None:
-        for s in stmts:
-            if isinstance(s, Loop):
-                first = self.pos
-                self.loops[id(s)], self.depth[id(s)] = s, len(loops)
-                self.direct.setdefault(id(s), [])
-                self.block(s.body, (*loops, s))
-                self.span[id(s)] = (first, self.pos - 1)
+        self.span = live.loop_span  # id(loop) -> (first, last) position in its body
+        self.loops: dict[int, Loop] = {id(lp): lp for lp in live.loops}
+        self.direct: dict[int, list[_Rec]] = {id(lp): [] for lp in live.loops}  # allocations directly in a body
+        self.depth = live.depth
+        for b, pos in live.alloc_pos.items():
+            if b.space not in (Space.SBUF, Space.PSUM):
                 continue
-            pos = self.pos
-            self.pos += 1
-            if s.op is Op.ALLOC:
-                b = s.outs[0]
-                if isinstance(b, Buf) and b.space in (Space.SBUF, Space.PSUM):
-                    rec = _Rec(s, b, pos, loops)
-                    self.recs.append(rec)
-                    self.by_buf[b] = rec
-                    if loops:
-                        self.direct[id(loops[-1])].append(rec)
-                continue
-            for x in (*s.outs, *s.ins):
-                regs = [x] if isinstance(x, Region) else list(x.gathers) if isinstance(x, Access) else []
-                for r in regs:
-                    used = self.by_buf.get(r.buf)
+            loops = live.loops_of[pos]
+            rec = _Rec(live.instrs[pos], b, pos, loops, end=live.interval(b)[1])
+            self.recs.append(rec)
+            self.by_buf[b] = rec
+            if loops:
+                self.direct[id(loops[-1])].append(rec)
+        self.recs.sort(key=lambda r: r.pos)
+        for ins in live.instrs:  # buffers a DMA transfer moves (deep buffering)
+            if ins.op is Op.DMA_COPY:
+                for x in (*ins.outs, *ins.ins):
+                    used = self.by_buf.get(x.buf) if isinstance(x, Region) else None
                     if used is not None:
-                        self.use(used, pos, loops)
-                        if s.op is Op.DMA_COPY and isinstance(x, Region):
-                            used.dma = True
-
-    def use(self, rec: _Rec, pos: int, loops: tuple[Loop, ...]) -> None:
-        rec.end = max(rec.end, pos)
-        extra = loops[len(rec.loops):]  # loops entered after the alloc: live for all of the outermost
-        if extra:
-            self.pending.append((rec, extra[0]))
+                        used.dma = True
 
 
 def _interval(r: _Rec, live: _Liveness, slack: int = 0) -> tuple[int, int]:
