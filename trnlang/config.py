@@ -45,6 +45,8 @@ class Config:
         cache_dir: ``TRN_CACHE_DIR``, else ``~/.cache/trnlang``.
         config_dir: ``TRN_CONFIG_DIR`` (None: ``$XDG_CONFIG_HOME/trnlang`` or ``~/.config/trnlang``).
         generation: how many snapshots were taken before this one (0 for the first).
+        dump: ``TRN_DUMP`` split at commas: the pass pipeline prints the IR after each named stage (``trace``,
+            a pass of ``trnlang.passes.PIPELINE`` or ``LOWERING``, ``compile``, or ``all``) to stderr.
         compile_route: ``TRN_COMPILE`` lower-cased (``"inductor"``: torch.compile's default backend compiles
             trn graphs through Inductor with trnlang kernels, see trnlang/compile/inductor/).
         launch_key: ``(target, interpret)``: the part of the settings a warm launch depends on (caches of
@@ -61,6 +63,7 @@ class Config:
     config_dir: str | None
     generation: int = 0
     compile_route: str = ""
+    dump: frozenset[str] = frozenset()
     launch_key: tuple[str | None, bool] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -91,6 +94,7 @@ def read(env: Mapping[str, str] | None = None, generation: int = 0) -> Config:
         config_dir=e.get("TRN_CONFIG_DIR") or None,
         generation=generation,
         compile_route=(e.get("TRN_COMPILE") or "").strip().lower(),
+        dump=frozenset(x.strip() for x in (e.get("TRN_DUMP") or "").split(",") if x.strip()),
     )
 
 

@@ -39,6 +39,7 @@ import enum
 import functools
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -183,10 +184,11 @@ def fmt_loc(loc: SourceLoc, force_quote: bool = False) -> str:
 class _Printer:
     """Prints statements; owns the table of unique ``%name`` tokens for buffers and tensors."""
 
-    def __init__(self) -> None:
+    def __init__(self, notes: Callable[[Instr], str] | None = None) -> None:
         self.tokens: dict[int, str] = {}
         self.used: set[str] = set()
         self.lines: list[str] = []
+        self.notes = notes
 
     def name(self, obj: Buf | HbmTensor) -> str:
         """``%name`` of a buffer / tensor, with a ``#k`` suffix when another object has the same name."""
@@ -288,6 +290,9 @@ class _Printer:
                 self.body(s.body, indent + 1)
                 self.lines.append("  " * indent + "}")
             elif isinstance(s, Instr):
+                note = self.notes(s) if self.notes is not None else ""
+                if note:  # a comment line of its own: the text still parses
+                    self.lines.append("  " * indent + "// " + note)
                 self.emit(indent, self.instr(s), s.loc)
             else:
                 raise TypeError(f"cannot print statement of type {type(s).__name__}")
@@ -306,9 +311,13 @@ class _Printer:
         self.lines.append("}")
 
 
-def print_kernel(k: Kernel) -> str:
-    """The text form of a kernel (``parser.parse_kernel`` is its exact inverse)."""
-    p = _Printer()
+def print_kernel(k: Kernel, notes: Callable[[Instr], str] | None = None) -> str:
+    """The text form of a kernel (``parser.parse_kernel`` is its exact inverse).
+
+    ``notes(instr)``, when given, is printed as a ``// ...`` comment line before each instruction it
+    returns text for (the lowering plan's decisions in ``TRN_DUMP``); the parser skips such lines.
+    """
+    p = _Printer(notes)
     p.kernel(k)
     return "\n".join(p.lines) + "\n"
 

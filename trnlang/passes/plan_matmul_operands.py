@@ -1,4 +1,4 @@
-"""Plan: ``nc_matmul`` operands the host gemm reads where they come from, not from staged tiles.
+"""Pass ``plan_matmul_operands``: ``nc_matmul`` operands the host gemm reads where they come from, not staged tiles.
 
 A Tensor-engine matmul in trnlang is written the way the engine needs it (NKI style)::
 
@@ -25,24 +25,38 @@ On the host every one of those steps is a pass over memory before the gemm packs
 
 Instructions handled this way are *deferred* to C: the arena layout treats them as emitted at C
 (their buffers stay live until then), and the lowering emits, just before C, those it cannot
-consume directly. Debug builds (buffer poisoning) keep every instruction.
+consume directly. Debug builds (buffer poisoning) keep every instruction. On a host whose gemm takes bf16
+operands (``plan.bf16_gemm``, set by codegen) the same plan applies to bf16 tiles.
+
+Decisions: ``plan.mm_ops`` (per ``nc_matmul``, a :class:`MatmulOperands`) and ``plan.mm_defer``.
+
+Example:
+    >>> import torch
+    >>> from tests.kernels import matmul_mk
+    >>> from trnlang.passes.lowering import LowerPlan
+    >>> from trnlang.passes.check_placement import check_placement
+    >>> from trnlang.passes.fuse_elementwise import fuse_elementwise
+    >>> k = matmul_mk.trace(torch.randn(128, 256), torch.randn(256, 64), torch.empty(128, 64))
+    >>> plan = plan_matmul_operands(fuse_elementwise(check_placement(LowerPlan(k, (1,)))))
+    >>> [(mo.a_region is not None, mo.v_load) for mo in plan.mm_ops.values()]  # masked loads stay staged
+    [(True, None)]
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import sympy
 
-from codegen.lower_plan import _no_mask, _stmt_instrs, same_region
+from trnlang.ir.liveness import no_mask as _no_mask
+from trnlang.ir.liveness import same_region
+from trnlang.ir.liveness import stmt_instrs as _stmt_instrs
 from trnlang.ir.nodes import Access, Instr, Loop, Region, Stmt, axis_sym
 from trnlang.ir.ops import Op
 from trnlang.ir.types import DType
+from trnlang.passes.lowering import LowerPlan
 
-if TYPE_CHECKING:
-    from codegen.lower_plan import Plan
-
-__all__ = ["MatmulOperands", "plan_matmuls"]
+__all__ = ["MatmulOperands", "plan_matmul_operands"]
 
 
 class MatmulOperands:
@@ -73,7 +87,7 @@ def _affine_2d(acc: Access) -> bool:
 
 
 class _Finder:
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, plan: LowerPlan) -> None:
         self.p = plan
         self.ops: dict[int, MatmulOperands] = {}
         self.defer: dict[int, Instr] = {}
@@ -114,7 +128,7 @@ class _Finder:
                     return True
                 if tensor is not None:
                     for x in ins.outs:
-                        if isinstance(x, Access) and self.p._tensors_alias(x.tensor, tensor):
+                        if isinstance(x, Access) and self.p.tensors_alias(x.tensor, tensor):
                             return True
         return False
 
@@ -141,9 +155,8 @@ class _Finder:
         mo = MatmulOperands()
         # bf16 operands on a bf16 gemm (codegen.gemm_bf16_lower): the same plan on bf16 tiles; the transpose
         # chain bf16 -> fp32 PSUM -> bf16 is exact, so reading its bf16 source instead changes nothing
-        from codegen.gemm_bf16_lower import native_bf16
-
-        dt = DType.bfloat16 if native_bf16(c) else DType.float32
+        bf16 = self.p.bf16_gemm and all(isinstance(x, Region) and x.buf.dtype is DType.bfloat16 for x in c.ins[:2])
+        dt = DType.bfloat16 if bf16 else DType.float32
         cp = self.chained(stmts, j, st, c, Op.TENSOR_COPY)
         if cp is not None and not cp[0].attrs.get("reshape") and isinstance(cp[0].ins[0], Region) \
                 and st.buf.dtype is dt:
@@ -170,10 +183,11 @@ class _Finder:
                 self.defer[id(ins)] = c
 
 
-def plan_matmuls(plan: Plan) -> tuple[dict[int, MatmulOperands], dict[int, Instr]]:
-    """``(operands by id(nc_matmul), deferred instruction id -> its nc_matmul)`` for ``plan``'s kernel."""
+def plan_matmul_operands(plan: LowerPlan) -> LowerPlan:
+    """Fill ``plan.mm_ops`` and ``plan.mm_defer`` (see the module docstring); returns ``plan``."""
     if plan.debug:
-        return {}, {}
+        return plan
     f = _Finder(plan)
     f.run(plan.kernel.body)
-    return f.ops, f.defer
+    plan.mm_ops, plan.mm_defer = f.ops, f.defer
+    return plan
