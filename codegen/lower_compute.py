@@ -72,7 +72,7 @@ def matmul(L: KernelLowering, ins: Instr) -> None:
     cx, b = L.cx, L.cx.b
     from codegen.lower_mmfuse import resolve
 
-    src = resolve(L, ins)  # operands read where they come from (HBM, the transpose's source): plan_matmul
+    src = resolve(L, ins)  # operands read where they come from (HBM, the transpose's source): plan_matmul_operands
     a_nn = src is not None and src.a is not None
     st_direct = src.s if src is not None else None  # the stationary [K, M] read in place
     L.resolve_hazards(ins, [x for x, direct in ((st, a_nn or st_direct is not None),
