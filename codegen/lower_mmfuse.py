@@ -1,4 +1,4 @@
-"""Lowering side of the ``plan_matmul_operands`` pass (``trnlang/passes/plan_matmul_operands.py``): where the gemm of one ``nc_matmul`` reads its operands.
+"""Lowering side of the ``plan_matmul_operands`` pass: where the gemm of one ``nc_matmul`` reads its operands.
 
 :func:`resolve` runs first thing in the ``nc_matmul`` handler. For each operand the plan deferred
 to this matmul it returns a direct source for the gemm, or emits the deferred instructions right
