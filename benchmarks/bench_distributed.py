@@ -1,16 +1,18 @@
 """all_reduce bus bandwidth on ``trn`` tensors (trnlang's c10d backend) vs gloo on CPU tensors.
 
-``python benchmarks/bench_distributed.py [--world 2] [--repeat 15] [--max-mb 64] [--block-s 0.05]``
+``python benchmarks/bench_distributed.py [--world 2] [--repeat 15] [--max-mb 64] [--block-s 0.2]``
 
 Starts ``--world`` processes on this machine (loopback, one ``cpu:gloo,trn:trn`` group). For each size
 from 1 KiB to ``--max-mb`` MiB (float32, x4 per row) the processes time blocks of in-place ``all_reduce``
 (SUM) calls on CPU tensors (torch's gloo), on ``trn`` tensors with the cross-rank agreement check
-(``TRN_DIST_CHECK=1``, the default) and without it (``=0``). The three kinds of block alternate, in a rotating
-order, ``--repeat`` times, so they see the same machine load; a block lasts about ``--block-s`` seconds
-(every rank uses the largest block length any rank asks for). Rank 0 prints the median time per call of
-each kind and, as the ratio, the median over the repetitions of (gloo block time / trn block time): each
-ratio compares blocks run back to back. Bus bandwidth is nccl-tests' ``2 (n-1)/n * bytes / time``. The
-host's CPU model and the load average before and after are printed with the table.
+(``TRN_DIST_CHECK=1``, the default), without it (``=0``) and through an empty Python kernel (``floor``: the
+least torch's dispatch of ``c10d::allreduce_`` to any Python ``PrivateUse1`` kernel costs, see
+:class:`_Floor`). The four kinds of block alternate, in a rotating order, ``--repeat`` times, so they see the
+same machine load; a block lasts about ``--block-s`` seconds (every rank uses the largest block length any
+rank asks for). Rank 0 prints the median time per call of each kind and, as the ratio, the median over the
+repetitions of (gloo block time / trn block time): each ratio compares blocks run back to back. Bus
+bandwidth is nccl-tests' ``2 (n-1)/n * bytes / time``. The host's CPU model and the load average before and
+after are printed with the table.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._host import cpu_model, print_host  # noqa: E402
 
-KINDS = ("cpu", "trn", "trn_nocheck")
+KINDS = ("cpu", "trn", "trn_nocheck", "floor")
 
 
 def _time(fn: Callable[[], Any], iters: int, cpu: list[float] | None = None) -> float:
@@ -49,22 +51,69 @@ def _load() -> str:
     return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
+class _Floor:
+    """The least any Python ``PrivateUse1`` kernel of ``c10d::allreduce_`` can do: hand a CPU view made once
+    to gloo's all-reduce and return its work (no check, no view per call, no group lookup). Installed over
+    trnlang's kernel for the ``floor`` blocks only: what torch's dispatch to a Python kernel costs."""
+
+    def __init__(self, trn: Any) -> None:
+        import torch.distributed as dist
+
+        from trnlang.device import memory
+        from trnlang.distributed import c10d
+
+        self.view = [memory.cpu_view(trn)]
+        world: Any = dist.group.WORLD
+        self.gloo = c10d._group_of(world.boxed())[0].gloo
+        self.opts = dist.AllreduceOptions()
+        self.opts.reduceOp = dist.ReduceOp.SUM  # type: ignore[assignment]  # torch converts a RedOpType
+        self.opts.asyncOp = False
+        self.lib: Any = None
+
+    def kernel(self, tensors: Any, pg: Any, op: Any, sparse: Any = None, async_op: bool = True,
+               timeout: int = -1) -> Any:
+        return tensors, self.gloo.allreduce(self.view, self.opts).boxed()
+
+    def __enter__(self) -> None:
+        import warnings
+
+        import torch
+
+        self.lib = torch.library.Library("c10d", "IMPL")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.lib.impl("allreduce_", self.kernel, "PrivateUse1")
+
+    def __exit__(self, *exc: Any) -> None:
+        self.lib._destroy()  # trnlang's kernel is the PrivateUse1 kernel again
+
+
 def _measure(nbytes: int, args: argparse.Namespace) -> dict[str, list[float]]:
     """Per kind, the time per call of each of ``args.repeat`` blocks, the kinds alternating."""
+    import contextlib
+
     import torch
     import torch.distributed as dist
 
     n = nbytes // 4
     cpu = torch.ones(n)
     trn = torch.ones(n, device="trn")
+    floor = _Floor(trn)
 
     def run_trn(check: str) -> None:
         os.environ["TRN_DIST_CHECK"] = check
         dist.all_reduce(trn)
 
     fns: dict[str, Callable[[], Any]] = {"cpu": lambda: dist.all_reduce(cpu), "trn": lambda: run_trn("1"),
-                                         "trn_nocheck": lambda: run_trn("0")}
-    warm = {k: _time(f, 3) for k, f in fns.items()}
+                                         "trn_nocheck": lambda: run_trn("0"), "floor": lambda: dist.all_reduce(trn)}
+
+    def ctx(k: str) -> Any:
+        return floor if k == "floor" else contextlib.nullcontext()
+
+    warm = {}
+    for k, f in fns.items():
+        with ctx(k):
+            warm[k] = _time(f, 3)
     # a block of about --block-s seconds; every rank runs the same number of calls (the largest asked for)
     want = torch.tensor([max(2, min(1000, int(args.block_s / max(warm.values()))))])
     dist.all_reduce(want, op=dist.ReduceOp.MAX)
@@ -75,7 +124,8 @@ def _measure(nbytes: int, args: argparse.Namespace) -> dict[str, list[float]]:
     for rep in range(args.repeat):
         for j in range(len(KINDS)):
             k = KINDS[(rep + j) % len(KINDS)]  # rotate the order: no kind always runs first
-            times[k].append(_time(fns[k], iters, times[k + "_cpu"]))
+            with ctx(k):
+                times[k].append(_time(fns[k], iters, times[k + "_cpu"]))
     os.environ["TRN_DIST_CHECK"] = "1"
     return times
 
@@ -99,7 +149,8 @@ def worker(rank: int, world: int, port: int, args: argparse.Namespace) -> None:
               f"({os.cpu_count()} logical CPUs); torch {torch.__version__}; {args.repeat} alternating blocks "
               f"per kind; {load_before} (start), {_load()} (end)")
         print(f"{'size':>8} | {'gloo CPU us':>11} {'GB/s':>7} | {'trn us':>9} {'GB/s':>7} {'ratio':>6} | "
-              f"{'trn nocheck us':>14} {'GB/s':>7} {'ratio':>6} | CPU us/call: gloo  trn  nocheck")
+              f"{'trn nocheck us':>14} {'ratio':>6} | {'floor us':>9} {'ratio':>6} | "
+              "CPU us/call: gloo  trn  nocheck  floor")
         for nbytes, times in rows:
             med = {k: statistics.median(v) for k, v in times.items()}
             bw = {k: factor * nbytes / med[k] / 1e9 for k in KINDS}
@@ -107,11 +158,13 @@ def worker(rank: int, world: int, port: int, args: argparse.Namespace) -> None:
             size = f"{nbytes // 1024} KiB" if nbytes < 2**20 else f"{nbytes // 2**20} MiB"
             print(f"{size:>8} | {med['cpu'] * 1e6:>11.1f} {bw['cpu']:>7.3f} | {med['trn'] * 1e6:>9.1f} "
                   f"{bw['trn']:>7.3f} {ratio['trn']:>5.2f}x | {med['trn_nocheck'] * 1e6:>14.1f} "
-                  f"{bw['trn_nocheck']:>7.3f} {ratio['trn_nocheck']:>5.2f}x | "
-                  f"{med['cpu_cpu'] * 1e6:>15.0f} {med['trn_cpu'] * 1e6:>4.0f} {med['trn_nocheck_cpu'] * 1e6:>8.0f}")
+                  f"{ratio['trn_nocheck']:>5.2f}x | {med['floor'] * 1e6:>9.1f} {ratio['floor']:>5.2f}x | "
+                  f"{med['cpu_cpu'] * 1e6:>15.0f} {med['trn_cpu'] * 1e6:>4.0f} {med['trn_nocheck_cpu'] * 1e6:>8.0f} "
+                  f"{med['floor_cpu'] * 1e6:>6.0f}")
         print("ratio = median over the repetitions of gloo-on-CPU block time / trn block time "
-              "(= trn bus bandwidth / gloo's; 1.00x: the trn backend adds nothing); CPU us/call: rank 0's "
-              "process CPU time (all threads) per call, median")
+              "(= trn bus bandwidth / gloo's; 1.00x: the trn backend adds nothing); floor = an empty Python "
+              "PrivateUse1 kernel (gloo's all-reduce on a view made once, no check): torch's dispatch to any "
+              "Python backend; CPU us/call: rank 0's process CPU time (all threads) per call, median")
         sys.stdout.flush()
     dist.destroy_process_group()
 
@@ -121,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--world", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--max-mb", type=float, default=64, help="largest size in MiB (e.g. 0.0625: up to 64 KiB)")
-    ap.add_argument("--block-s", type=float, default=0.05, help="seconds per timed block (about)")
+    ap.add_argument("--block-s", type=float, default=0.2, help="seconds per timed block (about)")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds before the processes are killed")
     ap.add_argument("--rank", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, default=None, help=argparse.SUPPRESS)

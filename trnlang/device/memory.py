@@ -342,7 +342,14 @@ def cpu_view(t: torch.Tensor, cpu_storage: Any = None) -> torch.Tensor:
     ``cpu_storage`` (from :meth:`HbmBlock.cpu_storage`) to make several views share one storage.
     """
     if cpu_storage is None:
-        cpu_storage = block_of(t).cpu_storage()
+        # one CPU storage per block, kept by the trn storage (no cycle: it refers to the block, not back), so
+        # a view costs no new storage and gloo's threads never drop the last reference to a Python object;
+        # re-made when the trn storage moved to another block (resize_storage)
+        st: Any = t.untyped_storage()
+        blk = getattr(st, "_trn_block", None) or block_of(t)
+        cpu_storage = getattr(st, "_trn_cpu", None)
+        if cpu_storage is None or cpu_storage._trn_block is not blk:
+            cpu_storage = st._trn_cpu = blk.cpu_storage()
     v = torch.empty((0,), dtype=t.dtype)
     v.set_(cpu_storage, t.storage_offset(), t.shape, t.stride())
     if t.is_conj():
@@ -388,6 +395,7 @@ def resize_storage(st: Any, nbytes: int) -> None:
     # of the old bytes still holds it)
     hold._trn_block = getattr(st, "_trn_block", None)  # type: ignore[attr-defined]
     st._trn_block = blk
+    st._trn_cpu = None  # cpu_view's cached CPU storage viewed the old block (and would keep it alive)
 
 
 def np_view(t: torch.Tensor) -> np.ndarray:

@@ -120,8 +120,7 @@ class Group:
     """What a ``trn`` process group keeps between collectives: its gloo backend and shadow group, the plan
     for the next checked call and what it learned, and the frame buffers the exchange reuses."""
 
-    __slots__ = ("gloo", "shadow", "size", "ride_max", "plan", "after", "prev", "cap_mine", "cap_every", "busy",
-                 "vals")
+    __slots__ = ("gloo", "shadow", "size", "ride_max", "plan", "after", "prev", "frames", "busy")
 
     def __init__(self, gloo: Any, shadow: Any) -> None:
         self.gloo, self.shadow, self.size = gloo, shadow, gloo.size()
@@ -129,9 +128,8 @@ class Group:
         self.plan = DEFAULT
         self.after: dict[bytes, tuple[Plan, bool]] = {}  # agreed head -> (plan for its successor, seen twice)
         self.prev: bytes | None = None  # the last agreed call's head
-        self.cap_mine = self.cap_every = torch.empty(0, dtype=torch.uint8)
+        self.frames: dict[int, _Frame] = {}  # frame bytes -> its buffers
         self.busy = threading.Lock()  # the buffers are one call's at a time (another thread gets fresh ones)
-        self.vals: tuple[Any, ...] = ()  # (frame bytes, dtype, shape, every's rows viewed as that payload)
 
     # -- the plans -------------------------------------------------------------------------------------
 
@@ -167,16 +165,17 @@ class Group:
 
     # -- the exchange ----------------------------------------------------------------------------------
 
-    def _buffers(self, f: int, own: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        """This rank's frame (``f`` bytes) and the buffer gathering every rank's: views of buffers kept at the
-        largest size used so far (fresh memory when another thread holds them)."""
-        if not own:
-            return torch.empty(f, dtype=torch.uint8), torch.empty(self.size * f, dtype=torch.uint8)
-        if self.cap_mine.numel() < f:
-            self.cap_mine = torch.empty(f, dtype=torch.uint8)
-            self.cap_every = torch.empty(self.size * f, dtype=torch.uint8)
-            self.vals = ()
-        return self.cap_mine[:f], self.cap_every[:self.size * f]
+    def _buffers(self, f: int, own: bool) -> _Frame:
+        """This rank's frame (``f`` bytes) and the buffer gathering every rank's, kept per frame size (a few
+        sizes at a time); fresh memory when another thread holds them."""
+        fr = self.frames.get(f) if own else None
+        if fr is None:
+            fr = _Frame(f, self.size)
+            if own:
+                if len(self.frames) >= 8:
+                    self.frames.clear()
+                self.frames[f] = fr
+        return fr
 
     def exchange(self, group: str, head: bytes, payload: torch.Tensor | None = None, red: Any = None) -> None:
         """All-gather every rank's frame of the current plan's size (description, then the payload slot);
@@ -186,50 +185,28 @@ class Group:
         own = self.busy.acquire(blocking=False)
         try:
             f = DESC_BYTES + self.plan.slot
-            mine, every = self._buffers(f, own)
-            mine_np = mine.numpy()
-            mine_np[:DESC_BYTES] = np.frombuffer(head, dtype=np.uint8)
+            fr = self._buffers(f, own)
+            fr.mine_np[:DESC_BYTES] = np.frombuffer(head, dtype=np.uint8)
             if payload is not None and payload.numel():
                 nbytes = payload.numel() * payload.element_size()
                 if payload.is_contiguous() and not payload.is_neg():
-                    ctypes.memmove(mine.data_ptr() + DESC_BYTES, payload.data_ptr(), nbytes)
+                    ctypes.memmove(fr.mine_ptr + DESC_BYTES, payload.data_ptr(), nbytes)
                 else:
-                    mine[DESC_BYTES:DESC_BYTES + nbytes].view(payload.dtype).view(payload.shape).copy_(payload)
-            self.gloo._allgather_base(every, mine).wait()  # raises gloo's timeout if a rank never calls
-            ev = every.numpy()
-            if any(ev[r * f:r * f + DESC_BYTES].tobytes() != head for r in range(self.size)):
-                said = [ev[r * f:r * f + DESC_BYTES].tobytes().rstrip(b"\0").decode(errors="replace")
+                    fr.mine[DESC_BYTES:DESC_BYTES + nbytes].view(payload.dtype).view(payload.shape).copy_(payload)
+            self.gloo._allgather_base(fr.every, fr.mine).wait()  # raises gloo's timeout if a rank never calls
+            mv = fr.every_mv
+            if any(mv[r * f:r * f + DESC_BYTES] != head for r in range(self.size)):
+                said = [bytes(mv[r * f:r * f + DESC_BYTES]).rstrip(b"\0").decode(errors="replace")
                         for r in range(self.size)]
                 raise TrnDistributedError(
                     f"trn: collective mismatch in process group {group!r}: "
                     + "; ".join(f"rank {r} called {d}" for r, d in enumerate(said))
                     + " (every rank must call the same collective on the same dtypes and shapes)")
             if payload is not None:
-                self._reduce_rows(every.view(self.size, f), payload, red, own)
+                _reduce_rows(fr, payload, red)
         finally:
             if own:
                 self.busy.release()
-
-    def _reduce_rows(self, rows: torch.Tensor, out: torch.Tensor, red: Any, own: bool) -> None:
-        """Reduce every rank's payload (in rank order) into ``out``, the calling rank's CPU view."""
-        n = out.numel()
-        if n == 0:
-            return
-        key = (rows.shape[1], out.dtype, out.shape)
-        if own and self.vals[:3] == key:
-            vals = self.vals[3]
-        else:
-            flat = rows[:, DESC_BYTES:DESC_BYTES + n * out.element_size()].view(out.dtype)
-            vals = [flat[i].view(out.shape) for i in range(rows.shape[0])]
-            if own:
-                self.vals = (*key, vals)
-        fn = INLINE_OPS[red]
-        if n > _CHUNK and out.is_contiguous():
-            flat_out, flat_vals = out.view(-1), [v.view(-1) for v in vals]
-            for i in range(0, n, _CHUNK):
-                _reduce_into([v[i:i + _CHUNK] for v in flat_vals], flat_out[i:i + _CHUNK], fn)
-            return
-        _reduce_into(vals, out, fn)
 
     # -- checked calls ---------------------------------------------------------------------------------
 
@@ -286,6 +263,40 @@ class Group:
         self.exchange(group, head)
         self.learn(head, best)
         return None
+
+
+class _Frame:
+    """The buffers of one frame size: this rank's frame, every rank's gathered, and views the hot loop reuses
+    (numpy and memoryview windows; the gathered payload rows viewed as the last payload's dtype and shape)."""
+
+    __slots__ = ("mine", "every", "mine_np", "mine_ptr", "every_mv", "vals")
+
+    def __init__(self, f: int, ranks: int) -> None:
+        self.mine = torch.empty(f, dtype=torch.uint8)
+        self.every = torch.empty(ranks * f, dtype=torch.uint8)
+        self.mine_np = self.mine.numpy()
+        self.mine_ptr = self.mine.data_ptr()
+        self.every_mv = self.every.numpy().data
+        self.vals: tuple[Any, ...] = ()  # (dtype, shape, the rows' payloads as flat chunks or whole views)
+
+
+def _reduce_rows(fr: _Frame, out: torch.Tensor, red: Any) -> None:
+    """Reduce every rank's payload (in rank order) into ``out``, the calling rank's CPU view."""
+    n = out.numel()
+    if n == 0:
+        return
+    if fr.vals[:2] != (out.dtype, out.shape):
+        rows = fr.every.view(-1, fr.mine.numel())
+        flat = rows[:, DESC_BYTES:DESC_BYTES + n * out.element_size()].view(out.dtype)
+        fr.vals = (out.dtype, out.shape, [flat[i].view(out.shape) for i in range(rows.shape[0])])
+    vals = fr.vals[2]
+    fn = INLINE_OPS[red]
+    if n > _CHUNK and out.is_contiguous():
+        flat_out, flat_vals = out.view(-1), [v.view(-1) for v in vals]
+        for i in range(0, n, _CHUNK):
+            _reduce_into([v[i:i + _CHUNK] for v in flat_vals], flat_out[i:i + _CHUNK], fn)
+        return
+    _reduce_into(vals, out, fn)
 
 
 def _reduce_into(vals: list[torch.Tensor], out: torch.Tensor, fn: Any) -> None:
