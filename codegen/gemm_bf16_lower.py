@@ -53,8 +53,8 @@ def _fn(L: KernelLowering, name: str) -> ir.Function:
     return fn
 
 
-def gemm_bf16(L: KernelLowering, st: Any, mv: Any, out: Any, k_dim: int, m_dim: int, n_dim: int,
-              accumulate: bool, a_nn: bool = False) -> None:
+def gemm_bf16(L: KernelLowering, st: Any, mv: Any, out: Any, k_dim: int | ir.Value, m_dim: int | ir.Value,
+              n_dim: int | ir.Value, accumulate: bool, a_nn: bool = False) -> None:
     """Emit ``out (+)= st.T @ mv`` (``a_nn``: ``out (+)= st @ mv``): bf16 views in, an fp32 view out (unit column
     stride, prepared), any sizes."""
     from codegen import isa

@@ -218,6 +218,13 @@ class KernelLowering:
                 self.lower_instr(s)
 
     def lower_loop(self, lp: Loop) -> None:
+        from codegen.gemm_collapse import try_collapse
+
+        if not try_collapse(self, lp, self.lower_loop_plain):  # matmul tile loops: one gemm (codegen.gemm_collapse)
+            self.lower_loop_plain(lp)
+
+    def lower_loop_plain(self, lp: Loop) -> None:
+        """``lp`` as written: an LLVM loop around its body."""
         cx, b = self.cx, self.cx.b
         start, stop, step = (emit_int(cx, e) for e in (lp.start, lp.stop, lp.step))
         saved = cx.env.get(lp.var)

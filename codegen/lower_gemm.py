@@ -25,7 +25,8 @@ GEMM_MIN_FLOPS = 16 * 1024  # M * N * K at and above which the blocked kernel pa
 GEMM_MIN_M = 6
 
 
-def _gemm_fn(L: KernelLowering, name: str) -> ir.Function:
+def gemm_fn(L: KernelLowering, name: str) -> ir.Function:
+    """The fp32 gemm library function ``name`` (``gemm_tn``, ``gemm_nn``) of ``L``'s module (defined on first use)."""
     cx = L.cx
     fn = cx.helper("trn." + name)
     if fn is None:
@@ -39,10 +40,11 @@ def _gemm_fn(L: KernelLowering, name: str) -> ir.Function:
     return fn
 
 
-def call_gemm(L: KernelLowering, fn: ir.Function, st: Any, mv: Any, out: Any, k_dim: int, m_dim: int, n_dim: int,
-              accumulate: bool) -> None:
+def call_gemm(L: KernelLowering, fn: ir.Function, st: Any, mv: Any, out: Any, k_dim: int | ir.Value,
+              m_dim: int | ir.Value, n_dim: int | ir.Value, accumulate: bool) -> None:
     """Emit a call of a gemm library function ``fn(out, ldo, st, lds, mv, ldm, M, N, K, accumulate)`` on the
-    first elements and row strides of the views ``out``, ``st``, ``mv`` (the fp32 and bf16 gemms share it)."""
+    first elements and row strides of the views ``out``, ``st``, ``mv`` (the fp32 and bf16 gemms share it;
+    sizes may be run-time i64 values: ``codegen.gemm_collapse``'s whole-product calls)."""
     cx, b = L.cx, L.cx.b
     ptr = ir.PointerType()
 
@@ -53,7 +55,10 @@ def call_gemm(L: KernelLowering, fn: ir.Function, st: Any, mv: Any, out: Any, k_
         s = v.view_strides[0] if len(v.view_strides) == 2 else 1
         return s if isinstance(s, ir.Value) else ci64(s)
 
-    b.call(fn, [p(out), ld(out), p(st), ld(st), p(mv), ld(mv), ci64(m_dim), ci64(n_dim), ci64(k_dim),
+    def i64(x: int | ir.Value) -> ir.Value:
+        return x if isinstance(x, ir.Value) else ci64(x)
+
+    b.call(fn, [p(out), ld(out), p(st), ld(st), p(mv), ld(mv), i64(m_dim), i64(n_dim), i64(k_dim),
                 ir.Constant(I64, int(accumulate))])
 
 
@@ -63,7 +68,7 @@ def gemm(L: KernelLowering, st: Any, mv: Any, out: Any, k_dim: int, m_dim: int, 
     stride, prepared). ``a_nn``: ``st`` is given transposed, as ``A [M, K]`` (``out (+)= A @ mv``)."""
     cx, b = L.cx, L.cx.b
     if k_dim * m_dim * n_dim >= GEMM_MIN_FLOPS and m_dim >= GEMM_MIN_M:
-        call_gemm(L, _gemm_fn(L, "gemm_nn" if a_nn else "gemm_tn"), st, mv, out, k_dim, m_dim, n_dim, accumulate)
+        call_gemm(L, gemm_fn(L, "gemm_nn" if a_nn else "gemm_tn"), st, mv, out, k_dim, m_dim, n_dim, accumulate)
         return
     # the product is summed over K from zero and then added to ``out`` (as the blocked kernel does): a long
     # accumulation into PSUM is a sum of K-sized partial sums, not one sequential chain
