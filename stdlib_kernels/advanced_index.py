@@ -283,6 +283,10 @@ _NZ_LIMIT = 2**24  # positions are exact in fp32 below this
 @lowering("aten::nonzero")
 def nonzero(self: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
     """``torch.nonzero(self)``: ``[count, ndim]`` int64 coordinates in row-major order (one host sync)."""
+    if U.is_trn(self) and self.dtype in (torch.int8, torch.int16, torch.int64, torch.complex64) \
+            and not self.is_conj():  # the nonzeros of a native ``!= 0`` mask (complex: of either plane)
+        mask = torch.view_as_real(self).ne(0).any(-1) if self.is_complex() else self.ne(0)
+        return nonzero(mask, out=out)
     if not U.is_trn(self) or self.dtype not in (torch.bool, torch.float32, torch.bfloat16, torch.int32,
                                                   torch.uint8, torch.float16):
         return decline("not a trn tensor of bool, uint8, int32, float32, bfloat16 or float16")

@@ -395,17 +395,26 @@ def index_reduce(self: torch.Tensor, dim: int, index: torch.Tensor, source: torc
     return _to_out(r, out)
 
 
-@lowering("aten::index_fill.int_Scalar")
+def _index_on_trn(self: Any, index: Any) -> Any:
+    """``index_fill`` takes a CPU index with a ``trn`` self, as CUDA's does (the device checks are off for it)."""
+    if isinstance(index, torch.Tensor) and index.dim() > 1:
+        raise RuntimeError("Index has to be a vector/scalar")  # torch's check, before any device rule
+    if U.is_trn(self) and isinstance(index, torch.Tensor) and index.is_cpu:
+        return index.to("trn")
+    return index
+
+
+@lowering("aten::index_fill.int_Scalar", device_check=False)
 def index_fill(self: torch.Tensor, dim: int, index: torch.Tensor, value: Any) -> Any:
     """``self.index_fill(dim, index, value)``."""
-    if index.dim() > 1:
-        return NotImplemented
+    index = _index_on_trn(self, index)
     return _index_scatter(self, dim, index, None, value, None, None, None)
 
 
-@lowering("aten::index_fill.int_Tensor")
+@lowering("aten::index_fill.int_Tensor", device_check=False)
 def index_fill_t(self: torch.Tensor, dim: int, index: torch.Tensor, value: torch.Tensor) -> Any:
     """``self.index_fill(dim, index, value_tensor)`` (a 0-dim value)."""
+    index = _index_on_trn(self, index)
     if not isinstance(value, torch.Tensor) or value.dim() != 0:
         return NotImplemented
     if U.is_trn(value):

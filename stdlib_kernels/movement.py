@@ -229,14 +229,19 @@ def _wrap_dims(dims: Sequence[int], nd: int) -> list[int] | None:
     return r
 
 
-@lowering("aten::flip", dtypes=DTYPES)
+@lowering("aten::flip", dtypes=(*DTYPES, torch.complex64))
 def flip(self: torch.Tensor, dims: Sequence[int], *, out: torch.Tensor | None = None) -> Any:
-    """``torch.flip``: one move with reversed indices along ``dims``.
+    """``torch.flip``: one move with reversed indices along ``dims`` (complex64: of its real/imaginary planes).
 
     Example:
         >>> torch.arange(6., device="trn").view(2, 3).flip(1)   # doctest: +SKIP
     """
     wd = _wrap_dims(dims, self.dim())
+    if self.dtype == torch.complex64 and U.is_trn(self) and wd is not None and not self.is_conj() \
+            and not self.is_neg():
+        planes = torch.view_as_real(out) if out is not None and out.dtype == torch.complex64 else None
+        r = flip(torch.view_as_real(self), wd, out=planes)
+        return r if r is NotImplemented else out if planes is not None else torch.view_as_complex(r)
     if wd is None or len(set(wd)) != len(wd) or not _movable(self, self.dtype):
         return decline("dims out of range or repeated, or not a trn tensor of a supported dtype")
     if out is None:

@@ -632,9 +632,12 @@ def floor_divide(self: Any, other: Any, *, out: torch.Tensor | None = None) -> A
     return run_binary("div_floor", self, other, out, int_scalar_divisor=True)
 
 
-@lowering("aten::neg", dtypes=U.NATIVE_DTYPES)
+@lowering("aten::neg", dtypes=tuple(d for d in OPERAND_DTYPES if d != torch.bool))
 def neg(self: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
-    """``-self`` (a multiply by -1: exact, and -0.0 for 0.0 as torch gives)."""
+    """``-self`` (a multiply by -1: exact, and -0.0 for 0.0 as torch gives; integers wrap as torch's do;
+    int64 as ``0 - self``, whose int32 range check is wider than a multiply's)."""
+    if isinstance(self, torch.Tensor) and self.dtype == torch.int64:
+        return run_binary("rsub", self, 0, out)
     return _binary("mul", self, -1, None, out)
 
 

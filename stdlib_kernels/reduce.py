@@ -30,6 +30,7 @@ import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels import tiling as T
 from trnlang.device import decline, lowering, memory
+from trnlang.device.registry import warn_like_torch
 
 _I32_MIN, _I32_MAX = -2**31, 2**31 - 1
 #: identity of each combine op (the ``other=`` of masked loads), fp32 and int32.
@@ -336,18 +337,30 @@ def _launch(x2: torch.Tensor, o2: torch.Tensor, op: str, pre: str, post: str, sc
         U.split_rows(row_reduce, [x2, o2], op, pre, post, sc, p, ct, T.tile_of(r, c, U.FREE_CHUNK))
 
 
+#: Integer dtypes loaded into int32 exactly, with no range check.
+_SMALL_INTS = (torch.int8, torch.int16, torch.uint8)
+
+
+def _widen(x: torch.Tensor) -> torch.Tensor:
+    """An int32 copy of an int8/int16/uint8 tensor (the reduction kernels read 1- and 2-byte elements of
+    strided row views wrongly at ragged tile edges), else ``x``."""
+    return x.to(torch.int32) if x.dtype in _SMALL_INTS else x
+
+
 def _simple(self: Any, dim: Any, keepdim: bool, odt: torch.dtype, op: str, pre: str = "none", post: str = "none",
             p: float = 0.0, empty_value: Any = None, ints: bool = False) -> Any:
     """Reduce ``self`` over ``dim`` into a new ``odt`` tensor; ``post="div"`` divides by the reduced count."""
     if not U.is_trn(self) or self.is_conj() or self.is_neg():
         return decline("self not a trn tensor, or a conj/neg bit")
-    if self.dtype not in U.FLOAT_DTYPES and not (ints and self.dtype in (torch.int32, torch.bool, torch.int64)):
+    if self.dtype not in U.FLOAT_DTYPES and not (ints and self.dtype in (torch.int32, torch.bool, torch.int64,
+                                                                          *_SMALL_INTS)):
         return decline("a dtype this reduction has no kernel for")
     if self.dtype == torch.bool and op in ("max", "min") and odt != torch.bool:
         return decline("max/min of bool into a non-bool result")
     red = _dims(self, dim)
     if red is None:
         return decline("dims out of range or repeated: torch raises")
+    self = _widen(self)
     out = torch.empty(_out_shape(self, red, keepdim), dtype=odt, device="trn")
     r = U.prod(self.shape[d] for d in range(self.dim()) if d not in red)
     c = U.prod(self.shape[d] for d in red)
@@ -386,6 +399,8 @@ def _int_sum_ok(self: torch.Tensor, dim: Any) -> bool:
         from stdlib_kernels.pointwise import int64_ok
 
         return int64_ok(self, bound)  # the loads then narrow int64 to its (exact) low word
+    if self.dtype in _SMALL_INTS and 2 ** (8 * self.element_size()) <= bound:
+        return True  # no value of the dtype can overflow
     return -bound <= int(self.amin().item()) and int(self.amax().item()) <= bound
 
 
@@ -396,7 +411,8 @@ def _sum(self: Any, dim: Any, keepdim: bool, dtype: torch.dtype | None) -> Any:
         if self.numel() >= 2**31:
             return decline("a bool sum over 2^31 or more elements (int32 counts)")
         return _simple(self, dim, keepdim, dtype or torch.int64, "sum", empty_value=0, ints=True)
-    if self.dtype in (torch.int64, torch.int32) and dtype in (None, torch.int64, self.dtype):
+    if self.dtype in (torch.int64, torch.int32, *_SMALL_INTS) and dtype in (
+            None, torch.int64, self.dtype if self.dtype in (torch.int64, torch.int32) else torch.int64):
         # int32 accumulation, exact when the values are small enough (counts: masked means, prod's zero counts)
         if not _int_sum_ok(self, dim):
             return decline("int64/int32 values whose sum may leave int32")
@@ -455,7 +471,7 @@ def prod_all(self: torch.Tensor, *, dtype: torch.dtype | None = None) -> Any:
 
 
 # --- amax / amin / max / min / argmax / argmin ---------------------------------------------------------------
-_MINMAX_DTYPES = (*U.FLOAT_DTYPES, torch.int32, torch.bool)
+_MINMAX_DTYPES = (*U.FLOAT_DTYPES, torch.int32, torch.bool, *_SMALL_INTS)
 
 
 def _minmax(self: Any, dim: Any, keepdim: bool, op: str) -> Any:
@@ -514,6 +530,7 @@ def _arg(self: Any, dim: int | None, keepdim: bool, op: str, with_values: bool) 
         return decline("an empty reduction: torch raises")
     idx = torch.empty(shape, dtype=torch.int64, device="trn")
     vals = torch.empty(shape, dtype=self.dtype, device="trn") if with_values else None
+    self = _widen(self)
     r = U.prod(self.shape[d] for d in range(nd) if d not in red)
     x2 = _as_rows(self, red) if nd else U.view(self, (1, 1), (1, 1), self.storage_offset())
     v2 = U.view(vals, (r, 1), (1, 1), 0) if vals is not None else None
@@ -551,7 +568,7 @@ def argmin(self: torch.Tensor, dim: int | None = None, keepdim: bool = False) ->
 
 
 # --- all / any ---------------------------------------------------------------------------------------------
-_LOGIC_DTYPES = (*U.FLOAT_DTYPES, torch.int32, torch.bool)
+_LOGIC_DTYPES = (*U.FLOAT_DTYPES, torch.int32, torch.bool, *_SMALL_INTS)
 
 
 def _logic(self: Any, dim: Any, keepdim: bool, op: str) -> Any:
@@ -566,53 +583,83 @@ def _logic(self: Any, dim: Any, keepdim: bool, op: str) -> Any:
         return decline("dims out of range or repeated: torch raises")
     if self.dim() == 0 and dim:
         red = []
-    out = torch.empty(_out_shape(self, red, keepdim), dtype=torch.bool, device="trn")
+    # torch keeps uint8 for all/any of uint8 (a legacy rule), bool otherwise
+    out = torch.empty(_out_shape(self, red, keepdim), dtype=torch.uint8 if self.dtype == torch.uint8 else torch.bool,
+                      device="trn")
     r = U.prod(self.shape[d] for d in range(self.dim()) if d not in red)
     c = U.prod(self.shape[d] for d in red)
     if r == 0:
         return out
     if c == 0:
         return out.fill_(op == "all")
+    self = _widen(self)
     x2 = _as_rows(self, red) if self.dim() else U.view(self, (1, 1), (1, 1), self.storage_offset())
     o2 = U.view(out, (r, 1), (1, 1), 0)
     _launch(x2, o2, "min" if op == "all" else "max", "nz", "none", 1.0, 0.0, "f32")
     return out
 
 
+def _logic_into(self: Any, dim: Any, keepdim: bool, op: str, out: torch.Tensor | None) -> Any:
+    """``all``/``any`` with an optional ``out=``, which must be bool or uint8 as on the CPU (torch casts into it
+    and resizes it, warning when it had elements)."""
+    if out is None:
+        return _logic(self, dim, keepdim, op)
+    if out.dtype not in (torch.bool, torch.uint8):
+        name = {torch.int32: "Int", torch.int64: "Long", torch.float32: "Float", torch.int16: "Short",
+                torch.int8: "Char", torch.float16: "Half", torch.bfloat16: "BFloat16", torch.float64: "Double"}
+        raise RuntimeError(f"{op} only supports bool tensor for result, got: {name.get(out.dtype, out.dtype)}")
+    r = _logic(self, dim, keepdim, op)
+    if r is NotImplemented:
+        return r
+    if tuple(out.shape) != tuple(r.shape):
+        if out.numel():
+            warn_like_torch(f"An output with one or more elements was resized since it had shape {list(out.shape)}, "
+                            f"which does not match the required output shape {list(r.shape)}.")
+        out.resize_(r.shape)
+    return out.copy_(r)
+
+
 @lowering("aten::all", dtypes=_LOGIC_DTYPES)
-def all_all(self: torch.Tensor) -> Any:
+def all_all(self: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
     """True when every element is nonzero."""
-    return _logic(self, None, False, "all")
+    return _logic_into(self, None, False, "all", out)
 
 
 @lowering("aten::all.dim", dtypes=_LOGIC_DTYPES)
-def all_dim(self: torch.Tensor, dim: int, keepdim: bool = False) -> Any:
+def all_dim(self: torch.Tensor, dim: int, keepdim: bool = False, *, out: torch.Tensor | None = None) -> Any:
     """``all`` along one dim."""
-    return _logic(self, dim, keepdim, "all")
+    return _logic_into(self, dim, keepdim, "all", out)
 
 
 @lowering("aten::all.dims", dtypes=_LOGIC_DTYPES)
-def all_dims(self: torch.Tensor, dim: Sequence[int] | None = None, keepdim: bool = False) -> Any:
+def all_dims(self: torch.Tensor, dim: Sequence[int] | None = None, keepdim: bool = False, *,
+             out: torch.Tensor | None = None) -> Any:
     """``all`` along several dims."""
-    return _logic(self, list(dim) if dim is not None else None, keepdim, "all")
+    return _logic_into(self, dim if dim is None or isinstance(dim, int) else list(dim), keepdim, "all", out)
 
 
 @lowering("aten::any", dtypes=_LOGIC_DTYPES)
-def any_all(self: torch.Tensor) -> Any:
+def any_all(self: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
     """True when some element is nonzero."""
-    return _logic(self, None, False, "any")
+    return _logic_into(self, None, False, "any", out)
 
 
 @lowering("aten::any.dim", dtypes=_LOGIC_DTYPES)
-def any_dim(self: torch.Tensor, dim: int, keepdim: bool = False) -> Any:
+def any_dim(self: torch.Tensor, dim: int, keepdim: bool = False, *, out: torch.Tensor | None = None) -> Any:
     """``any`` along one dim."""
-    return _logic(self, dim, keepdim, "any")
+    return _logic_into(self, dim, keepdim, "any", out)
 
 
 @lowering("aten::any.dims", dtypes=_LOGIC_DTYPES)
-def any_dims(self: torch.Tensor, dim: Sequence[int] | None = None, keepdim: bool = False) -> Any:
+def any_dims(self: torch.Tensor, dim: Sequence[int] | None = None, keepdim: bool = False, *,
+             out: torch.Tensor | None = None) -> Any:
     """``any`` along several dims."""
-    return _logic(self, list(dim) if dim is not None else None, keepdim, "any")
+    return _logic_into(self, dim if dim is None or isinstance(dim, int) else list(dim), keepdim, "any", out)
+
+
+# all.dims_out / any.dims_out: not reached by the variant routing (all.out matches all.dims' argument names first)
+lowering("aten::all.dims_out", dtypes=_LOGIC_DTYPES, variants=False)(all_dims)
+lowering("aten::any.dims_out", dtypes=_LOGIC_DTYPES, variants=False)(any_dims)
 
 
 # --- norms / logsumexp -------------------------------------------------------------------------------------

@@ -38,6 +38,8 @@ from trnlang.device import decline, lowering
 #: Positions are computed in fp32: exact below this.
 MAX_LEN = 2 ** 24
 _SEARCH_DTYPES = U.FLOAT_DTYPES
+#: Integer dtypes searched in fp32 (int32/int64 only when every value is exact there: a device check).
+_INT_DTYPES = (torch.int8, torch.int16, torch.uint8, torch.int32, torch.int64)
 
 
 @trn.kernel
@@ -202,11 +204,25 @@ def _range_ok(t: torch.Tensor, lo: int, hi: int) -> bool:
     return float(out.item()) == 0.0
 
 
+def _operands_unfit(bd: Any, vals: Any) -> str | None:
+    """Why the search kernel cannot take these boundaries and values (None: it can)."""
+    if not (U.is_trn(bd) and U.is_trn(vals)) or bd.dtype not in (*_SEARCH_DTYPES, *_INT_DTYPES) \
+            or vals.dtype != bd.dtype:
+        return "not trn tensors of one real dtype (float32/bfloat16/float16 or an integer dtype)"
+    if bd.dtype in _INT_DTYPES:
+        from stdlib_kernels.sort import fp32_exact
+
+        if not (fp32_exact(bd) and fp32_exact(vals)):
+            return "int32/int64 values beyond +-2^24 (the search compares in fp32)"
+    return None
+
+
 def _search(bd: Any, vals: torch.Tensor, out_int32: bool, right: bool, side: str | None,
             sorter: Any) -> Any:
     """``torch.searchsorted(bd, vals, ...)``; NotImplemented for anything torch would reject."""
-    if not (U.is_trn(bd) and U.is_trn(vals)) or bd.dtype not in _SEARCH_DTYPES or vals.dtype != bd.dtype:
-        return decline("not trn tensors of one float dtype (float32/bfloat16/float16)")
+    why = _operands_unfit(bd, vals)
+    if why:
+        return decline(why)
     if bd.is_neg() or vals.is_neg() or side not in (None, "left", "right") or (side == "left" and right):
         return decline("a neg bit, or an invalid side (torch raises)")
     right = side == "right" if side is not None else bool(right)
@@ -244,7 +260,7 @@ def _search(bd: Any, vals: torch.Tensor, out_int32: bool, right: bool, side: str
     return out
 
 
-@lowering("aten::searchsorted.Tensor", dtypes=(*_SEARCH_DTYPES, torch.int64))
+@lowering("aten::searchsorted.Tensor", dtypes=(*_SEARCH_DTYPES, *_INT_DTYPES))
 def searchsorted(sorted_sequence: torch.Tensor, self: torch.Tensor, *, out_int32: bool = False, right: bool = False,
                  side: str | None = None, sorter: torch.Tensor | None = None) -> Any:
     """Insertion points of ``self`` in the sorted last dim of ``sorted_sequence`` (torch's binary search).
@@ -261,7 +277,7 @@ def _scalar_as(value: Any, like: Any) -> torch.Tensor | None:
     return torch.full((), v, dtype=like.dtype, device="trn")  # the CPU converts the scalar to this dtype too
 
 
-@lowering("aten::searchsorted.Scalar", dtypes=(*_SEARCH_DTYPES, torch.int64))
+@lowering("aten::searchsorted.Scalar", dtypes=(*_SEARCH_DTYPES, *_INT_DTYPES))
 def searchsorted_scalar(sorted_sequence: torch.Tensor, self: Any, *, out_int32: bool = False, right: bool = False,
                         side: str | None = None, sorter: torch.Tensor | None = None) -> Any:
     """Insertion point of a Python number in a 1-D sorted sequence (0-dim result)."""

@@ -156,10 +156,38 @@ def _last(t: torch.Tensor, dim: int) -> torch.Tensor:
     return t.movedim(dim, -1) if dim != t.dim() - 1 else t
 
 
+#: Integer dtypes whose every value is exact as an fp32 key.
+_SMALL_INTS = (torch.int8, torch.int16, torch.uint8, torch.bool)
+#: Integer dtypes sorted on chip when their values lie in ``[-2^24, 2^24]`` (exact fp32 keys; a device check).
+_WIDE_INTS = (torch.int32, torch.int64)
+_KEY_EXACT = 2 ** 24
+
+
+def fp32_exact(self: torch.Tensor) -> bool:
+    """Every value of a ``trn`` tensor is exact in fp32 (always for floats and small ints; int32/int64 values
+    within ``[-2^24, 2^24]``: one device check, one host sync).
+
+    Example:
+        >>> fp32_exact(torch.tensor([2**24 + 1], device="trn"))  # doctest: +SKIP
+        False
+    """
+    if self.dtype not in _WIDE_INTS or self.numel() == 0:
+        return True
+    if self.dtype == torch.int64:
+        from stdlib_kernels.pointwise import int64_ok
+
+        return int64_ok(self, _KEY_EXACT + 1)
+    lo, hi = torch.aminmax(self)
+    return -_KEY_EXACT <= int(lo.item()) and int(hi.item()) <= _KEY_EXACT
+
+
 def _sorted(self: Any, dim: int, k: int, descending: bool, extract: bool = False) -> Any:
     """``(values, indices)`` of the first ``k`` of each sorted row along ``dim``; NotImplemented to decline."""
-    if not U.is_trn(self) or self.dtype not in U.FLOAT_DTYPES or self.is_conj() or self.is_neg():
-        return decline("not a float trn tensor (float32/bfloat16/float16, no conj/neg bit)")
+    ok = (*U.FLOAT_DTYPES, *_SMALL_INTS, *_WIDE_INTS)
+    if not U.is_trn(self) or self.dtype not in ok or self.is_conj() or self.is_neg():
+        return decline("not a real trn tensor (float32/bfloat16/float16 or an integer/bool dtype, no conj/neg bit)")
+    if not fp32_exact(self):
+        return decline("int32/int64 values beyond +-2^24 (the sort keys are fp32)")
     nd = max(self.dim(), 1)
     if not -nd <= dim < nd:
         return decline("dim out of range: torch raises")

@@ -236,10 +236,28 @@ def _int_identity(self: torch.Tensor, out: torch.Tensor | None) -> Any:
     return out.copy_(self)
 
 
+def _int_abs_sign(op: str, self: torch.Tensor, out: torch.Tensor | None) -> Any:
+    """``abs``/``sign`` of an integer tensor from native compares, ``neg`` and ``where`` (abs wraps at the
+    dtype's minimum as torch's does; ``abs`` of bool is left to torch, which raises)."""
+    if out is not None and (out.dtype != self.dtype or out.shape != self.shape):
+        return NotImplemented
+    if op == "abs":
+        if self.dtype == torch.bool:
+            return NotImplemented
+        r = self.clone() if self.dtype == torch.uint8 else torch.where(self < 0, -self, self)
+    elif self.dtype == torch.bool:
+        r = self.clone()
+    else:
+        r = (self > 0).to(self.dtype) - (self < 0).to(self.dtype)
+    return r if out is None else out.copy_(r)
+
+
 def _make(op: str) -> Callable[..., Any]:
     def lower(self: Any, *, out: torch.Tensor | None = None) -> Any:
         if op in _ROUNDING and U.is_trn(self) and self.dtype in _ALL_INTS:
             return _int_identity(self, out)
+        if op in ("abs", "sign") and U.is_trn(self) and self.dtype in (*_ALL_INTS, torch.bool):
+            return _int_abs_sign(op, self, out)
         if U.is_trn(self) and self.dtype in _INT_IN:
             if op in _KEEPS_INT or torch.get_default_dtype() != torch.float32:
                 return NotImplemented
@@ -265,6 +283,7 @@ def _register(name: str, fn: Callable[..., Any], dtypes: Any = DTYPES) -> None:
 for _op in _SIMPLE:
     if _op != "relu":
         _register(_op, _make(_op), (*DTYPES, *_ALL_INTS) if _op in _ROUNDING
+                  else (*DTYPES, *_ALL_INTS, torch.bool) if _op in ("abs", "sign")
                   else DTYPES if _op in _KEEPS_INT else (*DTYPES, *_INT_IN))
 
 _INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)

@@ -199,6 +199,15 @@ def _slices(self: torch.Tensor, dim: int) -> tuple[torch.Tensor, int] | None:
     return xs.reshape(k, n), d
 
 
+def _check_zero_dims(self: torch.Tensor, d: int) -> None:
+    """torch's rule for ``unique`` along ``d`` of a tensor with zero-sized dims: only ``d`` may be zero-sized."""
+    zeros = [i for i, n in enumerate(self.shape) if n == 0]
+    if len(zeros) > 1:
+        raise RuntimeError("Number of zero sized dimensions is more than one, so unique cannot be applied ")
+    if zeros and zeros[0] != d:
+        raise RuntimeError("There are 0 sized dimensions, and they aren't selected, so unique cannot be applied")
+
+
 def _by_dim(self: Any, dim: int, sort: bool, return_inverse: bool, return_counts: bool) -> Any:
     """(values, inverse, counts) of the slices along ``dim`` (sorted lexicographically or consecutive)."""
     if not U.is_trn(self) or self.dtype not in _DTYPES or self.is_conj() or self.is_neg():
@@ -207,6 +216,7 @@ def _by_dim(self: Any, dim: int, sort: bool, return_inverse: bool, return_counts
     if sl is None:
         return decline("dim out of range (torch raises), or a 0-dim tensor")
     keys, d = sl
+    _check_zero_dims(self, d)
     k, n = keys.shape
     if n >= MAX_ITEMS or (sort and n > S.MAX_SORT):
         return decline("2^24 or more slices, or more than 8192 to sort")

@@ -338,8 +338,11 @@ def _wrapped_number(v: Any, ref: torch.dtype | None) -> torch.Tensor:
         dt = ref if ref is not None and ref != torch.bool else torch.int64
     elif isinstance(v, float):
         dt = ref if ref is not None and (ref.is_floating_point or ref.is_complex) else torch.get_default_dtype()
-    else:
-        dt = ref if ref is not None and ref.is_complex else torch.complex64
+    elif ref is not None and ref.is_complex:
+        dt = ref
+    else:  # a complex number takes a float tensor's precision (float16 -> complex32), else the default's
+        base = ref if ref is not None and ref.is_floating_point else torch.get_default_dtype()
+        dt = {torch.float16: torch.complex32, torch.float64: torch.complex128}.get(base, torch.complex64)
     return torch.tensor(v, dtype=dt)
 
 
