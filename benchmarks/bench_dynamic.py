@@ -11,8 +11,9 @@
     median over ``--procs`` fresh processes, once with LLVM's one-time start-up inside the figure ("process
     cold") and once after a tiny unrelated kernel paid it ("kernel cold", what ``bench_jit.py`` reports) (bar:
     <= 150 ms);
-(warm) warm embedding launches with the exact-size gather kernel and with the runtime-``K`` one, interleaved in
-    one process (CPU time, medians of ``--reps`` rounds of 30 calls; issue 15: no warm-path regression);
+(warm) warm embedding, group norm and batch norm launches with the exact-size kernels and with the runtime row
+    count ones, interleaved in one process (CPU time, medians of ``--reps`` rounds of 20-30 calls; issue 15: no
+    warm-path regression);
 (gpt2) compilations per new length of a small GPT-2 (random config, 2 layers, 128 wide, no download) generating
     on ``trn`` without a KV cache, per kernel name (no bar: shows which families still compile per length).
 
@@ -193,7 +194,54 @@ def _child_warm(reps: int) -> dict[str, Any]:
         I._polymorphic = poly
         rows.append({"case": f"embedding {v}x{c}, {k} ids", "exact_us": statistics.median(got["exact"]),
                      "runtime_us": statistics.median(got["runtime"])})
-    return {"rows": rows}
+    return {"rows": rows + _warm_norms(reps)}
+
+
+def _warm_norms(reps: int) -> list[dict[str, Any]]:
+    """Warm group / batch norm, exact-size row kernels against runtime row counts, interleaved."""
+    import torch
+    import torch.nn.functional as F
+
+    import trnlang as trn
+    from stdlib_kernels import batchnorm as B
+    from stdlib_kernels import norm as N
+    from stdlib_kernels import tiling as T
+
+    names = ("row_moments", "row_dots", "row_affine", "row_affine2")
+    kinds: dict[str, dict[str, Any]] = {"runtime": {n: getattr(N, n) for n in names}}
+    kinds["runtime"]["gn_fwd"] = N.gn_fwd
+    kinds["exact"] = {n: T.RowLaunch(trn.kernel(dynamic=False)(getattr(N, n).kernel.fn)) for n in names}
+    kinds["exact"]["gn_fwd"] = trn.kernel(dynamic=False)(N.gn_fwd.fn)
+
+    def use(kind: str) -> None:
+        for n, k in kinds[kind].items():
+            setattr(N, n, k)
+            if hasattr(B, n):
+                setattr(B, n, k)
+
+    x1, w1 = torch.randn(6, 32, 7, 7).to("trn"), torch.randn(32).to("trn")
+    x2, w2 = torch.randn(3, 16, 30, 30).to("trn"), torch.randn(16).to("trn")
+    x3, w3 = torch.randn(7, 64, 12, 12).to("trn").requires_grad_(), torch.randn(64).to("trn").requires_grad_()
+    g3 = torch.randn(7, 64, 12, 12).to("trn")
+    cases = [("group_norm 6x32x7x7 (gn_fwd)", lambda: F.group_norm(x1, 8, w1, w1)),
+             ("group_norm 3x16x30x30 (rows)", lambda: F.group_norm(x2, 2, w2, w2)),
+             ("batch_norm fwd+bwd 7x64x12x12",
+              lambda: F.batch_norm(x3, None, None, w3, w3, training=True).backward(g3))]
+    rows = []
+    for name, f in cases:
+        got: dict[str, list[float]] = {"exact": [], "runtime": []}
+        for _ in range(reps):
+            for kind in ("exact", "runtime"):
+                use(kind)
+                f()
+                t = time.process_time()
+                for _ in range(20):
+                    f()
+                got[kind].append((time.process_time() - t) / 20 * 1e6)
+        use("runtime")
+        rows.append({"case": name, "exact_us": statistics.median(got["exact"]),
+                     "runtime_us": statistics.median(got["runtime"])})
+    return rows
 
 
 def _spawn(what: str, *extra: str) -> dict[str, Any]:
@@ -261,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    length {r['length']}: {total} {json.dumps(r['by_kernel'], sort_keys=True)}")
     if "warm" not in skip:
         rows = _spawn("warm", "--reps", str(args.reps))["rows"]
-        print("(warm) embedding on trn, exact-size kernel vs runtime row count, interleaved, CPU time medians:")
+        print("(warm) trn ops, exact-size kernels vs runtime row counts, interleaved, CPU time medians:")
         for r in rows:
             print(f"    {r['case']:<32} exact {r['exact_us']:8.1f} us, runtime K {r['runtime_us']:8.1f} us, "
                   f"{r['runtime_us'] / r['exact_us']:.2f}x")

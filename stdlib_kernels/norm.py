@@ -34,7 +34,6 @@ from typing import Any, Sequence
 
 import torch
 
-import trnlang as trn
 import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
@@ -149,11 +148,11 @@ def _param_row(t: Any, f: int, cols: Any = None, n: int = 0) -> Any:
     return tl.load(ap, mask=mask).astype(tl.float32)
 
 
-@trn.kernel
 def gn_fwd(x, w, b, out, mean_o, rstd_o, eps, has_w, has_b):
     """Group norm of ``x [N * G, Cg, HW]``, one tile of a sample's G groups per iteration.
 
-    ``w`` / ``b``: ``[G * Cg]`` per-channel parameters; ``mean_o`` / ``rstd_o``: ``[N, G]``.
+    ``w`` / ``b``: ``[G * Cg]`` per-channel parameters; ``mean_o`` / ``rstd_o``: ``[N, G]``. The batch ``N`` is
+    a runtime size (the loop's trip count); the group's tile ``[G, Cg, HW]`` is keyed.
     """
     ng, cg, hw = x.shape
     n_dim, groups = mean_o.shape
@@ -176,6 +175,10 @@ def gn_fwd(x, w, b, out, mean_o, rstd_o, eps, has_w, has_b):
         tl.store(out[i * groups + gi, ci, hi], y)
         tl.store(mean_o[i + tl.arange(1)[None, :], tl.arange(groups)[:, None]], mean)
         tl.store(rstd_o[i + tl.arange(1)[None, :], tl.arange(groups)[:, None]], rstd)
+
+
+gn_fwd = T.polymorphic(gn_fwd, static=(("x", 1), ("x", 2), ("out", 1), ("out", 2), ("w", 0), ("b", 0),
+                                       ("mean_o", 1), ("rstd_o", 1)))
 
 
 @T.polymorphic
@@ -261,11 +264,11 @@ def _ln_bwd_rows(dy, x, mean, rstd, dx, pw, pb, wt, want_dx, want_wb, rms, rb):
                 tl.store(pb[i + tl.arange(1)[:, None], cols], ab)
 
 
-@trn.kernel
-def row_moments(x, mean_o, var_o):
+@T.row_polymorphic(static=(("x", 1),))
+def row_moments(x, mean_o, var_o, rb=None):
     """Per-row mean and biased variance of ``x [R, L]`` (two passes, fp32) -> ``[R, 1]`` each."""
     r_dim, n = x.shape
-    p = _p(r_dim)
+    p = T.extent(r_dim, 128, rb)
     one = tl.arange(1)[None, :]
     inv_n = 1.0 / n
     f = min(n, CHUNK)
@@ -296,11 +299,11 @@ def row_moments(x, mean_o, var_o):
             tl.store(var_o[rows, one], q * inv_n, mask=rows < r_dim)
 
 
-@trn.kernel
-def row_dots(dy, x, s1, s2):
+@T.row_polymorphic(static=(("x", 1), ("dy", 1),))
+def row_dots(dy, x, s1, s2, rb=None):
     """Per row of ``[R, L]``: ``s1 = sum(dy)``, ``s2 = sum(dy * x)`` (fp32) -> ``[R, 1]`` each."""
     r_dim, n = x.shape
-    p = _p(r_dim)
+    p = T.extent(r_dim, 128, rb)
     one = tl.arange(1)[None, :]
     f = min(n, CHUNK)
     for i in tl.affine_range(tl.cdiv(r_dim, p)):
@@ -318,11 +321,11 @@ def row_dots(dy, x, s1, s2):
         tl.store(s2[rows, one], c, mask=rows < r_dim)
 
 
-@trn.kernel
-def row_affine(x, a, c, out):
+@T.row_polymorphic(static=(("x", 1), ("out", 1),))
+def row_affine(x, a, c, out, rb=None):
     """``out = x * a + c`` over ``[R, L]`` with per-row ``a``, ``c`` ``[R, 1]`` (fp32)."""
     r_dim, n = x.shape
-    p = _p(r_dim)
+    p = T.extent(r_dim, 128, rb)
     one = tl.arange(1)[None, :]
     f = min(n, CHUNK)
     for i in tl.affine_range(tl.cdiv(r_dim, p)):
@@ -335,11 +338,11 @@ def row_affine(x, a, c, out):
             tl.store(out[rows, cols], tl.load(x[rows, cols], mask=mk).astype(tl.float32) * at + ct, mask=mk)
 
 
-@trn.kernel
-def row_affine2(dy, x, a, b, c, out):
+@T.row_polymorphic(static=(("x", 1), ("dy", 1), ("out", 1),))
+def row_affine2(dy, x, a, b, c, out, rb=None):
     """``out = dy * a + x * b + c`` over ``[R, L]`` with per-row ``a``, ``b``, ``c`` ``[R, 1]`` (fp32)."""
     r_dim, n = x.shape
-    p = _p(r_dim)
+    p = T.extent(r_dim, 128, rb)
     one = tl.arange(1)[None, :]
     f = min(n, CHUNK)
     for i in tl.affine_range(tl.cdiv(r_dim, p)):
@@ -563,8 +566,10 @@ def native_group_norm(input: torch.Tensor, weight: torch.Tensor | None, bias: to
         # one kernel: a sample's groups per tile, moments and the per-channel affine in one launch
         cg = C // group
         x3 = input.contiguous().view(N * group, cg, HxW)
-        gn_fwd(x3, weight.contiguous() if weight is not None else x3, bias.contiguous() if bias is not None else x3,
-               out.view(N * group, cg, HxW), mean, rstd, float(eps), weight is not None, bias is not None)
+        none = U.view(out, (1,), (1,), out.storage_offset())  # an absent parameter: no size of the batch
+        gn_fwd(x3, weight.contiguous() if weight is not None else none,
+               bias.contiguous() if bias is not None else none, out.view(N * group, cg, HxW), mean, rstd,
+               float(eps), weight is not None, bias is not None)
         return out, mean, rstd
     m32 = _empty((N * group, 1), torch.float32)
     v32 = _empty((N * group, 1), torch.float32)

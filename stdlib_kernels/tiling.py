@@ -110,6 +110,44 @@ def polymorphic(fn: Callable[..., Any], static: tuple[tuple[str, int], ...] = ()
     return k
 
 
+class RowLaunch:
+    """The host side of a row kernel made by :func:`row_polymorphic`: calls it with the row bucket of its first
+    argument's rows appended (the kernel's last parameter, ``rb``)."""
+
+    def __init__(self, kernel: Any) -> None:
+        self.kernel = kernel
+        self.__doc__ = kernel.fn.__doc__
+        self.__name__ = kernel.fn.__name__
+
+    def __call__(self, *args: Any) -> Any:
+        return self.kernel(*args, row_bucket(args[0].shape[0]))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.kernel, name)
+
+
+def row_polymorphic(static: tuple[tuple[str, int], ...]) -> Callable[[Callable[..., Any]], RowLaunch]:
+    """A row kernel ``f(x, ..., rb=None)`` whose row count (``x.shape[0]``) is a runtime size and every size
+    named in ``static`` a constant (typically the free axis: a runtime row width slows the row copies); the
+    host appends the row bucket. Inside, ``extent(rows, 128, rb)`` is the partition tile (masked past the rows).
+
+    >>> @row_polymorphic(static=(("x", 1), ("out", 1)))
+    ... def halve(x, out, rb=None):
+    ...     r = x.shape[0]
+    ...     p = extent(r, PMAX, rb)
+    ...     for i in tl.affine_range(tl.cdiv(r, p)):
+    ...         rows = i * p + tl.arange(p)[:, None]
+    ...         cols = tl.arange(x.shape[1])[None, :]
+    ...         tl.store(out[rows, cols], tl.load(x[rows, cols], mask=rows < r) * 0.5, mask=rows < r)
+    >>> import numpy as np
+    >>> for r in (3, 4):
+    ...     x = np.ones((r, 5), np.float32); o = np.zeros_like(x); halve(x, o)
+    >>> float(o.sum()), halve.compile_stats()["variants"]
+    (10.0, 1)
+    """
+    return lambda fn: RowLaunch(polymorphic(fn, static))
+
+
 def row_bucket(n: int, p: int = PMAX) -> int:
     """Partition-tile bucket of ``n`` rows: ``p`` from ``p`` rows up, else the next power of two (>= 1).
 
