@@ -35,6 +35,12 @@ from typing import Any, Sequence
 import llvmlite
 import llvmlite.binding as _llvm
 from llvmlite import ir
+from llvmlite.ir import values as _ir_values
+
+# llvmlite fills its string-escape table on first use without a lock, so two threads whose first compiles run at
+# once (a split launch of a kernel not yet compiled) could read it half filled (KeyError in _escape_string). Fill
+# it here, at import, before any thread can race on it.
+_ir_values._escape_string("")
 
 __all__ = [
     "llvmlite_version",
