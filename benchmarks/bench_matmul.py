@@ -96,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         td.register()
         warnings.simplefilter("ignore", td.FallbackWarning)
     g = torch.Generator().manual_seed(0)
-    print(f"{'case':<28}{'thr':>4}{'trnlang':>10}{'torch':>10}{'ratio':>8}   (GFLOP/s)")
+    print(f"{'case':<28}{'thr':>4}{'trnlang':>10}{'torch':>10}{'ratio':>8}{'load':>7}   (GFLOP/s; load: 1-min "
+          f"load average on {os.cpu_count()} cores after the row)")
     for s in args.sizes:
         flop = 2.0 * s ** 3 / 1e9
         a, b = torch.randn(s, s, generator=g), torch.randn(s, s, generator=g)
@@ -122,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
                 _set_threads(n)
                 _CLOCK[0] = time.process_time if args.clock == "cpu" and n == 1 else time.perf_counter
                 t_o, t_t = _pair(ours, theirs, args.repeat, args.min_time)
-                print(f"{name:<28}{n:>4}{flop / t_o:>10.1f}{flop / t_t:>10.1f}{t_t / t_o:>8.2f}", flush=True)
+                print(f"{name:<28}{n:>4}{flop / t_o:>10.1f}{flop / t_t:>10.1f}{t_t / t_o:>8.2f}"
+                      f"{os.getloadavg()[0]:>7.1f}", flush=True)
     return 0
 
 

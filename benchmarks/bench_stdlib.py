@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     repeat = 1 if args.quick else args.repeat
     min_time = 0.01 if args.quick else 0.2
     print(f"stdlib families vs torch CPU ({threads} thread(s)); ratio = cpu time / trn time (> 1: trn faster)")
-    print(f"{'family':<16} {'case':<44} {'cpu':>11} {'trn':>11} {'ratio':>7}  fallbacks")
+    print(f"{'family':<16} {'case':<44} {'cpu':>11} {'trn':>11} {'ratio':>7}  fallbacks  load (1-min load average, "
+          f"{os.cpu_count()} cores)")
     for fam in wanted:
         mod = importlib.import_module(f"benchmarks.families.{fam}")
         for name, cpu, trn in mod.cases(args.quick):
@@ -74,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
                 cs.append(_time(cpu, min_time))
                 ts.append(_time(trn, min_time))
             c, t = statistics.median(cs), statistics.median(ts)
-            print(f"{fam:<16} {name:<44} {c * 1e3:>8.3f} ms {t * 1e3:>8.3f} ms {c / t:>6.2f}x  {fb}", flush=True)
+            print(f"{fam:<16} {name:<44} {c * 1e3:>8.3f} ms {t * 1e3:>8.3f} ms {c / t:>6.2f}x  {fb:>9} "
+                  f"{os.getloadavg()[0]:>5.1f}", flush=True)
     return 0
 
 
