@@ -20,14 +20,29 @@ from typing import Any, Callable
 
 import torch
 
+from stdlib_kernels import _util as U
 from stdlib_kernels.pointwise import OPERAND_DTYPES, run_binary
 from trnlang.device import REGISTRY, decline, lowering
 
 _INT_LIKE = (torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool, torch.int64)
 
 
+def complex_planes(self: Any, other: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The ``[..., 2]`` real/imaginary planes of two complex64 ``trn`` tensors (no conj/neg bit), else None."""
+    ts = (self, other)
+    if not all(U.is_trn(t) and t.dtype == torch.complex64 and not t.is_conj() and not t.is_neg() for t in ts):
+        return None
+    return torch.view_as_real(self), torch.view_as_real(other)
+
+
 def _compare(op: str) -> Callable[..., Any]:
     def lower(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
+        if isinstance(self, torch.Tensor) and self.is_complex():
+            planes = complex_planes(self, other) if op in ("eq", "ne") and out is None else None
+            if planes is None:
+                return decline("complex operands other than two complex64 trn tensors (eq/ne, no out=)")
+            a, b = planes  # equal when both planes are
+            return (a == b).all(-1) if op == "eq" else (a != b).any(-1)
         return run_binary(op, self, other, out, rdt=torch.bool)
 
     lower.__name__ = op
@@ -58,7 +73,8 @@ def _bitwise(op: str) -> Callable[..., Any]:
 
 for _op in ("eq", "ne", "lt", "le", "gt", "ge"):
     for _ov in ("Tensor", "Scalar"):
-        lowering(f"aten::{_op}.{_ov}", dtypes=OPERAND_DTYPES)(_compare(_op))
+        _cdt = (torch.complex64,) if _op in ("eq", "ne") and _ov == "Tensor" else ()
+        lowering(f"aten::{_op}.{_ov}", dtypes=(*OPERAND_DTYPES, *_cdt))(_compare(_op))
 
 for _op in ("logical_and", "logical_or", "logical_xor"):
     lowering(f"aten::{_op}", dtypes=OPERAND_DTYPES)(_logical(_op))

@@ -35,7 +35,7 @@ import torch
 import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
-from trnlang.device import fastlane, lowering
+from trnlang.device import decline, fastlane, lowering
 
 #: Tensor dtypes an elementwise operand may have (int64 values are range-checked, see :func:`int64_ok`).
 OPERAND_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.int16, torch.int8, torch.uint8,
@@ -576,15 +576,35 @@ def _fast(lower: Callable[..., Any]) -> Callable[..., Any]:
     return fastlane.fast_function(lower, 2, _same_layout)
 
 
-@lowering("aten::add.Tensor", dtypes=OPERAND_DTYPES, fast=_fast(lambda a, b: add(a, b)))
+def _complex_add(self: Any, other: Any, alpha: Any, out: torch.Tensor | None, sign: int) -> Any:
+    """``self + sign * alpha * other`` of two complex64 ``trn`` tensors on their real/imaginary planes."""
+    from stdlib_kernels.compare import complex_planes
+
+    planes = complex_planes(self, other)
+    out_planes = complex_planes(out, out) if out is not None else None
+    if planes is None or (out is not None and out_planes is None) or isinstance(alpha, bool) \
+            or not isinstance(alpha, (int, float)):
+        return decline("complex operands other than complex64 trn tensors (or a complex alpha)")
+    a, b = planes
+    if out_planes is not None:  # in place / out=: written through the out tensor's planes
+        torch.add(a, b, alpha=sign * alpha, out=out_planes[0])
+        return out
+    return torch.view_as_complex(torch.add(a, b, alpha=sign * alpha).contiguous())
+
+
+@lowering("aten::add.Tensor", dtypes=(*OPERAND_DTYPES, torch.complex64), fast=_fast(lambda a, b: add(a, b)))
 def add(self: Any, other: Any, *, alpha: Any = 1, out: torch.Tensor | None = None) -> Any:
-    """``self + alpha * other``."""
+    """``self + alpha * other`` (two complex64 tensors: on their real/imaginary planes)."""
+    if _is_complex(self) or _is_complex(other) or _is_complex(out):
+        return _complex_add(self, other, alpha, out, 1)
     return _binary("add", self, other, alpha, out)
 
 
-@lowering("aten::sub.Tensor", dtypes=OPERAND_DTYPES, fast=_fast(lambda a, b: sub(a, b)))
+@lowering("aten::sub.Tensor", dtypes=(*OPERAND_DTYPES, torch.complex64), fast=_fast(lambda a, b: sub(a, b)))
 def sub(self: Any, other: Any, *, alpha: Any = 1, out: torch.Tensor | None = None) -> Any:
     """``self - alpha * other``."""
+    if _is_complex(self) or _is_complex(other) or _is_complex(out):
+        return _complex_add(self, other, alpha, out, -1)
     if torch.result_type(self, other) == torch.bool:
         return NotImplemented  # torch raises for bool subtraction
     return _binary("sub", self, other, alpha, out)

@@ -258,6 +258,9 @@ def _make(op: str) -> Callable[..., Any]:
             return _int_identity(self, out)
         if op in ("abs", "sign") and U.is_trn(self) and self.dtype in (*_ALL_INTS, torch.bool):
             return _int_abs_sign(op, self, out)
+        if op == "abs" and isinstance(self, torch.Tensor) and self.is_complex():
+            v = _complex_planes(self)  # |z| as hypot(re, im): no overflow
+            return NotImplemented if v is None or out is not None else torch.hypot(v[..., 0], v[..., 1])
         if U.is_trn(self) and self.dtype in _INT_IN:
             if op in _KEEPS_INT or torch.get_default_dtype() != torch.float32:
                 return NotImplemented
@@ -283,7 +286,8 @@ def _register(name: str, fn: Callable[..., Any], dtypes: Any = DTYPES) -> None:
 for _op in _SIMPLE:
     if _op != "relu":
         _register(_op, _make(_op), (*DTYPES, *_ALL_INTS) if _op in _ROUNDING
-                  else (*DTYPES, *_ALL_INTS, torch.bool) if _op in ("abs", "sign")
+                  else (*DTYPES, *_ALL_INTS, torch.bool, torch.complex64) if _op == "abs"
+                  else (*DTYPES, *_ALL_INTS, torch.bool) if _op == "sign"
                   else DTYPES if _op in _KEEPS_INT else (*DTYPES, *_INT_IN))
 
 _INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
@@ -397,8 +401,21 @@ _register("nan_to_num", nan_to_num)
 _INT_BOOL = (torch.int32, torch.bool)
 
 
+def _complex_planes(self: Any) -> torch.Tensor | None:
+    """The ``[..., 2]`` real/imaginary planes of a complex64 ``trn`` tensor without conj/neg bits, else None."""
+    if not U.is_trn(self) or self.dtype != torch.complex64 or self.is_conj() or self.is_neg():
+        return None
+    return torch.view_as_real(self)
+
+
 def _bool_op(op: str) -> Callable[..., Any]:
     def lower(self: Any, *, out: torch.Tensor | None = None) -> Any:
+        if isinstance(self, torch.Tensor) and self.is_complex():
+            v = _complex_planes(self)
+            if v is None or out is not None or op not in ("isnan", "isinf", "isfinite"):
+                return NotImplemented
+            r = lower(v)  # nan/inf when either plane is; finite when both are
+            return r if r is NotImplemented else (r.all(-1) if op == "isfinite" else r.any(-1))
         if U.is_trn(self) and self.dtype in _ALL_INTS and self.dtype != torch.int32:
             # integers are never nan/inf: a constant (int32 and bool go through the kernel below)
             if out is not None and (out.dtype != torch.bool or out.shape != self.shape):
@@ -413,7 +430,8 @@ def _bool_op(op: str) -> Callable[..., Any]:
 
 
 for _op in ("isnan", "isinf", "isfinite", "isposinf", "isneginf"):
-    _register(_op, _bool_op(_op), dtypes=DTYPES + _INT_BOOL + _ALL_INTS)
+    _register(_op, _bool_op(_op), dtypes=DTYPES + _INT_BOOL + _ALL_INTS + (
+        (torch.complex64,) if _op in ("isnan", "isinf", "isfinite") else ()))
 
 
 def signbit(self: Any, *, out: torch.Tensor | None = None) -> Any:

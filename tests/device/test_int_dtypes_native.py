@@ -218,3 +218,31 @@ def test_unique_dim_zero_sized_rules(shape, dim, consecutive):
         assert r == e
     else:
         assert [a.shape for a in r] == [b.shape for b in e] and all(torch.equal(a, b) for a, b in zip(r, e))
+
+
+def test_complex64_elementwise_on_planes():
+    """add/sub (alpha, in place, out=), eq/ne, isnan/isinf/isfinite and abs of complex64 run natively."""
+    a = _inputs((3, 4), torch.complex64)
+    b = _inputs((1, 4), torch.complex64, seed=1)
+    a[0, 1] = complex(float("nan"), 1.0)
+    a[2, 2] = complex(0.0, float("inf"))
+    at, bt = a.to("trn"), b.to("trn")
+    cases = [lambda x, y: x + y, lambda x, y: torch.add(x, y, alpha=2), lambda x, y: x - y,
+             lambda x, y: x.clone().sub_(y, alpha=3), lambda x, y: torch.add(x, y, out=torch.empty_like(x)),
+             lambda x, y: x == x.clone(), lambda x, y: x != y, lambda x, y: torch.isnan(x),
+             lambda x, y: torch.isinf(x), lambda x, y: torch.isfinite(x), lambda x, y: torch.abs(x)]
+    for f in cases:
+        r, e = f(at, bt), f(a, b)
+        assert r.dtype == e.dtype
+        torch.testing.assert_close(r.cpu(), e, equal_nan=True)
+
+
+def test_complex64_random_fills_both_planes():
+    """normal_ of complex64: each plane N(mean, std / sqrt(2)) as torch; uniform_: each plane in [from, to)."""
+    torch.manual_seed(0)
+    v = torch.view_as_real(torch.empty(20000, dtype=torch.complex64, device="trn").normal_(0.5, 2.0).cpu())
+    assert torch.allclose(v.mean(0), torch.tensor([0.5, 0.5]), atol=0.05)
+    assert torch.allclose(v.std(0), torch.full((2,), 2.0 / 2**0.5), rtol=0.05)
+    u = torch.view_as_real(torch.empty(5000, dtype=torch.complex64, device="trn").uniform_(-2.0, 3.0).cpu())
+    assert bool((u >= -2.0).all()) and bool((u < 3.0).all()) and float(u.std()) > 1.0
+    assert make_tensor((3,), dtype=torch.complex64, device="trn").device.type == "trn"
