@@ -220,11 +220,11 @@ def _warm_norms(reps: int) -> list[dict[str, Any]]:
                 setattr(B, n, k)
 
     x1, w1 = torch.randn(6, 32, 7, 7).to("trn"), torch.randn(32).to("trn")
-    x2, w2 = torch.randn(3, 16, 30, 30).to("trn"), torch.randn(16).to("trn")
+    x2, w2 = torch.randn(4, 64, 30, 30).to("trn"), torch.randn(64).to("trn")
     x3, w3 = torch.randn(7, 64, 12, 12).to("trn").requires_grad_(), torch.randn(64).to("trn").requires_grad_()
     g3 = torch.randn(7, 64, 12, 12).to("trn")
     cases = [("group_norm 6x32x7x7 (gn_fwd)", lambda: F.group_norm(x1, 8, w1, w1)),
-             ("group_norm 3x16x30x30 (rows)", lambda: F.group_norm(x2, 2, w2, w2)),
+             ("group_norm 4x64x30x30 (256-row affine)", lambda: F.group_norm(x2, 2, w2, w2)),
              ("batch_norm fwd+bwd 7x64x12x12",
               lambda: F.batch_norm(x3, None, None, w3, w3, training=True).backward(g3))]
     rows = []
@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = _spawn("warm", "--reps", str(args.reps))["rows"]
         print("(warm) trn ops, exact-size kernels vs runtime row counts, interleaved, CPU time medians:")
         for r in rows:
-            print(f"    {r['case']:<32} exact {r['exact_us']:8.1f} us, runtime K {r['runtime_us']:8.1f} us, "
+            print(f"    {r['case']:<38} exact {r['exact_us']:8.1f} us, runtime {r['runtime_us']:8.1f} us, "
                   f"{r['runtime_us'] / r['exact_us']:.2f}x")
     print(f"load average at end: {_load()}")
     return 0
