@@ -39,8 +39,10 @@ def _trn_config_follows_monkeypatch(monkeypatch: pytest.MonkeyPatch):
 #: ``pytest -n 2`` hands tests to its workers in collection order, so these run first: the short tests fill in
 #: around them and neither worker is left with a long test alone at the end. Order only; nothing is skipped.
 RUN_FIRST = (
-    "tests/codegen/test_isa.py::test_matmul_tests_pass_on_every_path[avx2]",  # the whole differential suite
-    "tests/codegen/test_isa.py::test_matmul_tests_pass_on_every_path[generic]",
+    "tests/codegen/test_isa.py::test_matmul_tests_pass_on_every_path[avx2-random]",  # the differential suite, half
+    "tests/codegen/test_isa.py::test_matmul_tests_pass_on_every_path[avx2-cases]",
+    "tests/codegen/test_isa.py::test_matmul_tests_pass_on_every_path[generic-random]",
+    "tests/codegen/test_isa.py::test_matmul_tests_pass_on_every_path[generic-cases]",
     "tests/tutorials/test_tutorials.py::test_tutorial_runs[10_distributed]",
     "tests/tutorials/test_tutorials.py::test_tutorial_runs[09_torch_compile]",
     "tests/tutorials/test_tutorials.py::test_tutorial_runs[08_huggingface_model]",

@@ -87,13 +87,19 @@ print("isa-ok", want, gemm.config_for())
 
 _GEMM_TESTS = ["tests/codegen/test_gemm.py", "tests/codegen/test_matmul_operands.py", "tests/codegen/test_gemm_bf16.py",
                "tests/codegen/test_gemm_collapse.py"]
-_TESTS = [*_GEMM_TESTS, "tests/codegen/test_differential.py",
-          # how a grid is scheduled on threads is the launch path's business, not code generation's: the default
-          # path's run covers it
-          "--deselect", "tests/codegen/test_differential.py::test_grid_sequential_and_on_the_thread_pool"]
-#: fp32 lanes of each path's vectors (codegen/isa.py): paths of the selected path's width generate the same code
-#: for everything but bf16 products, so their child runs only the matmul tests; a narrower width runs the whole
-#: differential suite too.
+_DIFF = "tests/codegen/test_differential.py"
+#: What a path's child runs, in parts that are separate tests (so ``pytest -n 2`` runs the halves of one path's
+#: differential suite on both workers). Paths of the selected path's width generate the same code for everything
+#: but bf16 products, so they run only ``gemm``; a narrower width runs the differential suite too.
+_PARTS = {
+    "gemm": _GEMM_TESTS,
+    "cases": [_DIFF, "-k", "test_cases or hypothesis"],  # the named cases and the hypothesis-drawn kernels
+    # the seeded random kernels and the rest; how a grid is scheduled on threads is the launch path's business, not
+    # code generation's: the default path's run covers it
+    "random": [_DIFF, "-k", "not (test_cases or hypothesis)", "--deselect",
+               f"{_DIFF}::test_grid_sequential_and_on_the_thread_pool"],
+}
+#: fp32 lanes of each path's vectors (codegen/isa.py)
 _WIDTH = {name: isa._make(name, set()).width for name in isa.PATHS}
 
 
@@ -103,22 +109,27 @@ def _env(path: str) -> dict[str, str]:
     return env
 
 
+@pytest.mark.parametrize("part", list(_PARTS))
 @pytest.mark.parametrize("path", isa.PATHS)
-def test_matmul_tests_pass_on_every_path(path):
+def test_matmul_tests_pass_on_every_path(path, part):
     if path not in isa.available():
         pytest.skip(f"this host ({platform.machine()}) cannot run the {path} path")
+    if path == isa.selected().name and part != "gemm":
+        pytest.skip("this process's own path: the suite around this test runs those tests on it")
+    if part != "gemm" and _WIDTH.get(path) == isa.selected().width:
+        pytest.skip(f"{path} has this host's vector width: only its matmul code differs (part 'gemm')")
     # the child uses the suite's kernel cache (TRN_CACHE_DIR, else ~/.cache/trnlang): a cache key holds the ISA path,
     # the CPU features, the llvmlite/LLVM versions and a hash of codegen's sources, so paths never share an entry and
     # a changed code generator compiles afresh, while a second run of the suite loads this path's kernels instead of
     # compiling them again (the avx2 child: 202 s of CPU with an empty cache, 171 s with the first run's)
     env = _env(path)
-    r = subprocess.run([sys.executable, "-c", _CHILD, path], env=env, cwd=ROOT, capture_output=True, text=True,
-                       timeout=600)
-    assert r.returncode == 0 and "isa-ok" in r.stdout, r.stdout + r.stderr[-3000:]
-    if path == isa.selected().name:
-        return  # this process's own path: the suite around this test runs those tests on it
-    tests = _GEMM_TESTS if _WIDTH.get(path) == isa.selected().width else _TESTS
-    cmd = [sys.executable, "-m", "pytest", "-o", "addopts=", "-q", "-x", "-p", "no:cacheprovider", *tests]
+    if part == "gemm":
+        r = subprocess.run([sys.executable, "-c", _CHILD, path], env=env, cwd=ROOT, capture_output=True, text=True,
+                           timeout=600)
+        assert r.returncode == 0 and "isa-ok" in r.stdout, r.stdout + r.stderr[-3000:]
+        if path == isa.selected().name:
+            return  # this process's own path: the suite around this test runs those tests on it
+    cmd = [sys.executable, "-m", "pytest", "-o", "addopts=", "-q", "-x", "-p", "no:cacheprovider", *_PARTS[part]]
     r = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=3600)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert " passed" in r.stdout and " failed" not in r.stdout
