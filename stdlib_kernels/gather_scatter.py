@@ -407,19 +407,24 @@ def _index_on_trn(self: Any, index: Any) -> Any:
 @lowering("aten::index_fill.int_Scalar", device_check=False)
 def index_fill(self: torch.Tensor, dim: int, index: torch.Tensor, value: Any) -> Any:
     """``self.index_fill(dim, index, value)``."""
-    index = _index_on_trn(self, index)
-    return _index_scatter(self, dim, index, None, value, None, None, None)
+    moved = _index_on_trn(self, index)
+    r = _index_scatter(self, dim, moved, None, value, None, None, None)
+    if r is NotImplemented and moved is not index:  # declined: the CPU fallback must see the trn index
+        return torch.ops.aten.index_fill.int_Scalar(self, dim, moved, value)
+    return r
 
 
 @lowering("aten::index_fill.int_Tensor", device_check=False)
 def index_fill_t(self: torch.Tensor, dim: int, index: torch.Tensor, value: torch.Tensor) -> Any:
     """``self.index_fill(dim, index, value_tensor)`` (a 0-dim value)."""
-    index = _index_on_trn(self, index)
-    if not isinstance(value, torch.Tensor) or value.dim() != 0:
-        return NotImplemented
-    if U.is_trn(value):
-        value = value.to(self.dtype)
-    return _index_scatter(self, dim, index, None, value, None, None, None)
+    moved = _index_on_trn(self, index)
+    r = NotImplemented
+    if isinstance(value, torch.Tensor) and value.dim() == 0:
+        r = _index_scatter(self, dim, moved, None, value.to(self.dtype) if U.is_trn(value) else value, None, None,
+                           None)
+    if r is NotImplemented and moved is not index:  # declined: the CPU fallback must see the trn index
+        return torch.ops.aten.index_fill.int_Tensor(self, dim, moved, value)
+    return r
 
 
 def _long_index(op: str, index: Any) -> None:

@@ -188,6 +188,16 @@ def test_searchsorted_and_isin_of_ints(dtype):
     _same(torch.isin(v.to("trn"), bd[::3].to("trn")), torch.isin(v, bd[::3]))
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.int64, torch.complex128])
+def test_index_fill_with_a_cpu_index_through_the_fallback(dtype, monkeypatch):
+    """A declined index_fill (a dtype its kernel lacks) still takes the CPU index: the fallback sees it on trn."""
+    monkeypatch.setenv("TRN_FALLBACK", "silent")
+    x = torch.arange(12).to(dtype).view(3, 4)
+    i = torch.tensor([0, 2])
+    _same(x.to("trn").index_fill(0, i, 7), x.index_fill(0, i, 7))
+    _same(x.to("trn").index_fill_(1, i, torch.tensor(5)), x.clone().index_fill_(1, i, torch.tensor(5)))
+
+
 @pytest.mark.parametrize("index_dev", ["cpu", "trn"])
 def test_index_fill_takes_a_cpu_index_like_cuda(index_dev):
     x = torch.arange(12.0).view(3, 4)
