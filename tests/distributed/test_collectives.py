@@ -242,9 +242,11 @@ def _trace_gloo_calls(rank: int) -> dict[str, Any]:
 
     from trnlang.distributed import c10d
 
-    c10d._group_of(dist.group.WORLD.boxed())[0].forget()  # every rank at this point: the same history
+    world: Any = dist.group.WORLD
+    c10d._group_of(world.boxed())[0].forget()  # every rank at this point: the same history
     calls: list[str] = []
-    orig = ProcessGroupGloo.allreduce, ProcessGroupGloo._allgather_base
+    gloo: Any = ProcessGroupGloo
+    orig = gloo.allreduce, gloo._allgather_base
 
     def allreduce(self: Any, *args: Any) -> Any:
         calls.append("R")
@@ -254,7 +256,7 @@ def _trace_gloo_calls(rank: int) -> dict[str, Any]:
         calls.append("G")
         return orig[1](self, *args)
 
-    ProcessGroupGloo.allreduce, ProcessGroupGloo._allgather_base = allreduce, allgather  # type: ignore[method-assign]
+    gloo.allreduce, gloo._allgather_base = allreduce, allgather
     out: dict[str, Any] = {}
     try:
         for name, n, dtype, op in _SEQUENCE:
@@ -263,7 +265,7 @@ def _trace_gloo_calls(rank: int) -> dict[str, Any]:
             dist.all_reduce(t, op=getattr(dist.ReduceOp, op))
             out[name] = ("".join(calls[before:]), t.cpu())
     finally:
-        ProcessGroupGloo.allreduce, ProcessGroupGloo._allgather_base = orig  # type: ignore[method-assign]
+        gloo.allreduce, gloo._allgather_base = orig
     return out
 
 
