@@ -7,7 +7,7 @@ pointers as ``ptr``, sizes and leading dimensions as ``i64``, in elements):
   ``out[M,N] (+)= S[K,M]^T @ V[K,N]`` -- the trnlang ``nc_matmul`` (stationary
   ``S``, moving ``V``); ``accumulate != 0`` adds to ``out``.
 * ``gemm_nn(out, ldo, A, lda, V, ldv, M, N, K, accumulate)``: ``out[M,N] (+)= A[M,K] @ V[K,N]`` (the
-  same product with the stationary given untransposed: ``codegen.plan_matmul``).
+  same product with the stationary given untransposed: ``trnlang.passes.plan_matmul_operands``).
 * ``sgemm(M, N, K, A, lda, B, ldb, C, ldc)``: plain ``C[M,N] = A[M,K] @ B[K,N]``.
 
 All matrices are row-major with the given leading dimensions (>= the row

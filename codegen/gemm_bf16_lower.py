@@ -2,7 +2,7 @@
 
 When the ISA path has one (``codegen.isa.selected().bf16`` is ``"amx"`` or ``"avx512bf16"``), an
 ``nc_matmul`` whose stationary and moving tiles are both bf16 is not widened to fp32: the gemm reads
-the bf16 elements (from the staged tiles, or where ``codegen.plan_matmul`` found them: HBM, the
+the bf16 elements (from the staged tiles, or where ``trnlang.passes.plan_matmul_operands`` found them: HBM, the
 transpose's source) and accumulates in fp32, so the result is the fp32 sum of exact bf16 products,
 as the widened path computes (up to summation order).
 """

@@ -17,7 +17,7 @@ On the host, lowering that literally calls the gemm once per 128-deep step: it p
 tiles and reloads the PSUM tile every step, and packs the same rows of ``b`` again for every ``m``.
 
 **K loop.** When the loop's body is only its ``nc_matmul`` C (accumulating into a region allocated
-outside the loop) and C's operand loads (deferred to C by ``codegen.plan_matmul``, or plain loads
+outside the loop) and C's operand loads (deferred to C by ``trnlang.passes.plan_matmul_operands``, or plain loads
 read only by C), and one step of the loop variable moves every operand's access by exactly one tile
 along its K axis and nothing else (checked symbolically on the access patterns), the loop is one
 gemm ``acc += A[:, K0:K0 + n_k tk] @ V[K0:K0 + n_k tk, :]`` read in place.
@@ -105,7 +105,7 @@ def _operand_loads(L: KernelLowering, lp: Loop, c: Instr) -> tuple[Instr, Instr,
     body = [s for s in lp.body if not (isinstance(s, Instr) and s.op is Op.ALLOC)]
     if any(not isinstance(s, Instr) for s in body):
         return None
-    if mo is not None:  # deferred to C by plan_matmul: read in place unless lower_mmfuse cannot
+    if mo is not None:  # deferred to C by plan_matmul_operands: read in place unless lower_mmfuse cannot
         if any(s is not c and L.plan.mm_defer.get(id(s)) is not c for s in body) or mo.v_load is None:
             return None
         if mo.transpose is not None:

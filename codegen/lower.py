@@ -31,7 +31,7 @@ tile has a single consumer are inlined into it (``lower_plan`` fusion), so a
 chain like load -> sub -> exp -> store is one loop; a plain load with a few consumers is
 re-evaluated in each. Large HBM outputs are written with streaming stores (``lower_stream``).
 An ``nc_matmul``'s gemm reads plain HBM loads and a transposed stationary's source in place
-(``plan_matmul`` / ``lower_mmfuse``) instead of the staged tiles.
+(``passes.plan_matmul_operands`` / ``lower_mmfuse``) instead of the staged tiles.
 Scalar element code is
 written so that LLVM's O3 loop vectoriser turns the inner loops into SIMD
 (transcendentals come from ``codegen.vecmath`` as straight-line code); every

@@ -201,7 +201,7 @@ def lstm_cell_fused(x, hx, cx, wih, whh, bias, hy, cy):
 def _proj(acc: Any, src: Any, w: Any, rows: Any, cols: Any, n: int, k_dim: int, h: int, g: int) -> None:
     """``acc += src[rows, :] @ w[g * h + cols, :]^T`` (K tiled by 128; trace-time helper of the fused cells)."""
     tk = min(128, k_dim)
-    # masks only where a tile is ragged: unmasked loads feed the host gemm in place (codegen.plan_matmul)
+    # masks only where a tile is ragged: unmasked loads feed the host gemm in place (passes.plan_matmul_operands)
     rag_a = n % rows.shape[0] != 0 or k_dim % tk != 0
     rag_w = k_dim % tk != 0 or h % cols.shape[1] != 0
     for k in tl.affine_range(tl.cdiv(k_dim, tk)):

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import linecache
-import os
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -185,7 +184,7 @@ def load_kernel(name: str, src: str) -> Any:
     kern = scope[name]
     _KERNELS[src] = kern
     _NAMES[src] = name
-    if os.environ.get("TRN_DUMP", "") in ("compile", "all") or "compile" in os.environ.get("TRN_DUMP", "").split(","):
+    if _config.current.dump & {"compile", "all"}:
         print(f"# trnlang.compile: kernel {name}\n{src}", file=sys.stderr)
     return kern
 
