@@ -314,6 +314,7 @@ def nonzero(self: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
     if out is not None:
         if not U.is_trn(out) or out.dtype != torch.int64:
             return decline("out= not an int64 trn tensor")
-        out.resize_(res.shape)
+        if tuple(out.shape) != tuple(res.shape):  # same shape: keep its strides (a discontiguous out stays so)
+            out.resize_(res.shape)
         return out.copy_(res)
     return res

@@ -240,6 +240,8 @@ def flip(self: torch.Tensor, dims: Sequence[int], *, out: torch.Tensor | None = 
     if self.dtype == torch.complex64 and U.is_trn(self) and wd is not None and not self.is_conj() \
             and not self.is_neg():
         planes = torch.view_as_real(out) if out is not None and out.dtype == torch.complex64 else None
+        if self.dim() == 0:
+            wd = []  # nothing to flip (a 0-dim tensor's dim 0 would be the planes' dim)
         r = flip(torch.view_as_real(self), wd, out=planes)
         return r if r is NotImplemented else out if planes is not None else torch.view_as_complex(r)
     if wd is None or len(set(wd)) != len(wd) or not _movable(self, self.dtype):

@@ -97,11 +97,21 @@ def test_nonzero(dtype, shape):
     _same(torch.nonzero(a.to("trn"), as_tuple=True), torch.nonzero(a, as_tuple=True))
 
 
-@pytest.mark.parametrize("shape", [(9,), (4, 5), (2, 3, 4)], ids=str)
+@pytest.mark.parametrize("shape", [(9,), (4, 5), (2, 3, 4), ()], ids=str)
 def test_flip_complex64(shape):
     a = _inputs(shape, torch.complex64)
     for dims in [(0,), tuple(range(a.dim())), (-1,)]:
         _same(a.to("trn").flip(dims), a.flip(dims))
+
+
+def test_nonzero_into_a_discontiguous_out_keeps_its_strides():
+    t = torch.tensor([[0, 1, 1], [1, 0, 1]], dtype=torch.int64)
+    e = t.nonzero()
+    dst = torch.empty(e.shape[0], e.shape[1] * 2, dtype=torch.long, device="trn")[:, ::2]
+    strides, ptr = dst.stride(), dst.data_ptr()
+    torch.nonzero(t.to("trn"), out=dst)
+    assert dst.stride() == strides and dst.data_ptr() == ptr
+    _same(dst, e)
 
 
 SMALL = [torch.int8, torch.int16, torch.uint8]
