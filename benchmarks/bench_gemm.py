@@ -2,11 +2,11 @@
 
 ``python benchmarks/bench_gemm.py [--sizes 512 1024 2048] [--repeat 5]``
 
-Prints GFLOP/s of ``codegen.gemm`` (``sgemm``: C = A @ B, and ``gemm_tn``:
+Prints GFLOP/s of ``codegen.mathlib.gemm`` (``sgemm``: C = A @ B, and ``gemm_tn``:
 out = S^T @ V) and of ``torch.matmul`` with ``torch.set_num_threads(1)``, best
 of ``--repeat`` runs each, timed alternately so both see the same machine load.
 Also prints the gemm module's compile and object-reload times, and then, for every bf16 kind the host
-runs (``codegen.gemm_bf16``: ``amx``, ``avx512bf16``), GFLOP/s of the bf16 gemm (fp32 out) vs
+runs (``codegen.mathlib.gemm_bf16``: ``amx``, ``avx512bf16``), GFLOP/s of the bf16 gemm (fp32 out) vs
 ``torch.matmul`` of the bf16 tensors.
 """
 
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._host import print_host  # noqa: E402
 from codegen import llvm  # noqa: E402
-from codegen.gemm import Gemm, config_for, gemm_module  # noqa: E402
+from codegen.mathlib.gemm import Gemm, config_for, gemm_module  # noqa: E402
 
 
 def _best(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
@@ -81,7 +81,7 @@ def main() -> None:
 def _bf16(shapes: list[tuple[int, int, int]], repeat: int) -> None:
     import torch
 
-    from codegen.gemm_bf16 import default_gemm_bf16, runnable_kinds
+    from codegen.mathlib.gemm_bf16 import default_gemm_bf16, runnable_kinds
 
     kinds = list(runnable_kinds())
     if not kinds:

@@ -9,8 +9,8 @@ count, ratio > 1: trnlang faster):
   ``nc_matmul`` tiles accumulated in PSUM) vs ``torch.matmul(a_t.T, b)``;
 - ``trn mm fp32`` / ``trn mm bf16``: ``a @ b`` on the ``trn`` device vs the same op on CPU tensors
   (torch's bf16 path uses AMX or AVX512-BF16 where the host has them);
-- ``gemm fp32``: ``codegen.gemm``'s ``sgemm`` called directly (one thread) vs ``torch.matmul``;
-- ``gemm bf16 <kind>``: ``codegen.gemm_bf16`` (AMX tiles or ``vdpbf16ps``, fp32 out) called directly (one
+- ``gemm fp32``: ``codegen.mathlib.gemm``'s ``sgemm`` called directly (one thread) vs ``torch.matmul``;
+- ``gemm bf16 <kind>``: ``codegen.mathlib.gemm_bf16`` (AMX tiles or ``vdpbf16ps``, fp32 out) called directly (one
   thread) vs ``torch.matmul`` of the bf16 tensors, for every bf16 kind the host runs (``--bf16-kinds``).
 
 ``TRN_ISA=avx512bf16|avx512|...`` runs the whole benchmark on a narrower path (the header says which).
@@ -87,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from benchmarks.bench_jit import matmul as mm_kernel
-    from codegen.gemm import default_gemm
-    from codegen.gemm_bf16 import default_gemm_bf16, runnable_kinds
+    from codegen.mathlib.gemm import default_gemm
+    from codegen.mathlib.gemm_bf16 import default_gemm_bf16, runnable_kinds
 
     if not args.no_device:
         import trnlang.device as td

@@ -3,7 +3,7 @@
 Paths, widest first (a host runs its own and every narrower one):
 
 ==========  ========================================================================================
-amx         the avx512 path, and bf16 products on AMX-BF16 tiles (``tdpbf16ps``; ``codegen.gemm_bf16``)
+amx         the avx512 path, and bf16 products on AMX-BF16 tiles (``tdpbf16ps``; ``codegen.mathlib.gemm_bf16``)
             once Linux grants the process the tile state (:func:`request_amx`; refused: the next path)
 avx512bf16  the avx512 path, and bf16 products as AVX512-BF16 dot products (``vdpbf16ps``)
 avx512      512-bit vectors (``<16 x float>``, 32 zmm registers); the gemm's micro-kernel is re-blocked

@@ -123,7 +123,7 @@ def host_cpu_features() -> str:
     ``codegen.isa.selected()`` picks the path (``TRN_ISA`` may force a narrower one); the features of
     wider paths are switched off, so every module compiles as it would for a host of that path.
     """
-    from . import isa
+    from codegen import isa
 
     return isa.narrow_features(raw_host_cpu_features(), isa.selected().name)
 
@@ -141,7 +141,7 @@ def host_cpu_key() -> str:
     (``codegen.isa``: ``TRN_ISA`` changes it) and the llvmlite/LLVM versions; a code cache should hash
     it into its keys.
     """
-    from . import isa
+    from codegen import isa
 
     return (f"{host_triple()}|{host_cpu_name()}|{host_cpu_features()}|isa-{isa.selected().name}"
             f"|llvmlite-{llvmlite_version}|llvm-{llvm_version}")
@@ -290,8 +290,8 @@ def _lifecycle_timings() -> dict[str, float]:
     """Milliseconds of each lifecycle step for a small module (an 8-wide exp map kernel)."""
     import time
 
-    from .mapkernel import add_map_function
-    from .vecmath import emit_exp
+    from codegen.mathlib.mapkernel import add_map_function
+    from codegen.mathlib.vecmath import emit_exp
 
     module = ir.Module(name="timing")
     add_map_function(module, "vm_exp", emit_exp, 1)

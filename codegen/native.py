@@ -42,7 +42,7 @@ _SYS_FUTEX, _FUTEX_WAIT_PRIVATE, _FUTEX_WAKE_PRIVATE = 202, 128, 129
 _WAIT_SPINS = 20000
 
 _I32, _I64, _PTR = ir.IntType(32), ir.IntType(64), ir.PointerType()
-#: the kernel entry ABI (codegen/lower.py): ptrs, meta, pid lo, pid hi, grid y, grid z, arena, err, print cb
+#: the kernel entry ABI (codegen/lowering/kernel.py): ptrs, meta, pid lo, pid hi, grid y, grid z, arena, err, print cb
 ENTRY_TYPE = ir.FunctionType(_I32, [_PTR, _PTR, _I64, _I64, _I64, _I64, _PTR, _PTR, _PTR])
 
 

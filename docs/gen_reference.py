@@ -68,7 +68,7 @@ REDUCTION_ORDER = (
     "(`trnlang/interpret/alu.py`, `reduce`) calls `np.sum` / `np.prod` on a float64 copy, so it uses numpy's "
     "pairwise summation along the innermost reduced axis: eight running partial sums over each block of up to "
     "128 elements, blocks combined pairwise, fewer than eight elements added left to right. The JIT "
-    "(`codegen/lower_alu.py`, `Reducer`) emits one row-major loop over the reduced axes whose float64 adds are "
+    "(`codegen/lowering/alu.py`, `Reducer`) emits one row-major loop over the reduced axes whose float64 adds are "
     "marked reassociable, so LLVM vectorises and unrolls it: several partial sums over interleaved elements, "
     "combined at the end, grouped as the host CPU's vector width and LLVM's unrolling decide (the same on every "
     "run on one host). While no float64 partial sum rounds anything away the two agree bit for bit; they "

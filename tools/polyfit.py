@@ -1,7 +1,7 @@
-"""Offline generator of the fitted polynomial coefficients used by ``codegen/vecmath.py``.
+"""Offline generator of the fitted polynomial coefficients used by ``codegen/mathlib/vecmath.py``.
 
 Not imported at run time.  ``python -m tools.polyfit`` prints the erf / erfc
-tables pasted into ``vecmath.py``.  Method: Lawson's iteratively reweighted
+tables pasted into ``codegen/mathlib/vecmath.py``.  Method: Lawson's iteratively reweighted
 least squares converges to the minimax (here: relative error) polynomial; the
 coefficients are then rounded to fp32 one at a time (lowest degree first), the
 remaining ones refitted after each rounding, so the rounding error is absorbed.
@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from codegen.vecmath import ERF_SMALL, ERFC_MAX
+from codegen.mathlib.vecmath import ERF_SMALL, ERFC_MAX
 
 
 def lawson(target: np.ndarray, basis: np.ndarray, weight: np.ndarray, iters: int = 200) -> np.ndarray:

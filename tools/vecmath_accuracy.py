@@ -1,4 +1,4 @@
-"""Measure the ulp error of ``codegen.vecmath`` and write ``docs/vecmath_accuracy.md``.
+"""Measure the ulp error of ``codegen.mathlib.vecmath`` and write ``docs/vecmath_accuracy.md``.
 
 ``python -m tools.vecmath_accuracy [--out docs/vecmath_accuracy.md] [--scale 1.0]``
 
@@ -311,7 +311,7 @@ def render(results: list[Result], speeds: dict[str, float], n: int) -> str:
         "exactly by the tests.",
         '- Not in the table (no vecmath kernel yet): tan, asin, acos, atan, atan2, sinh, cosh, asinh, '
         'acosh, atanh, log2, log10, exp2, erfc, erfinv and lgamma compile to the float64 libm path '
-        "(`codegen/lower_alu.py`: the C library's double function rounded once to fp32, scalar code) and "
+        "(`codegen/lowering/alu.py`: the C library's double function rounded once to fp32, scalar code) and "
         "match the interpreter bit for bit; erfinv refines Giles' initial guess with three float64 "
         'Newton steps on erf/erfc. trunc and round (half to even) are exact LLVM intrinsics. Tested in '
         '`tests/codegen/test_new_alu.py`.',
@@ -325,7 +325,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "docs" / "vecmath_accuracy.md"))
     ap.add_argument("--points", type=int, default=1 << 21, help="points per range")
     args = ap.parse_args(argv)
-    from codegen.mapkernel import MapKernels, all_vecmath_ops
+    from codegen.mathlib.mapkernel import MapKernels, all_vecmath_ops
 
     kernels = MapKernels()
     results = []

@@ -10,7 +10,7 @@ contraction). ``maximum``/``minimum`` propagate NaN. Transcendental and
 composite functions (exp, log, log1p, expm1, tanh, sin, cos, power, rsqrt,
 sigmoid, gelu, gelu_tanh, silu, softplus, erf; tan, asin, acos, atan, atan2, sinh,
 cosh, asinh, acosh, atanh, log2, log10, exp2, erfc, erfinv, lgamma, digamma) follow the interpreter's oracle:
-``codegen.vecmath`` fp32 kernels when that module provides them (vectorisable,
+``codegen.mathlib.vecmath`` fp32 kernels when that module provides them (vectorisable,
 a few ulp), else libm in float64 rounded once to fp32 (scalar, matches the
 interpreter to the last bit in practice). ``rsqrt`` is always computed in f64
 (correctly rounded sqrt and division: bit exact).
@@ -23,8 +23,8 @@ from collections.abc import Callable
 
 from llvmlite import ir
 
-from codegen.lower_ctx import CT, F32, F64, I1, I32, I64, Ctx, cf32, cf64, ci32, ci64
-from codegen.lower_types import to_f32
+from codegen.lowering.ctx import CT, F32, F64, I1, I32, I64, Ctx, cf32, cf64, ci32, ci64
+from codegen.lowering.types import to_f32
 from trnlang.frontend.errors import DTypeError
 from trnlang.ir.ops import ALU_SPECS, Alu, AluKind
 
@@ -207,8 +207,8 @@ _F64: dict[Alu, Callable[[Ctx, ir.Value], ir.Value]] = {
 
 
 def _vecmath_fn(op: Alu) -> Callable[[Ctx, ir.Value], ir.Value] | None:
-    """An fp32 emitter from ``codegen.vecmath`` for ``op`` (None when that module does not provide one)."""
-    from codegen import lower_vecmath
+    """An fp32 emitter from ``codegen.mathlib.vecmath`` for ``op`` (None when that module does not provide one)."""
+    from codegen.lowering import vecmath as lower_vecmath
 
     return lower_vecmath.emitter(op)
 

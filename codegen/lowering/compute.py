@@ -7,17 +7,17 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from codegen import lower_alu as alu
-from codegen.lower_ctx import CT, F32, F64, I8P, I64, VOID, Ctx, cf32, cf64, ci64
-from codegen.lower_types import from_compute, to_compute, to_f32
-from codegen.lower_vals import FlatMap, RegionRead, RegionView, ToF32, Val, bcast, bcast_map
+from codegen.lowering import alu as alu
+from codegen.lowering.ctx import CT, F32, F64, I8P, I64, VOID, Ctx, cf32, cf64, ci64
+from codegen.lowering.types import from_compute, to_compute, to_f32
+from codegen.lowering.vals import FlatMap, RegionRead, RegionView, ToF32, Val, bcast, bcast_map
 from trnlang.frontend.errors import ShapeError
 from trnlang.ir.nodes import Imm as ImmNode
 from trnlang.ir.nodes import Instr, Region
 from trnlang.ir.types import DType
 
 if TYPE_CHECKING:
-    from codegen.lower import KernelLowering
+    from codegen.lowering.kernel import KernelLowering
 
 
 def scan(L: KernelLowering, ins: Instr) -> None:
@@ -70,7 +70,7 @@ def matmul(L: KernelLowering, ins: Instr) -> None:
     k_dim, m_dim = st.shape
     n_dim = mv.shape[1]
     cx, b = L.cx, L.cx.b
-    from codegen.lower_mmfuse import resolve
+    from codegen.lowering.mmfuse import resolve
 
     src = resolve(L, ins)  # operands read where they come from (HBM, the transpose's source): plan_matmul_operands
     a_nn = src is not None and src.a is not None
@@ -80,8 +80,8 @@ def matmul(L: KernelLowering, ins: Instr) -> None:
                       elementwise=False)
     accumulate = bool(ins.attrs.get("accumulate"))
     view = L.view(out)
-    from codegen.gemm_bf16_lower import gemm_bf16, native_bf16
-    from codegen.lower_gemm import gemm
+    from codegen.lowering.gemm import gemm
+    from codegen.lowering.gemm_bf16 import gemm_bf16, native_bf16
 
     bf16 = native_bf16(ins)  # both operands bf16 and a bf16 dot-product unit: no widening
     operand = DType.bfloat16 if bf16 else DType.float32
@@ -206,7 +206,7 @@ def bn_aggr(L: KernelLowering, ins: Instr) -> None:
     tmp = L.temp_view((p, 2), DType.float32)
     s.prepare(cx)
     tmp.prepare(cx)
-    from codegen.lower_vals import unflatten
+    from codegen.lowering.vals import unflatten
 
     def elem(pi: ir.Value, g: ir.Value, j: int) -> ir.Value:
         flat = b.add(b.mul(g, ci64(3)), ci64(j))
@@ -238,7 +238,7 @@ def device_print(L: KernelLowering, ins: Instr) -> None:
         v = L.val(r, ins)
         dt = r.dtype
     elif isinstance(r, ImmNode):
-        from codegen.lower_vals import Imm
+        from codegen.lowering.vals import Imm
 
         v = Imm(r.value)
         dt = DType.float32 if v.ct is CT.F32 else DType.int32

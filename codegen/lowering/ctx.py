@@ -1,6 +1,6 @@
 """The lowering context: LLVM types, constants, intrinsics, loops and the per-instance state.
 
-Every ``codegen/lower_*.py`` module emits code through one ``Ctx``: it owns the
+Every ``codegen/lowering/*.py`` module emits code through one ``Ctx``: it owns the
 ``llvmlite.ir`` module, the builder positioned in the instance function, the
 values of the symbols in scope (program ids, loop variables, symbolic tensor
 sizes) and the pointers of the launch (tensors, scratch arena, error record,

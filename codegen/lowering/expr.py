@@ -22,7 +22,7 @@ import sympy
 from llvmlite import ir
 from sympy.logic.boolalg import BooleanFalse, BooleanTrue
 
-from codegen.lower_ctx import F64, I1, I64, Ctx, cf64, ci64
+from codegen.lowering.ctx import F64, I1, I64, Ctx, cf64, ci64
 from trnlang.frontend.errors import LoweringError
 
 # value kinds

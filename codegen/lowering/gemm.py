@@ -1,6 +1,6 @@
 """``out (+)= stationary[K, M].T @ moving[K, N]`` on fp32 row-major views, for ``nc_matmul``.
 
-Large products call ``codegen.gemm``'s register-blocked ``gemm_tn`` (defined
+Large products call ``codegen.mathlib.gemm``'s register-blocked ``gemm_tn`` (defined
 once per module, internal); small ones (where packing would dominate) use a
 loop nest whose inner loop runs over N with unit stride (LLVM vectorises it).
 Either way the product accumulates in fp32, as docs/ir.md states; the
@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from llvmlite import ir
 
-from codegen.lower_ctx import I64, cf32, ci64
+from codegen.lowering.ctx import I64, cf32, ci64
 from trnlang.ir.types import DType
 
 if TYPE_CHECKING:
-    from codegen.lower import KernelLowering
+    from codegen.lowering.kernel import KernelLowering
 
 GEMM_MIN_FLOPS = 16 * 1024  # M * N * K at and above which the blocked kernel pays for its packing
 #: Fewest output rows for the blocked kernel: its micro-tile computes 6 rows (zero padded), and packing the moving
@@ -30,7 +30,7 @@ def gemm_fn(L: KernelLowering, name: str) -> ir.Function:
     cx = L.cx
     fn = cx.helper("trn." + name)
     if fn is None:
-        from codegen.gemm import define_gemm
+        from codegen.mathlib.gemm import define_gemm
 
         fns = define_gemm(cx.module, prefix="trn.")
         for k, f in fns.items():
@@ -44,7 +44,7 @@ def call_gemm(L: KernelLowering, fn: ir.Function, st: Any, mv: Any, out: Any, k_
               m_dim: int | ir.Value, n_dim: int | ir.Value, accumulate: bool) -> None:
     """Emit a call of a gemm library function ``fn(out, ldo, st, lds, mv, ldm, M, N, K, accumulate)`` on the
     first elements and row strides of the views ``out``, ``st``, ``mv`` (the fp32 and bf16 gemms share it;
-    sizes may be run-time i64 values: ``codegen.gemm_collapse``'s whole-product calls)."""
+    sizes may be run-time i64 values: ``codegen.lowering.gemm_collapse``'s whole-product calls)."""
     cx, b = L.cx, L.cx.b
     ptr = ir.PointerType()
 

@@ -1,4 +1,4 @@
-"""``nc_matmul`` of two bf16 operands on the host's bf16 dot-product unit (``codegen.gemm_bf16``).
+"""``nc_matmul`` of two bf16 operands on the host's bf16 dot-product unit (``codegen.mathlib.gemm_bf16``).
 
 When the ISA path has one (``codegen.isa.selected().bf16`` is ``"amx"`` or ``"avx512bf16"``), an
 ``nc_matmul`` whose stationary and moving tiles are both bf16 is not widened to fp32: the gemm reads
@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from llvmlite import ir
 
-from codegen.lower_gemm import call_gemm
+from codegen.lowering.gemm import call_gemm
 from trnlang.ir.nodes import Instr, Region
 from trnlang.ir.types import DType
 
 if TYPE_CHECKING:
-    from codegen.lower import KernelLowering
+    from codegen.lowering.kernel import KernelLowering
 
 __all__ = ["bf16_kind", "native_bf16", "gemm_bf16"]
 
@@ -43,7 +43,7 @@ def _fn(L: KernelLowering, name: str) -> ir.Function:
     assert kind is not None
     fn = cx.helper("trn." + name)
     if fn is None:
-        from codegen.gemm_bf16 import define_gemm_bf16
+        from codegen.mathlib.gemm_bf16 import define_gemm_bf16
 
         fns = define_gemm_bf16(cx.module, kind, prefix="trn.")
         for k, f in fns.items():

@@ -46,16 +46,16 @@ from typing import TYPE_CHECKING, Any, cast
 import sympy
 from llvmlite import ir
 
-from codegen.lower_ctx import F32, I1, I64, ci64
-from codegen.lower_expr import emit_int, is_true
-from codegen.lower_vals import axis_env
+from codegen.lowering.ctx import F32, I1, I64, ci64
+from codegen.lowering.expr import emit_int, is_true
+from codegen.lowering.vals import axis_env
 from trnlang.ir.liveness import all_regions, same_region
 from trnlang.ir.nodes import Access, Instr, Loop, Region, axis_sym
 from trnlang.ir.ops import Op
 from trnlang.ir.types import DType
 
 if TYPE_CHECKING:
-    from codegen.lower import KernelLowering
+    from codegen.lowering.kernel import KernelLowering
 
 __all__ = ["try_collapse"]
 
@@ -99,7 +99,7 @@ def _plain_load(L: KernelLowering, ld: Instr, region: Any, reader: Instr, dt: DT
 
 def _operand_loads(L: KernelLowering, lp: Loop, c: Instr) -> tuple[Instr, Instr, bool] | None:
     """``(stationary-side load, moving load, a_nn)`` of C when the body is only C, allocs and those loads."""
-    from codegen.gemm_bf16_lower import native_bf16
+    from codegen.lowering.gemm_bf16 import native_bf16
 
     mo = L.plan.mm_ops.get(id(c))
     body = [s for s in lp.body if not (isinstance(s, Instr) and s.op is Op.ALLOC)]
@@ -286,7 +286,7 @@ def _in_bounds(L: KernelLowering, acc: Access, loops: list[Loop], trips: list[ir
 
 
 def _store_view(L: KernelLowering, st: Instr) -> Any:
-    from codegen.lower_mmfuse import _hbm_view
+    from codegen.lowering.mmfuse import _hbm_view
 
     return _hbm_view(L, Instr(Op.DMA_COPY, (), (st.outs[0],)))  # the store's tile, read like a load's
 
@@ -300,7 +300,7 @@ def try_collapse(L: KernelLowering, lp: Loop, plain: Callable[[Loop], None]) -> 
     m = _match(L, lp)
     if m is None:
         return False
-    from codegen.lower_mmfuse import _hbm_view
+    from codegen.lowering.mmfuse import _hbm_view
 
     cx = L.cx
     loops = [x for x, _ in m.nest] + [m.k_loop]
@@ -353,8 +353,8 @@ def _restore(cx: Any, var: Any, v: Any) -> None:
 
 
 def _emit(L: KernelLowering, m: _Match, s_view: Any, v_view: Any, out_view: Any, trips: list[ir.Value]) -> None:
-    from codegen.gemm_bf16_lower import gemm_bf16, native_bf16
-    from codegen.lower_gemm import call_gemm, gemm_fn
+    from codegen.lowering.gemm import call_gemm, gemm_fn
+    from codegen.lowering.gemm_bf16 import gemm_bf16, native_bf16
 
     b = L.cx.b
     tm, tn = (int(x) for x in m.c.outs[0].shape)
@@ -399,7 +399,7 @@ class _Scratch:
 
     def round_into(self, out: Any, dt: DType) -> None:
         from codegen.irutil import PTR, VOID, intrinsic
-        from codegen.lower_types import CT, from_compute
+        from codegen.lowering.types import CT, from_compute
 
         cx = self.L.cx
         with cx.loop(ci64(0), self.rows, 1, "rnd.i") as i:

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from llvmlite import ir
 
-from codegen.lower_ctx import CT, I32, I64, Ctx
-from codegen.lower_types import roundtrip, to_compute
-from codegen.lower_vals import AccessEval, Binary, Load, TensorArgs, Val
+from codegen.lowering.ctx import CT, I32, I64, Ctx
+from codegen.lowering.types import roundtrip, to_compute
+from codegen.lowering.vals import AccessEval, Binary, Load, TensorArgs, Val
 from trnlang.frontend.errors import BoundsError
 from trnlang.ir.index_range import checked_ops, index_producers, narrowing_load, narrowing_message, overflow_message
 from trnlang.ir.nodes import Instr
@@ -29,7 +29,7 @@ from trnlang.ir.ops import Alu
 from trnlang.ir.types import DType
 
 if TYPE_CHECKING:
-    from codegen.lower import KernelLowering
+    from codegen.lowering.kernel import KernelLowering
 
 Fail = Callable[[], None]
 
@@ -44,7 +44,7 @@ def producers(L: KernelLowering) -> frozenset[int]:
 
 
 def _fail_fn(L: KernelLowering, ins: Instr, msg: str) -> Fail:
-    from codegen.lower import KIND_DEFERRED
+    from codegen.lowering.kernel import KIND_DEFERRED
 
     iid = L.plan.info(ins).id
     L.deferred.setdefault(iid, BoundsError(f"{ins.op.value}: {msg}", loc=ins.loc))

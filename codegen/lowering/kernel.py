@@ -34,7 +34,7 @@ An ``nc_matmul``'s gemm reads plain HBM loads and a transposed stationary's sour
 (``passes.plan_matmul_operands`` / ``lower_mmfuse``) instead of the staged tiles.
 Scalar element code is
 written so that LLVM's O3 loop vectoriser turns the inner loops into SIMD
-(transcendentals come from ``codegen.vecmath`` as straight-line code); every
+(transcendentals come from ``codegen.mathlib.vecmath`` as straight-line code); every
 arena access carries alias-scope metadata (one scope per buffer, noalias with
 the buffers it does not share memory with) so loads and stores of different
 tiles never block vectorisation. HBM accesses the verifier cannot prove inside
@@ -53,16 +53,16 @@ from typing import Any
 import sympy
 from llvmlite import ir
 
-from codegen import lower_compute as lc
-from codegen import lower_ops as lo
-from codegen import lower_stream
-from codegen.lower_alu import binary as alu_binary
-from codegen.lower_ctx import I1, I8P, I32, I64, I64P, Ctx, ci32, ci64, const_int_value
-from codegen.lower_expr import emit_int
-from codegen.lower_plan import Plan, all_regions, regions_written, same_region
-from codegen.lower_types import from_compute, poison_storage, storage_ty, to_compute
-from codegen.lower_vals import AccessEval, Imm, Iota, RegionRead, RegionView, RoundTrip, TensorArgs, Val
-from codegen.lower_vals import bcast as vbcast
+from codegen.lowering import compute as lc
+from codegen.lowering import ops as lo
+from codegen.lowering import stream as lower_stream
+from codegen.lowering.alu import binary as alu_binary
+from codegen.lowering.ctx import I1, I8P, I32, I64, I64P, Ctx, ci32, ci64, const_int_value
+from codegen.lowering.expr import emit_int
+from codegen.lowering.plan import Plan, all_regions, regions_written, same_region
+from codegen.lowering.types import from_compute, poison_storage, storage_ty, to_compute
+from codegen.lowering.vals import AccessEval, Imm, Iota, RegionRead, RegionView, RoundTrip, TensorArgs, Val
+from codegen.lowering.vals import bcast as vbcast
 from trnlang.frontend.errors import NeedStatic, TrnError
 from trnlang.ir.bounds import expr_range
 from trnlang.ir.nodes import Access, Buf, Instr, Kernel, Loop, Region, Stmt, pid_sym
@@ -218,9 +218,9 @@ class KernelLowering:
                 self.lower_instr(s)
 
     def lower_loop(self, lp: Loop) -> None:
-        from codegen.gemm_collapse import try_collapse
+        from codegen.lowering.gemm_collapse import try_collapse
 
-        if not try_collapse(self, lp, self.lower_loop_plain):  # matmul tile loops: one gemm (codegen.gemm_collapse)
+        if not try_collapse(self, lp, self.lower_loop_plain):  # matmul tile loops: one gemm (gemm_collapse.py)
             self.lower_loop_plain(lp)
 
     def lower_loop_plain(self, lp: Loop) -> None:
@@ -594,7 +594,7 @@ class KernelLowering:
 
 
 def _leaves(v: Val, ident: bool, shape: tuple[int, ...]) -> Iterator[tuple[RegionRead, bool]]:
-    from codegen.lower_vals import Bcast, FlatMap, Reshape
+    from codegen.lowering.vals import Bcast, FlatMap, Reshape
 
     if isinstance(v, RegionRead):
         yield v, ident and tuple(v.shape) == shape

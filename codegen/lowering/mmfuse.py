@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Any
 import sympy
 from llvmlite import ir
 
-from codegen.lower_ctx import Ctx, ci64, const_int_value
-from codegen.lower_expr import emit_int
-from codegen.lower_vals import axis_env
+from codegen.lowering.ctx import Ctx, ci64, const_int_value
+from codegen.lowering.expr import emit_int
+from codegen.lowering.vals import axis_env
 from trnlang.ir.nodes import Access, Instr, axis_sym
 
 if TYPE_CHECKING:
-    from codegen.lower import KernelLowering
-    from codegen.lower_vals import RegionView
+    from codegen.lowering.kernel import KernelLowering
+    from codegen.lowering.vals import RegionView
 
 __all__ = ["PtrView", "Sources", "resolve"]
 

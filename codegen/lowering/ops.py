@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from llvmlite import ir
 
-from codegen import lower_irange as irange
-from codegen.lower_alu import Reducer
-from codegen.lower_ctx import CT, ci64
-from codegen.lower_types import convert_storage, from_compute
-from codegen.lower_vals import (
+from codegen.lowering import irange as irange
+from codegen.lowering.alu import Reducer
+from codegen.lowering.ctx import CT, ci64
+from codegen.lowering.types import convert_storage, from_compute
+from codegen.lowering.vals import (
     AccessEval,
     Bcast,
     Binary,
@@ -36,7 +36,7 @@ from trnlang.ir.nodes import Access, Instr, Region
 from trnlang.ir.ops import Alu
 
 if TYPE_CHECKING:
-    from codegen.lower import KernelLowering
+    from codegen.lowering.kernel import KernelLowering
 
 
 # ---------------------------------------------------------------------------------------- dma
@@ -112,7 +112,7 @@ def _hbm_to_hbm(L: KernelLowering, ins: Instr, dst: Access, src: Access) -> None
         else:
             with b.if_then(m):
                 tmp.store(cx, idx, st.load(cx, sev.index(cx, env)))
-    from codegen.lower_vals import bcast_map
+    from codegen.lowering.vals import bcast_map
 
     smap = bcast_map(sshape, dshape, "loaded values")
     dt = L.targs(dst.tensor)
@@ -203,7 +203,7 @@ def _act_step(L: KernelLowering, y: Val, oview: Any, out: Region, r: Reducer, pi
     cx = L.cx
     v = y.emit(cx, [pi, *idx])
     oview.store(cx, [pi, *idx], from_compute(cx, v, y.ct, out.dtype))
-    from codegen.lower_vals import flatten
+    from codegen.lowering.vals import flatten
 
     pos = flatten(cx, idx, tuple(out.shape)[1:]) if r.op in (Alu.argmax, Alu.argmin) else None
     return r.step(cx, acc, v, pos)

@@ -32,7 +32,7 @@ class Plan(LowerPlan):
     """
 
     def __init__(self, kernel: Kernel, grid: Sequence[int], may_alias: bool = False, debug: bool = False) -> None:
-        from codegen.gemm_bf16_lower import bf16_kind
+        from codegen.lowering.gemm_bf16 import bf16_kind
         from trnlang.passes import run_lowering
 
         super().__init__(kernel, tuple(int(g) for g in grid), may_alias, debug, bf16_kind() is not None)

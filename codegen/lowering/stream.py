@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, Any
 import sympy
 from llvmlite import ir
 
-from codegen.lower_ctx import I8P, I32, I64, VOID, Ctx, ci64, const_int_value
-from codegen.lower_types import from_compute
-from codegen.lower_vals import AccessEval, Val
+from codegen.lowering.ctx import I8P, I32, I64, VOID, Ctx, ci64, const_int_value
+from codegen.lowering.types import from_compute
+from codegen.lowering.vals import AccessEval, Val
 from trnlang.ir.nodes import Access, Instr, axis_sym
 
 if TYPE_CHECKING:
-    from codegen.lower import KernelLowering
+    from codegen.lowering.kernel import KernelLowering
 
 
 def _llc_bytes(default: int = 32 << 20) -> int:

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from codegen.lower_ctx import CT, F16, F32, F64, I8, I16, I32, I64, Ctx, cf32, ci32
+from codegen.lowering.ctx import CT, F16, F32, F64, I8, I16, I32, I64, Ctx, cf32, ci32
 from trnlang.ir.types import DType
 
 _STORAGE: dict[DType, ir.Type] = {

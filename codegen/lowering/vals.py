@@ -19,10 +19,10 @@ from typing import Any
 
 from llvmlite import ir
 
-from codegen import lower_alu as alu
-from codegen.lower_ctx import CT, F32, I1, I32, I64, Ctx, ci32, ci64, const_int_value
-from codegen.lower_expr import KF, emit, emit_bool, emit_int, is_true
-from codegen.lower_types import imm_compute, roundtrip, to_compute, to_f32
+from codegen.lowering import alu as alu
+from codegen.lowering.ctx import CT, F32, I1, I32, I64, Ctx, ci32, ci64, const_int_value
+from codegen.lowering.expr import KF, emit, emit_bool, emit_int, is_true
+from codegen.lowering.types import imm_compute, roundtrip, to_compute, to_f32
 from trnlang.frontend.errors import ShapeError
 from trnlang.ir.nodes import Access, Region, axis_sym, gather_sym
 from trnlang.ir.ops import Alu
@@ -378,7 +378,7 @@ def iota_is_float(expr: Any) -> bool:
         return False
     if e.is_integer:
         return False
-    from codegen.lower_expr import _is_int_valued
+    from codegen.lowering.expr import _is_int_valued
 
     if _is_int_valued(e):
         return False

@@ -1,7 +1,7 @@
-"""Adapter between the lowering and ``codegen.vecmath`` (vectorisable inline fp32 transcendental emitters).
+"""Adapter between the lowering and ``codegen.mathlib.vecmath`` (vectorisable inline fp32 transcendental emitters).
 
 ``emitter(op)`` returns ``fn(cx, x[, y]) -> fp32 value`` for the ALU functions
-``codegen.vecmath`` implements (exp, expm1, log, log1p, tanh, sigmoid, silu,
+``codegen.mathlib.vecmath`` implements (exp, expm1, log, log1p, tanh, sigmoid, silu,
 softplus, gelu, gelu_tanh, erf, sin, cos, power), or None: the lowering then
 uses its float64 libm oracle (``lower_alu``), bit-compatible with the
 interpreter in practice but scalar. ``TRN_JIT_LIBM=1`` forces the libm path
@@ -17,7 +17,7 @@ from typing import Any
 
 from llvmlite import ir
 
-from codegen.lower_ctx import Ctx
+from codegen.lowering.ctx import Ctx
 from trnlang.ir.ops import Alu
 
 _NAMES = {
@@ -41,7 +41,7 @@ def emitter(op: Alu) -> Callable[..., ir.Value] | None:
     if name is None:
         return None
     try:
-        from codegen import vecmath
+        from codegen.mathlib import vecmath
     except ImportError:  # pragma: no cover - vecmath is part of the package
         return None
     fn: Any = getattr(vecmath, name, None)

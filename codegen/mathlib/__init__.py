@@ -1,1 +1,2 @@
-"""The math library the lowering calls into: vectorised fp32 transcendental functions and the register-blocked fp32 / bf16 gemm micro-kernels, all generated as ``llvmlite.ir``."""
+"""The math library the lowering calls into, generated as ``llvmlite.ir``: vectorised fp32 transcendental
+functions (``vecmath``) and the register-blocked fp32 / bf16 gemm micro-kernels (``gemm``, ``gemm_bf16``)."""

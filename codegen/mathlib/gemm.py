@@ -46,8 +46,8 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from . import llvm
-from .irutil import F32, I1, I32, I64, PTR, VOID, Loop, const, intrinsic, smin
+from codegen import llvm
+from codegen.irutil import F32, I1, I32, I64, PTR, VOID, Loop, const, intrinsic, smin
 
 __all__ = ["GemmConfig", "CONFIGS", "config_for", "define_gemm", "gemm_module", "Gemm", "default_gemm"]
 
@@ -84,7 +84,7 @@ CONFIGS: dict[str, GemmConfig] = {
 def config_for(path: str | None = None) -> GemmConfig:
     """The blocking for ISA path ``path`` (default: the process's, ``codegen.isa.selected()``)."""
     if path is None:
-        from . import isa
+        from codegen import isa
 
         path = isa.selected().name
     return CONFIGS[path]

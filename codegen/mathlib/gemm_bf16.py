@@ -9,7 +9,7 @@ dimensions as ``i64``, in elements; operands bf16 (2 bytes), ``out`` fp32):
 Products of bf16 are exact in fp32 and every sum is fp32, as torch's CPU bf16 matmul does before
 it rounds the result; the caller rounds ``out`` to bf16 where it must.
 
-Both kinds (``codegen.isa``'s ``bf16`` field) use the BLIS structure of ``codegen.gemm``: ``KC x NC``
+Both kinds (``codegen.isa``'s ``bf16`` field) use the BLIS structure of ``codegen.mathlib.gemm``: ``KC x NC``
 blocks of ``V`` and ``MC x KC`` blocks of ``A`` packed (zero padded) into a 64-byte aligned
 workspace, ``V`` in the *pair* (VNNI) layout the dot-product instructions read: for a panel of
 ``P`` columns, ``Vp[kp][j][t] = V[2 kp + t, j]`` (``t`` in 0, 1), so one 64-byte row holds 16
@@ -29,7 +29,7 @@ columns' pairs.
 Example:
     >>> import numpy as np, torch
     >>> from codegen import isa
-    >>> from codegen.gemm_bf16 import GemmBf16
+    >>> from codegen.mathlib.gemm_bf16 import GemmBf16
     >>> g = GemmBf16(isa.selected().bf16) if isa.selected().bf16 != "widen" else None
     >>> a, b = torch.randn(40, 70).bfloat16(), torch.randn(70, 33).bfloat16()
     >>> out = g.matmul(a, b) if g else (a.float() @ b.float()).numpy()
@@ -47,10 +47,10 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from . import llvm
-from .gemm import GemmConfig, new_function
-from .gemm import _Gen as _F32Gen
-from .irutil import F32, I1, I8, I32, I64, PTR, VOID, Loop, const, intrinsic, smin
+from codegen import llvm
+from codegen.irutil import F32, I1, I8, I32, I64, PTR, VOID, Loop, const, intrinsic, smin
+from codegen.mathlib.gemm import GemmConfig, new_function
+from codegen.mathlib.gemm import _Gen as _F32Gen
 
 I16 = ir.IntType(16)
 
@@ -422,7 +422,7 @@ class _Gen:
 
 
 class _DotGen(_F32Gen):
-    """``codegen.gemm``'s register-tiled micro-kernel with ``vdpbf16ps`` for the FMA: each 32-bit "element" of
+    """``codegen.mathlib.gemm``'s register-tiled micro-kernel with ``vdpbf16ps`` for the FMA: each 32-bit "element" of
     the packed panels is a pair of bf16, so one instruction adds two products per lane."""
 
     def _fma(self, b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
@@ -461,7 +461,7 @@ class GemmBf16:
     """The compiled bf16 gemm of one kind with torch/numpy conveniences (operands: bf16 torch tensors)."""
 
     def __init__(self, kind: str) -> None:
-        from . import isa
+        from codegen import isa
 
         allowed = runnable_kinds()
         if kind not in allowed:
@@ -498,7 +498,7 @@ class GemmBf16:
 def runnable_kinds() -> tuple[str, ...]:
     """bf16 gemm kinds this process can run: those of its ISA path and narrower ones (a forced ``TRN_ISA``
     compiles without the wider features), AMX only once Linux granted the tile state."""
-    from . import isa
+    from codegen import isa
 
     sel = isa.PATHS.index(isa.selected().name)
     return tuple(k for k in ("amx", "avx512bf16") if k in isa.available() and isa.PATHS.index(k) >= sel

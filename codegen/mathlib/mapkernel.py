@@ -15,8 +15,9 @@ from typing import Callable, Sequence
 import numpy as np
 from llvmlite import ir
 
-from . import llvm, vecmath
-from .irutil import F32, I64, PTR, VOID
+from codegen import llvm
+from codegen.irutil import F32, I64, PTR, VOID
+from codegen.mathlib import vecmath
 
 Emitter = Callable[..., ir.Value]
 

@@ -36,9 +36,9 @@ from typing import Callable
 import numpy as np
 from llvmlite import ir
 
-from .irutil import call_overloaded
-from .vecmath_ops import Ops, Value, ops_for, reduce_or
-from .vecmath_trig import emit_cos, emit_sin
+from codegen.irutil import call_overloaded
+from codegen.mathlib.vecmath_ops import Ops, Value, ops_for, reduce_or
+from codegen.mathlib.vecmath_trig import emit_cos, emit_sin
 
 # ----------------------------------------------------------------------------- constants
 

@@ -1,4 +1,4 @@
-"""The type-generic emission helper behind ``codegen.vecmath`` (scalar or vector float/double)."""
+"""The type-generic emission helper behind ``codegen.mathlib.vecmath`` (scalar or vector float/double)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import TypeAlias
 
 from llvmlite import ir
 
-from .irutil import F64, I1, I32, I64, call_overloaded, const, intrinsic, like, scalar_of, type_suffix
+from codegen.irutil import F64, I1, I32, I64, call_overloaded, const, intrinsic, like, scalar_of, type_suffix
 
 Value: TypeAlias = ir.Value
 

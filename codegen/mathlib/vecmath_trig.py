@@ -1,4 +1,4 @@
-"""sin / cos for ``codegen.vecmath``: Cody-Waite reduction by pi/2 with FMA, Payne-Hanek for |x| >= 2^19.
+"""sin / cos for ``codegen.mathlib.vecmath``: Cody-Waite reduction by pi/2 with FMA, Payne-Hanek for |x| >= 2^19.
 
 Accuracy (docs/vecmath_accuracy.md): within ~2.5 ulp for every finite fp32 input.
 """
@@ -10,8 +10,8 @@ from fractions import Fraction
 import numpy as np
 from llvmlite import ir
 
-from .irutil import F32, F64, I32, I64
-from .vecmath_ops import Ops, Value, ops_for, reduce_or
+from codegen.irutil import F32, F64, I32, I64
+from codegen.mathlib.vecmath_ops import Ops, Value, ops_for, reduce_or
 
 # Cephes sinf / cosf on |r| <= pi/4
 SIN_P = [-1.9515295891e-4, 8.3321608736e-3, -1.6666654611e-1]

@@ -1,4 +1,4 @@
-"""codegen.gemm against numpy: random shapes, leading dimensions, accumulate."""
+"""codegen.mathlib.gemm against numpy: random shapes, leading dimensions, accumulate."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from codegen.gemm import CONFIGS, Gemm, GemmConfig, default_gemm
+from codegen.mathlib.gemm import CONFIGS, Gemm, GemmConfig, default_gemm
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +20,7 @@ def gemm() -> Gemm:
 
 @pytest.fixture(scope="module", params=sorted(CONFIGS))
 def tiny_gemm(request: pytest.FixtureRequest) -> Gemm:
-    """Each ISA path's micro-kernel (``codegen.gemm.CONFIGS``) with small cache blocks, so that every blocking
+    """Each ISA path's micro-kernel (``codegen.mathlib.gemm.CONFIGS``) with small cache blocks, so that every blocking
     loop runs several times on small shapes (a wider path than the host's still runs: LLVM splits the vectors)."""
     c = CONFIGS[request.param]
     return Gemm(dataclasses.replace(c, kc=8, mc=2 * c.mr, nc=2 * c.nr))

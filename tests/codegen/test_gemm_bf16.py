@@ -1,4 +1,5 @@
-"""bf16 matmul on AMX-BF16 tiles / AVX512-BF16 dot products (``codegen/gemm_bf16.py``) and its use by ``nc_matmul``.
+"""bf16 matmul on AMX-BF16 tiles / AVX512-BF16 dot products (``codegen/mathlib/gemm_bf16.py``) and its use by
+``nc_matmul``.
 
 The gemm kinds this host can run are checked directly against torch's fp32 product of the same bf16
 values (sizes 0, 1, ragged edges, transposed and strided operands, accumulation); kernels with bf16
@@ -20,8 +21,8 @@ from hypothesis import strategies as st
 import trnlang as trn
 import trnlang.language as tl
 from codegen import isa
-from codegen.gemm_bf16 import BF16_CONFIGS, GemmBf16, default_gemm_bf16, runnable_kinds
-from codegen.lower_plan import Plan
+from codegen.lowering.plan import Plan
+from codegen.mathlib.gemm_bf16 import BF16_CONFIGS, GemmBf16, default_gemm_bf16, runnable_kinds
 
 _KINDS = list(runnable_kinds())
 

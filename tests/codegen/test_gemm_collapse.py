@@ -1,4 +1,4 @@
-"""Matmul tile loops lowered to one gemm call (``codegen/gemm_collapse.py``).
+"""Matmul tile loops lowered to one gemm call (``codegen/lowering/gemm_collapse.py``).
 
 Each test checks which loops the lowering folds (a spy on the matcher while ``llvm_ir_text`` lowers the
 traced kernel afresh) and that the compiled results match numpy and the interpreter, including the cases
@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 import trnlang as trn
 import trnlang.language as tl
-from codegen import gemm_collapse
-from codegen.lower import llvm_ir_text
+from codegen.lowering import gemm_collapse
+from codegen.lowering.kernel import llvm_ir_text
 
 
 @trn.kernel

@@ -23,7 +23,7 @@ def _compiled_run_kernel(kernel, arrays, grid=None):
 
 
 # tests asserting bit-exact transcendental results run on the float64 libm path (TRN_JIT_LIBM=1); by default
-# the JIT uses codegen.vecmath (a few ulp from the interpreter's oracle)
+# the JIT uses codegen.mathlib.vecmath (a few ulp from the interpreter's oracle)
 _EXACT_TRANSCENDENTAL = {"test_activation_scale_bias_and_reduce"}
 
 

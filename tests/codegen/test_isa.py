@@ -65,7 +65,8 @@ def test_host_runs_its_path_and_every_narrower_one():
 
 _CHILD = r"""
 import sys
-from codegen import gemm, isa, llvm
+from codegen.mathlib import gemm
+from codegen import isa, llvm
 want = sys.argv[1]
 p = isa.selected()
 assert p.name == want, (p, want)
@@ -73,7 +74,7 @@ assert f"|isa-{want}|" in llvm.host_cpu_key()
 asm = llvm.emit_assembly(llvm.optimize(llvm.build(gemm.gemm_module())))
 x86 = llvm.host_triple().startswith("x86_64")
 if p.bf16 != "widen":
-    from codegen.gemm_bf16 import gemm_bf16_module
+    from codegen.mathlib.gemm_bf16 import gemm_bf16_module
     basm = llvm.emit_assembly(llvm.optimize(llvm.build(gemm_bf16_module(p.bf16))))
     assert ("tdpbf16ps" in basm) == (want == "amx") and ("vdpbf16ps" in basm) == (want == "avx512bf16")
 if x86 and want not in ("amx", "avx512bf16", "avx512"):

@@ -1,4 +1,4 @@
-"""``nc_matmul`` operands read in place (``trnlang/passes/plan_matmul_operands.py``, ``codegen/lower_mmfuse.py``).
+"""``nc_matmul`` operands read in place (``trnlang/passes/plan_matmul_operands.py``, ``codegen/lowering/mmfuse.py``).
 
 The JIT may skip the staged copies of an NKI-style matmul (load -> nc_transpose -> tensor_copy ->
 nc_matmul) and let the gemm read HBM or the transpose's source. These tests check that it does so
@@ -15,7 +15,7 @@ import pytest
 import trnlang as trn
 import trnlang.isa as isa
 import trnlang.language as tl
-from codegen.lower_plan import Plan
+from codegen.lowering.plan import Plan
 from trnlang.ir.ops import Op
 
 

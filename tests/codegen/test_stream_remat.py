@@ -1,6 +1,6 @@
 """JIT code shapes for memory-bound kernels, compiled vs the interpreter / numpy.
 
-- streaming (non-temporal) stores of large HBM outputs (``codegen/lower_stream.py``), forced on
+- streaming (non-temporal) stores of large HBM outputs (``codegen/lowering/stream.py``), forced on
   for small tensors here by lowering the thresholds: random kernels and the foundation kernels stay
   bit exact, rows at unaligned addresses, bf16, masked rows, 1-D tensors seen as ``[P, F]``;
 - loads re-evaluated in each of several consumers instead of staged (``Plan._remat_ok``), and not
@@ -13,11 +13,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import codegen.lower_stream as stream
+import codegen.lowering.stream as stream
 import trnlang as trn
 import trnlang.isa as isa
 import trnlang.language as tl
-from codegen.lower_plan import Plan
+from codegen.lowering.plan import Plan
 from tests.codegen.random_kernels import generate
 from tests.codegen.test_differential import _random_kernel, assert_same, run_both
 from tests.kernels import CASES

@@ -1,5 +1,5 @@
 """Strides of non-contiguous kernel arguments known to be 0 (broadcast) or 1 (unit step) are compiled as
-constants (``trnlang.runtime.jit.layout_of``, ``codegen/lower.py``): each pattern is its own variant, and
+constants (``trnlang.runtime.jit.layout_of``, ``codegen/lowering/kernel.py``): each pattern is its own variant, and
 results match numpy for every pattern."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Accuracy and special values of codegen.vecmath through JIT-compiled map kernels."""
+"""Accuracy and special values of codegen.mathlib.vecmath through JIT-compiled map kernels."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 from llvmlite import ir
 
-from codegen import llvm, vecmath
+from codegen import llvm
 from codegen.irutil import F32, VF32
-from codegen.mapkernel import MapKernels, add_map_function
+from codegen.mathlib import vecmath
+from codegen.mathlib.mapkernel import MapKernels, add_map_function
 from tools.vecmath_accuracy import REFERENCES, SWEEPS, Sweep, measure, ulp_error
 
 POINTS = 1 << 16

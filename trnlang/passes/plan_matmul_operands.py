@@ -153,7 +153,7 @@ class _Finder:
         st, mv = cast(tuple[Region, Region], c.ins)
         out_buf = c.outs[0].buf if isinstance(c.outs[0], Region) else None
         mo = MatmulOperands()
-        # bf16 operands on a bf16 gemm (codegen.gemm_bf16_lower): the same plan on bf16 tiles; the transpose
+        # bf16 operands on a bf16 gemm (codegen.lowering.gemm_bf16): the same plan on bf16 tiles; the transpose
         # chain bf16 -> fp32 PSUM -> bf16 is exact, so reading its bf16 source instead changes nothing
         bf16 = self.p.bf16_gemm and all(isinstance(x, Region) and x.buf.dtype is DType.bfloat16 for x in c.ins[:2])
         dt = DType.bfloat16 if bf16 else DType.float32

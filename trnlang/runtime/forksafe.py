@@ -51,8 +51,8 @@ MODULE_STATE: list[tuple[str, str, Callable[[], Any]]] = [
     ("codegen.llvm", "_init_lock", threading.Lock),
     ("codegen.llvm", "_tm_lock", threading.Lock),
     ("codegen.llvm", "_live_lock", threading.Lock),
-    ("codegen.gemm", "_default_lock", threading.Lock),
-    ("codegen.gemm_bf16", "_default_lock", threading.Lock),  # the bf16 gemm library
+    ("codegen.mathlib.gemm", "_default_lock", threading.Lock),
+    ("codegen.mathlib.gemm_bf16", "_default_lock", threading.Lock),  # the bf16 gemm library
     ("trnlang.device.fallback", "_lock", threading.Lock),
     ("trnlang.device.backend", "_lock", threading.RLock),
     ("trnlang.distributed", "_lock", threading.Lock),

@@ -1,4 +1,4 @@
-"""The JIT backend: compile a ``Kernel`` to native code (``codegen.lower``), cache it, launch it.
+"""The JIT backend: compile a ``Kernel`` to native code (``codegen.lowering.kernel``), cache it, launch it.
 
 ``JitExecutor(kernel, debug)`` is the executor ``backend.make_executor`` returns
 by default: ``run(arrays, grid)`` with the same contract as the interpreter's
@@ -148,9 +148,10 @@ def _layout_text(c: Any) -> str:
 def cache_key(ir_text: str, dtypes: Sequence[str], contiguous: Sequence[Layout], may_alias: bool,
               grid: Sequence[int], debug: bool, target: str) -> str:
     """sha256 naming one compiled variant."""
-    from codegen import llvm, lower_stream
-    from codegen.lower import LOWERING_VERSION
-    from codegen.lower_vecmath import libm_forced
+    from codegen import llvm
+    from codegen.lowering import stream as lower_stream
+    from codegen.lowering.kernel import LOWERING_VERSION
+    from codegen.lowering.vecmath import libm_forced
     from trnlang._version import __version__
 
     parts = [
@@ -346,7 +347,7 @@ class JitExecutor:
 
     def _compile(self, contiguous: tuple[Layout, ...], may_alias: bool, grid: tuple[int, ...]) -> Variant:
         from codegen import llvm
-        from codegen.lower import ENTRY, lower_kernel
+        from codegen.lowering.kernel import ENTRY, lower_kernel
 
         t0 = time.perf_counter()
         k = self.kernel
@@ -545,14 +546,14 @@ class JitExecutor:
 
     @staticmethod
     def _where(err: np.ndarray, loops: Sequence[Loop]) -> str:
-        from codegen.lower import ERR_LOOPS, ERR_PIDS
+        from codegen.lowering.kernel import ERR_LOOPS, ERR_PIDS
 
         pids = ", ".join(str(int(err[ERR_PIDS + a])) for a in range(_N_PID))
         lv = "".join(f" {lp.var}={int(err[ERR_LOOPS + k])}" for k, lp in enumerate(loops))
         return f"pid=({pids}){lv}"
 
     def _raise(self, v: Variant, err: np.ndarray, arrays: list[np.ndarray]) -> None:
-        from codegen.lower import (
+        from codegen.lowering.kernel import (
             ERR_A,
             ERR_B,
             ERR_C,
@@ -565,12 +566,12 @@ class JitExecutor:
             KIND_REGION,
             KIND_STEP,
         )
-        from codegen.lower_plan import all_regions
+        from codegen.lowering.plan import all_regions
 
         kind, iid = int(err[ERR_KIND]), int(err[ERR_INSTR])
         table = self.instrs()
         if kind == KIND_STEP:
-            from codegen.lower import all_loops
+            from codegen.lowering.kernel import all_loops
 
             lp = all_loops(self.kernel.body)[int(err[ERR_A])]
             raise ValueError(f"loop {lp.var} has step 0")
@@ -593,7 +594,7 @@ class JitExecutor:
                               f"{r.buf.name} of shape {tuple(r.buf.shape)} (at {where})", loc=ins.loc)
         if kind == KIND_DEFERRED:
             if v.deferred is None:
-                from codegen.lower import lower_kernel
+                from codegen.lowering.kernel import lower_kernel
 
                 contiguous, may_alias, grid = v.params
                 v.deferred = lower_kernel(self.kernel, grid, contiguous, may_alias, self.debug).deferred

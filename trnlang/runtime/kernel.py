@@ -271,7 +271,7 @@ class KernelFn:
 
     def llvm_ir(self, *args: Any, grid: Any = (1,), optimized: bool = False) -> str:
         """The LLVM IR the JIT generates for this specialization (``optimized``: after LLVM's O3 pipeline)."""
-        from codegen.lower import llvm_ir_text
+        from codegen.lowering.kernel import llvm_ir_text
 
         g = _normalize_grid(grid)
         try:

@@ -81,7 +81,7 @@ class Sizes:
 
     def __init__(self, static: frozenset[tuple[str, int]] | set[tuple[str, int]], big_bytes: int | None = None) -> None:
         if big_bytes is None:
-            from codegen.lower_stream import NT_MIN_BYTES
+            from codegen.lowering.stream import NT_MIN_BYTES
 
             big_bytes = min(EXACT_MIN_BYTES, NT_MIN_BYTES)
         self.static = static
