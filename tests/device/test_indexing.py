@@ -1,4 +1,4 @@
-"""The indexing families (stdlib_kernels/gather_scatter.py, advanced_index.py, masked.py on the indirect-DMA
+"""The indexing families (stdlib_kernels/indexing/gather_scatter.py, advanced_index.py, masked.py on the indirect-DMA
 engine of indexing.py): trn vs CPU, forward and backward, no fallbacks.
 
 gather / scatter(_add, _reduce) / index / index_put / index_select / index_add / index_copy / index_fill /

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 import trnlang as trn
 import trnlang.language as tl
-from stdlib_kernels import norm as N
 from stdlib_kernels import tiling as T
+from stdlib_kernels.nn import norm as N
 from trnlang.frontend.errors import BoundsError
 from trnlang.runtime import specialize
 
