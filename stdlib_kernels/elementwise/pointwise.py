@@ -210,7 +210,6 @@ def tiles(a: int, n: int, d: int, p: int, f: int) -> Any:
                 yield b, rows, j * f + tl.arange(f)[None, :]
 
 
-_at = at  # the name stdlib_kernels.tensor.copy imports
 
 
 def load_operand(t: Any, b: Any, rows: Any, cols: Any, m: Any, compute: str) -> Any:

@@ -27,7 +27,8 @@ import torch
 import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
-from stdlib_kernels.elementwise.pointwise import _at, _shape3
+from stdlib_kernels._util import shape3 as _shape3
+from stdlib_kernels.elementwise.pointwise import at as _at
 from stdlib_kernels.indexing.advanced_index import _index_put, index, nonzero
 from stdlib_kernels.indexing.engine import _ok_data, _value_tensor
 from trnlang.device import decline, lowering

@@ -14,7 +14,8 @@ import torch
 import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
-from stdlib_kernels.elementwise.pointwise import _at, _shape3
+from stdlib_kernels._util import shape3 as _shape3
+from stdlib_kernels.elementwise.pointwise import at as _at
 from trnlang.device import lowering
 
 
