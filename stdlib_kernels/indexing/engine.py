@@ -35,7 +35,7 @@ leading index), so any strides work without copies.
 
 Example:
     >>> import torch, trnlang  # doctest: +SKIP
-    >>> from stdlib_kernels.indexing import gather_scatter
+    >>> from stdlib_kernels.indexing.engine import gather_scatter
     >>> w = torch.randn(100, 8, device="trn")
     >>> ids = torch.randint(0, 100, (16,), dtype=torch.int32, device="trn")
     >>> out = torch.empty(16, 8, device="trn")

@@ -328,7 +328,7 @@ def test_declines_accumulating_8_byte_dtypes(monkeypatch):
 
 
 def test_profile_gather_kernel():
-    from stdlib_kernels.indexing import gather_scatter
+    from stdlib_kernels.indexing.engine import gather_scatter
 
     w = torch.randn(1000, 256, device="trn")
     ids = torch.randint(0, 1000, (512,), device="trn")
