@@ -174,7 +174,7 @@ def _child_warm(reps: int) -> dict[str, Any]:
     import torch.nn.functional as F
 
     import trnlang.device  # noqa: F401  (registers the trn device)
-    from stdlib_kernels import indexing as I
+    from stdlib_kernels.indexing import engine as I
 
     torch.set_num_threads(1)
     poly = I._polymorphic
@@ -203,9 +203,9 @@ def _warm_norms(reps: int) -> list[dict[str, Any]]:
     import torch.nn.functional as F
 
     import trnlang as trn
-    from stdlib_kernels import batchnorm as B
-    from stdlib_kernels import norm as N
     from stdlib_kernels import tiling as T
+    from stdlib_kernels.nn import batchnorm as B
+    from stdlib_kernels.nn import norm as N
 
     names = ("row_moments", "row_dots", "row_affine", "row_affine2")
     kinds: dict[str, dict[str, Any]] = {"runtime": {n: getattr(N, n) for n in names}}

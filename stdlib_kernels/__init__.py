@@ -1,27 +1,26 @@
 """The standard library of trnlang kernels and their ATen lowerings for the ``trn`` device.
 
-One family per module; importing a module registers its lowerings (``@lowering``).
-:func:`register_all` imports them all (the device layer calls it at first use).
+One sub-package per family (``elementwise``, ``reduction``, ``nn``, ``indexing``, ``linalg``, ``fft``,
+``tensor``) over a small core (``_util``: operand classification and launch helpers; ``tiling``: loop skeletons;
+``decompositions``: ops lowered as torch's own decompositions). Importing a module registers its lowerings
+(``@lowering``); :func:`register_all` imports them all (the device layer calls it at first use).
 """
 
 from __future__ import annotations
 
 import importlib
 
-FAMILIES = ("stdlib_kernels.pointwise", "stdlib_kernels.matmul", "stdlib_kernels.reduce",
-            "stdlib_kernels.softmax", "stdlib_kernels.copy", "stdlib_kernels.decompositions",
-            "stdlib_kernels.unary", "stdlib_kernels.ternary", "stdlib_kernels.compare",
-            "stdlib_kernels.activations", "stdlib_kernels.scans", "stdlib_kernels.sort",
-            "stdlib_kernels.gather_scatter", "stdlib_kernels.advanced_index", "stdlib_kernels.masked",
-            "stdlib_kernels.linalg", "stdlib_kernels.rnn", "stdlib_kernels.conv",
-            "stdlib_kernels.pool", "stdlib_kernels.upsample", "stdlib_kernels.norm", "stdlib_kernels.batchnorm",
-            "stdlib_kernels.attention",
-            "stdlib_kernels.loss", "stdlib_kernels.movement", "stdlib_kernels.creation", "stdlib_kernels.random",
-            "stdlib_kernels.bessel", "stdlib_kernels.special", "stdlib_kernels.fft", "stdlib_kernels.linalg_eig",
-            "stdlib_kernels.selection", "stdlib_kernels.sampling", "stdlib_kernels.gamma_fns", "stdlib_kernels.unique",
-            "stdlib_kernels.search", "stdlib_kernels.fft_complex", "stdlib_kernels.random_pool", "stdlib_kernels.bags",
-            "stdlib_kernels.distance", "stdlib_kernels.ctc", "stdlib_kernels.renorm",
-            "stdlib_kernels.segment")
+#: every module with lowerings, in registration order (``family.module`` under ``stdlib_kernels``)
+FAMILIES = tuple(f"stdlib_kernels.{m}" for m in (
+    "elementwise.pointwise", "linalg.matmul", "reduction.reduce", "reduction.softmax", "tensor.copy",
+    "decompositions", "elementwise.unary", "elementwise.ternary", "elementwise.compare", "elementwise.activations",
+    "reduction.scans", "reduction.sort", "indexing.gather_scatter", "indexing.advanced_index", "indexing.masked",
+    "linalg.cholesky", "nn.rnn", "nn.conv", "nn.pool", "nn.upsample", "nn.norm", "nn.batchnorm", "nn.attention",
+    "nn.loss", "tensor.movement", "tensor.creation", "tensor.random", "elementwise.bessel", "elementwise.special",
+    "fft.dft", "linalg.eig", "reduction.selection", "nn.sampling", "elementwise.gamma_fns", "reduction.unique",
+    "reduction.search", "fft.complex_ops", "nn.random_pool", "nn.bags", "nn.distance", "nn.ctc", "nn.renorm",
+    "reduction.segment",
+))
 
 
 def register_all() -> None:

@@ -1,14 +1,15 @@
 """Ops lowered as torch's own decompositions into ops that have native lowerings.
 
 ``rsub`` decomposes into ``mul``/``sub``, which run as trnlang kernels (``addcmul``/``addcdiv`` have native
-kernels in ``stdlib_kernels.ternary``, ``baddbmm`` in ``stdlib_kernels.matmul``); in-place and ``out=``
+kernels in ``stdlib_kernels.elementwise.ternary``, ``baddbmm`` in ``stdlib_kernels.linalg.matmul``); in-place and
+``out=``
 variants are routed to the same decomposition. Calls with other dtypes run through the CPU
 fallback.
 """
 
 from __future__ import annotations
 
-from stdlib_kernels.pointwise import OPERAND_DTYPES
+from stdlib_kernels.elementwise.pointwise import OPERAND_DTYPES
 from trnlang.device.registry import lowering, resolve
 
 DECOMPOSED = ("aten::rsub.Tensor", "aten::rsub.Scalar")

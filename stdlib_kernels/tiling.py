@@ -11,8 +11,8 @@ dependence through a buffer), even with a single iteration, so the tiles a body 
 the memory planner can multi-buffer them (load tile ``i + 1`` while tile ``i`` computes). The tile shapes are
 ``[min(p, N), 1]`` row indices and ``[1, min(f, D)]`` column indices, as the hand-written loops had.
 
-Compare :func:`stdlib_kernels.pointwise.tiles`, which yields every tile of an elementwise ``[A, N, D]`` space at
-once (and skips the loop of a single-tile dim) for kernels with no per-row work.
+Compare :func:`stdlib_kernels.elementwise.pointwise.tiles`, which yields every tile of an elementwise ``[A, N, D]``
+space at once (and skips the loop of a single-tile dim) for kernels with no per-row work.
 
 Example:
     >>> import torch

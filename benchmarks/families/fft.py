@@ -1,4 +1,4 @@
-"""FFTs on ``trn`` vs CPU (4096x1024 fp32 / complex64 rows): the Tensor-engine DFT of stdlib_kernels/fft.py."""
+"""FFTs on ``trn`` vs CPU (4096x1024 fp32 / complex64 rows): the Tensor-engine DFT of stdlib_kernels/fft/dft.py."""
 
 from __future__ import annotations
 

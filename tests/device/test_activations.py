@@ -1,4 +1,4 @@
-"""Activations and their backward ops (stdlib_kernels/activations.py): forward + autograd on trn vs CPU."""
+"""Activations and their backward ops (stdlib_kernels/elementwise/activations.py): forward + autograd on trn vs CPU."""
 
 import math
 
@@ -172,7 +172,7 @@ def test_inplace_activations():
 
 
 def test_profile_of_an_activation_backward():
-    from stdlib_kernels.unary import ew
+    from stdlib_kernels.elementwise.unary import ew
 
     x = torch.randn(256, 512, device="trn")
     g = torch.randn(256, 512, device="trn")

@@ -1,4 +1,4 @@
-"""The attention family (stdlib_kernels/attention.py): flash SDPA forward and backward, trn vs CPU."""
+"""The attention family (stdlib_kernels/nn/attention.py): flash SDPA forward and backward, trn vs CPU."""
 
 import math
 
@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trnlang
-from stdlib_kernels import attention as A
+from stdlib_kernels.nn import attention as A
 from tests.device.conftest import assert_same
 
 _SETTINGS = settings(max_examples=3, deadline=None, derandomize=True,

@@ -1,4 +1,5 @@
-"""Bessel / gamma-family special functions (stdlib_kernels/bessel.py, gamma_fns.py) on trn vs the CPU, no fallbacks.
+"""Bessel / gamma-family special functions (stdlib_kernels/elementwise/bessel.py, gamma_fns.py) on trn vs the CPU,
+no fallbacks.
 
 Every function on wide ranges plus torch's special values (0, -0, +-inf, NaN, negative arguments, branch
 boundaries), fp32 and bf16, non-contiguous and broadcast inputs, hypothesis shapes (ragged, size 1, empty),
@@ -194,7 +195,7 @@ def test_igamma_grad_wrt_x():
 
 
 def test_profile_of_a_bessel_kernel():
-    from stdlib_kernels.unary import ew
+    from stdlib_kernels.elementwise.unary import ew
 
     x = (torch.rand(2048) * 20).to("trn")  # the padded launch's shape: the kernel compiled for the tests above
     out = torch.empty(2048, device="trn")

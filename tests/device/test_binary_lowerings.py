@@ -1,4 +1,5 @@
-"""The binary elementwise family (stdlib_kernels/pointwise.py): trn vs CPU, forward and backward, no fallbacks."""
+"""The binary elementwise family (stdlib_kernels/elementwise/pointwise.py): trn vs CPU, forward and backward, no
+fallbacks."""
 
 import math
 
@@ -8,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trnlang
-from stdlib_kernels import pointwise as P
+from stdlib_kernels.elementwise import pointwise as P
 from tests.device.conftest import assert_same
 
 _SETTINGS = settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow,

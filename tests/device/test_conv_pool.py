@@ -1,4 +1,4 @@
-"""Convolution and pooling (stdlib_kernels/conv.py, pool.py): trn vs CPU, forward and backward, no fallbacks."""
+"""Convolution and pooling (stdlib_kernels/nn/conv.py, pool.py): trn vs CPU, forward and backward, no fallbacks."""
 
 import copy
 
@@ -257,7 +257,7 @@ def test_small_cnn_conv_and_pool_parts_native():
 
 # --- profile ------------------------------------------------------------------------------------------------------
 def test_conv_kernel_profile_is_sane():
-    from stdlib_kernels.conv import conv_kernel
+    from stdlib_kernels.nn.conv import conv_kernel
 
     x = _rand(2, 32, 12, 12).to("trn")
     w = _rand(1, 48, 32, 3, 3, seed=1).to("trn")

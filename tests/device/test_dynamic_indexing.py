@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trnlang as trn
-from stdlib_kernels import indexing as I
 from stdlib_kernels import tiling as T
+from stdlib_kernels.indexing import engine as I
 
 ROWS = [0, 1, 2, 3, 4, 5, 63, 64, 65, 127, 128, 129, 255, 257]
 WIDTHS = [1, 3, 64, 130, 513]

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import trnlang as trn
 from stdlib_kernels import tiling as T
-from stdlib_kernels.softmax import CHUNK
+from stdlib_kernels.reduction.softmax import CHUNK
 
 ROWS = [0, 1, 2, 3, 5, 127, 128, 129, 257]
 COLS = [1, 2, 3, 63, 64, 65, 511, 512, 513, 1023, 1025, CHUNK, CHUNK + 1]

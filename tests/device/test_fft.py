@@ -1,4 +1,4 @@
-"""FFTs (stdlib_kernels/fft.py) and complex elementwise ops (stdlib_kernels/fft_complex.py) on trn vs CPU.
+"""FFTs (stdlib_kernels/fft/dft.py) and complex elementwise ops (stdlib_kernels/fft/complex_ops.py) on trn vs CPU.
 
 Every ``torch.fft`` family (c2c, r2c, c2r, Hermitian) forward and backward, all normalizations, 1-D and
 n-D, non-contiguous inputs, sizes 1 / prime / factored (Cooley-Tukey) / Bluestein, empty batches,
@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trnlang
-from stdlib_kernels import fft as F
-from stdlib_kernels import fft_complex as FC
+from stdlib_kernels.fft import complex_ops as FC
+from stdlib_kernels.fft import dft as F
 from tests.device.conftest import assert_same
 
 _SETTINGS = settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow,

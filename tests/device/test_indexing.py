@@ -1,4 +1,4 @@
-"""The indexing families (stdlib_kernels/gather_scatter.py, advanced_index.py, masked.py on the indirect-DMA
+"""The indexing families (stdlib_kernels/indexing/gather_scatter.py, advanced_index.py, masked.py on the indirect-DMA
 engine of indexing.py): trn vs CPU, forward and backward, no fallbacks.
 
 gather / scatter(_add, _reduce) / index / index_put / index_select / index_add / index_copy / index_fill /
@@ -328,7 +328,7 @@ def test_declines_accumulating_8_byte_dtypes(monkeypatch):
 
 
 def test_profile_gather_kernel():
-    from stdlib_kernels.indexing import gather_scatter
+    from stdlib_kernels.indexing.engine import gather_scatter
 
     w = torch.randn(1000, 256, device="trn")
     ids = torch.randint(0, 1000, (512,), device="trn")

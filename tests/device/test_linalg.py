@@ -1,4 +1,4 @@
-"""Linear algebra on ``trn`` (stdlib_kernels/matmul.py, stdlib_kernels/linalg.py) against torch CPU.
+"""Linear algebra on ``trn`` (stdlib_kernels/linalg/matmul.py, stdlib_kernels/linalg/cholesky.py) against torch CPU.
 
 Matmul family: fp32 and bf16, ragged / size-1 / empty shapes, transposed operands, batch broadcasting,
 vector cases, forward and backward. Factorisations (fp32): Cholesky, triangular solves, LU, LU solve,
@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import trnlang
-from stdlib_kernels import linalg as LA
+from stdlib_kernels.linalg import cholesky as LA
 from tests.device.conftest import assert_same
 
 _SETTINGS = settings(max_examples=4, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],

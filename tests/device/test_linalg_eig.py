@@ -1,4 +1,4 @@
-"""Jacobi SVD / eigh and least squares on ``trn`` (stdlib_kernels/linalg_eig.py) against torch CPU.
+"""Jacobi SVD / eigh and least squares on ``trn`` (stdlib_kernels/linalg/eig.py) against torch CPU.
 
 Singular vectors and eigenvectors are defined up to sign (the Jacobi signs are not LAPACK's), so the tests
 compare what torch's own OpInfo tests compare: values, ``|U|``, ``U Vh``, reconstructions, and gradients of
@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import trnlang
-from stdlib_kernels import linalg_eig as E
+from stdlib_kernels.linalg import eig as E
 from tests.device.conftest import assert_same
 
 _SETTINGS = settings(max_examples=4, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],

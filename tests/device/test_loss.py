@@ -1,4 +1,4 @@
-"""The loss family (stdlib_kernels/loss.py): nll / cross_entropy / mse / l1-style / bce, forward and backward."""
+"""The loss family (stdlib_kernels/nn/loss.py): nll / cross_entropy / mse / l1-style / bce, forward and backward."""
 
 import pytest
 import torch
@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trnlang
-from stdlib_kernels import loss as L
+from stdlib_kernels.nn import loss as L
 from tests.device.conftest import assert_same
 
 _SETTINGS = settings(max_examples=4, deadline=None, derandomize=True,

@@ -1,4 +1,4 @@
-"""Movement (stdlib_kernels/movement.py) and creation (stdlib_kernels/creation.py) on trn vs CPU.
+"""Movement (stdlib_kernels/tensor/movement.py) and creation (stdlib_kernels/tensor/creation.py) on trn vs CPU.
 
 Forward and backward through cat/stack/flip/roll/tril/triu/reflection+replication pads; factories
 arange/linspace/logspace/eye; no fallbacks (``TRN_FALLBACK=error``), torch's own errors for bad input.
@@ -236,7 +236,7 @@ def test_big_moves_split_into_row_blocks(case):
 
 
 def test_profile_move_kernel():
-    from stdlib_kernels.movement import move3
+    from stdlib_kernels.tensor.movement import move3
 
     x = torch.randn(1, 256, 1024, device="trn")
     out = torch.empty_like(x)

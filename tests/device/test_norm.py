@@ -1,4 +1,4 @@
-"""The norm family (stdlib_kernels/norm.py): layer/group/batch/instance norm forward and backward, trn vs CPU."""
+"""The norm family (stdlib_kernels/nn/norm.py): layer/group/batch/instance norm forward and backward, trn vs CPU."""
 
 import pytest
 import torch
@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trnlang
-from stdlib_kernels import norm as N
+from stdlib_kernels.nn import norm as N
 from tests.device.conftest import assert_same
 
 _SETTINGS = settings(max_examples=3, deadline=None, derandomize=True,
@@ -249,7 +249,7 @@ def test_batch_norm_finalize_updates_running_stats_like_cpu(dtype):
     """``bn_finalize`` (one launch for the per-channel statistics, the running-stat update and the per-row
     coefficients) against the CPU, training and eval, with and without affine parameters."""
     import trnlang
-    from stdlib_kernels import batchnorm as BN
+    from stdlib_kernels.nn import batchnorm as BN
 
     g = torch.Generator().manual_seed(7)
     tol = dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)

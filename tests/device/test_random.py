@@ -1,4 +1,4 @@
-"""Random ops on trn (stdlib_kernels/random.py): distributions, seeding, streams, dropout forward/backward.
+"""Random ops on trn (stdlib_kernels/tensor/random.py): distributions, seeding, streams, dropout forward/backward.
 
 The device's counter-based generator does not reproduce the CPU generator's numbers, so the tests check
 statistics (1e5 samples, tolerances of several standard errors), reproducibility and independence.
@@ -104,7 +104,7 @@ def test_randint(dtype):
 
 def test_int_to_f64_words_is_exact():
     """float64 integer draws are built as bit patterns from int32 values: exact for every |v| < 2^24."""
-    from stdlib_kernels.random import int_to_f64_words
+    from stdlib_kernels.tensor.random import int_to_f64_words
 
     p2 = 2 ** torch.arange(24)
     v = torch.cat([torch.randint(-2**24 + 1, 2**24, (60_000,)), torch.arange(-3000, 3000), p2, -p2, p2 - 1,
@@ -210,7 +210,7 @@ def test_bad_arguments_raise_torchs_errors(monkeypatch):
 
 
 def test_profile_rng_kernel():
-    from stdlib_kernels.random import rng
+    from stdlib_kernels.tensor.random import rng
 
     out = torch.empty(128, 512, device="trn")
     keys = torch.tensor([[11, 12]], dtype=torch.int32).to("trn")
@@ -333,7 +333,7 @@ def test_fractional_max_pool_functional_nan_and_autograd():
 
 
 def test_profile_fractional_max_pool():
-    from stdlib_kernels.random_pool import frac_max_pool
+    from stdlib_kernels.nn.random_pool import frac_max_pool
 
     x = torch.randn(128, 32 * 32, 1, device="trn")
     s = torch.rand(128, 2, device="trn")

@@ -1,4 +1,4 @@
-"""The reduction family (stdlib_kernels/reduce.py, log_softmax in softmax.py): trn vs CPU, no fallbacks.
+"""The reduction family (stdlib_kernels/reduction/reduce.py, log_softmax in softmax.py): trn vs CPU, no fallbacks.
 
 Forward over ragged / size-1 / empty / non-contiguous shapes and leading, trailing and multiple dims,
 bf16, NaN/inf semantics, the 128-partition spread of long full reductions; backward through
@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trnlang
-from stdlib_kernels import reduce as R
+from stdlib_kernels.reduction import reduce as R
 from tests.device.conftest import assert_same
 
 _SETTINGS = settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow,

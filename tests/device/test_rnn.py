@@ -1,4 +1,4 @@
-"""Fused RNN cells (stdlib_kernels/rnn.py): nn.LSTM / nn.GRU / cells on trn vs CPU, forward and backward."""
+"""Fused RNN cells (stdlib_kernels/nn/rnn.py): nn.LSTM / nn.GRU / cells on trn vs CPU, forward and backward."""
 
 import pytest
 import torch
@@ -112,7 +112,7 @@ def test_empty_batch():
 
 
 def test_profile_fused_cell():
-    from stdlib_kernels.rnn import lstm_cell_fused
+    from stdlib_kernels.nn.rnn import lstm_cell_fused
 
     b, i, h = 32, 64, 64
     x, hx, cx = torch.randn(b, i), torch.randn(b, h), torch.randn(b, h)
@@ -128,7 +128,7 @@ def test_profile_fused_cell():
 
 def test_lstm_inference_runs_the_fused_cell(monkeypatch):
     """``nn.LSTM`` under no_grad: one fused-cell launch per layer, direction and step; matches the CPU."""
-    from stdlib_kernels import rnn
+    from stdlib_kernels.nn import rnn
 
     calls = []
     real = rnn.lstm_cell_fused
@@ -156,7 +156,7 @@ def test_lstm_training_input_without_grad():
 
 def test_gru_inference_runs_the_fused_cell(monkeypatch):
     """``nn.GRU`` / ``nn.GRUCell`` under no_grad: fused launches (r/z matmuls share a PSUM tile); matches the CPU."""
-    from stdlib_kernels import rnn
+    from stdlib_kernels.nn import rnn
 
     calls = []
     real = rnn.gru_cell_fused

@@ -1,4 +1,4 @@
-"""Sampling family (stdlib_kernels/sampling.py, bags.py, distance.py) and addbmm (matmul.py): trn vs CPU, forward
+"""Sampling family (stdlib_kernels/nn/sampling.py, bags.py, distance.py) and addbmm (matmul.py): trn vs CPU, forward
 and backward, no fallbacks."""
 
 import math
@@ -155,7 +155,7 @@ def test_addbmm(dtype):
 
 # --- profile --------------------------------------------------------------------------------------------------------
 def test_grid_sample_kernel_profile_is_sane():
-    from stdlib_kernels.sampling import _channels_last, grid_sample_fwd
+    from stdlib_kernels.nn.sampling import _channels_last, grid_sample_fwd
 
     x = _rand(1, 16, 8, 8).to("trn")
     grid = (torch.rand(1, 128, 2) * 2 - 1).to("trn")

@@ -1,4 +1,4 @@
-"""Scans (stdlib_kernels/scans.py) and sorting (stdlib_kernels/sort.py) on trn vs CPU, no fallbacks.
+"""Scans (stdlib_kernels/reduction/scans.py) and sorting (stdlib_kernels/reduction/sort.py) on trn vs CPU, no fallbacks.
 
 cumsum/cumprod/cummax/cummin forward and backward, sort/argsort (stable, both directions, NaN/inf/-0),
 topk (both paths: extraction and the bitonic network), ragged / size-1 / empty / non-contiguous
@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trnlang
-from stdlib_kernels import scans as S
+from stdlib_kernels.reduction import scans as S
 from tests.device.conftest import assert_same
 
 _SETTINGS = settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow,

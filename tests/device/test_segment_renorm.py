@@ -1,4 +1,5 @@
-"""segment_reduce (stdlib_kernels/segment.py) and renorm's gradient (stdlib_kernels/renorm.py) on trn vs CPU.
+"""segment_reduce (stdlib_kernels/reduction/segment.py) and renorm's gradient (stdlib_kernels/nn/renorm.py) on trn vs
+CPU.
 
 segment_reduce forward and backward for sum/mean/max/min/prod with lengths or offsets (int64 and int32), any
 axis, ``initial``, empty segments, NaN/zero/tie elements, fp32/bf16/fp16, non-contiguous data, torch's errors for
@@ -13,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trnlang
-from stdlib_kernels import segment as SG
+from stdlib_kernels.reduction import segment as SG
 from tests.device.conftest import assert_same
 
 _SETTINGS = settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow,

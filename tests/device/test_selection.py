@@ -1,4 +1,4 @@
-"""Selection, unique, search and histograms (stdlib_kernels/selection.py, unique.py, search.py) on trn vs CPU.
+"""Selection, unique, search and histograms (stdlib_kernels/reduction/selection.py, unique.py, search.py) on trn vs CPU.
 
 kthvalue / median / nanmedian / mode with ties and NaN (the index torch's CPU kernels return), unique
 (flat, dim, consecutive; inverse and counts), searchsorted (left/right/side/sorter/out_int32, batched,
@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trnlang
-from stdlib_kernels import search as SE
-from stdlib_kernels import selection as SEL
+from stdlib_kernels.reduction import search as SE
+from stdlib_kernels.reduction import selection as SEL
 from tests.device.conftest import assert_same
 
 _SETTINGS = settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow,

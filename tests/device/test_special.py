@@ -1,4 +1,5 @@
-"""The special-function family (stdlib_kernels/special.py): trn vs CPU, torch's special cases, no fallbacks."""
+"""The special-function family (stdlib_kernels/elementwise/special.py): trn vs CPU, torch's special cases, no
+fallbacks."""
 
 import itertools
 import math
@@ -9,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trnlang
-from stdlib_kernels import special as SP
-from stdlib_kernels import unary as UN
+from stdlib_kernels.elementwise import special as SP
+from stdlib_kernels.elementwise import unary as UN
 from tests.device.conftest import assert_same
 
 _SETTINGS = settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow,

@@ -1,5 +1,5 @@
-"""Ternary ops (stdlib_kernels/ternary.py) and comparisons / logical / bitwise ops (stdlib_kernels/compare.py):
-trn vs CPU, forward and backward, no fallbacks."""
+"""Ternary ops (stdlib_kernels/elementwise/ternary.py) and comparisons / logical / bitwise ops
+(stdlib_kernels/elementwise/compare.py): trn vs CPU, forward and backward, no fallbacks."""
 
 import math
 
@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trnlang
-from stdlib_kernels import ternary as T
+from stdlib_kernels.elementwise import ternary as T
 from tests.device.conftest import assert_same
 
 _SETTINGS = settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow,

@@ -1,4 +1,5 @@
-"""The unary family (stdlib_kernels/unary.py): trn vs CPU, no fallbacks, strided inputs, in-place / out= / declines."""
+"""The unary family (stdlib_kernels/elementwise/unary.py): trn vs CPU, no fallbacks, strided inputs, in-place / out= /
+declines."""
 
 import math
 
@@ -261,7 +262,7 @@ def test_errors_are_torchs():
 
 
 def test_profile_of_the_unary_kernel():
-    from stdlib_kernels.unary import ew
+    from stdlib_kernels.elementwise.unary import ew
 
     x = torch.randn(256, 1024, device="trn")
     out = torch.empty_like(x)

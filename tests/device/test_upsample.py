@@ -1,4 +1,4 @@
-"""Upsampling (stdlib_kernels/upsample.py): every interpolate mode vs CPU, forward and backward, no fallbacks."""
+"""Upsampling (stdlib_kernels/nn/upsample.py): every interpolate mode vs CPU, forward and backward, no fallbacks."""
 
 import pytest
 import torch
@@ -114,7 +114,7 @@ def test_errors_are_torchs():
 
 
 def test_sep_rows_profile_is_sane():
-    from stdlib_kernels.upsample import linear_matrix, sep_rows
+    from stdlib_kernels.nn.upsample import linear_matrix, sep_rows
 
     x = _rand(256, 40).to("trn")
     m = torch.from_numpy(linear_matrix(40, 80, False, None)).t().contiguous()

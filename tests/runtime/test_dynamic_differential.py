@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 import trnlang as trn
 import trnlang.language as tl
-from stdlib_kernels import norm as N
 from stdlib_kernels import tiling as T
+from stdlib_kernels.nn import norm as N
 from trnlang.frontend.errors import BoundsError
 from trnlang.runtime import specialize
 
@@ -125,7 +125,7 @@ def test_an_unmasked_bucket_tail_past_a_runtime_size_raises_at_the_users_line() 
 def test_row_gather_kernel_compiled_vs_interpreter(k: int, c: int, wide: bool) -> None:
     """The indirect-DMA gather with a runtime row count ``K`` and its row bucket (sizes 0 and 1 are exact
     launches of ``gather_scatter``: tests/device/test_dynamic_indexing.py)."""
-    from stdlib_kernels import indexing as I
+    from stdlib_kernels.indexing import engine as I
 
     rng = np.random.default_rng(k * 31 + c)
     v = 300

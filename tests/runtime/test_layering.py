@@ -2,7 +2,7 @@
 
 - no module uses a private name (``_x``) of another package: neither ``from pkg.mod import _x`` nor
   ``mod._x`` on a module imported from another package (packages: ``trnlang.<sub>``, the ``trnlang``
-  top-level modules, ``codegen``, ``stdlib_kernels``);
+  top-level modules, ``codegen``, ``stdlib_kernels`` (its core modules) and each stdlib family sub-package);
 - ``llvmlite.binding`` is imported by ``codegen/llvm.py`` only (the one door to LLVM);
 - the runtime never imports the device layer (``trnlang.device``), and codegen imports neither the
   runtime nor the device layer;
@@ -32,8 +32,12 @@ MODULES = _modules()
 
 
 def package_of(mod: str) -> str:
-    """``trnlang.runtime.kernel`` -> ``trnlang.runtime``; ``trnlang.cli`` -> ``trnlang``."""
+    """``trnlang.runtime.kernel`` -> ``trnlang.runtime``; ``trnlang.cli`` -> ``trnlang``; a stdlib family is a
+    package of its own (``stdlib_kernels.nn.norm`` -> ``stdlib_kernels.nn``), its core modules are
+    ``stdlib_kernels``."""
     parts = mod.split(".")
+    if parts[0] == "stdlib_kernels" and len(parts) > 1 and (ROOT / "stdlib_kernels" / parts[1]).is_dir():
+        return f"stdlib_kernels.{parts[1]}"
     if parts[0] == "trnlang" and len(parts) > 1 and f"trnlang.{parts[1]}" in MODULES and \
             (ROOT / "trnlang" / parts[1]).is_dir():
         return f"trnlang.{parts[1]}"
@@ -117,6 +121,7 @@ def test_the_scan_sees_the_packages() -> None:
     assert package_of("trnlang.device.fastlane") == "trnlang.device"
     assert package_of("trnlang.cli") == "trnlang" and package_of("trnlang.config") == "trnlang"
     assert package_of("stdlib_kernels._util") == "stdlib_kernels" and package_of("codegen.native") == "codegen"
+    assert package_of("stdlib_kernels.nn.norm") == "stdlib_kernels.nn"  # a family is a package
     assert ("trnlang.runtime.launch", "Launch", 0) in [(m, n, 0) for m, n, _ in imports("trnlang.device.fastlane")]
 
 

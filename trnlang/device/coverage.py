@@ -41,7 +41,7 @@ _CPU_ARGS = {"tensor_split": (0,)}
 #: OpInfos whose outputs are uninitialised memory: compare metadata only.
 _UNINITIALISED = {"empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided", "empty_permuted"}
 
-#: OpInfos drawing from the trn device's own counter-based generator (stdlib_kernels/random.py), whose numbers
+#: OpInfos drawing from the trn device's own counter-based generator (stdlib_kernels/tensor/random.py), whose numbers
 #: are not the CPU generator's: compare metadata only (tests/device/test_random.py tests the distributions).
 _RANDOM = {"bernoulli", "uniform", "normal", "normal.in_place", "normal.number_mean", "exponential", "rand_like",
            "randn_like", "randint", "randint_like", "nn.functional.dropout", "nn.functional.dropout2d",

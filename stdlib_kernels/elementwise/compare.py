@@ -1,0 +1,96 @@
+"""Comparisons (``eq ne lt le gt ge``), logical (``logical_and/or/xor/not``) and bitwise (``bitwise_and/or/xor``)
+ops: bool (or integer) results of the binary elementwise kernel.
+
+They are entries of ``stdlib_kernels.elementwise.pointwise.BINARY_OPS`` and run through the same kernel,
+broadcasting and promotion as ``add``: both operands are compared in their common dtype (fp32 for
+floats, int32 for integers and bools, int64 values range-checked) and the store writes torch
+``bool`` (one byte per element, 0/1). Tensor and Scalar overloads, in-place and ``out=`` variants
+are handled; ``logical_not`` is ``x == 0`` with a bool result (registered only if the unary family
+has not lowered it).
+
+Example:
+    >>> import torch
+    >>> x = torch.randn(8, 4, device="trn")           # doctest: +SKIP
+    >>> (x > 0) & (x < 1), torch.logical_not(x > 0)   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from stdlib_kernels import _util as U
+from stdlib_kernels.elementwise.pointwise import OPERAND_DTYPES, run_binary
+from trnlang.device import REGISTRY, decline, lowering
+
+_INT_LIKE = (torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool, torch.int64)
+
+
+def complex_planes(self: Any, other: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The ``[..., 2]`` real/imaginary planes of two complex64 ``trn`` tensors (no conj/neg bit), else None."""
+    ts = (self, other)
+    if not all(U.is_trn(t) and t.dtype == torch.complex64 and not t.is_conj() and not t.is_neg() for t in ts):
+        return None
+    return torch.view_as_real(self), torch.view_as_real(other)
+
+
+def _compare(op: str) -> Callable[..., Any]:
+    def lower(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
+        if isinstance(self, torch.Tensor) and self.is_complex():
+            planes = complex_planes(self, other) if op in ("eq", "ne") and out is None else None
+            if planes is None:
+                return decline("complex operands other than two complex64 trn tensors (eq/ne, no out=)")
+            a, b = planes  # equal when both planes are
+            return (a == b).all(-1) if op == "eq" else (a != b).any(-1)
+        return run_binary(op, self, other, out, rdt=torch.bool)
+
+    lower.__name__ = op
+    lower.__doc__ = f"``aten::{op}``: elementwise comparison in the common dtype, a bool result."
+    return lower
+
+
+def _logical(op: str) -> Callable[..., Any]:
+    def lower(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
+        return run_binary(op, self, other, out, rdt=torch.bool)
+
+    lower.__name__ = op
+    lower.__doc__ = f"``aten::{op}``: nonzero-ness of both operands combined, a bool result."
+    return lower
+
+
+def _bitwise(op: str) -> Callable[..., Any]:
+    def lower(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
+        rdt = torch.result_type(self, other)
+        if rdt not in _INT_LIKE:
+            return decline("a float result type: torch raises")
+        return run_binary(op, self, other, out, rdt=rdt, compute="i32")
+
+    lower.__name__ = op
+    lower.__doc__ = f"``aten::{op}``: integer / bool bitwise op (int32 arithmetic)."
+    return lower
+
+
+for _op in ("eq", "ne", "lt", "le", "gt", "ge"):
+    for _ov in ("Tensor", "Scalar"):
+        _cdt = (torch.complex64,) if _op in ("eq", "ne") and _ov == "Tensor" else ()
+        lowering(f"aten::{_op}.{_ov}", dtypes=(*OPERAND_DTYPES, *_cdt))(_compare(_op))
+
+for _op in ("logical_and", "logical_or", "logical_xor"):
+    lowering(f"aten::{_op}", dtypes=OPERAND_DTYPES)(_logical(_op))
+
+for _op in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+    for _ov in ("Tensor", "Scalar"):
+        lowering(f"aten::{_op}.{_ov}", dtypes=_INT_LIKE)(_bitwise(_op))
+
+
+def logical_not(self: Any, *, out: torch.Tensor | None = None) -> Any:
+    """``self == 0`` as bool (``out=`` may have another dtype: the 0/1 values are cast)."""
+    if not isinstance(self, torch.Tensor):
+        return decline("self not a tensor")
+    zero = 0.0 if self.dtype.is_floating_point else 0
+    return run_binary("eq", self, zero, out, rdt=torch.bool)
+
+
+if "aten::logical_not" not in REGISTRY:  # a unary op: the unary family's lowering, when present, is kept
+    lowering("aten::logical_not", dtypes=OPERAND_DTYPES)(logical_not)

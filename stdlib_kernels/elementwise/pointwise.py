@@ -1,0 +1,771 @@
+"""Elementwise binary ops from one table: arithmetic, ``div`` rounding modes, ``pow``, ``maximum``/``minimum``,
+``fmax``/``fmin``, ``fmod``/``remainder``, ``copysign``, ``hypot``, ``xlogy``, ``clamp_min``/``clamp_max``.
+
+One kernel (:func:`elementwise`) serves them all: the op is a compile-time string naming an entry of
+:data:`BINARY_OPS`, a function of two tiles written with the ``tl`` ALU functions (ops the ALU
+lacks, like ``remainder`` or ``hypot``, are composed there with torch's own rounding and sign rules).
+The comparison / logical / bitwise ops of ``stdlib_kernels.elementwise.compare`` use the same kernel and table.
+
+Broadcasting is done with strides (stride-0 views, never copies); dims that are contiguous in every
+operand are merged first (:func:`launch`), so most calls run a 1- to 3-D kernel; higher ranks loop
+over the leading dims on the host. Scalars (Python numbers, CPU 0-dim tensors, one-element device
+tensors) are ``[1, 1]`` device operands broadcast on chip, so new values never recompile. Type
+promotion follows torch (``torch.result_type``): arithmetic runs in fp32 (int32 for integer
+results) and the store rounds to the output dtype, which is what torch's CPU kernels do for
+bf16/fp16 too. Operands may be fp32/bf16/fp16, int32/int16/int8/uint8, bool, and int64 (an
+HBM-only type: loads narrow it to int32, so int64 operands are first checked on the device to hold
+values in a range where the int32 result is exact; otherwise the call is declined).
+
+Integer division-like ops (``div`` with a rounding mode, ``fmod``, ``remainder``) are native only
+for a non-zero Python-number divisor: a zero integer divisor must raise, which needs the CPU.
+
+Example:
+    >>> import torch
+    >>> a = torch.randn(4, 3, device="trn")                         # doctest: +SKIP
+    >>> torch.remainder(a, 0.7), torch.maximum(a, a[:1]), a.pow(2)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+import torch
+
+import trnlang as trn
+import trnlang.language as tl
+from stdlib_kernels import _util as U
+from trnlang.device import decline, fastlane, lowering
+
+#: Tensor dtypes an elementwise operand may have (int64 values are range-checked, see :func:`int64_ok`).
+OPERAND_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.int16, torch.int8, torch.uint8,
+                  torch.bool, torch.int64)
+#: Dtypes an elementwise result may be stored as.
+RESULT_DTYPES = OPERAND_DTYPES
+_INT_RANGE = 2**31
+_CT = {"f32": tl.float32, "i32": tl.int32}
+
+
+# ---------------------------------------------------------------------------------------------- tile math
+def _signbit(y: Any) -> Any:
+    """``y`` is negative, -0.0 included (1 / -0.0 = -inf)."""
+    return (y < 0) | ((1.0 / y) < 0)
+
+
+def _trunc(q: Any) -> Any:
+    return tl.where(q < 0, tl.ceil(q), tl.floor(q))
+
+
+def _exact(x: Any) -> Any:
+    return x
+
+
+def _round_to(dt: Any) -> Callable[[Any], Any]:
+    """Round an fp32 tile to ``dt`` and back: torch's bf16/fp16 kernels round every intermediate."""
+    return lambda x: x.astype(dt).astype(tl.float32)
+
+
+def _div_floor_f(a: Any, b: Any, r: Callable[[Any], Any] = _exact) -> Any:
+    """torch's ``div_floor_floating``: floor of the exact quotient (via fmod), IEEE a / b for b == 0.
+
+    ``r`` rounds each intermediate (to bf16/fp16 for those dtypes, as torch's CPU kernels do).
+    """
+    q = r(a / b)
+    mod = r(tl.fmod(a, b))
+    div = r(r(a - mod) / b)
+    fix = (mod != 0) & ((b < 0) != (mod < 0))
+    div = r(div - tl.where(fix, 1.0, 0.0))
+    fl = tl.floor(div)
+    fl = r(fl + tl.where(r(div - fl) > 0.5, 1.0, 0.0))
+    fl = tl.where(div == 0, tl.where(_signbit(q), -0.0, 0.0), fl)
+    return tl.where(b == 0, q, fl)
+
+
+def _div_trunc_i(a: Any, b: Any) -> Any:
+    """Exact int32 truncating division (b != 0): an fp32 estimate of the exact multiple, corrected twice."""
+    r = tl.fmod(a, b)
+    n = a - r  # an exact multiple of b
+    q0 = tl.floor(n / b + 0.5).astype(tl.int32)
+    k = tl.floor((n - q0 * b) / b + 0.5).astype(tl.int32)  # |residual / b| <~ 400: exact in fp32
+    return q0 + k
+
+
+def _div_floor_i(a: Any, b: Any) -> Any:
+    r = tl.fmod(a, b)
+    fix = (r != 0) & ((r < 0) != (b < 0))
+    return _div_trunc_i(a, b) - tl.where(fix, 1, 0)
+
+
+def _remainder(a: Any, b: Any) -> Any:
+    """Python-style modulus (sign of the divisor), as torch: ``fmod`` plus ``b`` when the signs differ."""
+    mod = tl.fmod(a, b)
+    fix = (mod != 0) & ((b < 0) != (mod < 0))
+    return tl.where(fix, mod + b, mod)
+
+
+def _fmax(a: Any, b: Any) -> Any:
+    return tl.where(b != b, a, tl.where(a != a, b, tl.maximum(a, b)))
+
+
+def _fmin(a: Any, b: Any) -> Any:
+    return tl.where(b != b, a, tl.where(a != a, b, tl.minimum(a, b)))
+
+
+def _copysign(a: Any, b: Any) -> Any:
+    m = tl.abs(a)
+    return tl.where(_signbit(b), -m, m)
+
+
+def _hypot(a: Any, b: Any) -> Any:
+    """sqrt(a^2 + b^2) without overflow/underflow: big * sqrt(1 + (small / big)^2); inf wins over NaN."""
+    x, y = tl.abs(a), tl.abs(b)
+    big, small = tl.maximum(x, y), tl.minimum(x, y)
+    r = small / big
+    h = big * tl.sqrt(1.0 + r * r)
+    h = tl.where(big == 0, 0.0, h)
+    return tl.where((x == math.inf) | (y == math.inf), math.inf, h)
+
+
+def _xlogy(a: Any, b: Any) -> Any:
+    """``a * log(b)``, 0 where a == 0 (unless b is NaN)."""
+    return tl.where(b != b, math.nan, tl.where(a == 0, 0.0, a * tl.log(b)))
+
+
+def _ipow(x: Any, k: int) -> Any:
+    """``x ** k`` for a Python int ``k >= 0`` by square-and-multiply (int32 products wrap like torch's)."""
+    r = None
+    while k:
+        if k & 1:
+            r = x if r is None else r * x
+        k >>= 1
+        if k:
+            x = x * x
+    return r if r is not None else x * 0 + 1
+
+
+def _ipow_t(x: Any, e: Any) -> Any:
+    """Integer ``x ** e`` for an int32 exponent tile: square-and-multiply over the 31 exponent bits (exact,
+    wrapping like torch); a negative exponent gives 1 / x ** -e truncated (0 unless x is +-1), as torch."""
+    r = x * 0 + 1
+    p = x
+    for k in range(31):
+        r = tl.where(tl.bitwise_and(e, 1 << k) != 0, r * p, r)
+        if k < 30:
+            p = p * p
+    odd = tl.bitwise_and(e, 1) != 0
+    neg = tl.where(x == 1, 1, tl.where(x == -1, tl.where(odd, -1, 1), 0))
+    return tl.where(e < 0, neg, r)
+
+
+def op_fn(op: str) -> Callable[[Any, Any], Any]:
+    """The tile function of a binary op name (``"ipow:K"``: integer power by the constant K)."""
+    if op.startswith("ipow:"):
+        k = int(op[5:])
+        return lambda x, y: _ipow(x, k)
+    return BINARY_OPS[op]
+
+
+#: op name -> function of two compute-type tiles (or a tile and a [1, 1] scalar tile).
+BINARY_OPS: dict[str, Callable[[Any, Any], Any]] = {
+    "add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y, "div": lambda x, y: x / y,
+    "rsub": lambda x, y: y - x,
+    "div_trunc": lambda x, y: _trunc(x / y), "div_floor": _div_floor_f,
+    "div_trunc_bf16": lambda x, y: _trunc(_round_to(tl.bfloat16)(x / y)),
+    "div_trunc_f16": lambda x, y: _trunc(_round_to(tl.float16)(x / y)),
+    "div_floor_bf16": lambda x, y: _div_floor_f(x, y, _round_to(tl.bfloat16)),
+    "div_floor_f16": lambda x, y: _div_floor_f(x, y, _round_to(tl.float16)),
+    "div_trunc_i": _div_trunc_i, "div_floor_i": _div_floor_i,
+    "pow": tl.power, "rpow": lambda x, y: tl.power(y, x),
+    "ipow_t": _ipow_t, "ripow_t": lambda x, y: _ipow_t(y, x),
+    "maximum": tl.maximum, "minimum": tl.minimum, "fmax": _fmax, "fmin": _fmin,
+    "fmod": tl.fmod, "remainder": _remainder, "copysign": _copysign, "hypot": _hypot, "xlogy": _xlogy,
+    "eq": lambda x, y: x == y, "ne": lambda x, y: x != y, "lt": lambda x, y: x < y,
+    "le": lambda x, y: x <= y, "gt": lambda x, y: x > y, "ge": lambda x, y: x >= y,
+    "logical_and": tl.logical_and, "logical_or": tl.logical_or, "logical_xor": tl.logical_xor,
+    "bitwise_and": tl.bitwise_and, "bitwise_or": tl.bitwise_or, "bitwise_xor": tl.bitwise_xor,
+    # int64 range check: x is the low word, y the high word of an int64; 1 where the value is not within
+    # [-bound, bound) (the bound is the [1, 1] alpha operand).
+    "i64_bad": lambda x, y: y != tl.where(x < 0, -1, 0),
+    "i32_bad": lambda x, y: x,  # (the kernel compares x with the bound)
+}
+
+
+# ---------------------------------------------------------------------------------------------- kernel
+_shape3 = U.shape3
+at = U.at3
+
+
+def tiles(a: int, n: int, d: int, p: int, f: int) -> Any:
+    """Yield ``(b, rows, cols)`` for every ``[p, f]`` tile of an ``[a, n, d]`` iteration space.
+
+    Only dims with more than one tile get a real loop, so a kernel's tiles are allocated directly in
+    the body of a loop with several iterations and the planner can multi-buffer them (load tile
+    ``i + 1`` while tile ``i`` computes).
+    """
+    nb, ni, nj = a, tl.cdiv(n, p), tl.cdiv(d, f)
+    for b in (tl.affine_range(nb) if nb > 1 else (0,)):
+        for i in (tl.affine_range(ni) if ni > 1 else (0,)):
+            rows = i * p + tl.arange(p)[:, None]
+            for j in (tl.affine_range(nj) if nj > 1 else (0,)):
+                yield b, rows, j * f + tl.arange(f)[None, :]
+
+
+
+
+def load_operand(t: Any, b: Any, rows: Any, cols: Any, m: Any, compute: str) -> Any:
+    """Load one operand tile, converted to its compute type by the DMA (``"bool"``: as stored)."""
+    return tl.load(at(t, b, rows, cols), mask=m, dtype=None if compute == "bool" else _CT[compute])
+
+
+@trn.kernel
+def elementwise(x, y, alpha, out, op, scal, compute):
+    """``out = BINARY_OPS[op](x, y * alpha)`` over 1- to 3-D tensors (rows tiled by 128, the free dim by chunks).
+
+    ``scal``: per operand, True if it is a ``[1, 1]`` scalar broadcast on chip. ``alpha``: None or a
+    ``[1, 1]`` tensor. ``compute``: ``"f32"`` or ``"i32"`` arithmetic.
+    """
+    a, n, d = _shape3(out)
+    ct = _CT[compute]
+    fn = op_fn(op)
+    p = min(128, n)
+    f = min(d, U.FREE_CHUNK)
+    ragged = n % p != 0 or d % f != 0
+    x0 = tl.load(x[0:1, 0:1]).astype(ct) if scal[0] else None
+    y0 = tl.load(y[0:1, 0:1]).astype(ct) if scal[1] else None
+    scaled = alpha is not None and op not in ("i64_bad", "i32_bad")
+    if alpha is not None:
+        a0 = tl.load(alpha[0:1, 0:1]).astype(ct)
+        y0 = y0 * a0 if scaled and scal[1] else y0
+    for b, rows, cols in tiles(a, n, d, p, f):
+        m = ((rows < n) & (cols < d)) if ragged else None
+        xt = x0 if scal[0] else load_operand(x, b, rows, cols, m, compute)
+        if scal[1]:
+            yt = y0
+        else:
+            yt = load_operand(y, b, rows, cols, m, compute)
+            if scaled:
+                yt = yt * a0
+        if op == "i64_bad":  # y: high words, x: low words, alpha: the bound
+            r = fn(xt, yt) | (xt >= a0) | (xt < -a0)
+        elif op == "i32_bad":  # alpha: the bound
+            r = (xt >= a0) | (xt < -a0)
+        else:
+            r = fn(xt, yt)
+        tl.store(at(out, b, rows, cols), r, mask=m)
+
+
+# ---------------------------------------------------------------------------------------------- host side
+_BIG_1D = U.BIG_1D
+
+
+def launch(kern: Any, op: str, full: Sequence[torch.Tensor | None], scal: Sequence[torch.Tensor | None],
+           extra: torch.Tensor | None, out: torch.Tensor, compute: Any) -> None:
+    """Broadcast ``full`` operands to ``out``'s shape with strides, coalesce dims, launch ``kern``.
+
+    ``kern(*operands, extra, out, op, scal_flags, compute)`` is called once per 1- to 3-D piece
+    (a loop over leading dims beyond 3); operand ``k`` is ``full[k]`` (a view) or ``scal[k]`` (a
+    ``[1, 1]`` scalar).
+    """
+    nops = len(full)
+    flags = tuple(full[k] is None for k in range(nops))
+    shape = tuple(out.shape)
+    ops = [t for t in full if t is not None]
+    big = out.numel() >= U.PARALLEL_MIN_WORK and U.num_threads() > 1
+    direct = len(shape) in (1, 2, 3) and all(tuple(t.shape) == shape for t in ops)
+    if direct and not big and not (len(shape) == 1 and shape[0] >= _BIG_1D):
+        args = [full[k] if full[k] is not None else scal[k] for k in range(nops)]
+        fastlane.record_launch(kern, (*args, extra, out, op, flags, compute))
+        kern(*args, extra, out, op, flags, compute)
+        return
+    strides = [U.broadcast_strides(t, shape) for t in ops] + [list(out.stride())]
+    sh, sts = U.coalesce(shape, strides)
+    if not sh:
+        sh, sts = [1], [[1] for _ in sts]
+    views_of = ops + [out]
+    parts = U.launch_parts(sh, sts)
+
+    def call(pshape: Any, pstrides: Any, poffs: Any) -> Any:
+        vs = [U.piece(t, pshape, pstrides[k], t.storage_offset() + poffs[k]) for k, t in enumerate(views_of)]
+        it = iter(vs[:-1])
+        args = [next(it) if full[k] is not None else scal[k] for k in range(nops)]
+        return U.launch(kern, *args, extra, vs[-1], op, flags, compute)
+
+    # big outputs: one launch per thread on disjoint blocks (the kernels release the GIL)
+    U.run_parallel([call(*p) for p in U.split_parts(parts, out.numel())])
+
+
+def int64_ok(t: torch.Tensor, bound: int) -> bool:
+    """All values of a ``trn`` int64 tensor lie in ``[-bound, bound)`` (bound <= 2**31), checked on the device.
+
+    The tensor's 8-byte words are read as (low, high) int32 pairs; a kernel flags the elements whose
+    high word is not the sign extension of the low one or whose low word is out of range.
+    """
+    if t.numel() == 0:
+        return True
+    w = U.view(t, (1,), (1,), t.storage_offset()) if t.dim() == 0 else t
+    span = 1 + sum((n - 1) * st for n, st in zip(w.shape, w.stride()))
+    words = U.view(w, (span,), (1,), w.storage_offset()).view(torch.int32)  # the same bytes as int32 pairs
+    st2 = [2 * st for st in w.stride()]
+    lo = U.view(words, tuple(w.shape), st2, words.storage_offset())
+    hi = U.view(words, tuple(w.shape), st2, words.storage_offset() + 1)
+    bad = torch.empty(tuple(w.shape), dtype=torch.float32, device="trn")
+    bound_t = U.scalar_tensor(int(min(bound, _INT_RANGE - 1)), torch.int32)
+    launch(elementwise, "i64_bad", [lo, hi], [None, None], bound_t, bad, "i32")
+    return float(bad.sum().item()) == 0.0
+
+
+class Operands:
+    """Operands of an elementwise call classified: device tensors (``full``) and Python values (``values``)."""
+
+    def __init__(self, full: list[torch.Tensor | None], values: list[Any]) -> None:
+        self.full = full
+        self.values = values
+
+
+def classify(operands: Sequence[Any], dtypes: Sequence[torch.dtype] = OPERAND_DTYPES) -> Operands | None:
+    """Split operands into device tensors and scalars; None if one is neither (or has another dtype)."""
+    full: list[torch.Tensor | None] = [None] * len(operands)
+    values: list[Any] = [None] * len(operands)
+    for k, v in enumerate(operands):
+        if U.is_trn(v):
+            if v.dtype not in dtypes:
+                return None
+            full[k] = v
+        else:
+            sv = U.scalar_value(v)
+            if sv is None or isinstance(sv, complex):
+                return None
+            values[k] = sv
+    if all(t is None for t in full):
+        return None
+    return Operands(full, values)
+
+
+def broadcast_shape(ops: Sequence[torch.Tensor]) -> tuple[int, ...] | None:
+    """The broadcast shape of device operands; None if they do not broadcast."""
+    if len(ops) == 1 or all(t.shape == ops[0].shape for t in ops):
+        return tuple(ops[0].shape)
+    try:
+        return tuple(torch.broadcast_shapes(*[t.shape for t in ops]))
+    except RuntimeError:
+        return None
+
+
+def prepare_out(shape: Sequence[int], rdt: torch.dtype, ops: Sequence[torch.Tensor], out: torch.Tensor | None,
+                exact_dtype: bool = False) -> torch.Tensor | None:
+    """The output tensor (allocated, or a checked ``out=``); None to decline."""
+    if out is None:
+        return U.new_output(shape, rdt, ops)
+    if U.is_trn(out) and out.numel() == 0 and tuple(out.shape) != tuple(shape):
+        out.resize_(shape)  # the usual empty out= tensor: resized without a warning
+    if (not U.is_trn(out) or tuple(out.shape) != tuple(shape) or out.dtype not in RESULT_DTYPES
+            or not torch.can_cast(rdt, out.dtype) or U.has_internal_overlap(out)
+            or (exact_dtype and out.dtype != rdt)):
+        return None
+    if any(U.overlaps(out, t) and not U.same_view(out, t) for t in ops):
+        return None
+    return out
+
+
+def scalar_operand(v: Any, compute: str) -> torch.Tensor | None:
+    """A Python scalar as a ``[1, 1]`` device tensor of the compute type; None if it does not fit."""
+    if compute == "f32":
+        return U.scalar_tensor(float(v), torch.float32)
+    if isinstance(v, float) and not v.is_integer():
+        return None
+    if not -_INT_RANGE <= int(v) < _INT_RANGE:
+        return None
+    return U.scalar_tensor(int(v), torch.int32)
+
+
+def to_scalars(o: Operands, shape: Sequence[int], computes: Sequence[str]) -> list[torch.Tensor | None] | None:
+    """``[1, 1]`` device operands for the scalars and for one-element tensors broadcast to a bigger shape."""
+    scal: list[torch.Tensor | None] = [None] * len(o.full)
+    for k in range(len(o.full)):
+        t = o.full[k]
+        if t is None:
+            s = scalar_operand(o.values[k], computes[k] if computes[k] != "bool" else "i32")
+            if s is None:
+                return None
+            scal[k] = s
+        elif t.numel() == 1 and len(shape) > 0 and tuple(shape) != tuple(t.shape):
+            scal[k] = U.as_1x1(t)
+            o.full[k] = None
+    if all(t is None for t in o.full):  # all scalars: treat the first as a full one-element operand
+        if U.prod(shape) != 1:
+            return None
+        s = scal[0]
+        o.full[0] = U.view(s, (1,), (1,), s.storage_offset())
+        scal[0] = None
+    return scal
+
+
+#: integer ops whose int64 operands must be small enough for the int32 result to be exact.
+_I64_BOUND = {"add": 2**30, "sub": 2**30, "mul": 2**15, "rsub": 2**30}
+#: integer ops whose result stays within the range of their operands.
+_I64_SAFE = ("maximum", "minimum", "fmax", "fmin", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
+             "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "div_trunc_i", "div_floor_i", "fmod",
+             "remainder", "where", "clamp")
+
+
+def i64_bound(op: str, compute: str, alpha: Any = None) -> int | None:
+    """The range ``[-bound, bound)`` the integer operands of ``op`` must lie in when int64 is involved (an int64
+    operand or result: computed in int32 on chip); None: declined."""
+    if compute == "f32":
+        return _INT_RANGE  # torch converts to fp32 as well: only the int32 narrowing must be exact
+    if op in _I64_SAFE:
+        return _INT_RANGE
+    if op in _I64_BOUND:
+        if alpha is None:
+            return _I64_BOUND[op]
+        if op in ("add", "sub") and isinstance(alpha, int):
+            return _INT_RANGE // (1 + abs(alpha))  # |x + alpha * y| < 2**31
+    return None
+
+
+def ints_in_range(o: Operands, bound: int) -> bool:
+    """Every integer operand (device tensor or number) lies in ``[-bound, bound)``, checked on the device."""
+    for t, v in zip(o.full, o.values):
+        if t is None:
+            if isinstance(v, int) and not -bound <= v < bound:
+                return False
+        elif t.dtype == torch.int64:
+            if not int64_ok(t, bound):
+                return False
+        elif t.dtype == torch.int32 and bound < _INT_RANGE:
+            if not int32_ok(t, bound):
+                return False
+        elif t.dtype in (torch.int16, torch.int8, torch.uint8, torch.bool) and bound < 2**15:
+            return False
+    return True
+
+
+def int32_ok(t: torch.Tensor, bound: int) -> bool:
+    """All values of a ``trn`` int32 tensor lie in ``[-bound, bound)``, checked on the device."""
+    if t.numel() == 0:
+        return True
+    bad = torch.empty(tuple(t.shape), dtype=torch.float32, device="trn")
+    launch(elementwise, "i32_bad", [t, t], [None, None], U.scalar_tensor(int(bound), torch.int32), bad, "i32")
+    return float(bad.sum().item()) == 0.0
+
+
+#: ops whose number operand torch keeps in fp32 for bf16/fp16 tensors (others round it to the tensor dtype).
+_OPMATH_SCALAR = ("mul", "div")
+
+
+def round_to(v: Any, dtype: torch.dtype) -> Any:
+    """A Python number rounded to a (bf16/fp16) dtype, as a Python float."""
+    return torch.tensor(float(v), dtype=torch.float32).to(dtype).item()
+
+
+def has_zero(t: torch.Tensor) -> bool:
+    """A ``trn`` tensor holds a zero (checked on the device: an ``== 0`` kernel, then a sum)."""
+    if t.numel() == 0:
+        return False
+    flags = run_binary("eq", t, 0, None, rdt=torch.float32, compute="i32")
+    return flags is NotImplemented or float(flags.sum().item()) > 0
+
+
+def _kernel_op(op: str, o: Operands, rdt: torch.dtype, compute: str, int_scalar_divisor: bool, float_only: bool
+               ) -> str | None:
+    """The ``BINARY_OPS`` entry running ``op`` in ``compute`` (the integer / half-precision variant of a division),
+    or None: :func:`run_binary` declines (integer arithmetic for ``float_only``, an integer division by zero)."""
+    if compute == "i32":
+        if float_only:
+            return None
+        if int_scalar_divisor and (o.values[1] == 0 if o.full[1] is None else has_zero(o.full[1])):
+            return None  # an integer division by zero raises: the CPU fallback gives torch's error
+        if op.startswith("div_"):
+            op += "_i"
+    elif op.startswith("div_") and rdt in (torch.bfloat16, torch.float16):
+        op += "_bf16" if rdt == torch.bfloat16 else "_f16"
+    return op
+
+
+def run_binary(op: str, self: Any, other: Any, out: torch.Tensor | None, *, alpha: Any = None,
+               rdt: torch.dtype | None = None, compute: str | None = None, int_scalar_divisor: bool = False,
+               float_only: bool = False) -> Any:
+    """Launch ``BINARY_OPS[op]`` on two operands (tensors or scalars) with torch's promotion; NotImplemented
+    declines.
+
+    ``rdt`` overrides the result dtype (bool for comparisons); ``compute`` the arithmetic type (default:
+    fp32 for a float result, else int32). ``int_scalar_divisor``: integer arithmetic needs a non-zero
+    Python-number second operand. ``float_only``: integer results are declined.
+    """
+    o = classify((self, other))
+    if o is None:
+        return NotImplemented
+    common = torch.result_type(self, other)
+    rdt = rdt or common
+    if rdt not in RESULT_DTYPES or common not in RESULT_DTYPES:
+        return NotImplemented
+    if compute is None:
+        compute = "f32" if common.is_floating_point else "i32"
+    kop = _kernel_op(op, o, rdt, compute, int_scalar_divisor, float_only)
+    if kop is None:
+        return NotImplemented
+    op = kop
+    if alpha is not None and alpha != 1:
+        if isinstance(alpha, complex) or (compute == "i32" and not isinstance(alpha, int)):
+            return NotImplemented
+    else:
+        alpha = None
+    if common in (torch.bfloat16, torch.float16) and op not in _OPMATH_SCALAR:
+        # torch casts number operands (and alpha) to a bf16/fp16 common dtype first; mul/div keep fp32
+        o.values = [v if v is None else round_to(v, common) for v in o.values]
+        alpha = round_to(alpha, common) if alpha is not None else None
+    ops = [t for t in o.full if t is not None]
+    bound = None
+    if any(t.dtype == torch.int64 for t in ops) or rdt == torch.int64:
+        bound = i64_bound(op, compute, alpha)
+        if bound is None:
+            return NotImplemented
+    shape = broadcast_shape(ops)
+    if shape is None:
+        return NotImplemented  # the CPU fallback raises torch's own error
+    res = prepare_out(shape, rdt, ops, out)
+    if res is None:
+        return NotImplemented
+    if res.numel() == 0:
+        return res
+    if bound is not None and not ints_in_range(o, bound):
+        return NotImplemented
+    return _launch_binary(op, o, shape, compute, alpha, res)
+
+
+def _launch_binary(op: str, o: Operands, shape: tuple[int, ...], compute: str, alpha: Any, res: torch.Tensor) -> Any:
+    """Launch ``BINARY_OPS[op]`` into ``res`` (NotImplemented: a scalar or ``alpha`` does not fit ``compute``)."""
+    scal = to_scalars(o, shape, (compute, compute))
+    if scal is None:
+        return NotImplemented
+    alpha_t = scalar_operand(alpha, compute) if alpha is not None else None
+    if alpha is not None and alpha_t is None:
+        return NotImplemented
+    launch(elementwise, op, o.full, scal, alpha_t, res, compute)
+    return res
+
+
+def _binary(op: str, self: Any, other: Any, alpha: Any, out: torch.Tensor | None) -> Any:
+    if op == "div":
+        rdt = torch.result_type(self, other)
+        if not rdt.is_floating_point:
+            rdt = torch.get_default_dtype()
+        return run_binary(op, self, other, out, rdt=rdt, compute="f32")
+    return run_binary(op, self, other, out, alpha=alpha)
+
+
+_Tensor = torch.Tensor
+_FAST_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def _same_layout(a: Any, b: Any) -> Any:
+    """The fast-lane key of two contiguous ``trn`` tensors of one float dtype and one shape (else None)."""
+    if type(a) is not _Tensor or type(b) is not _Tensor:
+        return None
+    dt = a.dtype
+    if b.dtype is not dt or a.is_cpu or b.is_cpu or dt not in _FAST_DTYPES or a.is_neg() or b.is_neg():
+        return None
+    sh = a.shape
+    if b.shape != sh or not a.is_contiguous() or not b.is_contiguous():
+        return None
+    return dt, sh
+
+
+def _fast(lower: Callable[..., Any]) -> Callable[..., Any]:
+    return fastlane.fast_function(lower, 2, _same_layout)
+
+
+def _complex_add(self: Any, other: Any, alpha: Any, out: torch.Tensor | None, sign: int) -> Any:
+    """``self + sign * alpha * other`` of two complex64 ``trn`` tensors on their real/imaginary planes."""
+    from stdlib_kernels.elementwise.compare import complex_planes
+
+    planes = complex_planes(self, other)
+    out_planes = complex_planes(out, out) if out is not None else None
+    if planes is None or (out is not None and out_planes is None) or isinstance(alpha, bool) \
+            or not isinstance(alpha, (int, float)):
+        return decline("complex operands other than complex64 trn tensors (or a complex alpha)")
+    a, b = planes
+    if out_planes is not None:  # in place / out=: written through the out tensor's planes
+        torch.add(a, b, alpha=sign * alpha, out=out_planes[0])
+        return out
+    return torch.view_as_complex(torch.add(a, b, alpha=sign * alpha).contiguous())
+
+
+@lowering("aten::add.Tensor", dtypes=(*OPERAND_DTYPES, torch.complex64), fast=_fast(lambda a, b: add(a, b)))
+def add(self: Any, other: Any, *, alpha: Any = 1, out: torch.Tensor | None = None) -> Any:
+    """``self + alpha * other`` (two complex64 tensors: on their real/imaginary planes)."""
+    if _is_complex(self) or _is_complex(other) or _is_complex(out):
+        return _complex_add(self, other, alpha, out, 1)
+    return _binary("add", self, other, alpha, out)
+
+
+@lowering("aten::sub.Tensor", dtypes=(*OPERAND_DTYPES, torch.complex64), fast=_fast(lambda a, b: sub(a, b)))
+def sub(self: Any, other: Any, *, alpha: Any = 1, out: torch.Tensor | None = None) -> Any:
+    """``self - alpha * other``."""
+    if _is_complex(self) or _is_complex(other) or _is_complex(out):
+        return _complex_add(self, other, alpha, out, -1)
+    if torch.result_type(self, other) == torch.bool:
+        return NotImplemented  # torch raises for bool subtraction
+    return _binary("sub", self, other, alpha, out)
+
+
+def _is_complex(v: Any) -> bool:
+    return isinstance(v, complex) or (isinstance(v, torch.Tensor) and v.is_complex())
+
+
+@lowering("aten::mul.Tensor", dtypes=(*OPERAND_DTYPES, torch.complex64), fast=_fast(lambda a, b: mul(a, b)))
+def mul(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
+    """``self * other`` (complex64 operands: ``stdlib_kernels.fft.complex_ops``, on real/imaginary planes)."""
+    if _is_complex(self) or _is_complex(other) or _is_complex(out):
+        from stdlib_kernels.fft.complex_ops import complex_mul
+
+        return complex_mul(self, other, out=out)
+    if torch.result_type(self, other) == torch.bool:
+        return run_binary("logical_and", self, other, out, rdt=torch.bool)
+    return _binary("mul", self, other, None, out)
+
+
+@lowering("aten::div.Tensor", dtypes=OPERAND_DTYPES, fast=_fast(lambda a, b: div(a, b)))
+def div(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
+    """``self / other`` (true division; integers divide in fp32)."""
+    return _binary("div", self, other, None, out)
+
+
+@lowering("aten::div.Tensor_mode", dtypes=OPERAND_DTYPES)
+def div_mode(self: Any, other: Any, *, rounding_mode: str | None = None, out: torch.Tensor | None = None) -> Any:
+    """``self / other`` rounded: ``rounding_mode`` None (true division), ``"trunc"`` or ``"floor"``.
+
+    Example:
+        >>> torch.div(a, b, rounding_mode="floor")  # doctest: +SKIP
+    """
+    if rounding_mode is None:
+        return _binary("div", self, other, None, out)
+    if rounding_mode not in ("trunc", "floor"):
+        return NotImplemented
+    return run_binary("div_" + rounding_mode, self, other, out, int_scalar_divisor=True)
+
+
+@lowering("aten::floor_divide", dtypes=OPERAND_DTYPES)
+def floor_divide(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
+    """``self // other`` (``div(..., rounding_mode="floor")``)."""
+    return run_binary("div_floor", self, other, out, int_scalar_divisor=True)
+
+
+@lowering("aten::neg", dtypes=tuple(d for d in OPERAND_DTYPES if d != torch.bool))
+def neg(self: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
+    """``-self`` (a multiply by -1: exact, and -0.0 for 0.0 as torch gives; integers wrap as torch's do;
+    int64 as ``0 - self``, whose int32 range check is wider than a multiply's)."""
+    if isinstance(self, torch.Tensor) and self.dtype == torch.int64:
+        return run_binary("rsub", self, 0, out)
+    return _binary("mul", self, -1, None, out)
+
+
+# ---------------------------------------------------------------------------------------------- more binary ops
+_MAX_INT_EXPONENT = 64
+
+
+def _pow(self: Any, exponent: Any, out: torch.Tensor | None) -> Any:
+    rdt = torch.result_type(self, exponent)
+    if not rdt.is_floating_point:
+        # integer powers wrap around: exact only as int32 multiplications, so a small non-negative number
+        # exponent (square-and-multiply, one kernel per exponent); negative ones raise (left to torch)
+        if rdt == torch.bool:
+            return NotImplemented
+        if U.is_trn(exponent):  # a tensor of exponents: all 31 bits
+            if U.is_trn(self):
+                return run_binary("ipow_t", self, exponent, out, rdt=rdt)
+            return run_binary("ripow_t", exponent, self, out, rdt=rdt)
+        k = U.scalar_value(exponent)
+        if not U.is_trn(self) or not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= _MAX_INT_EXPONENT:
+            return NotImplemented
+        return run_binary(f"ipow:{k}", self, 0, out, rdt=rdt)
+    if U.is_trn(exponent) and not U.is_trn(self):
+        return run_binary("rpow", exponent, self, out, rdt=rdt)
+    return run_binary("pow", self, exponent, out, rdt=rdt)
+
+
+@lowering("aten::pow.Tensor_Tensor", dtypes=OPERAND_DTYPES)
+def pow_tt(self: Any, exponent: Any, *, out: torch.Tensor | None = None) -> Any:
+    """``self ** exponent`` (both tensors)."""
+    return _pow(self, exponent, out)
+
+
+@lowering("aten::pow.Tensor_Scalar", dtypes=OPERAND_DTYPES)
+def pow_ts(self: Any, exponent: Any, *, out: torch.Tensor | None = None) -> Any:
+    """``self ** exponent`` (a Python-number exponent)."""
+    if isinstance(exponent, complex):
+        return NotImplemented
+    return _pow(self, exponent, out)
+
+
+@lowering("aten::pow.Scalar", dtypes=OPERAND_DTYPES)
+def pow_s(self: Any, exponent: Any, *, out: torch.Tensor | None = None) -> Any:
+    """``self ** exponent`` (a Python-number base)."""
+    if isinstance(self, complex):
+        return NotImplemented
+    return _pow(self, exponent, out)
+
+
+def _simple(op: str, name: str, doc: str, *, float_only: bool = False, divisor: bool = False,
+            rdt_float: bool = False) -> Callable[..., Any]:
+    def lower(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
+        rdt = None
+        if rdt_float:
+            rdt = torch.result_type(self, other)
+            if not rdt.is_floating_point:
+                rdt = torch.get_default_dtype()
+            return run_binary(op, self, other, out, rdt=rdt, compute="f32")
+        if torch.result_type(self, other) == torch.bool and op in ("fmod", "remainder"):
+            return NotImplemented
+        return run_binary(op, self, other, out, float_only=float_only, int_scalar_divisor=divisor)
+
+    lower.__name__ = name
+    lower.__doc__ = doc
+    return lower
+
+
+_MORE = {
+    # aten name: (table op, docstring, options)
+    "maximum": ("maximum", "Elementwise maximum (NaN propagates).", {}),
+    "minimum": ("minimum", "Elementwise minimum (NaN propagates).", {}),
+    "fmax": ("fmax", "Elementwise maximum ignoring NaN.", {}),
+    "fmin": ("fmin", "Elementwise minimum ignoring NaN.", {}),
+    "fmod.Tensor": ("fmod", "C remainder (sign of the dividend).", {"divisor": True}),
+    "fmod.Scalar": ("fmod", "C remainder by a number.", {"divisor": True}),
+    "remainder.Tensor": ("remainder", "Python modulus (sign of the divisor).", {"divisor": True}),
+    "remainder.Scalar": ("remainder", "Python modulus by a number.", {"divisor": True}),
+    "copysign.Tensor": ("copysign", "|self| with the sign of other.", {"rdt_float": True}),
+    "copysign.Scalar": ("copysign", "|self| with the sign of a number.", {"rdt_float": True}),
+    "hypot": ("hypot", "sqrt(self^2 + other^2) without overflow.", {"float_only": True}),
+    "xlogy.Tensor": ("xlogy", "self * log(other), 0 where self == 0.", {"rdt_float": True}),
+    "xlogy.Scalar_Other": ("xlogy", "self * log(number).", {"rdt_float": True}),
+    "clamp_min": ("maximum", "max(self, min) (NaN propagates).", {}),
+    "clamp_min.Tensor": ("maximum", "max(self, min) (NaN propagates).", {}),
+    "clamp_max": ("minimum", "min(self, max) (NaN propagates).", {}),
+    "clamp_max.Tensor": ("minimum", "min(self, max) (NaN propagates).", {}),
+}
+
+for _name, (_op, _doc, _kw) in _MORE.items():
+    _fn = _simple(_op, _name.replace(".", "_"), f"``aten::{_name}``: {_doc}", **_kw)
+    if _name.startswith("clamp_"):  # schema names: clamp_min(self, min), clamp_max(self, max)
+        _arg = "min" if _name.startswith("clamp_min") else "max"
+
+        def _clamp(self: Any, *args: Any, _f: Callable[..., Any] = _fn, _a: str = _arg, **kwargs: Any) -> Any:
+            other = args[0] if args else kwargs.pop(_a)
+            return _f(self, other, **kwargs)
+
+        _clamp.__name__ = _fn.__name__
+        _clamp.__doc__ = _fn.__doc__
+        lowering(f"aten::{_name}", dtypes=OPERAND_DTYPES)(_clamp)
+    else:
+        _fa = _fast(_fn) if _name in ("maximum", "minimum") else None
+        lowering(f"aten::{_name}", dtypes=OPERAND_DTYPES, fast=_fa)(_fn)
+
+
+@lowering("aten::xlogy.Scalar_Self", dtypes=OPERAND_DTYPES)
+def xlogy_scalar_self(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
+    """``number * log(other)``."""
+    rdt = torch.result_type(self, other)
+    if not rdt.is_floating_point:
+        rdt = torch.get_default_dtype()
+    return run_binary("xlogy", self, other, out, rdt=rdt, compute="f32")

@@ -1,0 +1,478 @@
+"""Elementwise unary ops (``exp``, ``log``, ``sinh``, ``erfinv``, ``isnan``, ``nan_to_num``, ...), all from one table.
+
+One kernel, :func:`ew`, serves every elementwise op of this family and of ``stdlib_kernels.elementwise.activations``:
+the op is a compile-time string selecting a function of up to three fp32 tiles (``EW_OPS``), and
+the op's numeric arguments (``alpha``, ``lambd``, ``eps``, ...) are a compile-time tuple ``params``.
+Arithmetic runs in fp32 and the store rounds to the output dtype (bf16 too), which is what torch's
+CPU kernels do. Inputs may have any strides: :func:`run` broadcasts them to the output shape with
+stride-0 views, merges dims that are contiguous in every operand and launches the kernel on 1- to
+3-D strided views (leading dims beyond three loop on the host), so transposed or sliced inputs need
+no copy. Unsupported dtypes or arguments are declined with ``NotImplemented`` (CPU fallback).
+
+Example:
+    >>> import torch, trnlang
+    >>> x = torch.randn(64, 32, device="trn").t()      # a transposed view
+    >>> y = torch.asinh(x)                             # runs ``ew(x, None, None, out, "asinh", ...)``
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+import torch
+
+import trnlang as trn
+import trnlang.language as tl
+from stdlib_kernels import _util as U
+from trnlang.device import REGISTRY, lowering
+
+#: Dtypes the float lowerings handle (computed in fp32, rounded on store).
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+_CT = {"f32": tl.float32, "i32": tl.int32, "bool": tl.bool_}
+
+
+def _sign(x: Any) -> Any:
+    return tl.sign(x)
+
+
+def _round(p: tuple, x: Any) -> Any:
+    d = p[0]
+    if d == 0:
+        return tl.round(x)
+    if d > 0:
+        s = float(10.0 ** d)
+        return tl.round(x * s) / s
+    s = float(10.0 ** (-d))
+    return tl.round(x / s) * s
+
+
+def logit_bounds(eps: Any, dtype: torch.dtype) -> tuple[float | None, float | None]:
+    """``(eps, 1 - eps)`` rounded to ``dtype`` as torch's kernels do (``(None, None)`` without eps)."""
+    if eps is None:
+        return (None, None)
+    lo = torch.tensor(float(eps), dtype=dtype)
+    return (float(lo), float(torch.tensor(1.0, dtype=dtype) - lo))
+
+
+def _logit(p: tuple, x: Any) -> Any:
+    if p[0] is not None:
+        lo, hi = p
+        x = tl.where(x < lo, lo, tl.where(x > hi, hi, x))
+    return tl.log(x / (1.0 - x))
+
+
+def _nan_to_num(p: tuple, x: Any) -> Any:
+    nan, posinf, neginf = p
+    return tl.where(x != x, nan, tl.where(x == math.inf, posinf, tl.where(x == -math.inf, neginf, x)))
+
+
+def _simple(fn: Callable[[Any], Any]) -> Callable[..., Any]:
+    return lambda p, x: fn(x)
+
+
+#: op name -> ``fn(params, *tiles)``: the unary ops of this family (activations add theirs to the same table).
+EW_OPS: dict[str, Callable[..., Any]] = {
+    name: _simple(getattr(tl, name)) for name in (
+        "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "reciprocal", "abs", "floor", "ceil", "tanh", "sigmoid",
+        "relu", "gelu", "gelu_tanh", "silu", "softplus", "erf", "sin", "cos", "square", "trunc", "tan", "asin",
+        "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log2", "log10", "exp2", "erfc", "erfinv",
+        "lgamma", "digamma", "sign", "logical_not")
+}
+EW_OPS.update({
+    "neg": _simple(tl.negative),
+    "round": _round,
+    "frac": _simple(lambda x: x - tl.trunc(x)),
+    "deg2rad": _simple(lambda x: x * float(math.pi / 180.0)),
+    "rad2deg": _simple(lambda x: x * float(180.0 / math.pi)),
+    "isnan": _simple(lambda x: x != x),
+    "isinf": _simple(lambda x: tl.abs(x) == math.inf),
+    "isfinite": _simple(lambda x: tl.abs(x) < math.inf),
+    "isposinf": _simple(lambda x: x == math.inf),
+    "isneginf": _simple(lambda x: x == -math.inf),
+    "logit": _logit,
+    "nan_to_num": _nan_to_num,
+    "bitwise_not": _simple(lambda x: ~x if x.dtype == tl.bool_ else x ^ -1),  # activations compute in fp32
+    "atan2": lambda p, x, y: tl.atan2(x, y),
+    "gelu_torch": _simple(lambda x: tl.where(x == math.inf, math.nan, tl.gelu(x))),  # torch: gelu(inf) = NaN
+    "sinc": _simple(lambda x: tl.where(x == 0.0, 1.0, tl.sin(x * float(math.pi)) / (x * float(math.pi)))),
+    "special_entr": _simple(lambda x: tl.where(x != x, x, tl.where(x > 0.0, -x * tl.log(x),
+                                                                     tl.where(x == 0.0, 0.0, -math.inf)))),
+})
+#: Back-compat: ATen op name -> ``tl`` function for the simple table-driven ops.
+UNARY_OPS: dict[str, Callable[..., Any]] = {
+    "exp": tl.exp, "log": tl.log, "log1p": tl.log1p, "expm1": tl.expm1, "sqrt": tl.sqrt, "rsqrt": tl.rsqrt,
+    "reciprocal": tl.reciprocal, "abs": tl.abs, "neg": tl.negative, "sign": tl.sign, "floor": tl.floor,
+    "ceil": tl.ceil, "tanh": tl.tanh, "sigmoid": tl.sigmoid, "relu": tl.relu, "gelu": tl.gelu,
+    "gelu_tanh": tl.gelu_tanh, "silu": tl.silu, "softplus": tl.softplus, "erf": tl.erf, "sin": tl.sin,
+    "cos": tl.cos, "square": tl.square,
+}
+
+
+_shape3 = U.shape3
+_at = U.at3
+
+
+@trn.kernel
+def ew(x, y, z, out, op, params, compute):
+    """``out = EW_OPS[op](params, x[, y[, z]])`` over 1- to 3-D views (rows tiled by 128, the free dim by chunks).
+
+    ``y``/``z`` may be None; every operand has ``out``'s shape (broadcast operands are stride-0 views).
+    ``compute``: the type the operands are loaded as (``"f32"``, ``"i32"`` or ``"bool"``).
+    """
+    a, n, d = _shape3(out)
+    ct = _CT[compute]
+    fn = EW_OPS[op]
+    p = min(128, n)
+    f = min(d, U.FREE_CHUNK)
+    ragged = n % p != 0 or d % f != 0
+    for b in tl.affine_range(a):
+        for i in tl.affine_range(tl.cdiv(n, p)):
+            rows = i * p + tl.arange(p)[:, None]
+            for j in tl.affine_range(tl.cdiv(d, f)):
+                cols = j * f + tl.arange(f)[None, :]
+                m = ((rows < n) & (cols < d)) if ragged else None
+                ts = [tl.load(_at(t, b, rows, cols), mask=m).astype(ct) for t in (x, y, z) if t is not None]
+                tl.store(_at(out, b, rows, cols), fn(params, *ts), mask=m)
+
+
+@trn.kernel
+def unary(x, out, op):
+    """``out = UNARY_OPS[op](x)`` for a 2-D ``[n, d]`` tensor (kept for callers of the first version)."""
+    n, d = x.shape
+    p = min(128, n)
+    f = min(d, U.FREE_CHUNK)
+    ragged = n % p != 0 or d % f != 0
+    fn = UNARY_OPS[op]
+    for i in tl.affine_range(tl.cdiv(n, p)):
+        rows = i * p + tl.arange(p)[:, None]
+        for j in tl.affine_range(tl.cdiv(d, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            m = ((rows < n) & (cols < d)) if ragged else None
+            t = tl.load(x[rows, cols], mask=m).astype(tl.float32)
+            tl.store(out[rows, cols], fn(t), mask=m)
+
+
+def launch(op: str, ins: Sequence[torch.Tensor], out: torch.Tensor, params: tuple = (), compute: str = "f32") -> None:
+    """Broadcast ``ins`` to ``out``'s shape with strides, merge dims, run :func:`ew` on 1- to 3-D views."""
+    shape = tuple(out.shape)
+    views_of = list(ins) + [out]
+    strides = [U.broadcast_strides(t, shape) for t in ins] + [list(out.stride())]
+    # dims in the output's memory order (largest stride first), as TensorIterator does: a transposed
+    # operand written to a transposed output then streams contiguously instead of element by element
+    order = sorted(range(len(shape)), key=lambda k: -out.stride()[k])
+    shape = tuple(shape[k] for k in order)
+    strides = [[st[k] for k in order] for st in strides]
+    sh, sts = U.coalesce(shape, strides)
+    if not sh:
+        sh, sts = [1], [[0] for _ in ins] + [[1]]
+    parts = U.launch_parts(sh, sts)
+
+    def call(pshape: Any, pstrides: Any, poffs: Any) -> Any:
+        vs = [U.piece(t, pshape, pstrides[k], t.storage_offset() + poffs[k]) for k, t in enumerate(views_of)]
+        args = vs[:-1] + [None] * (3 - len(ins))
+        return U.launch(ew, args[0], args[1], args[2], vs[-1], op, params, compute)
+
+    # big outputs: one launch per thread on disjoint blocks (the kernels release the GIL)
+    U.run_parallel([call(*p) for p in U.split_parts(parts, out.numel())])
+
+
+def run(op: str, ins: Sequence[Any], out_dtype: torch.dtype, out: torch.Tensor | None = None, params: tuple = (),
+        compute: str = "f32", in_dtypes: Sequence[torch.dtype] = DTYPES) -> Any:
+    """Compute ``EW_OPS[op]`` of the device tensors ``ins`` into ``out`` (allocated if None).
+
+    Returns the output, or NotImplemented (decline -> CPU fallback) for non-``trn`` operands, other
+    dtypes, shapes that do not broadcast, or an ``out=`` tensor of another shape/dtype or overlapping
+    an input partially.
+
+    Example:
+        >>> # run("sinh", [x], x.dtype)  ->  torch.sinh(x) on trn
+    """
+    if not ins or not all(U.is_trn(t) and t.dtype in in_dtypes for t in ins):
+        return NotImplemented
+    try:
+        shape = tuple(torch.broadcast_shapes(*[t.shape for t in ins]))
+    except RuntimeError:
+        return NotImplemented
+    if out is None:
+        out = U.new_output(shape, out_dtype, [t for t in ins if tuple(t.shape) == shape])
+    else:
+        if U.is_trn(out) and out.numel() == 0 and tuple(out.shape) != shape:
+            out.resize_(shape)
+        if (not U.is_trn(out) or tuple(out.shape) != shape or out.dtype != out_dtype
+                or U.has_internal_overlap(out)):
+            return NotImplemented
+        if any(U.overlaps(out, t) and not U.same_view(out, t) for t in ins):
+            return NotImplemented
+    if out.numel() == 0:
+        return out
+    launch(op, list(ins), out, params, compute)
+    return out
+
+
+def run_unary(op: str, self: Any, out: torch.Tensor | None, params: tuple = ()) -> Any:
+    """Launch unary ``op`` over a float ``self`` into ``out`` (same dtype); NotImplemented to decline."""
+    if not U.is_trn(self):
+        return NotImplemented
+    return run(op, [self], self.dtype, out, params)
+
+
+#: integer (and bool) inputs torch promotes to the default float dtype for these ops
+_INT_IN = (torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
+_KEEPS_INT = {"abs", "neg", "sign", "floor", "ceil", "trunc", "relu", "square", "frac"}
+
+
+#: Rounding ops: the identity on integer tensors (torch returns a copy; bool is an error, left to torch).
+_ROUNDING = ("floor", "ceil", "trunc")
+_ALL_INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
+
+def _int_identity(self: torch.Tensor, out: torch.Tensor | None) -> Any:
+    """``floor``/``ceil``/``trunc``/``round`` of an integer tensor: a native copy."""
+    if out is None:
+        return self.clone()
+    if out.dtype != self.dtype or out.shape != self.shape:
+        return NotImplemented
+    return out.copy_(self)
+
+
+def _int_abs_sign(op: str, self: torch.Tensor, out: torch.Tensor | None) -> Any:
+    """``abs``/``sign`` of an integer tensor from native compares, ``neg`` and ``where`` (abs wraps at the
+    dtype's minimum as torch's does; ``abs`` of bool is left to torch, which raises)."""
+    if out is not None and (out.dtype != self.dtype or out.shape != self.shape):
+        return NotImplemented
+    if op == "abs":
+        if self.dtype == torch.bool:
+            return NotImplemented
+        r = self.clone() if self.dtype == torch.uint8 else torch.where(self < 0, -self, self)
+    elif self.dtype == torch.bool:
+        r = self.clone()
+    else:
+        r = (self > 0).to(self.dtype) - (self < 0).to(self.dtype)
+    return r if out is None else out.copy_(r)
+
+
+def _make(op: str) -> Callable[..., Any]:
+    def lower(self: Any, *, out: torch.Tensor | None = None) -> Any:
+        if op in _ROUNDING and U.is_trn(self) and self.dtype in _ALL_INTS:
+            return _int_identity(self, out)
+        if op in ("abs", "sign") and U.is_trn(self) and self.dtype in (*_ALL_INTS, torch.bool):
+            return _int_abs_sign(op, self, out)
+        if op == "abs" and isinstance(self, torch.Tensor) and self.is_complex():
+            v = _complex_planes(self)  # |z| as hypot(re, im): no overflow
+            return NotImplemented if v is None or out is not None else torch.hypot(v[..., 0], v[..., 1])
+        if U.is_trn(self) and self.dtype in _INT_IN:
+            if op in _KEEPS_INT or torch.get_default_dtype() != torch.float32:
+                return NotImplemented
+            return run(op, [self], torch.float32, out, in_dtypes=_INT_IN)  # the kernel loads ints as fp32
+        return run_unary(op, self, out)
+
+    lower.__name__ = op
+    lower.__doc__ = f"``aten::{op}`` on ``trn`` (and, routed, its in-place and ``out=`` variants)."
+    return lower
+
+
+_SIMPLE = ("exp", "log", "log1p", "sqrt", "rsqrt", "reciprocal", "abs", "neg", "sign", "floor", "ceil",
+           "tanh", "sigmoid", "relu", "silu", "erf", "cos", "sin", "expm1", "square", "trunc", "frac", "tan", "asin",
+           "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log2", "log10", "exp2", "erfc", "erfinv",
+           "lgamma", "digamma", "deg2rad", "rad2deg", "sinc", "special_entr")
+
+
+def _register(name: str, fn: Callable[..., Any], dtypes: Any = DTYPES) -> None:
+    if f"aten::{name}" not in REGISTRY:  # skip ops another family already lowers (neg: pointwise)
+        lowering(f"aten::{name}", dtypes=dtypes)(fn)
+
+
+for _op in _SIMPLE:
+    if _op != "relu":
+        _register(_op, _make(_op), (*DTYPES, *_ALL_INTS) if _op in _ROUNDING
+                  else (*DTYPES, *_ALL_INTS, torch.bool, torch.complex64) if _op == "abs"
+                  else (*DTYPES, *_ALL_INTS, torch.bool) if _op == "sign"
+                  else DTYPES if _op in _KEEPS_INT else (*DTYPES, *_INT_IN))
+
+_INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
+
+def relu(self: Any, *, out: torch.Tensor | None = None) -> Any:
+    """``aten::relu``; integer tensors by a native ``where(x < 0, 0, x)`` (int64: on its (low, high) int32
+    word pairs, zeroing both words of a pair whose high word is negative: exact for every int64)."""
+    if not U.is_trn(self) or self.dtype not in _INTS:
+        return run_unary("relu", self, out)
+    if out is not None:  # relu_ (routed here with out=self)
+        if out.dtype != self.dtype or out.shape != self.shape:
+            return NotImplemented
+        r = relu(self)
+        return r if r is NotImplemented else out.copy_(r)
+    if self.dtype == torch.uint8:
+        return self.clone()
+    if self.dtype != torch.int64:
+        return torch.where(self < 0, 0, self)
+    if not self.is_contiguous() or self.numel() == 0:
+        return NotImplemented
+    w = self.view(torch.int32).view(-1, 2)
+    return torch.where(w[:, 1:2] < 0, 0, w).view(torch.int64).view(self.shape)
+
+
+_register("relu", relu, (*DTYPES, *_INTS))
+
+
+def sgn(self: Any, *, out: torch.Tensor | None = None) -> Any:
+    """``aten::sgn``: ``sign`` for real tensors; ``z / |z|`` (0 at 0) for complex64, on its real/imaginary
+    planes with native ops (``|z|`` as ``hypot``: no overflow)."""
+    if not (U.is_trn(self) and self.is_complex()):
+        return run_unary("sign", self, out)
+    if out is not None or self.dtype != torch.complex64 or self.is_conj() or self.is_neg():
+        return NotImplemented
+    v = torch.view_as_real(self)
+    r = torch.hypot(v[..., 0], v[..., 1]).unsqueeze(-1)
+    return torch.view_as_complex(torch.where(r == 0, 0.0, v / r))
+
+
+_register("sgn", sgn, (*DTYPES, torch.complex64))
+
+
+def round_(self: Any, *, out: torch.Tensor | None = None) -> Any:
+    """``aten::round``: half to even."""
+    return run_unary("round", self, out, (0,))
+
+
+def round_decimals(self: Any, *, decimals: int, out: torch.Tensor | None = None) -> Any:
+    """``aten::round.decimals``: ``round(x * 10**d) / 10**d`` (``d < 0``: ``round(x / 10**-d) * 10**-d``), as torch."""
+    return run_unary("round", self, out, (int(decimals),))
+
+
+_register("round", round_)
+_register("round.decimals", round_decimals)
+
+
+def gelu(self: Any, *, approximate: str = "none", out: torch.Tensor | None = None) -> Any:
+    """``aten::gelu`` (``approximate="none"``: erf form, ``"tanh"``: tanh form)."""
+    if approximate not in ("none", "tanh"):
+        return NotImplemented
+    return run_unary("gelu_torch" if approximate == "none" else "gelu_tanh", self, out)
+
+
+_register("gelu", gelu)
+
+
+def softplus(self: Any, beta: Any = 1, threshold: Any = 20, *, out: torch.Tensor | None = None) -> Any:
+    """``aten::softplus``: ``x`` where ``x * beta > threshold``, else ``log1p(exp(x * beta)) / beta``."""
+    if U.scalar_value(beta) is None or U.scalar_value(threshold) is None:
+        return NotImplemented
+    return run_unary("softplus_bt", self, out, (float(U.scalar_value(beta)), float(U.scalar_value(threshold))))
+
+
+def _softplus_bt(p: tuple, x: Any) -> Any:
+    beta, th = p
+    if beta == 1.0 and th == 20.0:
+        return tl.softplus(x)
+    xb = x * beta
+    return tl.where(xb > th, x, tl.log1p(tl.exp(xb)) / beta)
+
+
+EW_OPS["softplus_bt"] = _softplus_bt
+_register("softplus", softplus)
+
+
+def logit(self: Any, eps: Any = None, *, out: torch.Tensor | None = None) -> Any:
+    """``aten::logit``: ``log(x / (1 - x))``, x clamped to ``[eps, 1 - eps]`` when eps is given."""
+    if not U.is_trn(self) or self.dtype not in DTYPES:
+        return NotImplemented
+    return run_unary("logit", self, out, logit_bounds(eps, self.dtype))
+
+
+_register("logit", logit)
+
+
+def nan_to_num(self: Any, nan: Any = None, posinf: Any = None, neginf: Any = None, *,
+               out: torch.Tensor | None = None) -> Any:
+    """``aten::nan_to_num``: NaN, +inf, -inf replaced (defaults 0 and the dtype's largest finite values)."""
+    if not U.is_trn(self) or self.dtype not in DTYPES:
+        return NotImplemented
+    fi = torch.finfo(self.dtype)
+    p = (0.0 if nan is None else float(nan), fi.max if posinf is None else float(posinf),
+         fi.min if neginf is None else float(neginf))
+    return run_unary("nan_to_num", self, out, p)
+
+
+_register("nan_to_num", nan_to_num)
+
+
+_INT_BOOL = (torch.int32, torch.bool)
+
+
+def _complex_planes(self: Any) -> torch.Tensor | None:
+    """The ``[..., 2]`` real/imaginary planes of a complex64 ``trn`` tensor without conj/neg bits, else None."""
+    if not U.is_trn(self) or self.dtype != torch.complex64 or self.is_conj() or self.is_neg():
+        return None
+    return torch.view_as_real(self)
+
+
+def _bool_op(op: str) -> Callable[..., Any]:
+    def lower(self: Any, *, out: torch.Tensor | None = None) -> Any:
+        if isinstance(self, torch.Tensor) and self.is_complex():
+            v = _complex_planes(self)
+            if v is None or out is not None or op not in ("isnan", "isinf", "isfinite"):
+                return NotImplemented
+            r = lower(v)  # nan/inf when either plane is; finite when both are
+            return r if r is NotImplemented else (r.all(-1) if op == "isfinite" else r.any(-1))
+        if U.is_trn(self) and self.dtype in _ALL_INTS and self.dtype != torch.int32:
+            # integers are never nan/inf: a constant (int32 and bool go through the kernel below)
+            if out is not None and (out.dtype != torch.bool or out.shape != self.shape):
+                return NotImplemented
+            res = out if out is not None else torch.empty(self.shape, dtype=torch.bool, device="trn")
+            return res.fill_(op == "isfinite")
+        return run(op, [self], torch.bool, out, in_dtypes=DTYPES + _INT_BOOL)  # ints: loaded as fp32, never nan/inf
+
+    lower.__name__ = op
+    lower.__doc__ = f"``aten::{op}``: a bool tensor (float, int32 and bool inputs)."
+    return lower
+
+
+for _op in ("isnan", "isinf", "isfinite", "isposinf", "isneginf"):
+    _register(_op, _bool_op(_op), dtypes=DTYPES + _INT_BOOL + _ALL_INTS + (
+        (torch.complex64,) if _op in ("isnan", "isinf", "isfinite") else ()))
+
+
+def signbit(self: Any, *, out: torch.Tensor | None = None) -> Any:
+    """``aten::signbit``: the sign bit, read from the int32 view of the (fp32) bits (NaN and -0.0 included)."""
+    if U.is_trn(self) and self.dtype in _INT_BOOL:
+        return run("signbit_i", [self], torch.bool, out, compute="i32", in_dtypes=_INT_BOOL)
+    if not U.is_trn(self) or self.dtype not in DTYPES:
+        return NotImplemented
+    f = self if self.dtype == torch.float32 else self.to(torch.float32)  # a native cast copy (sign kept)
+    return run("signbit_i", [f.view(torch.int32)], torch.bool, out, compute="i32", in_dtypes=(torch.int32,))
+
+
+EW_OPS["signbit_i"] = lambda p, x: x < 0
+_register("signbit", signbit, dtypes=DTYPES + _INT_BOOL)
+
+
+def logical_not(self: Any, *, out: torch.Tensor | None = None) -> Any:
+    """``aten::logical_not``: ``self == 0`` as bool (an ``out=`` of another dtype is declined)."""
+    return run("logical_not", [self], torch.bool, out, in_dtypes=DTYPES + (torch.int32, torch.bool))
+
+
+_register("logical_not", logical_not, dtypes=DTYPES + (torch.int32, torch.bool))
+
+
+def bitwise_not(self: Any, *, out: torch.Tensor | None = None) -> Any:
+    """``aten::bitwise_not`` of int32 (two's complement) and bool (logical not) tensors."""
+    if not U.is_trn(self) or self.dtype not in (torch.int32, torch.bool):
+        return NotImplemented
+    compute = "bool" if self.dtype == torch.bool else "i32"
+    return run("bitwise_not", [self], self.dtype, out, compute=compute, in_dtypes=(torch.int32, torch.bool))
+
+
+_register("bitwise_not", bitwise_not, dtypes=(torch.int32, torch.bool))
+
+
+def atan2(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
+    """``aten::atan2`` of two float device tensors (broadcasting; the result dtype is torch's promotion)."""
+    if not (U.is_trn(self) and U.is_trn(other)) or self.dtype not in DTYPES or other.dtype not in DTYPES:
+        return NotImplemented
+    rdt = torch.result_type(self, other)
+    return run("atan2", [self, other], rdt, out)
+
+
+_register("atan2", atan2)

@@ -1,0 +1,320 @@
+"""Advanced indexing on ``trn``: ``x[idx0, idx1, ...]`` (``index.Tensor``, ``_unsafe_index``),
+``index_put`` / ``index_put_`` / ``_index_put_impl_`` / ``_unsafe_index_put`` (with and without
+``accumulate``) and ``nonzero``.
+
+Integer index tensors broadcast against each other; up to three dims may be indexed, adjacent or not
+(torch puts the broadcast dims first when they are not adjacent: the indexed dims are permuted to the
+front). The indexed dims become one linear index computed on chip, and the rows move through the
+indirect-DMA ``gather_scatter`` kernel of :mod:`stdlib_kernels.indexing.engine` (a gather for ``x[idx]``, a
+store or accumulating DMA for ``index_put``; negative indices wrap, out-of-range ones decline to the
+CPU for torch's error).
+
+Boolean masks go through :func:`nonzero`: a count kernel, one host sync for the size, then a
+prefix-sum kernel that scatters the coordinates (per-partition ``cumsum`` plus a cross-partition
+prefix done as a triangular matmul).
+
+Example:
+    >>> import torch, trnlang  # doctest: +SKIP
+    >>> x = torch.randn(8, 5, 6, device="trn")
+    >>> i = torch.tensor([0, -1, 3], device="trn")
+    >>> x[i, :, i].shape, x[x > 0].shape[0] == int((x > 0).sum())
+    (torch.Size([3, 5]), True)
+    >>> x.index_put_((i,), torch.ones(5, 6, device="trn"), accumulate=True).shape
+    torch.Size([8, 5, 6])
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+import trnlang as trn
+import trnlang.language as tl
+from stdlib_kernels import _util as U
+from stdlib_kernels.indexing.engine import _Bounds, _fits, _ok_data, _run, _to_out
+from trnlang.device import decline, lowering
+from trnlang.device.registry import warn_like_torch
+
+# ------------------------------------------------------------------------------ advanced indexing
+
+
+def _expand_indices(self: torch.Tensor, indices: Sequence[Any]) -> list[torch.Tensor | None] | None:
+    """Boolean masks -> their nonzero coordinates (one long index per masked dim); None where unusable."""
+    res: list[torch.Tensor | None] = []
+    for t in indices:
+        if t is None:
+            res.append(None)
+            continue
+        if isinstance(t, torch.Tensor) and t.device.type == "cpu":
+            t = t.to("trn")  # CPU index tensors are allowed (as on CUDA): one host -> device copy
+        if not U.is_trn(t):
+            return None
+        if t.dtype in (torch.bool, torch.uint8):
+            k = len(res)
+            if t.dim() == 0 or k + t.dim() > self.dim():
+                return None
+            if list(t.shape) != list(self.shape[k:k + t.dim()]):
+                return None
+            nz = nonzero(t)
+            if nz is NotImplemented:
+                return None
+            res.extend(nz.select(1, j) for j in range(t.dim()))
+        elif t.dtype in (torch.int64, torch.int32):
+            res.append(t)
+        else:
+            return None
+    return res
+
+
+def _plan(self: torch.Tensor, indices: Sequence[Any]) -> Any:
+    """Indexed dims, broadcast index views and the result shape of ``self[indices]`` (a string: why declined)."""
+    idx = _expand_indices(self, indices)
+    if idx is None:
+        return "an index not a trn int/bool tensor, a mask not matching self's shape, or 2^24+ mask elements"
+    if len(idx) > self.dim():
+        return "too many indices: torch raises"
+    idx = idx + [None] * (self.dim() - len(idx))
+    dims = [d for d, t in enumerate(idx) if t is not None]
+    if not dims or len(dims) > 3:
+        return "no index tensor, or more than 3 indexed dims"
+    try:
+        bshape = list(torch.broadcast_shapes(*[idx[d].shape for d in dims]))
+    except RuntimeError:
+        return "index tensors do not broadcast: torch raises"
+    adjacent = dims == list(range(dims[0], dims[-1] + 1))
+    if not adjacent:  # torch puts the broadcast dims first: permute the indexed dims to the front
+        perm = dims + [d for d in range(self.dim()) if d not in dims]
+        self = self.permute(perm)
+        idx = [idx[d] for d in perm]
+        dims = list(range(len(dims)))
+    before = list(self.shape[:dims[0]])
+    after = list(self.shape[dims[-1] + 1:])
+    dense = before + bshape + after
+    nb = len(bshape)
+    ivs = []
+    for d in dims:
+        t = idx[d]
+        st = U.broadcast_strides(t, bshape) if bshape else []
+        ivs.append((t, [0] * len(before) + st + [0] * len(after)))
+    sizes = [self.shape[d] for d in dims]
+    steps = [self.stride(d) for d in dims]
+    span = sum((n - 1) * s for n, s in zip(sizes, steps)) + 1
+    if any(n == 0 for n in sizes):
+        span = 0
+    xs = [self.stride(d) for d in range(dims[0])] + [0] * nb + [self.stride(d) for d in range(dims[-1] + 1,
+                                                                                                self.dim())]
+    reach = sizes[0] if len(dims) == 1 else span * max(steps)  # largest on-chip linear index (the sentinel)
+    if not _fits(reach, U.prod(dense), self.numel()):
+        return "2^30 or more elements or linear positions"
+    return self, dims, ivs, sizes, steps, span, xs, dense, (len(before), len(before) + nb)
+
+
+def _x_view(self: torch.Tensor, steps: Sequence[int]) -> tuple[int, list[int]]:
+    if len(steps) == 1:
+        return steps[0], [1]
+    return 1, list(steps)
+
+
+def _warn_uint8(indices: Sequence[Any]) -> None:
+    """torch's deprecation warning, once per uint8 mask, on the paths that run the op natively."""
+    for t in indices:
+        if isinstance(t, torch.Tensor) and t.dtype == torch.uint8:
+            warn_like_torch("indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool "
+                            "instead.")
+
+
+@lowering("aten::index.Tensor")
+def index(self: torch.Tensor, indices: Sequence[Any], *, out: torch.Tensor | None = None) -> Any:
+    """``self[idx0, idx1, ...]`` (integer tensors with broadcasting, boolean masks via nonzero).
+
+    Negative indices wrap; up to three indexed dims (adjacent or not, as torch orders the result).
+    """
+    if not _ok_data(self, move=True) or self.dim() == 0:
+        return decline("self not a trn tensor of a supported dtype (or a conj/neg bit), or 0-dim")
+    plan = _plan(self, indices)
+    if isinstance(plan, str):
+        return decline(plan)
+    x, dims, ivs, sizes, steps, span, xs, dense, groups = plan
+    res = torch.empty(dense, dtype=self.dtype, device="trn")
+    if res.numel():
+        if span == 0:
+            return decline("an index into a dim of size 0: torch raises")
+        s_stride, st = _x_view(x, steps)
+        try:
+            _run(x, xs, span if len(steps) > 1 else sizes[0], s_stride, res, list(res.stride()), None,
+                 [t for t, _ in ivs], [s for _, s in ivs], sizes, st, dense, groups, "gather", True)
+        except _Bounds:
+            return decline("an index out of range: torch raises")
+    _warn_uint8(indices)
+    return _to_out(res, out)
+
+
+@lowering("aten::_unsafe_index.Tensor")
+def unsafe_index(self: torch.Tensor, indices: Sequence[Any]) -> Any:
+    """``aten::_unsafe_index`` (what decompositions emit): the same kernel as ``index`` (still bounds-checked)."""
+    return index(self, indices)
+
+
+def _index_put(self: torch.Tensor, indices: Sequence[Any], values: torch.Tensor, accumulate: bool) -> Any:
+    """In-place ``self[indices] = values`` (``+=`` with accumulate, repeated indices all add)."""
+    if not _ok_data(self, values, move=True) or values.dtype != self.dtype or self.dim() == 0:
+        return decline("self/values not trn tensors of one supported dtype, or 0-dim self")
+    if accumulate and self.dtype == torch.bool:
+        return decline("accumulate=True on bool (torch ORs, the kernels add)")
+    if U.has_internal_overlap(self):
+        return decline("self with overlapping elements (expanded)")
+    plan = _plan(self, indices)
+    if isinstance(plan, str):
+        return decline(plan)
+    x, dims, ivs, sizes, steps, span, xs, dense, groups = plan
+    try:
+        vst = U.broadcast_strides(values, dense) if values.dim() <= len(dense) else None
+        if vst is None or torch.broadcast_shapes(values.shape, dense) != torch.Size(dense):
+            return decline("values that do not broadcast to the indexed shape")
+    except RuntimeError:
+        return decline("values that do not broadcast to the indexed shape: torch raises")
+    if U.prod(dense) == 0:
+        _warn_uint8(indices)
+        return self
+    if span == 0:
+        return decline("an index into a dim of size 0: torch raises")
+    if U.overlaps(values, self):
+        values = values.clone()
+        vst = U.broadcast_strides(values, dense)
+    s_stride, st = _x_view(x, steps)
+    try:
+        _run(x, xs, span if len(steps) > 1 else sizes[0], s_stride, values, vst, None,
+             [t for t, _ in ivs], [s for _, s in ivs], sizes, st, dense, groups, "scatter", True,
+             "add" if accumulate else None)
+    except _Bounds:
+        return decline("an index out of range: torch raises")
+    _warn_uint8(indices)
+    return self
+
+
+@lowering("aten::index_put_")
+def index_put_(self: torch.Tensor, indices: Sequence[Any], values: torch.Tensor, accumulate: bool = False) -> Any:
+    """``self.index_put_(indices, values, accumulate)``."""
+    return _index_put(self, indices, values, accumulate)
+
+
+@lowering("aten::_index_put_impl_")
+def _index_put_impl_(self: torch.Tensor, indices: Sequence[Any], values: torch.Tensor, accumulate: bool = False,
+                     unsafe: bool = False) -> Any:
+    """``self[indices] = values`` as autograd (index backward) and ``__setitem__`` call it."""
+    return _index_put(self, indices, values, accumulate)
+
+
+@lowering("aten::index_put")
+def index_put(self: torch.Tensor, indices: Sequence[Any], values: torch.Tensor, accumulate: bool = False) -> Any:
+    """Out-of-place ``index_put``."""
+    if not _ok_data(self, move=True):
+        return decline("self not a trn tensor of a supported dtype (or a conj/neg bit)")
+    res = self.clone()
+    r = _index_put(res, indices, values, accumulate)
+    return NotImplemented if r is NotImplemented else res
+
+
+@lowering("aten::_unsafe_index_put")
+def unsafe_index_put(self: torch.Tensor, indices: Sequence[Any], values: torch.Tensor,
+                     accumulate: bool = False) -> Any:
+    """``aten::_unsafe_index_put``: out-of-place ``index_put`` (still bounds-checked)."""
+    return index_put(self, indices, values, accumulate)
+
+
+# ------------------------------------------------------------------------------------------- nonzero
+
+
+@trn.kernel
+def count_nonzero_rows(m, out):
+    """``out[p, 0] = #nonzero in m[p, :]`` for a ``[P, L]`` view (masked past ``n`` by the caller's zero pad)."""
+    p_dim, l_dim = m.shape
+    f = min(l_dim, 2048)
+    acc = tl.zeros((p_dim, 1), tl.float32)
+    rows = tl.arange(p_dim)[:, None]
+    for j in tl.sequential_range(tl.cdiv(l_dim, f)):
+        cols = j * f + tl.arange(f)[None, :]
+        t = tl.load(m[rows, cols], mask=cols < l_dim) if l_dim % f else tl.load(m[rows, cols])
+        acc[...] = acc + tl.sum((t != 0).astype(tl.float32), axis=1, keepdims=True)
+    tl.store(out[rows, tl.arange(1)[None, :]], acc)
+
+
+@trn.kernel
+def nonzero_scatter(m, counts, out, n, shape):
+    """Coordinates of the nonzeros of a flat mask viewed as ``[P, L]`` (element ``p * L + l``, valid below
+    ``n``) into rows of ``out`` (``[count + 1, ndim]`` int64; row ``count`` takes the zeros' writes).
+
+    Each partition's start is the exclusive prefix sum of ``counts`` over partitions (a matmul with a
+    strictly-triangular ones matrix); inside a partition positions come from ``cumsum``.
+    """
+    p_dim, l_dim = m.shape
+    rows = tl.arange(p_dim)[:, None]
+    f = min(l_dim, 2048)
+    cnt = tl.load(counts[rows, tl.arange(1)[None, :]])
+    tri = tl.ndarray((p_dim, p_dim), tl.float32)
+    tri[...] = (tl.arange(p_dim)[:, None] < tl.arange(p_dim)[None, :])
+    base = tl.ndarray((p_dim, 1), tl.float32)
+    base[...] = tl.copy(tl.matmul(tri, cnt, transpose_x=True))
+    total = out.shape[0] - 1
+    nd = len(shape)
+    for j in tl.sequential_range(tl.cdiv(l_dim, f)):
+        cols = j * f + tl.arange(f)[None, :]
+        lin = rows * l_dim + cols
+        valid = (cols < l_dim) & (lin < n)
+        t = tl.load(m[rows, cols], mask=cols < l_dim) if l_dim % f else tl.load(m[rows, cols])
+        nz = (t != 0).astype(tl.float32)
+        cs = tl.cumsum(nz, axis=1)
+        pos = tl.where(nz > 0, base + cs - 1.0, float(total)).astype(tl.int32)
+        base[...] = base + tl.sum(nz, axis=1, keepdims=True)
+        k = tl.ndarray((p_dim, f), tl.float32)
+        k[...] = lin
+        for dd in tl.static_range(nd):
+            stride = U.prod(shape[dd + 1:])
+            q = tl.floor((k + 0.5) / float(stride))
+            if dd > 0:
+                q = q - tl.floor((q + 0.5) / float(shape[dd])) * float(shape[dd])
+            tl.store(out[pos, dd], q.astype(tl.int32), mask=valid)
+
+
+_NZ_LIMIT = 2**24  # positions are exact in fp32 below this
+
+
+@lowering("aten::nonzero")
+def nonzero(self: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
+    """``torch.nonzero(self)``: ``[count, ndim]`` int64 coordinates in row-major order (one host sync)."""
+    if U.is_trn(self) and self.dtype in (torch.int8, torch.int16, torch.int64, torch.complex64) \
+            and not self.is_conj():  # the nonzeros of a native ``!= 0`` mask (complex: of either plane)
+        mask = torch.view_as_real(self).ne(0).any(-1) if self.is_complex() else self.ne(0)
+        return nonzero(mask, out=out)
+    if not U.is_trn(self) or self.dtype not in (torch.bool, torch.float32, torch.bfloat16, torch.int32,
+                                                  torch.uint8, torch.float16):
+        return decline("not a trn tensor of bool, uint8, int32, float32, bfloat16 or float16")
+    n = self.numel()
+    if n >= _NZ_LIMIT or self.is_conj() or self.is_neg():
+        return decline("2^24 or more elements, or a conj/neg bit")
+    nd = self.dim()
+    if n == 0:
+        res = torch.empty((0, nd), dtype=torch.int64, device="trn")
+    else:
+        flat = self.contiguous().view(-1)
+        p = min(128, n)
+        ln = -(-n // p)
+        if p * ln != n:  # zero-pad to [P, L]
+            pad = torch.zeros(p * ln, dtype=self.dtype, device="trn")
+            pad[:n].copy_(flat)
+            flat = pad
+        m2 = flat.view(p, ln)
+        counts = torch.empty((p, 1), dtype=torch.float32, device="trn")
+        count_nonzero_rows(m2, counts)
+        total = int(counts.sum().item())
+        buf = torch.empty((total + 1, max(nd, 1)), dtype=torch.int64, device="trn")
+        nonzero_scatter(m2, counts, buf, n, tuple(self.shape) if nd else (1,))
+        res = buf[:total, :nd]
+    if out is not None:
+        if not U.is_trn(out) or out.dtype != torch.int64:
+            return decline("out= not an int64 trn tensor")
+        if tuple(out.shape) != tuple(res.shape):  # same shape: keep its strides (a discontiguous out stays so)
+            out.resize_(res.shape)
+        return out.copy_(res)
+    return res

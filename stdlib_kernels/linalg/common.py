@@ -1,0 +1,112 @@
+"""Helpers shared by the linear-algebra families (``linalg.py``, ``linalg_lu.py``, ``linalg_qr.py``, ...):
+operand checks, ``[..., r, c]`` <-> ``[B, r, c]`` views, and the triangular-substitution kernel (with its
+host-blocked driver) that Cholesky, LU and the triangular solves build on.
+
+Example:
+    >>> from stdlib_kernels.linalg import common as C
+    >>> t = torch.tensor([[[2.0, 0.0], [1.0, 1.0]]], device="trn")
+    >>> C.trsolve(t, torch.ones(1, 2, 1, device="trn"), lower=True, unit=False).cpu().ravel()  # doctest: +SKIP
+    tensor([0.5000, 0.5000])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+import trnlang as trn
+import trnlang.language as tl
+from stdlib_kernels import _util as U
+
+#: Largest matrix side handled by one kernel tile (partition count).
+TILE = 128
+#: The dtypes of the factorisations (torch's CPU kernels take no bfloat16 for them either).
+F32 = (torch.float32,)
+
+
+def ok(*ts: Any) -> bool:
+    """Every operand is a float32 ``trn`` tensor without a lazy conjugate / negation bit."""
+    return all(U.is_trn(t) and t.dtype == torch.float32 and not t.is_conj() and not t.is_neg() for t in ts)
+
+
+def flat(x: torch.Tensor) -> torch.Tensor:
+    """``[..., r, c]`` as ``[B, r, c]`` (a view when the batch dims merge, else a native copy)."""
+    r, c = x.shape[-2], x.shape[-1]
+    if x.dim() == 2:
+        return x.unsqueeze(0)
+    return x.reshape(U.prod(x.shape[:-2]), r, c)
+
+
+def unflat(x: torch.Tensor, batch: tuple[int, ...]) -> torch.Tensor:
+    """``[B, r, c]`` back to ``[*batch, r, c]``."""
+    return x.reshape(*batch, *x.shape[1:])
+
+
+def empty(shape: Any) -> torch.Tensor:
+    """A new float32 ``trn`` tensor."""
+    return torch.empty(tuple(shape), dtype=torch.float32, device="trn")
+
+
+def substitute(tri, bt, n, mt, lower, unit):
+    """In-place substitution on ``bt = B^T`` ([mt, n], unknown index on the free axis) with the triangle
+    ``tri`` ([n, n] tile; only its lower or upper part and, unless ``unit``, its diagonal are read)."""
+    cols = tl.arange(n)[None, :]
+    for kk in tl.sequential_range(n):
+        k = kk if lower else n - 1 - kk
+        trow = tl.copy(tl.transpose(tri[:, k:k + 1]))  # trow[0, j] = tri[j, k]
+        xk = bt[:, k:k + 1]
+        if not unit:
+            xk = xk / tl.broadcast_to(trow[:, k:k + 1], (mt, 1))
+            bt[:, k:k + 1] = xk
+        below = tl.where((cols > k) if lower else (cols < k), trow, 0.0)
+        bt[:, :] = bt - xk * tl.broadcast_to(below, (mt, n))
+
+
+@trn.kernel
+def trisolve_kernel(t, bt, out_t, lower, unit):
+    """Solve ``T X = B`` per batch: ``t`` ``[Bt, n, n]`` (Bt is 1 or B), ``bt``/``out_t`` ``[B, m, n]``: the
+    right-hand side and the solution seen transposed (strided views, no copies). n <= 128."""
+    n = t.shape[-1]
+    m = bt.shape[1]
+    tm = min(TILE, m)
+    rows = tl.arange(n)[:, None]
+    cols = tl.arange(n)[None, :]
+    for bi in tl.affine_range(bt.shape[0]):
+        tb = bi if t.shape[0] > 1 else 0
+        tri = tl.load(t[tb, rows, cols])
+        for mi in tl.affine_range(tl.cdiv(m, tm)):
+            mr = mi * tm + tl.arange(tm)[:, None]
+            msk = (mr < m) if m % tm else None
+            work = tl.ndarray((tm, n), tl.float32, buffer=tl.sbuf)
+            work[:, :] = tl.load(bt[bi, mr, cols], mask=msk)
+            substitute(tri, work, n, tm, lower, unit)
+            tl.store(out_t[bi, mr, cols], work, mask=msk)
+
+
+def trsolve(t3: torch.Tensor, b3: torch.Tensor, lower: bool, unit: bool) -> torch.Tensor:
+    """Solve ``T X = B``: t3 ``[1 or B, n, n]``, b3 ``[B, n, m]`` (any strides) -> X ``[B, n, m]``, blocked on
+    the host for n > TILE."""
+    bsz, n, m = b3.shape
+    out = empty((bsz, n, m))
+    if n == 0 or m == 0 or bsz == 0:
+        return out
+    if n <= TILE:
+        trisolve_kernel(t3, b3.mT, out.mT, lower, unit)
+        return out
+    k = TILE
+    if lower:  # X1 = T11^-1 B1; X2 = T22^-1 (B2 - T21 X1)
+        x1 = trsolve(t3[:, :k, :k], b3[:, :k], lower, unit)
+        rest = b3[:, k:] - torch.matmul(t3[:, k:, :k], x1)
+        x2 = trsolve(t3[:, k:, k:], rest, lower, unit)
+    else:  # upper: solve the bottom block first
+        s = n - k
+        x2 = trsolve(t3[:, s:, s:], b3[:, s:], lower, unit)
+        rest = b3[:, :s] - torch.matmul(t3[:, :s, s:], x2)
+        x1 = trsolve(t3[:, :s, :s], rest, lower, unit)
+        out[:, :s] = x1
+        out[:, s:] = x2
+        return out
+    out[:, :k] = x1
+    out[:, k:] = x2
+    return out

@@ -1,0 +1,757 @@
+"""Reductions along free axes: sum, mean, prod, amax/amin, max/min (with indices), argmax/argmin,
+all/any, var/std (+ ``var_mean``/``std_mean``), ``linalg_vector_norm`` and ``logsumexp``.
+
+The reduced dims are moved last (a strided view) and merged into one free axis ``C``; the kept
+dims become rows ``R`` (tiled by 128 partitions), so reducing over a leading dim is a strided DMA
+and never a transpose. Each row tile accumulates fp32 partials over column chunks (masked-off
+elements load the reduction's identity). A full reduction of a long contiguous tensor first
+spreads it over all 128 partitions, then combines the 128 partials with a second launch.
+
+Indices (``max.dim``, ``argmax``) are computed as int32 tiles and stored into int64 HBM tensors
+(the DMA widens). Integer sums of ``bool`` inputs count in int32; int32/int64 sums accumulate in int32
+when a device check bounds every value by ``(2^31 - 1) / C`` (so no partial sum can overflow; int64 loads
+narrow to the low word). Larger integer sums, ``mean`` of integers and anything else not handled here are
+declined (CPU fallback, which also raises torch's errors for bad arguments).
+
+Example:
+    >>> x = torch.randn(4096, 1024).to("trn")
+    >>> x.sum(0), x.amax(1), x.max(dim=1), torch.logsumexp(x, 1), x.var(1, correction=0)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import torch
+
+import trnlang.isa as isa
+import trnlang.language as tl
+from stdlib_kernels import _util as U
+from stdlib_kernels import tiling as T
+from trnlang.device import decline, lowering, memory
+from trnlang.device.registry import warn_like_torch
+
+_I32_MIN, _I32_MAX = -2**31, 2**31 - 1
+#: identity of each combine op (the ``other=`` of masked loads), fp32 and int32.
+_IDENT = {"sum": 0.0, "prod": 1.0, "max": -math.inf, "min": math.inf, "lse": -math.inf}
+_IDENT_I = {"sum": 0, "prod": 1, "max": _I32_MIN, "min": _I32_MAX}
+_RED = {"sum": tl.sum, "prod": tl.prod, "max": tl.max, "min": tl.min}
+_COMB = {"sum": tl.add, "prod": tl.multiply, "max": tl.maximum, "min": tl.minimum}
+
+
+def _pre(t: Any, pre: str, p: float) -> Any:
+    """Elementwise map applied before reducing (on the loaded, already cast tile)."""
+    if pre == "abs":
+        return tl.abs(t)
+    if pre == "sq":
+        return t * t
+    if pre == "pow":
+        return tl.power(tl.abs(t), p)
+    if pre == "nz":  # 1.0 where nonzero (NaN counts), else 0.0
+        return (t != 0).astype(tl.float32)
+    return t
+
+
+def _other(op: str, pre: str, p: float, ct: str) -> Any:
+    """The value masked-off loads give: one that ``pre`` maps to the identity of ``op``."""
+    if ct == "i32":
+        return _IDENT_I[op]
+    if pre == "none":
+        return _IDENT[op]
+    if op == "min" or (pre == "pow" and p < 0):
+        return math.inf  # abs/nz/pow(p<0) of inf: inf / 1 / 0
+    return 0.0
+
+
+def _post(acc: Any, post: str, scale: Any, p: float) -> Any:
+    if post == "div":
+        return acc / T.runtime_scalar(scale)
+    if post == "sqrt":
+        return tl.sqrt(acc)
+    if post == "root":
+        return tl.power(acc, 1.0 / p)
+    return acc
+
+
+def _shape(x: Any, tile: tuple[int, int, bool] | None) -> tuple[Any, Any, int, int, bool, bool]:
+    """(rows, cols, partitions per tile, column chunk, ragged rows, one pass) of ``x [R, C]``.
+
+    ``tile``: the host's buckets (:func:`stdlib_kernels.tiling.tile_of`) for sizes that are runtime values;
+    compile-time sizes tile exactly. None: every size the tiles depend on becomes a compile-time constant.
+    """
+    r_dim, c_dim = x.shape
+    pp = T.extent(r_dim, 128, tile and tile[0])
+    f = T.extent(c_dim, U.FREE_CHUNK, tile and tile[1])
+    return r_dim, c_dim, pp, f, T.ragged(r_dim, pp), T.fits(c_dim, f, tile and tile[2])
+
+
+def _cols(c_dim: Any, f: int, rm: Any) -> tuple[Any, Any, bool]:
+    """Columns of a one-pass tile of ``f >= C`` columns, its mask (rows ``rm`` and, for a bucket, the columns
+    past ``C``) and whether columns are masked (the masked-off loads then need the reduction's identity)."""
+    cols = tl.arange(f)[None, :]
+    if not T.ragged(c_dim, f):
+        return cols, rm, False
+    return cols, (cols < c_dim) if rm is None else rm & (cols < c_dim), True
+
+
+@T.polymorphic
+def row_reduce(x, out, op, pre, post, scale, p, ct, tile=None):
+    """``out[r, 0] = post(op_c pre(x[r, c]))``; ``op`` sum/prod/max/min/lse, ``ct`` "f32"/"i32" arithmetic.
+
+    ``scale``: the divisor of ``post="div"``, a number or a ``[1, 1]`` fp32 tensor (a runtime value).
+    Example: ``row_reduce(x, out, "sum", "none", "div", float(C), 0.0, "f32")`` is a row mean.
+    """
+    r_dim, c_dim, pp, f, rr, one_pass = _shape(x, tile)
+    dt = tl.float32 if ct == "f32" else tl.int32
+    red = "max" if op == "lse" else op
+    ident = _IDENT[red] if ct == "f32" else _IDENT_I[red]
+    other = _other(red, pre, p, ct)
+    one = tl.arange(1)[None, :]
+    for i in tl.affine_range(tl.cdiv(r_dim, pp)):
+        rows = i * pp + tl.arange(pp)[:, None]
+        rm = (rows < r_dim) if rr else None
+        if one_pass:
+            cols, cm, masked = _cols(c_dim, f, rm)
+            t = _pre(tl.load(x[rows, cols], mask=cm, other=other if masked else 0).astype(dt), pre, p)
+            acc = _RED[red](t, axis=1, keepdims=True)
+            if op == "lse":
+                m = tl.where(tl.abs(acc) == math.inf, 0.0, acc)
+                acc = tl.log(tl.sum(tl.exp(t - m), axis=1, keepdims=True)) + m
+        else:
+            acc = tl.full((pp, 1), ident, dt)
+            for j in tl.sequential_range(tl.cdiv(c_dim, f)):
+                cols = j * f + tl.arange(f)[None, :]
+                m = (rows < r_dim) & (cols < c_dim)
+                t = _pre(tl.load(x[rows, cols], mask=m, other=other).astype(dt), pre, p)
+                acc[...] = _COMB[red](acc, _RED[red](t, axis=1, keepdims=True))
+            if op == "lse":
+                m = tl.where(tl.abs(acc) == math.inf, 0.0, acc)
+                s = tl.zeros((pp, 1), tl.float32)
+                for j in tl.sequential_range(tl.cdiv(c_dim, f)):
+                    cols = j * f + tl.arange(f)[None, :]
+                    t = tl.load(x[rows, cols], mask=(rows < r_dim) & (cols < c_dim), other=-math.inf).astype(dt)
+                    s[...] = s + tl.sum(tl.exp(t - m), axis=1, keepdims=True)
+                acc = tl.log(s) + m
+        tl.store(out[rows, one], _post(acc, post, scale, p), mask=rm)
+
+
+def _first_index(t: Any, v: Any, col0: Any, rows: Any, f: int, ct: str) -> Any:
+    """Index (fp32) of the first element of ``t`` equal to ``v`` (or NaN): the min of a masked iota.
+
+    Plain whole-tile compare/select/min instructions (cheaper than a ``tensor_reduce`` argmax).
+    """
+    pos = isa.iota(col0 + tl.arange(f)[None, :] + 0 * rows, tl.float32)
+    hit = (t == v) | (t != t) if ct == "f32" else (t == v)
+    return tl.min(tl.where(hit, pos, _BIG), axis=1, keepdims=True)
+
+
+_BIG = float(2 ** 30)
+
+
+@T.polymorphic
+def row_arg_reduce(x, vals, idx, op, ct, tile=None):
+    """Per row the max (``op="max"``) or min and the index of its first occurrence (NaN wins, as in torch).
+
+    ``vals`` may be None (argmax/argmin only); ``idx`` is an int32 or int64 ``[R, 1]`` tensor.
+    """
+    r_dim, c_dim, pp, f, rr, one_pass = _shape(x, tile)
+    dt = tl.float32 if ct == "f32" else tl.int32
+    red = tl.max if op == "max" else tl.min
+    one = tl.arange(1)[None, :]
+    for i in tl.affine_range(tl.cdiv(r_dim, pp)):
+        rows = i * pp + tl.arange(pp)[:, None]
+        rm = (rows < r_dim) if rr else None
+        if one_pass:
+            cols, cm, masked = _cols(c_dim, f, rm)
+            t = tl.load(x[rows, cols], mask=cm, other=(_IDENT if ct == "f32" else _IDENT_I)[op] if masked else 0)
+            t = t.astype(dt)
+            v = red(t, axis=1, keepdims=True)
+            ai = _first_index(t, v, 0, rows, f, ct)
+        else:
+            ident = (_IDENT if ct == "f32" else _IDENT_I)[op]
+            v = tl.full((pp, 1), ident, dt)
+            ai = tl.zeros((pp, 1), tl.float32)
+            for j in tl.sequential_range(tl.cdiv(c_dim, f)):
+                cols = j * f + tl.arange(f)[None, :]
+                t = tl.load(x[rows, cols], mask=(rows < r_dim) & (cols < c_dim), other=ident).astype(dt)
+                cv = red(t, axis=1, keepdims=True)
+                ci = _first_index(t, cv, j * f, rows, f, ct)
+                better = (cv > v) if op == "max" else (cv < v)
+                if ct == "f32":
+                    better = better | ((cv != cv) & (v == v))
+                ai[...] = tl.where(better, ci, ai)
+                v[...] = tl.where(better, cv, v)
+        if vals is not None:
+            tl.store(vals[rows, one], v, mask=rm)
+        tl.store(idx[rows, one], ai.astype(tl.int32), mask=rm)
+
+
+@T.polymorphic
+def row_var(x, out, mean_out, divisor, std, tile=None, count=None):
+    """Per row ``sum((x - mean)^2) / divisor`` (two passes, fp32), its sqrt for ``std``; the mean if asked.
+
+    ``divisor`` and ``count`` (``C`` as a float; None: taken from the size, which then keys the variant) are
+    numbers or ``[1, 1]`` fp32 tensors (runtime values).
+    """
+    r_dim, c_dim, pp, f, rr, one_pass = _shape(x, tile)
+    cnt = T.runtime_scalar(count) if count is not None else float(c_dim)
+    one = tl.arange(1)[None, :]
+    for i in tl.affine_range(tl.cdiv(r_dim, pp)):
+        rows = i * pp + tl.arange(pp)[:, None]
+        rm = (rows < r_dim) if rr else None
+        if one_pass:
+            cols, cm, masked = _cols(c_dim, f, rm)
+            t = tl.load(x[rows, cols], mask=cm).astype(tl.float32)
+            mean = tl.sum(t, axis=1, keepdims=True) / cnt
+            d = tl.where(cols < c_dim, t - mean, 0.0) if masked else t - mean
+            ss = tl.sum(d * d, axis=1, keepdims=True)
+        else:
+            s = tl.zeros((pp, 1), tl.float32)
+            for j in tl.sequential_range(tl.cdiv(c_dim, f)):
+                cols = j * f + tl.arange(f)[None, :]
+                t = tl.load(x[rows, cols], mask=(rows < r_dim) & (cols < c_dim)).astype(tl.float32)
+                s[...] = s + tl.sum(t, axis=1, keepdims=True)
+            mean = s / cnt
+            ss = tl.zeros((pp, 1), tl.float32)
+            for j in tl.sequential_range(tl.cdiv(c_dim, f)):
+                cols = j * f + tl.arange(f)[None, :]
+                m = (rows < r_dim) & (cols < c_dim)
+                t = tl.load(x[rows, cols], mask=m).astype(tl.float32)
+                d = tl.where(cols < c_dim, t - mean, 0.0)
+                ss[...] = ss + tl.sum(d * d, axis=1, keepdims=True)
+        v = ss / T.runtime_scalar(divisor)
+        tl.store(out[rows, one], tl.sqrt(v) if std else v, mask=rm)
+        if mean_out is not None:
+            tl.store(mean_out[rows, one], mean, mask=rm)
+
+
+@T.polymorphic
+def col_sum(xt, out, pre, post, scale, p, tile=None):
+    """``out[0, r] = post(sum_c pre(xt[c, r]))``: a sum over the partition axis of ``xt [C, R]``.
+
+    For a reduction over leading dims the kept dims are contiguous: row tiles ``[128, 512]`` load
+    densely and a ``ones[128, 1]`` matmul sums their partitions, accumulating in PSUM. ``tile``: the host's
+    ``(C bucket, R bucket)`` for runtime sizes (see :func:`_shape`).
+    """
+    c_dim, r_dim = xt.shape
+    pp = T.extent(c_dim, 128, tile and tile[0])
+    f = T.extent(r_dim, 512, tile and tile[1])
+    ragged = T.ragged(c_dim, pp) or T.ragged(r_dim, f)
+    ones = tl.full((pp, 1), 1.0, tl.float32)
+    for jb in tl.affine_range(tl.cdiv(r_dim, f)):
+        cols = jb * f + tl.arange(f)[None, :]
+        acc = tl.zeros((1, f), tl.float32, buffer=tl.psum)
+        for i in tl.affine_range(tl.cdiv(c_dim, pp)):
+            rows = i * pp + tl.arange(pp)[:, None]
+            m = ((rows < c_dim) & (cols < r_dim)) if ragged else None
+            t = _pre(tl.load(xt[rows, cols], mask=m).astype(tl.float32), pre, p)
+            acc += tl.matmul(ones, t, transpose_x=True)
+        tl.store(out[tl.arange(1)[:, None], cols], _post(tl.copy(acc), post, scale, p),
+                 mask=(cols < r_dim) if ragged else None)
+
+
+_SPREAD = 16384
+
+
+def _as_rows(x: torch.Tensor, red: list[int]) -> torch.Tensor:
+    """``x`` with the reduced dims last, merged: a ``[R, C]`` view (or a contiguous copy's view)."""
+    kept = [d for d in range(x.dim()) if d not in red]
+    r_sh = [x.shape[d] for d in kept]
+    c_sh = [x.shape[d] for d in red]
+    kr, ks = U.coalesce(r_sh, [[x.stride(d) for d in kept]])
+    cr, cs = U.coalesce(c_sh, [[x.stride(d) for d in red]])
+    if len(kr) > 1 or len(cr) > 1:
+        xp = x.permute(kept + red).contiguous()
+        return xp.view(U.prod(r_sh), U.prod(c_sh))
+    r, c = U.prod(r_sh), U.prod(c_sh)
+    rs = ks[0][0] if kr else 0
+    cst = cs[0][0] if cr else 1
+    return U.view(x, (r, c), (rs, cst), x.storage_offset())
+
+
+def _dims(self: torch.Tensor, dim: Sequence[int] | int | None) -> list[int] | None:
+    """Normalised, sorted reduced dims (all for None/[]); None for invalid dims (declined)."""
+    nd = self.dim()
+    if isinstance(dim, int):
+        dim = [dim]
+    if nd == 0:
+        return [] if not dim or all(d in (0, -1) for d in dim) else None
+    dims = list(range(nd)) if not dim else [d if d >= 0 else d + nd for d in dim]
+    if any(not 0 <= d < nd for d in dims) or len(set(dims)) != len(dims):
+        return None
+    return sorted(dims)
+
+
+def _out_shape(self: torch.Tensor, red: list[int], keepdim: bool) -> list[int]:
+    if keepdim:
+        return [1 if d in red else n for d, n in enumerate(self.shape)]
+    return [n for d, n in enumerate(self.shape) if d not in red]
+
+
+def _spread_ok(x2: torch.Tensor) -> bool:
+    return x2.shape[0] == 1 and x2.shape[1] >= _SPREAD and x2.stride(1) == 1
+
+
+def _launch(x2: torch.Tensor, o2: torch.Tensor, op: str, pre: str, post: str, scale: float, p: float,
+            ct: str) -> None:
+    """``o2 [R, 1] = reduce(x2 [R, C])``, spreading one long row over 128 partitions first.
+
+    The divisor ``scale`` of ``post="div"`` (a count: it changes with the size) reaches the kernels as a
+    ``[1, 1]`` device scalar, a runtime value, so a new size does not key a new variant.
+    """
+    r, c = x2.shape
+    sc = U.scalar_tensor(float(scale), torch.float32) if post == "div" else 1.0
+    if op == "sum" and ct == "f32" and r > 1 and c > 1 and x2.stride(0) == 1 and x2.stride(1) >= r \
+            and o2.is_contiguous() and not (pre == "pow" and p < 0):
+        # one launch per thread on blocks of 512 kept columns when big
+        blocks = U.chunks(r, U.num_threads(), 512) if r * c >= U.PARALLEL_MIN_WORK else [(0, r)]
+        U.run_parallel([U.launch(col_sum, U.piece(x2, (c, hi - lo), (x2.stride(1), 1), x2.storage_offset() + lo),
+                                 U.piece(o2, (1, hi - lo), (r, 1), o2.storage_offset() + lo), pre, post, sc, p,
+                                 (T.row_bucket(c), T.free_bucket(hi - lo, 512)))
+                        for lo, hi in blocks])
+    elif _spread_ok(x2) and ct == "f32":
+        # one long row: partial results of [rows, cols] consecutive pieces (all partitions; a tile is
+        # one linear stream), then one reduction of the partials
+        c = x2.shape[1]
+        cols = c // 128 if c <= 128 * U.ROW_1D else U.ROW_1D
+        rows = c // cols
+        rem = c - rows * cols
+        n_part = rows + (1 if rem else 0)
+        part = memory.empty((n_part, 1), torch.float32)
+        off = x2.storage_offset()
+        calls = []
+        for s in U.row_blocks(rows, rows * cols):
+            lo, hi, _ = s.indices(rows)
+            calls.append(U.launch(row_reduce, U.piece(x2, (hi - lo, cols), (cols, 1), off + lo * cols),
+                                  U.piece(part, (hi - lo, 1), (1, 1), lo), op, pre, "none", 1.0, p, ct,
+                                  T.tile_of(hi - lo, cols, U.FREE_CHUNK)))
+        if rem:
+            calls.append(U.launch(row_reduce, U.piece(x2, (1, rem), (rem, 1), off + rows * cols),
+                                  U.piece(part, (1, 1), (1, 1), rows), op, pre, "none", 1.0, p, ct,
+                                  T.tile_of(1, rem, U.FREE_CHUNK)))
+        U.run_parallel(calls)
+        U.launch(row_reduce, U.piece(part, (1, n_part), (n_part, 1), 0), o2, op, "none", post, sc, p, ct,
+                 T.tile_of(1, n_part, U.FREE_CHUNK))()
+    else:
+        U.split_rows(row_reduce, [x2, o2], op, pre, post, sc, p, ct, T.tile_of(r, c, U.FREE_CHUNK))
+
+
+#: Integer dtypes loaded into int32 exactly, with no range check.
+_SMALL_INTS = (torch.int8, torch.int16, torch.uint8)
+
+
+def _widen(x: torch.Tensor) -> torch.Tensor:
+    """An int32 copy of an int8/int16/uint8 tensor (the reduction kernels read 1- and 2-byte elements of
+    strided row views wrongly at ragged tile edges), else ``x``."""
+    return x.to(torch.int32) if x.dtype in _SMALL_INTS else x
+
+
+def _simple(self: Any, dim: Any, keepdim: bool, odt: torch.dtype, op: str, pre: str = "none", post: str = "none",
+            p: float = 0.0, empty_value: Any = None, ints: bool = False) -> Any:
+    """Reduce ``self`` over ``dim`` into a new ``odt`` tensor; ``post="div"`` divides by the reduced count."""
+    if not U.is_trn(self) or self.is_conj() or self.is_neg():
+        return decline("self not a trn tensor, or a conj/neg bit")
+    if self.dtype not in U.FLOAT_DTYPES and not (ints and self.dtype in (torch.int32, torch.bool, torch.int64,
+                                                                          *_SMALL_INTS)):
+        return decline("a dtype this reduction has no kernel for")
+    if self.dtype == torch.bool and op in ("max", "min") and odt != torch.bool:
+        return decline("max/min of bool into a non-bool result")
+    red = _dims(self, dim)
+    if red is None:
+        return decline("dims out of range or repeated: torch raises")
+    self = _widen(self)
+    out = torch.empty(_out_shape(self, red, keepdim), dtype=odt, device="trn")
+    r = U.prod(self.shape[d] for d in range(self.dim()) if d not in red)
+    c = U.prod(self.shape[d] for d in red)
+    if r == 0:
+        return out
+    if c == 0:
+        if empty_value is None:
+            return decline("an empty reduction without an identity: torch raises")
+        return out.fill_(empty_value)
+    if self.dim() == 0:
+        x2 = U.view(self, (1, 1), (1, 1), self.storage_offset())
+    else:
+        x2 = _as_rows(self, red)
+    o2 = U.view(out, (r, 1), (1, 1), 0)
+    ct = "f32" if self.dtype.is_floating_point else "i32"
+    scale = float(c) if post == "div" else 1.0
+    _launch(x2, o2, op, pre, post, scale, p, ct)
+    return out
+
+
+def _float_out(self: torch.Tensor, dtype: torch.dtype | None) -> torch.dtype | None:
+    odt = dtype or self.dtype
+    return odt if odt in U.FLOAT_DTYPES else None
+
+
+# --- sum / mean / prod -------------------------------------------------------------------------------------
+def _int_sum_ok(self: torch.Tensor, dim: Any) -> bool:
+    """The int32 sums of an int32/int64 reduction are exact: every value ``|x| <= (2^31 - 1) // C``
+    (``C``: elements per output), checked on the device (one host sync). Larger values are declined."""
+    red = _dims(self, dim)
+    if red is None or self.numel() == 0:
+        return red is not None
+    c = max(1, U.prod(self.shape[d] for d in red))
+    bound = (2**31 - 1) // c
+    if self.dtype == torch.int64:
+        from stdlib_kernels.elementwise.pointwise import int64_ok
+
+        return int64_ok(self, bound)  # the loads then narrow int64 to its (exact) low word
+    if self.dtype in _SMALL_INTS and 2 ** (8 * self.element_size()) <= bound:
+        return True  # no value of the dtype can overflow
+    return -bound <= int(self.amin().item()) and int(self.amax().item()) <= bound
+
+
+def _sum(self: Any, dim: Any, keepdim: bool, dtype: torch.dtype | None) -> Any:
+    if not U.is_trn(self):
+        return decline("self not a trn tensor")
+    if self.dtype == torch.bool and dtype in (None, torch.int64, torch.int32):
+        if self.numel() >= 2**31:
+            return decline("a bool sum over 2^31 or more elements (int32 counts)")
+        return _simple(self, dim, keepdim, dtype or torch.int64, "sum", empty_value=0, ints=True)
+    if self.dtype in (torch.int64, torch.int32, *_SMALL_INTS) and dtype in (
+            None, torch.int64, self.dtype if self.dtype in (torch.int64, torch.int32) else torch.int64):
+        # int32 accumulation, exact when the values are small enough (counts: masked means, prod's zero counts)
+        if not _int_sum_ok(self, dim):
+            return decline("int64/int32 values whose sum may leave int32")
+        return _simple(self, dim, keepdim, torch.int64 if dtype is None else dtype, "sum", empty_value=0, ints=True)
+    odt = _float_out(self, dtype)
+    if odt is None or self.dtype not in U.FLOAT_DTYPES:
+        return decline("not a float input, or an unsupported dtype=")
+    return _simple(self, dim, keepdim, odt, "sum", empty_value=0.0)
+
+
+@lowering("aten::sum.dim_IntList", dtypes=None)
+def sum_dim(self: torch.Tensor, dim: Sequence[int] | None, keepdim: bool = False, *,
+            dtype: torch.dtype | None = None) -> Any:
+    """Sum over ``dim`` (all dims for None or []); float inputs, and bool inputs counted in int32."""
+    return _sum(self, dim, keepdim, dtype)
+
+
+@lowering("aten::sum", dtypes=None)
+def sum_all(self: torch.Tensor, *, dtype: torch.dtype | None = None) -> Any:
+    """Sum of all elements."""
+    return _sum(self, None, False, dtype)
+
+
+@lowering("aten::mean.dim", dtypes=U.FLOAT_DTYPES)
+def mean_dim(self: torch.Tensor, dim: Sequence[int] | None, keepdim: bool = False, *,
+             dtype: torch.dtype | None = None) -> Any:
+    """Mean over ``dim`` (all dims for None or [])."""
+    odt = _float_out(self, dtype)
+    if odt is None:
+        return decline("a non-float input or dtype=")
+    return _simple(self, dim, keepdim, odt, "sum", post="div", empty_value=math.nan)
+
+
+@lowering("aten::mean", dtypes=U.FLOAT_DTYPES)
+def mean_all(self: torch.Tensor, *, dtype: torch.dtype | None = None) -> Any:
+    """Mean of all elements."""
+    return mean_dim(self, None, False, dtype=dtype)
+
+
+@lowering("aten::prod.dim_int", dtypes=U.FLOAT_DTYPES)
+def prod_dim(self: torch.Tensor, dim: int, keepdim: bool = False, *, dtype: torch.dtype | None = None) -> Any:
+    """Product over one dim (fp32 on chip)."""
+    odt = _float_out(self, dtype)
+    if odt is None:
+        return decline("a non-float input or dtype=")
+    return _simple(self, [dim], keepdim, odt, "prod", empty_value=1.0)
+
+
+@lowering("aten::prod", dtypes=U.FLOAT_DTYPES)
+def prod_all(self: torch.Tensor, *, dtype: torch.dtype | None = None) -> Any:
+    """Product of all elements."""
+    odt = _float_out(self, dtype)
+    if odt is None:
+        return decline("a non-float input or dtype=")
+    return _simple(self, None, False, odt, "prod", empty_value=1.0)
+
+
+# --- amax / amin / max / min / argmax / argmin ---------------------------------------------------------------
+_MINMAX_DTYPES = (*U.FLOAT_DTYPES, torch.int32, torch.bool, *_SMALL_INTS)
+
+
+def _minmax(self: Any, dim: Any, keepdim: bool, op: str) -> Any:
+    """amax/amin/max/min; int64 inputs whose values fit int32 (a device check) reduce in int32, exactly."""
+    if U.is_trn(self) and self.dtype == torch.int64 and self.numel():
+        from stdlib_kernels.elementwise.pointwise import int64_ok
+
+        if not int64_ok(self, 2**31):
+            return decline("int64 values beyond 2^31")
+    return _simple(self, dim, keepdim, self.dtype, op, ints=True)
+
+
+@lowering("aten::amax", dtypes=_MINMAX_DTYPES + (torch.int64,))
+def amax(self: torch.Tensor, dim: Sequence[int] = (), keepdim: bool = False) -> Any:
+    """Maximum over ``dim`` (all dims for []); NaN propagates."""
+    return _minmax(self, dim, keepdim, "max")
+
+
+@lowering("aten::amin", dtypes=_MINMAX_DTYPES + (torch.int64,))
+def amin(self: torch.Tensor, dim: Sequence[int] = (), keepdim: bool = False) -> Any:
+    """Minimum over ``dim`` (all dims for [])."""
+    return _minmax(self, dim, keepdim, "min")
+
+
+@lowering("aten::max", dtypes=_MINMAX_DTYPES + (torch.int64,))
+def max_all(self: torch.Tensor) -> Any:
+    """Maximum of all elements (empty tensors are declined: torch raises)."""
+    return _minmax(self, None, False, "max")
+
+
+@lowering("aten::min", dtypes=_MINMAX_DTYPES + (torch.int64,))
+def min_all(self: torch.Tensor) -> Any:
+    """Minimum of all elements."""
+    return _minmax(self, None, False, "min")
+
+
+def _arg(self: Any, dim: int | None, keepdim: bool, op: str, with_values: bool) -> Any:
+    if not U.is_trn(self) or self.dtype not in _MINMAX_DTYPES + (torch.int64,) or self.is_conj() or self.is_neg():
+        return decline("self not a trn tensor of a supported dtype, or a conj/neg bit")
+    if self.dtype == torch.int64 and self.numel():
+        from stdlib_kernels.elementwise.pointwise import int64_ok
+
+        if not int64_ok(self, 2**31):
+            return decline("int64 values beyond 2^31 (int32 compares would wrap)")
+    nd = self.dim()
+    if dim is None:
+        red = list(range(nd))
+        shape = [1] * nd if keepdim else []
+    else:
+        if not -max(nd, 1) <= dim < max(nd, 1):
+            return decline("dim out of range: torch raises")
+        d = dim % max(nd, 1)
+        red = [d] if nd else []
+        shape = _out_shape(self, red, keepdim)
+    if U.prod(self.shape[d] for d in red) == 0 or self.numel() == 0:
+        return decline("an empty reduction: torch raises")
+    idx = torch.empty(shape, dtype=torch.int64, device="trn")
+    vals = torch.empty(shape, dtype=self.dtype, device="trn") if with_values else None
+    self = _widen(self)
+    r = U.prod(self.shape[d] for d in range(nd) if d not in red)
+    x2 = _as_rows(self, red) if nd else U.view(self, (1, 1), (1, 1), self.storage_offset())
+    v2 = U.view(vals, (r, 1), (1, 1), 0) if vals is not None else None
+    row_arg_reduce(x2, v2, U.view(idx, (r, 1), (1, 1), 0), op, "f32" if self.dtype.is_floating_point else "i32",
+                   T.tile_of(*x2.shape, U.FREE_CHUNK))
+    return (vals, idx) if with_values else idx
+
+
+@lowering("aten::max.dim", dtypes=None)
+def max_dim(self: torch.Tensor, dim: int, keepdim: bool = False) -> Any:
+    """``(values, indices)`` of the maximum along ``dim`` (first occurrence; NaN wins)."""
+    return _arg(self, dim, keepdim, "max", True)
+
+
+@lowering("aten::min.dim", dtypes=None)
+def min_dim(self: torch.Tensor, dim: int, keepdim: bool = False) -> Any:
+    """``(values, indices)`` of the minimum along ``dim``."""
+    return _arg(self, dim, keepdim, "min", True)
+
+
+@lowering("aten::argmax", dtypes=None)
+def argmax(self: torch.Tensor, dim: int | None = None, keepdim: bool = False) -> Any:
+    """Index of the first maximum (over the flattened tensor for ``dim=None``)."""
+    if self.dtype == torch.bool:
+        return decline("bool input: torch raises")
+    return _arg(self, dim, keepdim, "max", False)
+
+
+@lowering("aten::argmin", dtypes=None)
+def argmin(self: torch.Tensor, dim: int | None = None, keepdim: bool = False) -> Any:
+    """Index of the first minimum."""
+    if self.dtype == torch.bool:
+        return decline("bool input: torch raises")
+    return _arg(self, dim, keepdim, "min", False)
+
+
+# --- all / any ---------------------------------------------------------------------------------------------
+_LOGIC_DTYPES = (*U.FLOAT_DTYPES, torch.int32, torch.bool, *_SMALL_INTS)
+
+
+def _logic(self: Any, dim: Any, keepdim: bool, op: str) -> Any:
+    """all = min over (x != 0), any = max over (x != 0), as fp32 0/1 stored into a bool tensor."""
+    if not U.is_trn(self) or self.dtype not in _LOGIC_DTYPES:
+        return decline("self not a trn tensor of a supported dtype")
+    if isinstance(dim, int):
+        dim = [dim]
+    # dim=[] reduces nothing (torch: a no-op, the result is x != 0), unlike dim=None
+    red = [] if dim is not None and len(dim) == 0 else _dims(self, dim)
+    if red is None:
+        return decline("dims out of range or repeated: torch raises")
+    if self.dim() == 0 and dim:
+        red = []
+    # torch keeps uint8 for all/any of uint8 (a legacy rule), bool otherwise
+    out = torch.empty(_out_shape(self, red, keepdim), dtype=torch.uint8 if self.dtype == torch.uint8 else torch.bool,
+                      device="trn")
+    r = U.prod(self.shape[d] for d in range(self.dim()) if d not in red)
+    c = U.prod(self.shape[d] for d in red)
+    if r == 0:
+        return out
+    if c == 0:
+        return out.fill_(op == "all")
+    self = _widen(self)
+    x2 = _as_rows(self, red) if self.dim() else U.view(self, (1, 1), (1, 1), self.storage_offset())
+    o2 = U.view(out, (r, 1), (1, 1), 0)
+    _launch(x2, o2, "min" if op == "all" else "max", "nz", "none", 1.0, 0.0, "f32")
+    return out
+
+
+def _logic_into(self: Any, dim: Any, keepdim: bool, op: str, out: torch.Tensor | None) -> Any:
+    """``all``/``any`` with an optional ``out=``, which must be bool or uint8 as on the CPU (torch casts into it
+    and resizes it, warning when it had elements)."""
+    if out is None:
+        return _logic(self, dim, keepdim, op)
+    if out.dtype not in (torch.bool, torch.uint8):
+        name = {torch.int32: "Int", torch.int64: "Long", torch.float32: "Float", torch.int16: "Short",
+                torch.int8: "Char", torch.float16: "Half", torch.bfloat16: "BFloat16", torch.float64: "Double"}
+        raise RuntimeError(f"{op} only supports bool tensor for result, got: {name.get(out.dtype, out.dtype)}")
+    r = _logic(self, dim, keepdim, op)
+    if r is NotImplemented:
+        return r
+    if tuple(out.shape) != tuple(r.shape):
+        if out.numel():
+            warn_like_torch(f"An output with one or more elements was resized since it had shape {list(out.shape)}, "
+                            f"which does not match the required output shape {list(r.shape)}.")
+        out.resize_(r.shape)
+    return out.copy_(r)
+
+
+@lowering("aten::all", dtypes=_LOGIC_DTYPES)
+def all_all(self: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
+    """True when every element is nonzero."""
+    return _logic_into(self, None, False, "all", out)
+
+
+@lowering("aten::all.dim", dtypes=_LOGIC_DTYPES)
+def all_dim(self: torch.Tensor, dim: int, keepdim: bool = False, *, out: torch.Tensor | None = None) -> Any:
+    """``all`` along one dim."""
+    return _logic_into(self, dim, keepdim, "all", out)
+
+
+@lowering("aten::all.dims", dtypes=_LOGIC_DTYPES)
+def all_dims(self: torch.Tensor, dim: Sequence[int] | None = None, keepdim: bool = False, *,
+             out: torch.Tensor | None = None) -> Any:
+    """``all`` along several dims."""
+    return _logic_into(self, dim if dim is None or isinstance(dim, int) else list(dim), keepdim, "all", out)
+
+
+@lowering("aten::any", dtypes=_LOGIC_DTYPES)
+def any_all(self: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
+    """True when some element is nonzero."""
+    return _logic_into(self, None, False, "any", out)
+
+
+@lowering("aten::any.dim", dtypes=_LOGIC_DTYPES)
+def any_dim(self: torch.Tensor, dim: int, keepdim: bool = False, *, out: torch.Tensor | None = None) -> Any:
+    """``any`` along one dim."""
+    return _logic_into(self, dim, keepdim, "any", out)
+
+
+@lowering("aten::any.dims", dtypes=_LOGIC_DTYPES)
+def any_dims(self: torch.Tensor, dim: Sequence[int] | None = None, keepdim: bool = False, *,
+             out: torch.Tensor | None = None) -> Any:
+    """``any`` along several dims."""
+    return _logic_into(self, dim if dim is None or isinstance(dim, int) else list(dim), keepdim, "any", out)
+
+
+# all.dims_out / any.dims_out: not reached by the variant routing (all.out matches all.dims' argument names first)
+lowering("aten::all.dims_out", dtypes=_LOGIC_DTYPES, variants=False)(all_dims)
+lowering("aten::any.dims_out", dtypes=_LOGIC_DTYPES, variants=False)(any_dims)
+
+
+# --- norms / logsumexp -------------------------------------------------------------------------------------
+@lowering("aten::linalg_vector_norm", dtypes=U.FLOAT_DTYPES)
+def vector_norm(self: torch.Tensor, ord: Any = 2, dim: Sequence[int] | None = None, keepdim: bool = False, *,
+                dtype: torch.dtype | None = None) -> Any:
+    """``linalg.vector_norm`` for any real ``ord`` (2, 1, inf, -inf, 0, general p); fp32 on chip."""
+    odt = _float_out(self, dtype)
+    if odt is None or isinstance(ord, complex) or (isinstance(ord, torch.Tensor)):
+        return decline("a non-float input or dtype=, or a complex/tensor ord")
+    o = float(ord)
+    if math.isnan(o):
+        return decline("ord is NaN")
+    if self.numel() == 0 and o < 0:
+        return decline("a negative ord over an empty input: torch raises")
+    if o == math.inf:
+        return _simple(self, dim, keepdim, odt, "max", pre="abs")
+    if o == -math.inf:
+        return _simple(self, dim, keepdim, odt, "min", pre="abs")
+    if o == 0:
+        return _simple(self, dim, keepdim, odt, "sum", pre="nz", empty_value=0.0)
+    if o == 1:
+        return _simple(self, dim, keepdim, odt, "sum", pre="abs", empty_value=0.0)
+    if o == 2:
+        return _simple(self, dim, keepdim, odt, "sum", pre="sq", post="sqrt", empty_value=0.0)
+    return _simple(self, dim, keepdim, odt, "sum", pre="pow", post="root", p=o, empty_value=0.0)
+
+
+@lowering("aten::logsumexp", dtypes=U.FLOAT_DTYPES)
+def logsumexp(self: torch.Tensor, dim: Sequence[int], keepdim: bool = False) -> Any:
+    """``log(sum(exp(x)))`` over ``dim``, stabilised by the row max (inf-safe as torch is)."""
+    if isinstance(dim, int):
+        dim = [dim]
+    if self.dim() and not dim:
+        dim = list(range(self.dim()))
+    return _simple(self, dim, keepdim, self.dtype, "lse", empty_value=-math.inf)
+
+
+# --- var / std ---------------------------------------------------------------------------------------------
+def _var(self: Any, dim: Any, correction: Any, keepdim: bool, std: bool, with_mean: bool) -> Any:
+    if not U.is_trn(self) or self.dtype not in U.FLOAT_DTYPES or self.is_conj() or self.is_neg():
+        return decline("self not a float trn tensor, or a conj/neg bit")
+    red = _dims(self, dim)
+    if red is None:
+        return decline("dims out of range or repeated: torch raises")
+    corr = 1.0 if correction is None else float(correction)
+    shape = _out_shape(self, red, keepdim)
+    out = torch.empty(shape, dtype=self.dtype, device="trn")
+    mean = torch.empty(shape, dtype=self.dtype, device="trn") if with_mean else None
+    r = U.prod(self.shape[d] for d in range(self.dim()) if d not in red)
+    c = U.prod(self.shape[d] for d in red)
+    if (c if r else 0) - corr <= 0:  # torch's warning (an empty reduction, or a correction >= the count)
+        import warnings
+
+        fname = ("std" if std else "var") + ("_mean" if with_mean else "")
+        warnings.warn(f"{fname}(): degrees of freedom is <= 0. Correction should be strictly less than the reduction "
+                      "factor (input numel divided by output numel).", UserWarning, stacklevel=2)
+    if r == 0:
+        return (out, mean) if with_mean else out
+    if c == 0:  # an empty reduction: NaN, as torch fills it
+        out.fill_(math.nan)
+        return (out, mean.fill_(math.nan)) if with_mean else out
+    x2 = _as_rows(self, red) if self.dim() else U.view(self, (1, 1), (1, 1), self.storage_offset())
+    m2 = U.view(mean, (r, 1), (1, 1), 0) if mean is not None else None
+    row_var(x2, U.view(out, (r, 1), (1, 1), 0), m2, U.scalar_tensor(max(0.0, c - corr), torch.float32), std,
+            T.tile_of(*x2.shape, U.FREE_CHUNK), U.scalar_tensor(float(c), torch.float32))
+    return (out, mean) if with_mean else out
+
+
+@lowering("aten::var.correction", dtypes=U.FLOAT_DTYPES)
+def var(self: torch.Tensor, dim: Sequence[int] | None = None, *, correction: Any = None,
+        keepdim: bool = False) -> Any:
+    """Variance over ``dim`` with ``correction`` (default 1)."""
+    return _var(self, dim, correction, keepdim, False, False)
+
+
+@lowering("aten::std.correction", dtypes=U.FLOAT_DTYPES)
+def std(self: torch.Tensor, dim: Sequence[int] | None = None, *, correction: Any = None,
+        keepdim: bool = False) -> Any:
+    """Standard deviation over ``dim``."""
+    return _var(self, dim, correction, keepdim, True, False)
+
+
+@lowering("aten::var_mean.correction", dtypes=U.FLOAT_DTYPES)
+def var_mean(self: torch.Tensor, dim: Sequence[int] | None = None, *, correction: Any = None,
+             keepdim: bool = False) -> Any:
+    """``(var, mean)`` in one kernel."""
+    return _var(self, dim, correction, keepdim, False, True)
+
+
+@lowering("aten::std_mean.correction", dtypes=U.FLOAT_DTYPES)
+def std_mean(self: torch.Tensor, dim: Sequence[int] | None = None, *, correction: Any = None,
+             keepdim: bool = False) -> Any:
+    """``(std, mean)`` in one kernel."""
+    return _var(self, dim, correction, keepdim, True, True)

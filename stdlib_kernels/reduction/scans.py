@@ -1,0 +1,216 @@
+"""Scans along one dim: ``cumsum``, ``cumprod``, ``cummax`` / ``cummin`` (values and int64 indices),
+``logcumsumexp``.
+
+The scanned dim is the free axis of a strided view (``movedim``; a leading dim is a strided DMA,
+never a transpose); the other dims are rows tiled by 128 partitions. Each row tile walks the
+scanned dim in chunks with one Vector-engine ``tensor_tensor_scan`` per chunk, seeded with the
+last column of the previous chunk (the carry). The scan runs in fp32 and the store rounds to the
+output dtype.
+
+``cummax`` indices follow torch's rule (the latest position whose element is ``>=`` the running
+maximum, NaN wins): a position is a *record* when its element equals the running maximum (or is
+NaN); the index is a running max of ``where(record, position, -1)``, a second scan. The int32
+tile is stored into the int64 ``indices`` tensor (the DMA widens).
+
+Example:
+    >>> x = torch.randn(4096, 1024).to("trn")
+    >>> x.cumsum(1), x.cumprod(0), x.cummax(1)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+import trnlang as trn
+import trnlang.isa as isa
+import trnlang.language as tl
+from stdlib_kernels import _util as U
+from stdlib_kernels.tiling import col_chunks, row_tiles
+from trnlang.device import decline, lowering
+
+#: op -> (scan op0, scan operand a is the data?, initial carry). Scan: ``acc = (acc op0 a) op1 b``.
+_INIT = {"sum": 0.0, "prod": 1.0, "max": -math.inf, "min": math.inf}
+
+
+def _scan_rows(x: Any) -> Any:
+    """Yield ``(b, rows, row mask, C)`` for each row tile of a ``[(A,) R, C]`` scan input (trace time)."""
+    a = x.shape[0] if x.ndim == 3 else 1
+    r_dim, c_dim = x.shape[-2], x.shape[-1]
+    for b in tl.affine_range(a):
+        for rows, rm in row_tiles(r_dim):
+            yield b, rows, rm, c_dim
+
+
+def _at(t: Any, b: Any, rows: Any, cols: Any) -> Any:
+    return t[b, rows, cols] if t.ndim == 3 else t[rows, cols]
+
+
+def _step(t: Any, carry: Any, op: str) -> Any:
+    """One chunk's inclusive scan of ``t`` seeded with ``carry [P, 1]``."""
+    if op == "sum":
+        return isa.tensor_tensor_scan(1.0, t, carry, "multiply", "add")
+    alu = {"prod": "multiply", "max": "maximum", "min": "minimum"}[op]
+    return isa.tensor_tensor_scan(t, 0.0, carry, alu, "add")
+
+
+@trn.kernel
+def row_scan(x, out, idx, op, ints):
+    """Inclusive scan (``op``: sum/prod/max/min) of ``x [(A,) R, C]`` along C into ``out``.
+
+    ``idx`` (max/min only, else None): the index of the running extremum, as torch's cummax/cummin.
+    ``ints``: the output is an integer tensor (a count of a bool input; the fp32 scan is exact below 2^24).
+    """
+    for b, rows, rm, c_dim in _scan_rows(x):
+        p = rows.shape[0]
+        carry = tl.full((p, 1), _INIT[op], tl.float32)
+        cidx = tl.full((p, 1), -1.0, tl.float32)
+        for cols, m in col_chunks(c_dim, U.FREE_CHUNK, rm, loop=tl.sequential_range):
+            f = cols.shape[1]
+            t = tl.load(_at(x, b, rows, cols), mask=m).astype(tl.float32)
+            s = _step(t, carry, op)
+            tl.store(_at(out, b, rows, cols), s.astype(tl.int32) if ints else s, mask=m)
+            if idx is not None:
+                rec = (t == s) | (t != t)
+                pos = isa.iota(cols + 0 * rows, tl.float32)
+                si = isa.tensor_tensor_scan(tl.where(rec, pos, -1.0), 0.0, cidx, "maximum", "add")
+                tl.store(_at(idx, b, rows, cols), si.astype(tl.int32), mask=m)
+                cidx[...] = si[:, f - 1:f]
+            carry[...] = s[:, f - 1:f]
+
+
+@trn.kernel
+def row_logcumsumexp(x, out):
+    """Inclusive ``log(cumsum(exp(x)))`` of ``x [(A,) R, C]`` along C, computed stably (see the module doc)."""
+    for b, rows, rm, c_dim in _scan_rows(x):
+        p = rows.shape[0]
+        mcar = tl.full((p, 1), -math.inf, tl.float32)
+        scar = tl.zeros((p, 1), tl.float32)
+        for cols, m in col_chunks(c_dim, U.FREE_CHUNK, rm, loop=tl.sequential_range):
+            f = cols.shape[1]
+            t = tl.load(_at(x, b, rows, cols), mask=m).astype(tl.float32)
+            mx = isa.tensor_tensor_scan(t, 0.0, mcar, "maximum", "add")
+            prev = tl.ndarray((p, f), tl.float32)
+            prev[:, 0:1] = mcar
+            if f > 1:
+                prev[:, 1:f] = mx[:, 0:f - 1]
+            fin = tl.abs(mx) < math.inf
+            scale = tl.where(fin, tl.exp(prev - mx), 0.0)
+            term = tl.where(fin, tl.exp(t - mx), 0.0)
+            s = isa.tensor_tensor_scan(scale, term, scar, "multiply", "add")
+            res = tl.where(fin, tl.log(s) + mx, mx)
+            tl.store(_at(out, b, rows, cols), res, mask=m)
+            mcar[...] = mx[:, f - 1:f]
+            scar[...] = s[:, f - 1:f]
+
+
+def _last(t: torch.Tensor, dim: int) -> torch.Tensor:
+    if t.dim() == 0:
+        return U.view(t, (1,), (1,), t.storage_offset())
+    return t.movedim(dim, -1) if dim != t.dim() - 1 else t
+
+
+def _scan(self: Any, dim: int, op: str, out: torch.Tensor, idx: torch.Tensor | None) -> Any:
+    nd = max(self.dim(), 1)
+    d = dim % nd
+    ts = [self, out] + ([idx] if idx is not None else [])
+    if self.numel() == 0:
+        return out
+    for vs in U.row_views([_last(t, d) for t in ts]):
+        U.split_rows(row_scan, [vs[0], vs[1], vs[2] if idx is not None else None], op,
+                     not out.dtype.is_floating_point)
+    return out
+
+
+def _ok(self: Any, dim: int) -> bool:
+    nd = max(self.dim(), 1)
+    return (U.is_trn(self) and self.dtype in U.FLOAT_DTYPES and not self.is_conj() and not self.is_neg()
+            and -nd <= dim < nd)
+
+
+def _int64_cumsum(self: Any, dim: int, dtype: torch.dtype | None) -> Any:
+    """cumsum of an int64 tensor whose prefix sums provably stay below 2^24 (attention-mask positions, say):
+    the fp32 scan is then exact. A device check bounds the values; anything larger is declined."""
+    from stdlib_kernels.elementwise.pointwise import int64_ok
+
+    nd = max(self.dim(), 1)
+    if dtype not in (None, torch.int64) or not -nd <= dim < nd:
+        return decline("a dtype= other than int64, or dim out of range")
+    n = self.shape[dim] if self.dim() else 1
+    if self.numel() and not int64_ok(self, max(1, (1 << 24) // max(n, 1))):
+        return decline("int64 values whose prefix sums may reach 2^24 (the fp32 scan would not be exact)")
+    return _scan(self, dim, "sum", torch.empty(self.shape, dtype=torch.int64, device="trn"), None)
+
+
+def _cum(self: Any, dim: int, dtype: torch.dtype | None, op: str) -> Any:
+    if U.is_trn(self) and self.dtype == torch.int64 and op == "sum":
+        return _int64_cumsum(self, dim, dtype)
+    if U.is_trn(self) and self.dtype == torch.bool and dtype in (None, torch.int64, torch.int32) and op == "sum":
+        nd = max(self.dim(), 1)  # a running count: exact in the fp32 scan while the dim is < 2^24 long
+        if not -nd <= dim < nd or (self.dim() and self.shape[dim] >= 2 ** 24):
+            return decline("dim out of range, or a bool dim of 2^24 or more elements")
+        return _scan(self, dim, op, torch.empty(self.shape, dtype=dtype or torch.int64, device="trn"), None)
+    odt = dtype or self.dtype
+    if not _ok(self, dim) or odt not in U.FLOAT_DTYPES:
+        return decline("not a float trn tensor, dim out of range, or a non-float output dtype")
+    out = torch.empty(self.shape, dtype=odt, device="trn")
+    return _scan(self, dim, op, out, None)
+
+
+@lowering("aten::cumsum", dtypes=(*U.FLOAT_DTYPES, torch.bool, torch.int64, torch.int32))
+def cumsum(self: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None) -> Any:
+    """Inclusive prefix sum along ``dim`` (float inputs, and bool ones as int64 counts; integers are declined).
+
+    Example: ``torch.arange(6.).to("trn").cumsum(0)`` -> ``[0, 1, 3, 6, 10, 15]``.
+    """
+    return _cum(self, dim, dtype, "sum")
+
+
+@lowering("aten::cumprod", dtypes=U.FLOAT_DTYPES)
+def cumprod(self: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None) -> Any:
+    """Inclusive prefix product along ``dim``."""
+    return _cum(self, dim, dtype, "prod")
+
+
+def _helper(self: Any, values: Any, indices: Any, dim: int, op: str) -> Any:
+    if (not _ok(self, dim) or not U.is_trn(values) or not U.is_trn(indices) or values.dtype != self.dtype
+            or indices.dtype != torch.int64 or values.shape != self.shape or indices.shape != self.shape
+            or U.has_internal_overlap(values) or U.has_internal_overlap(indices)
+            or U.overlaps(values, self) or U.overlaps(indices, self) or U.overlaps(values, indices)):
+        return decline("not a float trn tensor, dim out of range, or values/indices out= of bad dtype/shape/overlap")
+    _scan(self, dim, op, values, indices)
+    return None
+
+
+@lowering("aten::_cummax_helper", dtypes=None, variants=False)
+def cummax_helper(self: torch.Tensor, values: torch.Tensor, indices: torch.Tensor, dim: int) -> Any:
+    """``torch.cummax``'s kernel: running maximum and the index where it was attained.
+
+    Example: ``torch.tensor([1., 3., 2., 3.]).to("trn").cummax(0)`` -> ``([1, 3, 3, 3], [0, 1, 1, 3])``.
+    """
+    return _helper(self, values, indices, dim, "max")
+
+
+@lowering("aten::_cummin_helper", dtypes=None, variants=False)
+def cummin_helper(self: torch.Tensor, values: torch.Tensor, indices: torch.Tensor, dim: int) -> Any:
+    """``torch.cummin``'s kernel: running minimum and its index."""
+    return _helper(self, values, indices, dim, "min")
+
+
+@lowering("aten::_logcumsumexp", dtypes=U.FLOAT_DTYPES)
+def logcumsumexp(self: torch.Tensor, dim: int) -> Any:
+    """``log(cumsum(exp(x)))`` along ``dim`` without overflow (torch's ``-inf`` / ``inf`` / NaN handling).
+
+    Example: ``torch.zeros(3).to("trn").logcumsumexp(0)`` -> ``[0, log 2, log 3]``.
+    """
+    if not _ok(self, dim):
+        return decline("not a float trn tensor (float32/bfloat16/float16), or dim out of range")
+    out = torch.empty(self.shape, dtype=self.dtype, device="trn")
+    if self.numel() == 0:
+        return out
+    d = dim % max(self.dim(), 1)
+    for vs in U.row_views([_last(t, d) for t in (self, out)]):
+        row_logcumsumexp(vs[0], vs[1])
+    return out

@@ -1,0 +1,644 @@
+"""Random numbers on ``trn`` from a counter-based generator computed in trnlang kernels.
+
+Every element draws from a hash of ``(key, element index)``: the index ``i`` (``base + row * d + col``) is
+keyed with a 64-bit key ``(k0, k1)`` as ``((i ^ k1) * 0x9e3779b1 + k0)`` (a bijection of the counter) and mixed
+by MurmurHash3's 32-bit finaliser (``fmix32``) on the Vector engine's integer ALU (int32 multiplies wrap;
+xor/and are bitwise). The language has no shift instruction, so the finaliser's
+logical right shift ``h >> s`` is computed exactly as ``((h & -2^s) * 2^-s) & (2^(32-s) - 1)`` through fp32
+(the masked value has at most ``32 - s <= 24`` significant bits, so the float round trip is exact).
+The low 24 bits of the hash give a uniform ``u = k / 2^24`` in ``[0, 1)``; normals use Box-Muller with a
+second hash of the same counter.
+
+The key (two int32 words) is drawn on the host from the device generator (``torch.trn.default_generator()``,
+seeded by ``torch.manual_seed`` / ``torch.trn.manual_seed``) or from the ``generator=`` argument: the same seed
+gives the same numbers, and each call advances the generator, so successive calls draw different streams.
+Keys travel as a ``[1, 2]`` device tensor (a runtime operand: a new key never recompiles). A result depends
+on the element's logical index only, so a non-contiguous ``self`` gets the same values as a contiguous one
+(generated contiguously, then copied into the view). The numbers differ from the CPU generator's (as CUDA's
+do); tests compare distributions.
+
+Lowered: ``uniform_``, ``normal_`` (and ``normal`` with tensor mean/std), ``bernoulli_`` (float and tensor
+``p``), ``random_`` (``from``/``to``, ranges up to 2^24; float64 outputs get the exact bit patterns of the
+int32 draws, see :func:`int_to_f64_words`: integers need no float64 arithmetic), ``exponential_``,
+``log_normal_``, ``geometric_``, ``cauchy_``, ``randperm`` (as an argsort of random keys), ``native_dropout``
+(mask and scaled output in one kernel), ``native_dropout_backward``, ``rrelu_with_noise`` (noise and output in
+one kernel; its backward decomposes), ``multinomial`` (Gumbel top-k without replacement, inverse-CDF counts
+with replacement) and, in :mod:`stdlib_kernels.nn.random_pool`, ``fractional_max_pool2d/3d`` (+ backward).
+
+Example:
+    >>> import torch
+    >>> torch.manual_seed(0)                                                  # doctest: +SKIP
+    >>> x = torch.rand(1000, device="trn")                                    # doctest: +SKIP
+    >>> y = torch.nn.functional.dropout(torch.ones(8, device="trn"), 0.5)     # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+import trnlang as trn
+import trnlang.language as tl
+from stdlib_kernels import _util as U
+from trnlang.device import decline, lowering
+
+FLOATS = (torch.float32, torch.bfloat16, torch.float16)
+_F = 512
+_BIG = 4096
+_INV24 = 1.0 / (1 << 24)
+
+
+def _srl(h: Any, s: int) -> Any:
+    """Logical ``h >> s`` of an int32 tile, exact via fp32 (``s >= 8``)."""
+    hi = (h & -(1 << s)).astype(tl.float32) * (1.0 / (1 << s))
+    return hi.astype(tl.int32) & ((1 << (32 - s)) - 1)
+
+
+def _fmix(h: Any) -> Any:
+    """MurmurHash3 ``fmix32`` (constants as signed int32)."""
+    h = h ^ _srl(h, 16)
+    h = h * -2048144789  # 0x85ebca6b
+    h = h ^ _srl(h, 13)
+    h = h * -1028477387  # 0xc2b2ae35
+    return h ^ _srl(h, 16)
+
+
+def _u24(h: Any) -> Any:
+    """Uniform in ``[0, 1)`` from the low 24 bits."""
+    return (h & 0xFFFFFF).astype(tl.float32) * _INV24
+
+
+@trn.kernel
+def rng(out, keys, params, x, out2, kind, base):
+    """Fill the 2-D view ``out [n, d]`` (element index ``base + r * d + c``) with draws of ``kind``.
+
+    ``params [1, 2]`` fp32: (a, b) of the distribution; ``x``: the ``p`` tensor (bernoulli) or the input
+    (dropout, rrelu) as a view shaped like ``out``; ``out2``: the dropout mask (bool) or rrelu's noise.
+    """
+    n, d = out.shape
+    p = min(128, n)
+    f = min(d, _F)
+    ragged = n % p != 0 or d % f != 0
+    k0 = tl.load(keys[0:1, 0:1])
+    k1 = tl.load(keys[0:1, 1:2])
+    a = tl.load(params[0:1, 0:1])
+    b = tl.load(params[0:1, 1:2])
+    for i in tl.affine_range(tl.cdiv(n, p)):
+        rows = i * p + tl.arange(p)[:, None]
+        for j in tl.affine_range(tl.cdiv(d, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            m = ((rows < n) & (cols < d)) if ragged else None
+            idx = tl.copy(base + rows * d + cols, dtype=tl.int32)
+            h = _fmix((idx ^ k1) * -1640531535 + k0)  # 0x9e3779b1: a keyed bijection of the counter, mixed
+            if kind == "uniform":  # a + (b - a) * u
+                res = a + (b - a) * _u24(h)
+            elif kind == "exp_open":  # -log(u) / a with u in (0, 1): never 0 (multinomial's Gumbel keys)
+                res = -tl.log(((h & 0xFFFFFF).astype(tl.float32) + 0.5) * _INV24) / a
+            elif kind == "uopen":  # u in (0, 1): never 0 nor 1
+                res = ((h & 0xFFFFFF).astype(tl.float32) + 0.5) * _INV24
+            elif kind == "normal":  # a + b * z (Box-Muller)
+                u1 = ((h & 0xFFFFFF) + 1).astype(tl.float32) * _INV24
+                u2 = _u24(_fmix(h ^ 1540483477))
+                z = tl.sqrt(tl.log(u1) * -2.0) * tl.cos(u2 * (2.0 * math.pi) - math.pi)
+                res = a + b * z
+            elif kind == "log_normal":  # exp(a + b * z)
+                u1 = ((h & 0xFFFFFF) + 1).astype(tl.float32) * _INV24
+                u2 = _u24(_fmix(h ^ 1540483477))
+                res = tl.exp(a + b * tl.sqrt(tl.log(u1) * -2.0) * tl.cos(u2 * (2.0 * math.pi) - math.pi))
+            elif kind == "geometric":  # max(1, ceil(log(u) / a)), a = log(1 - p), u in (0, 1)
+                uo = ((h & 0xFFFFFF).astype(tl.float32) + 0.5) * _INV24
+                res = tl.maximum(tl.ceil(tl.log(uo) / a), 1.0)
+            elif kind == "cauchy":  # a + b * tan(pi * (u - 1/2)), u in (0, 1)
+                uo = ((h & 0xFFFFFF).astype(tl.float32) + 0.5) * _INV24
+                res = a + b * tl.tan((uo - 0.5) * math.pi)
+            elif kind == "exponential":  # -log(1 - u) / a
+                res = -tl.log(1.0 - _u24(h)) / a
+            elif kind == "bernoulli":  # u < a
+                res = tl.where(_u24(h) < a, tl.ones((p, f), tl.float32), tl.zeros((p, f), tl.float32))
+            elif kind == "bernoulli_t":  # u < p[i]
+                pt = tl.load(x[rows, cols], mask=m).astype(tl.float32)
+                res = tl.where(_u24(h) < pt, tl.ones((p, f), tl.float32), tl.zeros((p, f), tl.float32))
+            elif kind == "randint":  # a + floor(u * b), b = range
+                v = tl.minimum(tl.floor(_u24(h) * b), b - 1.0)
+                res = v.astype(tl.int32) + a.astype(tl.int32)
+            elif kind == "rrelu":  # noise = u(a, b) where x <= 0 else 1 (into out2), out = x * noise
+                xt = tl.load(x[rows, cols], mask=m).astype(tl.float32)
+                noise = tl.where(xt <= 0.0, a + (b - a) * _u24(h), 1.0)
+                res = xt * noise
+                tl.store(out2[rows, cols], noise, mask=m)
+            else:  # dropout: keep with probability 1 - a, scale by b
+                keep = _u24(h) >= a
+                xt = tl.load(x[rows, cols], mask=m).astype(tl.float32)
+                res = tl.where(keep, xt * b, tl.zeros((p, f), tl.float32))
+                tl.store(out2[rows, cols], keep, mask=m)
+            tl.store(out[rows, cols], res, mask=m)
+
+
+@trn.kernel
+def dropout_bwd(g, mask, scale, out):
+    """``out = g * mask * scale`` over 2-D views (``scale``: a ``[1, 1]`` fp32 tensor)."""
+    n, d = out.shape
+    p = min(128, n)
+    f = min(d, U.FREE_CHUNK)
+    ragged = n % p != 0 or d % f != 0
+    s = tl.load(scale[0:1, 0:1])
+    for i in tl.affine_range(tl.cdiv(n, p)):
+        rows = i * p + tl.arange(p)[:, None]
+        for j in tl.affine_range(tl.cdiv(d, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            m = ((rows < n) & (cols < d)) if ragged else None
+            gt = tl.load(g[rows, cols], mask=m).astype(tl.float32)
+            mt = tl.load(mask[rows, cols], mask=m)
+            tl.store(out[rows, cols], tl.where(mt, gt * s, tl.zeros_like(gt)), mask=m)
+
+
+def _flat_views(t: torch.Tensor) -> list[tuple[torch.Tensor, int]]:
+    """2-D views of a contiguous tensor with the flat index of their first element."""
+    n = t.numel()
+    o = t.storage_offset()
+    if n >= _BIG:
+        cols = n // 128
+        vs = [(U.view(t, (128, cols), (cols, 1), o), 0)]
+        if n - 128 * cols:
+            vs.append((U.view(t, (1, n - 128 * cols), (0, 1), o + 128 * cols), 128 * cols))
+        return vs
+    return [(U.view(t, (1, n), (0, 1), o), 0)]
+
+
+def _keys(generator: Any) -> torch.Tensor | None:
+    """Two int32 key words drawn from the generator (advancing it), as a ``[1, 2]`` device tensor."""
+    if generator is None:
+        from trnlang.device import module
+
+        generator = module.default_generator()
+    elif not isinstance(generator, torch.Generator) or generator.device.type != "cpu":
+        return None
+    k = torch.randint(-2**31, 2**31 - 1, (1, 2), generator=generator, dtype=torch.int32)
+    return k.to("trn")
+
+
+def _params(a: float, b: float) -> torch.Tensor:
+    return torch.tensor([[float(a), float(b)]], dtype=torch.float32).to("trn")
+
+
+def _run(self: torch.Tensor, kind: str, a: float, b: float, generator: Any, x: torch.Tensor | None = None,
+         out2: torch.Tensor | None = None) -> Any:
+    """Fill ``self`` (any layout) with ``kind`` draws; returns ``self`` or NotImplemented."""
+    if not U.is_trn(self):
+        return decline("a tensor not on trn")
+    keys = _keys(generator)
+    if keys is None:
+        return decline("a generator that is not a CPU torch.Generator")
+    if self.numel() == 0:
+        return self
+    dst = self if self.is_contiguous() else torch.empty(self.shape, dtype=self.dtype, device="trn")
+    params = _params(a, b)
+    xs = _flat_views(x) if x is not None else None
+    ms = _flat_views(out2) if out2 is not None else None
+    for k, (v, base) in enumerate(_flat_views(dst)):
+        rng(v, keys, params, xs[k][0] if xs else None, ms[k][0] if ms else None, kind, base)
+    if dst is not self:
+        self.copy_(dst)
+    return self
+
+
+def _planes(self: torch.Tensor) -> torch.Tensor | None:
+    """The ``[..., 2]`` float32 real/imaginary planes of a complex64 ``trn`` tensor (None: not one)."""
+    if self.dtype != torch.complex64 or self.is_conj() or self.is_neg():
+        return None
+    return torch.view_as_real(self)
+
+
+@lowering("aten::uniform_", dtypes=(*FLOATS, torch.complex64))
+def uniform_(self: torch.Tensor, from_: float = 0.0, to: float = 1.0, *, generator: Any = None) -> Any:
+    """``self.uniform_(from, to)``: ``from + (to - from) * u``, ``u`` in ``[0, 1)`` with 24 random bits
+    (complex64: both planes, as torch)."""
+    if self.is_complex():
+        planes = _planes(self)
+        if planes is None:
+            return decline("a complex tensor other than complex64 (or a conj/neg bit)")
+        if uniform_(planes, from_, to, generator=generator) is NotImplemented:
+            return NotImplemented  # the planes' call recorded why
+        return self
+    if not (math.isfinite(from_) and math.isfinite(to)) or from_ > to:
+        return decline("invalid from/to: torch raises")
+    return _run(self, "uniform", from_, to, generator)
+
+
+@lowering("aten::normal_", dtypes=(*FLOATS, torch.complex64))
+def normal_(self: torch.Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Any = None) -> Any:
+    """``self.normal_(mean, std)`` by Box-Muller (complex64: both planes with ``std / sqrt(2)``, as torch)."""
+    if self.is_complex():
+        planes = _planes(self)
+        if planes is None:
+            return decline("a complex tensor other than complex64 (or a conj/neg bit)")
+        if normal_(planes, mean, std / math.sqrt(2.0), generator=generator) is NotImplemented:
+            return NotImplemented  # the planes' call recorded why
+        return self
+    if std < 0 or not math.isfinite(std):
+        return decline("invalid std: torch raises")
+    return _run(self, "normal", mean, std, generator)
+
+
+@lowering("aten::exponential_", dtypes=FLOATS)
+def exponential_(self: torch.Tensor, lambd: float = 1.0, *, generator: Any = None) -> Any:
+    """``self.exponential_(lambd)``: ``-log(1 - u) / lambd``."""
+    if not lambd > 0:
+        return decline("invalid lambd: torch raises")
+    return _run(self, "exponential", lambd, 0.0, generator)
+
+
+@lowering("aten::log_normal_", dtypes=FLOATS)
+def log_normal_(self: torch.Tensor, mean: float = 1.0, std: float = 2.0, *, generator: Any = None) -> Any:
+    """``self.log_normal_(mean, std)``: ``exp(mean + std * z)``."""
+    if not std > 0 or not math.isfinite(std):
+        return decline("invalid std: torch raises")
+    return _run(self, "log_normal", mean, std, generator)
+
+
+@lowering("aten::geometric_", dtypes=FLOATS)
+def geometric_(self: torch.Tensor, p: float, *, generator: Any = None) -> Any:
+    """``self.geometric_(p)``: trials to the first success, ``ceil(log(u) / log(1 - p))``."""
+    if not 0.0 < p <= 1.0:
+        return decline("invalid p: torch raises")
+    return _run(self, "geometric", math.log1p(-p) if p < 1.0 else -math.inf, 0.0, generator)
+
+
+@lowering("aten::cauchy_", dtypes=FLOATS)
+def cauchy_(self: torch.Tensor, median: float = 0.0, sigma: float = 1.0, *, generator: Any = None) -> Any:
+    """``self.cauchy_(median, sigma)``: ``median + sigma * tan(pi * (u - 1/2))``."""
+    if not sigma > 0:
+        return decline("invalid sigma: torch raises")
+    return _run(self, "cauchy", median, sigma, generator)
+
+
+_BERN_DTYPES = FLOATS + (torch.int32, torch.bool, torch.int64, torch.uint8, torch.int8, torch.int16)
+
+
+@lowering("aten::bernoulli_.float", dtypes=_BERN_DTYPES)
+def bernoulli_float(self: torch.Tensor, p: float = 0.5, *, generator: Any = None) -> Any:
+    """``self.bernoulli_(p)``: 1 where ``u < p`` (stored in ``self``'s dtype)."""
+    if not 0.0 <= p <= 1.0:
+        return decline("invalid p: torch raises")
+    return _run(self, "bernoulli", p, 0.0, generator)
+
+
+@lowering("aten::bernoulli_.Tensor", dtypes=_BERN_DTYPES)
+def bernoulli_tensor(self: torch.Tensor, p: torch.Tensor, *, generator: Any = None) -> Any:
+    """``self.bernoulli_(p)`` with a (broadcast) probability tensor on ``trn``."""
+    if not U.is_trn(p) or p.dtype not in FLOATS:
+        return decline("p not a floating trn tensor")
+    try:
+        pe = p.expand(self.shape)
+    except RuntimeError:
+        return decline("p does not broadcast: torch raises")
+    pc = pe.contiguous()
+    return _run(self, "bernoulli_t", 0.0, 0.0, generator, x=pc)
+
+
+_INT_LIMITS = {torch.int32: (-2**31, 2**31), torch.int64: (-2**63, 2**63), torch.int16: (-2**15, 2**15),
+               torch.int8: (-128, 128), torch.uint8: (0, 256), torch.float32: (-2**24, 2**24 + 1),
+               torch.float64: (-2**53, 2**53 + 1), torch.bfloat16: (-2**8, 2**8 + 1),
+               torch.float16: (-2**11, 2**11 + 1)}
+
+
+@trn.kernel
+def int_to_f64_words(x, lo, hi):
+    """The float64 bit patterns of int32 values ``|v| < 2^24`` (exact; integer ALU work, no float64 arithmetic).
+
+    ``v = (-1)^s 2^e (1 + m / 2^e)``: ``e`` counts the powers of two ``<= |v|``, the 52-bit mantissa field is
+    ``m * 2^(52 - e)``, split into its high 20 bits (``hi`` word, below the exponent ``1023 + e``) and low 32 bits
+    (``lo``, nonzero only for ``e > 20``; int32 multiplies wrap, giving the unsigned bits). All divisions are by
+    powers of two, so the fp32 steps are exact. ``x``, ``lo``, ``hi``: 2-D views of the same shape.
+    """
+    n, d = x.shape
+    p = min(128, n)
+    f = min(d, U.FREE_CHUNK)
+    ragged = n % p != 0 or d % f != 0
+    for i in tl.affine_range(tl.cdiv(n, p)):
+        rows = i * p + tl.arange(p)[:, None]
+        for j in tl.affine_range(tl.cdiv(d, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            m = ((rows < n) & (cols < d)) if ragged else None
+            v = tl.load(x[rows, cols], mask=m)
+            neg = v < 0
+            a = tl.where(neg, -v, v)
+            e = tl.zeros((p, f), tl.int32)
+            p2 = tl.ones((p, f), tl.int32)
+            for k in tl.static_range(1, 24):
+                ge = (a >= (1 << k)).astype(tl.int32)
+                e = e + ge
+                p2 = p2 + ge * (1 << (k - 1))
+            mf = (a - p2).astype(tl.float32)
+            pf = p2.astype(tl.float32)
+            hm = tl.floor(mf * float(1 << 20) / pf)
+            rem = mf - hm * (pf * (1.0 / (1 << 20)))
+            k2 = tl.minimum(float(2**51) / pf, float(1 << 30)).astype(tl.int32)
+            lo_w = (rem.astype(tl.int32) * k2) * 2
+            hi_w = (e + 1023) * (1 << 20) + hm.astype(tl.int32)
+            hi_w = tl.where(neg, hi_w | -2147483648, hi_w)
+            zero = a == 0
+            tl.store(lo[rows, cols], tl.where(zero, 0, lo_w), mask=m)
+            tl.store(hi[rows, cols], tl.where(zero, 0, hi_w), mask=m)
+
+
+def _random_f64(self: torch.Tensor, from_: int, span: int, generator: Any) -> Any:
+    """Integer draws into a float64 tensor: int32 draws, then their exact float64 bit patterns (the tensor seen
+    as int32 word pairs). No float64 arithmetic is involved: every value is an integer below 2^24."""
+    tmp = torch.empty(self.shape, dtype=torch.int32, device="trn")
+    if _run(tmp, "randint", from_, span, generator) is NotImplemented:
+        return NotImplemented
+    if self.numel() == 0:
+        return self
+    dst = self if self.is_contiguous() else torch.empty(self.shape, dtype=torch.float64, device="trn")
+    words = U.view(dst, (dst.numel(),), (1,), dst.storage_offset()).view(torch.int32)
+    for v, base in _flat_views(tmp):
+        r, c = v.shape
+        rs = v.stride(0) * 2
+        off = words.storage_offset() + 2 * base
+        int_to_f64_words(v, U.view(words, (r, c), (rs, 2), off), U.view(words, (r, c), (rs, 2), off + 1))
+    if dst is not self:
+        self.copy_(dst)
+    return self
+
+
+@lowering("aten::random_.from", dtypes=(*_INT_LIMITS, torch.bool))
+def random_from(self: torch.Tensor, from_: int, to: int | None = None, *, generator: Any = None) -> Any:
+    """``self.random_(from, to)``: integers uniform in ``[from, to)`` (``|from|`` and the range up to 2^24)."""
+    if to is None:
+        return decline("random_(from) without to")
+    if self.dtype == torch.bool:  # draws of 0/1 made as uint8, then converted (make_tensor builds bools so)
+        if not (0 <= from_ < to <= 2) or not U.is_trn(self):
+            return decline("bool draws outside [0, 2) or a tensor not on trn")
+        tmp = torch.empty(self.shape, dtype=torch.uint8, device="trn")
+        if random_from(tmp, from_, to, generator=generator) is NotImplemented:
+            return NotImplemented
+        return self.copy_(tmp)
+    lo, hi = _INT_LIMITS[self.dtype]
+    if not (lo <= from_ < to <= hi) or to - from_ > 1 << 24 or abs(from_) > 1 << 24:
+        return decline("range beyond the dtype or wider than 2^24")
+    if self.dtype == torch.float64:
+        if max(abs(from_), abs(to - 1)) >= 1 << 24 or not U.is_trn(self):
+            return decline("float64 draws of magnitude 2^24 or more")
+        return _random_f64(self, from_, to - from_, generator)
+    return _run(self, "randint", from_, to - from_, generator)
+
+
+@lowering("aten::random_.to", dtypes=(*_INT_LIMITS, torch.bool))
+def random_to(self: torch.Tensor, to: int, *, generator: Any = None) -> Any:
+    """``self.random_(to)``: integers uniform in ``[0, to)``."""
+    return random_from(self, 0, to, generator=generator)
+
+
+@lowering("aten::native_dropout", dtypes=FLOATS)
+def native_dropout(input: torch.Tensor, p: float, train: bool | None = None) -> Any:
+    """``(output, mask)``: ``mask = u >= p`` (bool), ``output = input * mask / (1 - p)`` in one kernel."""
+    if not U.is_trn(input) or not 0.0 <= p <= 1.0:
+        return decline("input not on trn or invalid p")
+    if train is False:
+        return input.clone(), torch.ones(input.shape, dtype=torch.bool, device="trn")
+    x = input if input.is_contiguous() else input.contiguous()
+    out = torch.empty(input.shape, dtype=input.dtype, device="trn")
+    mask = torch.empty(input.shape, dtype=torch.bool, device="trn")
+    scale = 1.0 / (1.0 - p) if p < 1.0 else 0.0
+    r = _run(out, "dropout", p, scale, None, x=x, out2=mask)
+    if r is NotImplemented:
+        return r
+    return out, mask
+
+
+@lowering("aten::native_dropout_backward", dtypes=FLOATS + (torch.bool,))
+def native_dropout_backward(grad_output: torch.Tensor, mask: torch.Tensor, scale: float) -> Any:
+    """``grad_output * mask * scale``."""
+    if not (U.is_trn(grad_output) and U.is_trn(mask)) or mask.dtype != torch.bool \
+            or grad_output.dtype not in FLOATS or mask.shape != grad_output.shape:
+        return decline("mask or grad of another dtype, shape or device")
+    g = grad_output if grad_output.is_contiguous() else grad_output.contiguous()
+    mk = mask if mask.is_contiguous() else mask.contiguous()
+    out = torch.empty(g.shape, dtype=g.dtype, device="trn")
+    if out.numel() == 0:
+        return out
+    s = U.scalar_tensor(float(scale), torch.float32)
+    for (gv, _), (mv, _), (ov, _) in zip(_flat_views(g), _flat_views(mk), _flat_views(out)):
+        dropout_bwd(gv, mv, s, ov)
+    return out
+
+
+def _normal_tensor(mean: Any, std: Any, generator: Any, out: torch.Tensor | None) -> Any:
+    """``mean + std * z`` with tensor mean and/or std: standard normals, then the pointwise kernels."""
+    ts = [t for t in (mean, std) if isinstance(t, torch.Tensor)]
+    if not all(U.is_trn(t) and t.dtype in FLOATS for t in ts):
+        return decline("mean/std not floating trn tensors")
+    if isinstance(std, torch.Tensor):
+        if std.numel() and float(std.amin()) < 0:
+            return decline("negative std: torch raises")
+    elif std < 0:
+        return decline("negative std: torch raises")
+    shape = torch.broadcast_shapes(*[t.shape for t in ts])
+    dtype = mean.dtype if isinstance(mean, torch.Tensor) else std.dtype
+    if out is None:
+        out = torch.empty(shape, dtype=dtype, device="trn")
+    elif not (U.is_trn(out) and out.dtype == dtype and tuple(out.shape) == tuple(shape)):
+        return decline("out= of another device, dtype or shape")
+    if _run(out, "normal", 0.0, 1.0, generator) is NotImplemented:
+        return NotImplemented
+    if out.numel():
+        out.mul_(std).add_(mean)
+    return out
+
+
+@lowering("aten::normal.Tensor_float", dtypes=FLOATS)
+def normal_tensor_float(mean: torch.Tensor, std: float = 1.0, *, generator: Any = None,
+                        out: torch.Tensor | None = None) -> Any:
+    """``torch.normal(mean_tensor, std)``."""
+    return _normal_tensor(mean, std, generator, out)
+
+
+@lowering("aten::normal.float_Tensor", dtypes=FLOATS)
+def normal_float_tensor(mean: float, std: torch.Tensor, *, generator: Any = None,
+                        out: torch.Tensor | None = None) -> Any:
+    """``torch.normal(mean, std_tensor)``."""
+    return _normal_tensor(mean, std, generator, out)
+
+
+@lowering("aten::normal.Tensor_Tensor", dtypes=FLOATS)
+def normal_tensor_tensor(mean: torch.Tensor, std: torch.Tensor, *, generator: Any = None,
+                         out: torch.Tensor | None = None) -> Any:
+    """``torch.normal(mean_tensor, std_tensor)`` (broadcast)."""
+    return _normal_tensor(mean, std, generator, out)
+
+
+@lowering("aten::randperm.generator_out", dtypes=(torch.int64,))
+def randperm_out(n: int, *, generator: Any = None, out: torch.Tensor) -> Any:
+    """``torch.randperm(n)`` for ``n`` up to the sort family's row limit: argsort of uniform keys (a stable sort
+    of 24-bit keys; ties keep index order, a bias of order ``n / 2^24``)."""
+    from stdlib_kernels.reduction import sort
+    from stdlib_kernels.tensor import movement
+
+    if not U.is_trn(out) or out.dtype != torch.int64 or not 0 <= n <= sort.MAX_SORT:
+        return decline("more elements than the sort kernel takes, or out= not int64 on trn")
+    if tuple(out.shape) != (n,):
+        out.resize_((n,))
+    if n == 0:
+        return out
+    keys = torch.empty((n,), dtype=torch.float32, device="trn")
+    if _run(keys, "uniform", 0.0, 1.0, generator) is NotImplemented:
+        return NotImplemented
+    _, idx = torch.sort(keys, stable=True)
+    movement.move(out, idx)
+    return out
+
+
+# --- rrelu ---------------------------------------------------------------------------------------------------
+def _rrelu(self: Any, noise: Any, lower: Any, upper: Any, training: bool, generator: Any,
+           out: torch.Tensor | None) -> Any:
+    """``rrelu_with_noise`` into ``out`` (a new tensor for None): training draws ``noise`` (``U(lower, upper)``
+    where ``self <= 0``, else 1) and returns ``self * noise`` in one kernel; eval is ``leaky_relu`` with the
+    mean slope (``noise`` untouched), as torch's CPU kernel."""
+    lo, hi = U.scalar_value(lower), U.scalar_value(upper)
+    if not (U.is_trn(self) and U.is_trn(noise)) or self.dtype not in FLOATS or noise.dtype != self.dtype \
+            or not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)) \
+            or tuple(noise.shape) != tuple(self.shape):
+        return decline("invalid arguments: torch raises")
+    lo, hi = float(lo), float(hi)
+    if out is not None and (not U.is_trn(out) or out.dtype != self.dtype):
+        return decline("out= of another device or dtype")
+    if not training:
+        slope = (lo + hi) / 2
+        if out is None:
+            return torch.nn.functional.leaky_relu(self, slope)
+        return torch.ops.aten.leaky_relu.out(self, slope, out=out)
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi) or not noise.is_contiguous() \
+            or U.overlaps(noise, self) or (out is not None and U.overlaps(noise, out)):
+        return decline("non-finite bounds, non-contiguous noise or overlapping tensors")
+    if out is None:
+        out = torch.empty(self.shape, dtype=self.dtype, device="trn")
+    elif tuple(out.shape) != tuple(self.shape):
+        out.resize_(self.shape)
+    if out is not self and U.overlaps(out, self):
+        x = self.clone()  # a partly aliased out= must not be read after it is written
+    else:
+        x = self.contiguous()  # in place on a contiguous self: each element is read before it is written
+    return _run(out, "rrelu", lo, hi, generator, x=x, out2=noise)
+
+
+@lowering("aten::rrelu_with_noise", dtypes=FLOATS)
+def rrelu_with_noise(self: torch.Tensor, noise: torch.Tensor, lower: Any = 0.125, upper: Any = 1.0 / 3.0,
+                     training: bool = False, generator: Any = None) -> Any:
+    """``F.rrelu(x, lower, upper, training)``: randomized leaky ReLU (writes ``noise`` for the backward)."""
+    return _rrelu(self, noise, lower, upper, training, generator, None)
+
+
+@lowering("aten::rrelu_with_noise_", dtypes=FLOATS)
+def rrelu_with_noise_(self: torch.Tensor, noise: torch.Tensor, lower: Any = 0.125, upper: Any = 1.0 / 3.0,
+                      training: bool = False, generator: Any = None) -> Any:
+    """``F.rrelu(x, ..., inplace=True)``."""
+    return _rrelu(self, noise, lower, upper, training, generator, self)
+
+
+@lowering("aten::rrelu_with_noise.out", dtypes=FLOATS)
+def rrelu_with_noise_out(self: torch.Tensor, noise: torch.Tensor, lower: Any = 0.125, upper: Any = 1.0 / 3.0,
+                         training: bool = False, generator: Any = None, *, out: torch.Tensor) -> Any:
+    """``rrelu_with_noise(..., out=out)``."""
+    return _rrelu(self, noise, lower, upper, training, generator, out)
+
+
+# --- multinomial ---------------------------------------------------------------------------------------------
+@trn.kernel
+def multinomial_rep(cdf, u, out, by_cat):
+    """Inverse-CDF draws with replacement: ``out[r, s] = #{j < C - 1 : cdf[r, j] < u[r, s] * cdf[r, C - 1]}``.
+
+    ``cdf [R, C]``: running sums of the probabilities (fp32, ``C >= 2``); ``u [R, S]``: uniforms in (0, 1);
+    ``out [R, S]`` int64 (stored from int32 tiles). The last bucket is never counted, so the result is at most
+    ``C - 1`` (torch forces the last normalised running sum to 1), and a zero-probability category (an equal
+    running sum) is never drawn. ``by_cat``: samples on the free axis, one compare per category (few
+    categories); else categories on the free axis, one masked count per sample (few samples).
+    """
+    r_dim, c_dim = cdf.shape
+    s_dim = u.shape[1]
+    p = min(128, r_dim)
+    one = tl.arange(1)[None, :]
+    for i in tl.affine_range(tl.cdiv(r_dim, p)):
+        rows = i * p + tl.arange(p)[:, None]
+        rm = rows < r_dim
+        total = tl.load(cdf[rows, one + (c_dim - 1)], mask=rm)
+        if by_cat:
+            f = min(s_dim, 512)
+            for j in tl.affine_range(tl.cdiv(s_dim, f)):
+                cols = j * f + tl.arange(f)[None, :]
+                m = rm & (cols < s_dim)
+                ut = tl.load(u[rows, cols], mask=m) * total
+                cnt = tl.zeros((p, f), tl.float32)
+                for k in tl.sequential_range(c_dim - 1):
+                    ck = tl.load(cdf[rows, one + k], mask=rm)
+                    cnt[...] = cnt + (ck < ut).astype(tl.float32)
+                tl.store(out[rows, cols], cnt.astype(tl.int32), mask=m)
+        else:
+            f = min(c_dim - 1, U.FREE_CHUNK)
+            for s in tl.sequential_range(s_dim):
+                ut = tl.load(u[rows, one + s], mask=rm) * total
+                cnt = tl.zeros((p, 1), tl.float32)
+                for j in tl.sequential_range(tl.cdiv(c_dim - 1, f)):
+                    cols = j * f + tl.arange(f)[None, :]
+                    t = tl.load(cdf[rows, cols], mask=rm & (cols < c_dim - 1), other=math.inf)
+                    cnt[...] = cnt + tl.sum((t < ut).astype(tl.float32), axis=1, keepdims=True)
+                tl.store(out[rows, one + s], cnt.astype(tl.int32), mask=rm)
+
+
+def _multinomial(self: Any, n: int, replacement: bool, generator: Any, out: torch.Tensor | None) -> Any:
+    """``torch.multinomial`` as torch's CPU computes it: without replacement (or one draw) the Gumbel trick
+    ``topk(p / q)``, ``q ~ Exp(1)`` (native exponential_, div, argmax/topk); with replacement inverse-CDF
+    draws (native cumsum, then :func:`multinomial_rep`). Invalid arguments are declined (torch raises)."""
+    if not U.is_trn(self) or self.dtype not in FLOATS or self.dim() not in (1, 2) or not isinstance(n, int):
+        return decline("probabilities not a 1-D/2-D floating trn tensor")
+    c = self.shape[-1]
+    if n <= 0 or c == 0 or (not replacement and n > c) or c > 1 << 24:
+        return decline("invalid sample count or more than 2^24 categories")
+    if out is not None and (not U.is_trn(out) or out.dtype != torch.int64):
+        return decline("out= not int64 on trn")
+    if self.numel() and not bool(((self.amin() >= 0) & (self.amax() < math.inf)
+                                  & (self.sum(-1) > 0).all()).item()):
+        return decline("negative, inf or NaN probabilities or a zero row: torch raises")
+    shape = (*self.shape[:-1], n)
+    if out is None:
+        out = torch.empty(shape, dtype=torch.int64, device="trn")
+    elif tuple(out.shape) != shape:
+        out.resize_(shape)
+    if out.numel() == 0:
+        return out
+    if not replacement or n == 1:
+        # q > 0 always (an open-interval uniform): a q of 0 would turn a zero probability into 0/0 = NaN, which
+        # argmax/topk would pick (torch's CPU has that risk at 2^-53 per element; 24 random bits would make it real)
+        q = torch.empty(self.shape, dtype=self.dtype, device="trn")
+        if _run(q, "exp_open", 1.0, 0.0, generator) is NotImplemented:
+            return NotImplemented
+        q = torch.div(self, q)
+        res = q.argmax(-1, keepdim=True) if n == 1 else torch.topk(q, n).indices
+        out.copy_(res)
+        return out
+    rows = self.numel() // c
+    o2 = out if out.is_contiguous() else torch.empty(shape, dtype=torch.int64, device="trn")
+    if c == 1:
+        o2.zero_()
+    else:
+        cdf = torch.cumsum(self.reshape(rows, c), -1, dtype=torch.float32)
+        u = torch.empty((rows, n), dtype=torch.float32, device="trn")
+        if _run(u, "uopen", 0.0, 1.0, generator) is NotImplemented:
+            return NotImplemented
+        multinomial_rep(cdf, u, o2.view(rows, n), c - 1 <= n)
+    if o2 is not out:
+        out.copy_(o2)
+    return out
+
+
+@lowering("aten::multinomial", dtypes=FLOATS + (torch.int64,))
+def multinomial(self: torch.Tensor, num_samples: int, replacement: bool = False, *, generator: Any = None,
+                out: torch.Tensor | None = None) -> Any:
+    """``torch.multinomial(probs, num_samples, replacement)``: int64 category indices per row of ``probs``."""
+    return _multinomial(self, num_samples, replacement, generator, out)
+
+
+# RNG-driven pooling lives in its own module (this one stays short); importing it registers its lowerings.
+from stdlib_kernels.nn import random_pool  # noqa: E402, F401
