@@ -19,6 +19,9 @@ import trnlang as trn
 import trnlang.language as tl
 from codegen.lowering import gemm_collapse
 from codegen.lowering.kernel import llvm_ir_text
+from tests.codegen.test_matmul_operands import (
+    mm_transpose_x as mm_grid_tn,  # bench_jit's kernel: one program per 128 rows
+)
 
 
 @trn.kernel
@@ -41,23 +44,6 @@ def mm_nest(a, b, out, scale):
                 acc += tl.matmul(at, bt)
             res = acc if scale == 1.0 else tl.copy(acc) * scale
             tl.store(out[im, jn], res, mask=(im < m) & (jn < n) if ragged else None)
-
-
-@trn.kernel
-def mm_grid_tn(a_t, b, out):
-    """out = a_t.T @ b, one program per 128 rows, [K, M] stationary tiles (bench_jit's kernel)."""
-    k_dim = a_t.shape[0]
-    n_dim = b.shape[1]
-    m = tl.program_id(0)
-    im = m * 128 + tl.arange(128)[None, :]
-    om = m * 128 + tl.arange(128)[:, None]
-    for n in tl.affine_range(tl.cdiv(n_dim, 256)):
-        jn = n * 256 + tl.arange(256)[None, :]
-        acc = tl.zeros((128, 256), tl.float32, buffer=tl.psum)
-        for k in tl.affine_range(tl.cdiv(k_dim, 128)):
-            ik = k * 128 + tl.arange(128)[:, None]
-            acc += tl.matmul(tl.load(a_t[ik, im]), tl.load(b[ik, jn]), transpose_x=True)
-        tl.store(out[om, jn], acc)
 
 
 @trn.kernel
