@@ -40,8 +40,10 @@ lowering:
    says ``kind: kernel`` with the source location of our function.
 
 Registration is process-global (torch.library kernels cannot be removed), which
-is fine in a script; a real contribution goes into ``stdlib_kernels/`` (imported
-when the device registers) with tests, and the full coverage report is
+is fine in a script; a real contribution goes into its family's sub-package of
+``stdlib_kernels/`` (``elementwise/``, ``reduction/``, ``nn/``, ...; a new module is
+added to ``FAMILIES`` in ``stdlib_kernels/__init__.py``, imported when the device
+registers) with tests, and the full coverage report is
 regenerated with ``trn coverage`` (``trn coverage --ops logaddexp --no-md``
 checks a single OpInfo in a few seconds; it runs in its own process, so it only
 sees lowerings in ``stdlib_kernels/``; here we call the same
