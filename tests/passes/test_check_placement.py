@@ -27,7 +27,7 @@ def test_gathered_access_is_checked(dump_after) -> None:
 def test_masked_tiles_need_no_check(dump_after) -> None:
     x = torch.randn(200, 64)
     out, plan = dump_after("check_placement", vector_add.trace(x, x, torch.empty(200, 64)))
-    filecheck(out, "CHECK: IR after check_placement\nCHECK-NOT: check")
+    filecheck(out, "CHECK: IR after check_placement\nCHECK-NOT: check access")
     assert not plan.access_checks and not plan.region_checks
 
 
