@@ -467,19 +467,20 @@ def has_zero(t: torch.Tensor) -> bool:
 
 
 def _kernel_op(op: str, o: Operands, rdt: torch.dtype, compute: str, int_scalar_divisor: bool, float_only: bool
-               ) -> str | None:
-    """The ``BINARY_OPS`` entry running ``op`` in ``compute`` (the integer / half-precision variant of a division),
-    or None: :func:`run_binary` declines (integer arithmetic for ``float_only``, an integer division by zero)."""
+               ) -> tuple[str | None, str]:
+    """``(the BINARY_OPS entry running op in compute, "")`` (the integer / half-precision variant of a division),
+    or ``(None, why)``: :func:`run_binary` declines (integer arithmetic for ``float_only``, an integer division by
+    zero)."""
     if compute == "i32":
         if float_only:
-            return None
+            return None, "integer operands of an op computed in floating point only"
         if int_scalar_divisor and (o.values[1] == 0 if o.full[1] is None else has_zero(o.full[1])):
-            return None  # an integer division by zero raises: the CPU fallback gives torch's error
+            return None, "an integer division by zero: torch raises"
         if op.startswith("div_"):
             op += "_i"
     elif op.startswith("div_") and rdt in (torch.bfloat16, torch.float16):
         op += "_bf16" if rdt == torch.bfloat16 else "_f16"
-    return op
+    return op, ""
 
 
 def run_binary(op: str, self: Any, other: Any, out: torch.Tensor | None, *, alpha: Any = None,
@@ -494,20 +495,20 @@ def run_binary(op: str, self: Any, other: Any, out: torch.Tensor | None, *, alph
     """
     o = classify((self, other))
     if o is None:
-        return NotImplemented
+        return decline("an operand neither a trn tensor of a supported dtype nor a real number")
     common = torch.result_type(self, other)
     rdt = rdt or common
     if rdt not in RESULT_DTYPES or common not in RESULT_DTYPES:
-        return NotImplemented
+        return decline("a result dtype the kernels do not store (float64, complex)")
     if compute is None:
         compute = "f32" if common.is_floating_point else "i32"
-    kop = _kernel_op(op, o, rdt, compute, int_scalar_divisor, float_only)
+    kop, why = _kernel_op(op, o, rdt, compute, int_scalar_divisor, float_only)
     if kop is None:
-        return NotImplemented
+        return decline(why)
     op = kop
     if alpha is not None and alpha != 1:
         if isinstance(alpha, complex) or (compute == "i32" and not isinstance(alpha, int)):
-            return NotImplemented
+            return decline("a complex alpha, or a non-integer alpha with integer operands")
     else:
         alpha = None
     if common in (torch.bfloat16, torch.float16) and op not in _OPMATH_SCALAR:
@@ -519,17 +520,18 @@ def run_binary(op: str, self: Any, other: Any, out: torch.Tensor | None, *, alph
     if any(t.dtype == torch.int64 for t in ops) or rdt == torch.int64:
         bound = i64_bound(op, compute, alpha)
         if bound is None:
-            return NotImplemented
+            return decline("int64 operands of an op whose int32 result may not be exact")
     shape = broadcast_shape(ops)
     if shape is None:
-        return NotImplemented  # the CPU fallback raises torch's own error
+        return decline("operands do not broadcast: torch raises")
     res = prepare_out(shape, rdt, ops, out)
     if res is None:
-        return NotImplemented
+        return decline("out= not a trn tensor of the result's shape and a castable dtype, expanded, or overlapping "
+                       "an input")
     if res.numel() == 0:
         return res
     if bound is not None and not ints_in_range(o, bound):
-        return NotImplemented
+        return decline("integer values beyond the range the int32 arithmetic computes exactly")
     return _launch_binary(op, o, shape, compute, alpha, res)
 
 
@@ -537,10 +539,10 @@ def _launch_binary(op: str, o: Operands, shape: tuple[int, ...], compute: str, a
     """Launch ``BINARY_OPS[op]`` into ``res`` (NotImplemented: a scalar or ``alpha`` does not fit ``compute``)."""
     scal = to_scalars(o, shape, (compute, compute))
     if scal is None:
-        return NotImplemented
+        return decline("a scalar operand not representable in the compute type")
     alpha_t = scalar_operand(alpha, compute) if alpha is not None else None
     if alpha is not None and alpha_t is None:
-        return NotImplemented
+        return decline("alpha not representable in the compute type")
     launch(elementwise, op, o.full, scal, alpha_t, res, compute)
     return res
 
@@ -605,7 +607,7 @@ def sub(self: Any, other: Any, *, alpha: Any = 1, out: torch.Tensor | None = Non
     if _is_complex(self) or _is_complex(other) or _is_complex(out):
         return _complex_add(self, other, alpha, out, -1)
     if torch.result_type(self, other) == torch.bool:
-        return NotImplemented  # torch raises for bool subtraction
+        return decline("bool subtraction: torch raises")
     return _binary("sub", self, other, alpha, out)
 
 
@@ -641,7 +643,7 @@ def div_mode(self: Any, other: Any, *, rounding_mode: str | None = None, out: to
     if rounding_mode is None:
         return _binary("div", self, other, None, out)
     if rounding_mode not in ("trunc", "floor"):
-        return NotImplemented
+        return decline("a rounding_mode other than None, 'trunc' or 'floor': torch raises")
     return run_binary("div_" + rounding_mode, self, other, out, int_scalar_divisor=True)
 
 
@@ -670,14 +672,15 @@ def _pow(self: Any, exponent: Any, out: torch.Tensor | None) -> Any:
         # integer powers wrap around: exact only as int32 multiplications, so a small non-negative number
         # exponent (square-and-multiply, one kernel per exponent); negative ones raise (left to torch)
         if rdt == torch.bool:
-            return NotImplemented
+            return decline("a bool power")
         if U.is_trn(exponent):  # a tensor of exponents: all 31 bits
             if U.is_trn(self):
                 return run_binary("ipow_t", self, exponent, out, rdt=rdt)
             return run_binary("ripow_t", exponent, self, out, rdt=rdt)
         k = U.scalar_value(exponent)
         if not U.is_trn(self) or not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= _MAX_INT_EXPONENT:
-            return NotImplemented
+            return decline("an integer power whose exponent is not a Python int in [0, 64] (negative ones raise in "
+                           "torch)")
         return run_binary(f"ipow:{k}", self, 0, out, rdt=rdt)
     if U.is_trn(exponent) and not U.is_trn(self):
         return run_binary("rpow", exponent, self, out, rdt=rdt)
@@ -694,7 +697,7 @@ def pow_tt(self: Any, exponent: Any, *, out: torch.Tensor | None = None) -> Any:
 def pow_ts(self: Any, exponent: Any, *, out: torch.Tensor | None = None) -> Any:
     """``self ** exponent`` (a Python-number exponent)."""
     if isinstance(exponent, complex):
-        return NotImplemented
+        return decline("a complex exponent")
     return _pow(self, exponent, out)
 
 
@@ -702,7 +705,7 @@ def pow_ts(self: Any, exponent: Any, *, out: torch.Tensor | None = None) -> Any:
 def pow_s(self: Any, exponent: Any, *, out: torch.Tensor | None = None) -> Any:
     """``self ** exponent`` (a Python-number base)."""
     if isinstance(self, complex):
-        return NotImplemented
+        return decline("a complex base")
     return _pow(self, exponent, out)
 
 
@@ -716,7 +719,7 @@ def _simple(op: str, name: str, doc: str, *, float_only: bool = False, divisor: 
                 rdt = torch.get_default_dtype()
             return run_binary(op, self, other, out, rdt=rdt, compute="f32")
         if torch.result_type(self, other) == torch.bool and op in ("fmod", "remainder"):
-            return NotImplemented
+            return decline("bool fmod/remainder: torch raises")
         return run_binary(op, self, other, out, float_only=float_only, int_scalar_divisor=divisor)
 
     lower.__name__ = name

@@ -7,7 +7,7 @@ Arithmetic runs in fp32 and the store rounds to the output dtype (bf16 too), whi
 CPU kernels do. Inputs may have any strides: :func:`run` broadcasts them to the output shape with
 stride-0 views, merges dims that are contiguous in every operand and launches the kernel on 1- to
 3-D strided views (leading dims beyond three loop on the host), so transposed or sliced inputs need
-no copy. Unsupported dtypes or arguments are declined with ``NotImplemented`` (CPU fallback).
+no copy. Unsupported dtypes or arguments are declined with a reason (``decline``; the CPU fallback runs them).
 
 Example:
     >>> import torch, trnlang
@@ -25,7 +25,7 @@ import torch
 import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
-from trnlang.device import REGISTRY, lowering
+from trnlang.device import REGISTRY, Accepts, decline, lowering
 
 #: Dtypes the float lowerings handle (computed in fp32, rounded on store).
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -189,11 +189,11 @@ def run(op: str, ins: Sequence[Any], out_dtype: torch.dtype, out: torch.Tensor |
         >>> # run("sinh", [x], x.dtype)  ->  torch.sinh(x) on trn
     """
     if not ins or not all(U.is_trn(t) and t.dtype in in_dtypes for t in ins):
-        return NotImplemented
+        return decline("an operand not a trn tensor of a dtype this op takes natively")
     try:
         shape = tuple(torch.broadcast_shapes(*[t.shape for t in ins]))
     except RuntimeError:
-        return NotImplemented
+        return decline("operands do not broadcast: torch raises")
     if out is None:
         out = U.new_output(shape, out_dtype, [t for t in ins if tuple(t.shape) == shape])
     else:
@@ -201,9 +201,9 @@ def run(op: str, ins: Sequence[Any], out_dtype: torch.dtype, out: torch.Tensor |
             out.resize_(shape)
         if (not U.is_trn(out) or tuple(out.shape) != shape or out.dtype != out_dtype
                 or U.has_internal_overlap(out)):
-            return NotImplemented
+            return decline("out= not a trn tensor of the result's shape and dtype, or expanded")
         if any(U.overlaps(out, t) and not U.same_view(out, t) for t in ins):
-            return NotImplemented
+            return decline("out= partly overlapping an input")
     if out.numel() == 0:
         return out
     launch(op, list(ins), out, params, compute)
@@ -213,7 +213,7 @@ def run(op: str, ins: Sequence[Any], out_dtype: torch.dtype, out: torch.Tensor |
 def run_unary(op: str, self: Any, out: torch.Tensor | None, params: tuple = ()) -> Any:
     """Launch unary ``op`` over a float ``self`` into ``out`` (same dtype); NotImplemented to decline."""
     if not U.is_trn(self):
-        return NotImplemented
+        return decline("self not a trn tensor")
     return run(op, [self], self.dtype, out, params)
 
 
@@ -232,7 +232,7 @@ def _int_identity(self: torch.Tensor, out: torch.Tensor | None) -> Any:
     if out is None:
         return self.clone()
     if out.dtype != self.dtype or out.shape != self.shape:
-        return NotImplemented
+        return decline("out= of another dtype or shape than self")
     return out.copy_(self)
 
 
@@ -240,10 +240,10 @@ def _int_abs_sign(op: str, self: torch.Tensor, out: torch.Tensor | None) -> Any:
     """``abs``/``sign`` of an integer tensor from native compares, ``neg`` and ``where`` (abs wraps at the
     dtype's minimum as torch's does; ``abs`` of bool is left to torch, which raises)."""
     if out is not None and (out.dtype != self.dtype or out.shape != self.shape):
-        return NotImplemented
+        return decline("out= of another dtype or shape than self")
     if op == "abs":
         if self.dtype == torch.bool:
-            return NotImplemented
+            return decline("abs of a bool tensor: torch raises")
         r = self.clone() if self.dtype == torch.uint8 else torch.where(self < 0, -self, self)
     elif self.dtype == torch.bool:
         r = self.clone()
@@ -260,10 +260,13 @@ def _make(op: str) -> Callable[..., Any]:
             return _int_abs_sign(op, self, out)
         if op == "abs" and isinstance(self, torch.Tensor) and self.is_complex():
             v = _complex_planes(self)  # |z| as hypot(re, im): no overflow
-            return NotImplemented if v is None or out is not None else torch.hypot(v[..., 0], v[..., 1])
+            if v is None or out is not None:
+                return decline("complex abs of other than a complex64 trn tensor without conj/neg bit, or with out=")
+            return torch.hypot(v[..., 0], v[..., 1])
         if U.is_trn(self) and self.dtype in _INT_IN:
             if op in _KEEPS_INT or torch.get_default_dtype() != torch.float32:
-                return NotImplemented
+                return decline("an integer input of an op that keeps integer results, or a default dtype other "
+                               "than float32")
             return run(op, [self], torch.float32, out, in_dtypes=_INT_IN)  # the kernel loads ints as fp32
         return run_unary(op, self, out)
 
@@ -278,9 +281,9 @@ _SIMPLE = ("exp", "log", "log1p", "sqrt", "rsqrt", "reciprocal", "abs", "neg", "
            "lgamma", "digamma", "deg2rad", "rad2deg", "sinc", "special_entr")
 
 
-def _register(name: str, fn: Callable[..., Any], dtypes: Any = DTYPES) -> None:
+def _register(name: str, fn: Callable[..., Any], dtypes: Any = DTYPES, accepts: Accepts | None = None) -> None:
     if f"aten::{name}" not in REGISTRY:  # skip ops another family already lowers (neg: pointwise)
-        lowering(f"aten::{name}", dtypes=dtypes)(fn)
+        lowering(f"aten::{name}", dtypes=dtypes, accepts=accepts)(fn)
 
 
 for _op in _SIMPLE:
@@ -300,7 +303,7 @@ def relu(self: Any, *, out: torch.Tensor | None = None) -> Any:
         return run_unary("relu", self, out)
     if out is not None:  # relu_ (routed here with out=self)
         if out.dtype != self.dtype or out.shape != self.shape:
-            return NotImplemented
+            return decline("out= of another dtype or shape than self")
         r = relu(self)
         return r if r is NotImplemented else out.copy_(r)
     if self.dtype == torch.uint8:
@@ -308,7 +311,7 @@ def relu(self: Any, *, out: torch.Tensor | None = None) -> Any:
     if self.dtype != torch.int64:
         return torch.where(self < 0, 0, self)
     if not self.is_contiguous() or self.numel() == 0:
-        return NotImplemented
+        return decline("a non-contiguous int64 tensor")
     w = self.view(torch.int32).view(-1, 2)
     return torch.where(w[:, 1:2] < 0, 0, w).view(torch.int64).view(self.shape)
 
@@ -322,7 +325,7 @@ def sgn(self: Any, *, out: torch.Tensor | None = None) -> Any:
     if not (U.is_trn(self) and self.is_complex()):
         return run_unary("sign", self, out)
     if out is not None or self.dtype != torch.complex64 or self.is_conj() or self.is_neg():
-        return NotImplemented
+        return decline("out= of a complex input, or not complex64 without conj/neg bit")
     v = torch.view_as_real(self)
     r = torch.hypot(v[..., 0], v[..., 1]).unsqueeze(-1)
     return torch.view_as_complex(torch.where(r == 0, 0.0, v / r))
@@ -348,7 +351,7 @@ _register("round.decimals", round_decimals)
 def gelu(self: Any, *, approximate: str = "none", out: torch.Tensor | None = None) -> Any:
     """``aten::gelu`` (``approximate="none"``: erf form, ``"tanh"``: tanh form)."""
     if approximate not in ("none", "tanh"):
-        return NotImplemented
+        return decline("approximate other than 'none' or 'tanh': torch raises")
     return run_unary("gelu_torch" if approximate == "none" else "gelu_tanh", self, out)
 
 
@@ -358,7 +361,7 @@ _register("gelu", gelu)
 def softplus(self: Any, beta: Any = 1, threshold: Any = 20, *, out: torch.Tensor | None = None) -> Any:
     """``aten::softplus``: ``x`` where ``x * beta > threshold``, else ``log1p(exp(x * beta)) / beta``."""
     if U.scalar_value(beta) is None or U.scalar_value(threshold) is None:
-        return NotImplemented
+        return decline("beta or threshold not a number")
     return run_unary("softplus_bt", self, out, (float(U.scalar_value(beta)), float(U.scalar_value(threshold))))
 
 
@@ -374,28 +377,28 @@ EW_OPS["softplus_bt"] = _softplus_bt
 _register("softplus", softplus)
 
 
+#: the declared limit of the lowerings below: ``self`` is a ``trn`` tensor (their dtypes are registered).
+_SELF_ON_TRN = Accepts(tensors=("self",))
+
+
 def logit(self: Any, eps: Any = None, *, out: torch.Tensor | None = None) -> Any:
     """``aten::logit``: ``log(x / (1 - x))``, x clamped to ``[eps, 1 - eps]`` when eps is given."""
-    if not U.is_trn(self) or self.dtype not in DTYPES:
-        return NotImplemented
     return run_unary("logit", self, out, logit_bounds(eps, self.dtype))
 
 
-_register("logit", logit)
+_register("logit", logit, accepts=_SELF_ON_TRN)
 
 
 def nan_to_num(self: Any, nan: Any = None, posinf: Any = None, neginf: Any = None, *,
                out: torch.Tensor | None = None) -> Any:
     """``aten::nan_to_num``: NaN, +inf, -inf replaced (defaults 0 and the dtype's largest finite values)."""
-    if not U.is_trn(self) or self.dtype not in DTYPES:
-        return NotImplemented
     fi = torch.finfo(self.dtype)
     p = (0.0 if nan is None else float(nan), fi.max if posinf is None else float(posinf),
          fi.min if neginf is None else float(neginf))
     return run_unary("nan_to_num", self, out, p)
 
 
-_register("nan_to_num", nan_to_num)
+_register("nan_to_num", nan_to_num, accepts=_SELF_ON_TRN)
 
 
 _INT_BOOL = (torch.int32, torch.bool)
@@ -413,13 +416,14 @@ def _bool_op(op: str) -> Callable[..., Any]:
         if isinstance(self, torch.Tensor) and self.is_complex():
             v = _complex_planes(self)
             if v is None or out is not None or op not in ("isnan", "isinf", "isfinite"):
-                return NotImplemented
+                return decline("complex input of an op other than isnan/isinf/isfinite, with out=, or not complex64 "
+                               "without conj/neg bit")
             r = lower(v)  # nan/inf when either plane is; finite when both are
             return r if r is NotImplemented else (r.all(-1) if op == "isfinite" else r.any(-1))
         if U.is_trn(self) and self.dtype in _ALL_INTS and self.dtype != torch.int32:
             # integers are never nan/inf: a constant (int32 and bool go through the kernel below)
             if out is not None and (out.dtype != torch.bool or out.shape != self.shape):
-                return NotImplemented
+                return decline("out= not a bool tensor of self's shape")
             res = out if out is not None else torch.empty(self.shape, dtype=torch.bool, device="trn")
             return res.fill_(op == "isfinite")
         return run(op, [self], torch.bool, out, in_dtypes=DTYPES + _INT_BOOL)  # ints: loaded as fp32, never nan/inf
@@ -439,7 +443,7 @@ def signbit(self: Any, *, out: torch.Tensor | None = None) -> Any:
     if U.is_trn(self) and self.dtype in _INT_BOOL:
         return run("signbit_i", [self], torch.bool, out, compute="i32", in_dtypes=_INT_BOOL)
     if not U.is_trn(self) or self.dtype not in DTYPES:
-        return NotImplemented
+        return decline("not a trn tensor")
     f = self if self.dtype == torch.float32 else self.to(torch.float32)  # a native cast copy (sign kept)
     return run("signbit_i", [f.view(torch.int32)], torch.bool, out, compute="i32", in_dtypes=(torch.int32,))
 
@@ -458,21 +462,17 @@ _register("logical_not", logical_not, dtypes=DTYPES + (torch.int32, torch.bool))
 
 def bitwise_not(self: Any, *, out: torch.Tensor | None = None) -> Any:
     """``aten::bitwise_not`` of int32 (two's complement) and bool (logical not) tensors."""
-    if not U.is_trn(self) or self.dtype not in (torch.int32, torch.bool):
-        return NotImplemented
     compute = "bool" if self.dtype == torch.bool else "i32"
     return run("bitwise_not", [self], self.dtype, out, compute=compute, in_dtypes=(torch.int32, torch.bool))
 
 
-_register("bitwise_not", bitwise_not, dtypes=(torch.int32, torch.bool))
+_register("bitwise_not", bitwise_not, dtypes=(torch.int32, torch.bool), accepts=_SELF_ON_TRN)
 
 
 def atan2(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     """``aten::atan2`` of two float device tensors (broadcasting; the result dtype is torch's promotion)."""
-    if not (U.is_trn(self) and U.is_trn(other)) or self.dtype not in DTYPES or other.dtype not in DTYPES:
-        return NotImplemented
     rdt = torch.result_type(self, other)
     return run("atan2", [self, other], rdt, out)
 
 
-_register("atan2", atan2)
+_register("atan2", atan2, accepts=Accepts(tensors=("self", "other")))
