@@ -45,26 +45,36 @@ from stdlib_kernels.indexing.engine import (
     _to_out,
     _value_tensor,
 )
-from trnlang.device import lowering
+from trnlang.device import Accepts, decline, lowering
 
 _ACC = {"sum": "add", "prod": "multiply", "amax": "max", "amin": "min"}
+
+#: decline reasons shared by the lowerings below
+_OUT_OF_RANGE = "an index out of range (the bounds-checked DMA fired): the CPU raises torch's error"
+_EMPTY_SELF = "indices into an empty tensor: torch raises"
+_BAD_DEST = "out= not a trn tensor of self's shape and dtype, with internal overlap, or partly overlapping self"
+_NOT_DATA = "not trn tensors of a dtype the kernels move or compute on, or a conj/neg bit"
+_BAD_VALUE = "a value that is not a real number fitting the dtype"
 
 
 # ------------------------------------------------------------------------------- gather / scatter
 
 
-def _gather_checks(self: torch.Tensor, dim: int, index: torch.Tensor) -> int | None:
-    if not (_ok_data(self, move=True) and _ok_index(index)):
-        return None
+def _gather_checks(self: torch.Tensor, dim: int, index: torch.Tensor) -> int | str:
+    """The normalised ``dim`` of a gather/scatter along one dim, or why the kernels cannot run it."""
+    if not _ok_data(self, move=True):
+        return "self not a trn tensor of a dtype the kernels move, or a conj/neg bit"
+    if not _ok_index(index):
+        return "index not an int64/int32 trn tensor"
     nd = max(self.dim(), 1)
     d = _norm_dim(dim, self.dim())
     if d is None or max(index.dim(), 1) != nd:
-        return None
+        return "dim out of range, or index of another rank than self: torch raises"
     s, i = _as1(self), _as1(index)
     if any(i.shape[k] > s.shape[k] for k in range(nd) if k != d):
-        return None
+        return "index larger than self outside dim: torch raises"
     if not _fits(self.numel(), index.numel()):
-        return None
+        return "2^30 or more elements (int32 offsets)"
     return d
 
 
@@ -79,16 +89,16 @@ def gather(self: torch.Tensor, dim: int, index: torch.Tensor, *, sparse_grad: bo
         meta = torch.gather(torch.empty_like(self, device="meta"), dim, torch.empty_like(index, device="meta"))
         return torch.empty(meta.shape, dtype=self.dtype, device="trn")  # torch's own checks ran on meta
     d = _gather_checks(self, dim, index)
-    if d is None:
-        return NotImplemented
+    if isinstance(d, str):
+        return decline(d)
     res = torch.empty(index.shape, dtype=self.dtype, device="trn")
     if index.numel():
         if self.numel() == 0:
-            return NotImplemented
+            return decline(_EMPTY_SELF)
         try:
             _gather_dim(_as1(self), d, _as1(index), _as1(res), wrap=False)
         except _Bounds:
-            return NotImplemented
+            return decline(_OUT_OF_RANGE)
     return _to_out(res, out)
 
 
@@ -107,7 +117,7 @@ def _dest(self: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor | None:
 def _scatter_impl(self: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor | None, value: Any,
                   accumulate: str | None, out: torch.Tensor | None) -> Any:
     if src is not None and not _ok_data(src, move=True):
-        return NotImplemented
+        return decline("src not a trn tensor of a dtype the kernels move, or a conj/neg bit")
     if U.is_trn(index) and index.numel() == 0 and _ok_data(self, move=True) and \
             (out is None or U.same_view(out, self)):
         mi = torch.empty_like(index, device="meta")
@@ -116,37 +126,37 @@ def _scatter_impl(self: torch.Tensor, dim: int, index: torch.Tensor, src: torch.
         try:  # torch's own checks, on meta
             torch.scatter(mself, dim, mi, ms) if ms is not None else torch.scatter(mself, dim, mi, 0.0)
         except (RuntimeError, IndexError):
-            return NotImplemented  # the CPU raises its error
+            return decline("torch's checks (run on meta) fail: the CPU raises its error")
         return out if out is not None else self.clone()
     d = _gather_checks(self, dim, index)
-    if d is None:
-        return NotImplemented
+    if isinstance(d, str):
+        return decline(d)
     if src is not None:
         if src.dtype != self.dtype or max(src.dim(), 1) != max(index.dim(), 1):
-            return NotImplemented
+            return decline("src of another dtype or rank than self/index: torch raises")
         if any(_as1(index).shape[k] > _as1(src).shape[k] for k in range(max(index.dim(), 1))):
-            return NotImplemented
+            return decline("index larger than src: torch raises")
     res = _dest(self, out)
     if res is None:
-        return NotImplemented
+        return decline(_BAD_DEST)
     if src is not None and U.overlaps(src, res):
         src = src.clone()
     if index.numel() == 0:
         return res
     if self.numel() == 0:
-        return NotImplemented
+        return decline(_EMPTY_SELF)
     scalar = None
     if src is None:
         scalar = _value_tensor(value, self.dtype)
         if scalar is None:
-            return NotImplemented
+            return decline(_BAD_VALUE)
     r1, i1 = _as1(res), _as1(index)
     try:
         _scatter_dim(r1, d, i1, list(i1.shape), _as1(src) if src is not None else None,
                      list(_as1(src).stride()) if src is not None else None, scalar, accumulate, False,
                      list(i1.stride()))
     except _Bounds:
-        return NotImplemented
+        return decline(_OUT_OF_RANGE)
     return res
 
 
@@ -172,7 +182,7 @@ def scatter_src_reduce(self: torch.Tensor, dim: int, index: torch.Tensor, src: t
                        out: torch.Tensor | None = None) -> Any:
     """``self.scatter(dim, index, src, reduce="add"|"multiply")`` (an accumulating DMA)."""
     if reduce not in _LEGACY_REDUCE:
-        return NotImplemented
+        return decline("a reduce other than 'add' or 'multiply': torch raises")
     return _scatter_impl(self, dim, index, src, None, _LEGACY_REDUCE[reduce], out)
 
 
@@ -181,7 +191,7 @@ def scatter_value_reduce(self: torch.Tensor, dim: int, index: torch.Tensor, valu
                          out: torch.Tensor | None = None) -> Any:
     """``self.scatter(dim, index, value, reduce="add"|"multiply")``."""
     if reduce not in _LEGACY_REDUCE:
-        return NotImplemented
+        return decline("a reduce other than 'add' or 'multiply': torch raises")
     return _scatter_impl(self, dim, index, None, value, _LEGACY_REDUCE[reduce], out)
 
 
@@ -217,12 +227,17 @@ def scatter_reduce(self: torch.Tensor, dim: int, index: torch.Tensor, src: torch
     sum/prod/amax/amin are accumulating DMAs (after scattering the identity where ``include_self``
     is False); mean scatter-adds the values and a count, then divides.
     """
-    if reduce not in ("sum", "prod", "mean", "amax", "amin") or not self.dtype.is_floating_point:
-        return NotImplemented
-    if _gather_checks(self, dim, index) is None or not _ok_data(src) or src.dtype != self.dtype:
-        return NotImplemented
+    if reduce not in ("sum", "prod", "mean", "amax", "amin"):
+        return decline("an unknown reduce: torch raises")
+    if not self.dtype.is_floating_point:
+        return decline("an integer self (accumulating DMAs are float)")
+    d = _gather_checks(self, dim, index)
+    if isinstance(d, str):
+        return decline(d)
+    if not _ok_data(src) or src.dtype != self.dtype:
+        return decline("src not a trn tensor of self's dtype")
     if out is not None and (not U.is_trn(out) or out.dtype != self.dtype):
-        return NotImplemented
+        return decline("out= not a trn tensor of self's dtype")
     if reduce != "mean":
         res = self.clone()
         if not include_self:
@@ -264,11 +279,17 @@ def _index_vec(index: torch.Tensor) -> torch.Tensor | None:
 
 def _index_plan(self: torch.Tensor, dim: int, index: torch.Tensor) -> Any:
     """(1-D index, dim, ``self`` as >= 1-D, the dense shape: ``self``'s with ``dim`` as long as the index, the
-    index's strides over it) for the index_* ops; None to decline."""
+    index's strides over it) for the index_* ops; a string (why) to decline."""
     idx = _index_vec(index)
     d = _norm_dim(dim, self.dim())
-    if idx is None or d is None or not _ok_data(self, move=True) or not _fits(self.numel(), idx.numel()):
-        return None
+    if idx is None:
+        return "index not a 0-/1-D int64/int32 trn tensor"
+    if d is None:
+        return "dim out of range: torch raises"
+    if not _ok_data(self, move=True):
+        return "self not a trn tensor of a dtype the kernels move, or a conj/neg bit"
+    if not _fits(self.numel(), idx.numel()):
+        return "2^30 or more elements (int32 offsets)"
     s = _as1(self)
     dense = list(s.shape)
     dense[d] = idx.shape[0]
@@ -281,57 +302,57 @@ def _index_plan(self: torch.Tensor, dim: int, index: torch.Tensor) -> Any:
 def index_select(self: torch.Tensor, dim: int, index: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
     """``self.index_select(dim, index)``: whole rows/slices moved by indirect DMA (also embedding's forward)."""
     plan = _index_plan(self, dim, index)
-    if plan is None:
-        return NotImplemented
+    if isinstance(plan, str):
+        return decline(plan)
     idx, d, s, shape, ist = plan
     res = torch.empty(shape if self.dim() else [], dtype=self.dtype, device="trn")
     if res.numel():
         if self.numel() == 0:
-            return NotImplemented
+            return decline(_EMPTY_SELF)
         try:
             _gather_dim(s, d, idx, _as1(res).view(shape), wrap=False, idx_strides=ist)
         except _Bounds:
-            return NotImplemented
+            return decline(_OUT_OF_RANGE)
     return _to_out(res, out)
 
 
 def _index_scatter(self: torch.Tensor, dim: int, index: torch.Tensor, source: torch.Tensor | None, value: Any,
                    accumulate: str | None, alpha: Any, out: torch.Tensor | None) -> Any:
     plan = _index_plan(self, dim, index)
-    if plan is None:
-        return NotImplemented
+    if isinstance(plan, str):
+        return decline(plan)
     idx, d, s, dense, ist = plan
     if source is not None:
         if not _ok_data(source, move=True) or source.dtype != self.dtype:
-            return NotImplemented
+            return decline("source not a trn tensor of self's dtype, or a conj/neg bit")
         src = _as1(source)
         if list(src.shape) != dense and not (source.dim() == 0 and U.prod(dense) == 1):
-            return NotImplemented
+            return decline("source not shaped like self with dim as long as the index: torch raises")
         src = src.reshape(dense) if list(src.shape) != dense else src
     res = _dest(self, out)
     if res is None:
-        return NotImplemented
+        return decline(_BAD_DEST)
     if idx.shape[0] == 0 or U.prod(dense) == 0:
         return res
     if self.numel() == 0:
-        return NotImplemented
+        return decline(_EMPTY_SELF)
     if source is not None and U.overlaps(src, res):
         src = src.clone()
     scalar = None
     if source is None:
         scalar = _value_tensor(value, self.dtype)
         if scalar is None:
-            return NotImplemented
+            return decline(_BAD_VALUE)
     a_t = None
     if alpha is not None and alpha != 1:
         if not self.dtype.is_floating_point or isinstance(alpha, complex):
-            return NotImplemented
+            return decline("alpha != 1 with an integer self, or a complex alpha")
         a_t = U.scalar_tensor(float(alpha), torch.float32)
     try:
         _scatter_dim(_as1(res), d, idx, dense, src if source is not None else None,
                      list(src.stride()) if source is not None else None, scalar, accumulate, False, ist, a_t)
     except _Bounds:
-        return NotImplemented
+        return decline(_OUT_OF_RANGE)
     return res
 
 
@@ -361,12 +382,14 @@ def index_reduce(self: torch.Tensor, dim: int, index: torch.Tensor, source: torc
     Like scatter_reduce with whole slices: accumulating DMAs (after filling the identity where
     ``include_self`` is False); mean adds values and counts, then divides.
     """
-    if reduce not in ("prod", "mean", "amax", "amin") or not _ok_data(self, source):
-        return NotImplemented
-    if not self.dtype.is_floating_point or source.dtype != self.dtype or _index_vec(index) is None:
-        return NotImplemented
+    if reduce not in ("prod", "mean", "amax", "amin"):
+        return decline("an unknown reduce: torch raises")
+    if not _ok_data(self, source) or not self.dtype.is_floating_point or source.dtype != self.dtype:
+        return decline("self and source not float trn tensors of one dtype, or a conj/neg bit")
+    if _index_vec(index) is None:
+        return decline("index not a 0-/1-D int64/int32 trn tensor")
     if out is not None and (not U.is_trn(out) or out.dtype != self.dtype):
-        return NotImplemented
+        return decline("out= not a trn tensor of self's dtype")
     if reduce != "mean":
         res = self.clone()
         if not include_self:
@@ -418,10 +441,11 @@ def index_fill(self: torch.Tensor, dim: int, index: torch.Tensor, value: Any) ->
 def index_fill_t(self: torch.Tensor, dim: int, index: torch.Tensor, value: torch.Tensor) -> Any:
     """``self.index_fill(dim, index, value_tensor)`` (a 0-dim value)."""
     moved = _index_on_trn(self, index)
-    r = NotImplemented
     if isinstance(value, torch.Tensor) and value.dim() == 0:
         r = _index_scatter(self, dim, moved, None, value.to(self.dtype) if U.is_trn(value) else value, None, None,
                            None)
+    else:
+        r = decline("a value that is not a 0-dim tensor: torch raises")
     if r is NotImplemented and moved is not index:  # declined: the CPU fallback must see the trn index
         return torch.ops.aten.index_fill.int_Tensor(self, dim, moved, value)
     return r
@@ -443,13 +467,15 @@ _DTYPE_NAMES = {torch.int32: "Int", torch.int16: "Short", torch.int8: "Char", to
 def take(self: torch.Tensor, index: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
     """``torch.take(self, index)``: elements of the flattened ``self`` (negative indices wrap)."""
     _long_index("take", index)
-    if not (_ok_data(self, move=True) and _ok_index(index)) or not _fits(self.numel(), index.numel()):
-        return NotImplemented
+    if not (_ok_data(self, move=True) and _ok_index(index)):
+        return decline(_NOT_DATA)
+    if not _fits(self.numel(), index.numel()):
+        return decline("2^30 or more elements (int32 offsets)")
     flat = self.contiguous().view(-1)
     res = torch.empty(index.shape, dtype=self.dtype, device="trn")
     if index.numel():
         if self.numel() == 0:
-            return NotImplemented
+            return decline(_EMPTY_SELF)
         i1 = _as1(index)
         r1 = _as1(res)
         nd = i1.dim()
@@ -457,7 +483,7 @@ def take(self: torch.Tensor, index: torch.Tensor, *, out: torch.Tensor | None = 
             _run(flat, [0] * nd, flat.shape[0], 1, r1, list(r1.stride()), None, [i1], [list(i1.stride())],
                  [flat.shape[0]], [1], list(i1.shape), (0, nd), "gather", True)
         except _Bounds:
-            return NotImplemented
+            return decline(_OUT_OF_RANGE)
     return _to_out(res, out)
 
 
@@ -466,13 +492,15 @@ def put_(self: torch.Tensor, index: torch.Tensor, source: torch.Tensor, accumula
     """``self.put_(index, source, accumulate)``: elements of the flattened ``self`` (negative indices wrap)."""
     _long_index("put_", index)
     if not (_ok_data(self, source, move=True) and _ok_index(index)) or source.dtype != self.dtype:
-        return NotImplemented
-    if index.numel() != source.numel() or not self.is_contiguous() or not _fits(self.numel(), index.numel()):
-        return NotImplemented
+        return decline(_NOT_DATA + ", or source of another dtype than self")
+    if index.numel() != source.numel():
+        return decline("index and source of different sizes: torch raises")
+    if not self.is_contiguous() or not _fits(self.numel(), index.numel()):
+        return decline("a non-contiguous self, or 2^30 or more elements")
     if index.numel() == 0:
         return self
     if self.numel() == 0:
-        return NotImplemented
+        return decline(_EMPTY_SELF)
     flat = self.view(-1)
     i1 = index.reshape(-1)
     s1 = source.reshape(-1)
@@ -482,7 +510,7 @@ def put_(self: torch.Tensor, index: torch.Tensor, source: torch.Tensor, accumula
         _run(flat, [0], flat.shape[0], 1, s1, list(s1.stride()), None, [i1], [list(i1.stride())], [flat.shape[0]],
              [1], [i1.shape[0]], (0, 1), "scatter", True, "add" if accumulate else None)
     except _Bounds:
-        return NotImplemented
+        return decline(_OUT_OF_RANGE)
     return self
 
 
@@ -512,10 +540,8 @@ def embedding_dense_backward(grad_output: torch.Tensor, indices: torch.Tensor, n
     padding positions write to it). ``scale_grad_by_freq`` first scatter-adds ones into per-row
     counts and divides each token's gradient row by its index's count.
     """
-    if not _ok_data(grad_output) or not _ok_index(indices):
-        return NotImplemented
-    if not grad_output.dtype.is_floating_point:
-        return NotImplemented
+    if not _ok_data(grad_output) or not grad_output.dtype.is_floating_point or not _ok_index(indices):
+        return decline("grad_output not a float trn tensor, or indices not int64/int32 trn tensors")
     d = grad_output.shape[-1] if grad_output.dim() else 1
     n = indices.numel()
     gw = torch.empty((num_weights, d), dtype=grad_output.dtype, device="trn")
@@ -526,7 +552,7 @@ def embedding_dense_backward(grad_output: torch.Tensor, indices: torch.Tensor, n
     g2 = grad_output.reshape(n, d)
     idx = indices.reshape(n)
     if not _fits(num_weights * d, n * d):
-        return NotImplemented
+        return decline("2^30 or more elements (int32 offsets)")
     if scale_grad_by_freq:
         counts = torch.empty((num_weights, 1), dtype=torch.float32, device="trn")
         zero_rows(counts)
@@ -563,17 +589,19 @@ def renorm_rows(rows, out, max_norm, norm_type):
         tl.store(out[r, cols], t * scale, mask=m)
 
 
-@lowering("aten::embedding_renorm_")
+@lowering("aten::embedding_renorm_", accepts=Accepts(tensors=("self", "indices")))
 def embedding_renorm_(self: torch.Tensor, indices: torch.Tensor, max_norm: float, norm_type: float) -> Any:
     """``embedding(..., max_norm=)``'s in-place renorm of the looked-up rows (L1/L2 norms).
 
     Gathers the rows, rescales them in one kernel, and stores them back by indirect DMA: a repeated
     index writes the same rescaled row each time, so no deduplication is needed.
     """
-    if norm_type not in (1.0, 2.0) or not _ok_data(self) or not self.dtype.is_floating_point or self.dim() != 2:
-        return NotImplemented
-    if not _ok_index(indices) or self.shape[1] > 4096 or U.has_internal_overlap(self):
-        return NotImplemented
+    if norm_type not in (1.0, 2.0):
+        return decline("a norm_type other than 1 or 2")
+    if not _ok_data(self) or not self.dtype.is_floating_point or self.dim() != 2 or not _ok_index(indices):
+        return decline("self not a 2-D float trn tensor, or indices not int64/int32")
+    if self.shape[1] > 4096 or U.has_internal_overlap(self):
+        return decline("rows longer than 4096 elements, or an expanded self")
     idx = indices.reshape(-1)
     if idx.numel() == 0 or self.shape[1] == 0:
         return self

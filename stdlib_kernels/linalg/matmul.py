@@ -18,7 +18,7 @@ import torch
 import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
-from trnlang.device import lowering
+from trnlang.device import Accepts, decline, lowering
 
 
 def _at(t: Any, bi: Any, rows: Any, cols: Any) -> Any:
@@ -61,6 +61,7 @@ def matmul(a, b, bias, out, alpha, beta):
 
 
 _MM_DTYPES = U.FLOAT_DTYPES
+_NOT_REAL = "alpha or beta not a real number"
 
 
 def _scalar(v: Any) -> float | None:
@@ -90,7 +91,7 @@ def addmm(self: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta: A
     """``beta * self + alpha * (mat1 @ mat2)`` (nn.Linear's forward)."""
     a, b = _scalar(alpha), _scalar(beta)
     if a is None or b is None:
-        return NotImplemented
+        return decline(_NOT_REAL)
     return _matmul(mat1, mat2, self, a, b, out, batched=False)
 
 
@@ -105,8 +106,12 @@ def baddbmm(self: torch.Tensor, batch1: torch.Tensor, batch2: torch.Tensor, *, b
     """
     a, b = _scalar(alpha), _scalar(beta)
     if a is None or b is None:
-        return NotImplemented
+        return decline(_NOT_REAL)
     return _matmul(batch1, batch2, self, a, b, out, batched=True)
+
+
+#: the reason of an ``out=`` the kernels cannot write
+_BAD_OUT = "out= not a trn tensor of the result's shape and dtype, or with internal overlap"
 
 
 def _bias_ok(bias: torch.Tensor, dtype: torch.dtype, shape: tuple[int, ...]) -> bool:
@@ -123,24 +128,24 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, alpha: 
             out: torch.Tensor | None, batched: bool) -> Any:
     rank = 3 if batched else 2
     if not (U.is_trn(a) and U.is_trn(b)) or a.dim() != rank or b.dim() != rank:
-        return NotImplemented
+        return decline(f"operands not {rank}-D trn tensors: torch raises for other ranks")
     if a.dtype != b.dtype or a.is_conj() or b.is_conj() or a.is_neg() or b.is_neg():
-        return NotImplemented
+        return decline("operands of different dtypes, or a conj/neg bit")
     if a.shape[-1] != b.shape[-2] or (batched and a.shape[0] != b.shape[0]):
-        return NotImplemented
+        return decline("shapes that cannot be multiplied: torch raises")
     shape = (*a.shape[:-1], b.shape[-1])
     if bias is not None and not _bias_ok(bias, a.dtype, shape):
-        return NotImplemented
+        return decline("a bias that is not a plain trn tensor of the operands' dtype broadcasting to the result")
     if out is None:
         out = torch.empty(shape, dtype=a.dtype, device="trn")
     elif out.numel() == 0 and tuple(out.shape) != shape and U.is_trn(out):
         out.resize_(shape)
     if not U.is_trn(out) or tuple(out.shape) != shape or out.dtype != a.dtype or U.has_internal_overlap(out):
-        return NotImplemented
+        return decline(_BAD_OUT)
     if U.overlaps(out, a) or U.overlaps(out, b):
-        return NotImplemented
+        return decline("out= overlapping an operand")
     if bias is not None and U.overlaps(out, bias) and not U.same_view(out, bias):  # addmm_: bias is out
-        return NotImplemented
+        return decline("out= partly overlapping the bias")
     if out.numel() == 0:
         return out
     if bias is not None and beta == 0.0:
@@ -188,24 +193,26 @@ def _launch_split(a: torch.Tensor, b: torch.Tensor, bview: torch.Tensor | None, 
     U.run_parallel([part(bs, rs) for bs, rs in parts])
 
 
-@lowering("aten::addmv", dtypes=_MM_DTYPES)
+@lowering("aten::addmv", dtypes=_MM_DTYPES, accepts=Accepts(tensors=("self", "mat", "vec")))
 def addmv(self: torch.Tensor, mat: torch.Tensor, vec: torch.Tensor, *, beta: Any = 1, alpha: Any = 1,
           out: torch.Tensor | None = None) -> Any:
     """``beta * self + alpha * (mat @ vec)`` (``torch.mv`` lands here): the vector is a one-column matrix."""
     a, b = _scalar(alpha), _scalar(beta)
-    if a is None or b is None or mat.dim() != 2 or vec.dim() != 1 or not U.is_trn(self):
-        return NotImplemented
+    if a is None or b is None:
+        return decline(_NOT_REAL)
+    if mat.dim() != 2 or vec.dim() != 1:
+        return decline("mat not 2-D or vec not 1-D: torch raises")
     m = mat.shape[0]
     if out is None:
         out = torch.empty((m,), dtype=mat.dtype, device="trn")
     elif out.numel() == 0 and tuple(out.shape) != (m,) and U.is_trn(out):
         out.resize_((m,))
     if not U.is_trn(out) or out.dim() != 1 or out.shape[0] != m:
-        return NotImplemented
+        return decline("out= not a trn vector of the result's length")
     try:
         bias = self.expand((m,)).unsqueeze(1)
     except RuntimeError:
-        return NotImplemented
+        return decline("self does not broadcast to the result: torch raises")
     r = _matmul(mat, vec.unsqueeze(1), bias, a, b, out.unsqueeze(1), batched=False)
     return NotImplemented if r is NotImplemented else out
 
@@ -214,11 +221,11 @@ def addmv(self: torch.Tensor, mat: torch.Tensor, vec: torch.Tensor, *, beta: Any
 def dot(self: torch.Tensor, tensor: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
     """Inner product of two vectors: ``[1, K] @ [K, 1]``."""
     if self.dim() != 1 or tensor.dim() != 1 or self.shape != tensor.shape:
-        return NotImplemented
+        return decline("not two 1-D tensors of the same length: torch raises")
     if out is None:
         out = torch.empty((), dtype=self.dtype, device="trn")
     if not U.is_trn(out) or out.dim() != 0:
-        return NotImplemented
+        return decline("out= not a 0-dim trn tensor")
     r = _matmul(self.unsqueeze(0), tensor.unsqueeze(1), None, 1.0, 1.0, out.view(1, 1), batched=False)
     return NotImplemented if r is NotImplemented else out
 
@@ -229,13 +236,16 @@ def vdot(self: torch.Tensor, other: torch.Tensor, *, out: torch.Tensor | None = 
     return dot(self, other, out=out)
 
 
-@lowering("aten::addr", dtypes=_MM_DTYPES)  # one fp32 rounding (the CPU rounds bf16 intermediates)
+@lowering("aten::addr", dtypes=_MM_DTYPES,  # one fp32 rounding (the CPU rounds bf16 intermediates)
+          accepts=Accepts(tensors=("self", "vec1", "vec2")))
 def addr(self: torch.Tensor, vec1: torch.Tensor, vec2: torch.Tensor, *, beta: Any = 1, alpha: Any = 1,
          out: torch.Tensor | None = None) -> Any:
     """``beta * self + alpha * outer(vec1, vec2)``: a K=1 matmul, rounded once like the CPU's fused kernel."""
     a, b = _scalar(alpha), _scalar(beta)
-    if a is None or b is None or vec1.dim() != 1 or vec2.dim() != 1 or not U.is_trn(self):
-        return NotImplemented
+    if a is None or b is None:
+        return decline(_NOT_REAL)
+    if vec1.dim() != 1 or vec2.dim() != 1:
+        return decline("vec1 or vec2 not 1-D: torch raises")
     return _matmul(vec1.unsqueeze(1), vec2.unsqueeze(0), self, a, b, out, batched=False)
 
 
@@ -288,7 +298,7 @@ def batch_sum_matmul(a, b, bias, out, alpha, beta):
             tl.store(out[im, jn], res, mask=mo)
 
 
-@lowering("aten::addbmm", dtypes=_MM_DTYPES)
+@lowering("aten::addbmm", dtypes=_MM_DTYPES, accepts=Accepts(tensors=("self", "batch1", "batch2"), same_dtype=True))
 def addbmm(self: torch.Tensor, batch1: torch.Tensor, batch2: torch.Tensor, *, beta: Any = 1, alpha: Any = 1,
            out: torch.Tensor | None = None) -> Any:
     """``beta * self + alpha * sum_b batch1[b] @ batch2[b]``: one kernel, the batch summed in PSUM.
@@ -298,28 +308,26 @@ def addbmm(self: torch.Tensor, batch1: torch.Tensor, batch2: torch.Tensor, *, be
     tensor([12., 12.])
     """
     a, b = _scalar(alpha), _scalar(beta)
-    if a is None or b is None or not (U.is_trn(self) and U.is_trn(batch1) and U.is_trn(batch2)):
-        return NotImplemented
+    if a is None or b is None:
+        return decline(_NOT_REAL)
     if batch1.dim() != 3 or batch2.dim() != 3 or batch1.shape[0] != batch2.shape[0] or \
             batch1.shape[2] != batch2.shape[1]:
-        return NotImplemented  # torch's own shape error from the CPU
-    if len({self.dtype, batch1.dtype, batch2.dtype}) != 1 or any(t.is_conj() or t.is_neg()
-                                                                 for t in (self, batch1, batch2)):
-        return NotImplemented
+        return decline("batches that are not 3-D or cannot be multiplied: torch raises")
     shape = (batch1.shape[1], batch2.shape[2])
     try:
-        if torch.broadcast_shapes(self.shape, shape) != torch.Size(shape):
-            return NotImplemented
+        fits = torch.broadcast_shapes(self.shape, shape) == torch.Size(shape)
     except RuntimeError:
-        return NotImplemented
+        fits = False
+    if not fits:
+        return decline("self does not broadcast to the result: torch raises")
     if out is None:
         out = torch.empty(shape, dtype=self.dtype, device="trn")
     elif out.numel() == 0 and tuple(out.shape) != shape and U.is_trn(out):
         out.resize_(shape)
     if not U.is_trn(out) or tuple(out.shape) != shape or out.dtype != self.dtype or U.has_internal_overlap(out):
-        return NotImplemented
+        return decline(_BAD_OUT)
     if U.overlaps(out, batch1) or U.overlaps(out, batch2) or (U.overlaps(out, self) and not U.same_view(out, self)):
-        return NotImplemented
+        return decline("out= overlapping an operand")
     if out.numel() == 0:
         return out
     bias = None if b == 0.0 else self.expand(shape)  # beta == 0: self is ignored (NaNs included), as torch

@@ -39,7 +39,7 @@ import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels import tiling as T
 from stdlib_kernels.reduction.reduce import col_sum
-from trnlang.device import lowering, memory
+from trnlang.device import decline, lowering, memory
 from trnlang.device.registry import describe
 
 #: Longest row kept whole in SBUF (elements per partition); longer rows stream in chunks.
@@ -361,6 +361,10 @@ def row_affine2(dy, x, a, b, c, out, rb=None):
 # ------------------------------------------------------------------------------------------ helpers
 
 
+#: the reason of a call whose tensors :func:`_ok` refuses
+_NOT_OK = "tensors not float trn tensors, or a conj/neg bit"
+
+
 def _ok(*ts: torch.Tensor | None) -> bool:
     return all(t is None or (U.is_trn(t) and t.dtype in U.FLOAT_DTYPES and not t.is_conj() and not t.is_neg())
                for t in ts)
@@ -391,14 +395,16 @@ def _empty(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
 def native_layer_norm(input: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None,
                       bias: torch.Tensor | None, eps: float) -> Any:
     """Layer norm over the trailing ``normalized_shape`` dims -> (out, mean, rstd)."""
-    if not _ok(input, weight, bias) or not _params_ok(input, weight, bias):
-        return NotImplemented
+    if not _ok(input, weight, bias):
+        return decline(_NOT_OK)
+    if not _params_ok(input, weight, bias):
+        return decline("weight or bias neither in the input's dtype nor float32: torch raises")
     k = len(normalized_shape)
     if k == 0 or k > input.dim() or tuple(input.shape[-k:]) != tuple(normalized_shape):
-        return NotImplemented
+        return decline("normalized_shape empty or not the input's trailing dims: torch raises")
     for t in (weight, bias):
         if t is not None and tuple(t.shape) != tuple(normalized_shape):
-            return NotImplemented
+            return decline("weight or bias not of normalized_shape: torch raises")
     n = U.prod(normalized_shape)
     r = U.prod(input.shape[:-k])
     stat_shape = (*input.shape[:-k], *([1] * k))
@@ -459,12 +465,12 @@ def native_layer_norm_backward(grad_out: torch.Tensor, input: torch.Tensor, norm
                                bias: torch.Tensor | None, output_mask: Sequence[bool]) -> Any:
     """Gradients of layer norm with respect to input, weight and bias (as ``output_mask`` asks)."""
     if not _ok(grad_out, input, mean, rstd, weight, bias):
-        return NotImplemented
+        return decline(_NOT_OK)
     k = len(normalized_shape)
     n = U.prod(normalized_shape)
     r = U.prod(input.shape[:-k]) if k else 0
     if k == 0 or tuple(grad_out.shape) != tuple(input.shape):
-        return NotImplemented
+        return decline("normalized_shape empty, or grad_out not shaped like the input")
     if n > BWD_MAX and r > 0:
         return _ln_bwd_long(grad_out, input, mean, rstd, weight, bias, output_mask, r, n)
     want_dx, want_w, want_b = (bool(v) for v in output_mask)
@@ -551,9 +557,12 @@ def _ln_bwd_long(grad_out: torch.Tensor, input: torch.Tensor, mean: torch.Tensor
 def native_group_norm(input: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, N: int,
                       C: int, HxW: int, group: int, eps: float) -> Any:
     """Group norm of ``input [N, C, *]`` -> (out, mean ``[N, G]``, rstd ``[N, G]``)."""
-    if not _ok(input, weight, bias) or not _params_ok(input, weight, bias) or group <= 0 or C % group \
-            or input.numel() != N * C * HxW:
-        return NotImplemented
+    if not _ok(input, weight, bias):
+        return decline(_NOT_OK)
+    if not _params_ok(input, weight, bias):
+        return decline("weight or bias neither in the input's dtype nor float32: torch raises")
+    if group <= 0 or C % group or input.numel() != N * C * HxW:
+        return decline("groups that do not divide the channels, or N * C * HxW not the input's size: torch raises")
     out = memory.empty(input.shape, input.dtype)
     mean = memory.empty((N, group), input.dtype)
     rstd = memory.empty((N, group), input.dtype)
@@ -593,8 +602,10 @@ def native_group_norm_backward(grad_out: torch.Tensor, input: torch.Tensor, mean
                                rstd: torch.Tensor, weight: torch.Tensor | None, N: int, C: int, HxW: int,
                                group: int, output_mask: Sequence[bool]) -> Any:
     """Gradients of group norm with respect to input, weight and bias."""
-    if not _ok(grad_out, input, mean, rstd, weight) or group <= 0 or C % group:
-        return NotImplemented
+    if not _ok(grad_out, input, mean, rstd, weight):
+        return decline(_NOT_OK)
+    if group <= 0 or C % group:
+        return decline("groups that do not divide the channels: torch raises")
     want_dx, want_w, want_b = (bool(v) for v in output_mask)
     dx = _empty(input.shape, input.dtype) if want_dx else None
     dw = _empty((C,), input.dtype) if want_w else None
@@ -676,8 +687,11 @@ def fused_rms_norm_backward(grad_out: torch.Tensor, input: torch.Tensor, normali
     """Gradients of RMS norm with respect to input and weight."""
     k = len(normalized_shape)
     n = U.prod(normalized_shape)
-    if not _rms_ok(input, normalized_shape, weight) or n > BWD_MAX or tuple(grad_out.shape) != tuple(input.shape):
-        return NotImplemented
+    if not _rms_ok(input, normalized_shape, weight):
+        return decline("tensors not float trn tensors (or a conj/neg bit), a weight not of normalized_shape and the "
+                       "input's dtype, or an empty normalized_shape")
+    if n > BWD_MAX or tuple(grad_out.shape) != tuple(input.shape):
+        return decline(f"rows longer than {BWD_MAX} elements, or grad_out not shaped like the input")
     r = U.prod(input.shape[:-k])
     want_dx, want_w = bool(output_mask[0]), bool(output_mask[1]) and weight is not None
     dx = _empty(input.shape, input.dtype) if want_dx else None

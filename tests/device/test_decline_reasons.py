@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+from typing import Any, Callable
 
 import pytest
 import torch
@@ -20,9 +21,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2] / "stdlib_kernels"
 
 #: Families still allowed bare ``return NotImplemented`` (ratchet: other helpers are editing these files this
 #: session; they are next to convert, then leave this list). Nothing may be added to it.
-STILL_BARE = frozenset({
-    "nn/norm.py", "elementwise/pointwise.py", "elementwise/unary.py", "indexing/gather_scatter.py", "linalg/matmul.py",
-})
+STILL_BARE: frozenset[str] = frozenset()
 
 
 def _rel(p: pathlib.Path) -> str:
@@ -131,3 +130,90 @@ def test_real_ops_decline_with_their_reason(case: str):
     assert got.device.type == "trn"
     torch.testing.assert_close(got.cpu(), fn(x), rtol=1e-5, atol=1e-5)
     assert _reasons(op).get(why, 0) == before + 1, td.fallback_reasons()
+
+
+_GN_GROUPS = "groups that do not divide the channels, or N * C * HxW not the input's size: torch raises"
+
+
+def _family_case(case: str) -> tuple[str, str, tuple[torch.Tensor, ...], Callable[..., Any]]:
+    """(op, its decline reason, CPU inputs, the call) of representative declines of the converted files."""
+    g = torch.Generator().manual_seed(1)
+    r = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
+    cases: dict[str, tuple[str, str, tuple[torch.Tensor, ...], Callable[..., Any]]] = {
+        # linalg/matmul.py: hand checks, and a declared rule (accepts=)
+        "mm_out_overlaps": ("aten::mm.out", "out= overlapping an operand", (r(4, 4), r(4, 4)),
+                            lambda a, b: torch.mm(a, b, out=a)),
+        "addmm_bool_alpha": ("aten::addmm", "alpha or beta not a real number", (r(2, 2), r(2, 4), r(4, 2)),
+                             lambda s, a, b: torch.addmm(s, a, b, alpha=True)),
+        "addbmm_mixed_dtypes": ("aten::addbmm", "tensor arguments of different dtypes",
+                                (r(2, 2), r(3, 2, 4), r(3, 4, 2)), lambda s, a, b: torch.addbmm(s.bfloat16(), a, b)),
+        # nn/norm.py (torch's own errors, from the CPU)
+        "layer_norm_fp16_weight": ("aten::native_layer_norm",
+                                   "weight or bias neither in the input's dtype nor float32: torch raises",
+                                   (r(4, 8), r(8)), lambda x, w: torch.nn.functional.layer_norm(x, (8,), w.half())),
+        "layer_norm_weight_shape": ("aten::native_layer_norm", "weight or bias not of normalized_shape: torch raises",
+                                    (r(4, 8), r(4)), lambda x, w: torch.ops.aten.native_layer_norm(x, (8,), w, None,
+                                                                                                  1e-5)),
+        "group_norm_groups": ("aten::native_group_norm", _GN_GROUPS, (r(2, 4, 3),),
+                              lambda x: torch.ops.aten.native_group_norm(x, None, None, 2, 4, 3, 3, 1e-5)),
+        # indexing/gather_scatter.py: the bounds-checked DMA fires (both devices raise), an integer accumulation,
+        # and a declined norm of embedding(max_norm=)
+        "gather_out_of_range": ("aten::gather",
+                                "an index out of range (the bounds-checked DMA fired): the CPU raises torch's error",
+                                (r(3, 5), torch.tensor([[0, 7], [1, 2], [4, 0]])),
+                                lambda x, i: torch.gather(x, 1, i)),
+        "scatter_reduce_int": ("aten::scatter_reduce.two", "an integer self (accumulating DMAs are float)",
+                               (torch.arange(12, dtype=torch.int32).view(3, 4), torch.tensor([[0, 1], [2, 2], [3, 0]]),
+                                torch.ones(3, 2, dtype=torch.int32)),
+                               lambda s, i, v: s.scatter_reduce(1, i, v, "sum")),
+        "embedding_renorm_p3": ("aten::embedding_renorm_", "a norm_type other than 1 or 2",
+                                (r(6, 4), torch.tensor([[1, 3], [3, 5]])),
+                                lambda w, i: (torch.nn.functional.embedding(i, w, max_norm=0.5, norm_type=3.0), w)),
+    }
+    return cases[case]
+
+
+FAMILY_CASES = ["mm_out_overlaps", "addmm_bool_alpha", "addbmm_mixed_dtypes", "layer_norm_fp16_weight",
+                "layer_norm_weight_shape", "group_norm_groups", "gather_out_of_range", "scatter_reduce_int",
+                "embedding_renorm_p3"]
+
+
+def _outcome(fn: Callable[..., Any], args: tuple[torch.Tensor, ...]) -> Any:
+    try:
+        return fn(*args)
+    except (RuntimeError, IndexError) as e:
+        return type(e)
+
+
+@pytest.mark.parametrize("case", FAMILY_CASES)
+def test_family_declines_report_their_reason(case: str):
+    """matmul, norm and gather/scatter decline real calls with their reason: the CPU gives torch's answer (or its
+    error), ``fallback_reasons()`` (what ``trn coverage`` reports per op) counts the reason once."""
+    op, why, args, fn = _family_case(case)
+    before = _reasons(op).get(why, 0)
+    got = _outcome(fn, tuple(a.to("trn") for a in args))
+    want = _outcome(fn, tuple(a.clone() for a in args))
+    if isinstance(want, type):
+        assert got is want  # torch's error, from the CPU
+    else:
+        torch.testing.assert_close(torch.utils._pytree.tree_map(lambda t: t.cpu(), got), want)
+        assert all(t.device.type == "trn" for t in torch.utils._pytree.tree_leaves(got))
+    assert _reasons(op).get(why, 0) == before + 1, (op, _reasons(op))
+
+
+@pytest.mark.parametrize("case", ["mm_out_overlaps", "layer_norm_fp16_weight", "scatter_reduce_int"])
+def test_family_declines_name_their_reason_under_fallback_error(case: str, monkeypatch: pytest.MonkeyPatch):
+    """With ``TRN_FALLBACK=error`` the declined call raises, and the message says why it left the device."""
+    op, why, args, fn = _family_case(case)
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    with pytest.raises(td.FallbackError) as e:
+        fn(*(a.to("trn") for a in args))
+    assert why in str(e.value) and op.split("::")[1].split(".")[0] in str(e.value), str(e.value)
+
+
+def test_declared_accepts_of_these_families_show_in_the_registry():
+    """The rules declared with ``accepts=`` are what ``trn coverage`` prints for the op."""
+    table = td.registry_table()
+    assert table["aten::addr"]["accepts"] == "self, vec1, vec2 trn tensors; no conj/neg bit"
+    assert table["aten::addbmm"]["accepts"] == "self, batch1, batch2 trn tensors; one dtype; no conj/neg bit"
+    assert table["aten::embedding_renorm_"]["accepts"] == "self, indices trn tensors; no conj/neg bit"
