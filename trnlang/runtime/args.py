@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 import numpy as np
@@ -12,6 +13,43 @@ from trnlang.ir.nodes import HbmTensor, SourceLoc
 from trnlang.ir.types import DType, to_dtype, torch_dtype
 
 _CONST_TYPES = (int, float, bool, str, type(None))
+_CONST_SET = frozenset(_CONST_TYPES)
+#: field names of frozen dataclass types seen as kernel arguments (None: not a frozen dataclass)
+_SPEC_FIELDS: dict[type, tuple[str, ...] | None] = {}
+
+
+def _const_value(v: Any) -> bool:
+    return type(v) in _CONST_SET or isinstance(v, Enum) or to_dtype(v) is not None or (
+        type(v) is tuple and all(_const_value(e) for e in v))
+
+
+def is_spec(arg: Any) -> bool:
+    """A compile-time *spec* argument: an ``enum.Enum`` member, or a frozen dataclass whose fields are constants
+    (int, float, bool, str, None, a dtype, an enum member, or tuples of them).
+
+    Kernels take a spec where they would otherwise take a row of positional flags or a string mode; it is
+    specialized on like any constant (equal specs share a compiled variant) and read while tracing.
+
+    Example:
+        >>> import dataclasses, enum
+        >>> class Mode(enum.Enum):
+        ...     GATHER = 0
+        >>> @dataclasses.dataclass(frozen=True)
+        ... class Spec:
+        ...     mode: Mode
+        ...     wrap: bool
+        >>> is_spec(Mode.GATHER), is_spec(Spec(Mode.GATHER, True)), is_spec((1, 2))
+        (True, True, False)
+    """
+    if isinstance(arg, Enum):
+        return True
+    tp = type(arg)
+    names = _SPEC_FIELDS.get(tp, ())
+    if names == ():
+        params = getattr(tp, "__dataclass_params__", None)
+        names = tuple(tp.__dataclass_fields__) if params is not None and params.frozen else None
+        _SPEC_FIELDS[tp] = names
+    return names is not None and all(_const_value(getattr(arg, n)) for n in names)
 
 
 def is_tensor(x: Any) -> bool:
@@ -134,12 +172,15 @@ def describe(arg: Any, name: str, kloc: SourceLoc) -> Prepared:
         contiguous = arr.flags.c_contiguous
         t = HbmTensor(name, tuple(int(s) for s in arr.shape), d, "in")
         return Prepared(("T", arr.shape, d, contiguous), t, None, arr)
+    if is_spec(arg):
+        return Prepared(("C", type(arg).__qualname__, arg), None, arg)
     if isinstance(arg, _CONST_TYPES) or to_dtype(arg) is not None:
         return Prepared(("C", type(arg).__name__, arg if not hasattr(arg, "name") else str(arg)), None, arg)
     if isinstance(arg, (tuple, list)) and all(isinstance(v, _CONST_TYPES) for v in arg):
         return Prepared(("C", type(arg).__name__, tuple(arg)), None, tuple(arg) if isinstance(arg, tuple) else arg)
     raise LaunchError(f"argument {name!r} of type {type(arg).__name__} is neither a tensor (torch/numpy) nor a "
-                      "compile-time constant (int, float, bool, str, dtype)")
+                      "compile-time constant (int, float, bool, str, dtype, an enum member or a frozen dataclass "
+                      "of constants)")
 
 
 def alloc_like(like: Any, shape: tuple[Any, ...], dtype: DType) -> Any:

@@ -216,6 +216,8 @@ class KernelFn:
                     if type(v) not in _CONST_SET:
                         return None
                 key += (ta, a)
+            elif argconv.is_spec(a):  # an enum member or a frozen dataclass of constants
+                key += (ta, a)
             else:
                 return None
         return tuple(key), ptrs
@@ -457,6 +459,9 @@ class KernelFn:
                     arr = argconv.as_array(a)
                 except Exception:  # unsupported dtype or device: the slow path reports it
                     return None
+            elif argconv.is_spec(a):
+                key.append((ta, a))
+                continue
             else:
                 return None
             arrays.append(arr)
