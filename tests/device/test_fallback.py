@@ -1,9 +1,12 @@
 """The CPU fallback: counted, warned once per op, forbidden with TRN_FALLBACK=error, silent on demand."""
 
+import warnings
+
+import pytest
 import torch
 
+import trnlang
 import trnlang.device as td
-from tests.device.conftest import run_py
 
 
 # Ops used here fall back on purpose: logaddexp is left unlowered for tutorial 06 (and kept from torch's
@@ -46,52 +49,43 @@ def test_conjugate_and_negative_views():
     assert torch.equal(torch.view_as_real(t).cpu(), torch.view_as_real(z))
 
 
-WARN_ONCE = """
-import warnings, torch, trnlang.device as td
-x = torch.ones(3, device="trn")
-with warnings.catch_warnings(record=True) as w:
-    warnings.simplefilter("always")
-    for _ in range(3):
+def test_warns_once_per_op(monkeypatch):
+    """One FallbackWarning per op name (a fresh set of warned ops, as in a new process), pointing at the user's line."""
+    from trnlang.device import fallback
+
+    monkeypatch.setenv("TRN_FALLBACK", "warn")
+    monkeypatch.setattr(fallback, "_warned", set())
+    td.reset_fallback_stats()
+    x = torch.ones(3, device="trn")
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            torch.logaddexp(x, x * 0.5)
+        torch.linalg.eigvals(torch.eye(3, device="trn") + 1)
+    fb = [m for m in w if issubclass(m.category, td.FallbackWarning)]
+    assert [str(m.message).split()[1] for m in fb] == ["aten::logaddexp.out", "aten::_linalg_eigvals"]
+    assert td.fallback_stats()["aten::logaddexp.out"] == 3
+    assert {m.filename for m in fb} == {__file__}  # the warning points at the user's line, not torch or trnlang
+
+
+def test_strict_mode_raises_naming_the_op(monkeypatch):
+    monkeypatch.setenv("TRN_FALLBACK", "error")  # read at each fallback
+    x = torch.ones(3, device="trn")
+    assert torch.equal(((x + x) * 2).cpu(), torch.full((3,), 4.0))  # native: fine
+    with pytest.raises(td.FallbackError, match="aten::logaddexp.out") as e:
         torch.logaddexp(x, x * 0.5)
-    torch.linalg.eigvals(torch.eye(3, device="trn") + 1)
-fb = [str(m.message) for m in w if issubclass(m.category, td.FallbackWarning)]
-print(len(fb), fb[0].split()[1], fb[1].split()[1], td.fallback_stats()["aten::logaddexp.out"], w[0].filename)
-"""
+    assert isinstance(e.value, trnlang.TrnError) and isinstance(e.value, NotImplementedError)
 
 
-def test_warns_once_per_op():
-    r = run_py(WARN_ONCE)
-    assert r.returncode == 0, r.stderr
-    n, first, second, count, filename = r.stdout.split()
-    assert (n, first, second, count) == ("2", "aten::logaddexp.out", "aten::_linalg_eigvals", "3")
-    assert filename == "<string>"  # the warning points at the user's line
-
-
-STRICT = """
-import torch, trnlang, trnlang.device as td
-x = torch.ones(3, device="trn")
-y = (x + x) * 2                       # native: fine
-try:
-    torch.logaddexp(x, x * 0.5)
-except td.FallbackError as e:
-    print(isinstance(e, trnlang.TrnError), isinstance(e, NotImplementedError), "aten::logaddexp.out" in str(e))
-"""
-
-
-def test_strict_mode_raises_naming_the_op():
-    r = run_py(STRICT, env={"TRN_FALLBACK": "error"})
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == ["True", "True", "True"]
-
-
-def test_silent_mode():
-    r = run_py("import warnings, torch, trnlang.device as td\nwarnings.simplefilter('error')\n"
-               "x = torch.tensor([0.0, -float('inf')], device='trn')\n"
-               "print(torch.logaddexp(x, torch.full((2,), -float('inf'), device='trn')).cpu().tolist(), "
-               "td.fallback_stats())",
-               env={"TRN_FALLBACK": "silent"})
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "[0.0, -inf] {'aten::logaddexp.out': 1}"
+def test_silent_mode(monkeypatch):
+    monkeypatch.setenv("TRN_FALLBACK", "silent")
+    td.reset_fallback_stats()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any warning fails the test
+        x = torch.tensor([0.0, -float("inf")], device="trn")
+        y = torch.logaddexp(x, torch.full((2,), -float("inf"), device="trn"))
+    assert y.cpu().tolist() == [0.0, -float("inf")]
+    assert td.fallback_stats() == {"aten::logaddexp.out": 1}
 
 
 def test_registry_lowering_for_a_custom_op():
@@ -148,47 +142,44 @@ def test_ops_with_a_torch_decomposition_run_it_on_trn():
     assert td.fallback_stats().get("aten::logaddexp.out", 0) == before + 1
 
 
-DECLINE = """
-import warnings, torch, trnlang, trnlang.device as td
-lib = torch.library.Library("trndecl", "DEF")
-lib.define("halve(Tensor x) -> Tensor")
-lib.impl("halve", lambda x: x / 2, "CPU")
-
-@td.lowering("trndecl::halve", dtypes=(torch.float32, torch.float16))
-def halve(x):
-    if x.numel() > 4:
-        return trnlang.decline("more than 4 elements")
-    if x.dtype == torch.float16:
-        return NotImplemented
-    return x * 0.5
-
-with warnings.catch_warnings(record=True) as w:
-    warnings.simplefilter("always")
-    small, big = torch.ones(3, device="trn"), torch.ones(6, device="trn")
-    for _ in range(2):
-        torch.ops.trndecl.halve(small), torch.ops.trndecl.halve(big)
-    torch.ops.trndecl.halve(torch.ones(2, device="trn", dtype=torch.float16))
-    out = torch.ops.trndecl.halve(torch.ones(2, device="trn", dtype=torch.int64))
-print(out.cpu().tolist())
-print(sorted(td.fallback_reasons()["trndecl::halve"].items()))
-print(str(w[0].message))
-"""
-
-
-def test_a_declining_lowering_says_why():
+def test_a_declining_lowering_says_why(monkeypatch):
     """``trn.decline(reason)``: the CPU runs the call, and the reason is counted, warned and raised."""
-    r = run_py(DECLINE, env={"TRN_FALLBACK": "warn"})
-    assert r.returncode == 0, r.stderr
-    out, reasons, warning = r.stdout.strip().splitlines()
-    assert out == "[0.5, 0.5]"  # the int64 call ran the CPU kernel (x / 2), not the lowering
-    assert reasons == str(sorted({"more than 4 elements": 2, "declined (no reason given)": 1,
-                                  "dtype int64 not among the lowering's dtypes": 1}.items()))
-    assert "trndecl::halve was declined by its trn lowering (more than 4 elements)" in warning
-    strict = run_py(DECLINE.replace("with warnings", "try:\n    torch.ops.trndecl.halve(torch.ones(9, device='trn'))\n"
-                                    "except td.FallbackError as e:\n    print(e); raise SystemExit(0)\nwith warnings"),
-                    env={"TRN_FALLBACK": "error"})
-    assert strict.returncode == 0, strict.stderr
-    assert "declined by its trn lowering (more than 4 elements) and TRN_FALLBACK=error" in strict.stdout
+    from trnlang.device import fallback
+
+    lib = torch.library.Library("trndecl", "DEF")
+    try:
+        lib.define("halve(Tensor x) -> Tensor")
+        lib.impl("halve", lambda x: x / 2, "CPU")
+
+        @td.lowering("trndecl::halve", dtypes=(torch.float32, torch.float16))
+        def halve(x):
+            if x.numel() > 4:
+                return trnlang.decline("more than 4 elements")
+            if x.dtype == torch.float16:
+                return NotImplemented
+            return x * 0.5
+
+        monkeypatch.setenv("TRN_FALLBACK", "warn")
+        monkeypatch.setattr(fallback, "_warned", set())  # no op warned yet, as in a new process
+        td.reset_fallback_stats()
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            small, big = torch.ones(3, device="trn"), torch.ones(6, device="trn")
+            for _ in range(2):
+                torch.ops.trndecl.halve(small), torch.ops.trndecl.halve(big)
+            torch.ops.trndecl.halve(torch.ones(2, device="trn", dtype=torch.float16))
+            out = torch.ops.trndecl.halve(torch.ones(2, device="trn", dtype=torch.int64))
+        assert out.cpu().tolist() == [0.5, 0.5]  # the int64 call ran the CPU kernel (x / 2), not the lowering
+        assert td.fallback_reasons()["trndecl::halve"] == {"more than 4 elements": 2, "declined (no reason given)": 1,
+                                                           "dtype int64 not among the lowering's dtypes": 1}
+        fb = [str(m.message) for m in w if issubclass(m.category, td.FallbackWarning)]
+        assert len(fb) == 1 and "trndecl::halve was declined by its trn lowering (more than 4 elements)" in fb[0]
+        monkeypatch.setenv("TRN_FALLBACK", "error")
+        with pytest.raises(td.FallbackError) as e:
+            torch.ops.trndecl.halve(torch.ones(9, device="trn"))
+        assert "declined by its trn lowering (more than 4 elements) and TRN_FALLBACK=error" in str(e.value)
+    finally:
+        lib._destroy()
 
 
 def test_coverage_reports_decline_reasons():
