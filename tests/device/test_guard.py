@@ -6,11 +6,12 @@ The faulting cases run in a subprocess (the fault kills it: returncode -SIGSEGV)
 from __future__ import annotations
 
 import ctypes
+import functools
 import signal
 import textwrap
 
 from tests.device.conftest import run_py
-from trnlang.device.guard import PAGE, GuardedRegion
+from trnlang.device.guard import PAGE, GuardedRegion, env_enabled
 
 GUARD = {"TRN_GUARD": "1", "TRN_FALLBACK": "error"}
 
@@ -40,17 +41,49 @@ def _run(body: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     return p.returncode, p.stdout, p.stderr
 
 
+_OPS_UNDER_GUARD = """
+    import trnlang.device.memory as mem
+    assert mem.GUARD
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(257, 129, generator=g), torch.randn(257, 129, generator=g)
+    a, b = torch.randn(65, 129, generator=g), torch.randn(129, 31, generator=g)
+    idx = torch.tensor([5, 0, 256, 3, 3])
+    X, Y, A, B = (t.to("trn") for t in (x, y, a, b))
+    for got, want in [(X + Y, x + y), (A @ B, a @ b), (X.sum(), x.sum()), (X.sum(1), x.sum(1)),
+                      (X.index_select(0, idx.to("trn")), x.index_select(0, idx)),
+                      (X[:, 1::2].exp(), x[:, 1::2].exp()), (X.t().contiguous(), x.t().contiguous())]:
+        assert got.device.type == "trn"
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-4)
+    for _ in range(50):                      # allocate and free: every block is a fresh mapping
+        (X * 2).sum()
+    assert mem.CACHE.bytes == 0, mem.CACHE.bytes
+    t = torch.empty(1000, device="trn")
+    assert (t.data_ptr() + 4000) % mem._guard.PAGE == 0
+    print("ops ok", flush=True)
+"""
+
+_WRITE_PAST_THE_END = """
+    t = torch.zeros(1000, device="trn")
+    nbytes = t.untyped_storage().nbytes()
+    assert nbytes == 4000, nbytes
+    ctypes.memmove(t.data_ptr(), b"\\0" * nbytes, nbytes)  # the whole storage is writable
+    print("in bounds ok", flush=True)
+    ctypes.memmove(t.data_ptr() + nbytes, b"\\0" * 4, 4)   # one float past the end
+    print("not reached", flush=True)
+"""
+
+
+@functools.cache
+def _guarded_child() -> tuple[int, str, str]:
+    """One guarded child (TRN_GUARD=1) for two tests: the ops check runs first and prints "ops ok" once all its
+    assertions held, then the one-past-the-end write, which kills the child (a fault ends a process, so the other
+    faulting case below needs its own)."""
+    return _run(_OPS_UNDER_GUARD + _WRITE_PAST_THE_END)
+
+
 def test_write_one_element_past_the_end_faults() -> None:
-    rc, out, err = _run("""
-        t = torch.zeros(1000, device="trn")
-        nbytes = t.untyped_storage().nbytes()
-        assert nbytes == 4000, nbytes
-        ctypes.memmove(t.data_ptr(), b"\\0" * nbytes, nbytes)  # the whole storage is writable
-        print("in bounds ok", flush=True)
-        ctypes.memmove(t.data_ptr() + nbytes, b"\\0" * 4, 4)   # one float past the end
-        print("not reached", flush=True)
-    """)
-    assert "in bounds ok" in out, err
+    rc, out, err = _guarded_child()
+    assert "in bounds ok" in out, err[-3000:]
     assert "not reached" not in out
     assert rc == -signal.SIGSEGV, (rc, err[-2000:])
 
@@ -69,41 +102,10 @@ def test_freed_block_is_unmapped_and_faults_on_use() -> None:
     assert rc == -signal.SIGSEGV, (rc, err[-2000:])
 
 
-def test_without_guard_the_same_overflow_goes_unnoticed() -> None:
-    rc, out, err = _run("""
-        t = torch.zeros(1000, device="trn")
-        ctypes.memmove(t.data_ptr() + t.untyped_storage().nbytes(), b"\\0" * 4, 4)  # into cache slack
-        print("survived", flush=True)
-    """, {"TRN_GUARD": "0"})
-    assert rc == 0 and "survived" in out, err[-2000:]
-
-
-def test_ops_are_correct_under_guard() -> None:
-    rc, out, err = _run("""
-        import trnlang.device.memory as mem
-        assert mem.GUARD
-        g = torch.Generator().manual_seed(0)
-        x, y = torch.randn(257, 129, generator=g), torch.randn(257, 129, generator=g)
-        a, b = torch.randn(65, 129, generator=g), torch.randn(129, 31, generator=g)
-        idx = torch.tensor([5, 0, 256, 3, 3])
-        X, Y, A, B = (t.to("trn") for t in (x, y, a, b))
-        for got, want in [(X + Y, x + y), (A @ B, a @ b), (X.sum(), x.sum()), (X.sum(1), x.sum(1)),
-                          (X.index_select(0, idx.to("trn")), x.index_select(0, idx)),
-                          (X[:, 1::2].exp(), x[:, 1::2].exp()), (X.t().contiguous(), x.t().contiguous())]:
-            assert got.device.type == "trn"
-            torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-4)
-        for _ in range(50):                      # allocate and free: every block is a fresh mapping
-            (X * 2).sum()
-        assert mem.CACHE.bytes == 0, mem.CACHE.bytes
-        t = torch.empty(1000, device="trn")
-        assert (t.data_ptr() + 4000) % mem._guard.PAGE == 0
-        print("ok", flush=True)
-    """)
-    assert rc == 0 and "ok" in out, err[-3000:]
-
-
-def test_guard_off_by_default_uses_the_cache() -> None:
-    rc, out, err = _run("""
+@functools.cache
+def _unguarded_child() -> tuple[int, str, str]:
+    """One child with TRN_GUARD unset (off by default) for two tests, each printing its own line."""
+    return _run("""
         import trnlang.device.memory as mem
         assert not mem.GUARD
         t = mem.empty((1000,), torch.float32)
@@ -111,9 +113,28 @@ def test_guard_off_by_default_uses_the_cache() -> None:
         del t
         assert mem.CACHE.bytes > 0
         assert mem.empty((1000,), torch.float32).data_ptr() == p  # the cached block is reused
-        print("ok", flush=True)
+        print("cache ok", flush=True)
+        t = torch.zeros(1000, device="trn")
+        ctypes.memmove(t.data_ptr() + t.untyped_storage().nbytes(), b"\\0" * 4, 4)  # into cache slack
+        print("survived", flush=True)
     """, {"TRN_GUARD": ""})
-    assert rc == 0 and "ok" in out, err[-2000:]
+
+
+def test_without_guard_the_same_overflow_goes_unnoticed(monkeypatch) -> None:
+    rc, out, err = _unguarded_child()
+    assert rc == 0 and "survived" in out, err[-2000:]
+    monkeypatch.setenv("TRN_GUARD", "0")  # "0" switches it off like unset (trnlang.device.memory reads this at import)
+    assert not env_enabled()
+
+
+def test_ops_are_correct_under_guard() -> None:
+    rc, out, err = _guarded_child()
+    assert "ops ok" in out, err[-3000:]
+
+
+def test_guard_off_by_default_uses_the_cache() -> None:
+    rc, out, err = _unguarded_child()
+    assert "cache ok" in out, err[-2000:]
 
 
 def test_guarded_numpy_views_fault_past_the_end() -> None:
