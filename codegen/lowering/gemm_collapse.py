@@ -1,32 +1,10 @@
-"""Tile loops of a matmul lowered to one gemm call over the whole product (code generation only).
+"""Emit a matmul's tile loops as one gemm call over the whole product (the ``collapse_gemm`` pass decided).
 
-The Tensor engine contracts at most 128 rows per ``nc_matmul`` and holds a 128 x 512 fp32 PSUM bank,
-so a matmul written for it walks the product in tiles (the stdlib ``matmul``, ``bench_jit``'s kernel,
-NKI samples)::
-
-    for m in tl.affine_range(n_m):                                 # nest loops (optional)
-        for n in tl.affine_range(n_n):
-            acc = tl.zeros((tm, tn), tl.float32, buffer=tl.psum)   # alloc + memset 0
-            for k in tl.affine_range(n_k):                         # the K loop
-                at = tl.load(a[m * tm + rows, k * tk + cols])       #   dma_copy
-                bt = tl.load(b[k * tk + rows, n * tn + cols])       #   dma_copy
-                acc += tl.matmul(at, bt)                           #   [transpose, copy,] nc_matmul C
-            tl.store(out[m * tm + rows, n * tn + cols], acc)        # [tensor_copy,] dma_copy
-
-On the host, lowering that literally calls the gemm once per 128-deep step: it packs the operand
-tiles and reloads the PSUM tile every step, and packs the same rows of ``b`` again for every ``m``.
-
-**K loop.** When the loop's body is only its ``nc_matmul`` C (accumulating into a region allocated
-outside the loop) and C's operand loads (deferred to C by ``trnlang.passes.plan_matmul_operands``, or plain loads
-read only by C), and one step of the loop variable moves every operand's access by exactly one tile
-along its K axis and nothing else (checked symbolically on the access patterns), the loop is one
-gemm ``acc += A[:, K0:K0 + n_k tk] @ V[K0:K0 + n_k tk, :]`` read in place.
-
-**Nest.** When, in addition, the K loop sits in a tile body ``zero acc; K loop; store acc`` (an fp32
-output tensor, no epilogue), and each of one or two enclosing loops moves the store by exactly one
-output tile along M or N, the stationary along M (or the moving operand along N) and the other
-operand not at all, the whole nest is one gemm ``out[M0:, N0:] = A @ V`` writing the output in place:
-each block of ``V`` is packed once for all rows, and the gemm's own cache blocking takes over.
+``trnlang.passes.collapse_gemm`` records, per loop, a K loop (``acc += A[:, K] @ V[K, :]`` read in
+place) or a tile nest of one or two loops (``out[M0:, N0:] = A @ V`` writing the output in place)
+in ``plan.gemms``; see that module for what qualifies. This module only emits it: the trip counts,
+the operand views, one ``gemm_tn`` / ``gemm_nn`` (or bf16) call, and for a bf16/fp16 output an fp32
+heap block rounded once into it.
 
 Loads (and the store) the verifier could not prove inside their tensors (a user kernel's run-time
 sizes) are checked at the corners of the collapsed range (their indices are affine, so the corners
@@ -40,19 +18,18 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-import sympy
 from llvmlite import ir
 
 from codegen.lowering.ctx import F32, I1, I64, ci64
-from codegen.lowering.expr import emit_int, is_true
+from codegen.lowering.expr import emit_int
+from codegen.lowering.mmfuse import hbm_view
 from codegen.lowering.vals import axis_env
-from trnlang.ir.liveness import all_regions, same_region
-from trnlang.ir.nodes import Access, Instr, Loop, Region, axis_sym
+from trnlang.ir.nodes import Access, Instr, Loop
 from trnlang.ir.ops import Op
 from trnlang.ir.types import DType
+from trnlang.passes.collapse_gemm import GemmCollapse
 
 if TYPE_CHECKING:
     from codegen.lowering.kernel import KernelLowering
@@ -60,196 +37,14 @@ if TYPE_CHECKING:
 __all__ = ["try_collapse"]
 
 
-@dataclass
-class _Match:
-    """A collapsible K loop (and nest): C, its operand loads, the gemm entry and the loops' extents."""
-
-    c: Instr
-    s_load: Instr            # the load of A [M, K] (a_nn) or of the stationary S [K, M]
-    v_load: Instr            # the load of the moving V [K, N]
-    a_nn: bool
-    k_loop: Loop
-    k_tile: int
-    nest: list[tuple[Loop, int]] = field(default_factory=list)  # (loop, output axis it walks)
-    store: Instr | None = None  # the nest's store of the accumulator
-
-
-def _int_step(lp: Loop) -> int | None:
-    s = sympy.sympify(lp.step)
-    return int(s) if s.is_Integer and int(s) > 0 else None
-
-
-def _refs(L: KernelLowering, buf: Any, role: str) -> list[Instr]:
-    return [ins for ins, r in L.plan.buf_refs.get(id(buf), []) if r == role]
-
-
-def _plain_load(L: KernelLowering, ld: Instr, region: Any, reader: Instr, dt: DType) -> bool:
-    """``ld`` is an unmasked 2-D ``dt`` HBM load into ``region``, whose buffer only ``reader`` reads."""
-    if ld.op is not Op.DMA_COPY or ld.attrs.get("accumulate") or not isinstance(region, Region):
-        return False
-    src, dst = ld.ins[0], ld.outs[0]
-    if not isinstance(src, Access) or src.gathers or len(src.shape) != 2 or not is_true(src.mask):
-        return False
-    if not isinstance(dst, Region) or not same_region(dst, region) or tuple(dst.shape) != tuple(region.shape):
-        return False
-    if src.tensor.dtype is not dt or region.buf.dtype is not dt:
-        return False
-    return _refs(L, region.buf, "write") == [ld] and _refs(L, region.buf, "read") == [reader]
-
-
-def _operand_loads(L: KernelLowering, lp: Loop, c: Instr) -> tuple[Instr, Instr, bool] | None:
-    """``(stationary-side load, moving load, a_nn)`` of C when the body is only C, allocs and those loads."""
-    from codegen.lowering.gemm_bf16 import native_bf16
-
-    mo = L.plan.mm_ops.get(id(c))
-    body = [s for s in lp.body if not (isinstance(s, Instr) and s.op is Op.ALLOC)]
-    if any(not isinstance(s, Instr) for s in body):
-        return None
-    if mo is not None:  # deferred to C by plan_matmul_operands: read in place unless lower_mmfuse cannot
-        if any(s is not c and L.plan.mm_defer.get(id(s)) is not c for s in body) or mo.v_load is None:
-            return None
-        if mo.transpose is not None:
-            return (mo.a_load, mo.v_load, True) if mo.a_load is not None else None
-        return (mo.s_load, mo.v_load, False) if mo.s_load is not None else None
-    st, mv = c.ins[0], c.ins[1]
-    dt = DType.bfloat16 if native_bf16(c) else DType.float32
-    loads = [s for s in body if isinstance(s, Instr) and s is not c]
-    if len(loads) != 2 or not isinstance(st, Region) or not isinstance(mv, Region) or st.buf is mv.buf:
-        return None
-    s_ld = next((x for x in loads if isinstance(x.outs[0], Region) and x.outs[0].buf is st.buf), None)
-    v_ld = next((x for x in loads if isinstance(x.outs[0], Region) and x.outs[0].buf is mv.buf), None)
-    if s_ld is None or v_ld is None or not _plain_load(L, s_ld, st, c, dt) or not _plain_load(L, v_ld, mv, c, dt):
-        return None
-    return s_ld, v_ld, False
-
-
-def _moves(acc: Access, var: Any, step: int, axis: int | None, tile: int) -> bool:
-    """One step of ``var`` moves ``acc`` by exactly ``tile`` along its tile axis ``axis`` (None: not at all)."""
-    if not all(sympy.diff(sympy.sympify(e), var).is_Integer for e in acc.index):
-        return False
-    for e in acc.index:
-        ex = sympy.sympify(e)
-        along = tile * sympy.diff(ex, axis_sym(axis)) if axis is not None else 0
-        if sympy.expand(step * sympy.diff(ex, var) - along) != 0:
-            return False
-    return True
-
-
-def _k_loop(L: KernelLowering, lp: Loop) -> _Match | None:
-    """The K-loop match of ``lp`` (module docstring), or None."""
-    step = _int_step(lp)
-    mms = [s for s in lp.body if isinstance(s, Instr) and s.op is Op.MATMUL]
-    if step is None or len(mms) != 1 or not mms[0].attrs.get("accumulate"):
-        return None
-    c = mms[0]
-    out = c.outs[0]
-    if not isinstance(out, Region) or out.buf.dtype is not DType.float32 or len(out.shape) != 2:
-        return None
-    if any(isinstance(s, Instr) and s.op is Op.ALLOC and s.outs[0] is out.buf for s in lp.body):
-        return None
-    if any(sympy.sympify(e).has(lp.var) for e in out.starts) or any(
-            L.plan.region_checks.get(id(r)) for r in all_regions(c)):
-        return None
-    got = _operand_loads(L, lp, c)
-    if got is None:
-        return None
-    s_ld, v_ld, a_nn = got
-    k_tile = int(cast(Region, c.ins[0]).shape[0])
-    ok = all(isinstance(x.ins[0], Access) and x.ins[0].shape[ax] == k_tile
-             and _moves(x.ins[0], lp.var, step, ax, k_tile) for x, ax in ((s_ld, 1 if a_nn else 0), (v_ld, 0)))
-    return _Match(c, s_ld, v_ld, a_nn, lp, k_tile) if ok else None
-
-
-def _tile_body(L: KernelLowering, lp: Loop) -> _Match | None:
-    """``lp``'s body is ``zero acc; K loop; [copy;] store`` of one fp32 output tile: the match, else None."""
-    k_loops = [s for s in lp.body if isinstance(s, Loop)]
-    if len(k_loops) != 1:
-        return None
-    m = _k_loop(L, k_loops[0])
-    if m is None:
-        return None
-    acc = m.c.outs[0]
-    rest = [s for s in lp.body if isinstance(s, Instr) and s.op is not Op.ALLOC]
-    if len(rest) not in (2, 3) or rest[0].op is not Op.MEMSET or lp.body.index(rest[0]) > lp.body.index(m.k_loop):
-        return None
-    zero, *mid, st = rest
-    if not isinstance(zero.outs[0], Region) or not same_region(zero.outs[0], acc) or zero.attrs.get("value") != 0:
-        return None
-    src = acc
-    if mid:
-        cp = mid[0]
-        if cp.op is not Op.TENSOR_COPY or cp.attrs.get("reshape") or not isinstance(cp.ins[0], Region) \
-                or not same_region(cp.ins[0], acc) or not isinstance(cp.outs[0], Region) \
-                or cp.outs[0].buf.dtype is not DType.float32 or tuple(cp.outs[0].shape) != tuple(acc.shape):
-            return None
-        src = cp.outs[0]
-        if _refs(L, src.buf, "read") != [st]:
-            return None
-    if lp.body.index(st) < lp.body.index(m.k_loop) or st.op is not Op.DMA_COPY or st.attrs.get("accumulate"):
-        return None
-    dst = st.outs[0]
-    if not isinstance(dst, Access) or dst.gathers or not is_true(dst.mask) or not dst.tensor.dtype.is_float \
-            or tuple(dst.shape) != tuple(acc.shape) or not isinstance(st.ins[0], Region) \
-            or not same_region(st.ins[0], src):
-        return None
-    if sorted(map(id, _refs(L, acc.buf, "read"))) != sorted(map(id, [m.c, mid[0] if mid else st])) or \
-            sorted(map(id, _refs(L, acc.buf, "write"))) != sorted(map(id, [zero, m.c])):
-        return None
-    for ld in (m.s_load, m.v_load):
-        if L.plan._tensors_alias(dst.tensor, cast(Access, ld.ins[0]).tensor):
-            return None
-    if any(sympy.sympify(e).has(m.k_loop.var) for e in dst.index):
-        return None
-    m.store = st
-    return m
-
-
-def _walks(m: _Match, lp: Loop) -> int | None:
-    """The output axis (0: M, 1: N) one step of nest loop ``lp`` walks by one tile, or None."""
-    step = _int_step(lp)
-    if step is None or m.store is None:
-        return None
-    dst = m.store.outs[0]
-    tm, tn = (int(x) for x in dst.shape)
-    for e in (m.k_loop.start, m.k_loop.stop):
-        if sympy.sympify(e).has(lp.var):
-            return None
-    s_acc, v_acc = cast(Access, m.s_load.ins[0]), cast(Access, m.v_load.ins[0])
-    s_m_axis = 0 if m.a_nn else 1
-    if _moves(dst, lp.var, step, 0, tm) and _moves(s_acc, lp.var, step, s_m_axis, tm) \
-            and _moves(v_acc, lp.var, step, None, 0):
-        return 0
-    if _moves(dst, lp.var, step, 1, tn) and _moves(v_acc, lp.var, step, 1, tn) \
-            and _moves(s_acc, lp.var, step, None, 0):
-        return 1
-    return None
-
-
-def _match(L: KernelLowering, lp: Loop) -> _Match | None:
-    """The largest collapsible structure rooted at ``lp``: a nest of one or two tile loops, or a K loop."""
-    inner = lp.body[0] if len(lp.body) == 1 and isinstance(lp.body[0], Loop) else None
-    if inner is not None:
-        m = _tile_body(L, inner)
-        if m is not None:
-            a_out, a_in = _walks(m, lp), _walks(m, inner)
-            if a_out is not None and a_in is not None and a_out != a_in and not any(
-                    sympy.sympify(e).has(lp.var) for e in (inner.start, inner.stop)):
-                m.nest = [(lp, a_out), (inner, a_in)]
-                return m
-    m = _tile_body(L, lp)
-    if m is not None:
-        ax = _walks(m, lp)
-        if ax is not None:
-            m.nest = [(lp, ax)]
-            return m
-    return _k_loop(L, lp)
+def _int_step(lp: Loop) -> int:
+    return int(lp.step)  # a positive integer constant (collapse_gemm matched only such loops)
 
 
 def _trip_count(L: KernelLowering, lp: Loop) -> ir.Value:
     """``max(0, ceil((stop - start) / step))`` as i64 (``step`` a positive constant)."""
     b = L.cx.b
     step = _int_step(lp)
-    assert step is not None
     start, stop = emit_int(L.cx, lp.start), emit_int(L.cx, lp.stop)
     n = b.sdiv(b.add(b.sub(stop, start), ci64(step - 1)), ci64(step))
     return b.select(b.icmp_signed(">", n, ci64(0)), n, ci64(0))
@@ -265,7 +60,7 @@ def _in_bounds(L: KernelLowering, acc: Access, loops: list[Loop], trips: list[ir
         return ok
     t = L.targs(acc.tensor)
     firsts = [emit_int(cx, lp.start) for lp in loops]
-    lasts = [b.add(f, b.mul(b.sub(n, ci64(1)), ci64(_int_step(lp) or 1))) for f, n, lp in zip(firsts, trips, loops)]
+    lasts = [b.add(f, b.mul(b.sub(n, ci64(1)), ci64(_int_step(lp)))) for f, n, lp in zip(firsts, trips, loops)]
     saved = {lp.var: cx.env.get(lp.var) for lp in loops}
     try:
         for ends in itertools.product(*[(f, la) for f, la in zip(firsts, lasts)]):
@@ -285,38 +80,33 @@ def _in_bounds(L: KernelLowering, acc: Access, loops: list[Loop], trips: list[ir
     return ok
 
 
-def _store_view(L: KernelLowering, st: Instr) -> Any:
-    from codegen.lowering.mmfuse import _hbm_view
-
-    return _hbm_view(L, Instr(Op.DMA_COPY, (), (st.outs[0],)))  # the store's tile, read like a load's
+def _view(L: KernelLowering, ld: Instr) -> Any:
+    """The HBM tile of load ``ld`` read in place (the pass checked its unit column stride)."""
+    v = hbm_view(L, ld)
+    if v is None:
+        pos = L.plan.info(ld).id if id(ld) in L.plan.by_instr else "?"
+        raise AssertionError(f"collapse_gemm planned a gemm reading {ld.op.value} #{pos} in place, but the lowering "
+                             f"cannot (its column stride is not a compile-time 1)")
+    return v
 
 
 def try_collapse(L: KernelLowering, lp: Loop, plain: Callable[[Loop], None]) -> bool:
-    """Emit ``lp`` as one gemm call when it is a collapsible K loop or tile nest (module docstring); loads
-    that need run-time checks are checked at the range's corners, with ``plain(lp)`` (the loops as
-    written) run when one fails. False: nothing emitted that matters, the caller lowers ``lp``."""
-    if L.debug:
-        return False
-    m = _match(L, lp)
+    """Emit ``lp`` as one gemm call when ``collapse_gemm`` planned it (``L.plan.gemms``); loads that need
+    run-time checks are checked at the range's corners, with ``plain(lp)`` (the loops as written) run when
+    one fails. False: not planned, the caller lowers ``lp``."""
+    m: GemmCollapse | None = L.plan.gemms.get(id(lp))
     if m is None:
         return False
-    from codegen.lowering.mmfuse import _hbm_view
-
     cx = L.cx
-    loops = [x for x, _ in m.nest] + [m.k_loop]
+    loops = m.loops
     saved = {x.var: cx.env.get(x.var) for x in loops}
     try:
         for x in loops:
             cx.env[x.var] = emit_int(cx, x.start)  # the first tiles: every loop's first iteration
-        s_view, v_view = _hbm_view(L, m.s_load), _hbm_view(L, m.v_load)
-        if m.store is not None:
-            out_view = _store_view(L, m.store)
-        else:
-            out_view = L.view(m.c.outs[0])
-            if len(out_view.view_strides) == 2 and out_view.view_strides[-1] != 1:
-                return False
-        if s_view is None or v_view is None or out_view is None:
-            return False  # strides not provably unit: the loops as written (the IR emitted here is dead)
+        s_view, v_view = _view(L, m.s_load), _view(L, m.v_load)
+        # the store's tile, read like a load's
+        out_view = _view(L, Instr(Op.DMA_COPY, (), (m.store.outs[0],))) if m.store is not None \
+            else L.view(m.c.outs[0])
         trips = [_trip_count(L, x) for x in loops]
         accs = [m.s_load.ins[0], m.v_load.ins[0]] + ([m.store.outs[0]] if m.store is not None else [])
         checked = [a for a in accs if id(a) in L.plan.access_checks]
@@ -352,9 +142,9 @@ def _restore(cx: Any, var: Any, v: Any) -> None:
         cx.env[var] = v
 
 
-def _emit(L: KernelLowering, m: _Match, s_view: Any, v_view: Any, out_view: Any, trips: list[ir.Value]) -> None:
+def _emit(L: KernelLowering, m: GemmCollapse, s_view: Any, v_view: Any, out_view: Any, trips: list[ir.Value]) -> None:
     from codegen.lowering.gemm import call_gemm, gemm_fn
-    from codegen.lowering.gemm_bf16 import gemm_bf16, native_bf16
+    from codegen.lowering.gemm_bf16 import gemm_bf16
 
     b = L.cx.b
     tm, tn = (int(x) for x in m.c.outs[0].shape)
@@ -368,7 +158,7 @@ def _emit(L: KernelLowering, m: _Match, s_view: Any, v_view: Any, out_view: Any,
     low = m.store.outs[0].tensor.dtype if m.store is not None else DType.float32
     scratch = _Scratch(L, dims[0], dims[1]) if low is not DType.float32 else None
     dest = scratch if scratch is not None else out_view
-    if native_bf16(m.c):
+    if m.bf16:
         gemm_bf16(L, s_view, v_view, dest, k_total, dims[0], dims[1], accumulate, m.a_nn)
     else:
         call_gemm(L, gemm_fn(L, "gemm_nn" if m.a_nn else "gemm_tn"), s_view, v_view, dest, k_total, dims[0],

@@ -111,7 +111,7 @@ class KernelLowering:
         self.debug = debug
         tensors = kernel.tensors
         self.contiguous = list(contiguous) if contiguous is not None else [True] * len(tensors)
-        self.plan = Plan(kernel, self.grid, may_alias, debug)
+        self.plan = Plan(kernel, self.grid, may_alias, debug, self.contiguous)
         self.meta_offsets, self.meta_words = meta_layout(kernel)
         self.deferred: dict[int, TrnError] = {}
         self.temp_top = 0

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from codegen.lowering.kernel import KernelLowering
     from codegen.lowering.vals import RegionView
 
-__all__ = ["PtrView", "Sources", "resolve"]
+__all__ = ["PtrView", "Sources", "hbm_view", "resolve"]
 
 
 class PtrView:
@@ -65,7 +65,7 @@ class Sources:
         self.v: Any = None
 
 
-def _hbm_view(L: KernelLowering, ld: Instr) -> PtrView | None:
+def hbm_view(L: KernelLowering, ld: Instr) -> PtrView | None:
     """The load's tile read in place: a :class:`PtrView` on its tensor, or None (strides not provably unit)."""
     src = ld.ins[0]
     assert isinstance(src, Access)
@@ -112,15 +112,15 @@ def resolve(L: KernelLowering, ins: Instr) -> Sources | None:
         return None
     got = Sources()
     if mo.v_load is not None:
-        got.v = _hbm_view(L, mo.v_load)
+        got.v = hbm_view(L, mo.v_load)
         if got.v is None:
             _emit(L, mo.v_load, ins)
     if mo.s_load is not None:
-        got.s = _hbm_view(L, mo.s_load)
+        got.s = hbm_view(L, mo.s_load)
         if got.s is None:
             _emit(L, mo.s_load, ins)
     if mo.transpose is not None:
-        a: PtrView | RegionView | None = _hbm_view(L, mo.a_load) if mo.a_load is not None else None
+        a: PtrView | RegionView | None = hbm_view(L, mo.a_load) if mo.a_load is not None else None
         if a is None and mo.a_load is not None:
             _emit(L, mo.a_load, ins)
         if a is None:

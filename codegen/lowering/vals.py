@@ -86,8 +86,7 @@ class RegionView:
         for d in range(len(buf.shape) - 2, -1, -1):
             strides[d] = strides[d + 1] * int(buf.shape[d + 1])
         self.buf_strides = strides
-        self.view_strides = [s for s, k in zip(strides, region.keep) if k] if region.ap is None else [
-            int(s) for s, _ in region.ap]
+        self.view_strides = region.view_strides
         self.shape: Shape = tuple(int(s) for s in region.shape)
         self.dtype: DType = buf.dtype
         self.ptr: ir.Value | None = None

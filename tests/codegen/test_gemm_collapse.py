@@ -1,9 +1,10 @@
-"""Matmul tile loops lowered to one gemm call (``codegen/lowering/gemm_collapse.py``).
+"""Matmul tile loops lowered to one gemm call (``trnlang/passes/collapse_gemm.py`` decides,
+``codegen/lowering/gemm_collapse.py`` emits).
 
-Each test checks which loops the lowering folds (a spy on the matcher while ``llvm_ir_text`` lowers the
-traced kernel afresh) and that the compiled results match numpy and the interpreter, including the cases
-that must keep the tile loops: ragged (masked) tiles, tiles that do not walk K by one tile, an
-epilogue on the accumulator, aliased output, and run-time bounds failures.
+Each test checks which loops the pass folds (``plan.gemms`` of the variant's lowering plan) and that the
+compiled results match numpy and the interpreter, including the cases that must keep the tile loops:
+ragged (masked) tiles, tiles that do not walk K by one tile, an epilogue on the accumulator, aliased
+output, and run-time bounds failures.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from hypothesis import strategies as st
 
 import trnlang as trn
 import trnlang.language as tl
-from codegen.lowering import gemm_collapse
-from codegen.lowering.kernel import llvm_ir_text
+from codegen.lowering.kernel import all_loops
+from codegen.lowering.plan import Plan
 from tests.codegen.test_matmul_operands import (
     mm_transpose_x as mm_grid_tn,  # bench_jit's kernel: one program per 128 rows
 )
@@ -58,21 +59,12 @@ def mm_overlapping_k(a, b, out):
 
 
 def _matches(kernel: Any, args: list[np.ndarray], grid: tuple[int, ...], monkeypatch: Any) -> list[Any]:
-    """What ``gemm_collapse`` folds when ``kernel`` is lowered for ``args``: (nest loop count, has store)
-    per matched root loop."""
-    got: list[Any] = []
-    real = gemm_collapse._match
-
-    def spy(L: Any, lp: Any) -> Any:
-        m = real(L, lp)
-        if m is not None:
-            got.append((len(m.nest), m.store is not None))
-        return m
-
-    monkeypatch.setattr(gemm_collapse, "_match", spy)
-    llvm_ir_text(kernel.trace(*args), grid)
-    monkeypatch.setattr(gemm_collapse, "_match", real)
-    return got
+    """What the ``collapse_gemm`` pass folds when ``kernel`` is lowered for ``args`` (contiguous): (nest loop
+    count, has store) per collapsed loop not inside another collapsed one (the loops inside are planned too:
+    the fallback of a failed corner check runs them)."""
+    plan = Plan(kernel.trace(*args), grid)
+    inner = {id(x) for g in plan.gemms.values() for lp in g.loops for x in all_loops(lp.body)}
+    return [(len(g.nest), g.store is not None) for lid, g in plan.gemms.items() if lid not in inner]
 
 
 def _run(launch: Any, args: list[np.ndarray], monkeypatch: Any, interpret: bool) -> list[np.ndarray]:

@@ -69,3 +69,49 @@ def pid_rows(x, out):
     rows = tl.program_id(0) * 128 + tl.arange(128)[:, None]
     cols = tl.arange(64)[None, :]
     tl.store(out[rows, cols], tl.load(x[rows, cols]) + 1.0)
+
+
+@trn.kernel
+def cast_twice(x, out):
+    """out = exp(f32(x)) - f32(x) for a bf16 x: the load is cast once and the cast read twice (remat of both)."""
+    rows = tl.arange(128)[:, None]
+    cols = tl.arange(64)[None, :]
+    t = tl.load(x[rows, cols]).astype(tl.float32)
+    tl.store(out[rows, cols], tl.exp(t) - t)
+
+
+@trn.kernel
+def five_readers(x, out):
+    """A load read by five consumers (more than rematerialize re-reads): staged once."""
+    rows = tl.arange(128)[:, None]
+    cols = tl.arange(64)[None, :]
+    t = tl.load(x[rows, cols])
+    tl.store(out[rows, cols], tl.exp(t) + t * 2.0 + tl.abs(t) + t * t + (t - 1.0))
+
+
+@trn.kernel
+def overwritten_between(x, out):
+    """A load of x read twice, with a store to x between its readers: staged (the second reader sees old x)."""
+    rows = tl.arange(128)[:, None]
+    cols = tl.arange(64)[None, :]
+    t = tl.load(x[rows, cols])
+    s = tl.sum(t, axis=1, keepdims=True)
+    tl.store(x[rows, cols], t * 0.0 + 5.0)
+    tl.store(out[rows, cols], t - s)
+
+
+@trn.kernel
+def mm_nest(a, b, out):
+    """out = a @ b in 128 x 128 x 256 tiles (whole tiles): two nest loops around a K loop, one gemm."""
+    m, k = a.shape
+    n = b.shape[1]
+    for i in tl.affine_range(m // 128):
+        for j in tl.affine_range(n // 256):
+            acc = tl.zeros((128, 256), tl.float32, buffer=tl.psum)
+            im = i * 128 + tl.arange(128)[:, None]
+            jn = j * 256 + tl.arange(256)[None, :]
+            for kk in tl.affine_range(k // 128):
+                at = tl.load(a[im, kk * 128 + tl.arange(128)[None, :]])
+                bt = tl.load(b[kk * 128 + tl.arange(128)[:, None], jn])
+                acc += tl.matmul(at, bt)
+            tl.store(out[im, jn], acc)

@@ -1,4 +1,5 @@
-"""``fuse_elementwise``: producers inlined into consumers, cheap loads re-read (remat), aliasing respected."""
+"""``fuse_elementwise``: producers inlined into their consumer (around the loads ``rematerialize`` re-reads, see
+test_rematerialize.py), aliasing respected."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from tests.passes.filecheck import filecheck
 from tests.passes.kernels import exp_chain, store_between
 
 
-def test_chain_is_inlined_and_the_load_rematerialised(dump_after) -> None:
+def test_chain_is_inlined_around_the_rematerialised_load(dump_after) -> None:
     x = torch.randn(256, 64)
     out, plan = dump_after("fuse_elementwise", exp_chain.trace(x, torch.empty(256, 64)))
     filecheck(out, """

@@ -19,8 +19,8 @@ from trnlang.passes.lowering import PlanError, verify_plan
 
 def test_the_lists_name_every_pass_once() -> None:
     assert [n for n, _ in PIPELINE] == ["plan_memory"]
-    assert [n for n, _ in LOWERING] == ["check_placement", "fuse_elementwise", "plan_matmul_operands",
-                                        "layout_arena"]
+    assert [n for n, _ in LOWERING] == ["check_placement", "rematerialize", "fuse_elementwise", "plan_matmul_operands",
+                                        "collapse_gemm", "layout_arena"]
     assert all(getattr(p, "__name__", "") == n for n, p in [*PIPELINE, *LOWERING])
 
 

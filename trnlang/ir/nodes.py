@@ -214,6 +214,16 @@ class Region:
         return tuple(s for s, k in zip(self.sizes, self.keep) if k)
 
     @property
+    def view_strides(self) -> list[int]:
+        """The stride (elements of the row-major buffer) of each view axis."""
+        if self.ap is not None:
+            return [int(s) for s, _ in self.ap]
+        strides = [1] * len(self.buf.shape)
+        for d in range(len(self.buf.shape) - 2, -1, -1):
+            strides[d] = strides[d + 1] * int(self.buf.shape[d + 1])
+        return [s for s, k in zip(strides, self.keep) if k]
+
+    @property
     def dtype(self) -> DType:
         return self.buf.dtype
 

@@ -12,8 +12,10 @@ to stderr: ``trace`` (as traced), any pass name below, or ``all``. After a ``LOW
 carries the plan's decisions so far as comments (``// #5 fused into #7``; see docs/passes.md).
 
 Example:
-    >>> [name for name, _ in PIPELINE], [name for name, _ in LOWERING]
-    (['plan_memory'], ['check_placement', 'fuse_elementwise', 'plan_matmul_operands', 'layout_arena'])
+    >>> [name for name, _ in LOWERING]
+    ['check_placement', 'rematerialize', 'fuse_elementwise', 'plan_matmul_operands', 'collapse_gemm', 'layout_arena']
+    >>> [name for name, _ in PIPELINE]
+    ['plan_memory']
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ from typing import Any, Callable
 import trnlang.config as _config
 from trnlang.ir.nodes import Kernel
 from trnlang.passes.check_placement import check_placement
+from trnlang.passes.collapse_gemm import collapse_gemm
 from trnlang.passes.fuse_elementwise import fuse_elementwise
 from trnlang.passes.layout_arena import layout_arena
 from trnlang.passes.lowering import LowerPlan, plan_notes, verify_plan
 from trnlang.passes.plan_matmul_operands import plan_matmul_operands
 from trnlang.passes.plan_memory import plan_memory
+from trnlang.passes.rematerialize import rematerialize
 
 __all__ = ["LOWERING", "PIPELINE", "LowerPlan", "dump", "plan_lowering", "run_lowering", "run_pipeline"]
 
@@ -42,10 +46,14 @@ PIPELINE: list[tuple[str, Callable[[Kernel], Any]]] = [
 LOWERING: list[tuple[str, Callable[[LowerPlan], LowerPlan]]] = [
     # run-time bounds checks: HBM accesses and on-chip regions not provably in bounds for this grid.
     ("check_placement", check_placement),
-    # elementwise producers inlined into their consumer; cheap loads re-read in each of a few consumers (remat).
+    # cheap loads (and their casts) re-read in each of a few consumers instead of staged in the arena.
+    ("rematerialize", rematerialize),
+    # elementwise producers inlined into their single consumer.
     ("fuse_elementwise", fuse_elementwise),
     # nc_matmul operands the gemm reads where they come from (HBM, the transpose's source), not staged tiles.
     ("plan_matmul_operands", plan_matmul_operands),
+    # matmul tile loops (a K loop, a nest of output tiles) lowered as one gemm call over the whole product.
+    ("collapse_gemm", collapse_gemm),
     # scratch-arena offsets of the materialised buffers: shared where live ranges do not overlap.
     ("layout_arena", layout_arena),
 ]
@@ -79,7 +87,7 @@ def run_pipeline(k: Kernel, verify_each: bool = False) -> list[Any]:
 
 
 def plan_lowering(k: Kernel, grid: tuple[int, ...], may_alias: bool = False, debug: bool = False,
-                  bf16_gemm: bool = False, verify_each: bool = False) -> LowerPlan:
+                  bf16_gemm: bool = False, verify_each: bool = False, layouts: Any = None) -> LowerPlan:
     """Run the ``LOWERING`` passes for one variant of ``k`` and return their plan.
 
     Args:
@@ -89,6 +97,7 @@ def plan_lowering(k: Kernel, grid: tuple[int, ...], may_alias: bool = False, deb
         debug: a debug build (poisoned buffers: nothing is deferred, no arena bytes are shared).
         bf16_gemm: the host's gemm takes bf16 operands (bf16 tiles are read in place like fp32).
         verify_each: check the plan (``verify_plan``) after every pass.
+        layouts: the compiled layout of each kernel tensor (``LowerPlan.layouts``; None: all contiguous).
 
     Example:
         >>> import torch
@@ -98,7 +107,8 @@ def plan_lowering(k: Kernel, grid: tuple[int, ...], may_alias: bool = False, deb
         >>> len(plan.fused) > 0
         True
     """
-    return run_lowering(LowerPlan(k, tuple(grid), may_alias, debug, bf16_gemm), verify_each)
+    return run_lowering(LowerPlan(k, tuple(grid), may_alias, debug, bf16_gemm,
+                                  None if layouts is None else tuple(layouts)), verify_each)
 
 
 def run_lowering(plan: LowerPlan, verify_each: bool = False) -> LowerPlan:

@@ -1,4 +1,4 @@
-"""Pass ``fuse_elementwise``: elementwise producers inlined into their consumers, cheap loads rematerialised.
+"""Pass ``fuse_elementwise``: elementwise producers inlined into their single consumer.
 
 A producer P (an elementwise instruction writing region R of buffer B) is inlined into its consumer
 C (evaluated per element inside C's loop, B never materialised) when B is written only by P and
@@ -7,27 +7,30 @@ mapping (same region, no broadcasting), no statement between P and C writes anyt
 (on-chip buffers, or HBM tensors that may alias in this variant), P needs no run-time check
 (``check_placement``), and C is not an HBM store to a tensor P loads from (or may alias).
 
-*Rematerialisation*: a cheap P (a plain HBM load, possibly through fused casts, of at most
-:data:`REMAT_MAX_BYTES`) read by up to :data:`REMAT_MAX_READERS` consumers is inlined into each of
-them when every one of them qualifies: the tile is re-read (from memory, then from cache) instead of
-staged in the arena.
+Producers read by several consumers are the ``rematerialize`` pass's (it runs first: a cheap load
+re-evaluated in each of its readers); this pass leaves them alone, and sees the loads already
+inlined into a producer as part of its expression (what it reads, so what must not be overwritten
+before its consumer). :func:`try_inline` is the shared step of both passes.
 
-Decisions: ``plan.fused`` (P -> its last consumer), ``plan.producer`` ((C, B) -> P) and ``plan.remat``.
+Decisions: ``plan.fused`` (P -> its consumer) and ``plan.producer`` ((C, B) -> P).
 
 Example:
     >>> import torch
     >>> from tests.kernels import softmax
     >>> from trnlang.passes.lowering import LowerPlan
     >>> from trnlang.passes.check_placement import check_placement
-    >>> plan = fuse_elementwise(check_placement(LowerPlan(softmax.trace(torch.randn(128, 64),
-    ...                                                                    torch.empty(128, 64)), (1,))))
-    >>> sorted({p.op.value for p in plan.producer.values()})
+    >>> from trnlang.passes.rematerialize import rematerialize
+    >>> plan = check_placement(LowerPlan(softmax.trace(torch.randn(128, 64), torch.empty(128, 64)), (1,)))
+    >>> sorted({p.op.value for p in fuse_elementwise(plan).producer.values()})  # the load has several readers
+    ['tensor_scalar']
+    >>> plan = check_placement(LowerPlan(softmax.trace(torch.randn(128, 64), torch.empty(128, 64)), (1,)))
+    >>> sorted({p.op.value for p in fuse_elementwise(rematerialize(plan)).producer.values()})
     ['dma_copy', 'tensor_scalar']
 """
 
 from __future__ import annotations
 
-import sympy
+from collections.abc import Callable
 
 from trnlang.ir.liveness import (
     hbm_read,
@@ -39,16 +42,11 @@ from trnlang.ir.liveness import (
     same_region,
     stmt_instrs,
 )
-from trnlang.ir.nodes import Access, HbmTensor, Instr, Loop, Region, Stmt, axis_sym
+from trnlang.ir.nodes import Access, HbmTensor, Instr, Loop, Region, Stmt
 from trnlang.ir.ops import Op
 from trnlang.passes.lowering import LowerPlan
 
-__all__ = ["REMAT_MAX_BYTES", "REMAT_MAX_READERS", "fuse_elementwise"]
-
-#: Largest HBM load (bytes) re-evaluated in each of several consumers instead of staged (see ``_remat_ok``).
-REMAT_MAX_BYTES = 1 << 20
-#: Most consumers a load is re-evaluated in.
-REMAT_MAX_READERS = 4
+__all__ = ["fuse_elementwise", "try_inline"]
 
 _PRODUCERS = {Op.TENSOR_TENSOR, Op.TENSOR_SCALAR, Op.ACTIVATION, Op.TENSOR_COPY, Op.SELECT, Op.IOTA, Op.MEMSET,
               Op.AFFINE_SELECT, Op.DMA_COPY}
@@ -120,52 +118,20 @@ def _leaves(plan: LowerPlan, p: Instr) -> tuple[set[int], set[int]]:
     return bufs, tensors
 
 
-def _remat_ok(plan: LowerPlan, p: Instr, readers: int) -> bool:
-    """P is cheap to evaluate again in each of its ``readers`` consumers instead of staging its tile.
-
-    A plain HBM load (no gathers, unit step along the innermost tile axis), possibly through casts
-    fused into P, of at most :data:`REMAT_MAX_BYTES`: re-reading it from the host caches costs less
-    than writing the tile to the arena and reading it back (on the host, stores to the arena also
-    queue behind the streaming output stores of the previous tile).
-    """
-    if readers > REMAT_MAX_READERS:
-        return False
-    if p.op is Op.DMA_COPY:
-        src = p.ins[0]
-        if not isinstance(src, Access) or src.gathers or not src.shape:
-            return False
-        n = 1
-        for d in src.shape:
-            n *= int(d)
-        if n * src.tensor.dtype.itemsize > REMAT_MAX_BYTES:
-            return False
-        last = sympy.sympify(src.index[-1])
-        inner = axis_sym(len(src.shape) - 1)
-        if sympy.diff(last, inner) != 1:
-            return False
-        return not any(a != inner and a.name.startswith("_a") for a in last.free_symbols)
-    if p.op is Op.TENSOR_COPY and not p.attrs.get("reshape"):
-        srcs = [x for x in p.ins if isinstance(x, Region)]
-        if len(srcs) != 1:
-            return False
-        q = plan.producer.get((id(p), id(srcs[0].buf)))
-        return q is not None and _remat_ok(plan, q, 1)
-    return False
-
-
-def _fusable_consumers(plan: LowerPlan, stmts: list[Stmt], i: int, p: Instr, r: Region
+def _fusable_consumers(plan: LowerPlan, stmts: list[Stmt], i: int, p: Instr, r: Region,
+                       several: Callable[[Instr, int], bool] | None
                        ) -> tuple[list[Instr], dict[int, int], set[int], set[int]] | None:
     """The readers of producer ``p = stmts[i]`` (its only writer) in program order, with the positions of the
     statements after it and ``p``'s leaf buffers and tensors; None when ``p`` cannot be inlined into them (no
-    reader, reads its own output, readers elsewhere, or several readers of a producer that cannot be
-    recomputed)."""
+    reader, reads its own output, readers elsewhere, one reader when ``several`` is given, else several; or
+    ``several(p, n)`` says ``p`` is not cheap enough to evaluate again in each of its ``n`` readers)."""
     refs = plan.buf_refs.get(id(r.buf), [])
     if any(role == "write" and ins is not p for ins, role in refs):
         return None
     readers = {id(ins): ins for ins, role in refs if role == "read"}
-    if not readers or id(p) in readers:
+    if not readers or id(p) in readers or (len(readers) > 1) != (several is not None):
         return None
-    if len(readers) > 1 and not _remat_ok(plan, p, len(readers)):
+    if several is not None and not several(p, len(readers)):
         return None
     pos = {id(s): k for k, s in enumerate(stmts) if k > i}
     if any(x not in pos for x in readers):
@@ -197,28 +163,38 @@ def _consumer_ok(plan: LowerPlan, stmts: list[Stmt], i: int, j: int, c: Instr, r
     return True
 
 
+def try_inline(plan: LowerPlan, stmts: list[Stmt], i: int, tensors: dict[int, HbmTensor],
+               several: Callable[[Instr, int], bool] | None = None) -> bool:
+    """Inline producer ``stmts[i]`` into its reader (``several``: into each of its several readers, when
+    ``several(p, n)`` allows) if every rule of the module docstring holds; records the decision, returns it."""
+    p = stmts[i]
+    if not isinstance(p, Instr) or id(p) in plan.fused or not _producer_ok(plan, p):
+        return False
+    r = p.outs[0]
+    assert isinstance(r, Region)
+    got = _fusable_consumers(plan, stmts, i, p, r, several)
+    if got is None:
+        return False
+    consumers, pos, lb, lt = got
+    if not all(_consumer_ok(plan, stmts, i, pos[id(c)], c, r, lb, lt, tensors) for c in consumers):
+        return False
+    plan.fused[id(p)] = consumers[-1]
+    if len(consumers) > 1:
+        plan.remat.add(id(p))
+    for c in consumers:
+        plan.producer[(id(c), id(r.buf))] = p
+    return True
+
+
 def _fuse_list(plan: LowerPlan, stmts: list[Stmt], tensors: dict[int, HbmTensor]) -> None:
     for i, p in enumerate(stmts):
         if isinstance(p, Loop):
             _fuse_list(plan, p.body, tensors)
-            continue
-        if not _producer_ok(plan, p):
-            continue
-        r = p.outs[0]
-        got = _fusable_consumers(plan, stmts, i, p, r)
-        if got is None:
-            continue
-        consumers, pos, lb, lt = got
-        if not all(_consumer_ok(plan, stmts, i, pos[id(c)], c, r, lb, lt, tensors) for c in consumers):
-            continue
-        plan.fused[id(p)] = consumers[-1]
-        if len(consumers) > 1:
-            plan.remat.add(id(p))
-        for c in consumers:
-            plan.producer[(id(c), id(r.buf))] = p
+        else:
+            try_inline(plan, stmts, i, tensors)
 
 
 def fuse_elementwise(plan: LowerPlan) -> LowerPlan:
-    """Fill ``plan.fused``, ``plan.producer`` and ``plan.remat`` (see the module docstring); returns ``plan``."""
+    """Fill ``plan.fused`` and ``plan.producer`` for single-reader producers (module docstring); returns ``plan``."""
     _fuse_list(plan, plan.kernel.body, {id(t): t for t in plan.kernel.tensors})
     return plan

@@ -16,7 +16,7 @@ Example:
     >>> from trnlang.passes import plan_lowering
     >>> plan = plan_lowering(softmax.trace(torch.randn(128, 64), torch.empty(128, 64)), (1,))
     >>> plan.passes
-    ['check_placement', 'fuse_elementwise', 'plan_matmul_operands', 'layout_arena']
+    ['check_placement', 'rematerialize', 'fuse_elementwise', 'plan_matmul_operands', 'collapse_gemm', 'layout_arena']
     >>> verify_plan(plan)
 """
 
@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+import sympy
 
 from trnlang.ir.liveness import Liveness, all_regions, regions_read, regions_written
 from trnlang.ir.nodes import Access, Buf, HbmTensor, Instr, Kernel, Loop, Stmt
@@ -52,13 +54,20 @@ class LowerPlan:
 
     - ``check_placement``: ``access_checks`` (HBM accesses checked at run time: the dimensions) and
       ``region_checks`` (on-chip regions whose start is checked: the dimensions);
-    - ``fuse_elementwise``: ``fused`` (producer -> the last consumer it is inlined into), ``producer``
-      ((consumer, buffer) -> the producer evaluated in its place) and ``remat`` (producers inlined into
-      several consumers);
+    - ``rematerialize``: ``remat`` (cheap producers inlined into each of several consumers), with their
+      ``fused`` / ``producer`` entries;
+    - ``fuse_elementwise``: ``fused`` (producer -> the last consumer it is inlined into) and ``producer``
+      ((consumer, buffer) -> the producer evaluated in its place);
     - ``plan_matmul_operands``: ``mm_ops`` (an ``nc_matmul``'s operands read where they come from) and
       ``mm_defer`` (instructions emitted at, or consumed by, that ``nc_matmul``);
+    - ``collapse_gemm``: ``gemms`` (a matmul's tile loops lowered as one gemm call: per loop, a
+      ``trnlang.passes.collapse_gemm.GemmCollapse``);
     - ``layout_arena``: ``offsets`` / ``sizes`` / ``live`` (arena bytes and live positions per buffer)
       and ``bufs_size``.
+
+    ``layouts`` is the variant's compiled layout of each kernel tensor (``kernel.tensors`` order): True
+    (C-contiguous), or per dimension 0 / 1 when that stride is known to be 0 / 1 element and None when it
+    is read at run time (``trnlang.runtime.jit.layout_of``); None: every tensor contiguous.
     """
 
     kernel: Kernel
@@ -66,6 +75,7 @@ class LowerPlan:
     may_alias: bool = False
     debug: bool = False
     bf16_gemm: bool = False
+    layouts: tuple[Any, ...] | None = None
     infos: list[InstrInfo] = field(default_factory=list)
     by_instr: dict[int, InstrInfo] = field(default_factory=dict)
     buf_refs: dict[int, list[tuple[Instr, str]]] = field(default_factory=dict)  # id(Buf) -> (instr, role)
@@ -77,6 +87,7 @@ class LowerPlan:
     remat: set[int] = field(default_factory=set)                              # id(P) inlined into several Cs
     mm_ops: dict[int, Any] = field(default_factory=dict)                      # id(nc_matmul) -> MatmulOperands
     mm_defer: dict[int, Instr] = field(default_factory=dict)                  # id(P) -> nc_matmul P is deferred to
+    gemms: dict[int, Any] = field(default_factory=dict)                       # id(Loop) -> GemmCollapse
     offsets: dict[int, int] = field(default_factory=dict)                     # id(Buf) -> arena byte offset
     sizes: dict[int, int] = field(default_factory=dict)                       # id(Buf) -> arena bytes
     live: dict[int, tuple[int, int]] = field(default_factory=dict)            # id(Buf) -> live positions
@@ -120,6 +131,23 @@ class LowerPlan:
 
     _tensors_alias = tensors_alias  # the older name, still used by codegen
 
+    def static_strides(self, t: HbmTensor) -> list[int | None]:
+        """The strides (elements) of kernel tensor ``t`` known at compile time in this variant; None: read at
+        run time. A contiguous tensor's stride is known where every later dimension's size is."""
+        k = next(i for i, x in enumerate(self.kernel.tensors) if x is t)
+        lay = True if self.layouts is None else self.layouts[k]
+        nd = len(t.shape)
+        if lay is True:
+            out: list[int | None] = []
+            acc: int | None = 1
+            for d in range(nd - 1, -1, -1):
+                out.append(acc)
+                s = t.shape[d]
+                acc = acc * int(s) if acc is not None and isinstance(s, int | sympy.Integer) else None
+            return out[::-1]
+        known = lay if isinstance(lay, tuple) and len(lay) == nd else (None,) * nd
+        return [None if x is None else int(x) for x in known]
+
     def emitter(self, ins: Instr) -> Instr:
         """The instruction whose code evaluates ``ins`` (itself, the last consumer it is inlined into, or the
         ``nc_matmul`` it is deferred to)."""
@@ -154,6 +182,10 @@ def _notes_of(plan: LowerPlan, ins: Instr) -> list[str]:
     if mo is not None:
         parts = [name for name in ("a_region", "a_load", "s_load", "v_load") if getattr(mo, name) is not None]
         out.append("operands in place: " + " ".join(parts))
+    gemms = [g for g in plan.gemms.values() if g.c is ins]
+    if gemms:
+        out += ["[one gemm: " + ", ".join([f"{lp.var} {'MN'[ax]}" for lp, ax in g.nest] + [f"{g.k_loop.var} K"]) + "]"
+                for g in gemms]
     if ins.op.value == "alloc" and id(ins.outs[0]) in plan.offsets:
         b = id(ins.outs[0])
         lo, hi = plan.live[b]
@@ -214,13 +246,31 @@ def _check_arena(plan: LowerPlan) -> None:
             raise PlanError(f"buffer {plan.bufs[b].name} is materialised but has no arena offset")
 
 
+def _check_gemms(plan: LowerPlan) -> None:
+    for lid, g in plan.gemms.items():
+        root = g.nest[0][0] if g.nest else g.k_loop
+        c = g.c
+        if id(root) != lid or plan.debug or c.op.value != "nc_matmul" or not any(s is c for s in g.k_loop.body):
+            raise PlanError(f"a gemm collapse of loop {root.var} is not rooted at its loop, or its nc_matmul is not "
+                            f"in its K loop (or a debug build collapses)")
+        loops = plan.info(c).loops
+        if any(not any(x is lp for x in loops) for lp in g.loops) or \
+                any(not any(s is ld for s in g.k_loop.body) for ld in (g.s_load, g.v_load)):
+            raise PlanError(f"the gemm of #{plan.info(c).id} collapses a loop that does not enclose it, or its "
+                            f"operand loads are not in its K loop")
+        if any(plan.region_checks.get(id(r)) for r in all_regions(c)):
+            raise PlanError(f"#{plan.info(c).id} is collapsed into a gemm but its regions are checked at run time")
+
+
 def verify_plan(plan: LowerPlan) -> None:
     """Check the plan's decisions against the kernel (the pass contract; tests run it after every pass).
 
     Rules: an inlined producer precedes its consumers in one statement list, is read by them, and needs
     no run-time check; a deferred instruction precedes a planned ``nc_matmul`` in its list; arena
     offsets are 64-byte aligned, inside ``bufs_size``, and two buffers live at the same position never
-    share bytes (no buffer shares any in debug builds); every materialised buffer has an offset.
+    share bytes (no buffer shares any in debug builds); every materialised buffer has an offset; a
+    collapsed gemm is rooted at its outermost loop, whose loops enclose its ``nc_matmul`` and whose
+    K loop holds it and its operand loads, with no run-time region check (none in debug builds).
 
     Raises:
         PlanError: the first broken rule.
@@ -228,6 +278,7 @@ def verify_plan(plan: LowerPlan) -> None:
     _check_fusion(plan)
     _check_defer(plan)
     _check_arena(plan)
+    _check_gemms(plan)
     if plan.debug and plan.offsets:
         spans = sorted((plan.offsets[b], plan.offsets[b] + plan.sizes[b]) for b in plan.offsets)
         if any(a[1] > b[0] for a, b in zip(spans, spans[1:])):

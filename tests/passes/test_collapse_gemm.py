@@ -1,0 +1,69 @@
+"""``collapse_gemm``: which matmul tile loops the lowering replaces by one gemm call over the whole product.
+
+The emitted code is pinned by tests/codegen/test_gemm_collapse.py (results against numpy and the interpreter);
+here, the decisions: a nest of two tile loops around a K loop (and, for the fallback of a failed corner check,
+the loops inside it), a K loop alone, none in debug builds, none when a tile cannot be read in place.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from tests.passes.filecheck import filecheck
+from tests.passes.kernels import mm_nest, mm_tn
+
+
+def _nest():
+    return mm_nest.trace(torch.randn(256, 384), torch.randn(384, 512), torch.empty(256, 512))
+
+
+def test_the_tile_nest_is_one_gemm(dump_after) -> None:
+    out, plan = dump_after("collapse_gemm", _nest())
+    filecheck(out, """
+        CHECK: IR after collapse_gemm
+        CHECK: affine_range %i0
+        CHECK-NEXT: affine_range %i1
+        CHECK: affine_range %i2
+        CHECK: // #10 operands in place: a_region a_load v_load [one gemm: i0 M, i1 N, i2 K]
+        CHECK-SAME: [one gemm: i1 N, i2 K] [one gemm: i2 K]
+        CHECK-NEXT: nc_matmul
+    """)
+    roots = [g for g in plan.gemms.values() if len(g.nest) == 2]
+    assert len(plan.gemms) == 3 and len(roots) == 1 and roots[0].a_nn and roots[0].store is not None
+
+
+def test_a_k_loop_alone_accumulates_into_the_psum_tile(dump_after) -> None:
+    k = mm_tn.trace(torch.randn(256, 128), torch.randn(256, 256), torch.empty(128, 256))
+    out, plan = dump_after("collapse_gemm", k)
+    filecheck(out, "CHECK: // #6 operands in place: s_load v_load [one gemm: i0 K]\nCHECK-NEXT: nc_matmul")
+    (g,) = plan.gemms.values()
+    assert g.store is None and not g.a_nn and g.k_tile == 128
+
+
+def test_debug_builds_keep_the_tile_loops(dump_after) -> None:
+    out, plan = dump_after("collapse_gemm", _nest(), debug=True)
+    filecheck(out, "CHECK: debug True\nCHECK-NOT: one gemm")
+    assert not plan.gemms
+
+
+def test_an_operand_without_a_compile_time_unit_column_stride_is_not_collapsed(dump_after) -> None:
+    """``a`` launched as a transposed view (its column stride read at run time): the gemm cannot read it in
+    place, so no loop that reads it is collapsed; ``b`` and ``out`` contiguous."""
+    out, plan = dump_after("collapse_gemm", _nest(), layouts=[(None, None), True, True])
+    filecheck(out, "CHECK: IR after collapse_gemm\nCHECK-NOT: one gemm")
+    assert not plan.gemms
+    out, plan = dump_after("collapse_gemm", _nest(), layouts=[(None, 1), True, True])  # unit step known: fine
+    assert len(plan.gemms) == 3
+
+
+def test_an_aliased_output_keeps_the_nest(dump_after) -> None:
+    """With arguments that may alias, the store may overwrite an operand later tiles read: only K loops."""
+    out, plan = dump_after("collapse_gemm", _nest(), may_alias=True)
+    filecheck(out, "CHECK: // #10 {{.*}}[one gemm: i2 K]\nCHECK-NOT: one gemm: i")
+    assert [len(g.nest) for g in plan.gemms.values()] == [0]
+
+
+def test_the_collapsed_nest_computes_the_product() -> None:
+    a, b, out = torch.randn(256, 384), torch.randn(384, 512), torch.empty(256, 512)
+    mm_nest(a, b, out)
+    torch.testing.assert_close(out, a @ b, rtol=1e-4, atol=1e-3)
