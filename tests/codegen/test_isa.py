@@ -2,7 +2,8 @@
 
 The path is chosen once per process, so each forced path runs in a child interpreter: it checks what
 the JIT generates there (no zmm registers on the avx2 path, no ymm/zmm on the generic one) and runs
-the gemm, matmul-operand and differential tests (compiled vs interpreter) under it.
+the gemm and matmul-operand tests under it, and on a narrower vector width the differential tests (compiled vs
+interpreter) that reach its ISA-dependent code (see ``_PARTS``).
 """
 
 from __future__ import annotations
@@ -90,16 +91,88 @@ _GEMM_TESTS = ["tests/codegen/test_gemm.py", "tests/codegen/test_matmul_operands
                "tests/codegen/test_gemm_collapse.py"]
 _DIFF = "tests/codegen/test_differential.py"
 #: What a path's child runs, in parts that are separate tests (so ``pytest -n 2`` runs the halves of one path's
-#: differential suite on both workers). Paths of the selected path's width generate the same code for everything
-#: but bf16 products, so they run only ``gemm``; a narrower width runs the differential suite too.
+#: differential subset on both workers). Paths of the selected path's width generate the same code for everything
+#: but bf16 products, so they run only ``gemm``; a narrower width runs the differential subset too.
 _PARTS = {
     "gemm": _GEMM_TESTS,
-    "cases": [_DIFF, "-k", "test_cases or hypothesis"],  # the named cases and the hypothesis-drawn kernels
-    # the seeded random kernels and the rest; how a grid is scheduled on threads is the launch path's business, not
-    # code generation's: the default path's run covers it
-    "random": [_DIFF, "-k", "not (test_cases or hypothesis)", "--deselect",
-               f"{_DIFF}::test_grid_sequential_and_on_the_thread_pool"],
+    # every named case on hypothesis shapes, bit exact on the libm path, and every vecmath function's accuracy
+    "cases": [_DIFF, "-k", "test_cases or test_transcendental"],
+    # the random kernels (see _random_deselect) and the layout/error/grid tests; how a grid is scheduled on threads is
+    # the launch path's business, not code generation's: the default path's run covers
+    # test_grid_sequential_and_on_the_thread_pool
+    "random": [_DIFF, "-k", "not (test_cases or test_transcendental or test_random_kernels_hypothesis"
+               " or test_grid_sequential_and_on_the_thread_pool)"],
 }
+_VECMATH_SEEDS = range(1000, 1060)
+_LIBM_SEEDS = {"bit_exact": range(120), "release_mode": range(2000, 2060)}
+
+
+def _gemm_deselect(path: str) -> list[str]:
+    """``--deselect`` arguments for the other paths' micro-kernels with tiny cache blocks (test_gemm.py's
+    ``tiny_gemm``): the suite's own run checks every path's micro-kernel compiled for the host; in ``path``'s child only
+    ``path``'s own micro-kernel is code that path runs (compiled for its features), the others would be wider or
+    narrower kernels compiled for a CPU that never runs them."""
+    from codegen.mathlib.gemm import CONFIGS
+
+    return [a for c in sorted(CONFIGS) if c != path for t in ("test_gemm_tn_small_blocks", "test_sgemm_small_blocks")
+            for a in ("--deselect", f"tests/codegen/test_gemm.py::{t}[{c}]")]
+
+
+def random_kernel_features(seed: int) -> set[tuple]:
+    """What random kernel ``seed`` exercises, coarsely: op kinds, ALU functions (any attribute), loop kinds, HBM access
+    kinds (gathered, masked) and each instruction's (input dtype, output dtype) pairs, HBM operands apart."""
+    from tests.codegen.random_kernels import generate
+    from trnlang.ir.nodes import Access, Imm, Instr, Loop, Region
+
+    def dt(x):
+        if isinstance(x, Region):
+            return x.buf.dtype.short
+        if isinstance(x, Access):
+            return "hbm-" + x.tensor.dtype.short
+        return "imm" if isinstance(x, Imm) else None
+
+    out: set[tuple] = set()
+    stack = list(generate(seed).kernel.body)
+    while stack:
+        st = stack.pop()
+        if isinstance(st, Loop):
+            out.add(("loop", st.kind))
+            stack.extend(st.body)
+            continue
+        if not isinstance(st, Instr):
+            continue
+        out.add(("op", st.op.name))
+        out.update(("alu", str(v)) for k in ("op", "func", "op0", "op1", "reduce_op") if (v := st.attrs.get(k)))
+        out.update(("access", st.op.name, bool(a.gathers), a.mask is not None) for a in (*st.ins, *st.outs)
+                   if isinstance(a, Access))
+        ins, outs = [d for d in map(dt, st.ins) if d], [d for d in map(dt, st.outs) if d]
+        out.update(("dtypes", i, o) for i in ins for o in outs)
+    return out
+
+
+def _random_deselect() -> list[str]:
+    """``--deselect`` arguments that leave a narrower path's child every vecmath random kernel (the ISA-sensitive
+    transcendental code) plus the fewest libm / release-mode kernels (greedy cover) that reach every feature
+    (:func:`random_kernel_features`) any of the host's deterministic random kernels reaches: ~55 of 180, chosen afresh
+    from the generator, so a change to it keeps the cover. Those kernels lower to the same LLVM IR on every path (only
+    the gemm is built per path, codegen/isa.py); the rest are more samples of the same features, which the host's own
+    run of test_differential compiles (each ~0.6 s of cold LLVM compile per path)."""
+    from tests.codegen.random_kernels import generate
+
+    feats = {("bit_exact", s): random_kernel_features(s) for s in _LIBM_SEEDS["bit_exact"]}
+    feats.update({("release_mode", s): random_kernel_features(s) for s in _LIBM_SEEDS["release_mode"]
+                  if generate(s).fully_defined})  # the others skip in release mode
+    have = set().union(*map(random_kernel_features, _VECMATH_SEEDS))
+    missing = set().union(*feats.values()) - have
+    keep = set()
+    while missing:
+        best = max(feats, key=lambda k: (len(feats[k] & missing), -k[1]))
+        keep.add(best)
+        missing -= feats[best]
+    return [a for name, seeds in _LIBM_SEEDS.items() for s in seeds if (name, s) not in keep
+            for a in ("--deselect", f"{_DIFF}::test_random_kernels_{name}[{s}]")]
+
+
 #: fp32 lanes of each path's vectors (codegen/isa.py)
 _WIDTH = {name: isa._make(name, set()).width for name in isa.PATHS}
 
@@ -130,7 +203,8 @@ def test_matmul_tests_pass_on_every_path(path, part):
         assert r.returncode == 0 and "isa-ok" in r.stdout, r.stdout + r.stderr[-3000:]
         if path == isa.selected().name:
             return  # this process's own path: the suite around this test runs those tests on it
-    cmd = [sys.executable, "-m", "pytest", "-o", "addopts=", "-q", "-x", "-p", "no:cacheprovider", *_PARTS[part]]
+    cmd = [sys.executable, "-m", "pytest", "-o", "addopts=", "-q", "-x", "-p", "no:cacheprovider", *_PARTS[part],
+           *(_random_deselect() if part == "random" else _gemm_deselect(path) if part == "gemm" else ())]
     r = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=3600)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert " passed" in r.stdout and " failed" not in r.stdout
