@@ -7,6 +7,8 @@ Both are small LLVM modules made with ``llvmlite.ir`` and compiled through the o
   argument pointers in a stack array and calls the kernel entry ``ctx[0]`` with the entry ABI
   (pointer array, meta block ``ctx[1]``, program ids ``0..1`` of a ``1 x 1 x 1`` grid, arena ``ctx[2]``,
   error record ``ctx[3]``, no print callback). One ctypes call then runs a bound launch on new addresses.
+- :func:`runner_module`: ``i32 trn_run(ptr words)`` calls the entry ``words[0]`` with the nine ABI words
+  ``words[1..9]``: a bound launch whose every word is fixed runs as a one-argument ctypes call.
 - :func:`worker_module`: ``trn_worker(job, spin_cycles)`` waits on a 128-byte job slot (spinning with
   ``pause`` for ``spin_cycles`` time-stamp counter ticks, then sleeping on a Linux futex), runs the posted
   kernel entry and marks the slot done; ``trn_post(job)`` posts a written slot (waking a sleeping worker),
@@ -28,10 +30,11 @@ from llvmlite import ir
 
 from codegen import llvm
 
-__all__ = ["TRAMPOLINE", "WORKER", "POST", "WAIT", "QUIT_FN", "WORDS", "STATE", "SLEEPING", "FN", "ARGS", "RC",
-           "IDLE", "POSTED", "DONE", "QUIT", "trampoline_module", "worker_module", "load"]
+__all__ = ["TRAMPOLINE", "RUNNER", "WORKER", "POST", "WAIT", "QUIT_FN", "WORDS", "STATE", "SLEEPING", "FN", "ARGS",
+           "RC", "IDLE", "POSTED", "DONE", "QUIT", "trampoline_module", "runner_module", "worker_module", "load"]
 
 TRAMPOLINE = "tramp"
+RUNNER = "trn_run"
 WORKER, POST, WAIT, QUIT_FN = "trn_worker", "trn_post", "trn_wait", "trn_quit"
 #: job slot words (128 bytes: two slots never share a cache line pair)
 WORDS = 16
@@ -64,6 +67,18 @@ def trampoline_module(n: int) -> ir.Module:
     rc = b.call(entry, [arr, word(1, _PTR), _I64(0), one, one, one, word(2, _PTR), word(3, _PTR),
                         ir.Constant(_PTR, None)])
     b.ret(rc)
+    return m
+
+
+def runner_module() -> ir.Module:
+    """The module of ``i32 trn_run(ptr words)``: ``words[0](words[1], ..., words[9])`` (see the module docstring)."""
+    m = ir.Module("trn_runner")
+    f = ir.Function(m, ir.FunctionType(_I32, [_PTR]), RUNNER)
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    w = f.args[0]
+    words = [b.load(b.gep(w, [_I64(k)], inbounds=True, source_etype=_I64), typ=_I64, align=8) for k in range(10)]
+    args = [b.inttoptr(x, _PTR) if t == _PTR else x for x, t in zip(words[1:], ENTRY_TYPE.args)]
+    b.ret(b.call(b.inttoptr(words[0], ENTRY_TYPE.as_pointer()), args))
     return m
 
 

@@ -6,6 +6,7 @@ import functools
 import inspect
 import re
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -47,11 +48,23 @@ class _SpecCache(dict):
         super().__init__()
         self.fast: dict[Any, Compiled] = {}
         self.plans: dict[Any, LaunchPlan | None] = {}
+        self.last: tuple[Any, LaunchPlan] | None = None  # the plan found last, and its key
+
+    def plan_of(self, key: Any) -> LaunchPlan | None:
+        """``plans.get(key)``, comparing with the last key found first (cheaper than hashing it again)."""
+        last = self.last
+        if last is not None and last[0] == key:
+            return last[1]
+        plan = self.plans.get(key)
+        if plan is not None:
+            self.last = (key, plan)
+        return plan
 
     def clear(self) -> None:
         super().clear()
         self.fast.clear()
         self.plans.clear()
+        self.last = None
 
 
 _TORCH_TENSOR: Any = None
@@ -107,6 +120,7 @@ class KernelFn:
         self._static_dims: set[tuple[str, int]] = set()
         self._stats: dict[str, Any] = {"traces": 0, "static_reasons": [], "fallback": None}
         self._sig = inspect.signature(fn)
+        self._keyfn: Callable[..., Any] | None = None  # _plan_key's generated function (argument types of last call)
         self._cache = _SpecCache()
         self._fast = self._cache.fast
         code = fn.__code__
@@ -125,6 +139,8 @@ class KernelFn:
             if cache is not None:
                 cache.fast.clear()
                 cache.plans.clear()
+                cache.last = None
+            object.__setattr__(self, "_keyfn", None)
 
     # --- launch ---------------------------------------------------------------------------
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
@@ -136,6 +152,17 @@ class KernelFn:
         return launch
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        kf = self._keyfn
+        if kf is not None and not kwargs and PLANS.enabled:  # a warm launch: key, plan, resolved launch, run
+            pk = kf(args, (1,), _config.current.launch_key)
+            if pk is not None:
+                plan = self._cache.plan_of(pk[0])
+                if plan is not None:
+                    go = plan.bind(pk[1])
+                    if go is not None:
+                        go.run()
+                        return None
+            return self._call(args, (1,), False if pk is None else pk)  # None: other types, so the general key
         return self._call(self._positional(args, kwargs) if kwargs else args, (1,))
 
     def _positional(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
@@ -184,7 +211,7 @@ class KernelFn:
         grid = (1,)
         pk = self._plan_key(args, grid) if PLANS.enabled and not self.debug else None
         if pk is not None:
-            plan = self._cache.plans.get(pk[0])
+            plan = self._cache.plan_of(pk[0])
             if plan is not None:
                 go = plan.bind(pk[1])
                 if go is not None:
@@ -192,8 +219,23 @@ class KernelFn:
         self._bind(args)
         return Launch.deferred(functools.partial(self._call, args, grid))
 
-    def _plan_key(self, args: tuple[Any, ...], grid: tuple[int, ...]) -> tuple[Any, list[int]] | None:
-        """Key of a torch-tensor launch plan and the tensors' addresses (None: not a plan-able call)."""
+    def _plan_key(self, args: tuple[Any, ...], grid: tuple[int, ...]) -> tuple[Any, Sequence[int]] | None:
+        """Key of a torch-tensor launch plan and the tensors' addresses (None: not a plan-able call).
+
+        Computed by a function generated for the argument types of the last plan-able call (:func:`_key_function`:
+        straight-line code, no loop over the arguments), else by :meth:`_plan_key_general`."""
+        kf = self._keyfn
+        if kf is not None:
+            r = kf(args, grid, _config.current.launch_key)
+            if r is not None:
+                return r
+        r = self._plan_key_general(args, grid)
+        if r is not None:
+            self._keyfn = _key_function(tuple(map(type, args)))
+        return r
+
+    def _plan_key_general(self, args: tuple[Any, ...], grid: tuple[int, ...]) -> tuple[Any, list[int]] | None:
+        """:meth:`_plan_key` for any arguments."""
         # flat: a constant is (type, value), a tensor or piece (dtype, shape, strides, is_cpu, is_neg)
         key: list[Any] = [grid, _config.current.launch_key]
         ptrs = []
@@ -222,11 +264,13 @@ class KernelFn:
                 return None
         return tuple(key), ptrs
 
-    def _call(self, args: tuple[Any, ...], grid: tuple[int, ...]) -> Any:
+    def _call(self, args: tuple[Any, ...], grid: tuple[int, ...], pk: Any = False) -> Any:
+        """Launch on ``args`` (``pk``: the plan key, when the caller computed it already)."""
         try:
-            pk = self._plan_key(args, grid) if PLANS.enabled and not self.debug else None
+            if pk is False:
+                pk = self._plan_key(args, grid) if PLANS.enabled and not self.debug else None
             if pk is not None:
-                plan = self._cache.plans.get(pk[0])
+                plan = self._cache.plan_of(pk[0])
                 if plan is not None:
                     go = plan.bind(pk[1])
                     if go is not None:
@@ -516,6 +560,66 @@ class KernelFn:
         return outs_host[0]
 
 
+_KEY_FUNCTIONS: dict[tuple[type, ...], Callable[..., Any] | None] = {}
+
+
+def _key_function(types: tuple[type, ...]) -> Callable[..., Any] | None:
+    """``f(args, grid, launch_key)``: :meth:`KernelFn._plan_key_general`'s result for arguments of exactly these
+    types (None for others), as straight-line code made once per type pattern; None when a type is not plan-able.
+
+    A warm launch on tiny tensors is dominated by this key (five torch attribute reads per tensor), so the
+    loop, the type dispatch and the list building are compiled away.
+
+    Example:
+        >>> import torch
+        >>> f = _key_function((torch.Tensor, float))
+        >>> x = torch.zeros(2, 3)
+        >>> key, ptrs = f((x, 1.5), (1,), "lk")
+        >>> key == ((1,), "lk", torch.float32, (2, 3), (3, 1), True, False, float, 1.5), ptrs == (x.data_ptr(),)
+        (True, True)
+        >>> f((x, 2), (1,), "lk") is None   # an int where the pattern has a float
+        True
+    """
+    if types in _KEY_FUNCTIONS:
+        return _KEY_FUNCTIONS[types]
+    tt = _TORCH_TENSOR or _torch_tensor_type()
+    names = [f"a{i}" for i in range(len(types))]
+    checks, ptrs, keys, nonzero, body = [], [], ["grid", "lk"], [], []
+    env: dict[str, Any] = {"CS": _CONST_SET}
+    for i, (t, a) in enumerate(zip(types, names)):
+        env[f"T{i}"] = t
+        checks.append(f"type({a}) is not T{i}")
+        if t in _CONST_SET:
+            keys += [f"T{i}", a]
+        elif t is tuple:
+            body.append(f"for v in {a}:\n        if type(v) not in CS:\n            return None")
+            keys += [f"T{i}", a]
+        elif t is TensorPiece:
+            keys.append(f"*{a}.key")
+            ptrs.append(f"{a}.ptr")
+        elif issubclass(t, tt):
+            body.append(f"p{i} = {a}.data_ptr()")
+            nonzero.append(f"p{i}")
+            keys += [f"{a}.dtype", f"{a}.shape", f"{a}.stride()", f"{a}.is_cpu", f"{a}.is_neg()"]
+            ptrs.append(f"p{i}")
+        else:
+            _KEY_FUNCTIONS[types] = None
+            return None
+    lines = ["def key(args, grid, lk):", f"    if len(args) != {len(types)}:", "        return None"]
+    if names:
+        lines.append(f"    {', '.join(names)}, = args")
+        lines.append(f"    if {' or '.join(checks)}:")
+        lines.append("        return None")
+    lines += [f"    {b}" for b in body]
+    if nonzero:
+        lines.append(f"    if not ({' and '.join(nonzero)}):")
+        lines.append("        return None")
+    lines.append(f"    return ({', '.join(keys)},), ({''.join(p + ', ' for p in ptrs)})")
+    exec(compile("\n".join(lines), f"<trnlang plan key {len(types)}>", "exec"), env)  # noqa: S102 - our own text
+    _KEY_FUNCTIONS[types] = env["key"]
+    return env["key"]
+
+
 def _notify(kfn: KernelFn, comp: Compiled, args: tuple[Any, ...], grid: tuple[int, ...]) -> None:
     for cb in tuple(OBSERVERS):
         cb(kfn, comp, args, grid)
@@ -537,6 +641,8 @@ def _forget(cache_ref: Any, comp: Compiled, executor: Any, empty: bool) -> None:
     for k, plan in list(cache.plans.items()):
         if plan is not None and plan.executor is executor:
             cache.plans.pop(k, None)
+    if cache.last is not None and cache.last[1].executor is executor:
+        cache.last = None
     if empty:
         for d in (cache, cache.fast):
             for k, c in list(d.items()):

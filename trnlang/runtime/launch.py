@@ -209,9 +209,13 @@ class Launch:
     """
 
     __slots__ = ("_plan", "pointers", "variant", "entry", "words", "arena_size", "resolved", "native", "_fn",
-                 "_ptr_arr", "_meta", "_cb", "_general", "_executor", "_shapes", "_keep")
+                 "_ptr_arr", "_meta", "_cb", "_general", "_executor", "_shapes", "_keep", "_owner", "_run_words",
+                 "_run_arg", "_run_err")
     _fn: Any  # the variant's ctypes entry (None: deferred)
     _ptr_arr: Any
+    _run_words: Any  # the owner's words and arena (``run``)
+    _run_arg: Any
+    _run_err: Any
     _meta: Any
     _cb: Any
 
@@ -223,6 +227,9 @@ class Launch:
         self.pointers = pointers
         self.variant = variant
         self._general = general
+        # the thread whose one-argument native call runs this launch (see ``run``): none yet, or never (-1)
+        self._owner = 0 if plan is not None else -1
+        self._run_words = self._run_arg = self._run_err = None
         if plan is None:  # deferred
             self.resolved = self.native = False
             self.entry, self.words, self.arena_size = 0, [], 0
@@ -253,14 +260,47 @@ class Launch:
         return cls(None, (), None, call)
 
     def run(self) -> None:
-        """Run the launch on this thread (a kernel error is raised with the user's source line)."""
+        """Run the launch on this thread (a kernel error is raised with the user's source line).
+
+        The first thread that runs a resolved launch adopts it: its words (entry, pointer array, meta block,
+        a scratch arena and error record of the launch's own) are written once, and every later run on that
+        thread is a one-argument native call (``codegen.native.runner_module``) that releases the GIL. Other
+        threads, and launches with a big scratch arena, pass the nine words with their thread's arena.
+        """
+        if self._owner == _get_ident():
+            if _RUN(self._run_arg):
+                self.on_error(self._run_err)
+            return
         g = self._general
         if g is not None:
             g()
             return
+        if self._owner == 0 and self._adopt():
+            self.run()
+            return
         err, err_addr = _err_buffer()
         if self._fn(self._ptr_arr, self._meta, 0, 1, 1, 1, _arena(self.arena_size), err_addr, self._cb):
             self.on_error(err)
+
+    def _adopt(self) -> bool:
+        """Make this thread the launch's owner (see :meth:`run`); False when the arena is too big to own."""
+        if self.arena_size > OWN_ARENA_MAX:
+            self._owner = -1
+            return False
+        if _RUN is None:
+            _load_runner()
+        with _ADOPT_LOCK:  # the owner is set once, after its words (another thread may try at the same time)
+            if self._owner:
+                return bool(self._owner == _get_ident())
+            arena = np.empty(self.arena_size + 64, np.uint8)  # 64-byte aligned inside; freed with the launch
+            err = np.zeros(64, np.int64)
+            w = np.array([self.entry, ctypes.addressof(self._ptr_arr), self._meta or 0, 0, 1, 1, 1,
+                          (arena.ctypes.data + 63) & ~63, err.ctypes.data, self._cb or 0], np.int64)
+            self._run_words = (w, arena)
+            self._run_err = err
+            self._run_arg = ctypes.c_void_p(w.ctypes.data)
+            self._owner = _get_ident()
+        return True
 
     __call__ = run
 
@@ -339,6 +379,27 @@ class PointerCall:
 
 _TRAMP: dict[int, Any] = {}
 _TRAMP_LOCK = threading.Lock()
+
+#: Largest scratch arena (bytes) a launch keeps of its own for its one-argument native call (bigger ones run on
+#: the thread's arena: their kernels run long enough that the nine-word call's cost does not matter).
+OWN_ARENA_MAX = 1 << 16
+_get_ident = threading.get_ident
+_ADOPT_LOCK = threading.Lock()
+_RUN: Any = None  # ``codegen.native.RUNNER`` as a ctypes function releasing the GIL (argument: a c_void_p)
+
+
+def _load_runner() -> None:
+    """Compile and load the one-argument runner (once per process)."""
+    global _RUN
+    with _TRAMP_LOCK:
+        if _RUN is None:
+            from codegen import native
+
+            lib = native.load(native.runner_module())
+            fn: Any = ctypes.CFUNCTYPE(ctypes.c_int32)(lib.address(native.RUNNER))
+            fn.argtypes = None  # the caller passes a c_void_p, taken as is (no conversion per call)
+            fn._trnlang_module = lib
+            _RUN = fn
 
 
 def trampoline(n: int) -> Any:
