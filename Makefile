@@ -21,8 +21,10 @@ $(STAMP): pyproject.toml | $(PY)
 demo: .venv
 	$(PY) -m trnlang.demo
 
+# worksteal: a worker that runs out of tests takes half of the other's queue, so the run does not end on one
+# worker's backlog; tests/conftest.py puts the long tests at the start of each worker's share.
 test: lint
-	$(PY) -m pytest -n 2 tests
+	$(PY) -m pytest -n 2 --dist worksteal tests
 
 # The random-kernel fuzzer (JIT vs interpreter, sentinel-framed strided arguments): FUZZ_CASES seeds
 # from FUZZ_SEED, two child processes at a time; `make test` runs a 200-case slice of it.

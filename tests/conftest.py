@@ -36,16 +36,16 @@ def _trn_config_follows_monkeypatch(monkeypatch: pytest.MonkeyPatch):
 
 
 #: Tests that take a minute or more each (child processes, whole models, the coverage sample), longest first.
-#: ``pytest -n 2`` hands tests to its workers in collection order, so these run first: the short tests fill in
-#: around them and neither worker is left with a long test alone at the end. Order only; nothing is skipped.
+#: They start first on every xdist worker (see :func:`pytest_collection_modifyitems`), so the short tests fill in
+#: around them and no worker is left with a long test alone at the end. Order only; nothing is skipped.
 RUN_FIRST = (
-    "tests/codegen/test_isa.py::test_matmul_tests_pass_on_every_path[avx2-random]",  # the differential suite, half
-    "tests/codegen/test_isa.py::test_matmul_tests_pass_on_every_path[avx2-cases]",
+    "tests/codegen/test_isa.py::test_matmul_tests_pass_on_every_path[avx2-random]",  # a narrower path's differential
     "tests/codegen/test_isa.py::test_matmul_tests_pass_on_every_path[generic-random]",
-    "tests/codegen/test_isa.py::test_matmul_tests_pass_on_every_path[generic-cases]",
     "tests/tutorials/test_tutorials.py::test_tutorial_runs[10_distributed]",
-    "tests/tutorials/test_tutorials.py::test_tutorial_runs[09_torch_compile]",
     "tests/tutorials/test_tutorials.py::test_tutorial_runs[08_huggingface_model]",
+    "tests/codegen/test_isa.py::test_matmul_tests_pass_on_every_path[avx2-cases]",
+    "tests/codegen/test_isa.py::test_matmul_tests_pass_on_every_path[generic-cases]",
+    "tests/tutorials/test_tutorials.py::test_tutorial_runs[09_torch_compile]",
     "tests/sim/test_schedule.py::test_generated_kernel_schedules_are_valid",
     "tests/device/test_coverage.py::test_subset_pass_rate_and_natives",
     "tests/fuzz/test_fuzz.py::test_fuzz_slice",
@@ -65,6 +65,32 @@ def run_first_rank(nodeid: str) -> int:
     return next((i for i, p in enumerate(RUN_FIRST) if nodeid.startswith(p)), len(RUN_FIRST))
 
 
+def spread_first(ranks: list[int], workers: int) -> list[int]:
+    """An order (indices into ``ranks``) in which the long tests (rank below ``len(RUN_FIRST)``) open every worker's
+    share: xdist's schedulers hand out contiguous runs of the collection (``--dist worksteal``: one ``1/workers`` slice
+    each, then steals from the back of a queue; the default ``load``: shorter chunks from the front), so the long tests
+    are dealt round-robin, longest first, to the starts of the ``workers`` equal slices, each followed by short tests
+    in collection order.
+
+    Example:
+        >>> spread_first([99, 0, 99, 99, 1, 99, 99, 2], 2)  # ranks 0 and 2 open the first half, 1 the second
+        [1, 7, 0, 2, 4, 3, 5, 6]
+    """
+    n, k = len(ranks), max(1, workers)
+    long = sorted((i for i in range(n) if ranks[i] < len(RUN_FIRST)), key=lambda i: ranks[i])
+    short = [i for i in range(n) if ranks[i] >= len(RUN_FIRST)]
+    heads = [long[w::k] for w in range(k)]
+    out: list[int] = []
+    for w in range(k):
+        size = (n - len(out)) // (k - w)  # what worksteal sends each worker first
+        take = max(0, size - len(heads[w]))
+        out += heads[w] + short[:take]
+        short = short[take:]
+    return out + short
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Long tests first (stable sort: the rest keep their order); every xdist worker sorts the same way."""
-    items.sort(key=lambda item: run_first_rank(item.nodeid))
+    """Long tests first in every xdist worker's share (:func:`spread_first`); every worker orders the same way."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    order = spread_first([run_first_rank(item.nodeid) for item in items], workers)
+    items[:] = [items[i] for i in order]
