@@ -23,6 +23,9 @@ from collections.abc import Callable
 
 from llvmlite import ir
 
+# vecmath's emitters are loaded with the lowering, not on a kernel's first transcendental: importing them (tens of
+# ms without cached bytecode) is a one-time cost of the process, like LLVM's start-up, not of one compile
+import codegen.mathlib.vecmath  # noqa: F401
 from codegen.lowering.ctx import CT, F32, F64, I1, I32, I64, Ctx, cf32, cf64, ci32, ci64
 from codegen.lowering.types import to_f32
 from trnlang.frontend.errors import DTypeError
