@@ -208,3 +208,21 @@ def test_matmul_tests_pass_on_every_path(path, part):
     r = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=3600)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert " passed" in r.stdout and " failed" not in r.stdout
+
+
+def test_narrower_paths_random_subset_names_real_tests_and_keeps_every_feature():
+    """The random part's ``--deselect`` ids name test_differential's parametrizations (a renamed test or changed seed
+    range would silently deselect nothing), and what is left reaches every feature the deterministic kernels reach."""
+    from tests.codegen import test_differential as diff
+
+    def seeds(fn):
+        return list(next(m for m in fn.pytestmark if m.name == "parametrize").args[1])
+
+    assert seeds(diff.test_random_kernels_vecmath) == list(_VECMATH_SEEDS)
+    for name, want in _LIBM_SEEDS.items():
+        assert seeds(getattr(diff, f"test_random_kernels_{name}")) == list(want)
+    gone = {a.rsplit("::", 1)[1] for a in _random_deselect()[1::2]}
+    kept = [s for name, ss in _LIBM_SEEDS.items() for s in ss if f"test_random_kernels_{name}[{s}]" not in gone]
+    assert 0 < len(kept) < sum(map(len, _LIBM_SEEDS.values())) // 2
+    every = set().union(*map(random_kernel_features, [*_VECMATH_SEEDS, *_LIBM_SEEDS["bit_exact"]]))
+    assert every <= set().union(*map(random_kernel_features, [*_VECMATH_SEEDS, *kept]))
