@@ -295,7 +295,7 @@ def test_full_disk_leaves_no_temp_files(cache, monkeypatch):
     monkeypatch.setattr(diskcache.os, "write", full)
     with pytest.warns(diskcache.CacheWarning, match="cannot be written"):
         _run(_kernel(Alu.square), SQUARE[1])
-    assert os.listdir(jit.cache_dir()) == []
+    assert [n for n in os.listdir(jit.cache_dir()) if n != "build.lock"] == []  # the lock file is not an entry
 
 
 def test_autotune_directory_gets_the_same_checks(cache):

@@ -35,14 +35,18 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import hashlib
 import hmac
 import os
 import secrets
 import stat
 import threading
+import time
 import warnings
+from collections.abc import Iterator
 
 from trnlang import config as _config
 
@@ -52,6 +56,8 @@ _MAGIC = b"TRNMAC01"
 _MAC_LEN = 32
 _SECRET_LEN = 32
 _MAX_ENTRY = 1 << 30  # an entry larger than this is not one of ours
+_BUILD_LOCK = "build.lock"
+_BUILD_WAIT_S = 300.0  # longest wait for another process's build of the same entry
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _lock = threading.Lock()
 _secret: dict[str, bytes | None] = {}
@@ -237,6 +243,7 @@ class Store:
         self.writable = True
         self._key: bytes | None = None
         self._fd: int | None = None
+        self._lock_fd: int | None = None
         self._why: str | None = None
         if authenticate:
             self._key = user_secret()
@@ -316,8 +323,69 @@ class Store:
                 except OSError:
                     pass
 
+    def _lock_file(self) -> int | None:
+        """The descriptor of the directory's ``build.lock`` (a private regular file; None if it cannot be)."""
+        if self._lock_fd is None and self._fd is not None:
+            try:
+                fd = os.open(_BUILD_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                             0o600, dir_fd=self._fd)
+            except OSError:
+                return None
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or _trust_problem(st, False):
+                os.close(fd)
+                return None
+            self._lock_fd = fd
+        return self._lock_fd
+
+    @contextlib.contextmanager
+    def building(self, name: str, timeout: float = _BUILD_WAIT_S) -> Iterator[bool]:
+        """Hold the cross-process build lock of entry ``name`` while it is made.
+
+        Processes sharing the directory (the ranks of a distributed job, test workers) that miss the same
+        entry at the same time would each compile it; inside this block only one does, and the others, once
+        it is written, read it (re-check with :meth:`read` inside the block). The lock is a one-byte
+        ``fcntl`` record lock in ``build.lock`` chosen by the name's hash: the kernel drops it when its
+        process dies, so a crashed compiler never blocks anyone. Waiting gives up after ``timeout`` seconds
+        (the caller then builds without the lock). Yields whether the lock is held.
+
+        Example::
+
+            >>> import tempfile
+            >>> s = Store(tempfile.mkdtemp(), "demo", context=b"v1")
+            >>> with s.building("entry.bin") as held:
+            ...     if s.read("entry.bin") is None:
+            ...         s.write("entry.bin", b"made once")
+            >>> held, s.read("entry.bin")
+            (True, b'made once')
+        """
+        fd = self._lock_file()
+        if fd is None:
+            yield False
+            return
+        offset = int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little")
+        deadline = time.monotonic() + timeout
+        held = False
+        while True:
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
+                held = True
+                break
+            except OSError as e:
+                if e.errno not in (errno.EACCES, errno.EAGAIN) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.005)
+        try:
+            yield held
+        finally:
+            if held:
+                fcntl.lockf(fd, fcntl.LOCK_UN, 1, offset)
+
     def close(self) -> None:
-        """Release the directory descriptor."""
+        """Release the directory and lock-file descriptors."""
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

@@ -29,6 +29,7 @@ allocated HBM scratch run their instances in order on the calling thread.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -190,6 +191,13 @@ def cached_kernel_names(keys: Sequence[str]) -> dict[str, int]:
             name = str(entry[0].get("kernel", "?"))
             out[name] = out.get(name, 0) + 1
     return out
+
+
+def _building(key: str) -> contextlib.AbstractContextManager[bool]:
+    """The cross-process build lock of the cache entry ``key`` (:meth:`diskcache.Store.building`): processes
+    sharing the cache that miss the same kernel at once compile it once, the others load it."""
+    st = _store()
+    return st.building(key + ".bin") if st is not None else contextlib.nullcontext(False)
 
 
 def write_entry(key: str, header: dict[str, Any], obj: bytes) -> None:
@@ -356,21 +364,24 @@ class JitExecutor:
         entry = read_entry(key)
         stats: dict[str, float] = {}
         deferred = None
-        if entry is not None:
-            header, obj = entry
-            stats["source"] = 1.0
-            _rstats.count(k.name, "disk_hits")
-        else:
-            _rstats.count(k.name, "compiles")
-            low = lower_kernel(k, grid, contiguous, may_alias, self.debug)
-            t1 = time.perf_counter()
-            obj = llvm.compile_ir(low.module)
-            stats["lower_s"] = t1 - t0
-            stats["llvm_s"] = time.perf_counter() - t1
-            header = {"key": key, "arena_size": low.arena_size, "meta_words": low.meta_words,
-                      "has_print": low.has_print, "kernel": k.name}
-            deferred = low.deferred
-            write_entry(key, header, obj)
+        with _building(key) if entry is None else contextlib.nullcontext():
+            if entry is None:  # another process may have built it while this one waited for the lock
+                entry = read_entry(key)
+            if entry is not None:
+                header, obj = entry
+                stats["source"] = 1.0
+                _rstats.count(k.name, "disk_hits")
+            else:
+                _rstats.count(k.name, "compiles")
+                low = lower_kernel(k, grid, contiguous, may_alias, self.debug)
+                t1 = time.perf_counter()
+                obj = llvm.compile_ir(low.module)
+                stats["lower_s"] = t1 - t0
+                stats["llvm_s"] = time.perf_counter() - t1
+                header = {"key": key, "arena_size": low.arena_size, "meta_words": low.meta_words,
+                          "has_print": low.has_print, "kernel": k.name}
+                deferred = low.deferred
+                write_entry(key, header, obj)
         lib = llvm.load_object(obj)
         fn = lib.cfunc(ENTRY, ctypes.c_int32, _ARGTYPES)
         stats["total_s"] = time.perf_counter() - t0
