@@ -100,7 +100,9 @@ def path_for(features: set[str], machine: str) -> IsaPath:
 
 def forced_name() -> str | None:
     """``TRN_ISA`` lower-cased (None when unset or empty); raises ``ValueError`` for an unknown name."""
-    v = os.environ.get(ENV, "").strip().lower()
+    from trnlang import config
+
+    v = config.current.isa
     if not v:
         return None
     if v not in PATHS:

@@ -17,12 +17,13 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["Config", "current", "refresh", "read", "DEFAULT_MAX_LOADED_KERNELS"]
+__all__ = ["Config", "current", "refresh", "read", "override", "DEFAULT_MAX_LOADED_KERNELS"]
 
 #: Compiled variants kept loaded when ``TRN_MAX_LOADED_KERNELS`` is unset (runtime/codecache.py).
 DEFAULT_MAX_LOADED_KERNELS = 512
@@ -49,6 +50,20 @@ class Config:
             a pass of ``trnlang.passes.PIPELINE`` or ``LOWERING``, ``compile``, or ``all``) to stderr.
         compile_route: ``TRN_COMPILE`` lower-cased (``"inductor"``: torch.compile's default backend compiles
             trn graphs through Inductor with trnlang kernels, see trnlang/compile/inductor/).
+        fallback: ``TRN_FALLBACK`` lower-cased (default ``"warn"``): what an op the device cannot run
+            natively does (``warn``, ``error``, ``silent``; ``trnlang.device.fallback.policy`` validates it).
+        guard: ``TRN_GUARD`` is set to a true value: device allocations end at an inaccessible page.
+        cache_limit_mb: ``TRN_CACHE_LIMIT_MB`` (a non-negative integer), else 1024: bytes of freed device
+            blocks the caching allocator keeps.
+        jit_libm: ``TRN_JIT_LIBM`` is set to a true value: generated kernels call the float64 libm instead of
+            the vectorised math library (an accuracy oracle for tests).
+        stream_min_mb: ``TRN_STREAM_MIN_MB`` (a number), else 0 (the last-level cache size): the smallest
+            output written with streaming stores, read when ``codegen.lowering.stream`` is imported.
+        isa: ``TRN_ISA`` lower-cased (None when unset or empty): the forced ISA path of generated code
+            (``codegen.isa.forced_name`` validates it).
+        dist_check: ``TRN_DIST_CHECK`` (default ``"1"``): collectives check that every rank called the same op
+            (``trnlang.distributed.c10d.check_enabled`` validates it).
+        compile_fuse: ``TRN_COMPILE_FUSE`` is not ``"0"``: the torch.compile backend fuses graph regions.
         launch_key: ``(target, interpret)``: the part of the settings a warm launch depends on (caches of
             bound launches key on it).
     """
@@ -64,6 +79,14 @@ class Config:
     generation: int = 0
     compile_route: str = ""
     dump: frozenset[str] = frozenset()
+    fallback: str = "warn"
+    guard: bool = False
+    cache_limit_mb: int = 1024
+    jit_libm: bool = False
+    stream_min_mb: float = 0.0
+    isa: str | None = None
+    dist_check: str = "1"
+    compile_fuse: bool = True
     launch_key: tuple[str | None, bool] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -73,6 +96,13 @@ class Config:
 def _positive(v: str | None, default: int) -> int:
     v = (v or "").strip()
     return max(1, int(v)) if v.isdigit() else default
+
+
+def _number(v: str | None, default: float) -> float:
+    try:
+        return float((v or "").strip())
+    except ValueError:
+        return default
 
 
 def read(env: Mapping[str, str] | None = None, generation: int = 0) -> Config:
@@ -95,6 +125,14 @@ def read(env: Mapping[str, str] | None = None, generation: int = 0) -> Config:
         generation=generation,
         compile_route=(e.get("TRN_COMPILE") or "").strip().lower(),
         dump=frozenset(x.strip() for x in (e.get("TRN_DUMP") or "").split(",") if x.strip()),
+        fallback=e.get("TRN_FALLBACK", "warn").strip().lower() or "warn",
+        guard=e.get("TRN_GUARD", "").strip().lower() not in _OFF,
+        cache_limit_mb=int(v) if (v := e.get("TRN_CACHE_LIMIT_MB", "").strip()).isdigit() else 1024,
+        jit_libm=e.get("TRN_JIT_LIBM", "").strip().lower() not in _OFF,
+        stream_min_mb=_number(e.get("TRN_STREAM_MIN_MB"), 0.0),
+        isa=e.get("TRN_ISA", "").strip().lower() or None,
+        dist_check=e.get("TRN_DIST_CHECK", "1"),
+        compile_fuse=e.get("TRN_COMPILE_FUSE", "1") != "0",
     )
 
 
@@ -118,3 +156,31 @@ def refresh() -> Config:
     with _lock:
         current = read(generation=current.generation + 1)
         return current
+
+
+@contextlib.contextmanager
+def override(**env: str | None) -> Iterator[Config]:
+    """Set (a value) or unset (None) environment variables and :func:`refresh` for the ``with`` block; the
+    variables and the snapshot are put back after it.
+
+    Example:
+        >>> import trnlang.config as config
+        >>> with config.override(TRN_FALLBACK="silent") as c:
+        ...     c.fallback, config.current.fallback
+        ('silent', 'silent')
+    """
+    old = {k: os.environ.get(k) for k in env}
+    try:
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        yield refresh()
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        refresh()

@@ -20,7 +20,6 @@ within a row are unchanged.
 from __future__ import annotations
 
 import contextlib
-import os
 import platform
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +29,7 @@ from llvmlite import ir
 from codegen.lowering.ctx import I8P, I32, I64, VOID, Ctx, ci64, const_int_value
 from codegen.lowering.types import from_compute
 from codegen.lowering.vals import AccessEval, Val
+from trnlang import config as _config
 from trnlang.ir.nodes import Access, Instr, axis_sym
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ def _llc_bytes(default: int = 32 << 20) -> int:
 #: there too. Measured on a 2-core host with a 32 MiB L3, 2 threads, ``out = x * 2``: 16 MiB out
 #: 0.36-0.39 ms with ordinary stores vs 0.61-0.70 ms streamed (torch: 0.33-0.43); 32 MiB 1.24 ms
 #: streamed vs 1.41-1.57 ordinary (torch: 1.25-1.35).
-NT_MIN_BYTES = int(float(os.environ.get("TRN_STREAM_MIN_MB", "0")) * (1 << 20)) or max(16 << 20, _llc_bytes())
+NT_MIN_BYTES = int(_config.current.stream_min_mb * (1 << 20)) or max(16 << 20, _llc_bytes())
 #: Smallest tile row (bytes) worth a streamed copy.
 NT_MIN_ROW_BYTES = 256
 _X86 = platform.machine().lower() in ("x86_64", "amd64")

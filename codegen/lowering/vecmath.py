@@ -11,13 +11,13 @@ fmod stay on LLVM's correctly rounded / exact operations.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
 from llvmlite import ir
 
 from codegen.lowering.ctx import Ctx
+from trnlang import config as _config
 from trnlang.ir.ops import Alu
 
 _NAMES = {
@@ -29,8 +29,8 @@ _NAMES = {
 
 
 def libm_forced() -> bool:
-    """True when ``TRN_JIT_LIBM`` asks for the float64 libm oracle instead of vecmath."""
-    return os.environ.get("TRN_JIT_LIBM", "").strip().lower() not in ("", "0", "false", "no", "off")
+    """True when ``TRN_JIT_LIBM`` asks for the float64 libm oracle instead of vecmath (``trnlang.config``)."""
+    return _config.current.jit_libm
 
 
 def emitter(op: Alu) -> Callable[..., ir.Value] | None:

@@ -161,6 +161,7 @@ def _launch(fn: Any, case: Case, frames: list[Frame], guard: bool, interpret: bo
     old = os.environ.get("TRN_JIT_LIBM")
     if libm:
         os.environ["TRN_JIT_LIBM"] = "1"
+        trn.config.refresh()  # codegen reads TRN_JIT_LIBM through the config snapshot
     try:
         k = trn.kernel(fn, interpret=interpret)
         (k[case.grid] if case.grid != (1,) else k)(*views)
@@ -173,6 +174,7 @@ def _launch(fn: Any, case: Case, frames: list[Frame], guard: bool, interpret: bo
                 os.environ.pop("TRN_JIT_LIBM", None)
             else:
                 os.environ["TRN_JIT_LIBM"] = old
+            trn.config.refresh()
     return list(bufs), list(views), err
 
 

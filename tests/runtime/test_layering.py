@@ -7,7 +7,9 @@
 - the runtime never imports the device layer (``trnlang.device``), and codegen imports neither the
   runtime nor the device layer;
 - nothing but the runtime launches compiled code: no module outside ``trnlang/runtime`` and ``codegen``
-  makes ctypes prototypes of kernel entries (``CFUNCTYPE`` / ``PYFUNCTYPE``).
+  makes ctypes prototypes of kernel entries (``CFUNCTYPE`` / ``PYFUNCTYPE``);
+- ``TRN_*`` variables are read through the ``trnlang.config`` snapshot (docs/config.md): no other module
+  reads one from ``os.environ`` / ``os.getenv`` (writing one, then ``trnlang.config.refresh()``, is fine).
 """
 
 from __future__ import annotations
@@ -34,8 +36,11 @@ MODULES = _modules()
 def package_of(mod: str) -> str:
     """``trnlang.runtime.kernel`` -> ``trnlang.runtime``; ``trnlang.cli`` -> ``trnlang``; a stdlib family is a
     package of its own (``stdlib_kernels.nn.norm`` -> ``stdlib_kernels.nn``), its core modules are
-    ``stdlib_kernels``."""
+    ``stdlib_kernels``; codegen's sub-packages likewise (``codegen.lowering.kernel`` -> ``codegen.lowering``,
+    ``codegen.llvm`` -> ``codegen``)."""
     parts = mod.split(".")
+    if parts[0] == "codegen" and len(parts) > 2 and (ROOT / "codegen" / parts[1]).is_dir():
+        return f"codegen.{parts[1]}"
     if parts[0] == "stdlib_kernels" and len(parts) > 1 and (ROOT / "stdlib_kernels" / parts[1]).is_dir():
         return f"stdlib_kernels.{parts[1]}"
     if parts[0] == "trnlang" and len(parts) > 1 and f"trnlang.{parts[1]}" in MODULES and \
@@ -122,6 +127,7 @@ def test_the_scan_sees_the_packages() -> None:
     assert package_of("trnlang.cli") == "trnlang" and package_of("trnlang.config") == "trnlang"
     assert package_of("stdlib_kernels._util") == "stdlib_kernels" and package_of("codegen.native") == "codegen"
     assert package_of("stdlib_kernels.nn.norm") == "stdlib_kernels.nn"  # a family is a package
+    assert package_of("codegen.lowering.kernel") == "codegen.lowering" and package_of("codegen.llvm") == "codegen"
     assert ("trnlang.runtime.launch", "Launch", 0) in [(m, n, 0) for m, n, _ in imports("trnlang.device.fastlane")]
 
 
@@ -172,3 +178,49 @@ def test_only_runtime_and_codegen_make_native_call_prototypes() -> None:
         if "CFUNCTYPE(" in text or "PYFUNCTYPE(" in text:
             bad.append(m)
     assert not bad
+
+
+#: (module, variable) still read from the environment, and why. ``TRN_DIST_CHECK``: benchmarks/bench_distributed.py
+#: switches it between calls in one process (a snapshot refresh per collective would be timed with it).
+ENV_READS_KNOWN = frozenset({("trnlang.distributed.c10d", "TRN_DIST_CHECK")})
+
+
+def _env_name(node: ast.expr) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def env_reads(mod: str) -> list[tuple[str, int]]:
+    """``TRN_*`` variables ``mod`` reads from ``os.environ`` (``.get``, ``[...]`` loads) or ``os.getenv``."""
+    out: list[tuple[str, int]] = []
+    for node in ast.walk(_tree(MODULES[mod])):
+        name = None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+            f = node.func
+            on = ast.unparse(f.value)
+            if (f.attr == "get" and on in ("os.environ", "environ")) or (f.attr == "getenv" and on == "os"):
+                name = _env_name(node.args[0])
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and \
+                ast.unparse(node.value) in ("os.environ", "environ"):
+            name = _env_name(node.slice)
+        if name is not None and name.startswith("TRN_"):
+            out.append((name, node.lineno))
+    return sorted(out, key=lambda x: x[1])
+
+
+def test_trn_variables_are_read_through_the_config_snapshot() -> None:
+    bad = [f"{m}:{line} reads {name} from the environment" for m in sorted(MODULES) if m != "trnlang.config"
+           for name, line in env_reads(m) if (m, name) not in ENV_READS_KNOWN]
+    assert not bad, "read TRN_* variables through trnlang.config (docs/config.md):\n" + "\n".join(bad)
+
+
+def test_the_env_read_check_can_fail(tmp_path: Path) -> None:
+    mod = "trnlang.device.guard"
+    src = MODULES[mod]
+    try:
+        MODULES[mod] = tmp_path / "guard.py"
+        MODULES[mod].write_text("import os\nx = os.environ.get('TRN_GUARD')\ny = os.environ['TRN_FALLBACK']\n"
+                                "os.environ['TRN_FALLBACK'] = 'error'\nz = os.getenv('TRN_X', '')\n"
+                                "h = os.environ.get('HOME')\n")
+        assert env_reads(mod) == [("TRN_GUARD", 2), ("TRN_FALLBACK", 3), ("TRN_X", 5)]
+    finally:
+        MODULES[mod] = src

@@ -15,13 +15,13 @@ Example:
 from __future__ import annotations
 
 import functools
-import os
 import time
 from typing import Any
 
 import torch
 import torch.fx as fx
 
+from trnlang import config as _config
 from trnlang.compile import graph as fgraph
 
 aten = torch.ops.aten
@@ -103,7 +103,7 @@ def _compiler(kind: str) -> Any:
 
         t0 = time.perf_counter()
         _views_as_reshapes(gm)
-        if os.environ.get("TRN_COMPILE_FUSE", "1") != "0":
+        if _config.current.compile_fuse:
             gm, report = fgraph.fuse_graph(gm, cache=True, stats=STATS)
         else:
             report = []

@@ -18,7 +18,6 @@ Example:
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 import warnings
@@ -26,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 import torch
+
+from trnlang import config as _config
 
 __all__ = ["run_coverage", "op_names", "summary_table", "markdown_report", "TOLERANCES"]
 
@@ -420,26 +421,18 @@ def run_coverage(ops: list[str] | None = None, limit: int | None = None, dtypes:
     if shard is not None:
         selected = [op for k, op in enumerate(selected) if k % shard[1] == shard[0]]
     per_op: dict[str, dict[str, Any]] = {}
-    old_policy = os.environ.get("TRN_FALLBACK")
-    os.environ["TRN_FALLBACK"] = "silent"
     bar = _progress(selected, progress)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for op in bar:
-                name = op_names(op)
-                if hasattr(bar, "set_postfix_str"):
-                    bar.set_postfix_str(name)
-                detail = {str(dt).replace("torch.", ""): _run_op(op, dt, backward and dt == dtypes[0],
-                                                                 max_samples).as_dict() for dt in dtypes}
-                per_op[name] = detail
-                if on_op is not None:
-                    on_op(name, detail)
-    finally:
-        if old_policy is None:
-            os.environ.pop("TRN_FALLBACK", None)
-        else:
-            os.environ["TRN_FALLBACK"] = old_policy
+    with _config.override(TRN_FALLBACK="silent"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for op in bar:
+            name = op_names(op)
+            if hasattr(bar, "set_postfix_str"):
+                bar.set_postfix_str(name)
+            detail = {str(dt).replace("torch.", ""): _run_op(op, dt, backward and dt == dtypes[0],
+                                                             max_samples).as_dict() for dt in dtypes}
+            per_op[name] = detail
+            if on_op is not None:
+                on_op(name, detail)
     return _report(per_op, [str(dt).replace("torch.", "") for dt in dtypes], backward, max_samples)
 
 

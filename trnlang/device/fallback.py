@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
+from trnlang import config as _config
 from trnlang.device import memory
 from trnlang.frontend.errors import TrnError
 
@@ -127,8 +128,9 @@ def op_name(op: Any) -> str:
 
 
 def policy() -> str:
-    """The current fallback policy: ``warn``, ``error`` or ``silent`` (from ``TRN_FALLBACK``)."""
-    p = os.environ.get("TRN_FALLBACK", "warn").strip().lower() or "warn"
+    """The current fallback policy: ``warn``, ``error`` or ``silent`` (``TRN_FALLBACK``, read through
+    ``trnlang.config``: after changing the environment, call ``trnlang.config.refresh()``)."""
+    p = _config.current.fallback
     if p not in _POLICIES:
         raise ValueError(f"TRN_FALLBACK must be one of {', '.join(_POLICIES)}, got {p!r}")
     return p

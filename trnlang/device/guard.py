@@ -52,8 +52,10 @@ def _lib() -> Any:
 
 
 def env_enabled() -> bool:
-    """True when ``TRN_GUARD`` is set to something other than empty/0/false/no/off."""
-    return os.environ.get("TRN_GUARD", "").strip().lower() not in ("", "0", "false", "no", "off")
+    """True when ``TRN_GUARD`` is set to something other than empty/0/false/no/off (``trnlang.config``)."""
+    from trnlang import config
+
+    return config.current.guard
 
 
 class GuardedRegion:

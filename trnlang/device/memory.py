@@ -23,7 +23,6 @@ Example:
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 from typing import Any, Sequence
 
@@ -159,7 +158,7 @@ class _Cache:
     def __init__(self) -> None:
         self.free: dict[int, list[Any]] = {}
         self.bytes = 0
-        self.limit = int(os.environ.get("TRN_CACHE_LIMIT_MB", "1024")) << 20
+        self.limit = _config.current.cache_limit_mb << 20
 
     @staticmethod
     def size_class(nbytes: int) -> int:

@@ -163,6 +163,7 @@ def run_file(test_dir: str, name: str, out: TextIO, *, keys: list[str] | None = 
     """
     import torch
 
+    import trnlang.config
     import trnlang.device
 
     trnlang.device.register()
@@ -191,6 +192,7 @@ def run_file(test_dir: str, name: str, out: TextIO, *, keys: list[str] | None = 
             out.write(json.dumps({"event": "start", "id": tid}) + "\n")
             out.flush()
             os.environ["TRN_FALLBACK"] = "error" if (dev == "trn" and strict) else "silent"
+            trnlang.config.refresh()  # the fallback policy is read through the config snapshot
             fallbacks.clear()
             res = _Recorder()
             t0 = time.perf_counter()
