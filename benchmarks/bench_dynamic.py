@@ -10,7 +10,11 @@
 (c) cold compile of tutorial 02's softmax on a 1000 x 512 input (trace + compile + first run, empty cache): the
     median over ``--procs`` fresh processes, once with LLVM's one-time start-up inside the figure ("process
     cold") and once after a tiny unrelated kernel paid it ("kernel cold", what ``bench_jit.py`` reports) (bar:
-    <= 150 ms);
+    <= 150 ms). Wall and CPU time are both printed: on a shared machine the wall time includes waiting for a
+    core (at load 7-15 on 2 cores: 536 ms wall for 109 ms CPU), so the CPU time is the compile's own cost.
+    Where it goes (docs/specialization.md, "The cold compile"): about three quarters in LLVM (O3 module
+    pipeline, then machine code), the rest tracing, verifying and lowering; codegen's ``vecmath`` module is
+    imported with the lowering, a one-time cost of the process, not of the first kernel that calls ``exp``;
 (warm) warm embedding, group norm and batch norm launches with the exact-size kernels and with the runtime row
     count ones, interleaved in one process (CPU time, medians of ``--reps`` rounds of 20-30 calls; issue 15: no
     warm-path regression);
