@@ -3,7 +3,7 @@
 - streaming (non-temporal) stores of large HBM outputs (``codegen/lowering/stream.py``), forced on
   for small tensors here by lowering the thresholds: random kernels and the foundation kernels stay
   bit exact, rows at unaligned addresses, bf16, masked rows, 1-D tensors seen as ``[P, F]``;
-- loads re-evaluated in each of several consumers instead of staged (``Plan._remat_ok``), and not
+- loads re-evaluated in each of several consumers instead of staged (the ``rematerialize`` pass), and not
   when a store between the consumers writes the loaded tensor;
 - ``bn_stats`` fused with its input load, one pass (shifted sums), against float64 moments.
 """

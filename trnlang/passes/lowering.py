@@ -129,8 +129,6 @@ class LowerPlan:
         """Whether two kernel tensors may share memory in this variant."""
         return a is b or self.may_alias
 
-    _tensors_alias = tensors_alias  # the older name, still used by codegen
-
     def static_strides(self, t: HbmTensor) -> list[int | None]:
         """The strides (elements) of kernel tensor ``t`` known at compile time in this variant; None: read at
         run time. A contiguous tensor's stride is known where every later dimension's size is."""
