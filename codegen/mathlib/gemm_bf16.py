@@ -104,11 +104,11 @@ class Bf16Config:
 
 
 #: Blocking per kind, measured on an Intel Xeon (Emerald Rapids, 48 KiB L1d, 2 MiB L2; docs/isa_paths.md). AMX:
-#: MC 32 (one 32 x KC block of A, 64 KiB at KC 1024, streamed against each 32-column B panel pair) measured
-#: 0.75-1.26x torch at 1024^3 where MC 128 / KC 512 measured 0.69-0.88x and MC 64-256 with KC 128-256 0.46-0.66x
-#: (a loaded machine: CPU time, ranges over repeated runs).
+#: MC 32 and KC 384: one 32 x 384 block of A (24 KiB) stays in L1 while the 32-column B panels (24 KiB each) stream
+#: from L2; at 1024^3 (1 thread, CPU time, best of 9 alternating with torch, load 7-9) it measured 0.92-0.95x torch
+#: where KC 1024 (A 64 KiB: past L1) measured 0.55-0.59x, KC 256/512 0.86/0.88x and MC 64-128 0.65-0.80x.
 BF16_CONFIGS: dict[str, Bf16Config] = {
-    "amx": Bf16Config("amx", mr=32, nr=32, kc=1024, mc=32, nc=1024),
+    "amx": Bf16Config("amx", mr=32, nr=32, kc=384, mc=32, nc=1024),
     "avx512bf16": Bf16Config("avx512bf16", mr=6, nr=64, kc=512, mc=144, nc=3072),
 }
 
@@ -157,41 +157,54 @@ class _Gen:
 
     # ------------------------------------------------------------------ packing
     def pack_b(self) -> ir.Function:
-        """pack_b(Bp, B, ldb, kc, nc, kp): ``P``-column panels of pairs, ``kp`` pairs deep (zero padded)."""
+        """pack_b(Bp, B, ldb, kc, nc, kp): ``P``-column panels of pairs, ``kp`` pairs deep (zero padded).
+
+        Pairs of whole rows of two panels at a time (two ``2P``-element loads, two interleaving shuffles, two
+        64-byte stores); the last pair of an odd ``kc``, the zero padding and a ragged last panel take the
+        masked loop."""
         pw = self.cfg.b_cols
         fn, b = self._fn("gemm_bf16_pack_b", [PTR, PTR, I64, I64, I64, I64])
         bp, src, ldb, kc, nc, kp_n = fn.args
-        vty = ir.VectorType(I16, pw)
-        inter = ir.Constant(ir.VectorType(I32, 2 * pw), [x for j in range(pw) for x in (j, pw + j)])
-        with Loop(b, I64(0), nc, pw, "jp") as jp:
-            panel = self._gep(b, bp, b.mul(jp, b.mul(kp_n, I64(2))))
-            mask = self._mask(b, b.sub(nc, jp), pw)
-            full_n = b.icmp_signed(">=", b.sub(nc, jp), I64(pw))
-
-            def row(k: ir.Value) -> ir.Value:
-                """B[k, jp:jp+pw] (masked at the N edge; zero past kc)."""
-                p = self._gep(b, src, b.add(b.mul(k, ldb), jp))
-                ok = b.icmp_signed("<", k, kc)
-                with b.if_else(b.and_(ok, full_n)) as (fast, slow):
-                    with fast:
-                        v1 = b.load(p, typ=vty, align=2)
-                        b1 = b.block
-                    with slow:
-                        v2 = self._mload(b, p, b.and_(mask, self._splat(b, ok, pw)), pw)
-                        b2 = b.block
-                phi = b.phi(vty)
-                phi.add_incoming(v1, b1)
-                phi.add_incoming(v2, b2)
-                return phi
-
-            with Loop(b, I64(0), kp_n, 1, "kp") as kp:
-                k0 = b.mul(kp, I64(2))
-                r0 = row(k0)
-                r1 = row(b.add(k0, I64(1)))
-                v = b.shuffle_vector(r0, r1, inter)
-                b.store(v, self._gep(b, panel, b.mul(kp, I64(2 * pw)))).align = 64
+        kpad = b.mul(kp_n, I64(2))
+        kfull = b.sdiv(kc, I64(2))  # pairs whose two rows are inside
+        v2 = ir.VectorType(I16, 2 * pw)
+        halves = [ir.Constant(ir.VectorType(I32, 2 * pw), [x for j in range(pw)
+                                                           for x in (h * pw + j, (h + 2) * pw + j)]) for h in range(2)]
+        n2 = b.mul(b.sdiv(nc, I64(2 * pw)), I64(2 * pw))
+        with Loop(b, I64(0), n2, 2 * pw, "jq") as jq:
+            panels = [self._gep(b, bp, b.mul(b.add(jq, I64(h * pw)), kpad)) for h in range(2)]
+            with Loop(b, I64(0), kfull, 1, "kq") as kp:
+                r0p = self._gep(b, src, b.add(b.mul(b.mul(kp, I64(2)), ldb), jq))
+                r0 = b.load(r0p, typ=v2, align=2)
+                r1 = b.load(self._gep(b, r0p, ldb), typ=v2, align=2)
+                for h in range(2):
+                    dst = self._gep(b, panels[h], b.mul(kp, I64(2 * pw)))
+                    b.store(b.shuffle_vector(r0, r1, halves[h]), dst).align = 64
+            self._pack_b_masked(b, (bp, src, ldb, kc, nc, kp_n), jq, b.add(jq, I64(2 * pw)), kfull)
+        self._pack_b_masked(b, (bp, src, ldb, kc, nc, kp_n), n2, nc, I64(0))
         b.ret_void()
         return fn
+
+    def _pack_b_masked(self, b: ir.IRBuilder, args: tuple[ir.Value, ...], j0: ir.Value, j1: ir.Value,
+                       kp0: ir.Value) -> None:
+        """Pack panels ``j0 .. j1`` from pair ``kp0`` on with masked loads (rows past ``kc``, columns past ``nc``
+        read as zero)."""
+        bp, src, ldb, kc, nc, kp_n = args
+        pw = self.cfg.b_cols
+        inter = ir.Constant(ir.VectorType(I32, 2 * pw), [x for j in range(pw) for x in (j, pw + j)])
+        with Loop(b, j0, j1, pw, "jp") as jp:
+            panel = self._gep(b, bp, b.mul(jp, b.mul(kp_n, I64(2))))
+            mask = self._mask(b, b.sub(nc, jp), pw)
+
+            def row(k: ir.Value) -> ir.Value:
+                ok = b.icmp_signed("<", k, kc)
+                p = b.select(ok, self._gep(b, src, b.add(b.mul(k, ldb), jp)), src)  # no address past the operand
+                return self._mload(b, p, b.and_(mask, self._splat(b, ok, pw)), pw)
+
+            with Loop(b, kp0, kp_n, 1, "kp") as kp:
+                k0 = b.mul(kp, I64(2))
+                v = b.shuffle_vector(row(k0), row(b.add(k0, I64(1))), inter)
+                b.store(v, self._gep(b, panel, b.mul(kp, I64(2 * pw)))).align = 64
 
     @staticmethod
     def _splat(b: ir.IRBuilder, bit: ir.Value, w: int) -> ir.Value:
@@ -200,45 +213,74 @@ class _Gen:
 
     def pack_a(self, trans: bool) -> ir.Function:
         """pack_a(Ap, A, ld, mc, kc, kp): ``R``-row panels of ``C``-element K chunks, ``Ap[i/R][k/C][i%R][k%C]``
-        (zero padded to ``2 kp`` deep). ``trans``: ``A[i, k]`` is at ``k*ld + i`` (the stationary [K, M])."""
+        (zero padded to ``2 kp`` deep). ``trans``: ``A[i, k]`` is at ``k*ld + i`` (the stationary [K, M]).
+
+        Untransposed, full panels' full chunks are plain row copies; the rest (ragged rows, the last chunk,
+        the padding) takes masked loads."""
         R, C = self.cfg.a_rows, self.cfg.a_chunk
         fn, b = self._fn("gemm_bf16_pack_a_t" if trans else "gemm_bf16_pack_a_n", [PTR, PTR, I64, I64, I64, I64])
         ap, src, ld, mc, kc, kp_n = fn.args
         kpad = b.mul(kp_n, I64(2))
+        if trans:
+            self._pack_a_t(b, fn.args, kpad)
+            b.ret_void()
+            return fn
+        vty = ir.VectorType(I16, C)
+        kf = b.mul(b.sdiv(kc, I64(C)), I64(C))
+        mf = b.mul(b.sdiv(mc, I64(R)), I64(R))
+        with Loop(b, I64(0), mf, R, "ipf") as ip:
+            panel = self._gep(b, ap, b.mul(ip, kpad))
+            with Loop(b, I64(0), kf, C, "kf") as k0:
+                chunk = self._gep(b, panel, b.mul(k0, I64(R)))
+                for r in range(R):
+                    p = self._gep(b, src, b.add(b.mul(b.add(ip, I64(r)), ld), k0))
+                    b.store(b.load(p, typ=vty, align=2), self._gep(b, chunk, r * C)).align = 2
+            self._pack_a_masked(b, fn.args, kpad, ip, b.add(ip, I64(R)), kf)
+        self._pack_a_masked(b, fn.args, kpad, mf, mc, I64(0))
+        b.ret_void()
+        return fn
+
+    def _pack_a_masked(self, b: ir.IRBuilder, args: list[ir.Value], kpad: ir.Value, i0: ir.Value, i1: ir.Value,
+                       k_start: ir.Value) -> None:
+        """Untransposed panels from row ``i0`` to ``i1``, chunks from ``k_start`` to ``kpad`` (masked loads)."""
+        ap, src, ld, mc, kc, _ = args
+        R, C = self.cfg.a_rows, self.cfg.a_chunk
+        with Loop(b, i0, i1, R, "ipm") as ip:
+            panel = self._gep(b, ap, b.mul(ip, kpad))
+            with Loop(b, k_start, kpad, C, "km") as k0:
+                chunk = self._gep(b, panel, b.mul(k0, I64(R)))
+                km = self._mask(b, b.sub(kc, k0), C)
+                for r in range(R):
+                    i = b.add(ip, I64(r))
+                    row_ok = b.icmp_signed("<", i, mc)
+                    p = b.select(row_ok, self._gep(b, src, b.add(b.mul(i, ld), k0)), src)
+                    v = self._mload(b, p, b.and_(km, self._splat(b, row_ok, C)), C)
+                    b.store(v, self._gep(b, chunk, r * C)).align = 2
+
+    def _pack_a_t(self, b: ir.IRBuilder, args: list[ir.Value], kpad: ir.Value) -> None:
+        """The transposed stationary, element by element (``A[i, k]`` at ``k*ld + i``)."""
+        ap, src, ld, mc, kc, _ = args
+        R, C = self.cfg.a_rows, self.cfg.a_chunk
         vty = ir.VectorType(I16, C)
         with Loop(b, I64(0), mc, R, "ip") as ip:
             panel = self._gep(b, ap, b.mul(ip, kpad))
             with Loop(b, I64(0), kpad, C, "kc") as k0:
                 chunk = self._gep(b, panel, b.mul(k0, I64(R)))
-                kv = b.sub(kc, k0)
                 for r in range(R):
                     i = b.add(ip, I64(r))
-                    dst = self._gep(b, chunk, r * C)
                     row_ok = b.icmp_signed("<", i, mc)
-                    if not trans:
-                        p = self._gep(b, src, b.add(b.mul(i, ld), k0))
-                        full = b.and_(row_ok, b.icmp_signed(">=", kv, I64(C)))
-                        with b.if_else(full) as (fast, slow):
-                            with fast:
-                                b.store(b.load(p, typ=vty, align=2), dst).align = 2
-                            with slow:
-                                m = b.and_(self._mask(b, kv, C), self._splat(b, row_ok, C))
-                                b.store(self._mload(b, p, m, C), dst).align = 2
-                    else:
-                        vals = []
-                        for t in range(C):
-                            k = b.add(k0, I64(t))
-                            ok = b.and_(row_ok, b.icmp_signed("<", k, kc))
-                            # clamp the address so a skipped element never reads outside the operand
-                            idx = b.select(ok, b.add(b.mul(k, ld), i), I64(0))
-                            x = b.load(self._gep(b, src, idx), typ=I16, align=2)
-                            vals.append(b.select(ok, x, I16(0)))
-                        v = ir.Constant(vty, None)
-                        for t, x in enumerate(vals):
-                            v = b.insert_element(v, x, I32(t))
-                        b.store(v, dst).align = 2
-        b.ret_void()
-        return fn
+                    vals = []
+                    for t in range(C):
+                        k = b.add(k0, I64(t))
+                        ok = b.and_(row_ok, b.icmp_signed("<", k, kc))
+                        # clamp the address so a skipped element never reads outside the operand
+                        idx = b.select(ok, b.add(b.mul(k, ld), i), I64(0))
+                        x = b.load(self._gep(b, src, idx), typ=I16, align=2)
+                        vals.append(b.select(ok, x, I16(0)))
+                    v = ir.Constant(vty, None)
+                    for t, x in enumerate(vals):
+                        v = b.insert_element(v, x, I32(t))
+                    b.store(v, self._gep(b, chunk, r * C)).align = 2
 
     # ------------------------------------------------------------------ micro-kernels
     def amx_ukernel(self) -> ir.Function:
