@@ -258,13 +258,38 @@ class _Gen:
                     b.store(v, self._gep(b, chunk, r * C)).align = 2
 
     def _pack_a_t(self, b: ir.IRBuilder, args: list[ir.Value], kpad: ir.Value) -> None:
-        """The transposed stationary, element by element (``A[i, k]`` at ``k*ld + i``)."""
+        """The transposed stationary (``A[i, k]`` at ``k*ld + i``): full ``R x C`` chunks as ``C`` row loads of ``R``
+        elements transposed in registers (one shuffle), the rest element by element."""
+        ap, src, ld, mc, kc, _ = args
+        R, C = self.cfg.a_rows, self.cfg.a_chunk
+        kf = b.mul(b.sdiv(kc, I64(C)), I64(C))
+        mf = b.mul(b.sdiv(mc, I64(R)), I64(R))
+        rty = ir.VectorType(I16, R)
+        with Loop(b, I64(0), mf, R, "ipt") as ip:
+            panel = self._gep(b, ap, b.mul(ip, kpad))
+            with Loop(b, I64(0), kf, C, "kt") as k0:
+                rows = [b.load(self._gep(b, src, b.add(b.mul(b.add(k0, I64(t)), ld), ip)), typ=rty, align=2)
+                        for t in range(C)]
+                while len(rows) > 1:  # concatenate pairwise: lane t * R + r is A[ip + r, k0 + t]
+                    n = rows[0].type.count
+                    cat = ir.Constant(ir.VectorType(I32, 2 * n), list(range(2 * n)))
+                    rows = [b.shuffle_vector(rows[j], rows[j + 1], cat) for j in range(0, len(rows), 2)]
+                whole = rows[0]
+                tr = ir.Constant(ir.VectorType(I32, R * C), [t * R + r for r in range(R) for t in range(C)])
+                dst = self._gep(b, panel, b.mul(k0, I64(R)))
+                b.store(b.shuffle_vector(whole, ir.Constant(whole.type, None), tr), dst).align = 2
+        self._pack_a_t_elems(b, args, kpad, I64(0), mf, kf)
+        self._pack_a_t_elems(b, args, kpad, mf, mc, I64(0))
+
+    def _pack_a_t_elems(self, b: ir.IRBuilder, args: list[ir.Value], kpad: ir.Value, i0: ir.Value, i1: ir.Value,
+                        k_start: ir.Value) -> None:
+        """Transposed panels from row ``i0`` to ``i1``, chunks from ``k_start`` on, element by element."""
         ap, src, ld, mc, kc, _ = args
         R, C = self.cfg.a_rows, self.cfg.a_chunk
         vty = ir.VectorType(I16, C)
-        with Loop(b, I64(0), mc, R, "ip") as ip:
+        with Loop(b, i0, i1, R, "ip") as ip:
             panel = self._gep(b, ap, b.mul(ip, kpad))
-            with Loop(b, I64(0), kpad, C, "kc") as k0:
+            with Loop(b, k_start, kpad, C, "kc") as k0:
                 chunk = self._gep(b, panel, b.mul(k0, I64(R)))
                 for r in range(R):
                     i = b.add(ip, I64(r))
