@@ -34,7 +34,14 @@ lowering:
    can decide is declined inside it with ``trn.decline("why")`` (here: an
    ``out=`` of another layout). Either way the reason shows in the fallback
    warning, in the ``TRN_FALLBACK=error`` message, in
-   ``trn.fallback_reasons()`` and in ``trn coverage``'s report.
+   ``trn.fallback_reasons()`` and in ``trn coverage``'s report. A kernel with
+   choices (which way to move rows, which optional operands exist, a
+   variant of the op) takes them as one compile-time *spec*: an enum member
+   or a frozen dataclass of constants (``stdlib_kernels.indexing.engine.Spec``,
+   ``stdlib_kernels.nn.batchnorm.BnFinish``), read while tracing, not a row of
+   positional flags or a string compared in the kernel body; equal specs
+   share a compiled variant. ``logaddexp`` has no choices, so its kernel
+   takes none.
 4. Check: no fallback is counted any more, the result matches the CPU, and the
    registry entry (what ``trn coverage`` reads, ``trnlang.device.registry_table()``)
    says ``kind: kernel`` with the source location of our function.

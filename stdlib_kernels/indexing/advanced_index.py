@@ -32,7 +32,7 @@ import torch
 import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
-from stdlib_kernels.indexing.engine import _Bounds, _fits, _ok_data, _run, _to_out
+from stdlib_kernels.indexing.engine import Move, _Bounds, _fits, _ok_data, _run, _to_out
 from trnlang.device import decline, lowering
 from trnlang.device.registry import warn_like_torch
 
@@ -143,7 +143,7 @@ def index(self: torch.Tensor, indices: Sequence[Any], *, out: torch.Tensor | Non
         s_stride, st = _x_view(x, steps)
         try:
             _run(x, xs, span if len(steps) > 1 else sizes[0], s_stride, res, list(res.stride()), None,
-                 [t for t, _ in ivs], [s for _, s in ivs], sizes, st, dense, groups, "gather", True)
+                 [t for t, _ in ivs], [s for _, s in ivs], sizes, st, dense, groups, Move.GATHER, True)
         except _Bounds:
             return decline("an index out of range: torch raises")
     _warn_uint8(indices)
@@ -185,7 +185,7 @@ def _index_put(self: torch.Tensor, indices: Sequence[Any], values: torch.Tensor,
     s_stride, st = _x_view(x, steps)
     try:
         _run(x, xs, span if len(steps) > 1 else sizes[0], s_stride, values, vst, None,
-             [t for t, _ in ivs], [s for _, s in ivs], sizes, st, dense, groups, "scatter", True,
+             [t for t, _ in ivs], [s for _, s in ivs], sizes, st, dense, groups, Move.SCATTER, True,
              "add" if accumulate else None)
     except _Bounds:
         return decline("an index out of range: torch raises")

@@ -35,18 +35,21 @@ leading index), so any strides work without copies.
 
 Example:
     >>> import torch, trnlang  # doctest: +SKIP
-    >>> from stdlib_kernels.indexing.engine import gather_scatter
+    >>> from stdlib_kernels.indexing.engine import Layout, Move, Spec, gather_scatter
     >>> w = torch.randn(100, 8, device="trn")
     >>> ids = torch.randint(0, 100, (16,), dtype=torch.int32, device="trn")
     >>> out = torch.empty(16, 8, device="trn")
     >>> iv = torch.as_strided(ids, (1, 16, 8), (0, 1, 0))   # the index view over [A, K, C]
-    >>> gather_scatter(w.view(1, 100, 8), out.view(1, 16, 8), None, iv, None, None, None, None, None,
-    ...                (1, 16, 8), (100,), (1,), False, "gather", None, "pk", True)   # out = w[ids]
+    >>> spec = Spec((1, 16, 8), (100,), (1,), wrap=False, move=Move.GATHER, layout=Layout.PK, idx_c=True)
+    >>> gather_scatter(w.view(1, 100, 8), out.view(1, 16, 8), None, iv, None, None, None, None, None, spec)  # w[ids]
 """
 
 from __future__ import annotations
 
+import enum
+import functools
 import itertools
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import torch
@@ -66,6 +69,47 @@ _CH = 512           # free-dim chunk of the gather/scatter tiles
 
 
 # ------------------------------------------------------------------------------------------ kernels
+
+
+class Move(enum.Enum):
+    """Which way one launch moves rows."""
+
+    GATHER = "gather"    #: ``y[a, k, c] = x[a, lin, c]``
+    SCATTER = "scatter"  #: ``x[a, lin, c] (accumulate)= y[a, k, c]``
+
+
+class Layout(enum.Enum):
+    """How the ``[A, K, C]`` problem maps onto tiles."""
+
+    PK = "pk"  #: loop over ``A``; ``K`` on the partitions, ``C`` on the free axis
+    PA = "pa"  #: ``A`` on the partitions, ``K`` on the free axis; loop over ``C``
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What one :func:`gather_scatter` launch does (a compile-time spec: equal specs share a variant).
+
+    Attributes:
+        dense: ``(A, K, C)``; ``K`` None for the shape-polymorphic kernel (the index views' axis 1, at run time).
+        sizes / strides: per index, the indexed size and the element stride of that dim along ``x``'s ``S`` axis.
+        wrap: negative indices wrap (``idx + size``).
+        move: :class:`Move`.
+        layout: :class:`Layout`.
+        idx_c: the index does not vary along ``C`` (loaded once per row as a ``[P, 1]`` tile).
+        accumulate: a scatter's ``tl.store(accumulate=...)`` (``"add"``, ``"multiply"``, ``"max"``, ``"min"``), or
+            None for a plain store.
+        kb: the row bucket of ``K`` (``tiling.row_bucket``) of a shape-polymorphic ``PK`` launch, else None.
+    """
+
+    dense: tuple[int | None, ...]
+    sizes: tuple[int, ...]
+    strides: tuple[int, ...]
+    wrap: bool
+    move: Move
+    layout: Layout
+    idx_c: bool
+    accumulate: str | None = None
+    kb: int | None = None
 
 
 def _wrap(lo: Any, hi: Any, size: int, wrap: bool, bad: int) -> Any:
@@ -96,20 +140,18 @@ def _lin(idx: Sequence[Any], sizes: tuple[int, ...], strides: tuple[int, ...], w
     return lin
 
 
-def gather_scatter(x, y, alpha, i0, h0, i1, h1, i2, h2, dense, sizes, strides, wrap, mode, accumulate, layout,
-                   idx_c, kb=None):
+def gather_scatter(x, y, alpha, i0, h0, i1, h1, i2, h2, spec):
     """Gather ``y[a, k, c] = x[a, lin, c]`` or scatter ``x[a, lin, c] (accumulate)= y[a, k, c] (* alpha)``.
 
     ``x``: ``[A, S, C]``; ``y``: ``[A, K, C]`` or a ``[1, 1]`` scalar (scatter of a value); ``i*``/``h*``:
-    low/high int32 words of up to three index views ``[A, K, C]`` (``h`` None for int32 indices);
-    ``dense``: ``(A, K, C)``; ``sizes``/``strides``: per index, the indexed size and the element
-    stride of that dim along ``x``'s S axis; ``layout``: ``"pk"`` (loop over A, K on partitions, C
-    free) or ``"pa"`` (A on partitions, K free, loop over C); ``idx_c``: the index does not vary
-    along C (loaded once per row as a ``[P, 1]`` tile); ``kb``: for a shape-polymorphic ``"pk"`` launch
-    (:data:`gather_scatter_rt`), the row bucket of ``K`` (``tiling.row_bucket``), with ``dense`` ``(A, None, C)``:
-    ``K`` is then the runtime size of the index views' axis 1, and the bucket's tail is masked.
+    low/high int32 words of up to three index views ``[A, K, C]`` (``h`` None for int32 indices); ``spec``: a
+    :class:`Spec`. For a shape-polymorphic launch (:data:`gather_scatter_rt`, ``spec.dense`` ``(A, None, C)``),
+    ``K`` is the runtime size of the index views' axis 1 and the tail of its row bucket ``spec.kb`` is masked.
     """
-    a_dim, k_dim, c_dim = dense
+    a_dim, k_dim, c_dim = spec.dense
+    sizes, strides, wrap, accumulate, idx_c = spec.sizes, spec.strides, spec.wrap, spec.accumulate, spec.idx_c
+    kb = spec.kb
+    gather = spec.move is Move.GATHER
     if k_dim is None:
         k_dim = i0.shape[1]
     s_dim = x.shape[1]
@@ -117,7 +159,7 @@ def gather_scatter(x, y, alpha, i0, h0, i1, h1, i2, h2, dense, sizes, strides, w
     scalar = y.ndim == 2
     v0 = tl.load(y[0:1, 0:1]) if scalar else None
     al = tl.load(alpha[0:1, 0:1]).astype(tl.float32) if alpha is not None else None
-    if layout == "pk":
+    if spec.layout is Layout.PK:
         p = T.extent(k_dim, 128, kb)
         f = min(c_dim, _CH)
         for a in tl.affine_range(a_dim):
@@ -131,7 +173,7 @@ def gather_scatter(x, y, alpha, i0, h0, i1, h1, i2, h2, dense, sizes, strides, w
                     cols = j * f + tl.arange(f)[None, :]
                     m = ((rows < k_dim) & (cols < c_dim)) if c_dim % f else rmask  # a [P, 1] row mask is cheaper
                     lin = lin_r if idx_c else _lin(idx, sizes, strides, wrap, s_dim, lambda t: t[a, rows, cols], m)
-                    if mode == "gather":
+                    if gather:
                         tl.store(y[a, rows, cols], tl.load(x[a, lin, cols], mask=m), mask=m)
                     else:
                         v = v0 if scalar else tl.load(y[a, rows, cols], mask=m)
@@ -148,7 +190,7 @@ def gather_scatter(x, y, alpha, i0, h0, i1, h1, i2, h2, dense, sizes, strides, w
                 m = ((rows < a_dim) & (ks < k_dim)) if (a_dim % p or k_dim % f) else None
                 for c in tl.affine_range(c_dim):
                     lin = _lin(idx, sizes, strides, wrap, s_dim, lambda t: t[rows, ks, c], m)
-                    if mode == "gather":
+                    if gather:
                         tl.store(y[rows, ks, c], tl.load(x[rows, lin, c], mask=m), mask=m)
                     else:
                         v = v0 if scalar else tl.load(y[rows, ks, c], mask=m)
@@ -157,7 +199,7 @@ def gather_scatter(x, y, alpha, i0, h0, i1, h1, i2, h2, dense, sizes, strides, w
                         tl.store(x[rows, lin, c], v, mask=m, accumulate=accumulate)
 
 
-#: The kernel with the ``K`` axis a runtime size (``"pk"`` launches of ``K >= 2``: embedding and index_select rows,
+#: The kernel with the ``K`` axis a runtime size (``Layout.PK`` launches of ``K >= 2``: embedding and index_select rows,
 #: gathers along a dim whose length changes per step): a variant per row bucket of ``K``, not per ``K``.
 #: Only ``K`` (axis 1 of ``y`` and of the index views) is a runtime size. ``A`` and ``C`` are keyed through
 #: ``dense`` anyway, and constant row strides and lengths keep the DMAs as fast as the exact kernel's (with
@@ -170,9 +212,14 @@ gather_scatter_rt = T.polymorphic(gather_scatter, static=_KEYED)
 gather_scatter = trn.kernel(gather_scatter)
 
 
-def _polymorphic(layout: str, kdim: int) -> bool:
+#: One :class:`Spec` per distinct launch description: a warm launch then builds no new one, and its launch key
+#: compares equal by identity.
+_spec = functools.lru_cache(maxsize=4096)(Spec)
+
+
+def _polymorphic(layout: Layout, kdim: int) -> bool:
     """Whether a launch goes to :data:`gather_scatter_rt` (``K`` on partitions, more than one row)."""
-    return layout == "pk" and kdim >= 2
+    return layout is Layout.PK and kdim >= 2
 
 
 # ------------------------------------------------------------------------------------------ host side
@@ -227,7 +274,7 @@ def _coalesced_parts(dense: Sequence[int], ops: list[_Operand], groups: tuple[in
 def _run(x: torch.Tensor, x_strides: Sequence[int], s_span: int, s_stride: int, y: torch.Tensor | None,
          y_strides: Sequence[int] | None, scalar: torch.Tensor | None, indices: Sequence[torch.Tensor],
          idx_strides: Sequence[Sequence[int]], sizes: Sequence[int], steps: Sequence[int], dense: Sequence[int],
-         groups: tuple[int, int], mode: str, wrap: bool, accumulate: str | None = None,
+         groups: tuple[int, int], move: Move, wrap: bool, accumulate: str | None = None,
          alpha: torch.Tensor | None = None) -> None:
     """Launch the gather/scatter kernel over ``dense`` (dims ``[:g0]`` -> A, ``[g0:g1]`` -> K, rest -> C).
 
@@ -286,14 +333,14 @@ def _run(x: torch.Tensor, x_strides: Sequence[int], s_span: int, s_stride: int, 
         while len(ivs) < 6:
             ivs.append(None)
         idx_c = cdim == 1 or all(last[q + k][2] == 0 for k in range(len(widx)))
-        layout = "pa" if cdim == 1 and adim > 1 else "pk"
+        layout = Layout.PA if cdim == 1 and adim > 1 else Layout.PK
         try:
             if _polymorphic(layout, kdim):
-                gather_scatter_rt(xv, yv, alpha, *ivs, (adim, None, cdim), sizes_t, steps_t, wrap, mode,
-                                  accumulate, layout, idx_c, T.row_bucket(kdim))
+                gather_scatter_rt(xv, yv, alpha, *ivs, _spec((adim, None, cdim), sizes_t, steps_t, wrap, move, layout,
+                                                             idx_c, accumulate, T.row_bucket(kdim)))
             else:
-                gather_scatter(xv, yv, alpha, *ivs, (adim, kdim, cdim), sizes_t, steps_t, wrap, mode, accumulate,
-                               layout, idx_c)
+                gather_scatter(xv, yv, alpha, *ivs, _spec((adim, kdim, cdim), sizes_t, steps_t, wrap, move, layout,
+                                                          idx_c, accumulate))
         except trn.BoundsError as e:
             raise _Bounds(str(e)) from None
 
@@ -309,7 +356,7 @@ def _gather_dim(src: torch.Tensor, dim: int, index: torch.Tensor, out: torch.Ten
     xs = [src.stride(d) if d != dim else 0 for d in range(nd)]
     _run(src, xs, src.shape[dim], src.stride(dim), out, list(out.stride()), None, [index],
          [idx_strides if idx_strides is not None else list(index.stride())], [src.shape[dim]], [1],
-         list(out.shape), (dim, dim + 1), "gather", wrap)
+         list(out.shape), (dim, dim + 1), Move.GATHER, wrap)
 
 
 def _scatter_dim(dst: torch.Tensor, dim: int, index: torch.Tensor, dense: Sequence[int], src: torch.Tensor | None,
@@ -319,7 +366,7 @@ def _scatter_dim(dst: torch.Tensor, dim: int, index: torch.Tensor, dense: Sequen
     nd = len(dense)
     xs = [dst.stride(d) if d != dim else 0 for d in range(nd)]
     _run(dst, xs, dst.shape[dim], dst.stride(dim), src, src_strides, scalar, [index], [idx_strides],
-         [dst.shape[dim]], [1], list(dense), (dim, dim + 1), "scatter", wrap, accumulate, alpha)
+         [dst.shape[dim]], [1], list(dense), (dim, dim + 1), Move.SCATTER, wrap, accumulate, alpha)
 
 
 def _norm_dim(dim: int, nd: int) -> int | None:

@@ -33,6 +33,7 @@ import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.indexing.engine import (
+    Move,
     _as1,
     _Bounds,
     _fits,
@@ -481,7 +482,7 @@ def take(self: torch.Tensor, index: torch.Tensor, *, out: torch.Tensor | None = 
         nd = i1.dim()
         try:
             _run(flat, [0] * nd, flat.shape[0], 1, r1, list(r1.stride()), None, [i1], [list(i1.stride())],
-                 [flat.shape[0]], [1], list(i1.shape), (0, nd), "gather", True)
+                 [flat.shape[0]], [1], list(i1.shape), (0, nd), Move.GATHER, True)
         except _Bounds:
             return decline(_OUT_OF_RANGE)
     return _to_out(res, out)
@@ -508,7 +509,7 @@ def put_(self: torch.Tensor, index: torch.Tensor, source: torch.Tensor, accumula
         s1 = s1.clone()
     try:
         _run(flat, [0], flat.shape[0], 1, s1, list(s1.stride()), None, [i1], [list(i1.stride())], [flat.shape[0]],
-             [1], [i1.shape[0]], (0, 1), "scatter", True, "add" if accumulate else None)
+             [1], [i1.shape[0]], (0, 1), Move.SCATTER, True, "add" if accumulate else None)
     except _Bounds:
         return decline(_OUT_OF_RANGE)
     return self

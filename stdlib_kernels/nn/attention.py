@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import enum
 import math
 from typing import Any
 
@@ -54,15 +55,23 @@ def _blocks(n: Any, cap: int) -> Any:
     return sympy.Min(e, cap) if cap else e
 
 
+class MaskKind(enum.Enum):
+    """The attention mask the kernels apply (a compile-time constant of the kernels)."""
+
+    NONE = "none"    #: no mask (causal and the ragged last key block are separate flags)
+    BOOL = "bool"    #: ``attn_mask`` of bools: False drops the score
+    FLOAT = "float"  #: an additive float bias
+
+
 def _mask_scores(s, m4, b, h, rq, kc, sq, sk, causal, mask_kind):
     """Scores with the causal / attention mask / ragged-key masks applied (-inf where masked)."""
     keep = kc < sk
     if causal:
         keep = keep & (kc <= rq)
-    if mask_kind == "bool":
+    if mask_kind is MaskKind.BOOL:
         mt = tl.load(m4[b, h, rq, kc], mask=(rq < sq) & (kc < sk))
         s = tl.where(mt.astype(tl.float32) != 0.0, s, -math.inf)
-    elif mask_kind == "float":
+    elif mask_kind is MaskKind.FLOAT:
         s = s + tl.load(m4[b, h, rq, kc], mask=(rq < sq) & (kc < sk)).astype(tl.float32)
     return tl.where(keep, s, -math.inf)
 
@@ -113,7 +122,7 @@ def flash_fwd(q, k, v, m4, out, lse, scale, causal, mask_kind, kcap, ragged):
                             k_t = tl.transpose(tl.load(k[b, hkv, rk, cd], mask=rk < sk).astype(tl.float32))
                             v_t = tl.load(v[b, hkv, rk, cd], mask=rk < sk).astype(tl.float32)
                         s = tl.copy(tl.matmul(q_t, k_t, transpose_x=True))
-                        if causal or mask_kind != "none" or ragged:
+                        if causal or mask_kind is not MaskKind.NONE or ragged:
                             s = _mask_scores(s, m4, b, h, rq, kc, sq, sk, causal, mask_kind)
                         m_new = tl.maximum(m_i, tl.max(s, axis=1, keepdims=True))
                         m_safe = tl.where(m_new == -math.inf, 0.0, m_new)
@@ -205,13 +214,13 @@ def flash_bwd_q(q, k, v, m4, do, lse, dsum, dq, dbias, scale, causal, mask_kind,
 # ------------------------------------------------------------------------------------------ host side
 
 
-def _mask_kind(mask: torch.Tensor | None, dtype: torch.dtype) -> str | None:
+def _mask_kind(mask: torch.Tensor | None, dtype: torch.dtype) -> MaskKind | None:
     if mask is None:
-        return "none"
+        return MaskKind.NONE
     if mask.dtype == torch.bool:
-        return "bool"
+        return MaskKind.BOOL
     if mask.dtype in _F:
-        return "float"
+        return MaskKind.FLOAT
     return None
 
 
@@ -325,7 +334,7 @@ def sdpa_overrideable_backward(grad_out: torch.Tensor, query: torch.Tensor, key:
     m4 = _expand_mask(attn_bias, query, key)
     want = list(grad_input_mask) + [False] * (4 - len(grad_input_mask))
     dq = torch.empty(query.shape, dtype=query.dtype, device="trn")
-    want_db = bool(want[3]) and kind == "float"
+    want_db = bool(want[3]) and kind is MaskKind.FLOAT
     dbias = torch.empty((b, hq, sq, sk), dtype=torch.float32, device="trn") if want_db else dq
     _split_run(flash_bwd_q, [query, key, value, m4, grad_out, lse, dsum, dq, dbias], "qkkqqqqqq", sc, bool(is_causal),
                kind, want_db)

@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import torch
@@ -33,17 +34,44 @@ from trnlang.device import decline, lowering, memory
 CCHUNK = 2048
 
 
+@dataclass(frozen=True)
+class BnFinish:
+    """What one :func:`bn_finalize` launch computes (a compile-time spec: equal specs share a variant).
+
+    Attributes:
+        eps: added to the variance before the reciprocal square root.
+        momentum: weight of the new statistic in the running-stat update.
+        unbias: ``n / (n - 1)``: the running variance takes the unbiased variance.
+        train: statistics from the per-row moments (else the running stats are the statistics).
+        has_w / has_b: an affine weight / bias to fold into the coefficients.
+        upd_m / upd_v: update the running mean / variance in place.
+
+    >>> BnFinish(1e-5, 0.1, 1.0, train=True, has_w=True, has_b=False, upd_m=True, upd_v=True).has_b
+    False
+    """
+
+    eps: float
+    momentum: float
+    unbias: float
+    train: bool
+    has_w: bool
+    has_b: bool
+    upd_m: bool
+    upd_v: bool
+
+
 @trn.kernel
-def bn_finalize(m, v, w, b, rm, rv, mean_o, istd_o, a_o, c_o, eps, momentum, unbias, train, has_w, has_b, upd_m,
-                upd_v):
+def bn_finalize(m, v, w, b, rm, rv, mean_o, istd_o, a_o, c_o, spec):
     """Per-channel batch-norm statistics and coefficients from per-(sample, channel) moments, in one launch.
 
-    ``m`` / ``v`` ``[N, C]``: each row's mean and biased variance over its ``HW`` elements (``train``);
+    ``m`` / ``v`` ``[N, C]``: each row's mean and biased variance over its ``HW`` elements (``spec.train``);
     otherwise ``rm`` / ``rv`` are the statistics. Writes ``mean_o`` / ``istd_o`` ``[1, C]`` (fp32), the
     per-row coefficients ``a_o`` / ``c_o`` ``[N, C]`` (``a = invstd * w``, ``c = b - mean * a``), and with
-    ``upd_m`` / ``upd_v`` updates ``rm`` / ``rv`` ``[1, C]`` in place: ``r * (1 - momentum) + stat * momentum``
-    in fp32, rounded once (the running variance takes the unbiased variance: ``var * unbias``).
+    ``spec.upd_m`` / ``spec.upd_v`` updates ``rm`` / ``rv`` ``[1, C]`` in place: ``r * (1 - momentum) + stat *
+    momentum`` in fp32, rounded once (the running variance takes the unbiased variance: ``var * unbias``).
+    ``spec``: a :class:`BnFinish`.
     """
+    eps, momentum, unbias = spec.eps, spec.momentum, spec.unbias
     n, c = a_o.shape
     f = min(c, CCHUNK)
     one = tl.arange(1)[:, None]
@@ -51,7 +79,7 @@ def bn_finalize(m, v, w, b, rm, rv, mean_o, istd_o, a_o, c_o, eps, momentum, unb
     for j in tl.affine_range(tl.cdiv(c, f)):
         cols = j * f + tl.arange(f)[None, :]
         cm = cols < c
-        if train:
+        if spec.train:
             s = tl.zeros((1, f), tl.float32)
             for i in tl.sequential_range(n):
                 s[...] = s + tl.load(m[i + one, cols], mask=cm)
@@ -65,17 +93,17 @@ def bn_finalize(m, v, w, b, rm, rv, mean_o, istd_o, a_o, c_o, eps, momentum, unb
             mean = tl.load(rm[one, cols], mask=cm).astype(tl.float32)
             var = tl.load(rv[one, cols], mask=cm).astype(tl.float32)
         istd = tl.rsqrt(var + eps)
-        a = istd * tl.load(w[one, cols], mask=cm).astype(tl.float32) if has_w else istd
-        sh = tl.load(b[one, cols], mask=cm).astype(tl.float32) - mean * a if has_b else -(mean * a)
+        a = istd * tl.load(w[one, cols], mask=cm).astype(tl.float32) if spec.has_w else istd
+        sh = tl.load(b[one, cols], mask=cm).astype(tl.float32) - mean * a if spec.has_b else -(mean * a)
         tl.store(mean_o[one, cols], mean, mask=cm)
         tl.store(istd_o[one, cols], istd, mask=cm)
         for i in tl.affine_range(n):
             tl.store(a_o[i + one, cols], a, mask=cm)
             tl.store(c_o[i + one, cols], sh, mask=cm)
-        if upd_m:
+        if spec.upd_m:
             tl.store(rm[one, cols], tl.load(rm[one, cols], mask=cm).astype(tl.float32) * (1.0 - momentum)
                      + mean * momentum, mask=cm)
-        if upd_v:
+        if spec.upd_v:
             tl.store(rv[one, cols], tl.load(rv[one, cols], mask=cm).astype(tl.float32) * (1.0 - momentum)
                      + var * unbias * momentum, mask=cm)
 
@@ -116,9 +144,10 @@ def _bn_forward(input: torch.Tensor, weight: torch.Tensor | None, bias: torch.Te
     params = (weight, bias, running_mean, running_var)
     dummy = memory.empty((1, c), f32) if any(t is None for t in params) else None  # never read, never written
     param = [t.view(1, c) if t is not None else dummy for t in params]
-    bn_finalize(m32, v32, *param, *save, *coef, float(eps), float(momentum), float(cnt / (cnt - 1) if cnt > 1 else 1.0),
-                training, weight is not None, bias is not None, running_mean is not None and training,
-                running_var is not None and training)
+    spec = BnFinish(float(eps), float(momentum), float(cnt / (cnt - 1) if cnt > 1 else 1.0), train=training,
+                    has_w=weight is not None, has_b=bias is not None, upd_m=running_mean is not None and training,
+                    upd_v=running_var is not None and training)
+    bn_finalize(m32, v32, *param, *save, *coef, spec)
     row_affine(x2, coef[0].view(n * c, 1), coef[1].view(n * c, 1), out.view(n * c, hw))
     if not training:
         return out, memory.empty((0,), sdt), memory.empty((0,), sdt)

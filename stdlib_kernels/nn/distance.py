@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import enum
 import math
 from typing import Any
 
@@ -40,16 +41,27 @@ _R = 512  # x2 rows per free-axis chunk
 _MAX_FEATURES = 8192  # gradient columns kept in one SBUF tile
 
 
-def _kind(p: float) -> str:
+class PNorm(enum.Enum):
+    """Which p-norm formula the kernels trace for ``p`` (special cases first)."""
+
+    ZERO = "zero"  #: p = 0: the count of differing features
+    ONE = "one"    #: p = 1
+    TWO = "two"    #: p = 2: sqrt of the sum of squares
+    INF = "inf"    #: p = inf: the largest difference
+    LT2 = "lt2"    #: other p < 2 (the backward's special cases at 0)
+    GEN = "gen"    #: other p > 2
+
+
+def _kind(p: float) -> PNorm:
     if p == 0:
-        return "zero"
+        return PNorm.ZERO
     if p == 1:
-        return "one"
+        return PNorm.ONE
     if p == 2:
-        return "two"
+        return PNorm.TWO
     if math.isinf(p):
-        return "inf"
-    return "lt2" if p < 2 else "gen"
+        return PNorm.INF
+    return PNorm.LT2 if p < 2 else PNorm.GEN
 
 
 @trn.kernel
@@ -65,19 +77,19 @@ def cdist_fwd(x1, x2, out, p):
                 for k in tl.sequential_range(m_dim):
                     a, c = _feature(x1, x2, b, k, rows, mr, cols, mc)
                     d = tl.abs(a - c)
-                    if kind == "zero":
+                    if kind is PNorm.ZERO:
                         acc[...] = acc + tl.where(d != 0.0, 1.0, 0.0)
-                    elif kind == "one":
+                    elif kind is PNorm.ONE:
                         acc[...] = acc + d
-                    elif kind == "two":
+                    elif kind is PNorm.TWO:
                         acc[...] = acc + d * d
-                    elif kind == "inf":
+                    elif kind is PNorm.INF:
                         acc[...] = tl.maximum(acc, d)
                     else:
                         acc[...] = acc + tl.power(d, float(p))
-                if kind == "two":
+                if kind is PNorm.TWO:
                     res = tl.sqrt(acc)
-                elif kind in ("lt2", "gen"):
+                elif kind in (PNorm.LT2, PNorm.GEN):
                     res = tl.power(acc, 1.0 / p)
                 else:
                     res = acc
@@ -91,17 +103,17 @@ def _feature(x1: Any, x2: Any, b: Any, k: Any, rows: Any, mr: Any, cols: Any, mc
     return a, tl.broadcast_to(tl.load(x2[b, cols, k], mask=mc).astype(tl.float32), (rows.shape[0], cols.shape[1]))
 
 
-def _dd(diff: Any, g: Any, dist: Any, p: float, kind: str) -> Any:
+def _dd(diff: Any, g: Any, dist: Any, p: float, kind: PNorm) -> Any:
     """torch's per-p backward term ``g * d dist / d x1`` at ``diff = x1 - x2`` (fp32 tiles)."""
     sg = tl.where(diff > 0.0, 1.0, tl.where(diff < 0.0, -1.0, 0.0))
-    if kind == "one":
+    if kind is PNorm.ONE:
         return g * sg
-    if kind == "two":
+    if kind is PNorm.TWO:
         return tl.where(dist == 0.0, 0.0, g * diff / dist)
-    if kind == "inf":
+    if kind is PNorm.INF:
         return g * sg * (1.0 - tl.minimum(1.0, tl.ceil(tl.abs(tl.abs(diff) - dist))))
     a = tl.abs(diff)
-    if kind == "lt2":
+    if kind is PNorm.LT2:
         r = sg * tl.power(a, p - 1.0) * g / tl.power(dist, p - 1.0)
         r = tl.where(dist == 0.0, 0.0, r)
         return tl.where((diff == 0.0) & (p < 1.0), 0.0, r) if p < 1.0 else r

@@ -22,7 +22,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+import enum
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -87,47 +88,70 @@ def nll_bwd(g, t, wf, out, ignore, has_w, g_scalar, scale):
             tl.store(out[rows, cols], tl.where(cf == tcf, gv, 0.0), mask=mc)
 
 
-def _elem(mode: str, a: Any, b: Any, param: float) -> Any:
-    """The elementwise loss of ``mode`` at input ``a``, target ``b`` (fp32 tiles)."""
-    if mode == "mse":
-        return tl.square(a - b)
-    if mode == "l1":
-        return tl.abs(a - b)
-    if mode == "smooth_l1":
-        d = tl.abs(a - b)
-        return tl.where(d < param, tl.square(d) * (0.5 / param), d - 0.5 * param) if param > 0 else d
-    if mode == "huber":
-        d = tl.abs(a - b)
-        return tl.where(d < param, tl.square(d) * 0.5, (d - 0.5 * param) * param)
-    if mode == "bce":
-        lp = tl.maximum(tl.log(a), -100.0)
-        lq = tl.maximum(tl.log(1.0 - a), -100.0)
-        return -(b * lp + (1.0 - b) * lq)
-    raise ValueError(mode)
+class Loss(enum.Enum):
+    """The pointwise losses of :func:`pw_loss` / :func:`pw_loss_bwd` (a compile-time constant of the kernels;
+    ``param``: smooth L1's ``beta``, Huber's ``delta``)."""
+
+    MSE = "mse"
+    L1 = "l1"
+    SMOOTH_L1 = "smooth_l1"
+    HUBER = "huber"
+    BCE = "bce"
+    BCE_LOGITS = "bce_logits"  #: forward only here (the CPU's op sequence, rounded per step: :func:`pw_loss`)
+
+
+def _sign(d: Any) -> Any:
+    return tl.where(d > 0.0, 1.0, tl.where(d < 0.0, -1.0, 0.0))
+
+
+def _smooth_l1(a: Any, b: Any, param: float) -> Any:
+    d = tl.abs(a - b)
+    return tl.where(d < param, tl.square(d) * (0.5 / param), d - 0.5 * param) if param > 0 else d
+
+
+def _huber(a: Any, b: Any, param: float) -> Any:
+    d = tl.abs(a - b)
+    return tl.where(d < param, tl.square(d) * 0.5, (d - 0.5 * param) * param)
+
+
+def _bce(a: Any, b: Any, param: float) -> Any:
+    lp = tl.maximum(tl.log(a), -100.0)
+    lq = tl.maximum(tl.log(1.0 - a), -100.0)
+    return -(b * lp + (1.0 - b) * lq)
+
+
+def _smooth_l1_grad(a: Any, b: Any, param: float) -> Any:
+    d = a - b
+    sg = _sign(d)
+    return tl.where(tl.abs(d) < param, d * (1.0 / param), sg) if param > 0 else sg
+
+
+def _huber_grad(a: Any, b: Any, param: float) -> Any:
+    d = a - b
+    return tl.where(d < -param, -param, tl.where(d > param, param, d))
+
+
+#: The elementwise loss of each :class:`Loss` at input ``a``, target ``b`` (fp32 tiles): ``(a, b, param) -> tile``.
+ELEM: dict[Loss, Callable[[Any, Any, float], Any]] = {
+    Loss.MSE: lambda a, b, param: tl.square(a - b),
+    Loss.L1: lambda a, b, param: tl.abs(a - b),
+    Loss.SMOOTH_L1: _smooth_l1,
+    Loss.HUBER: _huber,
+    Loss.BCE: _bce,
+}
+#: d(loss)/d(a) of each :class:`Loss` (fp32 tiles).
+ELEM_GRAD: dict[Loss, Callable[[Any, Any, float], Any]] = {
+    Loss.MSE: lambda a, b, param: (a - b) * 2.0,
+    Loss.L1: lambda a, b, param: _sign(a - b),
+    Loss.SMOOTH_L1: _smooth_l1_grad,
+    Loss.HUBER: _huber_grad,
+    Loss.BCE: lambda a, b, param: (a - b) / tl.maximum((1.0 - a) * a, 1e-12),
+}
 
 
 def _rnd(t: Any, low: Any) -> Any:
     """``t`` rounded to the narrower dtype ``low`` and back (None: unchanged)."""
     return t if low is None else t.astype(low).astype(tl.float32)
-
-
-def _elem_grad(mode: str, a: Any, b: Any, param: float) -> Any:
-    """d(loss)/d(a) of ``mode`` (fp32 tiles)."""
-    if mode == "mse":
-        return (a - b) * 2.0
-    if mode == "l1":
-        d = a - b
-        return tl.where(d > 0.0, 1.0, tl.where(d < 0.0, -1.0, 0.0))
-    if mode == "smooth_l1":
-        d = a - b
-        sg = tl.where(d > 0.0, 1.0, tl.where(d < 0.0, -1.0, 0.0))
-        return tl.where(tl.abs(d) < param, d * (1.0 / param), sg) if param > 0 else sg
-    if mode == "huber":
-        d = a - b
-        return tl.where(d < -param, -param, tl.where(d > param, param, d))
-    if mode == "bce":
-        return (a - b) / tl.maximum((1.0 - a) * a, 1e-12)
-    raise ValueError(mode)
 
 
 @trn.kernel
@@ -139,7 +163,7 @@ def pw_loss(a, b, w, pw, out, mode, param, has_w, has_pw, reduce):
     for rows, m in row_tiles(r_dim):
         at = tl.load(a[rows, cols], mask=m).astype(tl.float32)
         bt = tl.load(b[rows, cols], mask=m).astype(tl.float32)
-        if mode == "bce_logits":
+        if mode is Loss.BCE_LOGITS:
             # the CPU's op sequence, each step rounded to the I/O dtype (a no-op for fp32)
             sp = _rnd(tl.log1p(tl.exp(-tl.abs(at))) + tl.maximum(-at, 0.0), low)       # -log_sigmoid(x)
             if has_pw:
@@ -148,7 +172,7 @@ def pw_loss(a, b, w, pw, out, mode, param, has_w, has_pw, reduce):
                 sp = _rnd(sp * lw, low)
             v = _rnd(_rnd(_rnd(1.0 - bt, low) * at, low) + sp, low)
         else:
-            v = _elem(mode, at, bt, param)
+            v = ELEM[mode](at, bt, param)
         if has_w:
             v = _rnd(v * tl.load(w[rows, cols], mask=m).astype(tl.float32), low)
         if reduce:
@@ -169,7 +193,7 @@ def pw_loss_bwd(g, a, b, w, out, mode, param, has_w, g_scalar, scale):
             gv = tl.broadcast_to(tl.load(g[0:1, 0:1]).astype(tl.float32), (rows.shape[0], 1)) * scale
         else:
             gv = tl.load(g[rows, cols], mask=m).astype(tl.float32) * scale
-        v = _elem_grad(mode, at, bt, param) * gv
+        v = ELEM_GRAD[mode](at, bt, param) * gv
         if has_w:
             v = v * tl.load(w[rows, cols], mask=m).astype(tl.float32)
         tl.store(out[rows, cols], v, mask=m)
@@ -194,7 +218,7 @@ def _flat_parts(ts: list[torch.Tensor]) -> list[list[torch.Tensor]]:
     return launches
 
 
-def _pw_forward(mode: str, a: torch.Tensor, b: torch.Tensor, reduction: int, param: float = 0.0,
+def _pw_forward(mode: Loss, a: torch.Tensor, b: torch.Tensor, reduction: int, param: float = 0.0,
                 w: torch.Tensor | None = None, pw: torch.Tensor | None = None) -> Any:
     if not _flt(a, b, w, pw) or reduction not in (_NONE, _MEAN, _SUM):
         return decline("tensors not float trn tensors (or a conj/neg bit), or an unknown reduction")
@@ -232,7 +256,7 @@ def _pw_forward(mode: str, a: torch.Tensor, b: torch.Tensor, reduction: int, par
     return tot.to(a.dtype)
 
 
-def _pw_backward(mode: str, grad: torch.Tensor, a: torch.Tensor, b: torch.Tensor, reduction: int,
+def _pw_backward(mode: Loss, grad: torch.Tensor, a: torch.Tensor, b: torch.Tensor, reduction: int,
                  param: float = 0.0, w: torch.Tensor | None = None) -> Any:
     if not _flt(grad, a, b, w) or reduction not in (_NONE, _MEAN, _SUM):
         return decline("tensors not float trn tensors (or a conj/neg bit), or an unknown reduction")
@@ -393,39 +417,39 @@ def nll_loss2d_backward(grad_output: torch.Tensor, self: torch.Tensor, target: t
 @lowering("aten::mse_loss", dtypes=U.FLOAT_DTYPES)
 def mse_loss(self: torch.Tensor, target: torch.Tensor, reduction: int = _MEAN) -> Any:
     """Mean squared error."""
-    return _pw_forward("mse", self, target, reduction)
+    return _pw_forward(Loss.MSE, self, target, reduction)
 
 
 @lowering("aten::mse_loss_backward", dtypes=U.FLOAT_DTYPES)
 def mse_loss_backward(grad_output: torch.Tensor, self: torch.Tensor, target: torch.Tensor, reduction: int) -> Any:
     """Gradient of mse_loss with respect to ``self``."""
-    return _pw_backward("mse", grad_output, self, target, reduction)
+    return _pw_backward(Loss.MSE, grad_output, self, target, reduction)
 
 
 @lowering("aten::smooth_l1_loss", dtypes=U.FLOAT_DTYPES)
 def smooth_l1_loss(self: torch.Tensor, target: torch.Tensor, reduction: int = _MEAN, beta: float = 1.0) -> Any:
     """Smooth L1 loss."""
-    return _pw_forward("smooth_l1", self, target, reduction, beta)
+    return _pw_forward(Loss.SMOOTH_L1, self, target, reduction, beta)
 
 
 @lowering("aten::smooth_l1_loss_backward", dtypes=U.FLOAT_DTYPES)
 def smooth_l1_loss_backward(grad_output: torch.Tensor, self: torch.Tensor, target: torch.Tensor, reduction: int,
                             beta: float) -> Any:
     """Gradient of smooth_l1_loss with respect to ``self``."""
-    return _pw_backward("smooth_l1", grad_output, self, target, reduction, beta)
+    return _pw_backward(Loss.SMOOTH_L1, grad_output, self, target, reduction, beta)
 
 
 @lowering("aten::huber_loss", dtypes=U.FLOAT_DTYPES)
 def huber_loss(self: torch.Tensor, target: torch.Tensor, reduction: int = _MEAN, delta: float = 1.0) -> Any:
     """Huber loss."""
-    return _pw_forward("huber", self, target, reduction, delta)
+    return _pw_forward(Loss.HUBER, self, target, reduction, delta)
 
 
 @lowering("aten::huber_loss_backward", dtypes=U.FLOAT_DTYPES)
 def huber_loss_backward(grad_output: torch.Tensor, self: torch.Tensor, target: torch.Tensor, reduction: int,
                         delta: float) -> Any:
     """Gradient of huber_loss with respect to ``self``."""
-    return _pw_backward("huber", grad_output, self, target, reduction, delta)
+    return _pw_backward(Loss.HUBER, grad_output, self, target, reduction, delta)
 
 
 @lowering("aten::binary_cross_entropy", dtypes=U.FLOAT_DTYPES)
@@ -434,7 +458,7 @@ def binary_cross_entropy(self: torch.Tensor, target: torch.Tensor, weight: torch
     """Binary cross entropy of probabilities (log clamped at -100, as on the CPU)."""
     if U.is_trn(self) and self.numel() and not _probs_ok(self):
         return decline("input values outside [0, 1]: torch raises")
-    return _pw_forward("bce", self, target, reduction, 0.0, weight)
+    return _pw_forward(Loss.BCE, self, target, reduction, 0.0, weight)
 
 
 def _probs_ok(x: torch.Tensor) -> bool:
@@ -446,14 +470,14 @@ def _probs_ok(x: torch.Tensor) -> bool:
 def binary_cross_entropy_backward(grad_output: torch.Tensor, self: torch.Tensor, target: torch.Tensor,
                                   weight: torch.Tensor | None = None, reduction: int = _MEAN) -> Any:
     """Gradient of binary_cross_entropy with respect to ``self``."""
-    return _pw_backward("bce", grad_output, self, target, reduction, 0.0, weight)
+    return _pw_backward(Loss.BCE, grad_output, self, target, reduction, 0.0, weight)
 
 
 @lowering("aten::binary_cross_entropy_with_logits", dtypes=U.FLOAT_DTYPES)
 def binary_cross_entropy_with_logits(self: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None = None,
                                      pos_weight: torch.Tensor | None = None, reduction: int = _MEAN) -> Any:
     """``(1 - y) * x + (1 + (pw - 1) * y) * softplus(-x)`` (stable form), times ``weight``."""
-    return _pw_forward("bce_logits", self, target, reduction, 0.0, weight, pos_weight)
+    return _pw_forward(Loss.BCE_LOGITS, self, target, reduction, 0.0, weight, pos_weight)
 
 
 # ------------------------------------------------------------------------------------------ margin losses

@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import enum
 import math
 from typing import Any, Sequence
 
@@ -106,12 +107,19 @@ def _rnd(t: Any, dt: Any) -> Any:
     return t if dt is None else t.astype(dt).astype(tl.float32)
 
 
+class BinSearch(enum.Enum):
+    """How :func:`bin_pos` finds a value's bin (a compile-time constant of the kernel)."""
+
+    LINEAR = "linear"  #: from the bin width alone (histc: evenly spaced edges)
+    LOCAL = "local"    #: the linear guess, then upper_bound over the 3 neighbouring edges (linspace edges)
+    BINARY = "binary"  #: upper_bound over all ``nbins + 1`` edges (arbitrary edges)
+
+
 @trn.kernel
 def bin_pos(x, edges, e0, e1, acc, nbins, nbf, stride, algo, rdt, first):
     """Bin of every value of ``x [R, C]`` along one histogram dimension, added as ``bin * stride`` into the
     flat index ``acc`` (-1: skipped, sticky). ``e0``/``e1``: ``[1, 1]`` leftmost/rightmost edges;
-    ``algo``: ``linear`` (histc), ``local`` (linear + upper_bound over the 3 neighbouring ``edges``),
-    ``binary`` (upper_bound over all ``nbins + 1`` edges); ``nbf``: the bin count as the input dtype
+    ``algo``: a :class:`BinSearch`; ``nbf``: the bin count as the input dtype
     holds it; ``rdt``: the input's low-precision dtype (None for fp32)."""
     r_dim, c_dim = x.shape
     p = min(128, r_dim)
@@ -126,7 +134,7 @@ def bin_pos(x, edges, e0, e1, acc, nbins, nbf, stride, algo, rdt, first):
             msk = (rows < r_dim) & (cols < c_dim)
             v = tl.load(x[rows, cols], mask=msk).astype(tl.float32)
             valid = (v >= lo_e) & (v <= hi_e)
-            if algo == "binary":
+            if algo is BinSearch.BINARY:
                 lo = tl.zeros((p, f), tl.float32)
                 hi = tl.full((p, f), float(nbins + 1), tl.float32)
                 steps = (nbins + 1).bit_length()
@@ -136,7 +144,7 @@ def bin_pos(x, edges, e0, e1, acc, nbins, nbf, stride, algo, rdt, first):
                                  float(nbins))
                 lo = tl.maximum(pos - 1.0, 0.0)
                 hi = tl.minimum(pos + 2.0, float(nbins + 1))
-                steps = 2 if algo == "local" else 0
+                steps = 2 if algo is BinSearch.LOCAL else 0
             for _ in tl.static_range(steps):  # std::upper_bound over edges[lo:hi]
                 mid = tl.floor((lo + hi) * 0.5)
                 mv = tl.load(edges[tl.minimum(mid, float(nbins)).astype(tl.int32)]).astype(tl.float32)
@@ -347,7 +355,7 @@ def _as_dtype(v: float, dtype: torch.dtype) -> float:
 
 
 def _hist(columns: Sequence[torch.Tensor], edges: Sequence[torch.Tensor | None], ends: Sequence[tuple[Any, Any]],
-          nbins: Sequence[int], algo: str, weight: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor:
+          nbins: Sequence[int], algo: BinSearch, weight: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor:
     """The (flattened) histogram of ``M`` points: ``columns[d]`` (1-D, length M) holds coordinate ``d``."""
     total = U.prod(nbins)
     hist = torch.zeros((max(total, 1),), dtype=dtype, device="trn")
@@ -395,7 +403,7 @@ def histc(self: torch.Tensor, bins: int = 100, min: Any = 0, max: Any = 0) -> An
         return decline("a non-finite or empty range: torch raises")  # torch's range errors
     e0, e1 = U.scalar_tensor(_as_dtype(lo, self.dtype), self.dtype), U.scalar_tensor(_as_dtype(hi, self.dtype),
                                                                                      self.dtype)
-    return _hist([self.reshape(-1)], [None], [(e0, e1)], [int(bins)], "linear", None, self.dtype)
+    return _hist([self.reshape(-1)], [None], [(e0, e1)], [int(bins)], BinSearch.LINEAR, None, self.dtype)
 
 
 def _outer_edges(x2: torch.Tensor, rng: Sequence[float] | None) -> list[tuple[float, float]] | None:
@@ -447,12 +455,12 @@ def _dd(self: Any, bins: Any, rng: Any, weight: Any, density: bool, with_hist: b
         if outer is None:
             return decline("an invalid range: torch raises")
         edges = [torch.linspace(lo, hi, b + 1, dtype=self.dtype, device="trn") for (lo, hi), b in zip(outer, bins)]
-        algo = "local"
+        algo = BinSearch.LOCAL
     else:
         if any(not (U.is_trn(b) and b.dtype == self.dtype and b.dim() == 1 and b.numel() > 0) for b in bins):
             return decline("bin edges not non-empty 1-D trn tensors of the input dtype")
         edges = [b.contiguous() for b in bins]
-        algo = "binary"
+        algo = BinSearch.BINARY
     if not with_hist:
         return None, edges
     if weight is not None and tuple(weight.shape) != (tuple(self.shape[:-1]) or (1,)):

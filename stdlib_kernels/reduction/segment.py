@@ -31,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+import enum
 import math
 from typing import Any
 
@@ -44,9 +45,23 @@ from stdlib_kernels.tiling import col_chunks, row_tiles
 from trnlang.device import decline, lowering
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-_REDUCES = ("sum", "mean", "max", "min", "prod")
-_IDENT = {"sum": 0.0, "mean": 0.0, "max": -math.inf, "min": math.inf, "prod": 1.0}
-_ACC = {"sum": "add", "mean": "add", "max": "max", "min": "min", "prod": "multiply"}
+
+
+class Reduce(enum.Enum):
+    """A segment reduction (the value: torch's ``reduce=`` string, parsed once where the call arrives)."""
+
+    SUM = "sum"
+    MEAN = "mean"
+    MAX = "max"
+    MIN = "min"
+    PROD = "prod"
+
+
+_REDUCES = {r.value: r for r in Reduce}
+#: the identity of each reduction (the accumulator's initial value without ``initial=``)
+_IDENT = {Reduce.SUM: 0.0, Reduce.MEAN: 0.0, Reduce.MAX: -math.inf, Reduce.MIN: math.inf, Reduce.PROD: 1.0}
+#: the accumulating DMA of each reduction (``tl.store(accumulate=...)``)
+_ACC = {Reduce.SUM: "add", Reduce.MEAN: "add", Reduce.MAX: "max", Reduce.MIN: "min", Reduce.PROD: "multiply"}
 _CH = 512            # inner columns per tile
 _SCH = 2048          # segments / positions per chunk of the row kernels
 _EXACT = 1 << 24     # counts and offsets are scanned in fp32: exact below 2^24
@@ -189,7 +204,7 @@ def seg_stats(x, tgt, res, cnt, pnz, zc, nc, mode):
         for cols, m in col_chunks(i_dim, _CH, m1):
             xv = tl.load(x[rows, cols], mask=m).astype(tl.float32)
             nan = xv != xv
-            if mode == "prod":
+            if mode is Reduce.PROD:
                 zero = xv == 0.0
                 tl.store(pnz[t, cols], tl.where(zero | nan, 1.0, xv), mask=m, accumulate="multiply")
                 tl.store(zc[t, cols], tl.where(zero, 1.0, 0.0), mask=m, accumulate="add")
@@ -210,18 +225,18 @@ def seg_grad(x, tgt, g, res, lens, cnt, pnz, zc, nc, gi, mode):
         t = tl.load(tgt[rows, one], mask=m1, other=0)
         valid = t <= last
         tc = tl.minimum(t, last)
-        ln = _low(tl.load(lens[tc, one], mask=m1), dt) if mode == "mean" else None
+        ln = _low(tl.load(lens[tc, one], mask=m1), dt) if mode is Reduce.MEAN else None
         for cols, m in col_chunks(i_dim, _CH, m1):
             gv = tl.load(g[tc, cols], mask=m).astype(tl.float32)
-            if mode == "sum":
+            if mode is Reduce.SUM:
                 r = gv
-            elif mode == "mean":
+            elif mode is Reduce.MEAN:
                 r = gv / tl.maximum(ln, 1.0)
             else:
                 xv = tl.load(x[rows, cols], mask=m).astype(tl.float32)
                 rv = tl.load(res[tc, cols], mask=m).astype(tl.float32)
                 nan = xv != xv
-                if mode == "prod":
+                if mode is Reduce.PROD:
                     zero = xv == 0.0
                     pz = tl.load(pnz[tc, cols], mask=m).astype(tl.float32)
                     others_nan = tl.load(nc[tc, cols], mask=m) - tl.where(nan, 1.0, 0.0)
@@ -297,7 +312,7 @@ def _shape(data: torch.Tensor, idx: Any, offs: bool, axis: int) -> Any:
     return axis, o_dim, a_dim, i_dim, s_dim
 
 
-def _initial(reduce: str, initial: Any) -> Any:
+def _initial(reduce: Reduce, initial: Any) -> Any:
     if initial is None:
         return _IDENT[reduce]
     if isinstance(initial, torch.Tensor):
@@ -312,12 +327,13 @@ def segment_reduce(data: torch.Tensor, reduce: str, *, lengths: torch.Tensor | N
                    indices: torch.Tensor | None = None, offsets: torch.Tensor | None = None, axis: int = 0,
                    unsafe: bool = False, initial: Any = None) -> Any:
     """``torch.segment_reduce``: sum / mean / max / min / prod of each segment along ``axis``."""
-    if indices is not None or reduce not in _REDUCES or (lengths is None and offsets is None):
+    kind = _REDUCES.get(reduce)
+    if indices is not None or kind is None or (lengths is None and offsets is None):
         return decline("indices=, an unknown reduce, or neither lengths nor offsets: torch raises")
     offs = offsets is not None
     idx = offsets if offs else lengths
     sh = _shape(data, idx, offs, axis)
-    init = _initial(reduce, initial)
+    init = _initial(kind, initial)
     if sh is None or init is None:
         return decline("data or lengths not supported trn tensors, a bad axis/shape, sizes past 2^24, complex initial")
     axis, o_dim, a_dim, i_dim, s_dim = sh
@@ -336,8 +352,8 @@ def segment_reduce(data: torch.Tensor, reduce: str, *, lengths: torch.Tensor | N
     ns = o_dim * s_dim
     acc = torch.full((ns + 1, i_dim), init, dtype=data.dtype, device="trn")
     if o_dim * a_dim:
-        seg_reduce(data.contiguous().view(o_dim * a_dim, i_dim), plan.tgt, acc, _ACC[reduce])
-    seg_finish(acc, plan.lens, out.view(ns, i_dim), reduce == "mean", initial is not None)
+        seg_reduce(data.contiguous().view(o_dim * a_dim, i_dim), plan.tgt, acc, _ACC[kind])
+    seg_finish(acc, plan.lens, out.view(ns, i_dim), kind is Reduce.MEAN, initial is not None)
     return out
 
 
@@ -346,12 +362,13 @@ def segment_reduce_backward(grad: torch.Tensor, output: torch.Tensor, data: torc
                             lengths: torch.Tensor | None = None, offsets: torch.Tensor | None = None, axis: int = 0,
                             initial: Any = None) -> Any:
     """Gradient of :func:`segment_reduce` with respect to ``data`` (torch's CPU rules, see the module doc)."""
-    if reduce not in _REDUCES or (lengths is None and offsets is None):
+    kind = _REDUCES.get(reduce)
+    if kind is None or (lengths is None and offsets is None):
         return decline("an unknown reduce, or neither lengths nor offsets")
     offs = offsets is not None
     idx = offsets if offs else lengths
     sh = _shape(data, idx, offs, axis)
-    init = _initial(reduce, initial)
+    init = _initial(kind, initial)
     if sh is None or init is None or not (U.is_trn(grad) and U.is_trn(output)):
         return decline("data or lengths not supported trn tensors, a bad axis/shape, sizes past 2^24, complex initial")
     axis, o_dim, a_dim, i_dim, s_dim = sh
@@ -370,13 +387,13 @@ def segment_reduce_backward(grad: torch.Tensor, output: torch.Tensor, data: torc
     g = grad.contiguous().view(ns, i_dim)
     res = output.contiguous().view(ns, i_dim)
     cnt = pnz = zc = nc = None
-    if reduce in ("max", "min"):
+    if kind in (Reduce.MAX, Reduce.MIN):
         cnt = torch.zeros((ns + 1, i_dim), dtype=torch.float32, device="trn")
-    elif reduce == "prod":
+    elif kind is Reduce.PROD:
         pnz = torch.full((ns + 1, i_dim), init, dtype=data.dtype, device="trn")
         zc = torch.zeros((ns + 1, i_dim), dtype=torch.float32, device="trn")
         nc = torch.zeros((ns + 1, i_dim), dtype=torch.float32, device="trn")
     if cnt is not None or pnz is not None:
-        seg_stats(x, plan.tgt, res, cnt, pnz, zc, nc, reduce)
-    seg_grad(x, plan.tgt, g, res, plan.lens, cnt, pnz, zc, nc, gi.view(n, i_dim), reduce)
+        seg_stats(x, plan.tgt, res, cnt, pnz, zc, nc, kind)
+    seg_grad(x, plan.tgt, g, res, plan.lens, cnt, pnz, zc, nc, gi.view(n, i_dim), kind)
     return gi

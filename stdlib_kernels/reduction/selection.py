@@ -29,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 import torch
@@ -44,9 +45,17 @@ _BIG = float(2 ** 30)
 _NAN = float("nan")
 
 
+class Pick(enum.Enum):
+    """Which element :func:`select_rows` picks from each sorted row (a compile-time constant of the kernel)."""
+
+    KTH = "kth"              #: the k-th smallest (``kthvalue``); flags rows where it occurs more than once
+    MEDIAN = "median"        #: the lower median; NaN (and the first NaN's index) where the row has one
+    NANMEDIAN = "nanmedian"  #: the lower median of the non-NaN elements
+
+
 @trn.kernel
 def select_rows(x, sv, si, vals, idx, flag, kind, k, allnan):
-    """One element per row of ``x [R, n]`` from its stable sort ``sv`` / ``si`` (``kind``: kth/median/nanmedian).
+    """One element per row of ``x [R, n]`` from its stable sort ``sv`` / ``si`` (``kind``: a :class:`Pick`).
 
     Pass 1 counts each row's NaNs and finds the first one; the target position is ``k`` (kth,
     median) or ``(m - 1) // 2`` over the ``m`` non-NaN elements (nanmedian); the value and index are
@@ -61,26 +70,26 @@ def select_rows(x, sv, si, vals, idx, flag, kind, k, allnan):
         rm = (rows < r_dim) if r_dim % p else None
         nn = tl.zeros((p, 1), tl.float32)
         fnan = tl.full((p, 1), _BIG, tl.float32)
-        if kind != "kth":
+        if kind is not Pick.KTH:
             for j in tl.sequential_range(tl.cdiv(n, f)):
                 cols = j * f + tl.arange(f)[None, :]
                 t = tl.load(x[rows, cols], mask=(rows < r_dim) & (cols < n)).astype(tl.float32)
                 pos = isa.iota(cols + 0 * rows, tl.float32)
                 nn[...] = nn + tl.sum((t != t).astype(tl.float32), axis=1, keepdims=True)
                 fnan[...] = tl.minimum(fnan, tl.min(tl.where(t != t, pos, _BIG), axis=1, keepdims=True))
-        if kind == "nanmedian":
+        if kind is Pick.NANMEDIAN:
             tpos = tl.maximum(tl.floor((float(n - 1) - nn) * 0.5), 0.0)
         else:
             tpos = tl.full((p, 1), float(k), tl.float32)
         ti = tpos.astype(tl.int32)
         v = tl.load(sv[rows, ti], mask=rm).astype(tl.float32)
         ix = tl.load(si[rows, ti], mask=rm).astype(tl.float32)
-        if kind == "median":
+        if kind is Pick.MEDIAN:
             v = tl.where(nn > 0, _NAN, v)
             ix = tl.where(nn > 0, fnan, ix)
-        if kind == "nanmedian":
+        if kind is Pick.NANMEDIAN:
             ix = tl.where(nn >= float(n), float(allnan), ix)
-        if kind == "kth":
+        if kind is Pick.KTH:
             cnt = tl.zeros((p, 1), tl.float32)
             for j in tl.sequential_range(tl.cdiv(n, f)):
                 cols = j * f + tl.arange(f)[None, :]
@@ -222,7 +231,7 @@ def _finish(vals: torch.Tensor, idx: torch.Tensor, lead: list[int], d: int, keep
     return vals.view(shape), idx.view(shape)
 
 
-def _select(self: Any, dim: int, keepdim: bool, kind: str, k: int = 0) -> Any:
+def _select(self: Any, dim: int, keepdim: bool, kind: Pick, k: int = 0) -> Any:
     if not _ok(self):
         return decline("not a float trn tensor (float32/bfloat16/float16, no conj/neg bit)")
     rv = _rows(self, dim)
@@ -232,10 +241,10 @@ def _select(self: Any, dim: int, keepdim: bool, kind: str, k: int = 0) -> Any:
     r, n = x2.shape
     if n == 0 or n > S.MAX_SORT:
         return decline("an empty dim (torch raises) or more than 8192 elements along it")
-    if kind == "kth" and not 0 <= k < n:
+    if kind is Pick.KTH and not 0 <= k < n:
         return decline("k out of range: torch raises")
     allnan = 0
-    if kind == "nanmedian":
+    if kind is Pick.NANMEDIAN:
         a = _allnan_index(n)
         if a is None:
             return decline("the all-NaN index replay would need torch's heap-select path")
@@ -244,8 +253,8 @@ def _select(self: Any, dim: int, keepdim: bool, kind: str, k: int = 0) -> Any:
     idx = torch.empty((r, 1), dtype=torch.int64, device="trn")
     if r:
         sv, si = _sort_rows(x2)
-        flag = torch.empty((r, 1), dtype=torch.float32, device="trn") if kind == "kth" else None
-        select_rows(x2, sv, si, vals, idx, flag, kind, (n - 1) // 2 if kind == "median" else k, allnan)
+        flag = torch.empty((r, 1), dtype=torch.float32, device="trn") if kind is Pick.KTH else None
+        select_rows(x2, sv, si, vals, idx, flag, kind, (n - 1) // 2 if kind is Pick.MEDIAN else k, allnan)
         if flag is not None and float(flag.sum().item()) != 0.0:
             return decline("a tied k-th value: torch's quickselect picks the index")
     return _finish(vals, idx, lead, d, keepdim, self.dim())
@@ -257,22 +266,22 @@ def kthvalue(self: torch.Tensor, k: int, dim: int = -1, keepdim: bool = False) -
 
     Example: ``torch.tensor([3., 1., 2.]).to("trn").kthvalue(2)`` -> ``(2., 2)``.
     """
-    return _select(self, dim, keepdim, "kth", int(k) - 1)
+    return _select(self, dim, keepdim, Pick.KTH, int(k) - 1)
 
 
 @lowering("aten::median.dim", dtypes=U.FLOAT_DTYPES)
 def median_dim(self: torch.Tensor, dim: int, keepdim: bool = False) -> Any:
     """Lower median along ``dim`` and its index (NaN if the row holds one, with the first NaN's index)."""
-    return _select(self, dim, keepdim, "median")
+    return _select(self, dim, keepdim, Pick.MEDIAN)
 
 
 @lowering("aten::nanmedian.dim", dtypes=U.FLOAT_DTYPES)
 def nanmedian_dim(self: torch.Tensor, dim: int, keepdim: bool = False) -> Any:
     """Lower median of the non-NaN elements along ``dim`` and its index."""
-    return _select(self, dim, keepdim, "nanmedian")
+    return _select(self, dim, keepdim, Pick.NANMEDIAN)
 
 
-def _median_all(self: Any, kind: str) -> Any:
+def _median_all(self: Any, kind: Pick) -> Any:
     if not _ok(self):
         return decline("not a float trn tensor (float32/bfloat16/float16, no conj/neg bit)")
     if self.numel() == 0:
@@ -285,13 +294,13 @@ def _median_all(self: Any, kind: str) -> Any:
 @lowering("aten::median", dtypes=U.FLOAT_DTYPES)
 def median(self: torch.Tensor) -> Any:
     """Lower median of all elements (NaN if any is NaN)."""
-    return _median_all(self, "median")
+    return _median_all(self, Pick.MEDIAN)
 
 
 @lowering("aten::nanmedian", dtypes=U.FLOAT_DTYPES)
 def nanmedian(self: torch.Tensor) -> Any:
     """Lower median of the non-NaN elements (NaN if there are none)."""
-    return _median_all(self, "nanmedian")
+    return _median_all(self, Pick.NANMEDIAN)
 
 
 #: Rows up to this long are insertion-sorted by libstdc++'s std::sort (stable): ties reproducible.

@@ -34,8 +34,9 @@ Example:
 
 from __future__ import annotations
 
+import enum
 import math
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -70,9 +71,96 @@ def _u24(h: Any) -> Any:
     return (h & 0xFFFFFF).astype(tl.float32) * _INV24
 
 
+def _u_open(h: Any) -> Any:
+    """Uniform in ``(0, 1)``: never 0 nor 1."""
+    return ((h & 0xFFFFFF).astype(tl.float32) + 0.5) * _INV24
+
+
+def _box_muller(h: Any) -> tuple[Any, Any]:
+    """Box-Muller's two uniforms: ``u1`` in ``(0, 1]`` from the hash, ``u2`` from a second hash of the counter."""
+    return ((h & 0xFFFFFF) + 1).astype(tl.float32) * _INV24, _u24(_fmix(h ^ 1540483477))
+
+
+def _normal(h: Any, a: Any, b: Any) -> Any:
+    u1, u2 = _box_muller(h)
+    z = tl.sqrt(tl.log(u1) * -2.0) * tl.cos(u2 * (2.0 * math.pi) - math.pi)
+    return a + b * z
+
+
+def _log_normal(h: Any, a: Any, b: Any) -> Any:
+    u1, u2 = _box_muller(h)
+    return tl.exp(a + b * tl.sqrt(tl.log(u1) * -2.0) * tl.cos(u2 * (2.0 * math.pi) - math.pi))
+
+
+class Draw(enum.Enum):
+    """What :func:`rng` draws: the distribution (its parameters ``a``, ``b``) and what it reads and writes besides
+    ``out``. A compile-time constant of the kernel: one variant per member, as the strings it replaces."""
+
+    UNIFORM = "uniform"          #: ``a + (b - a) * u``
+    EXP_OPEN = "exp_open"        #: ``-log(u) / a`` with ``u`` in ``(0, 1)``: never 0 (multinomial's Gumbel keys)
+    UOPEN = "uopen"              #: ``u`` in ``(0, 1)``: never 0 nor 1
+    NORMAL = "normal"            #: ``a + b * z`` (Box-Muller)
+    LOG_NORMAL = "log_normal"    #: ``exp(a + b * z)``
+    GEOMETRIC = "geometric"      #: ``max(1, ceil(log(u) / a))``, ``a = log(1 - p)``, ``u`` in ``(0, 1)``
+    CAUCHY = "cauchy"            #: ``a + b * tan(pi * (u - 1/2))``, ``u`` in ``(0, 1)``
+    EXPONENTIAL = "exponential"  #: ``-log(1 - u) / a``
+    BERNOULLI = "bernoulli"      #: ``u < a``
+    BERNOULLI_T = "bernoulli_t"  #: ``u < p[i]`` (``x``: the ``p`` tensor)
+    RANDINT = "randint"          #: ``a + floor(u * b)``, ``b``: the range (int32 out)
+    RRELU = "rrelu"              #: ``noise = u(a, b)`` where ``x <= 0`` else 1 (into ``out2``), ``out = x * noise``
+    DROPOUT = "dropout"          #: keep with probability ``1 - a`` (mask into ``out2``), scale by ``b``
+
+
+#: A draw's trace-time body: ``(hash tile, a, b, load x, (p, f)) -> (out tile, out2 tile or None)``.
+DrawFn = Callable[[Any, Any, Any, Callable[[], Any], tuple[int, int]], tuple[Any, Any]]
+
+
+def _bernoulli(u: Any, p: Any, shape: tuple[int, int]) -> Any:
+    return tl.where(u < p, tl.ones(shape, tl.float32), tl.zeros(shape, tl.float32))
+
+
+def _bernoulli_t(h: Any, load_p: Callable[[], Any], shape: tuple[int, int]) -> Any:
+    p = load_p()
+    return _bernoulli(_u24(h), p, shape)
+
+
+def _randint(h: Any, a: Any, b: Any) -> Any:
+    return tl.minimum(tl.floor(_u24(h) * b), b - 1.0).astype(tl.int32) + a.astype(tl.int32)
+
+
+def _draw_rrelu(h: Any, a: Any, b: Any, load_x: Callable[[], Any]) -> tuple[Any, Any]:
+    xt = load_x()
+    noise = tl.where(xt <= 0.0, a + (b - a) * _u24(h), 1.0)
+    return xt * noise, noise
+
+
+def _draw_dropout(h: Any, a: Any, b: Any, load_x: Callable[[], Any], shape: tuple[int, int]) -> tuple[Any, Any]:
+    keep = _u24(h) >= a
+    return tl.where(keep, load_x() * b, tl.zeros(shape, tl.float32)), keep
+
+
+#: The draw table: the kernel body of each :class:`Draw`.
+DRAWS: dict[Draw, DrawFn] = {
+    Draw.UNIFORM: lambda h, a, b, x, sh: (a + (b - a) * _u24(h), None),
+    Draw.EXP_OPEN: lambda h, a, b, x, sh: (-tl.log(_u_open(h)) / a, None),
+    Draw.UOPEN: lambda h, a, b, x, sh: (_u_open(h), None),
+    Draw.NORMAL: lambda h, a, b, x, sh: (_normal(h, a, b), None),
+    Draw.LOG_NORMAL: lambda h, a, b, x, sh: (_log_normal(h, a, b), None),
+    Draw.GEOMETRIC: lambda h, a, b, x, sh: (tl.maximum(tl.ceil(tl.log(_u_open(h)) / a), 1.0), None),
+    Draw.CAUCHY: lambda h, a, b, x, sh: (a + b * tl.tan((_u_open(h) - 0.5) * math.pi), None),
+    Draw.EXPONENTIAL: lambda h, a, b, x, sh: (-tl.log(1.0 - _u24(h)) / a, None),
+    Draw.BERNOULLI: lambda h, a, b, x, sh: (_bernoulli(_u24(h), a, sh), None),
+    Draw.BERNOULLI_T: lambda h, a, b, x, sh: (_bernoulli_t(h, x, sh), None),
+    Draw.RANDINT: lambda h, a, b, x, sh: (_randint(h, a, b), None),
+    Draw.RRELU: lambda h, a, b, x, sh: _draw_rrelu(h, a, b, x),
+    Draw.DROPOUT: lambda h, a, b, x, sh: _draw_dropout(h, a, b, x, sh),
+}
+
+
 @trn.kernel
 def rng(out, keys, params, x, out2, kind, base):
-    """Fill the 2-D view ``out [n, d]`` (element index ``base + r * d + c``) with draws of ``kind``.
+    """Fill the 2-D view ``out [n, d]`` (element index ``base + r * d + c``) with draws of ``kind`` (a
+    :class:`Draw`; its body is the :data:`DRAWS` entry).
 
     ``params [1, 2]`` fp32: (a, b) of the distribution; ``x``: the ``p`` tensor (bernoulli) or the input
     (dropout, rrelu) as a view shaped like ``out``; ``out2``: the dropout mask (bool) or rrelu's noise.
@@ -85,6 +173,7 @@ def rng(out, keys, params, x, out2, kind, base):
     k1 = tl.load(keys[0:1, 1:2])
     a = tl.load(params[0:1, 0:1])
     b = tl.load(params[0:1, 1:2])
+    draw = DRAWS[kind]
     for i in tl.affine_range(tl.cdiv(n, p)):
         rows = i * p + tl.arange(p)[:, None]
         for j in tl.affine_range(tl.cdiv(d, f)):
@@ -92,47 +181,9 @@ def rng(out, keys, params, x, out2, kind, base):
             m = ((rows < n) & (cols < d)) if ragged else None
             idx = tl.copy(base + rows * d + cols, dtype=tl.int32)
             h = _fmix((idx ^ k1) * -1640531535 + k0)  # 0x9e3779b1: a keyed bijection of the counter, mixed
-            if kind == "uniform":  # a + (b - a) * u
-                res = a + (b - a) * _u24(h)
-            elif kind == "exp_open":  # -log(u) / a with u in (0, 1): never 0 (multinomial's Gumbel keys)
-                res = -tl.log(((h & 0xFFFFFF).astype(tl.float32) + 0.5) * _INV24) / a
-            elif kind == "uopen":  # u in (0, 1): never 0 nor 1
-                res = ((h & 0xFFFFFF).astype(tl.float32) + 0.5) * _INV24
-            elif kind == "normal":  # a + b * z (Box-Muller)
-                u1 = ((h & 0xFFFFFF) + 1).astype(tl.float32) * _INV24
-                u2 = _u24(_fmix(h ^ 1540483477))
-                z = tl.sqrt(tl.log(u1) * -2.0) * tl.cos(u2 * (2.0 * math.pi) - math.pi)
-                res = a + b * z
-            elif kind == "log_normal":  # exp(a + b * z)
-                u1 = ((h & 0xFFFFFF) + 1).astype(tl.float32) * _INV24
-                u2 = _u24(_fmix(h ^ 1540483477))
-                res = tl.exp(a + b * tl.sqrt(tl.log(u1) * -2.0) * tl.cos(u2 * (2.0 * math.pi) - math.pi))
-            elif kind == "geometric":  # max(1, ceil(log(u) / a)), a = log(1 - p), u in (0, 1)
-                uo = ((h & 0xFFFFFF).astype(tl.float32) + 0.5) * _INV24
-                res = tl.maximum(tl.ceil(tl.log(uo) / a), 1.0)
-            elif kind == "cauchy":  # a + b * tan(pi * (u - 1/2)), u in (0, 1)
-                uo = ((h & 0xFFFFFF).astype(tl.float32) + 0.5) * _INV24
-                res = a + b * tl.tan((uo - 0.5) * math.pi)
-            elif kind == "exponential":  # -log(1 - u) / a
-                res = -tl.log(1.0 - _u24(h)) / a
-            elif kind == "bernoulli":  # u < a
-                res = tl.where(_u24(h) < a, tl.ones((p, f), tl.float32), tl.zeros((p, f), tl.float32))
-            elif kind == "bernoulli_t":  # u < p[i]
-                pt = tl.load(x[rows, cols], mask=m).astype(tl.float32)
-                res = tl.where(_u24(h) < pt, tl.ones((p, f), tl.float32), tl.zeros((p, f), tl.float32))
-            elif kind == "randint":  # a + floor(u * b), b = range
-                v = tl.minimum(tl.floor(_u24(h) * b), b - 1.0)
-                res = v.astype(tl.int32) + a.astype(tl.int32)
-            elif kind == "rrelu":  # noise = u(a, b) where x <= 0 else 1 (into out2), out = x * noise
-                xt = tl.load(x[rows, cols], mask=m).astype(tl.float32)
-                noise = tl.where(xt <= 0.0, a + (b - a) * _u24(h), 1.0)
-                res = xt * noise
-                tl.store(out2[rows, cols], noise, mask=m)
-            else:  # dropout: keep with probability 1 - a, scale by b
-                keep = _u24(h) >= a
-                xt = tl.load(x[rows, cols], mask=m).astype(tl.float32)
-                res = tl.where(keep, xt * b, tl.zeros((p, f), tl.float32))
-                tl.store(out2[rows, cols], keep, mask=m)
+            res, res2 = draw(h, a, b, lambda: tl.load(x[rows, cols], mask=m).astype(tl.float32), (p, f))
+            if res2 is not None:
+                tl.store(out2[rows, cols], res2, mask=m)
             tl.store(out[rows, cols], res, mask=m)
 
 
@@ -183,7 +234,7 @@ def _params(a: float, b: float) -> torch.Tensor:
     return torch.tensor([[float(a), float(b)]], dtype=torch.float32).to("trn")
 
 
-def _run(self: torch.Tensor, kind: str, a: float, b: float, generator: Any, x: torch.Tensor | None = None,
+def _run(self: torch.Tensor, kind: Draw, a: float, b: float, generator: Any, x: torch.Tensor | None = None,
          out2: torch.Tensor | None = None) -> Any:
     """Fill ``self`` (any layout) with ``kind`` draws; returns ``self`` or NotImplemented."""
     if not U.is_trn(self):
@@ -224,7 +275,7 @@ def uniform_(self: torch.Tensor, from_: float = 0.0, to: float = 1.0, *, generat
         return self
     if not (math.isfinite(from_) and math.isfinite(to)) or from_ > to:
         return decline("invalid from/to: torch raises")
-    return _run(self, "uniform", from_, to, generator)
+    return _run(self, Draw.UNIFORM, from_, to, generator)
 
 
 @lowering("aten::normal_", dtypes=(*FLOATS, torch.complex64))
@@ -239,7 +290,7 @@ def normal_(self: torch.Tensor, mean: float = 0.0, std: float = 1.0, *, generato
         return self
     if std < 0 or not math.isfinite(std):
         return decline("invalid std: torch raises")
-    return _run(self, "normal", mean, std, generator)
+    return _run(self, Draw.NORMAL, mean, std, generator)
 
 
 @lowering("aten::exponential_", dtypes=FLOATS)
@@ -247,7 +298,7 @@ def exponential_(self: torch.Tensor, lambd: float = 1.0, *, generator: Any = Non
     """``self.exponential_(lambd)``: ``-log(1 - u) / lambd``."""
     if not lambd > 0:
         return decline("invalid lambd: torch raises")
-    return _run(self, "exponential", lambd, 0.0, generator)
+    return _run(self, Draw.EXPONENTIAL, lambd, 0.0, generator)
 
 
 @lowering("aten::log_normal_", dtypes=FLOATS)
@@ -255,7 +306,7 @@ def log_normal_(self: torch.Tensor, mean: float = 1.0, std: float = 2.0, *, gene
     """``self.log_normal_(mean, std)``: ``exp(mean + std * z)``."""
     if not std > 0 or not math.isfinite(std):
         return decline("invalid std: torch raises")
-    return _run(self, "log_normal", mean, std, generator)
+    return _run(self, Draw.LOG_NORMAL, mean, std, generator)
 
 
 @lowering("aten::geometric_", dtypes=FLOATS)
@@ -263,7 +314,7 @@ def geometric_(self: torch.Tensor, p: float, *, generator: Any = None) -> Any:
     """``self.geometric_(p)``: trials to the first success, ``ceil(log(u) / log(1 - p))``."""
     if not 0.0 < p <= 1.0:
         return decline("invalid p: torch raises")
-    return _run(self, "geometric", math.log1p(-p) if p < 1.0 else -math.inf, 0.0, generator)
+    return _run(self, Draw.GEOMETRIC, math.log1p(-p) if p < 1.0 else -math.inf, 0.0, generator)
 
 
 @lowering("aten::cauchy_", dtypes=FLOATS)
@@ -271,7 +322,7 @@ def cauchy_(self: torch.Tensor, median: float = 0.0, sigma: float = 1.0, *, gene
     """``self.cauchy_(median, sigma)``: ``median + sigma * tan(pi * (u - 1/2))``."""
     if not sigma > 0:
         return decline("invalid sigma: torch raises")
-    return _run(self, "cauchy", median, sigma, generator)
+    return _run(self, Draw.CAUCHY, median, sigma, generator)
 
 
 _BERN_DTYPES = FLOATS + (torch.int32, torch.bool, torch.int64, torch.uint8, torch.int8, torch.int16)
@@ -282,7 +333,7 @@ def bernoulli_float(self: torch.Tensor, p: float = 0.5, *, generator: Any = None
     """``self.bernoulli_(p)``: 1 where ``u < p`` (stored in ``self``'s dtype)."""
     if not 0.0 <= p <= 1.0:
         return decline("invalid p: torch raises")
-    return _run(self, "bernoulli", p, 0.0, generator)
+    return _run(self, Draw.BERNOULLI, p, 0.0, generator)
 
 
 @lowering("aten::bernoulli_.Tensor", dtypes=_BERN_DTYPES)
@@ -295,7 +346,7 @@ def bernoulli_tensor(self: torch.Tensor, p: torch.Tensor, *, generator: Any = No
     except RuntimeError:
         return decline("p does not broadcast: torch raises")
     pc = pe.contiguous()
-    return _run(self, "bernoulli_t", 0.0, 0.0, generator, x=pc)
+    return _run(self, Draw.BERNOULLI_T, 0.0, 0.0, generator, x=pc)
 
 
 _INT_LIMITS = {torch.int32: (-2**31, 2**31), torch.int64: (-2**63, 2**63), torch.int16: (-2**15, 2**15),
@@ -348,7 +399,7 @@ def _random_f64(self: torch.Tensor, from_: int, span: int, generator: Any) -> An
     """Integer draws into a float64 tensor: int32 draws, then their exact float64 bit patterns (the tensor seen
     as int32 word pairs). No float64 arithmetic is involved: every value is an integer below 2^24."""
     tmp = torch.empty(self.shape, dtype=torch.int32, device="trn")
-    if _run(tmp, "randint", from_, span, generator) is NotImplemented:
+    if _run(tmp, Draw.RANDINT, from_, span, generator) is NotImplemented:
         return NotImplemented
     if self.numel() == 0:
         return self
@@ -383,7 +434,7 @@ def random_from(self: torch.Tensor, from_: int, to: int | None = None, *, genera
         if max(abs(from_), abs(to - 1)) >= 1 << 24 or not U.is_trn(self):
             return decline("float64 draws of magnitude 2^24 or more")
         return _random_f64(self, from_, to - from_, generator)
-    return _run(self, "randint", from_, to - from_, generator)
+    return _run(self, Draw.RANDINT, from_, to - from_, generator)
 
 
 @lowering("aten::random_.to", dtypes=(*_INT_LIMITS, torch.bool))
@@ -403,7 +454,7 @@ def native_dropout(input: torch.Tensor, p: float, train: bool | None = None) -> 
     out = torch.empty(input.shape, dtype=input.dtype, device="trn")
     mask = torch.empty(input.shape, dtype=torch.bool, device="trn")
     scale = 1.0 / (1.0 - p) if p < 1.0 else 0.0
-    r = _run(out, "dropout", p, scale, None, x=x, out2=mask)
+    r = _run(out, Draw.DROPOUT, p, scale, None, x=x, out2=mask)
     if r is NotImplemented:
         return r
     return out, mask
@@ -442,7 +493,7 @@ def _normal_tensor(mean: Any, std: Any, generator: Any, out: torch.Tensor | None
         out = torch.empty(shape, dtype=dtype, device="trn")
     elif not (U.is_trn(out) and out.dtype == dtype and tuple(out.shape) == tuple(shape)):
         return decline("out= of another device, dtype or shape")
-    if _run(out, "normal", 0.0, 1.0, generator) is NotImplemented:
+    if _run(out, Draw.NORMAL, 0.0, 1.0, generator) is NotImplemented:
         return NotImplemented
     if out.numel():
         out.mul_(std).add_(mean)
@@ -484,7 +535,7 @@ def randperm_out(n: int, *, generator: Any = None, out: torch.Tensor) -> Any:
     if n == 0:
         return out
     keys = torch.empty((n,), dtype=torch.float32, device="trn")
-    if _run(keys, "uniform", 0.0, 1.0, generator) is NotImplemented:
+    if _run(keys, Draw.UNIFORM, 0.0, 1.0, generator) is NotImplemented:
         return NotImplemented
     _, idx = torch.sort(keys, stable=True)
     movement.move(out, idx)
@@ -521,7 +572,7 @@ def _rrelu(self: Any, noise: Any, lower: Any, upper: Any, training: bool, genera
         x = self.clone()  # a partly aliased out= must not be read after it is written
     else:
         x = self.contiguous()  # in place on a contiguous self: each element is read before it is written
-    return _run(out, "rrelu", lo, hi, generator, x=x, out2=noise)
+    return _run(out, Draw.RRELU, lo, hi, generator, x=x, out2=noise)
 
 
 @lowering("aten::rrelu_with_noise", dtypes=FLOATS)
@@ -612,7 +663,7 @@ def _multinomial(self: Any, n: int, replacement: bool, generator: Any, out: torc
         # q > 0 always (an open-interval uniform): a q of 0 would turn a zero probability into 0/0 = NaN, which
         # argmax/topk would pick (torch's CPU has that risk at 2^-53 per element; 24 random bits would make it real)
         q = torch.empty(self.shape, dtype=self.dtype, device="trn")
-        if _run(q, "exp_open", 1.0, 0.0, generator) is NotImplemented:
+        if _run(q, Draw.EXP_OPEN, 1.0, 0.0, generator) is NotImplemented:
             return NotImplemented
         q = torch.div(self, q)
         res = q.argmax(-1, keepdim=True) if n == 1 else torch.topk(q, n).indices
@@ -625,7 +676,7 @@ def _multinomial(self: Any, n: int, replacement: bool, generator: Any, out: torc
     else:
         cdf = torch.cumsum(self.reshape(rows, c), -1, dtype=torch.float32)
         u = torch.empty((rows, n), dtype=torch.float32, device="trn")
-        if _run(u, "uopen", 0.0, 1.0, generator) is NotImplemented:
+        if _run(u, Draw.UOPEN, 0.0, 1.0, generator) is NotImplemented:
             return NotImplemented
         multinomial_rep(cdf, u, o2.view(rows, n), c - 1 <= n)
     if o2 is not out:

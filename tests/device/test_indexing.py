@@ -328,7 +328,7 @@ def test_declines_accumulating_8_byte_dtypes(monkeypatch):
 
 
 def test_profile_gather_kernel():
-    from stdlib_kernels.indexing.engine import gather_scatter
+    from stdlib_kernels.indexing.engine import Layout, Move, Spec, gather_scatter
 
     w = torch.randn(1000, 256, device="trn")
     ids = torch.randint(0, 1000, (512,), device="trn")
@@ -336,8 +336,9 @@ def test_profile_gather_kernel():
     lo = ids.view(torch.int32)
     iv = torch.as_strided(lo, (1, 512, 256), (0, 2, 0), 0)
     hv = torch.as_strided(lo, (1, 512, 256), (0, 2, 0), 1)
+    spec = Spec((1, 512, 256), (1000,), (1,), wrap=False, move=Move.GATHER, layout=Layout.PK, idx_c=True)
     prof = gather_scatter.profile(w.view(1, 1000, 256), out.view(1, 512, 256), None, iv, hv, None, None, None, None,
-                                  (1, 512, 256), (1000,), (1,), False, "gather", None, "pk", True)
+                                  spec)
     assert torch.equal(out.cpu(), w.cpu()[ids.cpu()])
     assert prof.time_us > 0
     assert prof.engines["dma"].busy_us > 0 and prof.dma_bytes >= 512 * 256 * 4 * 2

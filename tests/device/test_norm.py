@@ -274,7 +274,8 @@ def test_batch_norm_finalize_updates_running_stats_like_cpu(dtype):
     m, v = torch.randn(4, 300).to("trn"), torch.rand(4, 300).to("trn")
     p = [torch.randn(1, 300).to("trn") for _ in range(4)]
     o = [torch.empty(1, 300, device="trn") for _ in range(2)] + [torch.empty(4, 300, device="trn") for _ in range(2)]
-    prof = BN.bn_finalize.profile(m, v, *p, *o, 1e-5, 0.1, 1.0, True, True, True, True, True)
+    spec = BN.BnFinish(1e-5, 0.1, 1.0, train=True, has_w=True, has_b=True, upd_m=True, upd_v=True)
+    prof = BN.bn_finalize.profile(m, v, *p, *o, spec)
     assert prof.time_us > 0 and all(0 <= e.utilization <= 1 for e in prof.engines.values())
 
 

@@ -210,12 +210,12 @@ def test_bad_arguments_raise_torchs_errors(monkeypatch):
 
 
 def test_profile_rng_kernel():
-    from stdlib_kernels.tensor.random import rng
+    from stdlib_kernels.tensor.random import Draw, rng
 
     out = torch.empty(128, 512, device="trn")
     keys = torch.tensor([[11, 12]], dtype=torch.int32).to("trn")
     params = torch.tensor([[0.0, 1.0]]).to("trn")
-    prof = rng.profile(out, keys, params, None, None, "uniform", 0)
+    prof = rng.profile(out, keys, params, None, None, Draw.UNIFORM, 0)
     assert prof.time_us > 0
     assert all(0 <= e.utilization <= 1 for e in prof.engines.values()), prof.engines
     assert prof.engines["vector"].utilization > 0.3  # the hash is integer ALU work on the Vector engine

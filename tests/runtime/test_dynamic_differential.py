@@ -139,8 +139,8 @@ def test_row_gather_kernel_compiled_vs_interpreter(k: int, c: int, wide: bool) -
         y = np.full((1, k, c), np.nan, np.float32)
         lo = np.lib.stride_tricks.as_strided(words[:, 0], (1, k, c), (0, words.strides[0], 0))
         hi = np.lib.stride_tricks.as_strided(words[:, 1], (1, k, c), (0, words.strides[0], 0)) if wide else None
-        kern(x, y, None, lo, hi, None, None, None, None, (1, None, c), (v,), (1,), True, "gather", None, "pk", True,
-             T.row_bucket(k))
+        kern(x, y, None, lo, hi, None, None, None, None, I.Spec((1, None, c), (v,), (1,), wrap=True, move=I.Move.GATHER,
+                                                               layout=I.Layout.PK, idx_c=True, kb=T.row_bucket(k)))
         outs.append(y)
     np.testing.assert_array_equal(outs[0], outs[1])
     np.testing.assert_array_equal(outs[0][0], x[0][ids % v])

@@ -14,13 +14,26 @@ from trnlang.ir.types import DType, to_dtype, torch_dtype
 
 _CONST_TYPES = (int, float, bool, str, type(None))
 _CONST_SET = frozenset(_CONST_TYPES)
-#: field names of frozen dataclass types seen as kernel arguments (None: not a frozen dataclass)
-_SPEC_FIELDS: dict[type, tuple[str, ...] | None] = {}
+#: whether a type seen as a kernel argument is a frozen dataclass (with a ``__dict__``: not slotted)
+_FROZEN: dict[type, bool] = {}
+#: Types with an instance :func:`is_spec` accepted. Warm launch keys take their instances by type alone (a set
+#: lookup): every new specialization still goes through :func:`describe`, which checks the instance itself.
+SPEC_TYPES: set[type] = set()
 
 
-def _const_value(v: Any) -> bool:
-    return type(v) in _CONST_SET or isinstance(v, Enum) or to_dtype(v) is not None or (
-        type(v) is tuple and all(_const_value(e) for e in v))
+def _consts(vals: Any) -> bool:
+    """Every value is a compile-time constant: int, float, bool, str, None, an enum member, a dtype, or a tuple of
+    those (the common types first: this runs on warm launches)."""
+    for v in vals:
+        t = type(v)
+        if t in _CONST_SET:
+            continue
+        if t is tuple:
+            if not _consts(v):
+                return False
+        elif not (isinstance(v, Enum) or to_dtype(v) is not None):
+            return False
+    return True
 
 
 def is_spec(arg: Any) -> bool:
@@ -41,15 +54,18 @@ def is_spec(arg: Any) -> bool:
         >>> is_spec(Mode.GATHER), is_spec(Spec(Mode.GATHER, True)), is_spec((1, 2))
         (True, True, False)
     """
-    if isinstance(arg, Enum):
-        return True
     tp = type(arg)
-    names = _SPEC_FIELDS.get(tp, ())
-    if names == ():
+    if isinstance(arg, Enum):
+        SPEC_TYPES.add(tp)
+        return True
+    frozen = _FROZEN.get(tp)
+    if frozen is None:
         params = getattr(tp, "__dataclass_params__", None)
-        names = tuple(tp.__dataclass_fields__) if params is not None and params.frozen else None
-        _SPEC_FIELDS[tp] = names
-    return names is not None and all(_const_value(getattr(arg, n)) for n in names)
+        frozen = _FROZEN[tp] = params is not None and params.frozen and hasattr(arg, "__dict__")
+    if frozen and _consts(arg.__dict__.values()):
+        SPEC_TYPES.add(tp)
+        return True
+    return False
 
 
 def is_tensor(x: Any) -> bool:

@@ -258,7 +258,7 @@ class KernelFn:
                     if type(v) not in _CONST_SET:
                         return None
                 key += (ta, a)
-            elif argconv.is_spec(a):  # an enum member or a frozen dataclass of constants
+            elif ta in argconv.SPEC_TYPES:  # an enum member or a frozen dataclass of constants (args.is_spec)
                 key += (ta, a)
             else:
                 return None
@@ -503,7 +503,7 @@ class KernelFn:
                     arr = argconv.as_array(a)
                 except Exception:  # unsupported dtype or device: the slow path reports it
                     return None
-            elif argconv.is_spec(a):
+            elif ta in argconv.SPEC_TYPES:
                 key.append((ta, a))
                 continue
             else:
