@@ -47,6 +47,7 @@ MODULE_STATE: list[tuple[str, str, Callable[[], Any]]] = [
     ("trnlang.runtime.stats", "_lock", threading.Lock),         # compile_stats() counters
     ("trnlang.runtime.launch", "_host_pool", _none),            # run_parallel's Python pool
     ("trnlang.runtime.launch", "_TRAMP_LOCK", threading.Lock),  # the pointer-call trampolines
+    ("trnlang.runtime.launch", "_ADOPT_LOCK", threading.Lock),  # a resolved launch's first-thread adoption
     ("trnlang.config", "_lock", threading.Lock),
     ("codegen.llvm", "_init_lock", threading.Lock),
     ("codegen.llvm", "_tm_lock", threading.Lock),
