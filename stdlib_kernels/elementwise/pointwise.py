@@ -35,6 +35,23 @@ import torch
 import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
+from stdlib_kernels.elementwise.flat import (  # noqa: F401 - the flat launch machinery, re-exported for the family
+    FLAT_EXACT_MIN_BYTES,
+    FLAT_TAIL,
+    FLAT_W,
+    ROWS_MIN_W,
+    contiguous_calls,
+    flat_kernel,
+    flat_ok,
+    flat_pieces,
+    flat_tiles,
+    flat_twin,
+    launch_contiguous,
+    row_tiles,
+    rows_twin,
+    spaces,
+    tiles,
+)
 from trnlang.device import decline, fastlane, lowering
 
 #: Tensor dtypes an elementwise operand may have (int64 values are range-checked, see :func:`int64_ok`).
@@ -195,54 +212,39 @@ _shape3 = U.shape3
 at = U.at3
 
 
-def tiles(a: int, n: int, d: int, p: int, f: int) -> Any:
-    """Yield ``(b, rows, cols)`` for every ``[p, f]`` tile of an ``[a, n, d]`` iteration space.
-
-    Only dims with more than one tile get a real loop, so a kernel's tiles are allocated directly in
-    the body of a loop with several iterations and the planner can multi-buffer them (load tile
-    ``i + 1`` while tile ``i`` computes).
-    """
-    nb, ni, nj = a, tl.cdiv(n, p), tl.cdiv(d, f)
-    for b in (tl.affine_range(nb) if nb > 1 else (0,)):
-        for i in (tl.affine_range(ni) if ni > 1 else (0,)):
-            rows = i * p + tl.arange(p)[:, None]
-            for j in (tl.affine_range(nj) if nj > 1 else (0,)):
-                yield b, rows, j * f + tl.arange(f)[None, :]
-
-
-
-
 def load_operand(t: Any, b: Any, rows: Any, cols: Any, m: Any, compute: str) -> Any:
     """Load one operand tile, converted to its compute type by the DMA (``"bool"``: as stored)."""
-    return tl.load(at(t, b, rows, cols), mask=m, dtype=None if compute == "bool" else _CT[compute])
+    return load_tile(at(t, b, rows, cols), m, compute)
+
+
+def load_tile(ap: Any, m: Any, compute: str) -> Any:
+    """Load the access pattern ``ap`` (mask ``m``), converted to the compute type by the DMA (``"bool"``: as
+    stored)."""
+    return tl.load(ap, mask=m, dtype=None if compute == "bool" else _CT[compute])
 
 
 @trn.kernel
-def elementwise(x, y, alpha, out, op, scal, compute):
+def elementwise(x, y, alpha, out, op, scal, compute, flat=False):
     """``out = BINARY_OPS[op](x, y * alpha)`` over 1- to 3-D tensors (rows tiled by 128, the free dim by chunks).
 
     ``scal``: per operand, True if it is a ``[1, 1]`` scalar broadcast on chip. ``alpha``: None or a
-    ``[1, 1]`` tensor. ``compute``: ``"f32"`` or ``"i32"`` arithmetic.
+    ``[1, 1]`` tensor. ``compute``: ``"f32"`` or ``"i32"`` arithmetic. ``flat``: every tensor is a contiguous
+    1-D piece (:func:`flat_tiles`; launched through :data:`elementwise_flat`).
     """
-    a, n, d = _shape3(out)
     ct = _CT[compute]
     fn = op_fn(op)
-    p = min(128, n)
-    f = min(d, U.FREE_CHUNK)
-    ragged = n % p != 0 or d % f != 0
     x0 = tl.load(x[0:1, 0:1]).astype(ct) if scal[0] else None
     y0 = tl.load(y[0:1, 0:1]).astype(ct) if scal[1] else None
     scaled = alpha is not None and op not in ("i64_bad", "i32_bad")
     if alpha is not None:
         a0 = tl.load(alpha[0:1, 0:1]).astype(ct)
         y0 = y0 * a0 if scaled and scal[1] else y0
-    for b, rows, cols in tiles(a, n, d, p, f):
-        m = ((rows < n) & (cols < d)) if ragged else None
-        xt = x0 if scal[0] else load_operand(x, b, rows, cols, m, compute)
+    for acc, m in spaces(out, flat):
+        xt = x0 if scal[0] else load_tile(acc(x), m, compute)
         if scal[1]:
             yt = y0
         else:
-            yt = load_operand(y, b, rows, cols, m, compute)
+            yt = load_tile(acc(y), m, compute)
             if scaled:
                 yt = yt * a0
         if op == "i64_bad":  # y: high words, x: low words, alpha: the bound
@@ -251,7 +253,11 @@ def elementwise(x, y, alpha, out, op, scal, compute):
             r = (xt >= a0) | (xt < -a0)
         else:
             r = fn(xt, yt)
-        tl.store(at(out, b, rows, cols), r, mask=m)
+        tl.store(acc(out), r, mask=m)
+
+
+#: :func:`elementwise` for flat launches: one variant for every element count (docs/specialization.md).
+elementwise_flat = flat_kernel(elementwise, rows=("x", "y", "out"))
 
 
 # ---------------------------------------------------------------------------------------------- host side
@@ -270,8 +276,12 @@ def launch(kern: Any, op: str, full: Sequence[torch.Tensor | None], scal: Sequen
     flags = tuple(full[k] is None for k in range(nops))
     shape = tuple(out.shape)
     ops = [t for t in full if t is not None]
+    if flat_twin(kern) is not None and flat_ok([*ops, out], shape):
+        launch_contiguous(kern, full, scal, (extra, op, flags, compute), ops, out)
+        return
     big = out.numel() >= U.PARALLEL_MIN_WORK and U.num_threads() > 1
-    direct = len(shape) in (1, 2, 3) and all(tuple(t.shape) == shape for t in ops)
+    twin2 = rows_twin(kern)
+    direct = len(shape) in ((3,) if twin2 is not None else (1, 2, 3)) and all(tuple(t.shape) == shape for t in ops)
     if direct and not big and not (len(shape) == 1 and shape[0] >= _BIG_1D):
         args = [full[k] if full[k] is not None else scal[k] for k in range(nops)]
         fastlane.record_launch(kern, (*args, extra, out, op, flags, compute))
@@ -284,10 +294,18 @@ def launch(kern: Any, op: str, full: Sequence[torch.Tensor | None], scal: Sequen
     views_of = ops + [out]
     parts = U.launch_parts(sh, sts)
 
+
     def call(pshape: Any, pstrides: Any, poffs: Any) -> Any:
         vs = [U.piece(t, pshape, pstrides[k], t.storage_offset() + poffs[k]) for k, t in enumerate(views_of)]
         it = iter(vs[:-1])
         args = [next(it) if full[k] is not None else scal[k] for k in range(nops)]
+        if twin2 is not None and len(pshape) == 2:  # runtime row count, the width keyed
+            return U.launch(twin2, *args, extra, vs[-1], op, flags, compute, "rows")
+        if twin2 is not None and len(pshape) == 1:  # a strided run: rows of one element
+            cols = [U.piece(p.base, (pshape[0], 1), (p.strides[0], 1), p.offset) for p in vs]
+            it = iter(cols[:-1])
+            args = [next(it) if full[k] is not None else scal[k] for k in range(nops)]
+            return U.launch(twin2, *args, extra, cols[-1], op, flags, compute, "rows")
         return U.launch(kern, *args, extra, vs[-1], op, flags, compute)
 
     # big outputs: one launch per thread on disjoint blocks (the kernels release the GIL)

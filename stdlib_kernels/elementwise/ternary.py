@@ -54,25 +54,25 @@ def _load_scalar(t: Any, compute: str) -> Any:
 
 
 @trn.kernel
-def ternary(x, y, z, value, out, op, scal, compute):
+def ternary(x, y, z, value, out, op, scal, compute, flat=False):
     """``out = TERNARY_OPS[op](x, y, z, value)`` over 1- to 3-D tensors (rows by 128, the free dim by chunks).
 
     ``scal``: per operand, True if it is a ``[1, 1]`` scalar broadcast on chip. ``compute``: per
     operand ``"f32"``, ``"i32"`` or ``"bool"`` (loaded as is). ``value``: None or a ``[1, 1]`` tensor.
+    ``flat``: every tensor is a contiguous 1-D piece (``elementwise.flat.flat_tiles``, through :data:`ternary_flat`).
     """
-    a, n, d = P._shape3(out)
     fn = TERNARY_OPS[op]
-    p = min(128, n)
-    f = min(d, U.FREE_CHUNK)
-    ragged = n % p != 0 or d % f != 0
     ops = (x, y, z)
     s0 = [_load_scalar(t, compute[k]) if scal[k] else None for k, t in enumerate(ops)]
     v0 = tl.load(value[0:1, 0:1]).astype(tl.float32 if compute[0] != "i32" else tl.int32) \
         if value is not None else None
-    for b, rows, cols in P.tiles(a, n, d, p, f):
-        m = ((rows < n) & (cols < d)) if ragged else None
-        ts = [s0[k] if scal[k] else P.load_operand(t, b, rows, cols, m, compute[k]) for k, t in enumerate(ops)]
-        tl.store(P.at(out, b, rows, cols), fn(ts[0], ts[1], ts[2], v0), mask=m)
+    for acc, m in P.spaces(out, flat):
+        ts = [s0[k] if scal[k] else P.load_tile(acc(t), m, compute[k]) for k, t in enumerate(ops)]
+        tl.store(acc(out), fn(ts[0], ts[1], ts[2], v0), mask=m)
+
+
+#: :func:`ternary` for flat launches: one variant for every element count.
+ternary_flat = P.flat_kernel(ternary, rows=("x", "y", "z", "out"))
 
 
 def run_ternary(op: str, operands: tuple[Any, Any, Any], out: torch.Tensor | None, rdt: torch.dtype,

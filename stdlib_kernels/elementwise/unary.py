@@ -25,6 +25,7 @@ import torch
 import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
+from stdlib_kernels.elementwise import pointwise as P
 from trnlang.device import REGISTRY, Accepts, decline, lowering
 
 #: Dtypes the float lowerings handle (computed in fp32, rounded on store).
@@ -114,26 +115,22 @@ _at = U.at3
 
 
 @trn.kernel
-def ew(x, y, z, out, op, params, compute):
+def ew(x, y, z, out, op, params, compute, flat=False):
     """``out = EW_OPS[op](params, x[, y[, z]])`` over 1- to 3-D views (rows tiled by 128, the free dim by chunks).
 
     ``y``/``z`` may be None; every operand has ``out``'s shape (broadcast operands are stride-0 views).
-    ``compute``: the type the operands are loaded as (``"f32"``, ``"i32"`` or ``"bool"``).
+    ``compute``: the type the operands are loaded as (``"f32"``, ``"i32"`` or ``"bool"``). ``flat``: every
+    tensor is a contiguous 1-D piece (``elementwise.flat.flat_tiles``, through :data:`ew_flat`).
     """
-    a, n, d = _shape3(out)
     ct = _CT[compute]
     fn = EW_OPS[op]
-    p = min(128, n)
-    f = min(d, U.FREE_CHUNK)
-    ragged = n % p != 0 or d % f != 0
-    for b in tl.affine_range(a):
-        for i in tl.affine_range(tl.cdiv(n, p)):
-            rows = i * p + tl.arange(p)[:, None]
-            for j in tl.affine_range(tl.cdiv(d, f)):
-                cols = j * f + tl.arange(f)[None, :]
-                m = ((rows < n) & (cols < d)) if ragged else None
-                ts = [tl.load(_at(t, b, rows, cols), mask=m).astype(ct) for t in (x, y, z) if t is not None]
-                tl.store(_at(out, b, rows, cols), fn(params, *ts), mask=m)
+    for acc, m in P.spaces(out, flat):
+        ts = [tl.load(acc(t), mask=m).astype(ct) for t in (x, y, z) if t is not None]
+        tl.store(acc(out), fn(params, *ts), mask=m)
+
+
+#: :func:`ew` for flat launches: one variant for every element count.
+ew_flat = P.flat_kernel(ew, rows=("x", "y", "z", "out"))
 
 
 @trn.kernel
@@ -154,8 +151,13 @@ def unary(x, out, op):
 
 
 def launch(op: str, ins: Sequence[torch.Tensor], out: torch.Tensor, params: tuple = (), compute: str = "f32") -> None:
-    """Broadcast ``ins`` to ``out``'s shape with strides, merge dims, run :func:`ew` on 1- to 3-D views."""
+    """Broadcast ``ins`` to ``out``'s shape with strides, merge dims, run :func:`ew` on 1- to 3-D views (on flat
+    pieces, :data:`ew_flat`, when every tensor is contiguous with ``out``'s shape)."""
     shape = tuple(out.shape)
+    if P.flat_ok([*ins, out], shape):
+        U.run_parallel([U.launch(k, *(vs[:-1] + [None] * (4 - len(vs))), vs[-1], op, params, compute, mode)
+                        for k, vs, mode in P.contiguous_calls(ew, [*ins, out], shape)])
+        return
     views_of = list(ins) + [out]
     strides = [U.broadcast_strides(t, shape) for t in ins] + [list(out.stride())]
     # dims in the output's memory order (largest stride first), as TensorIterator does: a transposed

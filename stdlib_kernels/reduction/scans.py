@@ -28,7 +28,7 @@ import trnlang as trn
 import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
-from stdlib_kernels.tiling import col_chunks, row_tiles
+from stdlib_kernels.tiling import col_chunks, polymorphic, row_tiles
 from trnlang.device import decline, lowering
 
 #: op -> (scan op0, scan operand a is the data?, initial carry). Scan: ``acc = (acc op0 a) op1 b``.
@@ -46,6 +46,25 @@ def _scan_rows(x: Any) -> Any:
 
 def _at(t: Any, b: Any, rows: Any, cols: Any) -> Any:
     return t[b, rows, cols] if t.ndim == 3 else t[rows, cols]
+
+
+#: Chunk width of a scan whose length is a runtime size (its last chunk masked).
+SCAN_CHUNK = 512
+
+
+def _scan_chunks(c_dim: Any, rm: Any) -> Any:
+    """``col_chunks`` along the scanned dim, in order (a sequential loop: the carry); a runtime length walks
+    ``SCAN_CHUNK``-wide chunks, then one masked chunk for the rest (a prefix scan: lanes past the end never
+    reach the stored ones)."""
+    if isinstance(c_dim, int):
+        yield from col_chunks(c_dim, U.FREE_CHUNK, rm, loop=tl.sequential_range)
+        return
+    for j in tl.sequential_range(c_dim // SCAN_CHUNK):
+        yield j * SCAN_CHUNK + tl.arange(SCAN_CHUNK)[None, :], rm
+    c0 = (c_dim // SCAN_CHUNK) * SCAN_CHUNK
+    for _ in tl.sequential_range(tl.cdiv(c_dim - c0, SCAN_CHUNK)):
+        cols = c0 + tl.arange(SCAN_CHUNK)[None, :]
+        yield cols, (cols < c_dim) if rm is None else rm & (cols < c_dim)
 
 
 def _step(t: Any, carry: Any, op: str) -> Any:
@@ -67,7 +86,7 @@ def row_scan(x, out, idx, op, ints):
         p = rows.shape[0]
         carry = tl.full((p, 1), _INIT[op], tl.float32)
         cidx = tl.full((p, 1), -1.0, tl.float32)
-        for cols, m in col_chunks(c_dim, U.FREE_CHUNK, rm, loop=tl.sequential_range):
+        for cols, m in _scan_chunks(c_dim, rm):
             f = cols.shape[1]
             t = tl.load(_at(x, b, rows, cols), mask=m).astype(tl.float32)
             s = _step(t, carry, op)
@@ -79,6 +98,11 @@ def row_scan(x, out, idx, op, ints):
                 tl.store(_at(idx, b, rows, cols), si.astype(tl.int32), mask=m)
                 cidx[...] = si[:, f - 1:f]
             carry[...] = s[:, f - 1:f]
+
+
+#: :func:`row_scan` on 2-D ``[R, C]`` views with the scanned length ``C`` a runtime size (``R`` keyed): a
+#: ``cumsum`` over a growing sequence reuses one variant.
+row_scan_rt = polymorphic(row_scan.fn, static=(("x", 0), ("out", 0), ("idx", 0)))
 
 
 @trn.kernel
@@ -119,7 +143,8 @@ def _scan(self: Any, dim: int, op: str, out: torch.Tensor, idx: torch.Tensor | N
     if self.numel() == 0:
         return out
     for vs in U.row_views([_last(t, d) for t in ts]):
-        U.split_rows(row_scan, [vs[0], vs[1], vs[2] if idx is not None else None], op,
+        kern = row_scan_rt if vs[0].dim() == 2 else row_scan
+        U.split_rows(kern, [vs[0], vs[1], vs[2] if idx is not None else None], op,
                      not out.dtype.is_floating_point)
     return out
 

@@ -14,25 +14,20 @@ import torch
 import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
-from stdlib_kernels._util import shape3 as _shape3
-from stdlib_kernels.elementwise.pointwise import at as _at
+from stdlib_kernels.elementwise.pointwise import contiguous_calls, flat_kernel, flat_ok, rows_twin, spaces
 from trnlang.device import lowering
 
 
 @trn.kernel
-def cast_copy(x, out):
-    """``out[...] = x`` over 1- to 3-D views (the store rounds to ``out``'s dtype)."""
-    a, n, d = _shape3(out)
-    p = min(128, n)
-    f = min(d, U.FREE_CHUNK)
-    ragged = n % p != 0 or d % f != 0
-    for b in tl.affine_range(a):
-        for i in tl.affine_range(tl.cdiv(n, p)):
-            rows = i * p + tl.arange(p)[:, None]
-            for j in tl.affine_range(tl.cdiv(d, f)):
-                cols = j * f + tl.arange(f)[None, :]
-                m = ((rows < n) & (cols < d)) if ragged else None
-                tl.store(_at(out, b, rows, cols), tl.load(_at(x, b, rows, cols), mask=m), mask=m)
+def cast_copy(x, out, flat=False):
+    """``out[...] = x`` over 1- to 3-D views (the store rounds to ``out``'s dtype). ``flat``: both are contiguous
+    1-D pieces (``elementwise.flat.flat_tiles``, through :data:`cast_copy_flat`)."""
+    for acc, m in spaces(out, flat):
+        tl.store(acc(out), tl.load(acc(x), mask=m), mask=m)
+
+
+#: :func:`cast_copy` for flat launches: one variant for every element count.
+cast_copy_flat = flat_kernel(cast_copy, rows=("x", "out"))
 
 
 def _kernel_ok(self: torch.Tensor, src: torch.Tensor, both_trn: bool, overlap: bool) -> bool:
@@ -67,12 +62,18 @@ def copy_(self: torch.Tensor, src: torch.Tensor, non_blocking: bool = False) -> 
     if not _kernel_ok(self, src, both_trn, overlap):
         return torch.ops.aten._copy_from(src, self, non_blocking)
     shape = tuple(self.shape)
+    if flat_ok((src, self), shape):  # one run of elements: one variant for every length
+        U.run_parallel([U.launch(k, s, d, mode) for k, (s, d), mode in contiguous_calls(cast_copy, (src, self), shape)])
+        return self
     strides = [U.broadcast_strides(src, shape), list(self.stride())]
     sh, sts = U.coalesce(shape, strides)
     if len(sh) > 3:
         return torch.ops.aten._copy_from(src, self, non_blocking)
     # one long run becomes [rows, cols] pieces, and big copies one launch per thread
     parts = U.split_parts(U.launch_parts(sh, sts), self.numel())
-    U.run_parallel([U.launch(cast_copy, U.piece(src, ps, pst[0], src.storage_offset() + po[0]),
-                             U.piece(self, ps, pst[1], self.storage_offset() + po[1])) for ps, pst, po in parts])
+    twin2 = rows_twin(cast_copy)  # 2-D pieces (strided rows): the row count a runtime size
+    U.run_parallel([U.launch(twin2 if twin2 is not None and len(ps) == 2 else cast_copy,
+                             U.piece(src, ps, pst[0], src.storage_offset() + po[0]),
+                             U.piece(self, ps, pst[1], self.storage_offset() + po[1]),
+                             *(("rows",) if twin2 is not None and len(ps) == 2 else ())) for ps, pst, po in parts])
     return self

@@ -29,6 +29,7 @@ import torch
 import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
+from stdlib_kernels.elementwise.pointwise import flat_kernel, flat_tiles
 from trnlang.device import decline, lowering
 
 FLOATS = (torch.float32, torch.bfloat16, torch.float16)
@@ -36,44 +37,55 @@ INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 _BIG = 4096
 
 
+def _ramp_value(idx: Any, at: Any, bt: Any, ct: Any, kind: str, steps: int, rnd: Any) -> Any:
+    """The ramp's value at the int32 element indices ``idx`` (see :func:`ramp`)."""
+    if kind == "iarange":
+        return at + idx * bt
+    if kind == "arange":
+        return at + idx.astype(tl.float32) * bt
+    fi = idx.astype(tl.float32)
+    if rnd is None:
+        lo = at + fi * bt
+        hi = ct - ((steps - 1) - fi) * bt
+    else:
+        r = _rounder(rnd)
+        lo = r(at + r(bt * r(fi)))
+        hi = r(ct - r(bt * r((steps - 1) - fi)))
+    return tl.where(idx < steps // 2, lo, hi)
+
+
 @trn.kernel
-def ramp(out, a, b, c, kind, base, steps, rnd=None):
-    """Fill the 2-D view ``out [n, d]`` (element index ``i = base + r * d + col``).
+def ramp(out, a, b, c, kind, base, steps, rnd=None, flat=False):
+    """Fill the 2-D view ``out [n, d]`` (element index ``i = base + r * d + col``); ``flat``: ``out`` is a
+    contiguous 1-D piece and ``i`` its element index (``elementwise.flat.flat_tiles``, through :data:`ramp_flat`).
 
     ``kind``: ``"arange"`` ``a + i * b`` in fp32, ``"iarange"`` the same in int32, ``"linspace"`` ``a + i * b``
     below ``steps // 2`` and ``c - (steps - 1 - i) * b`` from there on. ``a``, ``b``, ``c``: ``[1, 1]`` operands.
     ``rnd`` (bf16/fp16 linspace): every product and sum, and the index itself, rounded to that dtype, as torch's
     ``scalar_t`` arithmetic does.
     """
+    at = tl.load(a[0:1, 0:1])
+    bt = tl.load(b[0:1, 0:1])
+    ct = tl.load(c[0:1, 0:1]) if c is not None else None
+    if flat:
+        for fidx, m in flat_tiles(out.shape[0]):
+            tl.store(out[fidx], _ramp_value(tl.copy(fidx, dtype=tl.int32), at, bt, ct, kind, steps, rnd), mask=m)
+        return
     n, d = out.shape
     p = min(128, n)
     f = min(d, U.FREE_CHUNK)
     ragged = n % p != 0 or d % f != 0
-    at = tl.load(a[0:1, 0:1])
-    bt = tl.load(b[0:1, 0:1])
-    ct = tl.load(c[0:1, 0:1]) if c is not None else None
     for i in tl.affine_range(tl.cdiv(n, p)):
         rows = i * p + tl.arange(p)[:, None]
         for j in tl.affine_range(tl.cdiv(d, f)):
             cols = j * f + tl.arange(f)[None, :]
             m = ((rows < n) & (cols < d)) if ragged else None
             idx = tl.copy(base + rows * d + cols, dtype=tl.int32)
-            if kind == "iarange":
-                res = at + idx * bt
-            elif kind == "arange":
-                res = at + idx.astype(tl.float32) * bt
-            elif rnd is None:
-                fi = idx.astype(tl.float32)
-                lo = at + fi * bt
-                hi = ct - ((steps - 1) - fi) * bt
-                res = tl.where(idx < steps // 2, lo, hi)
-            else:
-                fi = idx.astype(tl.float32)
-                r = _rounder(rnd)
-                lo = r(at + r(bt * r(fi)))
-                hi = r(ct - r(bt * r((steps - 1) - fi)))
-                res = tl.where(idx < steps // 2, lo, hi)
-            tl.store(out[rows, cols], res, mask=m)
+            tl.store(out[rows, cols], _ramp_value(idx, at, bt, ct, kind, steps, rnd), mask=m)
+
+
+#: :func:`ramp` for flat launches (``arange``): one variant for every length.
+ramp_flat = flat_kernel(ramp)
 
 
 def _rounder(dt: Any) -> Any:
@@ -181,8 +193,7 @@ def arange_out(start: Any, end: Any, step: Any = 1, *, out: torch.Tensor) -> Any
     else:
         a, b, kind = U.scalar_tensor(float(start), torch.float32), U.scalar_tensor(float(step), torch.float32), \
             "arange"
-    for v, base in _flat_views(out):
-        ramp(v, a, b, None, kind, base, 0)
+    ramp_flat(U.piece(out, (size,), (1,), out.storage_offset()), a, b, None, kind, 0, 0, None, True)
     return out
 
 

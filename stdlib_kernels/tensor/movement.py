@@ -29,6 +29,8 @@ import torch
 import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
+from stdlib_kernels.elementwise.pointwise import flat_pieces
+from stdlib_kernels.tensor.copy import cast_copy_flat
 from trnlang.device import decline, lowering
 
 #: Dtypes the movement kernels handle (8-byte ones only without a dtype change).
@@ -115,6 +117,9 @@ def move(dst: torch.Tensor, src: torch.Tensor, flip_dims: Sequence[int] = ()) ->
         sh, ss, ds, fl = [1], [1], [1], [False]
     so, do = src.storage_offset(), dst.storage_offset()
     shared = src.untyped_storage().data_ptr() == dst.untyped_storage().data_ptr()
+    if len(sh) == 1 and ss[0] == 1 and ds[0] == 1 and not fl[0]:  # one run of elements: a flat copy
+        _move_flat(src, dst, sh[0], so, do, shared)
+        return
     if len(sh) == 1 and sh[0] >= _BIG_1D:  # one long dim: [rows, cols] (all 128 partitions, U.ROW_1D-long rows)
         n = sh[0]
         cols = n // 128 if n <= 128 * U.ROW_1D else U.ROW_1D
@@ -136,6 +141,13 @@ def move(dst: torch.Tensor, src: torch.Tensor, flip_dims: Sequence[int] = ()) ->
         soff = so + sum(((sh[k] - 1 - i) if fl[k] else i) * ss[k] for k, i in enumerate(idx))
         doff = do + sum(i * ds[k] for k, i in enumerate(idx))
         _move3_rows(src, dst, sh[lead:], ss[lead:], soff, ds[lead:], doff, tuple(fl[lead:]), shared)
+
+
+def _move_flat(src: torch.Tensor, dst: torch.Tensor, n: int, so: int, do: int, shared: bool) -> None:
+    """``dst[do:do + n] = src[so:so + n]`` (storage offsets, unit strides): ``cast_copy_flat``, one variant for
+    every length; one launch per thread when big, unless the two share storage."""
+    pieces = flat_pieces((src, dst), n, (so, do), split=not shared)
+    U.run_parallel([U.launch(cast_copy_flat, a, b, True) for a, b in pieces])
 
 
 def _move3_rows(src: torch.Tensor, dst: torch.Tensor, sh: Sequence[int], ss: Sequence[int], soff: int,

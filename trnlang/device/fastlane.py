@@ -49,6 +49,7 @@ from trnlang import config as _config
 from trnlang.device import fallback, memory
 from trnlang.frontend.errors import LaunchError
 from trnlang.runtime import codecache
+from trnlang.runtime.args import TensorPiece
 from trnlang.runtime.launch import PLANS, Launch, PointerCall
 
 __all__ = ["Lane", "OutputPool", "capture", "stop_capture", "record_launch", "make_lane", "fast_function", "idle_bytes",
@@ -189,6 +190,10 @@ def make_lane(rec: list[Any], operands: tuple[torch.Tensor, ...], out: Any) -> L
     kernel, args = rec[0]
     roles = []
     for a in args:
+        if isinstance(a, TensorPiece):  # a piece starting at a tensor's first element (a flat view of it)
+            if a.ptr != a.base.data_ptr():
+                return None
+            a = a.base
         if isinstance(a, torch.Tensor):
             if a is out:
                 roles.append(-1)

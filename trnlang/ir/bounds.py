@@ -611,6 +611,13 @@ def _runtime_why(idx: Any, gathered: bool, lo: int | None, hi: int | None, maske
     return f"ranges over {_fmt_range(lo, hi)}" + (" where the mask allows" if masked else "")
 
 
+def _inside_for_all_sizes(idx: Any, size: Any, mask: Any, r: Ranges) -> bool:
+    """``idx`` provably inside ``[0, size - 1]`` for every value of the runtime sizes (``symbounds``)."""
+    from trnlang.ir.symbounds import inside
+
+    return not any(_is_gather(s) for s in sympy.sympify(idx).free_symbols) and inside(idx, size, mask, r, r.loops)
+
+
 def access_check(access: Access, ranges: Mapping[sympy.Symbol, Bound]) -> AccessVerdict:
     """Decide whether an HBM access pattern stays inside its tensor.
 
@@ -654,6 +661,8 @@ def access_check(access: Access, ranges: Mapping[sympy.Symbol, Bound]) -> Access
         size_r = expr_range(size, r)
         where = f"dim {d} of '{name}' (size {size})"
         if size_r is None:
+            if _inside_for_all_sizes(idx, size, mask if masked else None, r):
+                continue
             runtime.append(d)
             first_runtime = first_runtime or f"{where}: the size is not known at compile time"
             continue
@@ -670,6 +679,8 @@ def access_check(access: Access, ranges: Mapping[sympy.Symbol, Bound]) -> Access
                 "oob",
                 f"the index of {where} takes values in {_fmt_range(lo, hi)}, outside {_fmt_range(0, size_r[0] - 1)}",
                 d, (lo, hi), size)
+        if _inside_for_all_sizes(idx, size, mask if masked else None, r):
+            continue  # bounds that are formulas of runtime sizes (loop trip counts)
         runtime.append(d)
         if first_runtime:
             continue
