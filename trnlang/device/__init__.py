@@ -105,11 +105,45 @@ class _TorchImportHook(importlib.abc.MetaPathFinder):
         return spec
 
 
+class _Loaded(importlib.abc.Loader):
+    """The loader of a module that is already in ``sys.modules``: the import binds it, executes nothing."""
+
+    def __init__(self, module: Any) -> None:
+        self.module = module
+
+    def create_module(self, spec: Any) -> Any:
+        return self.module
+
+    def exec_module(self, module: Any) -> None:
+        return None
+
+
+class _TorchFirst(importlib.abc.MetaPathFinder):
+    """Imports torch before the first submodule of this package (they all need it).
+
+    Otherwise ``import trnlang.device.fallback`` before ``import torch`` would start torch's import from
+    inside that half-executed module, and torch's autoload, which registers the device from it, would find
+    it empty. With torch imported first, registration imports the submodule whole; the pending import then
+    binds that module instead of executing it a second time.
+    """
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if not fullname.startswith(__name__ + "."):
+            return None
+        if "torch" not in sys.modules:
+            import torch  # noqa: F401  (registers the device: torch's autoload or _TorchImportHook)
+        module = sys.modules.get(fullname)
+        return importlib.util.spec_from_loader(fullname, _Loaded(module)) if module is not None else None
+
+
 def _install() -> None:
     if "torch" in sys.modules:
         _autoload()
-    elif not any(isinstance(f, _TorchImportHook) for f in sys.meta_path):
+        return
+    if not any(isinstance(f, _TorchImportHook) for f in sys.meta_path):
         sys.meta_path.insert(0, _TorchImportHook())
+    if not any(isinstance(f, _TorchFirst) for f in sys.meta_path):
+        sys.meta_path.insert(0, _TorchFirst())
 
 
 _install()
