@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trnlang
+import trnlang.config
 from tests.device.conftest import assert_same
 
 _SETTINGS = settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow,
@@ -78,8 +79,7 @@ def test_cat_errors_are_torchs():
     a, b = torch.randn(2, 3), torch.randn(2, 4)
     with pytest.raises(RuntimeError) as cpu_err:
         torch.cat([a, b], 0)
-    with pytest.raises(RuntimeError) as trn_err, pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TRN_FALLBACK", "silent")
+    with pytest.raises(RuntimeError) as trn_err, trnlang.config.override(TRN_FALLBACK="silent"):
         torch.cat([a.to("trn"), b.to("trn")], 0)
     assert str(trn_err.value).split("\n")[0] == str(cpu_err.value).split("\n")[0]
     trnlang.reset_fallback_stats()
