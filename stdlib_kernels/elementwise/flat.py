@@ -188,10 +188,11 @@ FLAT_LAUNCHES = True
 
 
 def flat_ok(ts: Sequence[Any], shape: Sequence[int]) -> bool:
-    """Every tensor is contiguous with ``shape`` (so the op is one flat run of elements), and the op is not big:
+    """Every tensor of ``ts`` (the output last) is contiguous with ``shape`` (so the op is one flat run of
+    elements), and the op is not big:
     from ``PARALLEL_MIN_WORK`` elements (split over threads, pieces of 1 MiB or more: keyed on exact sizes
     anyway) the launches keep the exact-size path they always had."""
-    if not FLAT_LAUNCHES or U.prod(shape) >= U.PARALLEL_MIN_WORK:
+    if not FLAT_LAUNCHES or ts[-1].numel() >= U.PARALLEL_MIN_WORK:
         return False
     for t in ts:
         if t.shape != shape or not t.is_contiguous():
@@ -221,20 +222,22 @@ def flat_pieces(ts: Sequence[torch.Tensor], n: int, offsets: Sequence[int] | Non
 
 def launch_contiguous(kern: Any, full: Sequence[torch.Tensor | None], scal: Sequence[torch.Tensor | None],
                       consts: tuple[Any, ...], ops: list[torch.Tensor], out: torch.Tensor) -> None:
-    """``kern(*operands, extra, out, *rest, flat)`` over contiguous operands of ``out``'s shape
-    (:func:`contiguous_calls`: flat or row launches); operand ``k`` is ``full[k]`` or the scalar ``scal[k]``,
-    ``consts`` is ``(extra, *rest)``. A single launch is recorded for the device's fast lane."""
-    if out.numel() == 0:
+    """``kern(*operands, extra, out, *rest, flat)`` over contiguous operands of ``out``'s shape, as one flat or row
+    launch (:func:`flat_ok` holds: fewer than ``PARALLEL_MIN_WORK`` elements); operand ``k`` is ``full[k]`` or the
+    scalar ``scal[k]``, ``consts`` is ``(extra, *rest)``. The launch is recorded for the device's fast lane."""
+    n = out.numel()
+    if n == 0:
         return
-    extra, rest = consts[0], consts[1:]
-    calls = []
-    for k, vs, mode in contiguous_calls(kern, [*ops, out], tuple(out.shape)):
-        it = iter(vs[:-1])
-        calls.append((k, (*[next(it) if f is not None else s for f, s in zip(full, scal)], extra, vs[-1], *rest,
-                          mode)))
-    if len(calls) == 1:
-        k, args = calls[0]
-        fastlane.record_launch(k, args)
-        k(*args)
-        return
-    U.run_parallel([U.launch(k, *a) for k, a in calls])
+    shape = out.shape
+    nd = len(shape)
+    k = None
+    if nd in (2, 3) and shape[-1] >= ROWS_MIN_W and shape[-2] > 1:
+        k = (_ROW_TWINS if nd == 2 else _ROW_TWINS3).get(kern)
+    if k is not None:
+        args = (*[f if f is not None else s for f, s in zip(full, scal)], consts[0], out, *consts[1:], "rows")
+    else:
+        k = _TWINS[kern]
+        args = (*[_flat1(f, n) if f is not None else s for f, s in zip(full, scal)], consts[0], _flat1(out, n),
+                *consts[1:], True)
+    fastlane.record_launch(k, args)
+    k(*args)
