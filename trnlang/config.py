@@ -171,16 +171,17 @@ def override(**env: str | None) -> Iterator[Config]:
     """
     old = {k: os.environ.get(k) for k in env}
     try:
-        for k, v in env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _set_env(env)
         yield refresh()
     finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _set_env(old)
         refresh()
+
+
+def _set_env(env: dict[str, str | None]) -> None:
+    """Set each variable of ``env`` to its value, or unset it where the value is None."""
+    for k, v in env.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
