@@ -74,6 +74,18 @@ def test_torch_launches_of_a_spec_kernel_make_launch_plans():
     torch.testing.assert_close(out, x * 0.25)
 
 
+def test_warm_launches_with_a_spec_take_the_generated_plan_key():
+    """The plan key of a warm launch with a spec argument comes from the straight-line function made for its
+    argument types (runtime.kernel._key_function), with the spec's value in it: alternating specs stay correct."""
+    k = _make()
+    x = torch.arange(8, dtype=torch.float32)
+    for s in (Spec(Op.MUL, 0.5, False), Spec(Op.ADD, 1.0, True)) * 3:
+        out = torch.empty_like(x)
+        k(x, out, s)
+        torch.testing.assert_close(out, torch.from_numpy(_want(x.numpy(), s)))
+    assert k._keyfn is not None, "a spec argument sent every warm launch to the general key loop"
+
+
 def test_an_enum_member_alone_is_a_constant():
     @trn.kernel
     def pick(x, out, op):

@@ -589,7 +589,7 @@ def _key_function(types: tuple[type, ...]) -> Callable[..., Any] | None:
     for i, (t, a) in enumerate(zip(types, names)):
         env[f"T{i}"] = t
         checks.append(f"type({a}) is not T{i}")
-        if t in _CONST_SET:
+        if t in _CONST_SET or t in argconv.SPEC_TYPES:  # a spec type: its instances by value, as the general key
             keys += [f"T{i}", a]
         elif t is tuple:
             body.append(f"for v in {a}:\n        if type(v) not in CS:\n            return None")
