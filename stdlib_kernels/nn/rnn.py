@@ -41,65 +41,69 @@ def _blk(n: int, h: int) -> tuple[int, int, bool]:
     return p, f, (n % p != 0 or h % f != 0)
 
 
-@trn.kernel
-def lstm_fwd(ig, hg, cx, ib, hb, hy, cy, ws):
-    """LSTM gate math: ``gates = ig + hg (+ ib + hb)``; ``i, f, o = sigmoid``, ``g = tanh``;
-    ``cy = f * cx + i * g``; ``hy = o * tanh(cy)``; ``ws`` = the activated gates ``[i, f, g, o]``."""
-    n, h = cx.shape
+def _tiles(n, h):
+    """``(rows, cols, mask)`` of each tile of an ``[n, h]`` state, 128 batch rows by ``_F`` hidden columns
+    (trace-time helper of the kernels below: the two loops it opens enclose the caller's loop body); the mask
+    is None unless the tiles are ragged."""
     p, f, ragged = _blk(n, h)
     for r in tl.affine_range(tl.cdiv(n, p)):
         rows = r * p + tl.arange(p)[:, None]
         for j in tl.affine_range(tl.cdiv(h, f)):
             cols = j * f + tl.arange(f)[None, :]
-            m = ((rows < n) & (cols < h)) if ragged else None
-            mb = (cols < h) if ragged else None
-            acts = []
-            for k in tl.static_range(4):
-                z = tl.load(ig[rows, k * h + cols], mask=m).astype(tl.float32) + \
-                    tl.load(hg[rows, k * h + cols], mask=m).astype(tl.float32)
-                if ib is not None:
-                    z = z + tl.load(ib[k * h + cols], mask=mb).astype(tl.float32)
-                if hb is not None:
-                    z = z + tl.load(hb[k * h + cols], mask=mb).astype(tl.float32)
-                a = tl.tanh(z) if k == 2 else tl.sigmoid(z)
-                tl.store(ws[rows, k * h + cols], a, mask=m)
-                acts.append(a)
-            c0 = tl.load(cx[rows, cols], mask=m).astype(tl.float32)
-            c1 = acts[1] * c0 + acts[0] * acts[2]
-            tl.store(cy[rows, cols], c1, mask=m)
-            tl.store(hy[rows, cols], acts[3] * tl.tanh(c1), mask=m)
+            yield rows, cols, (((rows < n) & (cols < h)) if ragged else None)
+
+
+def _ld(t, rows, cols, m):
+    """``t[rows, cols]`` loaded (under ``m``) as fp32."""
+    return tl.load(t[rows, cols], mask=m).astype(tl.float32)
+
+
+def _plus_bias(z, b, cols, mb):
+    """``z + b[cols]`` (a ``[1, f]`` row broadcast over the partitions), or ``z`` when there is no bias."""
+    return z if b is None else z + tl.load(b[cols], mask=mb).astype(tl.float32)
+
+
+@trn.kernel
+def lstm_fwd(ig, hg, cx, ib, hb, hy, cy, ws):
+    """LSTM gate math: ``gates = ig + hg (+ ib + hb)``; ``i, f, o = sigmoid``, ``g = tanh``;
+    ``cy = f * cx + i * g``; ``hy = o * tanh(cy)``; ``ws`` = the activated gates ``[i, f, g, o]``."""
+    n, h = cx.shape
+    for rows, cols, m in _tiles(n, h):
+        mb = None if m is None else cols < h
+        acts = []
+        for k in tl.static_range(4):
+            z = _ld(ig, rows, k * h + cols, m) + _ld(hg, rows, k * h + cols, m)
+            z = _plus_bias(_plus_bias(z, ib, k * h + cols, mb), hb, k * h + cols, mb)
+            a = tl.tanh(z) if k == 2 else tl.sigmoid(z)
+            tl.store(ws[rows, k * h + cols], a, mask=m)
+            acts.append(a)
+        c1 = acts[1] * _ld(cx, rows, cols, m) + acts[0] * acts[2]
+        tl.store(cy[rows, cols], c1, mask=m)
+        tl.store(hy[rows, cols], acts[3] * tl.tanh(c1), mask=m)
 
 
 @trn.kernel
 def lstm_bwd(ghy, gcy, cx, cy, ws, ggates, gcx):
     """Backward of :func:`lstm_fwd` from the saved activated gates (``ghy``/``gcy`` may be None: zeros)."""
     n, h = cx.shape
-    p, f, ragged = _blk(n, h)
-    for r in tl.affine_range(tl.cdiv(n, p)):
-        rows = r * p + tl.arange(p)[:, None]
-        for j in tl.affine_range(tl.cdiv(h, f)):
-            cols = j * f + tl.arange(f)[None, :]
-            m = ((rows < n) & (cols < h)) if ragged else None
-            ai = tl.load(ws[rows, cols], mask=m).astype(tl.float32)
-            af = tl.load(ws[rows, h + cols], mask=m).astype(tl.float32)
-            ag = tl.load(ws[rows, 2 * h + cols], mask=m).astype(tl.float32)
-            ao = tl.load(ws[rows, 3 * h + cols], mask=m).astype(tl.float32)
-            c0 = tl.load(cx[rows, cols], mask=m).astype(tl.float32)
-            tc = tl.tanh(tl.load(cy[rows, cols], mask=m).astype(tl.float32))
-            if ghy is not None:
-                gh = tl.load(ghy[rows, cols], mask=m).astype(tl.float32)
-                gc = gh * ao * (1.0 - tc * tc)
-                if gcy is not None:
-                    gc = gc + tl.load(gcy[rows, cols], mask=m).astype(tl.float32)
-                go = gh * tc * ao * (1.0 - ao)
-            else:
-                gc = tl.load(gcy[rows, cols], mask=m).astype(tl.float32)
-                go = gc * 0.0
-            tl.store(ggates[rows, cols], gc * ag * ai * (1.0 - ai), mask=m)
-            tl.store(ggates[rows, h + cols], gc * c0 * af * (1.0 - af), mask=m)
-            tl.store(ggates[rows, 2 * h + cols], gc * ai * (1.0 - ag * ag), mask=m)
-            tl.store(ggates[rows, 3 * h + cols], go, mask=m)
-            tl.store(gcx[rows, cols], gc * af, mask=m)
+    for rows, cols, m in _tiles(n, h):
+        ai, af, ag, ao = (_ld(ws, rows, k * h + cols, m) for k in range(4))
+        c0 = _ld(cx, rows, cols, m)
+        tc = tl.tanh(_ld(cy, rows, cols, m))
+        if ghy is not None:
+            gh = _ld(ghy, rows, cols, m)
+            gc = gh * ao * (1.0 - tc * tc)
+            if gcy is not None:
+                gc = gc + _ld(gcy, rows, cols, m)
+            go = gh * tc * ao * (1.0 - ao)
+        else:
+            gc = _ld(gcy, rows, cols, m)
+            go = gc * 0.0
+        tl.store(ggates[rows, cols], gc * ag * ai * (1.0 - ai), mask=m)
+        tl.store(ggates[rows, h + cols], gc * c0 * af * (1.0 - af), mask=m)
+        tl.store(ggates[rows, 2 * h + cols], gc * ai * (1.0 - ag * ag), mask=m)
+        tl.store(ggates[rows, 3 * h + cols], go, mask=m)
+        tl.store(gcx[rows, cols], gc * af, mask=m)
 
 
 @trn.kernel
@@ -107,62 +111,40 @@ def gru_fwd(ig, hg, hx, ib, hb, hy, ws):
     """GRU gate math: ``r = sigmoid(ir + hr)``, ``z = sigmoid(ii + hi)``, ``n = tanh(in + r * hn)``,
     ``hy = n + z * (hx - n)``; ``ws = [r, z, n, hx, hn]`` (biases included)."""
     n, h = hx.shape
-    p, f, ragged = _blk(n, h)
-    for r in tl.affine_range(tl.cdiv(n, p)):
-        rows = r * p + tl.arange(p)[:, None]
-        for j in tl.affine_range(tl.cdiv(h, f)):
-            cols = j * f + tl.arange(f)[None, :]
-            m = ((rows < n) & (cols < h)) if ragged else None
-            mb = (cols < h) if ragged else None
-            xs = []
-            hs = []
-            for k in tl.static_range(3):
-                a = tl.load(ig[rows, k * h + cols], mask=m).astype(tl.float32)
-                b = tl.load(hg[rows, k * h + cols], mask=m).astype(tl.float32)
-                if ib is not None:
-                    a = a + tl.load(ib[k * h + cols], mask=mb).astype(tl.float32)
-                if hb is not None:
-                    b = b + tl.load(hb[k * h + cols], mask=mb).astype(tl.float32)
-                xs.append(a)
-                hs.append(b)
-            rg = tl.sigmoid(xs[0] + hs[0])
-            zg = tl.sigmoid(xs[1] + hs[1])
-            ng = tl.tanh(xs[2] + rg * hs[2])
-            h0 = tl.load(hx[rows, cols], mask=m).astype(tl.float32)
-            tl.store(hy[rows, cols], ng + zg * (h0 - ng), mask=m)
-            tl.store(ws[rows, cols], rg, mask=m)
-            tl.store(ws[rows, h + cols], zg, mask=m)
-            tl.store(ws[rows, 2 * h + cols], ng, mask=m)
-            tl.store(ws[rows, 3 * h + cols], h0, mask=m)
-            tl.store(ws[rows, 4 * h + cols], hs[2], mask=m)
+    for rows, cols, m in _tiles(n, h):
+        mb = None if m is None else cols < h
+        xs = []
+        hs = []
+        for k in tl.static_range(3):
+            a = _ld(ig, rows, k * h + cols, m)
+            b = _ld(hg, rows, k * h + cols, m)
+            xs.append(_plus_bias(a, ib, k * h + cols, mb))
+            hs.append(_plus_bias(b, hb, k * h + cols, mb))
+        rg = tl.sigmoid(xs[0] + hs[0])
+        zg = tl.sigmoid(xs[1] + hs[1])
+        ng = tl.tanh(xs[2] + rg * hs[2])
+        h0 = _ld(hx, rows, cols, m)
+        tl.store(hy[rows, cols], ng + zg * (h0 - ng), mask=m)
+        for k, v in enumerate((rg, zg, ng, h0, hs[2])):
+            tl.store(ws[rows, k * h + cols], v, mask=m)
 
 
 @trn.kernel
 def gru_bwd(ghy, ws, gig, ghg, ghx):
     """Backward of :func:`gru_fwd` from its workspace."""
     n, h = ghx.shape
-    p, f, ragged = _blk(n, h)
-    for r in tl.affine_range(tl.cdiv(n, p)):
-        rows = r * p + tl.arange(p)[:, None]
-        for j in tl.affine_range(tl.cdiv(h, f)):
-            cols = j * f + tl.arange(f)[None, :]
-            m = ((rows < n) & (cols < h)) if ragged else None
-            rg = tl.load(ws[rows, cols], mask=m).astype(tl.float32)
-            zg = tl.load(ws[rows, h + cols], mask=m).astype(tl.float32)
-            ng = tl.load(ws[rows, 2 * h + cols], mask=m).astype(tl.float32)
-            h0 = tl.load(ws[rows, 3 * h + cols], mask=m).astype(tl.float32)
-            hn = tl.load(ws[rows, 4 * h + cols], mask=m).astype(tl.float32)
-            gh = tl.load(ghy[rows, cols], mask=m).astype(tl.float32)
-            gz = gh * (h0 - ng) * zg * (1.0 - zg)
-            gn = gh * (1.0 - zg) * (1.0 - ng * ng)
-            gr = gn * hn * rg * (1.0 - rg)
-            tl.store(ghx[rows, cols], gh * zg, mask=m)
-            tl.store(gig[rows, cols], gr, mask=m)
-            tl.store(gig[rows, h + cols], gz, mask=m)
-            tl.store(gig[rows, 2 * h + cols], gn, mask=m)
-            tl.store(ghg[rows, cols], gr, mask=m)
-            tl.store(ghg[rows, h + cols], gz, mask=m)
-            tl.store(ghg[rows, 2 * h + cols], gn * rg, mask=m)
+    for rows, cols, m in _tiles(n, h):
+        rg, zg, ng, h0, hn = (_ld(ws, rows, k * h + cols, m) for k in range(5))
+        gh = _ld(ghy, rows, cols, m)
+        gz = gh * (h0 - ng) * zg * (1.0 - zg)
+        gn = gh * (1.0 - zg) * (1.0 - ng * ng)
+        gr = gn * hn * rg * (1.0 - rg)
+        tl.store(ghx[rows, cols], gh * zg, mask=m)
+        for k, v in enumerate((gr, gz, gn)):
+            tl.store(gig[rows, k * h + cols], v, mask=m)
+        tl.store(ghg[rows, cols], gr, mask=m)
+        tl.store(ghg[rows, h + cols], gz, mask=m)
+        tl.store(ghg[rows, 2 * h + cols], gn * rg, mask=m)
 
 
 @trn.kernel
@@ -175,27 +157,16 @@ def lstm_cell_fused(x, hx, cx, wih, whh, bias, hy, cy):
     """
     n, in_dim = x.shape
     h = cx.shape[1]
-    p = min(128, n)
-    f = min(h, _F)
-    ragged = n % p != 0 or h % f != 0
-    for r in tl.affine_range(tl.cdiv(n, p)):
-        rows = r * p + tl.arange(p)[:, None]
-        for j in tl.affine_range(tl.cdiv(h, f)):
-            cols = j * f + tl.arange(f)[None, :]
-            m = ((rows < n) & (cols < h)) if ragged else None
-            acts = []
-            for g in tl.static_range(4):
-                acc = tl.zeros((p, f), tl.float32, buffer=tl.psum)
-                _proj(acc, x, wih, rows, cols, n, in_dim, h, g)
-                _proj(acc, hx, whh, rows, cols, n, h, h, g)
-                z = tl.copy(acc)
-                if bias is not None:
-                    z = z + tl.load(bias[g * h + cols], mask=(cols < h) if ragged else None).astype(tl.float32)
-                acts.append(tl.tanh(z) if g == 2 else tl.sigmoid(z))
-            c0 = tl.load(cx[rows, cols], mask=m).astype(tl.float32)
-            c1 = acts[1] * c0 + acts[0] * acts[2]
-            tl.store(cy[rows, cols], c1, mask=m)
-            tl.store(hy[rows, cols], acts[3] * tl.tanh(c1), mask=m)
+    p, f, _ = _blk(n, h)
+    for rows, cols, m in _tiles(n, h):
+        acts = []
+        for g in tl.static_range(4):
+            z = _gate_matmuls(x, hx, wih, whh, rows, cols, n, in_dim, h, g, p, f)
+            z = _plus_bias(z, bias, g * h + cols, None if m is None else cols < h)
+            acts.append(tl.tanh(z) if g == 2 else tl.sigmoid(z))
+        c1 = acts[1] * _ld(cx, rows, cols, m) + acts[0] * acts[2]
+        tl.store(cy[rows, cols], c1, mask=m)
+        tl.store(hy[rows, cols], acts[3] * tl.tanh(c1), mask=m)
 
 
 def _proj(acc: Any, src: Any, w: Any, rows: Any, cols: Any, n: int, k_dim: int, h: int, g: int) -> None:
@@ -211,6 +182,14 @@ def _proj(acc: Any, src: Any, w: Any, rows: Any, cols: Any, n: int, k_dim: int, 
         acc += tl.matmul(a, tl.load(w[g * h + cols, kr], mask=((kr < k_dim) & (cols < h)) if rag_w else None))
 
 
+def _gate_matmuls(x, hx, wih, whh, rows, cols, n, in_dim, h, g, p, f):
+    """``x @ W_ih[g]^T + h @ W_hh[g]^T`` of one tile, accumulated in one PSUM tile and evicted."""
+    acc = tl.zeros((p, f), tl.float32, buffer=tl.psum)
+    _proj(acc, x, wih, rows, cols, n, in_dim, h, g)
+    _proj(acc, hx, whh, rows, cols, n, h, h, g)
+    return tl.copy(acc)
+
+
 @trn.kernel
 def gru_cell_fused(x, hx, wih, whh, bih, bhh, hy):
     """One GRU step on chip: ``r``/``z`` accumulate both matmuls in one PSUM tile each; the ``n`` gate keeps
@@ -218,38 +197,23 @@ def gru_cell_fused(x, hx, wih, whh, bih, bhh, hy):
     ``bih``/``bhh``: None or ``[3H]``."""
     n, in_dim = x.shape
     h = hx.shape[1]
-    p = min(128, n)
-    f = min(h, _F)
-    ragged = n % p != 0 or h % f != 0
-    for r in tl.affine_range(tl.cdiv(n, p)):
-        rows = r * p + tl.arange(p)[:, None]
-        for j in tl.affine_range(tl.cdiv(h, f)):
-            cols = j * f + tl.arange(f)[None, :]
-            m = ((rows < n) & (cols < h)) if ragged else None
-            mb = (cols < h) if ragged else None
-            gates = []
-            for g in tl.static_range(2):
-                acc = tl.zeros((p, f), tl.float32, buffer=tl.psum)
-                _proj(acc, x, wih, rows, cols, n, in_dim, h, g)
-                _proj(acc, hx, whh, rows, cols, n, h, h, g)
-                z = tl.copy(acc)
-                for b in (bih, bhh):
-                    if b is not None:
-                        z = z + tl.load(b[g * h + cols], mask=mb).astype(tl.float32)
-                gates.append(tl.sigmoid(z))
-            acc_i = tl.zeros((p, f), tl.float32, buffer=tl.psum)
-            _proj(acc_i, x, wih, rows, cols, n, in_dim, h, 2)
-            acc_h = tl.zeros((p, f), tl.float32, buffer=tl.psum)
-            _proj(acc_h, hx, whh, rows, cols, n, h, h, 2)
-            ni = tl.copy(acc_i)
-            nh = tl.copy(acc_h)
-            if bih is not None:
-                ni = ni + tl.load(bih[2 * h + cols], mask=mb).astype(tl.float32)
-            if bhh is not None:
-                nh = nh + tl.load(bhh[2 * h + cols], mask=mb).astype(tl.float32)
-            ng = tl.tanh(ni + gates[0] * nh)
-            h0 = tl.load(hx[rows, cols], mask=m).astype(tl.float32)
-            tl.store(hy[rows, cols], ng + gates[1] * (h0 - ng), mask=m)
+    p, f, _ = _blk(n, h)
+    for rows, cols, m in _tiles(n, h):
+        mb = None if m is None else cols < h
+        gates = []
+        for g in tl.static_range(2):
+            z = _gate_matmuls(x, hx, wih, whh, rows, cols, n, in_dim, h, g, p, f)
+            gates.append(tl.sigmoid(_plus_bias(_plus_bias(z, bih, g * h + cols, mb), bhh, g * h + cols, mb)))
+        acc_i = tl.zeros((p, f), tl.float32, buffer=tl.psum)
+        _proj(acc_i, x, wih, rows, cols, n, in_dim, h, 2)
+        acc_h = tl.zeros((p, f), tl.float32, buffer=tl.psum)
+        _proj(acc_h, hx, whh, rows, cols, n, h, h, 2)
+        ni = tl.copy(acc_i)
+        nh = tl.copy(acc_h)
+        ni = _plus_bias(ni, bih, 2 * h + cols, mb)
+        nh = _plus_bias(nh, bhh, 2 * h + cols, mb)
+        ng = tl.tanh(ni + gates[0] * nh)
+        tl.store(hy[rows, cols], ng + gates[1] * (_ld(hx, rows, cols, m) - ng), mask=m)
 
 
 def _ok2(*ts: Any) -> bool:
@@ -264,24 +228,37 @@ def _bias(b: Any, size: int) -> Any:
     return b
 
 
+def _gate_operands(ig: torch.Tensor, hg: torch.Tensor, state: torch.Tensor, ib: torch.Tensor | None,
+                   hb: torch.Tensor | None, gates: int, name: str) -> Any:
+    """The checks of a fused cell's forward (``gates`` gate pre-activations per hidden unit, ``state`` ``[n, h]``
+    called ``name``): the two biases (None or checked), or NotImplemented after a decline."""
+    if not _ok2(ig, hg, state, ib, hb) or state.dim() != 2:
+        return decline(f"tensors not float32/bfloat16 on trn, or {name} not 2-D")
+    n, h = state.shape
+    if tuple(ig.shape) != (n, gates * h) or tuple(hg.shape) != (n, gates * h):
+        return decline("gates of the wrong shape")
+    ib, hb = _bias(ib, gates * h), _bias(hb, gates * h)
+    if ib is NotImplemented or hb is NotImplemented:
+        return NotImplemented
+    return ib, hb
+
+
+def _rows(n: int, dt: torch.dtype, *widths: int) -> list[torch.Tensor]:
+    """New ``[n, w]`` trn tensors of dtype ``dt``, one per width."""
+    return [torch.empty((n, w), dtype=dt, device="trn") for w in widths]
+
+
 @lowering("aten::_thnn_fused_lstm_cell", dtypes=DTYPES)
 def thnn_fused_lstm_cell(input_gates: torch.Tensor, hidden_gates: torch.Tensor, cx: torch.Tensor,
                          input_bias: torch.Tensor | None = None, hidden_bias: torch.Tensor | None = None) -> Any:
     """``(hy, cy, workspace)`` of one LSTM step from the gate pre-activations (one kernel)."""
-    if not _ok2(input_gates, hidden_gates, cx, input_bias, hidden_bias) or cx.dim() != 2:
-        return decline("tensors not float32/bfloat16 on trn, or cx not 2-D")
-    n, h = cx.shape
-    if tuple(input_gates.shape) != (n, 4 * h) or tuple(hidden_gates.shape) != (n, 4 * h):
-        return decline("gates of the wrong shape")
-    ib, hb = _bias(input_bias, 4 * h), _bias(hidden_bias, 4 * h)
-    if ib is NotImplemented or hb is NotImplemented:
+    biases = _gate_operands(input_gates, hidden_gates, cx, input_bias, hidden_bias, 4, "cx")
+    if biases is NotImplemented:
         return NotImplemented
-    dt = input_gates.dtype
-    hy = torch.empty((n, h), dtype=dt, device="trn")
-    cy = torch.empty((n, h), dtype=dt, device="trn")
-    ws = torch.empty((n, 4 * h), dtype=dt, device="trn")
+    n, h = cx.shape
+    hy, cy, ws = _rows(n, input_gates.dtype, h, h, 4 * h)
     if n * h:
-        lstm_fwd(input_gates, hidden_gates, cx, ib, hb, hy, cy, ws)
+        lstm_fwd(input_gates, hidden_gates, cx, *biases, hy, cy, ws)
     return hy, cy, ws
 
 
@@ -297,9 +274,7 @@ def thnn_fused_lstm_cell_backward_impl(grad_hy: torch.Tensor | None, grad_cy: to
     if not _ok2(grad_hy, grad_cy, cx, cy, workspace) or cx.dim() != 2:
         return decline("tensors not float32/bfloat16 on trn, or cx not 2-D")
     n, h = cx.shape
-    dt = workspace.dtype
-    gg = torch.empty((n, 4 * h), dtype=dt, device="trn")
-    gcx = torch.empty((n, h), dtype=dt, device="trn")
+    gg, gcx = _rows(n, workspace.dtype, 4 * h, h)
     if grad_hy is None and grad_cy is None:
         gg.zero_()
         gcx.zero_()
@@ -312,19 +287,13 @@ def thnn_fused_lstm_cell_backward_impl(grad_hy: torch.Tensor | None, grad_cy: to
 def thnn_fused_gru_cell(input_gates: torch.Tensor, hidden_gates: torch.Tensor, hx: torch.Tensor,
                         input_bias: torch.Tensor | None = None, hidden_bias: torch.Tensor | None = None) -> Any:
     """``(hy, workspace)`` of one GRU step from the gate pre-activations (one kernel)."""
-    if not _ok2(input_gates, hidden_gates, hx, input_bias, hidden_bias) or hx.dim() != 2:
-        return decline("tensors not float32/bfloat16 on trn, or hx not 2-D")
-    n, h = hx.shape
-    if tuple(input_gates.shape) != (n, 3 * h) or tuple(hidden_gates.shape) != (n, 3 * h):
-        return decline("gates of the wrong shape")
-    ib, hb = _bias(input_bias, 3 * h), _bias(hidden_bias, 3 * h)
-    if ib is NotImplemented or hb is NotImplemented:
+    biases = _gate_operands(input_gates, hidden_gates, hx, input_bias, hidden_bias, 3, "hx")
+    if biases is NotImplemented:
         return NotImplemented
-    dt = input_gates.dtype
-    hy = torch.empty((n, h), dtype=dt, device="trn")
-    ws = torch.empty((n, 5 * h), dtype=dt, device="trn")
+    n, h = hx.shape
+    hy, ws = _rows(n, input_gates.dtype, h, 5 * h)
     if n * h:
-        gru_fwd(input_gates, hidden_gates, hx, ib, hb, hy, ws)
+        gru_fwd(input_gates, hidden_gates, hx, *biases, hy, ws)
     return hy, ws
 
 
@@ -334,10 +303,7 @@ def thnn_fused_gru_cell_backward(grad_hy: torch.Tensor, workspace: torch.Tensor,
     if not _ok2(grad_hy, workspace) or grad_hy.dim() != 2:
         return decline("tensors not float32/bfloat16 on trn, or grad_hy not 2-D")
     n, h = grad_hy.shape
-    dt = workspace.dtype
-    gig = torch.empty((n, 3 * h), dtype=dt, device="trn")
-    ghg = torch.empty((n, 3 * h), dtype=dt, device="trn")
-    ghx = torch.empty((n, h), dtype=dt, device="trn")
+    gig, ghg, ghx = _rows(n, workspace.dtype, 3 * h, 3 * h, h)
     if n * h:
         gru_bwd(grad_hy, workspace, gig, ghg, ghx)
     return gig, ghg, ghx, _bias_grad(gig, has_bias), _bias_grad(ghg, has_bias)
@@ -391,6 +357,42 @@ def _row_major_t(w: torch.Tensor) -> torch.Tensor:
     return w.t().contiguous().t()
 
 
+def _time_major(input: torch.Tensor, states: list[torch.Tensor], params: list[torch.Tensor], per: int, dirs: int,
+                num_layers: int, dropout: float, train: bool, batch_first: bool) -> torch.Tensor | None:
+    """The input as ``[steps, batch, in]`` when the fused-cell loop of :func:`_run_layers` takes this
+    ``nn.LSTM`` / ``nn.GRU`` call (``states``: ``[h0, c0]`` or ``[hx]``), else None (the composite path)."""
+    if (input.dtype != torch.float32 or input.dim() != 3 or len(params) != per * dirs * num_layers
+            or (train and dropout > 0 and num_layers > 1) or not _ok2(input, *states, *params)
+            or any(p.dtype != torch.float32 for p in (*states, *params))):
+        return None
+    x = input.transpose(0, 1) if batch_first else input
+    steps, batch, in_dim = x.shape
+    hidden = states[0].shape[-1]
+    if (any(tuple(s.shape) != (num_layers * dirs, batch, hidden) for s in states) or params[1].shape[1] != hidden
+            or steps == 0 or batch == 0 or hidden == 0 or in_dim == 0):
+        return None
+    return x
+
+
+def _run_layers(x: torch.Tensor, params: list[torch.Tensor], per: int, dirs: int, num_layers: int, hidden: int,
+                direction: Any) -> torch.Tensor:
+    """The layer and direction loops of a multi-layer RNN over ``x`` ``[steps, batch, in]``: per layer and
+    direction ``direction(k, w, layer_in, out, order)`` runs the steps in ``order`` (reversed for the second
+    direction) on ``layer_in`` with the parameters ``w``, writing each step's ``h`` into ``out[t]`` (the
+    direction's columns of the layer output); ``k`` indexes the direction's initial and final states.
+    Returns the last layer's output ``[steps, batch, dirs * hidden]``."""
+    steps, batch = x.shape[0], x.shape[1]
+    layer_in = x
+    for layer in range(num_layers):
+        out = torch.empty((steps, batch, dirs * hidden), dtype=x.dtype, device="trn")
+        for d in range(dirs):
+            k = layer * dirs + d
+            direction(k, params[k * per:(k + 1) * per], layer_in, out[:, :, d * hidden:(d + 1) * hidden],
+                      range(steps - 1, -1, -1) if d else range(steps))
+        layer_in = out
+    return layer_in
+
+
 @lowering("aten::lstm.input", dtypes=DTYPES)
 def lstm_layers(input: torch.Tensor, hx: list[torch.Tensor], params: list[torch.Tensor], has_biases: bool,
                 num_layers: int, dropout: float, train: bool, bidirectional: bool, batch_first: bool) -> Any:
@@ -403,39 +405,28 @@ def lstm_layers(input: torch.Tensor, hx: list[torch.Tensor], params: list[torch.
     args = (input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)
     dirs = 2 if bidirectional else 1
     per = 4 if has_biases else 2
-    if (input.dtype != torch.float32 or input.dim() != 3 or len(hx) != 2 or len(params) != per * dirs * num_layers
-            or (train and dropout > 0 and num_layers > 1) or not _ok2(input, *hx, *params)
-            or any(p.dtype != torch.float32 for p in (*hx, *params))):
+    x = _time_major(input, hx, params, per, dirs, num_layers, dropout, train, batch_first) if len(hx) == 2 else None
+    if x is None:
         return _lstm_composite(*args)
-    x = input.transpose(0, 1) if batch_first else input
-    steps, batch, _ = x.shape
     h0, c0 = hx
-    hidden = h0.shape[-1]
-    if tuple(h0.shape) != (num_layers * dirs, batch, hidden) or c0.shape != h0.shape or params[1].shape[1] != hidden:
-        return _lstm_composite(*args)
-    if steps == 0 or batch == 0 or hidden == 0 or x.shape[2] == 0:
-        return _lstm_composite(*args)
+    steps, batch, hidden = x.shape[0], x.shape[1], h0.shape[-1]
     hn = torch.empty(h0.shape, dtype=input.dtype, device="trn")
     cn = torch.empty(c0.shape, dtype=input.dtype, device="trn")
-    layer_in = x
-    for layer in range(num_layers):
-        out = torch.empty((steps, batch, dirs * hidden), dtype=input.dtype, device="trn")
-        for d in range(dirs):
-            k = layer * dirs + d
-            w = params[k * per:(k + 1) * per]
-            wih, whh = _row_major_t(w[0]), _row_major_t(w[1])
-            bias = torch.add(w[2], w[3]) if has_biases else None
-            h, c = h0[k], c0[k]
-            cbuf = [torch.empty((batch, hidden), dtype=input.dtype, device="trn") for _ in range(2)]
-            order = range(steps - 1, -1, -1) if d else range(steps)
-            for i, t in enumerate(order):
-                hy = out[t, :, d * hidden:(d + 1) * hidden]
-                cy = cn[k] if i == steps - 1 else cbuf[i % 2]
-                lstm_cell_fused(layer_in[t], h, c, wih, whh, bias, hy, cy)
-                h, c = hy, cy
-            hn[k].copy_(h)
-        layer_in = out
-    return (layer_in.transpose(0, 1) if batch_first else layer_in), hn, cn
+
+    def direction(k: int, w: list[torch.Tensor], layer_in: torch.Tensor, out: torch.Tensor, order: range) -> None:
+        wih, whh = _row_major_t(w[0]), _row_major_t(w[1])
+        bias = torch.add(w[2], w[3]) if has_biases else None
+        h, c = h0[k], c0[k]
+        cbuf = [torch.empty((batch, hidden), dtype=input.dtype, device="trn") for _ in range(2)]
+        for i, t in enumerate(order):
+            hy = out[t]
+            cy = cn[k] if i == steps - 1 else cbuf[i % 2]
+            lstm_cell_fused(layer_in[t], h, c, wih, whh, bias, hy, cy)
+            h, c = hy, cy
+        hn[k].copy_(h)
+
+    y = _run_layers(x, params, per, dirs, num_layers, hidden, direction)
+    return (y.transpose(0, 1) if batch_first else y), hn, cn
 
 
 @lowering("aten::gru_cell", dtypes=DTYPES)
@@ -464,30 +455,21 @@ def gru_layers(input: torch.Tensor, hx: torch.Tensor, params: list[torch.Tensor]
     args = (input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)
     dirs = 2 if bidirectional else 1
     per = 4 if has_biases else 2
-    if (input.dtype != torch.float32 or input.dim() != 3 or len(params) != per * dirs * num_layers
-            or (train and dropout > 0 and num_layers > 1) or not _ok2(input, hx, *params)
-            or any(p.dtype != torch.float32 for p in (hx, *params))):
+    x = _time_major(input, [hx], params, per, dirs, num_layers, dropout, train, batch_first)
+    if x is None:
         return torch.ops.aten.gru.input.decompose(*args)
-    x = input.transpose(0, 1) if batch_first else input
-    steps, batch, in_dim = x.shape
     hidden = hx.shape[-1]
-    if (tuple(hx.shape) != (num_layers * dirs, batch, hidden) or params[1].shape[1] != hidden or steps == 0
-            or batch == 0 or hidden == 0 or in_dim == 0):
-        return torch.ops.aten.gru.input.decompose(*args)
     hn = torch.empty(hx.shape, dtype=input.dtype, device="trn")
-    layer_in = x
-    for layer in range(num_layers):
-        out = torch.empty((steps, batch, dirs * hidden), dtype=input.dtype, device="trn")
-        for d in range(dirs):
-            k = layer * dirs + d
-            w = params[k * per:(k + 1) * per]
-            bih, bhh = (w[2], w[3]) if has_biases else (None, None)
-            wih, whh = _row_major_t(w[0]), _row_major_t(w[1])
-            h = hx[k]
-            for t in (range(steps - 1, -1, -1) if d else range(steps)):
-                hy = out[t, :, d * hidden:(d + 1) * hidden]
-                gru_cell_fused(layer_in[t], h, wih, whh, bih, bhh, hy)
-                h = hy
-            hn[k].copy_(h)
-        layer_in = out
-    return (layer_in.transpose(0, 1) if batch_first else layer_in), hn
+
+    def direction(k: int, w: list[torch.Tensor], layer_in: torch.Tensor, out: torch.Tensor, order: range) -> None:
+        bih, bhh = (w[2], w[3]) if has_biases else (None, None)
+        wih, whh = _row_major_t(w[0]), _row_major_t(w[1])
+        h = hx[k]
+        for t in order:
+            hy = out[t]
+            gru_cell_fused(layer_in[t], h, wih, whh, bih, bhh, hy)
+            h = hy
+        hn[k].copy_(h)
+
+    y = _run_layers(x, params, per, dirs, num_layers, hidden, direction)
+    return (y.transpose(0, 1) if batch_first else y), hn
