@@ -198,14 +198,7 @@ def linalg_solve_triangular(self: torch.Tensor, B: torch.Tensor, *, upper: bool,
     res = _solve_tri(self, B, upper, left, unitriangular)
     if res is None:
         return decline("not float32 trn operands, A not square, or shapes that do not match or broadcast")
-    if out is not None:
-        if not U.is_trn(out) or out.dtype != torch.float32:
-            return decline("out= not a float32 trn tensor")
-        if tuple(out.shape) != tuple(res.shape):
-            out.resize_(res.shape)
-        out.copy_(res)
-        return out
-    return res
+    return C.into_out(res, out)
 
 
 @lowering("aten::triangular_solve", dtypes=C.F32)
@@ -249,14 +242,7 @@ def cholesky_inverse(self: torch.Tensor, upper: bool = False, *, out: torch.Tens
     if li is None:
         return decline("the triangular solve of L against the identity declined")
     res = torch.matmul(li.mT, li)
-    if out is not None:
-        if not U.is_trn(out) or out.dtype != torch.float32:
-            return decline("out= not a float32 trn tensor")
-        if tuple(out.shape) != tuple(res.shape):
-            out.resize_(res.shape)
-        out.copy_(res)
-        return out
-    return res
+    return C.into_out(res, out)
 
 
 

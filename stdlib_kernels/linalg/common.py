@@ -18,6 +18,7 @@ import torch
 import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
+from trnlang.device import decline
 
 #: Largest matrix side handled by one kernel tile (partition count).
 TILE = 128
@@ -46,6 +47,25 @@ def unflat(x: torch.Tensor, batch: tuple[int, ...]) -> torch.Tensor:
 def empty(shape: Any) -> torch.Tensor:
     """A new float32 ``trn`` tensor."""
     return torch.empty(tuple(shape), dtype=torch.float32, device="trn")
+
+
+def into_out(res: torch.Tensor, out: torch.Tensor | None) -> Any:
+    """A lowering's result ``res``, or, with ``out=``, ``res`` copied into ``out`` (resized to its shape first)
+    and ``out`` returned; NotImplemented (declined) for an ``out`` that is not a float32 ``trn`` tensor.
+
+    Example:
+        >>> out = torch.empty(0, device="trn")
+        >>> into_out(torch.ones(2, device="trn"), out) is out, out.shape
+        (True, torch.Size([2]))
+    """
+    if out is None:
+        return res
+    if not U.is_trn(out) or out.dtype != torch.float32:
+        return decline("out= not a float32 trn tensor")
+    if tuple(out.shape) != tuple(res.shape):
+        out.resize_(res.shape)
+    out.copy_(res)
+    return out
 
 
 def substitute(tri, bt, n, mt, lower, unit):

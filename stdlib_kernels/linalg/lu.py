@@ -32,6 +32,50 @@ from trnlang.device import decline, lowering
 PANEL_ROWS = 512
 
 
+def _pivot_state(kmin):
+    """The pivoting state of one matrix (trace-time helper of the LU kernels): ``pv`` ``[1, kmin]`` (the pivots
+    as floats) and ``state`` ``[1, 3]`` = ``[ok, step count k, info]``, ok = 1."""
+    pv = tl.zeros((1, kmin), tl.float32)
+    state = tl.zeros((1, 3), tl.float32)  # [ok, step count k, info]
+    state[:, 0:1] = tl.ones((1, 1), tl.float32)
+    return pv, state
+
+
+def _pick(magrow, pos):
+    """The pivot of one step from the candidates' magnitudes ``magrow`` ``[1, m]`` (used rows -1): its LAPACK
+    position ``pp`` (ties: the first in the current row order, as ``idamax``) and its one-hot row ``ohr``."""
+    best = tl.max(magrow, axis=1, keepdims=True)
+    score = tl.where(magrow == best, pos, 1.0e9)
+    pp = tl.min(score, axis=1, keepdims=True)  # LAPACK position of the pivot row (idamax: first)
+    ohr = tl.where(pos == pp, 1.0, 0.0)
+    return pp, ohr
+
+
+def _pivot(state, p):
+    """Step ``k`` (``state[0, 1]``) meets the pivot ``p``: a zero pivot makes ``info`` the 1-based step of the
+    first one (``getrf``). Returns ``kk`` (the step count) and ``1 / p`` (0 for a zero pivot)."""
+    zero = p == 0.0
+    fail = tl.where(zero, state[:, 0:1], 0.0)
+    kk = state[:, 1:2]
+    state[:, 2:3] = state[:, 2:3] + fail * (kk + 1.0)
+    state[:, 0:1] = state[:, 0:1] - fail
+    return kk, tl.where(zero, 0.0, 1.0 / tl.where(zero, 1.0, p))
+
+
+def _swap(pv, pos, state, k, pp, kk, ohr):
+    """Record pivot ``pp`` of step ``k`` (1-based) and swap the LAPACK positions of the rows at ``k`` and ``pp``."""
+    pv[:, k:k + 1] = pp + 1.0
+    ohk = tl.where(pos == kk, 1.0, 0.0)  # the row now at position k swaps with the pivot row
+    pos[:, :] = pos + ohk * (pp - kk) + ohr * (kk - pp)
+    state[:, 1:2] = kk + 1.0
+
+
+def _store_pivots(piv, info, bi, kmin, pv, state):
+    """``piv[bi, :kmin]`` and ``info[bi, 0]`` as int32 from the pivoting state."""
+    tl.store(piv[bi:bi + 1, tl.arange(kmin)[None, :]], pv.astype(tl.int32))
+    tl.store(info[bi:bi + 1, 0:1], state[:, 2:3].astype(tl.int32))
+
+
 @trn.kernel
 def lu_kernel(a, lu, piv, info):
     """LU with partial pivoting (LAPACK ``getrf`` results) of each ``a[b]`` ``[m, n]`` (m, n <= 128):
@@ -47,41 +91,26 @@ def lu_kernel(a, lu, piv, info):
         used = tl.zeros((m, 1), tl.float32)
         pos = tl.ndarray((1, m), tl.float32, buffer=tl.sbuf)  # current LAPACK position of each original row
         pos[:, :] = isa.iota(mcols, tl.float32)
-        pv = tl.zeros((1, kmin), tl.float32)
-        state = tl.zeros((1, 3), tl.float32)  # [ok, step count k, info]
-        state[:, 0:1] = tl.ones((1, 1), tl.float32)
+        pv, state = _pivot_state(kmin)
         for k in tl.sequential_range(kmin):
             col = work[:, k:k + 1]
             mag = tl.where(used > 0.0, -1.0, tl.abs(col))
             magrow = tl.transpose(mag)
-            best = tl.max(magrow, axis=1, keepdims=True)
-            score = tl.where(magrow == best, pos, 1.0e9)
-            pp = tl.min(score, axis=1, keepdims=True)  # LAPACK position of the pivot row (idamax: first)
-            ohr = tl.where(pos == pp, 1.0, 0.0)
+            pp, ohr = _pick(magrow, pos)
             ohc = tl.transpose(ohr)
             prow = tl.copy(tl.matmul(ohc, work, transpose_x=True))  # the pivot row
-            p = prow[:, k:k + 1]
-            zero = p == 0.0
-            fail = tl.where(zero, state[:, 0:1], 0.0)
-            kk = state[:, 1:2]
-            state[:, 2:3] = state[:, 2:3] + fail * (kk + 1.0)
-            state[:, 0:1] = state[:, 0:1] - fail
-            rp = tl.where(zero, 0.0, 1.0 / tl.where(zero, 1.0, p))
+            kk, rp = _pivot(state, prow[:, k:k + 1])
             lmask = (1.0 - used) * (1.0 - ohc)
             lcol = col * tl.broadcast_to(rp, (m, 1)) * lmask
             right = tl.where(cols > k, prow, 0.0)
             work[:, :] = work - tl.matmul(tl.transpose(lcol), right, transpose_x=True)
             work[:, k:k + 1] = tl.where(lmask > 0.0, lcol, col)
             used[:, :] = used + ohc
-            pv[:, k:k + 1] = pp + 1.0
-            ohk = tl.where(pos == kk, 1.0, 0.0)  # the row now at position k swaps with the pivot row
-            pos[:, :] = pos + ohk * (pp - kk) + ohr * (kk - pp)
-            state[:, 1:2] = kk + 1.0
+            _swap(pv, pos, state, k, pp, kk, ohr)
         perm = tl.where(tl.broadcast_to(tl.transpose(pos), (m, m)) == isa.iota(rows * 0 + mcols, tl.float32),
                         1.0, 0.0)  # perm[i, j] = 1 where original row i sits at position j
         tl.store(lu[bi, rows, cols], tl.matmul(perm, work, transpose_x=True))
-        tl.store(piv[bi:bi + 1, tl.arange(kmin)[None, :]], pv.astype(tl.int32))
-        tl.store(info[bi:bi + 1, 0:1], state[:, 2:3].astype(tl.int32))
+        _store_pivots(piv, info, bi, kmin, pv, state)
 
 
 @trn.kernel
@@ -104,29 +133,18 @@ def lu_panel_kernel(a, out, order, piv, info):
         pos = tl.ndarray((1, m), tl.float32, buffer=tl.sbuf)
         pos[:, :] = isa.iota(mcols, tl.float32)
         magrow = tl.ndarray((1, m), tl.float32, buffer=tl.sbuf)
-        pv = tl.zeros((1, kmin), tl.float32)
-        state = tl.zeros((1, 3), tl.float32)  # [ok, step count k, info]
-        state[:, 0:1] = tl.ones((1, 1), tl.float32)
+        pv, state = _pivot_state(kmin)
         for k in tl.sequential_range(kmin):
             for t, tr in enumerate(heights):
                 mag = tl.where(useds[t] > 0.0, -1.0, tl.abs(works[t][:, k:k + 1]))
                 magrow[:, t * C.TILE:t * C.TILE + tr] = tl.transpose(mag)
-            best = tl.max(magrow, axis=1, keepdims=True)
-            score = tl.where(magrow == best, pos, 1.0e9)
-            pp = tl.min(score, axis=1, keepdims=True)
-            ohr = tl.where(pos == pp, 1.0, 0.0)
+            pp, ohr = _pick(magrow, pos)
             ohcs = [tl.copy(tl.transpose(ohr[:, t * C.TILE:t * C.TILE + tr])) for t, tr in enumerate(heights)]
             acc = tl.zeros((1, w), tl.float32, buffer=tl.psum)
             for t in range(len(heights)):
                 acc += tl.matmul(ohcs[t], works[t], transpose_x=True)
             prow = tl.copy(acc)
-            p = prow[:, k:k + 1]
-            zero = p == 0.0
-            fail = tl.where(zero, state[:, 0:1], 0.0)
-            kk = state[:, 1:2]
-            state[:, 2:3] = state[:, 2:3] + fail * (kk + 1.0)
-            state[:, 0:1] = state[:, 0:1] - fail
-            rp = tl.where(zero, 0.0, 1.0 / tl.where(zero, 1.0, p))
+            kk, rp = _pivot(state, prow[:, k:k + 1])
             right = tl.where(cols > k, prow, 0.0)
             for t, tr in enumerate(heights):
                 col = works[t][:, k:k + 1]
@@ -135,10 +153,7 @@ def lu_panel_kernel(a, out, order, piv, info):
                 works[t][:, :] = works[t] - tl.matmul(tl.transpose(lcol), right, transpose_x=True)
                 works[t][:, k:k + 1] = tl.where(lmask > 0.0, lcol, col)
                 useds[t][:, :] = useds[t] + ohcs[t]
-            pv[:, k:k + 1] = pp + 1.0
-            ohk = tl.where(pos == kk, 1.0, 0.0)
-            pos[:, :] = pos + ohk * (pp - kk) + ohr * (kk - pp)
-            state[:, 1:2] = kk + 1.0
+            _swap(pv, pos, state, k, pp, kk, ohr)
         # order[j] = sum_i i * (pos[i] == j): one-hot matmuls, exact for integers
         oacc = tl.zeros((1, m), tl.float32, buffer=tl.psum)
         for t, tr in enumerate(heights):
@@ -148,8 +163,7 @@ def lu_panel_kernel(a, out, order, piv, info):
             oacc += tl.matmul(isa.iota(t * C.TILE + rloc, tl.float32), hit, transpose_x=True)
             tl.store(out[bi, t * C.TILE + rloc, cols], works[t])
         tl.store(order[bi:bi + 1, mcols], tl.copy(oacc).astype(tl.int32))
-        tl.store(piv[bi:bi + 1, tl.arange(kmin)[None, :]], pv.astype(tl.int32))
-        tl.store(info[bi:bi + 1, 0:1], state[:, 2:3].astype(tl.int32))
+        _store_pivots(piv, info, bi, kmin, pv, state)
 
 
 def _row_order(piv, lb, n, steps):
@@ -388,14 +402,7 @@ def linalg_lu_solve(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *, 
     res = C.unflat(_lu_solve(lu3, piv2, b3, b3.shape[-1], adjoint, b3.shape[0]), batch)
     if not left:
         res = res.mT
-    if out is not None:
-        if not U.is_trn(out) or out.dtype != torch.float32:
-            return decline("out= not a float32 trn tensor")
-        if tuple(out.shape) != tuple(res.shape):
-            out.resize_(res.shape)
-        out.copy_(res)
-        return out
-    return res
+    return C.into_out(res, out)
 
 
 @lowering("aten::linalg_inv_ex", dtypes=C.F32)
