@@ -365,9 +365,12 @@ def tl_section() -> list[str]:
              "Binary ops accept tiles, Python numbers and `[P, 1]` tiles with numpy broadcasting (also along "
              "partitions); the operators `+ - * / ** % == != < <= > >= & | ^ ~` on tiles map to the same builtins. "
              "One exception to plain numpy rules: the `[P]` result of a free-axis reduction without `keepdims` (one "
-             "value per partition, and values computed from it elementwise) is refused against a 2-D tile with a "
-             "`ShapeError`, because numpy would align it with the free axis; write `keepdims=True` for a "
-             "per-partition `[P, 1]`, or `tl.broadcast_to(v, shape)` for the free-axis meaning.",
+             "value per partition, and values computed from it elementwise or by a cast) is refused against a 2-D "
+             "tile (in an operator, `where`, a store, an assignment or an in-place update) with a `ShapeError`, "
+             "because numpy would align it with the free axis; write `keepdims=True` or `v[:, None]` for a "
+             "per-partition `[P, 1]`, or `tl.broadcast_to(v, shape)` for the free-axis meaning (a store of it into "
+             "a `[1, P]` row is not a broadcast and stays legal). Non-tensor kernel arguments are compile-time "
+             "constants; `BLOCK: tl.constexpr` (Triton's spelling) only documents that.",
              ""]
     for title, group in TL_GROUPS:
         present = [n for n in group if n in names]

@@ -190,10 +190,15 @@ for _cls in (TrnError, TraceError, ShapeError, DTypeError, BoundsError, SbufOver
     _cls.__module__ = "trnlang"  # tracebacks say trnlang.BoundsError, the public name
 
 
+class MissingBuiltinError(TraceError, AttributeError):
+    """``module.name`` is not a builtin: an ``AttributeError`` (``hasattr`` stays False) that is also a
+    ``TraceError``, so it names the user's line and a kernel launch shows it at that line."""
+
+
 def missing_name(module: str, name: str, known: list[str], doc: str) -> AttributeError:
     """``AttributeError`` for ``module.name`` that is not a builtin: the closest names and the reference."""
     import difflib
 
     close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
     hint = f"; did you mean {' or '.join(close)}?" if close else ""
-    return AttributeError(f"{module} has no builtin {name!r}{hint} (the builtins are listed in {doc})")
+    return MissingBuiltinError(f"{module} has no builtin {name!r}{hint} (the builtins are listed in {doc})")

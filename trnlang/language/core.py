@@ -48,6 +48,21 @@ class tile_size:  # noqa: N801 - NKI spelling
     psum_fmax = 512
 
 
+class constexpr:  # noqa: N801 - Triton spelling
+    """Marks a kernel parameter as a compile-time constant (Triton's spelling): ``def k(x, out, BLOCK:
+    tl.constexpr = 64)``. Every non-tensor argument of a kernel already is one (the kernel is specialized on its
+    value, keywords included), so the annotation only documents it; ``tl.constexpr(v)`` is ``v``.
+
+    Example:
+        >>> import trnlang.language as tl
+        >>> tl.constexpr(4) + 1
+        5
+    """
+
+    def __new__(cls, value: Any) -> Any:  # noqa: D102 - the value itself, usable wherever a constant is
+        return value
+
+
 # index values --------------------------------------------------------------------------
 def program_id(axis: int = 0) -> Index:
     """Index of this program instance along grid ``axis`` (symbolic)."""

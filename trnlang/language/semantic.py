@@ -17,7 +17,7 @@ from trnlang.frontend.tracer import current, nki_rules
 from trnlang.ir.nodes import Access, Imm, Instr, Region, axis_sym, gather_sym
 from trnlang.ir.ops import ALU_SPECS, Alu, AluKind, Op
 from trnlang.ir.types import DType, Engine, Space, promote, to_dtype
-from trnlang.language.semantic_views import index_key_as_slices, pattern_view, view_of_view
+from trnlang.language.semantic_views import index_key_as_slices, pattern_view, split_newaxes, view_of_view
 from trnlang.language.values import (
     AccessPattern,
     DynSlice,
@@ -27,6 +27,7 @@ from trnlang.language.values import (
     Pred,
     Tile,
     broadcast_shapes,
+    broadcasts_into,
     check_partition_vectors,
     const_int,
     to_expr,
@@ -262,8 +263,8 @@ def inplace(name: str, t: Tile, o: Any) -> None:
               Engine.VECTOR)
         return
     ot = to_tile(o)
-    broadcast_shapes(t.shape, ot.shape)
-    if broadcast_shapes(t.shape, ot.shape) != t.shape:
+    check_partition_vectors((ot,), t.shape, "an in-place update of a tile", fixed=True)
+    if not broadcasts_into(ot.shape, t.shape):
         raise ShapeError(f"in-place {name}: cannot broadcast {ot.shape} into a tile of shape {t.shape}")
     _emit(Op.TENSOR_TENSOR, (t.region,), (t.region, ot.region), {"op": alu}, Engine.VECTOR)
 
@@ -349,7 +350,15 @@ def _slice_bounds(k: Any, n: int) -> tuple[sympy.Expr, int, int]:
 
 
 def subtile(t: Tile, key: Any) -> Tile:
-    """A view of part of a tile: slices (affine bounds), ds, and single indices per dimension."""
+    """A view of part of a tile: slices (affine bounds), ds, and single indices per dimension; ``None`` adds a
+    free axis of size 1 (numpy's new axis: a copy, ``v[:, None]`` is ``[P, 1]``)."""
+    newaxes = split_newaxes(key, t.ndim)
+    if newaxes is not None:
+        v = subtile(t, newaxes[0])
+        shape = list(v.shape)
+        for a in newaxes[1]:
+            shape.insert(a, 1)
+        return reshape(v, tuple(shape))
     key = _norm_key(key, t.ndim, "a tile")
     if t.region.ap is not None and not t.nblock:  # a view of a strided view: compose the access patterns
         return view_of_view(t, key)
@@ -443,7 +452,8 @@ def assign(view: Tile, value: Any) -> None:
         return
     if _retarget(view, v):
         return
-    if broadcast_shapes(v.shape, view.shape) != view.shape:
+    check_partition_vectors((v,), view.shape, "an assignment to a tile", fixed=True)
+    if not broadcasts_into(v.shape, view.shape):
         raise ShapeError(f"cannot assign a tile of shape {v.shape} to a tile of shape {view.shape}")
     _emit(Op.TENSOR_COPY, (view.region,), (v.region,), {"reshape": False}, Engine.VECTOR)
 
@@ -642,7 +652,8 @@ def store(ap: Any, value: Any, mask: Any = None, accumulate: Any = None) -> None
     else:
         t = to_tile(value)
     if t.shape != acc.shape:
-        if broadcast_shapes(t.shape, acc.shape) != acc.shape:
+        check_partition_vectors((t,), acc.shape, "the store's access", fixed=True)
+        if not broadcasts_into(t.shape, acc.shape):
             raise ShapeError(f"cannot store a tile of shape {t.shape} into an access of shape {acc.shape}")
         t = broadcast_to(t, acc.shape)
     t = _sbuf_operand(t)
@@ -694,13 +705,14 @@ def copy(x: Any, dtype: Any = None, engine: Any = None) -> Tile:
     out = new_tile(t.shape, as_dtype(dtype) if dtype is not None else t.dtype)
     _emit(Op.TENSOR_COPY, (out.region,), (t.region,), {"reshape": False},
           _pick_engine(engine, Op.TENSOR_COPY, Engine.VECTOR))
+    out.pvec = t.pvec  # a cast is elementwise: still one value per partition
     return out
 
 
 def broadcast_to(x: Any, shape: Any) -> Tile:
     t = to_tile(x)
     shape = tuple(int(s) for s in shape)
-    if broadcast_shapes(t.shape, shape) != shape:
+    if not broadcasts_into(t.shape, shape):
         raise ShapeError(f"cannot broadcast a tile of shape {t.shape} to {shape}")
     out = new_tile(shape, t.dtype)
     _emit(Op.TENSOR_COPY, (out.region,), (t.region,), {"reshape": False}, Engine.VECTOR)
@@ -716,6 +728,8 @@ def reshape(x: Any, shape: Any) -> Tile:
                          f"cannot reshape a tile of shape {t.shape} to {shape}")
     out = new_tile(shape, t.dtype)
     _emit(Op.TENSOR_COPY, (out.region,), (t.region,), {"reshape": True}, Engine.VECTOR)
+    if len(shape) == 1:
+        out.pvec = t.pvec
     return out
 
 
@@ -756,4 +770,6 @@ def where(cond: Any, a: Any, b: Any, dtype: Any = None) -> Tile:
         dt = DType.bool_
     out = new_tile(shape, dt)
     _emit(Op.SELECT, (out.region,), (c.region, _operand(av), _operand(bv)), {}, Engine.VECTOR)
+    if len(shape) == 1:  # a choice between per-partition values is one too
+        out.pvec = next((v.pvec for v in (c, av, bv) if isinstance(v, Tile) and v.pvec), None)
     return out

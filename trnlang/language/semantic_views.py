@@ -197,3 +197,34 @@ def explicit_ap(t: Tile, pattern: Any, offset: Any = 0) -> Tile:
         raise ShapeError(f".ap() partition step {pattern[0][0]} is not a whole number of partitions ({row} elements "
                          "each)")
     return _flat_view(t, tuple(n for _, n in pattern), [st for st, _ in pattern], offset)
+
+
+def split_newaxes(key: Any, ndim: int) -> tuple[tuple[Any, ...], tuple[int, ...]] | None:
+    """numpy's ``None`` (new axis) in a tile key: the key without them and the result axes where a size-1 axis
+    goes (``v[:, None]`` on a ``[P]`` tile -> ``((slice(None),), (1,))``); None when the key has no ``None``.
+    A new axis in front of the partition dimension is a ``ShapeError`` (it would be a new partition dimension)."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    if not any(k is None for k in key):
+        return None
+    if any(k is Ellipsis for k in key):  # spell the Ellipsis out, counting only the keys that index an axis
+        i = next(j for j, k in enumerate(key) if k is Ellipsis)
+        fill = ndim - sum(1 for k in key if k is not None and k is not Ellipsis)
+        key = key[:i] + (slice(None),) * max(fill, 0) + key[i + 1:]
+    rest: list[Any] = []
+    new_at: list[int] = []
+    pos = 0  # the axis of the result the next key element makes
+    for k in key:
+        if k is None:
+            new_at.append(pos)
+            pos += 1
+            continue
+        rest.append(k)
+        if isinstance(k, (slice, DynSlice)) or (isinstance(k, Index) and k.shape != ()):
+            pos += 1
+    pos += max(ndim - len(rest), 0)  # unwritten trailing axes are kept
+    if new_at and new_at[0] == 0:
+        raise ShapeError("a tile's first axis is its partition dimension: t[None, ...] would make a new one; "
+                         "index a free axis (v[:, None] makes a [P] value a per-partition [P, 1] tile)")
+    return tuple(rest), tuple(new_at)
+

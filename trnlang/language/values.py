@@ -35,23 +35,35 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def check_partition_vectors(operands: Any, shape: tuple[int, ...]) -> None:
+def broadcasts_into(src: tuple[int, ...], dst: tuple[int, ...]) -> bool:
+    """Whether a value of shape ``src`` broadcasts into a destination of shape ``dst`` (numpy rules) without
+    changing it; stores and assignments use it to raise their own error (naming the store) instead of
+    ``broadcast_shapes``' generic one."""
+    if len(src) > len(dst):
+        return False
+    return all(s in (1, d) for s, d in zip(src[::-1], dst[::-1]))
+
+
+def check_partition_vectors(operands: Any, shape: tuple[int, ...], against: str = "a tile",
+                            fixed: bool = False) -> None:
     """ShapeError if a ``[P]`` reduction result would broadcast against a 2-D (or wider) result.
 
     numpy rules align a 1-D tile with the *last* (free) axis, so ``t - tl.mean(t, axis=1)`` with ``t`` of shape
     ``[128, 128]`` would subtract column means, not row means; NKI keeps the partition dimension instead. trnlang
-    refuses the ambiguous form and names both fixes.
+    refuses the ambiguous form (in operators, ``where``, stores, assignments and in-place updates) and names the
+    fixes. ``against`` says what the value meets (``"the store's access"``); ``fixed`` says that shape is a
+    destination's, and then only a destination with ``P`` rows is ambiguous (``[P]`` into ``[1, P]`` is a row).
     """
     if len(shape) < 2:
         return
     for v in operands:
         origin = getattr(v, "pvec", None)
-        if origin is not None and getattr(v, "ndim", 0) == 1:
+        if origin is not None and getattr(v, "ndim", 0) == 1 and not (fixed and shape[0] != v.shape[0]):
             raise ShapeError(
-                f"{origin} without keepdims=True gives a [{v.shape[0]}] tile: one value per partition. Against a "
-                f"tile of shape {tuple(shape)} numpy rules would apply it along the last free axis, not per partition "
-                f"(ambiguous). Write keepdims=True for the per-partition [P, 1] value (what NKI does), or "
-                f"tl.broadcast_to(value, {tuple(shape)}) if you do mean the free-axis broadcast")
+                f"{origin} without keepdims=True gives a [{v.shape[0]}] tile: one value per partition. Against "
+                f"{against} of shape {tuple(shape)} numpy rules would apply it along the last free axis, not per "
+                f"partition (ambiguous). Write keepdims=True (or value[:, None]) for the per-partition [P, 1] value "
+                f"(what NKI does), or tl.broadcast_to(value, {tuple(shape)}) if you do mean the free-axis broadcast")
 
 
 def shift_axes(expr: Any, offset: int, start: int = 0) -> Any:
@@ -580,6 +592,14 @@ class HbmRef:
         from trnlang.language import semantic
 
         return semantic.make_access(self, key)
+
+    def ap(self, *args: Any, **kwargs: Any) -> AccessPattern:
+        """NKI's explicit access pattern on an HBM tensor: not supported yet (a ``TraceError`` naming the forms
+        that are: index values, ``reshape``, or ``.ap()`` on the loaded tile)."""
+        raise TraceError(
+            ".ap() on an HBM tensor is not supported yet (only tiles take an explicit access pattern). Write the "
+            "access with index values (x[i_p, 2 * i_f], x[i_p * n + i_f]) or a row-major x.reshape(...) view, or "
+            "load a dense block and call .ap(pattern=..., offset=...) on the tile")
 
     def __setitem__(self, key: Any, value: Any) -> None:
         from trnlang.language import semantic

@@ -54,6 +54,8 @@ class reduce_cmd(enum.Enum):  # noqa: N801 - NKI spelling
     reset = "reset"
     reduce = "reduce"
     reset_reduce = "reset_reduce"
+    #: load the registers from a tile: not supported yet (``activation`` raises a ``TraceError`` naming the fix)
+    load_reduce = "load_reduce"
 
 
 class _Regs:
@@ -186,6 +188,10 @@ def activation(op: Any = None, data: Any = None, bias: Any = None, scale: Any = 
     if reduce_res is not None and not isinstance(reduce_res, Tile):
         raise TraceError("reduce_res= must be a [P, 1] tile")
     cmd = getattr(reduce_cmd, "value", reduce_cmd)
+    if cmd == "load_reduce":
+        raise TraceError("activation reduce_cmd=load_reduce (loading the reduce registers from a tile) is not "
+                         "supported yet: start the accumulation with reduce_cmd=reset_reduce, or add the tile "
+                         "to the reduce_res= result afterwards (nl.add)")
     if cmd is not None and cmd not in ("idle", "reset", "reduce", "reset_reduce"):
         raise TraceError(f"activation reduce_cmd={reduce_cmd!r}: use a nisa.reduce_cmd member")
     if cmd is None and reduce_op is not None and reduce_res is not None:
