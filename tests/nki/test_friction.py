@@ -297,3 +297,17 @@ def test_missing_builtin_inside_a_kernel_names_the_users_line():
     last = traceback.extract_tb(e.value.__traceback__)[-1]
     assert last.filename == __file__ and "# MARK" in last.line  # no trnlang frame is the last one
     assert not hasattr(tl, "sofmax") and not hasattr(nl, "expp")
+
+
+def test_view_from_an_illegal_start_partition_is_a_clear_error_at_the_users_line():
+    @nki.jit
+    def odd_rows(x):
+        out = nl.ndarray((4, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        i_p, i_f = nl.mgrid[0:4, 0:8]
+        nl.store(out, value=nl.copy(t[2 * i_p + 1, i_f]))  # MARK
+        return out
+
+    with pytest.raises(trn.VerifyError) as e:
+        odd_rows(np.ones((8, 8), np.float32))
+    _at_users_line(e, odd_rows.fn, "starts at partition 1", "must start at partition 0 or 32 or 64 or 96")
