@@ -34,7 +34,7 @@ from __future__ import annotations
 import functools
 import math
 from fractions import Fraction
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import sympy
 from sympy.core.relational import (
@@ -98,8 +98,34 @@ def _as_ranges(ranges: Mapping[sympy.Symbol, Bound]) -> Ranges:
 # --------------------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=65536)
-def _affine_cached(expr: sympy.Basic) -> tuple[Fraction, tuple[tuple[sympy.Symbol, Fraction], ...]] | None:
+#: An affine form as a cache can keep it: constant and ``((symbol, coefficient), ...)``.
+AffineParts = tuple[Fraction, tuple[tuple[sympy.Symbol, Fraction], ...]]
+
+
+def affine_parts(expr: sympy.Basic, part: Callable[[sympy.Basic], AffineParts | None] | None = None,
+                 atom: Callable[[sympy.Basic], AffineParts | None] | None = None) -> AffineParts | None:
+    """One step of the affine decomposition of ``expr`` (None: not affine).
+
+    A rational or a symbol is its own form; a sum adds the forms of its terms and a product scales the
+    form of its one non-constant factor, both taken from ``part`` (the caller's recursion; by default the
+    cached decomposition behind :func:`affine_form`, which is this function under ``functools.lru_cache``);
+    any other node is left to ``atom`` (by default: not affine; the runtime-size prover of
+    :mod:`trnlang.ir.symbounds` makes ``floor``/``ceiling``/``Mod`` symbols of their own).
+
+    Example:
+        >>> from trnlang.ir.nodes import sym
+        >>> affine_parts(3 * sym("i0") + 2)
+        (Fraction(2, 1), ((i0, Fraction(3, 1)),))
+        >>> q = sympy.floor(sym("i0") / 2)
+        >>> affine_parts(2 * q) is None
+        True
+        >>> def as_symbol(e):  # a recursion whose atom rule takes any other node as a symbol
+        ...     return affine_parts(e, as_symbol, lambda a: (Fraction(0), ((a, Fraction(1)),)))
+        >>> as_symbol(2 * q + 1)
+        (Fraction(1, 1), ((floor(i0/2), Fraction(2, 1)),))
+    """
+    if part is None:
+        part = _affine_cached
     if expr.is_Rational:
         return Fraction(int(expr.p), int(expr.q)), ()
     if expr.is_Symbol:
@@ -108,7 +134,7 @@ def _affine_cached(expr: sympy.Basic) -> tuple[Fraction, tuple[tuple[sympy.Symbo
         const = Fraction(0)
         coeffs: dict[sympy.Symbol, Fraction] = {}
         for a in expr.args:
-            f = _affine_cached(a)
+            f = part(a)
             if f is None:
                 return None
             const += f[0]
@@ -121,7 +147,7 @@ def _affine_cached(expr: sympy.Basic) -> tuple[Fraction, tuple[tuple[sympy.Symbo
             if a.is_Rational:
                 scale *= Fraction(int(a.p), int(a.q))
             elif inner is None:
-                inner = _affine_cached(a)
+                inner = part(a)
                 if inner is None:
                     return None
             else:
@@ -129,7 +155,12 @@ def _affine_cached(expr: sympy.Basic) -> tuple[Fraction, tuple[tuple[sympy.Symbo
         if inner is None:
             return scale, ()
         return scale * inner[0], tuple((s, scale * c) for s, c in inner[1] if scale * c != 0)
-    return None
+    return atom(expr) if atom is not None else None
+
+
+# affine_parts with its default rules, cached (hot at trace time): one call frame per node, key ``expr``
+_affine_cached = functools.lru_cache(maxsize=65536)(affine_parts)
+_affine_cached.__doc__ = "affine_parts(expr) with the default rules, cached (the recursion of affine_form)."
 
 
 def affine_form(expr: Any) -> Affine | None:

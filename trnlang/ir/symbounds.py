@@ -45,6 +45,7 @@ from typing import Any, Mapping, Sequence
 import sympy
 from sympy.core.relational import GreaterThan, LessThan, Relational, StrictGreaterThan, StrictLessThan
 
+from trnlang.ir.bounds import AffineParts, _aff_add, affine_parts
 from trnlang.ir.nodes import Loop, SizeSym
 
 __all__ = ["inside"]
@@ -92,45 +93,24 @@ class _Atoms:
         self.by_expr[node] = s
         return s
 
+    def parts(self, node: Any) -> AffineParts | None:
+        """The atom rule of :func:`linear`: a quotient / remainder node is one atom, anything else not affine."""
+        if isinstance(node, (sympy.floor, sympy.ceiling, sympy.Mod)):
+            return Fraction(0), ((self.atom(node), Fraction(1)),)
+        return None
+
 
 def linear(expr: Any, atoms: _Atoms) -> Affine:
     """``expr`` as an affine form over its symbols and atoms (raises ``_NotLinear`` for anything else)."""
-    e = sympy.sympify(expr)
-    if e.is_Rational:
-        return Fraction(int(e.p), int(e.q)), {}
-    if e.is_Symbol:
-        return Fraction(0), {e: Fraction(1)}
-    if isinstance(e, (sympy.floor, sympy.ceiling, sympy.Mod)):
-        return Fraction(0), {atoms.atom(e): Fraction(1)}
-    if e.is_Add:
-        acc: Affine = (Fraction(0), {})
-        for a in e.args:
-            acc = _add(acc, linear(a, atoms))
-        return acc
-    if e.is_Mul:
-        scale, inner = Fraction(1), None
-        for a in e.args:
-            if a.is_Rational:
-                scale *= Fraction(int(a.p), int(a.q))
-            elif inner is None:
-                inner = linear(a, atoms)
-            else:
-                raise _NotLinear
-        if inner is None:
-            return scale, {}
-        return _add((Fraction(0), {}), inner, scale)
-    raise _NotLinear
+    f = _parts(sympy.sympify(expr), atoms)
+    if f is None:
+        raise _NotLinear
+    return f[0], dict(f[1])
 
 
-def _add(a: Affine, b: Affine, scale: Fraction = Fraction(1)) -> Affine:
-    coeffs = dict(a[1])
-    for s, c in b[1].items():
-        v = coeffs.get(s, 0) + scale * c
-        if v:
-            coeffs[s] = v
-        else:
-            coeffs.pop(s, None)
-    return a[0] + scale * b[0], coeffs
+def _parts(e: Any, atoms: _Atoms) -> AffineParts | None:
+    """:func:`trnlang.ir.bounds.affine_parts` with ``floor``/``ceiling``/``Mod`` nodes as atoms of this proof."""
+    return affine_parts(e, lambda a: _parts(a, atoms), atoms.parts)
 
 
 def _sym_box(s: Any, box: Mapping[Any, tuple[Fraction, Fraction]]) -> tuple[Fraction, Fraction] | None:
@@ -166,7 +146,7 @@ def _extreme(a: Affine, loops: Sequence[Loop], ranges: Mapping[Any, Any], atoms:
         sub = linear(sympy.sympify(lp.stop) - 1, atoms) if (c > 0) == high else linear(lp.start, atoms)
         coeffs = dict(cur[1])
         del coeffs[lp.var]
-        cur = _add((cur[0], coeffs), sub, c)
+        cur = _aff_add((cur[0], coeffs), sub, c)
     const, coeffs = cur[0], {}
     for s, c in cur[1].items():
         r = ranges.get(s)
@@ -196,7 +176,7 @@ def _nonneg(a: Affine, atoms: _Atoms) -> bool:
             coeffs = dict(cur[1])
             del coeffs[q]
             # q = (E - sign * m) / k
-            cur = _add(_add((cur[0], coeffs), e, c / k), (Fraction(0), {m: Fraction(1)}), -sign * c / k)
+            cur = _aff_add(_aff_add((cur[0], coeffs), e, c / k), (Fraction(0), {m: Fraction(1)}), -sign * c / k)
         try:
             if _box(cur, box, True) >= 0:
                 return True
@@ -224,8 +204,8 @@ def _mask_bounds(idx: Affine, mask: Any, loops: Sequence[Loop], ranges: Mapping[
             d = linear(d_expr, atoms)  # d <= top (d < 0 is d <= -1 only for an integer-valued d)
             integral = d[0].denominator == 1 and all(c.denominator == 1 for c in d[1].values())
             top = Fraction(-1 if strict and integral else 0)
-            ups.append(_add(_extreme(_add(idx, d, Fraction(-1)), loops, ranges, atoms, True), (top, {})))
-            lows.append(_add(_extreme(_add(idx, d), loops, ranges, atoms, False), (-top, {})))
+            ups.append(_aff_add(_extreme(_aff_add(idx, d, Fraction(-1)), loops, ranges, atoms, True), (top, {})))
+            lows.append(_aff_add(_extreme(_aff_add(idx, d), loops, ranges, atoms, False), (-top, {})))
         except _NotLinear:
             continue
     return ups, lows
@@ -240,7 +220,7 @@ def inside(idx: Any, size: Any, mask: Any, ranges: Mapping[Any, Any], loops: Seq
     atoms = _Atoms()
     try:
         e = linear(idx, atoms)
-        top = _add(linear(size, atoms), (Fraction(-1), {}))
+        top = _aff_add(linear(size, atoms), (Fraction(-1), {}))
         ups = [_extreme(e, loops, ranges, atoms, True)]
         lows = [_extreme(e, loops, ranges, atoms, False)]
     except _NotLinear:
@@ -249,5 +229,5 @@ def inside(idx: Any, size: Any, mask: Any, ranges: Mapping[Any, Any], loops: Seq
         more_up, more_low = _mask_bounds(e, mask, loops, ranges, atoms)
         ups += more_up
         lows += more_low
-    upper_ok = any(_nonneg(_add(top, u, Fraction(-1)), atoms) for u in ups)
+    upper_ok = any(_nonneg(_aff_add(top, u, Fraction(-1)), atoms) for u in ups)
     return upper_ok and any(_nonneg(lo, atoms) for lo in lows)
