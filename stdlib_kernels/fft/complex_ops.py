@@ -16,8 +16,10 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import torch
@@ -49,17 +51,40 @@ def cos_sin(r: Any, n: int) -> tuple[Any, Any]:
     return c, s
 
 
-@trn.kernel
-def cbin(ar, ai, br, bi, outr, outi, scal, conj_a):
-    """``out = (conj(a) if conj_a else a) * b`` on planes (``ai``/``bi`` None: real; ``outi`` None: real result).
+@dataclass(frozen=True)
+class CMul:
+    """What one :func:`cbin` launch computes (a compile-time spec: equal specs share a variant).
 
-    Operands are 1- to 3-D views shaped like ``outr`` or ``[1, 1]`` scalars (``scal`` flags, per operand a, b).
+    Attributes:
+        a_scalar / b_scalar: operand ``a`` / ``b`` is one ``[1, 1]`` value (a Python or 0-dim number), else a view
+            shaped like the output.
+        conj_a: ``a`` is conjugated before the product.
+
+    >>> CMul(False, True, conj_a=True).b_scalar
+    True
+    """
+
+    a_scalar: bool
+    b_scalar: bool
+    conj_a: bool
+
+
+#: :class:`CMul` made once per distinct value (a warm launch builds no new instance).
+_cmul = functools.lru_cache(maxsize=8)(CMul)
+
+
+@trn.kernel
+def cbin(ar, ai, br, bi, outr, outi, spec):
+    """``out = (conj(a) if spec.conj_a else a) * b`` on planes (``ai``/``bi`` None: real; ``outi`` None: real
+    result); ``spec``: a :class:`CMul`.
+
+    Operands are 1- to 3-D views shaped like ``outr`` or ``[1, 1]`` scalars (``spec.a_scalar`` / ``b_scalar``).
     """
     a_dim, n, d = U.shape3(outr)
     p, f = min(128, n), min(d, U.FREE_CHUNK)
     ragged = n % p != 0 or d % f != 0
-    sa = (tl.load(ar[0:1, 0:1]), tl.load(ai[0:1, 0:1]) if ai is not None else None) if scal[0] else None
-    sb = (tl.load(br[0:1, 0:1]), tl.load(bi[0:1, 0:1]) if bi is not None else None) if scal[1] else None
+    sa = (tl.load(ar[0:1, 0:1]), tl.load(ai[0:1, 0:1]) if ai is not None else None) if spec.a_scalar else None
+    sb = (tl.load(br[0:1, 0:1]), tl.load(bi[0:1, 0:1]) if bi is not None else None) if spec.b_scalar else None
     for b in tl.affine_range(a_dim):
         for i in tl.affine_range(tl.cdiv(n, p)):
             rows = i * p + tl.arange(p)[:, None]
@@ -76,7 +101,7 @@ def cbin(ar, ai, br, bi, outr, outi, scal, conj_a):
                 else:
                     yr = tl.load(U.at3(br, b, rows, cols), mask=m, dtype=tl.float32)
                     yi = tl.load(U.at3(bi, b, rows, cols), mask=m, dtype=tl.float32) if bi is not None else None
-                if xi is not None and conj_a:
+                if xi is not None and spec.conj_a:
                     xi = -xi
                 if xi is None and yi is None:
                     re, im = xr * yr, None
@@ -176,7 +201,7 @@ def _launch(a: tuple[Any, Any, bool], b: tuple[Any, Any, bool], outr: torch.Tens
     views = fulls + outs
     strides = [U.broadcast_strides(t, shape) for t in fulls] + [list(o.stride()) for o in outs]
     sh, sts = U.coalesce(shape, strides)
-    flags = (a[2], b[2])
+    spec = _cmul(a[2], b[2], conj_a)
 
     def call(pshape: Any, pstrides: Any, poffs: Any) -> Any:
         vs = [U.view(t, pshape, pstrides[k], t.storage_offset() + poffs[k]) for k, t in enumerate(views)]
@@ -189,7 +214,7 @@ def _launch(a: tuple[Any, Any, bool], b: tuple[Any, Any, bool], outr: torch.Tens
                 ops += [next(it), next(it) if i is not None else None]
         o_r = next(it)
         o_i = next(it) if outi is not None else None
-        return lambda: cbin(ops[0], ops[1], ops[2], ops[3], o_r, o_i, flags, conj_a)
+        return lambda: cbin(ops[0], ops[1], ops[2], ops[3], o_r, o_i, spec)
 
     U.run_parallel([call(*p) for p in U.split_parts(U.launch_parts(sh, sts), outr.numel())])
 

@@ -29,7 +29,9 @@ Example:
 from __future__ import annotations
 
 import enum
+import functools
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import sympy
@@ -58,32 +60,71 @@ def _blocks(n: Any, cap: int) -> Any:
 class MaskKind(enum.Enum):
     """The attention mask the kernels apply (a compile-time constant of the kernels)."""
 
-    NONE = "none"    #: no mask (causal and the ragged last key block are separate flags)
+    NONE = "none"    #: no mask (causal and the ragged last key block are separate fields of :class:`Flash`)
     BOOL = "bool"    #: ``attn_mask`` of bools: False drops the score
     FLOAT = "float"  #: an additive float bias
 
 
-def _mask_scores(s, m4, b, h, rq, kc, sq, sk, causal, mask_kind):
-    """Scores with the causal / attention mask / ragged-key masks applied (-inf where masked)."""
+@dataclass(frozen=True)
+class Flash:
+    """What one flash-attention launch computes (a compile-time spec of :func:`flash_fwd`, :func:`flash_bwd_kv`
+    and :func:`flash_bwd_q`: equal specs share a variant; the softmax ``scale`` is a separate argument).
+
+    Attributes:
+        mask: the kind of ``attn_mask`` applied to the scores.
+        causal: a query sees only the keys at or before its position.
+        kcap: (forward) key blocks the SBUF staging buffers hold: a power of two >= the key blocks, or 0 for
+            no staging (keys and values streamed per block).
+        ragged: (forward) the last key block is partial (its missing keys are masked).
+        want_dbias: (:func:`flash_bwd_q`) also write ``dS``, the additive mask's gradient, into ``dbias``.
+
+    >>> Flash(MaskKind.NONE, causal=True, kcap=2).ragged
+    False
+    """
+
+    mask: MaskKind
+    causal: bool
+    kcap: int = 0
+    ragged: bool = False
+    want_dbias: bool = False
+
+
+#: :class:`Flash` made once per distinct value (a warm launch builds no new instance).
+_flash = functools.lru_cache(maxsize=256)(Flash)
+
+
+def _mask_scores(s, m4, b, h, rq, kc, sq, sk, spec):
+    """Scores with the causal / attention mask / ragged-key masks of ``spec`` (a :class:`Flash`) applied (-inf where
+    masked)."""
     keep = kc < sk
-    if causal:
+    if spec.causal:
         keep = keep & (kc <= rq)
-    if mask_kind is MaskKind.BOOL:
+    if spec.mask is MaskKind.BOOL:
         mt = tl.load(m4[b, h, rq, kc], mask=(rq < sq) & (kc < sk))
         s = tl.where(mt.astype(tl.float32) != 0.0, s, -math.inf)
-    elif mask_kind is MaskKind.FLOAT:
+    elif spec.mask is MaskKind.FLOAT:
         s = s + tl.load(m4[b, h, rq, kc], mask=(rq < sq) & (kc < sk)).astype(tl.float32)
     return tl.where(keep, s, -math.inf)
 
 
+def _heads(q, k):
+    """The batch, kv-head and GQA-group loops of a backward kernel over ``q [B, Hq, ...]``, ``k [B, Hk, ...]``:
+    yields ``(b, hkv, h)`` for query head ``h`` of kv head ``hkv``'s group."""
+    nb, hq, hk = q.shape[0], q.shape[1], k.shape[1]
+    grp = hq // hk
+    for b in tl.affine_range(nb):
+        for hkv in tl.affine_range(hk):
+            for g in tl.affine_range(grp):
+                yield b, hkv, hkv * grp + g
+
+
 @trn.kernel(dynamic=True)
-def flash_fwd(q, k, v, m4, out, lse, scale, causal, mask_kind, kcap, ragged):
+def flash_fwd(q, k, v, m4, out, lse, scale, spec):
     """``out = softmax(q @ k.T * scale + mask) @ v`` over ``[B, H, S, D]``; ``lse [B, H, Sq, 1]``.
 
     Shape-polymorphic in the batch, head and sequence sizes (a decode loop whose key length grows by one
-    per step reuses one compiled variant): the host passes what needs a compile-time value. ``kcap``:
-    key blocks the SBUF staging buffers hold (a power of two >= the key blocks, ``0``: no staging,
-    keys streamed per block); ``ragged``: whether the last key block is partial (it is masked).
+    per step reuses one compiled variant): the host passes what needs a compile-time value in ``spec``
+    (a :class:`Flash`: the mask, causal, the staging capacity ``kcap`` and whether the last key block is ragged).
     Per (batch, kv head) the transposed keys and the values are staged in SBUF once (when they fit,
     ``Sk <= HOIST_MAX``) and shared by every query block of the GQA group.
     """
@@ -93,6 +134,7 @@ def flash_fwd(q, k, v, m4, out, lse, scale, causal, mask_kind, kcap, ragged):
     cd = tl.arange(d)[None, :]
     one = tl.arange(1)[None, :]
     nkb = tl.cdiv(sk, BK)
+    kcap = spec.kcap
     for b in tl.affine_range(nb):
         for hkv in tl.affine_range(hk):
             if kcap:
@@ -111,7 +153,7 @@ def flash_fwd(q, k, v, m4, out, lse, scale, causal, mask_kind, kcap, ragged):
                     m_i = tl.full((BQ, 1), -math.inf, tl.float32)
                     l_i = tl.zeros((BQ, 1), tl.float32)
                     acc = tl.zeros((BQ, d), tl.float32)
-                    n_blocks = qi + 1 if causal else nkb                 # causal: skip blocks above the diagonal
+                    n_blocks = qi + 1 if spec.causal else nkb                 # causal: skip blocks above the diagonal
                     for kj in tl.sequential_range(_blocks(n_blocks, kcap)):
                         kc = kj * BK + tl.arange(BK)[None, :]
                         if kcap:
@@ -122,8 +164,8 @@ def flash_fwd(q, k, v, m4, out, lse, scale, causal, mask_kind, kcap, ragged):
                             k_t = tl.transpose(tl.load(k[b, hkv, rk, cd], mask=rk < sk).astype(tl.float32))
                             v_t = tl.load(v[b, hkv, rk, cd], mask=rk < sk).astype(tl.float32)
                         s = tl.copy(tl.matmul(q_t, k_t, transpose_x=True))
-                        if causal or mask_kind is not MaskKind.NONE or ragged:
-                            s = _mask_scores(s, m4, b, h, rq, kc, sq, sk, causal, mask_kind)
+                        if spec.causal or spec.mask is not MaskKind.NONE or spec.ragged:
+                            s = _mask_scores(s, m4, b, h, rq, kc, sq, sk, spec)
                         m_new = tl.maximum(m_i, tl.max(s, axis=1, keepdims=True))
                         m_safe = tl.where(m_new == -math.inf, 0.0, m_new)
                         p = tl.exp(s - m_safe)
@@ -139,76 +181,64 @@ def flash_fwd(q, k, v, m4, out, lse, scale, causal, mask_kind, kcap, ragged):
 
 
 @trn.kernel
-def flash_bwd_kv(q, k, v, m4, do, lse, dsum, dk, dv, scale, causal, mask_kind):
-    """``dK``, ``dV`` per key block (``[B, Hq, Sk, D]`` fp32: the caller sums GQA groups)."""
-    nb, hq, sq, d = q.shape
-    hk, sk = k.shape[1], k.shape[2]
-    grp = hq // hk
+def flash_bwd_kv(q, k, v, m4, do, lse, dsum, dk, dv, scale, spec):
+    """``dK``, ``dV`` per key block (``[B, Hq, Sk, D]`` fp32: the caller sums GQA groups); ``spec``: a
+    :class:`Flash` (its mask and causal)."""
+    sq, d, sk = q.shape[2], q.shape[3], k.shape[2]
     cd = tl.arange(d)[None, :]
     one = tl.arange(1)[None, :]
     nqb = tl.cdiv(sq, BQ)
-    for b in tl.affine_range(nb):
-        for hkv in tl.affine_range(hk):
-            for g in tl.affine_range(grp):
-                h = hkv * grp + g
-                for kj in tl.affine_range(tl.cdiv(sk, BK)):
-                    rk = kj * BK + tl.arange(BK)[:, None]
-                    kc = kj * BK + tl.arange(BK)[None, :]
-                    k_t = tl.transpose(tl.load(k[b, hkv, rk, cd], mask=rk < sk).astype(tl.float32))   # [d, BK]
-                    v_t = tl.transpose(tl.load(v[b, hkv, rk, cd], mask=rk < sk).astype(tl.float32))
-                    dk_acc = tl.zeros((BK, d), tl.float32)
-                    dv_acc = tl.zeros((BK, d), tl.float32)
-                    for qi in tl.sequential_range(nqb):
-                        rq = qi * BQ + tl.arange(BQ)[:, None]
-                        qt = tl.load(q[b, h, rq, cd], mask=rq < sq).astype(tl.float32)
-                        dot = tl.load(do[b, h, rq, cd], mask=rq < sq).astype(tl.float32)
-                        ls = tl.load(lse[b, h, rq, one], mask=rq < sq, other=math.inf)
-                        di = tl.load(dsum[b, h, rq, one], mask=rq < sq)
-                        s = tl.copy(tl.matmul(tl.transpose(qt), k_t, transpose_x=True)) * scale
-                        s = _mask_scores(s, m4, b, h, rq, kc, sq, sk, causal, mask_kind)
-                        p = tl.exp(s - ls)                                              # [BQ, BK]
-                        dv_acc[...] = dv_acc + tl.matmul(p, dot, transpose_x=True)
-                        dp = tl.copy(tl.matmul(tl.transpose(dot), v_t, transpose_x=True))
-                        ds = p * (dp - di)
-                        dk_acc[...] = dk_acc + tl.matmul(ds, qt, transpose_x=True)
-                    tl.store(dk[b, h, rk, cd], dk_acc * scale, mask=rk < sk)
-                    tl.store(dv[b, h, rk, cd], dv_acc, mask=rk < sk)
+    for b, hkv, h in _heads(q, k):
+        for kj in tl.affine_range(tl.cdiv(sk, BK)):
+            rk = kj * BK + tl.arange(BK)[:, None]
+            kc = kj * BK + tl.arange(BK)[None, :]
+            k_t = tl.transpose(tl.load(k[b, hkv, rk, cd], mask=rk < sk).astype(tl.float32))   # [d, BK]
+            v_t = tl.transpose(tl.load(v[b, hkv, rk, cd], mask=rk < sk).astype(tl.float32))
+            dk_acc = tl.zeros((BK, d), tl.float32)
+            dv_acc = tl.zeros((BK, d), tl.float32)
+            for qi in tl.sequential_range(nqb):
+                rq = qi * BQ + tl.arange(BQ)[:, None]
+                qt = tl.load(q[b, h, rq, cd], mask=rq < sq).astype(tl.float32)
+                dot = tl.load(do[b, h, rq, cd], mask=rq < sq).astype(tl.float32)
+                ls = tl.load(lse[b, h, rq, one], mask=rq < sq, other=math.inf)
+                di = tl.load(dsum[b, h, rq, one], mask=rq < sq)
+                s = tl.copy(tl.matmul(tl.transpose(qt), k_t, transpose_x=True)) * scale
+                p = tl.exp(_mask_scores(s, m4, b, h, rq, kc, sq, sk, spec) - ls)          # [BQ, BK]
+                dv_acc[...] = dv_acc + tl.matmul(p, dot, transpose_x=True)
+                dp = tl.copy(tl.matmul(tl.transpose(dot), v_t, transpose_x=True))
+                dk_acc[...] = dk_acc + tl.matmul(p * (dp - di), qt, transpose_x=True)
+            tl.store(dk[b, h, rk, cd], dk_acc * scale, mask=rk < sk)
+            tl.store(dv[b, h, rk, cd], dv_acc, mask=rk < sk)
 
 
 @trn.kernel
-def flash_bwd_q(q, k, v, m4, do, lse, dsum, dq, dbias, scale, causal, mask_kind, want_dbias):
-    """``dQ`` per query block (and ``dS``, the additive mask's gradient, into ``dbias`` when asked)."""
-    nb, hq, sq, d = q.shape
-    hk, sk = k.shape[1], k.shape[2]
-    grp = hq // hk
+def flash_bwd_q(q, k, v, m4, do, lse, dsum, dq, dbias, scale, spec):
+    """``dQ`` per query block (and ``dS``, the additive mask's gradient, into ``dbias`` when ``spec.want_dbias``);
+    ``spec``: a :class:`Flash`."""
+    sq, d, sk = q.shape[2], q.shape[3], k.shape[2]
     cd = tl.arange(d)[None, :]
     one = tl.arange(1)[None, :]
     nkb = tl.cdiv(sk, BK)
-    for b in tl.affine_range(nb):
-        for hkv in tl.affine_range(hk):
-            for g in tl.affine_range(grp):
-                h = hkv * grp + g
-                for qi in tl.affine_range(tl.cdiv(sq, BQ)):
-                    rq = qi * BQ + tl.arange(BQ)[:, None]
-                    q_t = tl.transpose(tl.load(q[b, h, rq, cd], mask=rq < sq).astype(tl.float32))
-                    do_t = tl.transpose(tl.load(do[b, h, rq, cd], mask=rq < sq).astype(tl.float32))
-                    ls = tl.load(lse[b, h, rq, one], mask=rq < sq, other=math.inf)
-                    di = tl.load(dsum[b, h, rq, one], mask=rq < sq)
-                    dq_acc = tl.zeros((BQ, d), tl.float32)
-                    for kj in tl.sequential_range(nkb):
-                        rk = kj * BK + tl.arange(BK)[:, None]
-                        kc = kj * BK + tl.arange(BK)[None, :]
-                        kt = tl.load(k[b, hkv, rk, cd], mask=rk < sk).astype(tl.float32)
-                        v_t = tl.transpose(tl.load(v[b, hkv, rk, cd], mask=rk < sk).astype(tl.float32))
-                        s = tl.copy(tl.matmul(q_t, tl.transpose(kt), transpose_x=True)) * scale
-                        s = _mask_scores(s, m4, b, h, rq, kc, sq, sk, causal, mask_kind)
-                        p = tl.exp(s - ls)
-                        dp = tl.copy(tl.matmul(do_t, v_t, transpose_x=True))
-                        ds = p * (dp - di)
-                        if want_dbias:
-                            tl.store(dbias[b, h, rq, kc], ds, mask=(rq < sq) & (kc < sk))
-                        dq_acc[...] = dq_acc + tl.matmul(tl.transpose(ds), kt, transpose_x=True)
-                    tl.store(dq[b, h, rq, cd], dq_acc * scale, mask=rq < sq)
+    for b, hkv, h in _heads(q, k):
+        for qi in tl.affine_range(tl.cdiv(sq, BQ)):
+            rq = qi * BQ + tl.arange(BQ)[:, None]
+            q_t = tl.transpose(tl.load(q[b, h, rq, cd], mask=rq < sq).astype(tl.float32))
+            do_t = tl.transpose(tl.load(do[b, h, rq, cd], mask=rq < sq).astype(tl.float32))
+            ls = tl.load(lse[b, h, rq, one], mask=rq < sq, other=math.inf)
+            di = tl.load(dsum[b, h, rq, one], mask=rq < sq)
+            dq_acc = tl.zeros((BQ, d), tl.float32)
+            for kj in tl.sequential_range(nkb):
+                rk = kj * BK + tl.arange(BK)[:, None]
+                kc = kj * BK + tl.arange(BK)[None, :]
+                kt = tl.load(k[b, hkv, rk, cd], mask=rk < sk).astype(tl.float32)
+                v_t = tl.transpose(tl.load(v[b, hkv, rk, cd], mask=rk < sk).astype(tl.float32))
+                s = tl.copy(tl.matmul(q_t, tl.transpose(kt), transpose_x=True)) * scale
+                p = tl.exp(_mask_scores(s, m4, b, h, rq, kc, sq, sk, spec) - ls)
+                ds = p * (tl.copy(tl.matmul(do_t, v_t, transpose_x=True)) - di)
+                if spec.want_dbias:
+                    tl.store(dbias[b, h, rq, kc], ds, mask=(rq < sq) & (kc < sk))
+                dq_acc[...] = dq_acc + tl.matmul(tl.transpose(ds), kt, transpose_x=True)
+            tl.store(dq[b, h, rq, cd], dq_acc * scale, mask=rq < sq)
 
 
 # ------------------------------------------------------------------------------------------ host side
@@ -305,7 +335,7 @@ def sdpa_overrideable(query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
     nkb = -(-sk // BK)
     kcap = 1 << (max(nkb, 1) - 1).bit_length() if nkb * BK <= HOIST_MAX else 0  # staging: a power-of-two bucket
     _split_run(flash_fwd, [query, key, value, _expand_mask(attn_bias, query, key), out, lse], "qkkqqq",
-               _scale(scale, d), bool(is_causal), kind, kcap, sk % BK != 0)
+               _scale(scale, d), _flash(kind, bool(is_causal), kcap, sk % BK != 0, False))
     empty = torch.empty((0,), dtype=torch.int64, device="trn")
     seed = torch.empty((), dtype=torch.int64, device="trn")
     return (out, lse.view(b, h, sq), empty, empty, sq, sk, seed, seed,
@@ -336,14 +366,14 @@ def sdpa_overrideable_backward(grad_out: torch.Tensor, query: torch.Tensor, key:
     dq = torch.empty(query.shape, dtype=query.dtype, device="trn")
     want_db = bool(want[3]) and kind is MaskKind.FLOAT
     dbias = torch.empty((b, hq, sq, sk), dtype=torch.float32, device="trn") if want_db else dq
-    _split_run(flash_bwd_q, [query, key, value, m4, grad_out, lse, dsum, dq, dbias], "qkkqqqqqq", sc, bool(is_causal),
-               kind, want_db)
+    _split_run(flash_bwd_q, [query, key, value, m4, grad_out, lse, dsum, dq, dbias], "qkkqqqqqq", sc,
+               _flash(kind, bool(is_causal), 0, False, want_db))
     grp = hq // hk
     kv_dt = torch.float32 if grp > 1 else key.dtype
     dk = torch.empty((b, hq, sk, d), dtype=kv_dt, device="trn")
     dv = torch.empty((b, hq, sk, d), dtype=kv_dt, device="trn")
-    _split_run(flash_bwd_kv, [query, key, value, m4, grad_out, lse, dsum, dk, dv], "qkkqqqqqq", sc, bool(is_causal),
-               kind)
+    _split_run(flash_bwd_kv, [query, key, value, m4, grad_out, lse, dsum, dk, dv], "qkkqqqqqq", sc,
+               _flash(kind, bool(is_causal), 0, False, False))
     if grp > 1:
         dk = dk.view(b, hk, grp, sk, d).sum(2).to(key.dtype)
         dv = dv.view(b, hk, grp, sk, d).sum(2).to(value.dtype)

@@ -23,6 +23,8 @@ Example:
 from __future__ import annotations
 
 import enum
+import functools
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import torch
@@ -43,20 +45,46 @@ _BAD_NLL = "input/weight not float or target not int on trn, weight not 1-D, or 
 _BAD_MARGIN = "input not non-empty float32 on trn (<= 2 dims, <= 8192 classes), or target not int of its size"
 
 
+@dataclass(frozen=True)
+class Nll:
+    """What one :func:`nll_fwd` / :func:`nll_bwd` launch computes (a compile-time spec: equal specs share a
+    variant).
+
+    Attributes:
+        ignore: the target class that contributes nothing (torch's ``ignore_index``).
+        weighted: class weights are read from ``wf`` (else every class weighs 1).
+        g_scalar: (backward) the incoming gradient is one ``[1, 1]`` value (a reduced loss), else one per sample.
+
+    >>> Nll(-100, weighted=True).g_scalar
+    False
+    """
+
+    ignore: int
+    weighted: bool
+    g_scalar: bool = False
+
+
+#: :class:`Nll` made once per distinct value (a warm launch builds no new instance).
+_nll = functools.lru_cache(maxsize=1024)(Nll)
+
+
 @trn.kernel
-def nll_fwd(xf, t, wf, loss, wsum, bad, rows_n, n_cls, s_n, s_c, ignore, has_w):
-    """Per sample ``n < rows_n``: ``loss = -w[t] * x[n, t]``, ``wsum = w[t]`` (0 when ignored), ``bad``."""
+def nll_fwd(xf, t, wf, loss, wsum, bad, rows_n, n_cls, s_n, s_c, spec):
+    """Per sample ``n < rows_n``: ``loss = -w[t] * x[n, t]``, ``wsum = w[t]`` (0 when ignored), ``bad``.
+
+    ``xf`` is a flat view of ``x`` (sample stride ``s_n``, class stride ``s_c``, ``n_cls`` classes); ``spec``:
+    an :class:`Nll`."""
     one = tl.arange(1)[None, :]
     for rows, m in row_tiles(rows_n):
         ti = tl.load(t[rows, one], mask=m)
         tf = ti.astype(tl.float32)
-        notign = tf != float(ignore)
+        notign = tf != float(spec.ignore)
         inr = (tf >= 0.0) & (tf < float(n_cls))
         valid = notign & inr
         tc = tl.where(valid, ti, 0)
         idx = tl.minimum(isa.iota(rows, tl.int32), rows_n - 1) * s_n + tc * s_c
         xv = tl.load(xf[idx[:, 0:1], one]).astype(tl.float32)
-        if has_w:
+        if spec.weighted:
             wv = tl.where(valid, tl.load(wf[tc[:, 0:1], one]).astype(tl.float32), 0.0)
         else:
             wv = tl.where(valid, 1.0, 0.0)
@@ -66,20 +94,21 @@ def nll_fwd(xf, t, wf, loss, wsum, bad, rows_n, n_cls, s_n, s_c, ignore, has_w):
 
 
 @trn.kernel
-def nll_bwd(g, t, wf, out, ignore, has_w, g_scalar, scale):
-    """``out[n, c] = -w[t] * g[n] * scale`` where ``c == t[n] != ignore``, else 0; ``out [N, C]``."""
+def nll_bwd(g, t, wf, out, spec, scale):
+    """``out[n, c] = -w[t] * g[n] * scale`` where ``c == t[n] != spec.ignore``, else 0; ``out [N, C]``; ``spec``:
+    an :class:`Nll`."""
     r_dim, c_dim = out.shape
     one = tl.arange(1)[None, :]
     for rows, m in row_tiles(r_dim):
         ti = tl.load(t[rows, one], mask=m)
         tf = ti.astype(tl.float32)
-        valid = (tf != float(ignore)) & (tf >= 0.0) & (tf < float(c_dim))
+        valid = (tf != float(spec.ignore)) & (tf >= 0.0) & (tf < float(c_dim))
         tc = tl.where(valid, ti, 0)
-        if g_scalar:
+        if spec.g_scalar:
             gv = tl.broadcast_to(tl.load(g[0:1, 0:1]).astype(tl.float32), (rows.shape[0], 1))
         else:
             gv = tl.load(g[rows, one], mask=m).astype(tl.float32)
-        if has_w:
+        if spec.weighted:
             gv = gv * tl.load(wf[tc[:, 0:1], one]).astype(tl.float32)
         gv = tl.where(valid, gv * (-scale), 0.0)
         tcf = tc.astype(tl.float32)
@@ -149,14 +178,44 @@ ELEM_GRAD: dict[Loss, Callable[[Any, Any, float], Any]] = {
 }
 
 
+@dataclass(frozen=True)
+class PwLoss:
+    """What one :func:`pw_loss` / :func:`pw_loss_bwd` launch computes (a compile-time spec: equal specs share a
+    variant).
+
+    Attributes:
+        loss: the elementwise loss.
+        weighted: an elementwise weight ``w`` multiplies the loss (or its gradient).
+        pos_weighted: (forward, :attr:`Loss.BCE_LOGITS`) the positive-class weight ``pw`` is applied.
+        reduce: (forward) ``out`` gets per-row sums ``[R, 1]`` instead of the elementwise loss.
+        g_scalar: (backward) the incoming gradient is one ``[1, 1]`` value (a reduced loss), else ``[R, L]``.
+
+    >>> PwLoss(Loss.MSE, weighted=False, reduce=True).pos_weighted
+    False
+    """
+
+    loss: Loss
+    weighted: bool
+    pos_weighted: bool = False
+    reduce: bool = False
+    g_scalar: bool = False
+
+
+#: :class:`PwLoss` made once per distinct value (a warm launch builds no new instance).
+_pw = functools.lru_cache(maxsize=256)(PwLoss)
+
+
 def _rnd(t: Any, low: Any) -> Any:
     """``t`` rounded to the narrower dtype ``low`` and back (None: unchanged)."""
     return t if low is None else t.astype(low).astype(tl.float32)
 
 
 @trn.kernel
-def pw_loss(a, b, w, pw, out, mode, param, has_w, has_pw, reduce):
-    """Elementwise loss of ``a``, ``b`` (``[R, L]``); ``out`` is ``[R, L]`` or per-row sums ``[R, 1]``."""
+def pw_loss(a, b, w, pw, out, spec, param):
+    """Elementwise loss of ``a``, ``b`` (``[R, L]``); ``out`` is ``[R, L]`` or per-row sums ``[R, 1]``.
+
+    ``spec``: a :class:`PwLoss`; ``param``: smooth L1's ``beta`` or Huber's ``delta``."""
+    mode = spec.loss
     r_dim, c_dim = a.shape
     low = a.dtype if a.dtype != tl.float32 else None
     cols = tl.arange(c_dim)[None, :]
@@ -166,35 +225,37 @@ def pw_loss(a, b, w, pw, out, mode, param, has_w, has_pw, reduce):
         if mode is Loss.BCE_LOGITS:
             # the CPU's op sequence, each step rounded to the I/O dtype (a no-op for fp32)
             sp = _rnd(tl.log1p(tl.exp(-tl.abs(at))) + tl.maximum(-at, 0.0), low)       # -log_sigmoid(x)
-            if has_pw:
+            if spec.pos_weighted:
                 lw = _rnd(_rnd(_rnd(tl.load(pw[rows, cols], mask=m).astype(tl.float32) - 1.0, low) * bt, low) + 1.0,
                           low)
                 sp = _rnd(sp * lw, low)
             v = _rnd(_rnd(_rnd(1.0 - bt, low) * at, low) + sp, low)
         else:
             v = ELEM[mode](at, bt, param)
-        if has_w:
+        if spec.weighted:
             v = _rnd(v * tl.load(w[rows, cols], mask=m).astype(tl.float32), low)
-        if reduce:
+        if spec.reduce:
             tl.store(out[rows, tl.arange(1)[None, :]], tl.sum(v, axis=1, keepdims=True), mask=m)
         else:
             tl.store(out[rows, cols], v, mask=m)
 
 
 @trn.kernel
-def pw_loss_bwd(g, a, b, w, out, mode, param, has_w, g_scalar, scale):
-    """``out = g * scale * d(loss)/d(a)`` (times ``w``) over ``[R, L]``; ``g`` is ``[R, L]`` or ``[1, 1]``."""
+def pw_loss_bwd(g, a, b, w, out, spec, param, scale):
+    """``out = g * scale * d(loss)/d(a)`` (times ``w``) over ``[R, L]``; ``g`` is ``[R, L]`` or ``[1, 1]``.
+
+    ``spec``: a :class:`PwLoss`; ``param`` as in :func:`pw_loss`."""
     r_dim, c_dim = a.shape
     cols = tl.arange(c_dim)[None, :]
     for rows, m in row_tiles(r_dim):
         at = tl.load(a[rows, cols], mask=m).astype(tl.float32)
         bt = tl.load(b[rows, cols], mask=m).astype(tl.float32)
-        if g_scalar:
+        if spec.g_scalar:
             gv = tl.broadcast_to(tl.load(g[0:1, 0:1]).astype(tl.float32), (rows.shape[0], 1)) * scale
         else:
             gv = tl.load(g[rows, cols], mask=m).astype(tl.float32) * scale
-        v = ELEM_GRAD[mode](at, bt, param) * gv
-        if has_w:
+        v = ELEM_GRAD[spec.loss](at, bt, param) * gv
+        if spec.weighted:
             v = v * tl.load(w[rows, cols], mask=m).astype(tl.float32)
         tl.store(out[rows, cols], v, mask=m)
 
@@ -234,21 +295,24 @@ def _pw_forward(mode: Loss, a: torch.Tensor, b: torch.Tensor, reduction: int, pa
         if reduction == _NONE:
             return torch.empty(shape, dtype=a.dtype, device="trn")
         return torch.full((), float("nan") if reduction == _MEAN else 0.0, dtype=a.dtype, device="trn")
+    param = float(param)
     if reduction == _NONE:
         out = torch.empty(shape, dtype=a.dtype, device="trn")
+        spec = _pw(mode, w is not None, pw is not None, False, False)
         for views in _flat_parts(ins + [out]):
             va, vb = views[0], views[1]
             vw = views[2] if w is not None else va
             vp = views[-2] if pw is not None else va
-            pw_loss(va, vb, vw, vp, views[-1], mode, float(param), w is not None, pw is not None, False)
+            pw_loss(va, vb, vw, vp, views[-1], spec, param)
         return out
+    spec = _pw(mode, w is not None, pw is not None, True, False)
     parts = []
     for views in _flat_parts(ins):
         va, vb = views[0], views[1]
         vw = views[2] if w is not None else va
         vp = views[-1] if pw is not None else va
         part = torch.empty((va.shape[0], 1), dtype=torch.float32, device="trn")
-        pw_loss(va, vb, vw, vp, part, mode, float(param), w is not None, pw is not None, True)
+        pw_loss(va, vb, vw, vp, part, spec, param)
         parts.append(part.sum())
     tot = parts[0] if len(parts) == 1 else parts[0] + parts[1]
     if reduction == _MEAN:
@@ -279,16 +343,18 @@ def _pw_backward(mode: Loss, grad: torch.Tensor, a: torch.Tensor, b: torch.Tenso
         return out
     scale = 1.0 / n if reduction == _MEAN else 1.0
     ins = [t.expand(shape).contiguous() for t in (a, b, w) if t is not None]
+    spec = _pw(mode, w is not None, False, False, g_scalar)
+    param = float(param)
     if g_scalar:
         g1 = U.as_1x1(grad.reshape(1, 1))
         for views in _flat_parts(ins + [out]):
-            pw_loss_bwd(g1, views[0], views[1], views[2] if w is not None else views[0], views[-1], mode,
-                        float(param), w is not None, True, scale)
+            pw_loss_bwd(g1, views[0], views[1], views[2] if w is not None else views[0], views[-1], spec, param,
+                        scale)
     else:
         gc = grad.expand(shape).contiguous()
         for views in _flat_parts([gc] + ins + [out]):
-            pw_loss_bwd(views[0], views[1], views[2], views[3] if w is not None else views[1], views[-1], mode,
-                        float(param), w is not None, False, scale)
+            pw_loss_bwd(views[0], views[1], views[2], views[3] if w is not None else views[1], views[-1], spec,
+                        param, scale)
     return out
 
 
@@ -312,7 +378,8 @@ def _nll_core(x2: torch.Tensor, t1: torch.Tensor, weight: torch.Tensor | None, r
     xf = U.view(x2, (span, 1), (1, 1), x2.storage_offset())
     tt = U.view(t1, (n, 1), (t1.stride(0), 1), t1.storage_offset())
     wf = U.view(weight, (c, 1), (weight.stride(0), 1), weight.storage_offset()) if weight is not None else xf
-    nll_fwd(xf, tt, wf, loss, wsum, bad, n, c, x2.stride(0), x2.stride(1), int(ignore_index), weight is not None)
+    nll_fwd(xf, tt, wf, loss, wsum, bad, n, c, x2.stride(0), x2.stride(1), _nll(int(ignore_index), weight is not None,
+                                                                                  False))
     if bad.sum().item() > 0:
         return None
     if reduction == _NONE:
@@ -368,12 +435,12 @@ def _nll_grad(grad_output: torch.Tensor, t1: torch.Tensor, weight: torch.Tensor 
     wf = U.view(weight, (c, 1), (weight.stride(0), 1), weight.storage_offset()) if weight is not None else tt
     if reduction == _NONE:
         g = grad_output.reshape(n, 1)
-        nll_bwd(g, tt, wf, out2, int(ignore_index), weight is not None, False, 1.0)
+        nll_bwd(g, tt, wf, out2, _nll(int(ignore_index), weight is not None, False), 1.0)
         return
     g = grad_output.reshape(1, 1)
     if reduction == _MEAN:
         g = g / total_weight.reshape(1, 1)
-    nll_bwd(U.as_1x1(g), tt, wf, out2, int(ignore_index), weight is not None, True, 1.0)
+    nll_bwd(U.as_1x1(g), tt, wf, out2, _nll(int(ignore_index), weight is not None, True), 1.0)
 
 
 @lowering("aten::nll_loss2d_forward", dtypes=None)
@@ -499,19 +566,39 @@ def _margin_tiles(x: Any, t: Any, bad: Any) -> Iterator[tuple[Any, Any, Any, Any
         yield rows, m, xt, ti, inr, isa.iota(cols + 0 * rows, tl.int32) == ti
 
 
+@dataclass(frozen=True)
+class Margin:
+    """What one :func:`multi_margin_fwd` / :func:`multi_margin_bwd` launch computes (a compile-time spec).
+
+    Attributes:
+        p: the hinge's power, 1 or 2.
+        go_scalar: (backward) ``grad_output`` is one ``[1, 1]`` value (a reduced loss), else one per row.
+
+    >>> Margin(2).go_scalar
+    False
+    """
+
+    p: int
+    go_scalar: bool = False
+
+
+#: :class:`Margin` made once per distinct value (a warm launch builds no new instance).
+_margin = functools.lru_cache(maxsize=16)(Margin)
+
+
 def _class_weight(w: Any, ti: Any, inr: Any) -> Any:
     """``w[t]`` (fp32 ``[P, 1]``) of ``w [C, 1]`` at the targets ``ti`` (class 0 where out of range)."""
     return tl.load(w[tl.where(inr, ti, 0)[:, 0:1], tl.arange(1)[None, :]]).astype(tl.float32)
 
 
 @trn.kernel
-def multi_margin_fwd(x, t, w, loss, bad, p, margin):
+def multi_margin_fwd(x, t, w, loss, bad, spec, margin):
     """Per row of ``x [N, C]``: ``sum_{d != t} max(0, margin - x[t] + x[d])^p * w[t] / C`` into ``loss [N, 1]``;
-    ``bad [N, 1]``: 1 where the target is out of range."""
+    ``bad [N, 1]``: 1 where the target is out of range. ``spec``: a :class:`Margin` (``p``)."""
     one = tl.arange(1)[None, :]
     for rows, m, xt, ti, inr, is_t in _margin_tiles(x, t, bad):
         z = (margin - tl.sum(tl.where(is_t, xt, 0.0), axis=1, keepdims=True)) + xt
-        h = z if p == 1 else z * z
+        h = z if spec.p == 1 else z * z
         if w is not None:
             h = h * _class_weight(w, ti, inr)
         tot = tl.sum(tl.where((z > 0.0) & ~is_t, h, 0.0), axis=1, keepdims=True)
@@ -519,9 +606,10 @@ def multi_margin_fwd(x, t, w, loss, bad, p, margin):
 
 
 @trn.kernel
-def multi_margin_bwd(x, t, w, go, out, bad, p, margin, g, go_scalar):
+def multi_margin_bwd(x, t, w, go, out, bad, spec, margin, g):
     """Gradient of ``multi_margin_loss`` for ``x [N, C]``, ``t [N, 1]`` (int), ``w [C, 1]`` or None, ``go [N, 1]``
-    (or ``[1, 1]`` when ``go_scalar``): torch's CPU rule, ``h = g`` (p=1) or ``2 g z`` (p=2) where
+    (or ``[1, 1]`` when ``spec.go_scalar``; ``spec``: a :class:`Margin`): torch's CPU rule, ``h = g`` (p=1) or
+    ``2 g z`` (p=2) where
     ``z = margin - x[t] + x[d] > 0`` (``d != t``), times ``w[t]``; ``out[t] = -sum(h)``; all times ``go``.
     ``bad [N, 1]``: 1 where the target is out of range."""
     cols = tl.arange(x.shape[1])[None, :]
@@ -529,12 +617,12 @@ def multi_margin_bwd(x, t, w, go, out, bad, p, margin, g, go_scalar):
     for rows, m, xt, ti, inr, is_t in _margin_tiles(x, t, bad):
         x_t = tl.sum(tl.where(is_t, xt, 0.0), axis=1, keepdims=True)
         z = (margin - x_t) + xt
-        h = tl.full(xt.shape, g, tl.float32) if p == 1 else z * (2.0 * g)
+        h = tl.full(xt.shape, g, tl.float32) if spec.p == 1 else z * (2.0 * g)
         if w is not None:
             h = h * _class_weight(w, ti, inr)
         h = tl.where((z > 0.0) & ~is_t, h, 0.0)
         res = tl.where(is_t, -tl.sum(h, axis=1, keepdims=True), h)
-        gv = tl.broadcast_to(tl.load(go[0:1, 0:1]).astype(tl.float32), (rows.shape[0], 1)) if go_scalar else \
+        gv = tl.broadcast_to(tl.load(go[0:1, 0:1]).astype(tl.float32), (rows.shape[0], 1)) if spec.go_scalar else \
             tl.load(go[rows, one], mask=m).astype(tl.float32)
         tl.store(out[rows, cols], res * gv, mask=m)
 
@@ -611,7 +699,8 @@ def multi_margin_loss(self: torch.Tensor, target: torch.Tensor, p: Any = 1, marg
         return decline("weight not a float32 trn tensor of the class count")
     loss = torch.empty((n, 1), dtype=torch.float32, device="trn")
     bad = torch.empty((n, 1), dtype=torch.float32, device="trn")
-    multi_margin_fwd(x2, t2, weight.reshape(-1, 1) if weight is not None else None, loss, bad, int(p), float(margin))
+    multi_margin_fwd(x2, t2, weight.reshape(-1, 1) if weight is not None else None, loss, bad, _margin(int(p), False),
+                     float(margin))
     if bad.sum().item() > 0:
         return decline("a target out of range: torch raises")  # the CPU raises torch's target-out-of-range error
     if reduction == _NONE:
@@ -640,7 +729,7 @@ def multi_margin_loss_backward(grad_output: torch.Tensor, self: torch.Tensor, ta
     bad = torch.empty((n, 1), dtype=torch.float32, device="trn")
     go = grad_output.reshape(1, 1) if go_scalar else grad_output.reshape(n, 1)
     wv = weight.reshape(-1, 1) if weight is not None else None
-    multi_margin_bwd(x2, t2, wv, go, out, bad, int(p), float(margin), g, go_scalar)
+    multi_margin_bwd(x2, t2, wv, go, out, bad, _margin(int(p), go_scalar), float(margin), g)
     if bad.sum().item() > 0:
         return decline("a target out of range: torch raises")  # the CPU raises torch's target-out-of-range error
     return out.view(self.shape)

@@ -103,7 +103,7 @@ def test_profile_flash_fwd_is_sane():
     q, k, v = (t.to("trn") for t in _qkv(1, 1, 256, 256, 64, torch.float32))
     out = torch.empty(1, 1, 256, 64, device="trn")
     lse = torch.empty(1, 1, 256, 1, device="trn")
-    prof = A.flash_fwd.profile(q, k, v, q, out, lse, 0.125, True, A.MaskKind.NONE, 2, False)
+    prof = A.flash_fwd.profile(q, k, v, q, out, lse, 0.125, A.Flash(A.MaskKind.NONE, causal=True, kcap=2))
     assert prof.time_us > 0 and prof.cycles > 0
     assert all(0 <= e.utilization <= 1 for e in prof.engines.values()), prof.engines
     assert prof.engines["tensor"].instructions > 0 and 0 < prof.mfu <= 1

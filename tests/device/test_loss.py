@@ -115,7 +115,7 @@ def test_profile_nll_is_sane():
     t = torch.randint(0, c, (n, 1)).to("trn")
     loss = torch.empty(n, 1, device="trn")
     ws, bad = torch.empty(n, 1, device="trn"), torch.empty(n, 1, device="trn")
-    prof = L.nll_fwd.profile(x.view(-1, 1), t, x.view(-1, 1), loss, ws, bad, n, c, c, 1, -100, False)
+    prof = L.nll_fwd.profile(x.view(-1, 1), t, x.view(-1, 1), loss, ws, bad, n, c, c, 1, L.Nll(-100, False))
     assert prof.time_us > 0 and prof.cycles > 0
     assert all(0 <= e.utilization <= 1 for e in prof.engines.values()), prof.engines
     assert 0 < prof.mbu <= 1
