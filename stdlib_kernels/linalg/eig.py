@@ -114,6 +114,15 @@ def _load_sym(src, scale, bi, a, t, rows, cols, lower):
     a[:, t, :] = tl.where((r >= cols) if lower else (r <= cols), direct, mirror) * sc
 
 
+def _state_dims(w):
+    """The geometry of an SVD state ``w`` ``[B, ln + n2, n2]``: ``rr = ln + n2`` rows, ``n2`` columns, ``ln``,
+    the row tile ``p`` (at most 128), the tile count ``nt`` and the index values ``rows`` ``[p, 1]`` and
+    ``cols`` ``[1, n2]`` (trace-time helper of the SVD kernels)."""
+    rr, n2 = w.shape[-2], w.shape[-1]
+    p = min(128, rr)
+    return rr, n2, rr - n2, p, tl.cdiv(rr, p), tl.arange(p)[:, None], tl.arange(n2)[None, :]
+
+
 # kernels --------------------------------------------------------------------------------------------------------
 @trn.kernel
 def svd_sweep_kernel(src, scale, w, off, tol):
@@ -122,13 +131,8 @@ def svd_sweep_kernel(src, scale, w, off, tol):
     ``|cos|`` between two columns met. ``src`` ``[B, ln, k]`` (first sweep only, scaled by ``scale [B, 1]``, with
     ``V = I``) initialises the state. Column dot products are Tensor-engine reductions over the partitions
     (a masked ones-vector, accumulated over row tiles in PSUM)."""
-    rr, n2 = w.shape[-2], w.shape[-1]
+    rr, n2, ln, p, nt, rows, cols = _state_dims(w)
     h = n2 // 2
-    ln = rr - n2
-    p = min(128, rr)
-    nt = tl.cdiv(rr, p)
-    rows = tl.arange(p)[:, None]
-    cols = tl.arange(n2)[None, :]
     for bi in tl.affine_range(w.shape[0]):
         buf = tl.ndarray((p, nt, n2), tl.float32, buffer=tl.sbuf)
         for t in tl.affine_range(nt):
@@ -238,12 +242,7 @@ def svd_finish_kernel(w, u, s, v):
     ``X`` with unit columns (zero columns stay 0), ``v[b]`` ``[n2, n2]`` = ``V`` with unit columns and ``s[b]``
     ``[1, n2]`` = ``|x_j| / |v_j|``. Dividing by ``|v_j|`` undoes the slow drift of the norms under thousands of
     fp32 rotations (``x_j`` and ``v_j`` were rotated alike), which otherwise dominates the error."""
-    rr, n2 = w.shape[-2], w.shape[-1]
-    ln = rr - n2
-    p = min(128, rr)
-    nt = tl.cdiv(rr, p)
-    rows = tl.arange(p)[:, None]
-    cols = tl.arange(n2)[None, :]
+    rr, n2, ln, p, nt, rows, cols = _state_dims(w)
     for bi in tl.affine_range(w.shape[0]):
         buf = tl.ndarray((p, nt, n2), tl.float32, buffer=tl.sbuf)
         xs = tl.zeros((1, n2), tl.float32, buffer=tl.psum)
