@@ -6,6 +6,7 @@ launch kernels like a user would.
 
 from __future__ import annotations
 
+import enum
 import math
 from collections import OrderedDict
 from typing import Any, Sequence
@@ -32,6 +33,25 @@ NATIVE_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.int32)
 FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 #: Free-dimension chunk (elements per partition per instruction) of streaming kernels.
 FREE_CHUNK = 2048
+
+
+class Mode(enum.Enum):
+    """Base of a kernel's mode enums (compile-time arguments, ``trnlang.runtime.args.is_spec``).
+
+    Members hash by identity, in C: ``Enum.__hash__`` is Python code (~0.1 us a member), and a warm launch
+    hashes its plan key whenever it is not the last key seen. Members are singletons, so identity is equality.
+    (Reading a member off its class, ``Op.SUM``, is slow as well on Python 3.11: every attribute read on an Enum
+    class runs EnumType's ``__getattr__`` hook, ~10x a global's read; code run per call keeps members in globals.)
+
+    Example:
+        >>> class Fill(Mode):
+        ...     ZERO = 0
+        >>> {Fill.ZERO: 1}[Fill.ZERO], type(Fill.ZERO).__hash__ is object.__hash__
+        (1, True)
+    """
+
+    __hash__ = object.__hash__
+
 
 _scalars: OrderedDict[tuple[Any, ...], torch.Tensor] = OrderedDict()
 

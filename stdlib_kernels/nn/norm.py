@@ -38,7 +38,7 @@ import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels import tiling as T
-from stdlib_kernels.reduction.reduce import col_sum
+from stdlib_kernels.reduction.reduce import Post, Pre, col_sum
 from trnlang.device import decline, lowering, memory
 from trnlang.device.registry import describe
 
@@ -517,7 +517,8 @@ def _sum_partials(parts: torch.Tensor, out: torch.Tensor, n: int) -> None:
     The same kernel as the device ``sum`` over dim 0 (``reduce.col_sum``), without the op's host glue
     (dispatch, a temporary, a ``copy_``): after a large kernel that glue runs on cold host caches.
     """
-    col_sum(parts, out.view(1, n), "none", "none", 1.0, 1.0, (T.row_bucket(parts.shape[0]), T.free_bucket(n, 512)))
+    col_sum(parts, out.view(1, n), Pre.NONE, Post.NONE, 1.0, 1.0,
+            (T.row_bucket(parts.shape[0]), T.free_bucket(n, 512)))
 
 
 def _ln_bwd_long(grad_out: torch.Tensor, input: torch.Tensor, mean: torch.Tensor, rstd: torch.Tensor,

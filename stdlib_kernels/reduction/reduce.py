@@ -21,7 +21,7 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -33,45 +33,88 @@ from trnlang.device import decline, lowering, memory
 from trnlang.device.registry import warn_like_torch
 
 _I32_MIN, _I32_MAX = -2**31, 2**31 - 1
+
+
+class Op(U.Mode):
+    """How a row reduction combines its elements (``LSE``: the max-stabilised log of the sum of exponentials)."""
+
+    SUM = "sum"
+    PROD = "prod"
+    MAX = "max"
+    MIN = "min"
+    LSE = "lse"
+
+
+class Pre(U.Mode):
+    """The elementwise map applied to each loaded (already cast) tile before reducing."""
+
+    NONE = "none"
+    ABS = "abs"
+    SQ = "sq"    # x * x
+    POW = "pow"  # |x| ** p
+    NZ = "nz"    # 1.0 where nonzero (NaN counts), else 0.0
+
+
+class Post(U.Mode):
+    """The map applied to each reduced value before it is stored."""
+
+    NONE = "none"
+    DIV = "div"    # divided by ``scale`` (a runtime scalar)
+    SQRT = "sqrt"
+    ROOT = "root"  # acc ** (1 / p)
+
+
+class Acc(U.Mode):
+    """The arithmetic a reduction accumulates in (the value: the tiles' dtype): fp32, or int32 (exact integer sums
+    and compares)."""
+
+    F32 = tl.float32
+    I32 = tl.int32
+
+
+# The host code (it runs on every call) names members through these module globals: on Python 3.11 every attribute
+# read on an Enum class (``Op.SUM``) goes through EnumType's ``__getattr__`` hook, ~0.1 us, 10x a global's read.
+_SUM, _PROD, _MAX, _MIN, _LSE = Op.SUM, Op.PROD, Op.MAX, Op.MIN, Op.LSE
+_NO_PRE, _ABS, _SQ, _POW, _NZ = Pre.NONE, Pre.ABS, Pre.SQ, Pre.POW, Pre.NZ
+_NO_POST, _DIV, _SQRT, _ROOT = Post.NONE, Post.DIV, Post.SQRT, Post.ROOT
+_F32, _I32 = Acc.F32, Acc.I32
+
 #: identity of each combine op (the ``other=`` of masked loads), fp32 and int32.
-_IDENT = {"sum": 0.0, "prod": 1.0, "max": -math.inf, "min": math.inf, "lse": -math.inf}
-_IDENT_I = {"sum": 0, "prod": 1, "max": _I32_MIN, "min": _I32_MAX}
-_RED = {"sum": tl.sum, "prod": tl.prod, "max": tl.max, "min": tl.min}
-_COMB = {"sum": tl.add, "prod": tl.multiply, "max": tl.maximum, "min": tl.minimum}
+_IDENT = {Op.SUM: 0.0, Op.PROD: 1.0, Op.MAX: -math.inf, Op.MIN: math.inf, Op.LSE: -math.inf}
+_IDENT_I = {Op.SUM: 0, Op.PROD: 1, Op.MAX: _I32_MIN, Op.MIN: _I32_MAX}
+_RED = {Op.SUM: tl.sum, Op.PROD: tl.prod, Op.MAX: tl.max, Op.MIN: tl.min}
+_COMB = {Op.SUM: tl.add, Op.PROD: tl.multiply, Op.MAX: tl.maximum, Op.MIN: tl.minimum}
+#: the body of each :class:`Pre` (``t``: the tile, ``p``: the exponent of ``POW``)
+_PRE: dict[Pre, Callable[[Any, float], Any]] = {
+    Pre.NONE: lambda t, p: t,
+    Pre.ABS: lambda t, p: tl.abs(t),
+    Pre.SQ: lambda t, p: t * t,
+    Pre.POW: lambda t, p: tl.power(tl.abs(t), p),
+    Pre.NZ: lambda t, p: (t != 0).astype(tl.float32),
+}
+#: the body of each :class:`Post` (``acc``: the reduced ``[P, 1]`` tile, ``scale``: ``DIV``'s divisor)
+_POST: dict[Post, Callable[[Any, Any, float], Any]] = {
+    Post.NONE: lambda acc, scale, p: acc,
+    Post.DIV: lambda acc, scale, p: acc / T.runtime_scalar(scale),
+    Post.SQRT: lambda acc, scale, p: tl.sqrt(acc),
+    Post.ROOT: lambda acc, scale, p: tl.power(acc, 1.0 / p),
+}
 
 
-def _pre(t: Any, pre: str, p: float) -> Any:
-    """Elementwise map applied before reducing (on the loaded, already cast tile)."""
-    if pre == "abs":
-        return tl.abs(t)
-    if pre == "sq":
-        return t * t
-    if pre == "pow":
-        return tl.power(tl.abs(t), p)
-    if pre == "nz":  # 1.0 where nonzero (NaN counts), else 0.0
-        return (t != 0).astype(tl.float32)
-    return t
+def _ident(op: Op, ct: Acc) -> Any:
+    """The identity of ``op`` in ``ct`` arithmetic."""
+    return _IDENT[op] if ct is Acc.F32 else _IDENT_I[op]
 
 
-def _other(op: str, pre: str, p: float, ct: str) -> Any:
+def _other(op: Op, pre: Pre, p: float, ct: Acc) -> Any:
     """The value masked-off loads give: one that ``pre`` maps to the identity of ``op``."""
-    if ct == "i32":
+    if ct is Acc.I32:
         return _IDENT_I[op]
-    if pre == "none":
+    if pre is Pre.NONE:
         return _IDENT[op]
-    if op == "min" or (pre == "pow" and p < 0):
+    if op is Op.MIN or (pre is Pre.POW and p < 0):
         return math.inf  # abs/nz/pow(p<0) of inf: inf / 1 / 0
     return 0.0
-
-
-def _post(acc: Any, post: str, scale: Any, p: float) -> Any:
-    if post == "div":
-        return acc / T.runtime_scalar(scale)
-    if post == "sqrt":
-        return tl.sqrt(acc)
-    if post == "root":
-        return tl.power(acc, 1.0 / p)
-    return acc
 
 
 def _shape(x: Any, tile: tuple[int, int, bool] | None) -> tuple[Any, Any, int, int, bool, bool]:
@@ -97,25 +140,27 @@ def _cols(c_dim: Any, f: int, rm: Any) -> tuple[Any, Any, bool]:
 
 @T.polymorphic
 def row_reduce(x, out, op, pre, post, scale, p, ct, tile=None):
-    """``out[r, 0] = post(op_c pre(x[r, c]))``; ``op`` sum/prod/max/min/lse, ``ct`` "f32"/"i32" arithmetic.
+    """``out[r, 0] = post(op_c pre(x[r, c]))``: ``op`` an :class:`Op`, ``pre`` a :class:`Pre`, ``post`` a
+    :class:`Post`, ``ct`` the :class:`Acc` arithmetic; ``p`` the exponent of ``Pre.POW`` / ``Post.ROOT``.
 
-    ``scale``: the divisor of ``post="div"``, a number or a ``[1, 1]`` fp32 tensor (a runtime value).
-    Example: ``row_reduce(x, out, "sum", "none", "div", float(C), 0.0, "f32")`` is a row mean.
+    ``scale``: the divisor of ``Post.DIV``, a number or a ``[1, 1]`` fp32 tensor (a runtime value).
+    Example: ``row_reduce(x, out, Op.SUM, Pre.NONE, Post.DIV, float(C), 0.0, Acc.F32)`` is a row mean.
     """
     r_dim, c_dim, pp, f, rr, one_pass = _shape(x, tile)
-    dt = tl.float32 if ct == "f32" else tl.int32
-    red = "max" if op == "lse" else op
-    ident = _IDENT[red] if ct == "f32" else _IDENT_I[red]
+    dt = ct.value
+    red = Op.MAX if op is Op.LSE else op
+    ident = _ident(red, ct)
     other = _other(red, pre, p, ct)
+    prep = _PRE[pre]
     one = tl.arange(1)[None, :]
     for i in tl.affine_range(tl.cdiv(r_dim, pp)):
         rows = i * pp + tl.arange(pp)[:, None]
         rm = (rows < r_dim) if rr else None
         if one_pass:
             cols, cm, masked = _cols(c_dim, f, rm)
-            t = _pre(tl.load(x[rows, cols], mask=cm, other=other if masked else 0).astype(dt), pre, p)
+            t = prep(tl.load(x[rows, cols], mask=cm, other=other if masked else 0).astype(dt), p)
             acc = _RED[red](t, axis=1, keepdims=True)
-            if op == "lse":
+            if op is Op.LSE:
                 m = tl.where(tl.abs(acc) == math.inf, 0.0, acc)
                 acc = tl.log(tl.sum(tl.exp(t - m), axis=1, keepdims=True)) + m
         else:
@@ -123,9 +168,9 @@ def row_reduce(x, out, op, pre, post, scale, p, ct, tile=None):
             for j in tl.sequential_range(tl.cdiv(c_dim, f)):
                 cols = j * f + tl.arange(f)[None, :]
                 m = (rows < r_dim) & (cols < c_dim)
-                t = _pre(tl.load(x[rows, cols], mask=m, other=other).astype(dt), pre, p)
+                t = prep(tl.load(x[rows, cols], mask=m, other=other).astype(dt), p)
                 acc[...] = _COMB[red](acc, _RED[red](t, axis=1, keepdims=True))
-            if op == "lse":
+            if op is Op.LSE:
                 m = tl.where(tl.abs(acc) == math.inf, 0.0, acc)
                 s = tl.zeros((pp, 1), tl.float32)
                 for j in tl.sequential_range(tl.cdiv(c_dim, f)):
@@ -133,16 +178,16 @@ def row_reduce(x, out, op, pre, post, scale, p, ct, tile=None):
                     t = tl.load(x[rows, cols], mask=(rows < r_dim) & (cols < c_dim), other=-math.inf).astype(dt)
                     s[...] = s + tl.sum(tl.exp(t - m), axis=1, keepdims=True)
                 acc = tl.log(s) + m
-        tl.store(out[rows, one], _post(acc, post, scale, p), mask=rm)
+        tl.store(out[rows, one], _POST[post](acc, scale, p), mask=rm)
 
 
-def _first_index(t: Any, v: Any, col0: Any, rows: Any, f: int, ct: str) -> Any:
+def _first_index(t: Any, v: Any, col0: Any, rows: Any, f: int, ct: Acc) -> Any:
     """Index (fp32) of the first element of ``t`` equal to ``v`` (or NaN): the min of a masked iota.
 
     Plain whole-tile compare/select/min instructions (cheaper than a ``tensor_reduce`` argmax).
     """
     pos = isa.iota(col0 + tl.arange(f)[None, :] + 0 * rows, tl.float32)
-    hit = (t == v) | (t != t) if ct == "f32" else (t == v)
+    hit = (t == v) | (t != t) if ct is Acc.F32 else (t == v)
     return tl.min(tl.where(hit, pos, _BIG), axis=1, keepdims=True)
 
 
@@ -151,25 +196,26 @@ _BIG = float(2 ** 30)
 
 @T.polymorphic
 def row_arg_reduce(x, vals, idx, op, ct, tile=None):
-    """Per row the max (``op="max"``) or min and the index of its first occurrence (NaN wins, as in torch).
+    """Per row the max (``op``: ``Op.MAX``) or min (``Op.MIN``) and the index of its first occurrence (NaN wins,
+    as in torch), in ``ct`` (an :class:`Acc`) arithmetic.
 
     ``vals`` may be None (argmax/argmin only); ``idx`` is an int32 or int64 ``[R, 1]`` tensor.
     """
     r_dim, c_dim, pp, f, rr, one_pass = _shape(x, tile)
-    dt = tl.float32 if ct == "f32" else tl.int32
-    red = tl.max if op == "max" else tl.min
+    dt = ct.value
+    red = _RED[op]
     one = tl.arange(1)[None, :]
     for i in tl.affine_range(tl.cdiv(r_dim, pp)):
         rows = i * pp + tl.arange(pp)[:, None]
         rm = (rows < r_dim) if rr else None
         if one_pass:
             cols, cm, masked = _cols(c_dim, f, rm)
-            t = tl.load(x[rows, cols], mask=cm, other=(_IDENT if ct == "f32" else _IDENT_I)[op] if masked else 0)
+            t = tl.load(x[rows, cols], mask=cm, other=_ident(op, ct) if masked else 0)
             t = t.astype(dt)
             v = red(t, axis=1, keepdims=True)
             ai = _first_index(t, v, 0, rows, f, ct)
         else:
-            ident = (_IDENT if ct == "f32" else _IDENT_I)[op]
+            ident = _ident(op, ct)
             v = tl.full((pp, 1), ident, dt)
             ai = tl.zeros((pp, 1), tl.float32)
             for j in tl.sequential_range(tl.cdiv(c_dim, f)):
@@ -177,8 +223,8 @@ def row_arg_reduce(x, vals, idx, op, ct, tile=None):
                 t = tl.load(x[rows, cols], mask=(rows < r_dim) & (cols < c_dim), other=ident).astype(dt)
                 cv = red(t, axis=1, keepdims=True)
                 ci = _first_index(t, cv, j * f, rows, f, ct)
-                better = (cv > v) if op == "max" else (cv < v)
-                if ct == "f32":
+                better = (cv > v) if op is Op.MAX else (cv < v)
+                if ct is Acc.F32:
                     better = better | ((cv != cv) & (v == v))
                 ai[...] = tl.where(better, ci, ai)
                 v[...] = tl.where(better, cv, v)
@@ -228,7 +274,8 @@ def row_var(x, out, mean_out, divisor, std, tile=None, count=None):
 
 @T.polymorphic
 def col_sum(xt, out, pre, post, scale, p, tile=None):
-    """``out[0, r] = post(sum_c pre(xt[c, r]))``: a sum over the partition axis of ``xt [C, R]``.
+    """``out[0, r] = post(sum_c pre(xt[c, r]))`` (``pre`` a :class:`Pre`, ``post`` a :class:`Post`): a sum over
+    the partition axis of ``xt [C, R]``.
 
     For a reduction over leading dims the kept dims are contiguous: row tiles ``[128, 512]`` load
     densely and a ``ones[128, 1]`` matmul sums their partitions, accumulating in PSUM. ``tile``: the host's
@@ -245,9 +292,9 @@ def col_sum(xt, out, pre, post, scale, p, tile=None):
         for i in tl.affine_range(tl.cdiv(c_dim, pp)):
             rows = i * pp + tl.arange(pp)[:, None]
             m = ((rows < c_dim) & (cols < r_dim)) if ragged else None
-            t = _pre(tl.load(xt[rows, cols], mask=m).astype(tl.float32), pre, p)
+            t = _PRE[pre](tl.load(xt[rows, cols], mask=m).astype(tl.float32), p)
             acc += tl.matmul(ones, t, transpose_x=True)
-        tl.store(out[tl.arange(1)[:, None], cols], _post(tl.copy(acc), post, scale, p),
+        tl.store(out[tl.arange(1)[:, None], cols], _POST[post](tl.copy(acc), scale, p),
                  mask=(cols < r_dim) if ragged else None)
 
 
@@ -293,24 +340,24 @@ def _spread_ok(x2: torch.Tensor) -> bool:
     return x2.shape[0] == 1 and x2.shape[1] >= _SPREAD and x2.stride(1) == 1
 
 
-def _launch(x2: torch.Tensor, o2: torch.Tensor, op: str, pre: str, post: str, scale: float, p: float,
-            ct: str) -> None:
+def _launch(x2: torch.Tensor, o2: torch.Tensor, op: Op, pre: Pre, post: Post, scale: float, p: float,
+            ct: Acc) -> None:
     """``o2 [R, 1] = reduce(x2 [R, C])``, spreading one long row over 128 partitions first.
 
-    The divisor ``scale`` of ``post="div"`` (a count: it changes with the size) reaches the kernels as a
+    The divisor ``scale`` of ``Post.DIV`` (a count: it changes with the size) reaches the kernels as a
     ``[1, 1]`` device scalar, a runtime value, so a new size does not key a new variant.
     """
     r, c = x2.shape
-    sc = U.scalar_tensor(float(scale), torch.float32) if post == "div" else 1.0
-    if op == "sum" and ct == "f32" and r > 1 and c > 1 and x2.stride(0) == 1 and x2.stride(1) >= r \
-            and o2.is_contiguous() and not (pre == "pow" and p < 0):
+    sc = U.scalar_tensor(float(scale), torch.float32) if post is _DIV else 1.0
+    if op is _SUM and ct is _F32 and r > 1 and c > 1 and x2.stride(0) == 1 and x2.stride(1) >= r \
+            and o2.is_contiguous() and not (pre is _POW and p < 0):
         # one launch per thread on blocks of 512 kept columns when big
         blocks = U.chunks(r, U.num_threads(), 512) if r * c >= U.PARALLEL_MIN_WORK else [(0, r)]
         U.run_parallel([U.launch(col_sum, U.piece(x2, (c, hi - lo), (x2.stride(1), 1), x2.storage_offset() + lo),
                                  U.piece(o2, (1, hi - lo), (r, 1), o2.storage_offset() + lo), pre, post, sc, p,
                                  (T.row_bucket(c), T.free_bucket(hi - lo, 512)))
                         for lo, hi in blocks])
-    elif _spread_ok(x2) and ct == "f32":
+    elif _spread_ok(x2) and ct is _F32:
         # one long row: partial results of [rows, cols] consecutive pieces (all partitions; a tile is
         # one linear stream), then one reduction of the partials
         c = x2.shape[1]
@@ -324,14 +371,14 @@ def _launch(x2: torch.Tensor, o2: torch.Tensor, op: str, pre: str, post: str, sc
         for s in U.row_blocks(rows, rows * cols):
             lo, hi, _ = s.indices(rows)
             calls.append(U.launch(row_reduce, U.piece(x2, (hi - lo, cols), (cols, 1), off + lo * cols),
-                                  U.piece(part, (hi - lo, 1), (1, 1), lo), op, pre, "none", 1.0, p, ct,
+                                  U.piece(part, (hi - lo, 1), (1, 1), lo), op, pre, _NO_POST, 1.0, p, ct,
                                   T.tile_of(hi - lo, cols, U.FREE_CHUNK)))
         if rem:
             calls.append(U.launch(row_reduce, U.piece(x2, (1, rem), (rem, 1), off + rows * cols),
-                                  U.piece(part, (1, 1), (1, 1), rows), op, pre, "none", 1.0, p, ct,
+                                  U.piece(part, (1, 1), (1, 1), rows), op, pre, _NO_POST, 1.0, p, ct,
                                   T.tile_of(1, rem, U.FREE_CHUNK)))
         U.run_parallel(calls)
-        U.launch(row_reduce, U.piece(part, (1, n_part), (n_part, 1), 0), o2, op, "none", post, sc, p, ct,
+        U.launch(row_reduce, U.piece(part, (1, n_part), (n_part, 1), 0), o2, op, _NO_PRE, post, sc, p, ct,
                  T.tile_of(1, n_part, U.FREE_CHUNK))()
     else:
         U.split_rows(row_reduce, [x2, o2], op, pre, post, sc, p, ct, T.tile_of(r, c, U.FREE_CHUNK))
@@ -347,15 +394,15 @@ def _widen(x: torch.Tensor) -> torch.Tensor:
     return x.to(torch.int32) if x.dtype in _SMALL_INTS else x
 
 
-def _simple(self: Any, dim: Any, keepdim: bool, odt: torch.dtype, op: str, pre: str = "none", post: str = "none",
-            p: float = 0.0, empty_value: Any = None, ints: bool = False) -> Any:
-    """Reduce ``self`` over ``dim`` into a new ``odt`` tensor; ``post="div"`` divides by the reduced count."""
+def _simple(self: Any, dim: Any, keepdim: bool, odt: torch.dtype, op: Op, pre: Pre = Pre.NONE,
+            post: Post = Post.NONE, p: float = 0.0, empty_value: Any = None, ints: bool = False) -> Any:
+    """Reduce ``self`` over ``dim`` into a new ``odt`` tensor; ``Post.DIV`` divides by the reduced count."""
     if not U.is_trn(self) or self.is_conj() or self.is_neg():
         return decline("self not a trn tensor, or a conj/neg bit")
     if self.dtype not in U.FLOAT_DTYPES and not (ints and self.dtype in (torch.int32, torch.bool, torch.int64,
                                                                           *_SMALL_INTS)):
         return decline("a dtype this reduction has no kernel for")
-    if self.dtype == torch.bool and op in ("max", "min") and odt != torch.bool:
+    if self.dtype == torch.bool and op in (_MAX, _MIN) and odt != torch.bool:
         return decline("max/min of bool into a non-bool result")
     red = _dims(self, dim)
     if red is None:
@@ -375,8 +422,8 @@ def _simple(self: Any, dim: Any, keepdim: bool, odt: torch.dtype, op: str, pre: 
     else:
         x2 = _as_rows(self, red)
     o2 = U.view(out, (r, 1), (1, 1), 0)
-    ct = "f32" if self.dtype.is_floating_point else "i32"
-    scale = float(c) if post == "div" else 1.0
+    ct = _F32 if self.dtype.is_floating_point else _I32
+    scale = float(c) if post is _DIV else 1.0
     _launch(x2, o2, op, pre, post, scale, p, ct)
     return out
 
@@ -410,17 +457,17 @@ def _sum(self: Any, dim: Any, keepdim: bool, dtype: torch.dtype | None) -> Any:
     if self.dtype == torch.bool and dtype in (None, torch.int64, torch.int32):
         if self.numel() >= 2**31:
             return decline("a bool sum over 2^31 or more elements (int32 counts)")
-        return _simple(self, dim, keepdim, dtype or torch.int64, "sum", empty_value=0, ints=True)
+        return _simple(self, dim, keepdim, dtype or torch.int64, _SUM, empty_value=0, ints=True)
     if self.dtype in (torch.int64, torch.int32, *_SMALL_INTS) and dtype in (
             None, torch.int64, self.dtype if self.dtype in (torch.int64, torch.int32) else torch.int64):
         # int32 accumulation, exact when the values are small enough (counts: masked means, prod's zero counts)
         if not _int_sum_ok(self, dim):
             return decline("int64/int32 values whose sum may leave int32")
-        return _simple(self, dim, keepdim, torch.int64 if dtype is None else dtype, "sum", empty_value=0, ints=True)
+        return _simple(self, dim, keepdim, torch.int64 if dtype is None else dtype, _SUM, empty_value=0, ints=True)
     odt = _float_out(self, dtype)
     if odt is None or self.dtype not in U.FLOAT_DTYPES:
         return decline("not a float input, or an unsupported dtype=")
-    return _simple(self, dim, keepdim, odt, "sum", empty_value=0.0)
+    return _simple(self, dim, keepdim, odt, _SUM, empty_value=0.0)
 
 
 @lowering("aten::sum.dim_IntList", dtypes=None)
@@ -443,7 +490,7 @@ def mean_dim(self: torch.Tensor, dim: Sequence[int] | None, keepdim: bool = Fals
     odt = _float_out(self, dtype)
     if odt is None:
         return decline("a non-float input or dtype=")
-    return _simple(self, dim, keepdim, odt, "sum", post="div", empty_value=math.nan)
+    return _simple(self, dim, keepdim, odt, _SUM, post=_DIV, empty_value=math.nan)
 
 
 @lowering("aten::mean", dtypes=U.FLOAT_DTYPES)
@@ -458,7 +505,7 @@ def prod_dim(self: torch.Tensor, dim: int, keepdim: bool = False, *, dtype: torc
     odt = _float_out(self, dtype)
     if odt is None:
         return decline("a non-float input or dtype=")
-    return _simple(self, [dim], keepdim, odt, "prod", empty_value=1.0)
+    return _simple(self, [dim], keepdim, odt, _PROD, empty_value=1.0)
 
 
 @lowering("aten::prod", dtypes=U.FLOAT_DTYPES)
@@ -467,14 +514,14 @@ def prod_all(self: torch.Tensor, *, dtype: torch.dtype | None = None) -> Any:
     odt = _float_out(self, dtype)
     if odt is None:
         return decline("a non-float input or dtype=")
-    return _simple(self, None, False, odt, "prod", empty_value=1.0)
+    return _simple(self, None, False, odt, _PROD, empty_value=1.0)
 
 
 # --- amax / amin / max / min / argmax / argmin ---------------------------------------------------------------
 _MINMAX_DTYPES = (*U.FLOAT_DTYPES, torch.int32, torch.bool, *_SMALL_INTS)
 
 
-def _minmax(self: Any, dim: Any, keepdim: bool, op: str) -> Any:
+def _minmax(self: Any, dim: Any, keepdim: bool, op: Op) -> Any:
     """amax/amin/max/min; int64 inputs whose values fit int32 (a device check) reduce in int32, exactly."""
     if U.is_trn(self) and self.dtype == torch.int64 and self.numel():
         from stdlib_kernels.elementwise.pointwise import int64_ok
@@ -487,28 +534,28 @@ def _minmax(self: Any, dim: Any, keepdim: bool, op: str) -> Any:
 @lowering("aten::amax", dtypes=_MINMAX_DTYPES + (torch.int64,))
 def amax(self: torch.Tensor, dim: Sequence[int] = (), keepdim: bool = False) -> Any:
     """Maximum over ``dim`` (all dims for []); NaN propagates."""
-    return _minmax(self, dim, keepdim, "max")
+    return _minmax(self, dim, keepdim, _MAX)
 
 
 @lowering("aten::amin", dtypes=_MINMAX_DTYPES + (torch.int64,))
 def amin(self: torch.Tensor, dim: Sequence[int] = (), keepdim: bool = False) -> Any:
     """Minimum over ``dim`` (all dims for [])."""
-    return _minmax(self, dim, keepdim, "min")
+    return _minmax(self, dim, keepdim, _MIN)
 
 
 @lowering("aten::max", dtypes=_MINMAX_DTYPES + (torch.int64,))
 def max_all(self: torch.Tensor) -> Any:
     """Maximum of all elements (empty tensors are declined: torch raises)."""
-    return _minmax(self, None, False, "max")
+    return _minmax(self, None, False, _MAX)
 
 
 @lowering("aten::min", dtypes=_MINMAX_DTYPES + (torch.int64,))
 def min_all(self: torch.Tensor) -> Any:
     """Minimum of all elements."""
-    return _minmax(self, None, False, "min")
+    return _minmax(self, None, False, _MIN)
 
 
-def _arg(self: Any, dim: int | None, keepdim: bool, op: str, with_values: bool) -> Any:
+def _arg(self: Any, dim: int | None, keepdim: bool, op: Op, with_values: bool) -> Any:
     if not U.is_trn(self) or self.dtype not in _MINMAX_DTYPES + (torch.int64,) or self.is_conj() or self.is_neg():
         return decline("self not a trn tensor of a supported dtype, or a conj/neg bit")
     if self.dtype == torch.int64 and self.numel():
@@ -534,7 +581,7 @@ def _arg(self: Any, dim: int | None, keepdim: bool, op: str, with_values: bool) 
     r = U.prod(self.shape[d] for d in range(nd) if d not in red)
     x2 = _as_rows(self, red) if nd else U.view(self, (1, 1), (1, 1), self.storage_offset())
     v2 = U.view(vals, (r, 1), (1, 1), 0) if vals is not None else None
-    row_arg_reduce(x2, v2, U.view(idx, (r, 1), (1, 1), 0), op, "f32" if self.dtype.is_floating_point else "i32",
+    row_arg_reduce(x2, v2, U.view(idx, (r, 1), (1, 1), 0), op, _F32 if self.dtype.is_floating_point else _I32,
                    T.tile_of(*x2.shape, U.FREE_CHUNK))
     return (vals, idx) if with_values else idx
 
@@ -542,13 +589,13 @@ def _arg(self: Any, dim: int | None, keepdim: bool, op: str, with_values: bool) 
 @lowering("aten::max.dim", dtypes=None)
 def max_dim(self: torch.Tensor, dim: int, keepdim: bool = False) -> Any:
     """``(values, indices)`` of the maximum along ``dim`` (first occurrence; NaN wins)."""
-    return _arg(self, dim, keepdim, "max", True)
+    return _arg(self, dim, keepdim, _MAX, True)
 
 
 @lowering("aten::min.dim", dtypes=None)
 def min_dim(self: torch.Tensor, dim: int, keepdim: bool = False) -> Any:
     """``(values, indices)`` of the minimum along ``dim``."""
-    return _arg(self, dim, keepdim, "min", True)
+    return _arg(self, dim, keepdim, _MIN, True)
 
 
 @lowering("aten::argmax", dtypes=None)
@@ -556,7 +603,7 @@ def argmax(self: torch.Tensor, dim: int | None = None, keepdim: bool = False) ->
     """Index of the first maximum (over the flattened tensor for ``dim=None``)."""
     if self.dtype == torch.bool:
         return decline("bool input: torch raises")
-    return _arg(self, dim, keepdim, "max", False)
+    return _arg(self, dim, keepdim, _MAX, False)
 
 
 @lowering("aten::argmin", dtypes=None)
@@ -564,7 +611,7 @@ def argmin(self: torch.Tensor, dim: int | None = None, keepdim: bool = False) ->
     """Index of the first minimum."""
     if self.dtype == torch.bool:
         return decline("bool input: torch raises")
-    return _arg(self, dim, keepdim, "min", False)
+    return _arg(self, dim, keepdim, _MIN, False)
 
 
 # --- all / any ---------------------------------------------------------------------------------------------
@@ -595,7 +642,7 @@ def _logic(self: Any, dim: Any, keepdim: bool, op: str) -> Any:
     self = _widen(self)
     x2 = _as_rows(self, red) if self.dim() else U.view(self, (1, 1), (1, 1), self.storage_offset())
     o2 = U.view(out, (r, 1), (1, 1), 0)
-    _launch(x2, o2, "min" if op == "all" else "max", "nz", "none", 1.0, 0.0, "f32")
+    _launch(x2, o2, _MIN if op == "all" else _MAX, _NZ, _NO_POST, 1.0, 0.0, _F32)
     return out
 
 
@@ -619,47 +666,32 @@ def _logic_into(self: Any, dim: Any, keepdim: bool, op: str, out: torch.Tensor |
     return out.copy_(r)
 
 
-@lowering("aten::all", dtypes=_LOGIC_DTYPES)
-def all_all(self: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
-    """True when every element is nonzero."""
-    return _logic_into(self, None, False, "all", out)
+def _logic_lowerings(op: str, which: str) -> None:
+    """Register ``op`` (``all`` / ``any``: True where ``which`` element is nonzero) over the whole tensor, along one
+    dim and along several dims (each with an optional ``out=``)."""
 
+    def whole(self: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
+        return _logic_into(self, None, False, op, out)
 
-@lowering("aten::all.dim", dtypes=_LOGIC_DTYPES)
-def all_dim(self: torch.Tensor, dim: int, keepdim: bool = False, *, out: torch.Tensor | None = None) -> Any:
-    """``all`` along one dim."""
-    return _logic_into(self, dim, keepdim, "all", out)
+    def one_dim(self: torch.Tensor, dim: int, keepdim: bool = False, *, out: torch.Tensor | None = None) -> Any:
+        return _logic_into(self, dim, keepdim, op, out)
 
-
-@lowering("aten::all.dims", dtypes=_LOGIC_DTYPES)
-def all_dims(self: torch.Tensor, dim: Sequence[int] | None = None, keepdim: bool = False, *,
+    def dims(self: torch.Tensor, dim: Sequence[int] | None = None, keepdim: bool = False, *,
              out: torch.Tensor | None = None) -> Any:
-    """``all`` along several dims."""
-    return _logic_into(self, dim if dim is None or isinstance(dim, int) else list(dim), keepdim, "all", out)
+        return _logic_into(self, dim if dim is None or isinstance(dim, int) else list(dim), keepdim, op, out)
+
+    whole.__doc__ = f"True when {which} element is nonzero."
+    one_dim.__doc__ = f"``{op}`` along one dim."
+    dims.__doc__ = f"``{op}`` along several dims."
+    lowering(f"aten::{op}", dtypes=_LOGIC_DTYPES)(whole)
+    lowering(f"aten::{op}.dim", dtypes=_LOGIC_DTYPES)(one_dim)
+    lowering(f"aten::{op}.dims", dtypes=_LOGIC_DTYPES)(dims)
+    # dims_out: not reached by the variant routing (all.out matches all.dims' argument names first)
+    lowering(f"aten::{op}.dims_out", dtypes=_LOGIC_DTYPES, variants=False)(dims)
 
 
-@lowering("aten::any", dtypes=_LOGIC_DTYPES)
-def any_all(self: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
-    """True when some element is nonzero."""
-    return _logic_into(self, None, False, "any", out)
-
-
-@lowering("aten::any.dim", dtypes=_LOGIC_DTYPES)
-def any_dim(self: torch.Tensor, dim: int, keepdim: bool = False, *, out: torch.Tensor | None = None) -> Any:
-    """``any`` along one dim."""
-    return _logic_into(self, dim, keepdim, "any", out)
-
-
-@lowering("aten::any.dims", dtypes=_LOGIC_DTYPES)
-def any_dims(self: torch.Tensor, dim: Sequence[int] | None = None, keepdim: bool = False, *,
-             out: torch.Tensor | None = None) -> Any:
-    """``any`` along several dims."""
-    return _logic_into(self, dim if dim is None or isinstance(dim, int) else list(dim), keepdim, "any", out)
-
-
-# all.dims_out / any.dims_out: not reached by the variant routing (all.out matches all.dims' argument names first)
-lowering("aten::all.dims_out", dtypes=_LOGIC_DTYPES, variants=False)(all_dims)
-lowering("aten::any.dims_out", dtypes=_LOGIC_DTYPES, variants=False)(any_dims)
+_logic_lowerings("all", "every")
+_logic_lowerings("any", "some")
 
 
 # --- norms / logsumexp -------------------------------------------------------------------------------------
@@ -676,16 +708,16 @@ def vector_norm(self: torch.Tensor, ord: Any = 2, dim: Sequence[int] | None = No
     if self.numel() == 0 and o < 0:
         return decline("a negative ord over an empty input: torch raises")
     if o == math.inf:
-        return _simple(self, dim, keepdim, odt, "max", pre="abs")
+        return _simple(self, dim, keepdim, odt, _MAX, pre=_ABS)
     if o == -math.inf:
-        return _simple(self, dim, keepdim, odt, "min", pre="abs")
+        return _simple(self, dim, keepdim, odt, _MIN, pre=_ABS)
     if o == 0:
-        return _simple(self, dim, keepdim, odt, "sum", pre="nz", empty_value=0.0)
+        return _simple(self, dim, keepdim, odt, _SUM, pre=_NZ, empty_value=0.0)
     if o == 1:
-        return _simple(self, dim, keepdim, odt, "sum", pre="abs", empty_value=0.0)
+        return _simple(self, dim, keepdim, odt, _SUM, pre=_ABS, empty_value=0.0)
     if o == 2:
-        return _simple(self, dim, keepdim, odt, "sum", pre="sq", post="sqrt", empty_value=0.0)
-    return _simple(self, dim, keepdim, odt, "sum", pre="pow", post="root", p=o, empty_value=0.0)
+        return _simple(self, dim, keepdim, odt, _SUM, pre=_SQ, post=_SQRT, empty_value=0.0)
+    return _simple(self, dim, keepdim, odt, _SUM, pre=_POW, post=_ROOT, p=o, empty_value=0.0)
 
 
 @lowering("aten::logsumexp", dtypes=U.FLOAT_DTYPES)
@@ -695,7 +727,7 @@ def logsumexp(self: torch.Tensor, dim: Sequence[int], keepdim: bool = False) -> 
         dim = [dim]
     if self.dim() and not dim:
         dim = list(range(self.dim()))
-    return _simple(self, dim, keepdim, self.dtype, "lse", empty_value=-math.inf)
+    return _simple(self, dim, keepdim, self.dtype, _LSE, empty_value=-math.inf)
 
 
 # --- var / std ---------------------------------------------------------------------------------------------

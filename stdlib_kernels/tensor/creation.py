@@ -21,7 +21,7 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import torch
@@ -37,11 +37,31 @@ INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 _BIG = 4096
 
 
-def _ramp_value(idx: Any, at: Any, bt: Any, ct: Any, kind: str, steps: int, rnd: Any) -> Any:
+class Ramp(U.Mode):
+    """What :func:`ramp` computes from the element index ``i``."""
+
+    ARANGE = "arange"      # a + i * b in fp32
+    IARANGE = "iarange"    # a + i * b in int32
+    LINSPACE = "linspace"  # torch's two-sided linspace formula
+
+
+#: arange's kinds as module globals (an attribute read on an Enum class is slow on Python 3.11: ``U.Mode``)
+_ARANGE, _IARANGE = Ramp.ARANGE, Ramp.IARANGE
+
+
+class EyeTile(U.Mode):
+    """The tile :func:`eye_kernel` stores (the value: its dtype): fp32, int32 or bool."""
+
+    FLOAT = tl.float32
+    INT = tl.int32
+    BOOL = tl.bool_
+
+
+def _ramp_value(idx: Any, at: Any, bt: Any, ct: Any, kind: Ramp, steps: int, rnd: Any) -> Any:
     """The ramp's value at the int32 element indices ``idx`` (see :func:`ramp`)."""
-    if kind == "iarange":
+    if kind is Ramp.IARANGE:
         return at + idx * bt
-    if kind == "arange":
+    if kind is Ramp.ARANGE:
         return at + idx.astype(tl.float32) * bt
     fi = idx.astype(tl.float32)
     if rnd is None:
@@ -54,13 +74,30 @@ def _ramp_value(idx: Any, at: Any, bt: Any, ct: Any, kind: str, steps: int, rnd:
     return tl.where(idx < steps // 2, lo, hi)
 
 
+def tiles_2d(n: int, d: int, cap: int = U.FREE_CHUNK) -> Iterator[tuple[Any, Any, Any]]:
+    """Yield ``(rows, cols, mask)`` for every tile of an ``[n, d]`` view, inside two affine loops (rows outer).
+
+    Tiles are ``[min(128, n), min(d, cap)]``: ``rows`` (``[p, 1]``) and ``cols`` (``[1, f]``) index one, ``mask``
+    bounds both and is None when the tiles cover the view exactly. The creation and random kernels' loop.
+    """
+    p = min(128, n)
+    f = min(d, cap)
+    ragged = n % p != 0 or d % f != 0
+    for i in tl.affine_range(tl.cdiv(n, p)):
+        rows = i * p + tl.arange(p)[:, None]
+        for j in tl.affine_range(tl.cdiv(d, f)):
+            cols = j * f + tl.arange(f)[None, :]
+            yield rows, cols, ((rows < n) & (cols < d)) if ragged else None
+
+
 @trn.kernel
 def ramp(out, a, b, c, kind, base, steps, rnd=None, flat=False):
     """Fill the 2-D view ``out [n, d]`` (element index ``i = base + r * d + col``); ``flat``: ``out`` is a
     contiguous 1-D piece and ``i`` its element index (``elementwise.flat.flat_tiles``, through :data:`ramp_flat`).
 
-    ``kind``: ``"arange"`` ``a + i * b`` in fp32, ``"iarange"`` the same in int32, ``"linspace"`` ``a + i * b``
-    below ``steps // 2`` and ``c - (steps - 1 - i) * b`` from there on. ``a``, ``b``, ``c``: ``[1, 1]`` operands.
+    ``kind`` (a :class:`Ramp`): ``ARANGE`` ``a + i * b`` in fp32, ``IARANGE`` the same in int32, ``LINSPACE``
+    ``a + i * b`` below ``steps // 2`` and ``c - (steps - 1 - i) * b`` from there on. ``a``, ``b``, ``c``:
+    ``[1, 1]`` operands.
     ``rnd`` (bf16/fp16 linspace): every product and sum, and the index itself, rounded to that dtype, as torch's
     ``scalar_t`` arithmetic does.
     """
@@ -72,16 +109,9 @@ def ramp(out, a, b, c, kind, base, steps, rnd=None, flat=False):
             tl.store(out[fidx], _ramp_value(tl.copy(fidx, dtype=tl.int32), at, bt, ct, kind, steps, rnd), mask=m)
         return
     n, d = out.shape
-    p = min(128, n)
-    f = min(d, U.FREE_CHUNK)
-    ragged = n % p != 0 or d % f != 0
-    for i in tl.affine_range(tl.cdiv(n, p)):
-        rows = i * p + tl.arange(p)[:, None]
-        for j in tl.affine_range(tl.cdiv(d, f)):
-            cols = j * f + tl.arange(f)[None, :]
-            m = ((rows < n) & (cols < d)) if ragged else None
-            idx = tl.copy(base + rows * d + cols, dtype=tl.int32)
-            tl.store(out[rows, cols], _ramp_value(idx, at, bt, ct, kind, steps, rnd), mask=m)
+    for rows, cols, m in tiles_2d(n, d):
+        idx = tl.copy(base + rows * d + cols, dtype=tl.int32)
+        tl.store(out[rows, cols], _ramp_value(idx, at, bt, ct, kind, steps, rnd), mask=m)
 
 
 #: :func:`ramp` for flat launches (``arange``): one variant for every length.
@@ -96,40 +126,31 @@ def _rounder(dt: Any) -> Any:
 @trn.kernel
 def pow_base(x, base_t, out):
     """``out = base ** x`` over 2-D views (fp32 math; ``base_t``: a ``[1, 1]`` fp32 tensor)."""
-    n, d = out.shape
-    p = min(128, n)
-    f = min(d, U.FREE_CHUNK)
-    ragged = n % p != 0 or d % f != 0
     bt = tl.load(base_t[0:1, 0:1])
-    for i in tl.affine_range(tl.cdiv(n, p)):
-        rows = i * p + tl.arange(p)[:, None]
-        for j in tl.affine_range(tl.cdiv(d, f)):
-            cols = j * f + tl.arange(f)[None, :]
-            m = ((rows < n) & (cols < d)) if ragged else None
-            tl.store(out[rows, cols], tl.power(bt, tl.load(x[rows, cols], mask=m).astype(tl.float32)), mask=m)
+    for rows, cols, m in tiles_2d(*out.shape):
+        tl.store(out[rows, cols], tl.power(bt, tl.load(x[rows, cols], mask=m).astype(tl.float32)), mask=m)
 
 
 @trn.kernel
 def eye_kernel(out, kind):
-    """``out[r, c] = (r == c)`` (``kind``: ``"f"`` float, ``"i"`` int, ``"b"`` bool store)."""
-    n, d = out.shape
-    p = min(128, n)
-    f = min(d, U.FREE_CHUNK)
-    ragged = n % p != 0 or d % f != 0
-    for i in tl.affine_range(tl.cdiv(n, p)):
-        rows = i * p + tl.arange(p)[:, None]
-        for j in tl.affine_range(tl.cdiv(d, f)):
-            cols = j * f + tl.arange(f)[None, :]
-            m = ((rows < n) & (cols < d)) if ragged else None
-            dt = tl.float32 if kind == "f" else tl.int32
-            if kind == "b":
-                val = tl.copy(rows == cols, dtype=tl.bool_)
-            else:
-                val = tl.where(rows == cols, tl.ones((p, f), dt), tl.zeros((p, f), dt))
-            tl.store(out[rows, cols], val, mask=m)
+    """``out[r, c] = (r == c)``, stored from a ``kind`` tile (an :class:`EyeTile`: fp32, int32 or bool)."""
+    for rows, cols, m in tiles_2d(*out.shape):
+        if kind is EyeTile.BOOL:
+            val = tl.copy(rows == cols, dtype=tl.bool_)
+        else:
+            shape = (rows.shape[0], cols.shape[1])
+            val = tl.where(rows == cols, tl.ones(shape, kind.value), tl.zeros(shape, kind.value))
+        tl.store(out[rows, cols], val, mask=m)
 
 
-def _flat_views(t: torch.Tensor) -> list[tuple[torch.Tensor, int]]:
+def flat_views(t: torch.Tensor) -> list[tuple[torch.Tensor, int]]:
+    """2-D views of a contiguous tensor, each with the flat index of its first element: ``[128, n // 128]`` and a
+    ``[1, rest]`` tail from 4096 elements up, else one ``[1, n]`` row (the creation and random kernels' launches).
+
+    Example:
+        >>> [(tuple(v.shape), base) for v, base in flat_views(torch.zeros(4100))]
+        [((128, 32), 0), ((1, 4), 4096)]
+    """
     n = t.numel()
     o = t.storage_offset()
     if n >= _BIG:
@@ -189,10 +210,10 @@ def arange_out(start: Any, end: Any, step: Any = 1, *, out: torch.Tensor) -> Any
     if size == 0:
         return out
     if integral:
-        a, b, kind = U.scalar_tensor(int(start), torch.int32), U.scalar_tensor(int(step), torch.int32), "iarange"
+        a, b, kind = U.scalar_tensor(int(start), torch.int32), U.scalar_tensor(int(step), torch.int32), _IARANGE
     else:
         a, b, kind = U.scalar_tensor(float(start), torch.float32), U.scalar_tensor(float(step), torch.float32), \
-            "arange"
+            _ARANGE
     ramp_flat(U.piece(out, (size,), (1,), out.storage_offset()), a, b, None, kind, 0, 0, None, True)
     return out
 
@@ -223,8 +244,8 @@ def _linspace_into(out: torch.Tensor, start: float, end: float, steps: int, *, s
     a = U.scalar_tensor(s_, torch.float32)
     b = U.scalar_tensor(float(step), torch.float32)
     c = U.scalar_tensor(e_, torch.float32)
-    for v, base in _flat_views(out):
-        ramp(v, a, b, c, "linspace", base, steps, rnd)
+    for v, base in flat_views(out):
+        ramp(v, a, b, c, Ramp.LINSPACE, base, steps, rnd)
 
 
 def _lin_args(start: Any, end: Any, steps: int, out: torch.Tensor) -> tuple[float, float] | None:
@@ -275,7 +296,7 @@ def logspace_out(start: Any, end: Any, steps: int, base: float = 10.0, *, out: t
             step = float(np.float32(_round(e_ - s_, out.dtype)) / np.float32(steps - 1))
             _linspace_into(exps, s_, e_, steps, step=step)
         bt = U.scalar_tensor(float(base), torch.float32)
-        for (xv, _), (ov, _) in zip(_flat_views(exps), _flat_views(out)):
+        for (xv, _), (ov, _) in zip(flat_views(exps), flat_views(out)):
             pow_base(xv, bt, ov)
     return out
 
@@ -289,8 +310,8 @@ def eye_m_out(n: int, m: int, *, out: torch.Tensor) -> Any:
     if n < 0 or m < 0 or not _prepare_out(out, (n, m)):
         return decline("a negative size (torch raises), or out= not a contiguous trn tensor")
     if n * m:
-        kind = "b" if out.dtype == torch.bool else ("f" if out.dtype.is_floating_point else "i")
-        eye_kernel(out, kind)
+        eye_kernel(out, EyeTile.BOOL if out.dtype == torch.bool else
+                   EyeTile.FLOAT if out.dtype.is_floating_point else EyeTile.INT)
     return out
 
 

@@ -43,11 +43,11 @@ import torch
 import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
+from stdlib_kernels.tensor.creation import flat_views, tiles_2d
 from trnlang.device import decline, lowering
 
 FLOATS = (torch.float32, torch.bfloat16, torch.float16)
 _F = 512
-_BIG = 4096
 _INV24 = 1.0 / (1 << 24)
 
 
@@ -166,56 +166,29 @@ def rng(out, keys, params, x, out2, kind, base):
     (dropout, rrelu) as a view shaped like ``out``; ``out2``: the dropout mask (bool) or rrelu's noise.
     """
     n, d = out.shape
-    p = min(128, n)
-    f = min(d, _F)
-    ragged = n % p != 0 or d % f != 0
     k0 = tl.load(keys[0:1, 0:1])
     k1 = tl.load(keys[0:1, 1:2])
     a = tl.load(params[0:1, 0:1])
     b = tl.load(params[0:1, 1:2])
     draw = DRAWS[kind]
-    for i in tl.affine_range(tl.cdiv(n, p)):
-        rows = i * p + tl.arange(p)[:, None]
-        for j in tl.affine_range(tl.cdiv(d, f)):
-            cols = j * f + tl.arange(f)[None, :]
-            m = ((rows < n) & (cols < d)) if ragged else None
-            idx = tl.copy(base + rows * d + cols, dtype=tl.int32)
-            h = _fmix((idx ^ k1) * -1640531535 + k0)  # 0x9e3779b1: a keyed bijection of the counter, mixed
-            res, res2 = draw(h, a, b, lambda: tl.load(x[rows, cols], mask=m).astype(tl.float32), (p, f))
-            if res2 is not None:
-                tl.store(out2[rows, cols], res2, mask=m)
-            tl.store(out[rows, cols], res, mask=m)
+    for rows, cols, m in tiles_2d(n, d, _F):
+        idx = tl.copy(base + rows * d + cols, dtype=tl.int32)
+        h = _fmix((idx ^ k1) * -1640531535 + k0)  # 0x9e3779b1: a keyed bijection of the counter, mixed
+        res, res2 = draw(h, a, b, lambda: tl.load(x[rows, cols], mask=m).astype(tl.float32),
+                         (rows.shape[0], cols.shape[1]))
+        if res2 is not None:
+            tl.store(out2[rows, cols], res2, mask=m)
+        tl.store(out[rows, cols], res, mask=m)
 
 
 @trn.kernel
 def dropout_bwd(g, mask, scale, out):
     """``out = g * mask * scale`` over 2-D views (``scale``: a ``[1, 1]`` fp32 tensor)."""
-    n, d = out.shape
-    p = min(128, n)
-    f = min(d, U.FREE_CHUNK)
-    ragged = n % p != 0 or d % f != 0
     s = tl.load(scale[0:1, 0:1])
-    for i in tl.affine_range(tl.cdiv(n, p)):
-        rows = i * p + tl.arange(p)[:, None]
-        for j in tl.affine_range(tl.cdiv(d, f)):
-            cols = j * f + tl.arange(f)[None, :]
-            m = ((rows < n) & (cols < d)) if ragged else None
-            gt = tl.load(g[rows, cols], mask=m).astype(tl.float32)
-            mt = tl.load(mask[rows, cols], mask=m)
-            tl.store(out[rows, cols], tl.where(mt, gt * s, tl.zeros_like(gt)), mask=m)
-
-
-def _flat_views(t: torch.Tensor) -> list[tuple[torch.Tensor, int]]:
-    """2-D views of a contiguous tensor with the flat index of their first element."""
-    n = t.numel()
-    o = t.storage_offset()
-    if n >= _BIG:
-        cols = n // 128
-        vs = [(U.view(t, (128, cols), (cols, 1), o), 0)]
-        if n - 128 * cols:
-            vs.append((U.view(t, (1, n - 128 * cols), (0, 1), o + 128 * cols), 128 * cols))
-        return vs
-    return [(U.view(t, (1, n), (0, 1), o), 0)]
+    for rows, cols, m in tiles_2d(*out.shape):
+        gt = tl.load(g[rows, cols], mask=m).astype(tl.float32)
+        mt = tl.load(mask[rows, cols], mask=m)
+        tl.store(out[rows, cols], tl.where(mt, gt * s, tl.zeros_like(gt)), mask=m)
 
 
 def _keys(generator: Any) -> torch.Tensor | None:
@@ -246,9 +219,9 @@ def _run(self: torch.Tensor, kind: Draw, a: float, b: float, generator: Any, x: 
         return self
     dst = self if self.is_contiguous() else torch.empty(self.shape, dtype=self.dtype, device="trn")
     params = _params(a, b)
-    xs = _flat_views(x) if x is not None else None
-    ms = _flat_views(out2) if out2 is not None else None
-    for k, (v, base) in enumerate(_flat_views(dst)):
+    xs = flat_views(x) if x is not None else None
+    ms = flat_views(out2) if out2 is not None else None
+    for k, (v, base) in enumerate(flat_views(dst)):
         rng(v, keys, params, xs[k][0] if xs else None, ms[k][0] if ms else None, kind, base)
     if dst is not self:
         self.copy_(dst)
@@ -364,35 +337,28 @@ def int_to_f64_words(x, lo, hi):
     (``lo``, nonzero only for ``e > 20``; int32 multiplies wrap, giving the unsigned bits). All divisions are by
     powers of two, so the fp32 steps are exact. ``x``, ``lo``, ``hi``: 2-D views of the same shape.
     """
-    n, d = x.shape
-    p = min(128, n)
-    f = min(d, U.FREE_CHUNK)
-    ragged = n % p != 0 or d % f != 0
-    for i in tl.affine_range(tl.cdiv(n, p)):
-        rows = i * p + tl.arange(p)[:, None]
-        for j in tl.affine_range(tl.cdiv(d, f)):
-            cols = j * f + tl.arange(f)[None, :]
-            m = ((rows < n) & (cols < d)) if ragged else None
-            v = tl.load(x[rows, cols], mask=m)
-            neg = v < 0
-            a = tl.where(neg, -v, v)
-            e = tl.zeros((p, f), tl.int32)
-            p2 = tl.ones((p, f), tl.int32)
-            for k in tl.static_range(1, 24):
-                ge = (a >= (1 << k)).astype(tl.int32)
-                e = e + ge
-                p2 = p2 + ge * (1 << (k - 1))
-            mf = (a - p2).astype(tl.float32)
-            pf = p2.astype(tl.float32)
-            hm = tl.floor(mf * float(1 << 20) / pf)
-            rem = mf - hm * (pf * (1.0 / (1 << 20)))
-            k2 = tl.minimum(float(2**51) / pf, float(1 << 30)).astype(tl.int32)
-            lo_w = (rem.astype(tl.int32) * k2) * 2
-            hi_w = (e + 1023) * (1 << 20) + hm.astype(tl.int32)
-            hi_w = tl.where(neg, hi_w | -2147483648, hi_w)
-            zero = a == 0
-            tl.store(lo[rows, cols], tl.where(zero, 0, lo_w), mask=m)
-            tl.store(hi[rows, cols], tl.where(zero, 0, hi_w), mask=m)
+    for rows, cols, m in tiles_2d(*x.shape):
+        shape = (rows.shape[0], cols.shape[1])
+        v = tl.load(x[rows, cols], mask=m)
+        neg = v < 0
+        a = tl.where(neg, -v, v)
+        e = tl.zeros(shape, tl.int32)
+        p2 = tl.ones(shape, tl.int32)
+        for k in tl.static_range(1, 24):
+            ge = (a >= (1 << k)).astype(tl.int32)
+            e = e + ge
+            p2 = p2 + ge * (1 << (k - 1))
+        mf = (a - p2).astype(tl.float32)
+        pf = p2.astype(tl.float32)
+        hm = tl.floor(mf * float(1 << 20) / pf)
+        rem = mf - hm * (pf * (1.0 / (1 << 20)))
+        k2 = tl.minimum(float(2**51) / pf, float(1 << 30)).astype(tl.int32)
+        lo_w = (rem.astype(tl.int32) * k2) * 2
+        hi_w = (e + 1023) * (1 << 20) + hm.astype(tl.int32)
+        hi_w = tl.where(neg, hi_w | -2147483648, hi_w)
+        zero = a == 0
+        tl.store(lo[rows, cols], tl.where(zero, 0, lo_w), mask=m)
+        tl.store(hi[rows, cols], tl.where(zero, 0, hi_w), mask=m)
 
 
 def _random_f64(self: torch.Tensor, from_: int, span: int, generator: Any) -> Any:
@@ -405,7 +371,7 @@ def _random_f64(self: torch.Tensor, from_: int, span: int, generator: Any) -> An
         return self
     dst = self if self.is_contiguous() else torch.empty(self.shape, dtype=torch.float64, device="trn")
     words = U.view(dst, (dst.numel(),), (1,), dst.storage_offset()).view(torch.int32)
-    for v, base in _flat_views(tmp):
+    for v, base in flat_views(tmp):
         r, c = v.shape
         rs = v.stride(0) * 2
         off = words.storage_offset() + 2 * base
@@ -472,7 +438,7 @@ def native_dropout_backward(grad_output: torch.Tensor, mask: torch.Tensor, scale
     if out.numel() == 0:
         return out
     s = U.scalar_tensor(float(scale), torch.float32)
-    for (gv, _), (mv, _), (ov, _) in zip(_flat_views(g), _flat_views(mk), _flat_views(out)):
+    for (gv, _), (mv, _), (ov, _) in zip(flat_views(g), flat_views(mk), flat_views(out)):
         dropout_bwd(gv, mv, s, ov)
     return out
 

@@ -13,6 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trnlang
+from stdlib_kernels import _util as U
+from stdlib_kernels import tiling as T
 from stdlib_kernels.reduction import reduce as R
 from tests.device.conftest import assert_same
 
@@ -231,13 +233,37 @@ def test_backward_matches_cpu(name):
 def test_profile_row_reduce():
     x = _input((512, 1024)).to("trn")
     out = torch.empty(512, 1, device="trn")
-    prof = R.row_reduce.profile(x, out, "lse", "none", "none", 1.0, 0.0, "f32")
+    prof = R.row_reduce.profile(x, out, R.Op.LSE, R.Pre.NONE, R.Post.NONE, 1.0, 0.0, R.Acc.F32)
     assert_same(out, torch.logsumexp(x.cpu(), 1, keepdim=True), rtol=1e-5, atol=1e-5)
     assert prof.time_us > 0
     for name, e in prof.engines.items():
         assert 0 <= e.utilization <= 1.0 + 1e-9, (name, e)
     assert prof.engines["vector"].instructions > 0 and prof.engines["scalar"].busy_us > 0  # max/sum, exp/log
     assert 0 < prof.mbu <= 1.0
+
+
+_PRE_REF = {R.Pre.NONE: lambda x, p: x, R.Pre.ABS: lambda x, p: x.abs(), R.Pre.SQ: lambda x, p: x * x,
+            R.Pre.POW: lambda x, p: x.abs() ** p, R.Pre.NZ: lambda x, p: (x != 0).float()}
+_POST_REF = {R.Post.NONE: lambda a, s, p: a, R.Post.DIV: lambda a, s, p: a / s, R.Post.SQRT: lambda a, s, p: a.sqrt(),
+             R.Post.ROOT: lambda a, s, p: a ** (1 / p)}
+
+
+@pytest.mark.parametrize("pre,post", [(R.Pre.NONE, R.Post.DIV), (R.Pre.ABS, R.Post.NONE), (R.Pre.SQ, R.Post.SQRT),
+                                      (R.Pre.POW, R.Post.ROOT), (R.Pre.NZ, R.Post.NONE)], ids=lambda m: m.name)
+def test_row_reduce_modes(pre, post):
+    """Every :class:`Pre` and :class:`Post` member has a body and computes its map (row_reduce launched directly,
+    ragged rows and columns, one pass and the chunked loop)."""
+    assert set(R._PRE) == set(R.Pre) and set(R._POST) == set(R.Post)
+    g = torch.Generator().manual_seed(3)
+    p, scale = 2.5, 7.0
+    for shape in [(130, 37), (3, 5000)]:
+        x = torch.randn(shape, generator=g)
+        x[0, :3] = 0.0
+        out = torch.empty(shape[0], 1, device="trn")
+        # the host's tile buckets, as the lowerings pass them (no tile would make the sizes constants for good)
+        R.row_reduce(x.to("trn"), out, R.Op.SUM, pre, post, scale, p, R.Acc.F32, T.tile_of(*shape, U.FREE_CHUNK))
+        want = _POST_REF[post](_PRE_REF[pre](x, p).sum(1, keepdim=True), scale, p)
+        assert_same(out, want, rtol=1e-4, atol=1e-4)
 
 
 def test_int64_arg_and_dim_extrema_native_within_int32_range():
