@@ -761,29 +761,18 @@ def _var(self: Any, dim: Any, correction: Any, keepdim: bool, std: bool, with_me
     return (out, mean) if with_mean else out
 
 
-@lowering("aten::var.correction", dtypes=U.FLOAT_DTYPES)
-def var(self: torch.Tensor, dim: Sequence[int] | None = None, *, correction: Any = None,
-        keepdim: bool = False) -> Any:
-    """Variance over ``dim`` with ``correction`` (default 1)."""
-    return _var(self, dim, correction, keepdim, False, False)
+def _var_lowering(name: str, std: bool, with_mean: bool, doc: str) -> None:
+    """Register ``aten::<name>.correction`` (var, std, var_mean, std_mean: one kernel, :func:`row_var`)."""
+
+    def fn(self: torch.Tensor, dim: Sequence[int] | None = None, *, correction: Any = None,
+           keepdim: bool = False) -> Any:
+        return _var(self, dim, correction, keepdim, std, with_mean)
+
+    fn.__doc__ = doc
+    lowering(f"aten::{name}.correction", dtypes=U.FLOAT_DTYPES)(fn)
 
 
-@lowering("aten::std.correction", dtypes=U.FLOAT_DTYPES)
-def std(self: torch.Tensor, dim: Sequence[int] | None = None, *, correction: Any = None,
-        keepdim: bool = False) -> Any:
-    """Standard deviation over ``dim``."""
-    return _var(self, dim, correction, keepdim, True, False)
-
-
-@lowering("aten::var_mean.correction", dtypes=U.FLOAT_DTYPES)
-def var_mean(self: torch.Tensor, dim: Sequence[int] | None = None, *, correction: Any = None,
-             keepdim: bool = False) -> Any:
-    """``(var, mean)`` in one kernel."""
-    return _var(self, dim, correction, keepdim, False, True)
-
-
-@lowering("aten::std_mean.correction", dtypes=U.FLOAT_DTYPES)
-def std_mean(self: torch.Tensor, dim: Sequence[int] | None = None, *, correction: Any = None,
-             keepdim: bool = False) -> Any:
-    """``(std, mean)`` in one kernel."""
-    return _var(self, dim, correction, keepdim, True, True)
+_var_lowering("var", False, False, "Variance over ``dim`` with ``correction`` (default 1).")
+_var_lowering("std", True, False, "Standard deviation over ``dim``.")
+_var_lowering("var_mean", False, True, "``(var, mean)`` in one kernel.")
+_var_lowering("std_mean", True, True, "``(std, mean)`` in one kernel.")
