@@ -26,7 +26,7 @@ import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.elementwise import pointwise as P
-from trnlang.device import REGISTRY, Accepts, decline, lowering
+from trnlang.device import REGISTRY, Accepts, decline, fastlane, lowering
 
 #: Dtypes the float lowerings handle (computed in fp32, rounded on store).
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -154,9 +154,11 @@ def launch(op: str, ins: Sequence[torch.Tensor], out: torch.Tensor, params: tupl
     """Broadcast ``ins`` to ``out``'s shape with strides, merge dims, run :func:`ew` on 1- to 3-D views (on flat
     pieces, :data:`ew_flat`, when every tensor is contiguous with ``out``'s shape)."""
     shape = tuple(out.shape)
-    if P.flat_ok([*ins, out], shape):
-        U.run_parallel([U.launch(k, *(vs[:-1] + [None] * (4 - len(vs))), vs[-1], op, params, compute, mode)
-                        for k, vs, mode in P.contiguous_calls(ew, [*ins, out], shape)])
+    if P.flat_ok([*ins, out], shape):  # fewer than PARALLEL_MIN_WORK elements: one flat or row launch
+        for k, vs, mode in P.contiguous_calls(ew, [*ins, out], shape):
+            args = (*vs[:-1], *[None] * (4 - len(vs)), vs[-1], op, params, compute, mode)
+            fastlane.record_launch(k, args)  # one direct launch: a unary op's fast lane repeats it
+            k(*args)
         return
     views_of = list(ins) + [out]
     strides = [U.broadcast_strides(t, shape) for t in ins] + [list(out.stride())]
@@ -192,8 +194,8 @@ def run(op: str, ins: Sequence[Any], out_dtype: torch.dtype, out: torch.Tensor |
     """
     if not ins or not all(U.is_trn(t) and t.dtype in in_dtypes for t in ins):
         return decline("an operand not a trn tensor of a dtype this op takes natively")
-    try:
-        shape = tuple(torch.broadcast_shapes(*[t.shape for t in ins]))
+    try:  # (torch.broadcast_shapes costs microseconds: not for one operand)
+        shape = tuple(ins[0].shape) if len(ins) == 1 else tuple(torch.broadcast_shapes(*[t.shape for t in ins]))
     except RuntimeError:
         return decline("operands do not broadcast: torch raises")
     if out is None:
@@ -283,17 +285,37 @@ _SIMPLE = ("exp", "log", "log1p", "sqrt", "rsqrt", "reciprocal", "abs", "neg", "
            "lgamma", "digamma", "deg2rad", "rad2deg", "sinc", "special_entr")
 
 
-def _register(name: str, fn: Callable[..., Any], dtypes: Any = DTYPES, accepts: Accepts | None = None) -> None:
+def _register(name: str, fn: Callable[..., Any], dtypes: Any = DTYPES, accepts: Accepts | None = None,
+              fast: Callable[..., Any] | None = None) -> None:
     if f"aten::{name}" not in REGISTRY:  # skip ops another family already lowers (neg: pointwise)
-        lowering(f"aten::{name}", dtypes=dtypes, accepts=accepts)(fn)
+        lowering(f"aten::{name}", dtypes=dtypes, accepts=accepts, fast=fast)(fn)
+
+
+_Tensor = torch.Tensor
+_FAST_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def _one_layout(a: Any) -> Any:
+    """The fast-lane key of a contiguous float ``trn`` tensor (``trnlang.device.fastlane``), else None."""
+    if type(a) is not _Tensor or a.is_cpu or a.dtype not in _FAST_DTYPES or a.is_neg() or not a.is_contiguous():
+        return None
+    return a.dtype, a.shape
+
+
+def _fast(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A fast lane for the unary lowering ``fn``: a repeated call on a same-layout tensor reruns its one launch
+    (``launch``'s direct flat or row launch) at native dispatch cost; the lowering's Python is most of a small
+    op's time."""
+    return fastlane.fast_function(lambda a: fn(a), 1, _one_layout)
 
 
 for _op in _SIMPLE:
     if _op != "relu":
-        _register(_op, _make(_op), (*DTYPES, *_ALL_INTS) if _op in _ROUNDING
+        _fn = _make(_op)
+        _register(_op, _fn, (*DTYPES, *_ALL_INTS) if _op in _ROUNDING
                   else (*DTYPES, *_ALL_INTS, torch.bool, torch.complex64) if _op == "abs"
                   else (*DTYPES, *_ALL_INTS, torch.bool) if _op == "sign"
-                  else DTYPES if _op in _KEEPS_INT else (*DTYPES, *_INT_IN))
+                  else DTYPES if _op in _KEEPS_INT else (*DTYPES, *_INT_IN), fast=_fast(_fn))
 
 _INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
@@ -357,7 +379,7 @@ def gelu(self: Any, *, approximate: str = "none", out: torch.Tensor | None = Non
     return run_unary("gelu_torch" if approximate == "none" else "gelu_tanh", self, out)
 
 
-_register("gelu", gelu)
+_register("gelu", gelu, fast=_fast(gelu))
 
 
 def softplus(self: Any, beta: Any = 1, threshold: Any = 20, *, out: torch.Tensor | None = None) -> Any:
