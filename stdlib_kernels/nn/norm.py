@@ -30,6 +30,8 @@ Example:
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import torch
@@ -60,32 +62,97 @@ def _p(r: int) -> int:
     return min(128, r)
 
 
-@T.polymorphic
-def ln_fwd(x, w, b, out, mean_o, rstd_o, eps, has_w, has_b, rms=False, lo=0, hi=-1, tile=128, rb=None):
-    """Layer norm of rows ``[lo, hi)`` of ``x [R, N]``: ``out``, and per-row ``mean_o`` / ``rstd_o`` ``[R, 1]``.
+@dataclass(frozen=True)
+class LnFwd:
+    """What one :func:`ln_fwd` launch computes (a compile-time spec: equal specs share a variant).
 
-    ``w`` / ``b``: ``[N]`` or ``[1, N]``. ``rms=True``: RMS norm (no centring, no mean output):
-    ``x * rsqrt(mean(x * x) + eps) * w``. ``hi < 0``: all rows. A row range lets the host split the
-    rows between threads without making views. ``tile``: rows per tile (128: all partitions, the
-    NeuronCore shape; the host lowerings pass :data:`HOST_TILE`).
+    Attributes:
+        eps: added to the variance (RMS norm: to the mean square) before the reciprocal square root.
+        has_w / has_b: scale by the weight / add the bias.
+        rms: RMS norm, ``x * rsqrt(mean(x * x) + eps) * w`` (no centring, no mean output).
+        tile: rows per tile (128: all partitions, the NeuronCore shape; the host lowerings use :data:`HOST_TILE`).
+        rb: the host's row bucket (:func:`stdlib_kernels.tiling.row_bucket`) of the row count, for ``tile > 1``.
 
-    Shape-polymorphic in the row count (the normalised size ``N`` sets the tiles: it is a compile-time
-    constant): ``rb`` is the host's row bucket (:func:`stdlib_kernels.tiling.row_bucket`) for ``tile > 1``.
+    >>> LnFwd(1e-5, has_w=True, has_b=False).tile
+    128
     """
+
+    eps: float
+    has_w: bool
+    has_b: bool
+    rms: bool = False
+    tile: int = 128
+    rb: int | None = None
+
+
+@dataclass(frozen=True)
+class LnBwd:
+    """What one :func:`ln_bwd` launch computes (a compile-time spec).
+
+    Attributes:
+        has_w: the forward scaled by a weight (``g = dy * w``).
+        want_dx / want_wb: write the input gradient ``dx`` / the per-block column sums ``pw``, ``pb`` (``dw``, ``db``).
+        rms: RMS norm (``xhat = x * rstd``, no ``mean(g)`` term, no ``pb``).
+        tile: 1: the host order (:func:`_ln_bwd_rows`); else 128-row tiles, column sums on the Tensor engine.
+        rb: the host's row bucket (:func:`stdlib_kernels.tiling.row_bucket`) of a runtime row count.
+
+    >>> LnBwd(True, want_dx=True, want_wb=False, rms=True).rb is None
+    True
+    """
+
+    has_w: bool
+    want_dx: bool
+    want_wb: bool
+    rms: bool = False
+    tile: int = 128
+    rb: int | None = None
+
+
+@dataclass(frozen=True)
+class GnFwd:
+    """What one :func:`gn_fwd` launch computes (a compile-time spec).
+
+    Attributes:
+        eps: added to the variance before the reciprocal square root.
+        groups: ``G``, the groups of a sample (the partitions of one tile).
+        has_w / has_b: scale by the per-channel weight / add the per-channel bias.
+
+    >>> GnFwd(1e-5, 8, has_w=False, has_b=False).groups
+    8
+    """
+
+    eps: float
+    groups: int
+    has_w: bool
+    has_b: bool
+
+
+# the host's spec constructors: one instance per distinct spec (a warm launch's key compares the same object)
+_ln_fwd_spec = functools.lru_cache(maxsize=1024)(LnFwd)
+_ln_bwd_spec = functools.lru_cache(maxsize=1024)(LnBwd)
+_gn_fwd_spec = functools.lru_cache(maxsize=1024)(GnFwd)
+
+
+@T.polymorphic
+def ln_fwd(x, w, b, out, mean_o, rstd_o, spec):
+    """Layer norm of the rows of ``x [R, N]``: ``out``, and per-row ``mean_o`` / ``rstd_o`` ``[R, 1]``.
+
+    ``w`` / ``b``: ``[N]`` or ``[1, N]``; ``spec``: an :class:`LnFwd`. The host splits big inputs between threads
+    by launching on row pieces. Shape-polymorphic in the row count (``N`` sets the tiles: a compile-time constant).
+    """
+    eps, has_w, has_b, rms = spec.eps, spec.has_w, spec.has_b, spec.rms
     r_dim, n = x.shape
-    hi = r_dim if hi < 0 else hi
-    rows_n = hi - lo
-    p = 1 if tile == 1 else T.extent(rows_n, tile, rb)
-    ragged = p != 1 and T.ragged(rows_n, p)
+    p = 1 if spec.tile == 1 else T.extent(r_dim, spec.tile, spec.rb)
+    ragged = p != 1 and T.ragged(r_dim, p)
     one = tl.arange(1)[None, :]
     inv_n = 1.0 / n
     if n <= CHUNK:
         cols = tl.arange(n)[None, :]
         wt = _param_row(w, n) if has_w else None
         bt = _param_row(b, n) if has_b else None
-        for i in tl.affine_range(tl.cdiv(rows_n, p)):
-            rows = lo + i * p + tl.arange(p)[:, None]
-            m = (rows < hi) if ragged else None
+        for i in tl.affine_range(tl.cdiv(r_dim, p)):
+            rows = i * p + tl.arange(p)[:, None]
+            m = (rows < r_dim) if ragged else None
             t = tl.load(x[rows, cols], mask=m).astype(tl.float32)
             # one pass over the row block for the moments (count, mean, M2), then one normalising pass
             st = isa.bn_stats(t)
@@ -106,12 +173,12 @@ def ln_fwd(x, w, b, out, mean_o, rstd_o, eps, has_w, has_b, rms=False, lo=0, hi=
             tl.store(rstd_o[rows, one], rstd, mask=m)
     else:
         f = CHUNK
-        for i in tl.affine_range(tl.cdiv(rows_n, p)):
-            rows = lo + i * p + tl.arange(p)[:, None]
+        for i in tl.affine_range(tl.cdiv(r_dim, p)):
+            rows = i * p + tl.arange(p)[:, None]
             s = tl.zeros((p, 1), tl.float32)
             for j in tl.sequential_range(tl.cdiv(n, f)):
                 cols = j * f + tl.arange(f)[None, :]
-                t = tl.load(x[rows, cols], mask=(rows < hi) & (cols < n)).astype(tl.float32)
+                t = tl.load(x[rows, cols], mask=(rows < r_dim) & (cols < n)).astype(tl.float32)
                 s[...] = s + tl.sum(t if not rms else tl.square(t), axis=1, keepdims=True)
             if rms:
                 mean = tl.zeros((p, 1), tl.float32)
@@ -121,13 +188,13 @@ def ln_fwd(x, w, b, out, mean_o, rstd_o, eps, has_w, has_b, rms=False, lo=0, hi=
                 q = tl.zeros((p, 1), tl.float32)
                 for j in tl.sequential_range(tl.cdiv(n, f)):
                     cols = j * f + tl.arange(f)[None, :]
-                    mk = (rows < hi) & (cols < n)
+                    mk = (rows < r_dim) & (cols < n)
                     t = tl.load(x[rows, cols], mask=mk).astype(tl.float32)
                     q[...] = q + tl.sum(tl.where(mk, tl.square(t - mean), 0.0), axis=1, keepdims=True)
                 rstd = tl.rsqrt(q * inv_n + eps)
             for j in tl.affine_range(tl.cdiv(n, f)):
                 cols = j * f + tl.arange(f)[None, :]
-                mk = (rows < hi) & (cols < n)
+                mk = (rows < r_dim) & (cols < n)
                 t = tl.load(x[rows, cols], mask=mk).astype(tl.float32)
                 y = (t - mean) * rstd
                 if has_w:
@@ -136,8 +203,8 @@ def ln_fwd(x, w, b, out, mean_o, rstd_o, eps, has_w, has_b, rms=False, lo=0, hi=
                     y = y + _param_row(b, f, cols, n)
                 tl.store(out[rows, cols], y, mask=mk)
             if not rms:
-                tl.store(mean_o[rows, one], mean, mask=rows < hi)
-            tl.store(rstd_o[rows, one], rstd, mask=rows < hi)
+                tl.store(mean_o[rows, one], mean, mask=rows < r_dim)
+            tl.store(rstd_o[rows, one], rstd, mask=rows < r_dim)
 
 
 def _param_row(t: Any, f: int, cols: Any = None, n: int = 0) -> Any:
@@ -148,15 +215,16 @@ def _param_row(t: Any, f: int, cols: Any = None, n: int = 0) -> Any:
     return tl.load(ap, mask=mask).astype(tl.float32)
 
 
-def gn_fwd(x, w, b, out, mean_o, rstd_o, eps, groups, has_w, has_b):
+def gn_fwd(x, w, b, out, mean_o, rstd_o, spec):
     """Group norm of ``x [N * G, Cg, HW]``, one tile of a sample's G groups per iteration.
 
-    ``w`` / ``b``: ``[G * Cg]`` per-channel parameters; ``mean_o`` / ``rstd_o``: ``[N * G, 1]`` (``G``:
-    ``groups``). The rows ``N * G`` of ``x`` are a runtime size shared by ``out``, ``mean_o`` and ``rstd_o``
-    (the same size at the same dim), and the loop runs ``N * G // G`` times, so every access is proven inside its
-    tensor: no run-time check, and the tile's load fuses into its two consumers. The group's tile
-    ``[G, Cg, HW]`` is keyed.
+    ``w`` / ``b``: ``[G * Cg]`` per-channel parameters; ``mean_o`` / ``rstd_o``: ``[N * G, 1]``; ``spec``: a
+    :class:`GnFwd` (``G``: ``spec.groups``). The rows ``N * G`` of ``x`` are a runtime size shared by ``out``,
+    ``mean_o`` and ``rstd_o`` (the same size at the same dim), and the loop runs ``N * G // G`` times, so every
+    access is proven inside its tensor: no run-time check, and the tile's load fuses into its two consumers. The
+    group's tile ``[G, Cg, HW]`` is keyed.
     """
+    eps, groups, has_w, has_b = spec.eps, spec.groups, spec.has_w, spec.has_b
     ng, cg, hw = x.shape
     inv_d = 1.0 / (cg * hw)
     gi = tl.arange(groups)[:, None, None]
@@ -185,28 +253,27 @@ gn_fwd = T.polymorphic(gn_fwd, static=(("x", 1), ("x", 2), ("out", 1), ("out", 2
 
 
 @T.polymorphic
-def ln_bwd(dy, x, mean, rstd, w, dx, pw, pb, has_w, want_dx, want_wb, rms=False, tile=128, rb=None):
+def ln_bwd(dy, x, mean, rstd, w, dx, pw, pb, spec):
     """Layer-norm backward of the rows of ``x [R, N]`` (``N <= BWD_MAX``).
 
     ``dx = rstd * (g - mean(g) - xhat * mean(g * xhat))`` with ``g = dy * w``; ``pw[i]`` / ``pb[i]``
     are the column sums of ``dy * xhat`` / ``dy`` over row block ``i`` (128 rows, or all when fewer).
-    ``rms=True``: RMS norm (``xhat = x * rstd``, no ``mean(g)`` term; ``mean`` is not read).
-    ``tile=1``: the host order (:data:`HOST_TILE`, see :func:`_ln_bwd_rows`); any other value: 128-row
-    tiles with the column sums on the Tensor engine (``ones.T @ tile``), the NeuronCore shape. ``rb``: the host's
-    row bucket (:func:`stdlib_kernels.tiling.row_bucket`) when the row count is a runtime size.
+    ``spec``: an :class:`LnBwd` (RMS norm: ``xhat = x * rstd``, no ``mean(g)`` term, ``mean`` not read; column
+    sums of 128-row tiles as ``ones.T @ tile`` on the Tensor engine, the NeuronCore shape, unless ``tile == 1``).
     """
-    wt = tl.load(w[0:1, 0:x.shape[1]]).astype(tl.float32) if has_w else None
-    if tile == 1:
-        _ln_bwd_rows(dy, x, mean, rstd, dx, pw, pb, wt, want_dx, want_wb, rms, rb)
+    wt = tl.load(w[0:1, 0:x.shape[1]]).astype(tl.float32) if spec.has_w else None
+    if spec.tile == 1:
+        _ln_bwd_rows(dy, x, mean, rstd, dx, pw, pb, wt, spec)
         return
+    rms = spec.rms
     r_dim, n = x.shape
-    p = T.extent(r_dim, 128, rb)
+    p = T.extent(r_dim, 128, spec.rb)
     ragged = T.ragged(r_dim, p)
     ones = tl.full((p, 1), 1.0, tl.float32)
     for i in tl.affine_range(tl.cdiv(r_dim, p)):
         rows = i * p + tl.arange(p)[:, None]
-        g0, xh = _ln_bwd_dx(dy, x, mean, rstd, dx, rows, (rows < r_dim) if ragged else None, wt, want_dx, rms)
-        if want_wb:
+        g0, xh = _ln_bwd_dx(dy, x, mean, rstd, dx, rows, (rows < r_dim) if ragged else None, wt, spec)
+        if spec.want_wb:
             gx = g0 * xh
             for c0 in range(0, n, COLS):
                 cb = min(COLS, n - c0)
@@ -218,8 +285,9 @@ def ln_bwd(dy, x, mean, rstd, w, dx, pw, pb, has_w, want_dx, want_wb, rms=False,
                              tl.copy(tl.matmul(ones, g0[:, c0:c0 + cb], transpose_x=True)))
 
 
-def _ln_bwd_dx(dy, x, mean, rstd, dx, rows, m, wt, want_dx, rms):
+def _ln_bwd_dx(dy, x, mean, rstd, dx, rows, m, wt, spec):
     """The input gradient of the rows ``rows`` (mask ``m``) of ``ln_bwd``; returns ``(dy, xhat)`` (fp32 tiles)."""
+    rms = spec.rms
     n = x.shape[1]
     cols = tl.arange(n)[None, :]
     one = tl.arange(1)[None, :]
@@ -230,7 +298,7 @@ def _ln_bwd_dx(dy, x, mean, rstd, dx, rows, m, wt, want_dx, rms):
     else:
         mu = tl.load(mean[rows, one], mask=m).astype(tl.float32)
         xh = (tl.load(x[rows, cols], mask=m).astype(tl.float32) - mu) * rs
-    if want_dx:
+    if spec.want_dx:
         g = g0 * wt if wt is not None else g0
         c2 = tl.sum(g * xh, axis=1, keepdims=True) * (1.0 / n)
         if rms:
@@ -241,14 +309,15 @@ def _ln_bwd_dx(dy, x, mean, rstd, dx, rows, m, wt, want_dx, rms):
     return g0, xh
 
 
-def _ln_bwd_rows(dy, x, mean, rstd, dx, pw, pb, wt, want_dx, want_wb, rms, rb):
+def _ln_bwd_rows(dy, x, mean, rstd, dx, pw, pb, wt, spec):
     """``ln_bwd`` one row at a time: the row stays in L1 through its passes (sums, then ``dx``).
 
     Each block of 128 rows accumulates its column sums in on-chip ``[1, N]`` tiles, row after row
     (the order of the Tensor engine's K loop), and stores them as ``pw[i]`` / ``pb[i]``.
     """
+    want_wb, rms = spec.want_wb, spec.rms
     r_dim, n = x.shape
-    blk = T.extent(r_dim, 128, rb)
+    blk = T.extent(r_dim, 128, spec.rb)
     ragged = T.ragged(r_dim, blk)
     cols = tl.arange(n)[None, :]
     for i in tl.affine_range(tl.cdiv(r_dim, blk)):
@@ -256,7 +325,7 @@ def _ln_bwd_rows(dy, x, mean, rstd, dx, pw, pb, wt, want_dx, want_wb, rms, rb):
         ab = tl.zeros((1, n), tl.float32) if want_wb and not rms else None
         for j in tl.sequential_range(blk):
             row = i * blk + j + tl.arange(1)[:, None]
-            g0, xh = _ln_bwd_dx(dy, x, mean, rstd, dx, row, (row < r_dim) if ragged else None, wt, want_dx, rms)
+            g0, xh = _ln_bwd_dx(dy, x, mean, rstd, dx, row, (row < r_dim) if ragged else None, wt, spec)
             if want_wb:
                 aw[...] = aw + g0 * xh
                 if not rms:
@@ -267,16 +336,22 @@ def _ln_bwd_rows(dy, x, mean, rstd, dx, pw, pb, wt, want_dx, want_wb, rms, rb):
                 tl.store(pb[i + tl.arange(1)[:, None], cols], ab)
 
 
+def _row_tiles(r_dim: Any, rb: int | None) -> Any:
+    """The row kernels' loop over ``r_dim`` rows: ``(rows, p)`` per tile of ``p`` (up to 128) rows, ``rows`` the
+    ``[p, 1]`` row index (past ``r_dim`` in a ragged last tile: the kernel masks ``rows < r_dim``)."""
+    p = T.extent(r_dim, 128, rb)
+    for i in tl.affine_range(tl.cdiv(r_dim, p)):
+        yield i * p + tl.arange(p)[:, None], p
+
+
 @T.row_polymorphic(static=(("x", 1),))
 def row_moments(x, mean_o, var_o, rb=None):
     """Per-row mean and biased variance of ``x [R, L]`` (two passes, fp32) -> ``[R, 1]`` each."""
     r_dim, n = x.shape
-    p = T.extent(r_dim, 128, rb)
     one = tl.arange(1)[None, :]
     inv_n = 1.0 / n
     f = min(n, CHUNK)
-    for i in tl.affine_range(tl.cdiv(r_dim, p)):
-        rows = i * p + tl.arange(p)[:, None]
+    for rows, p in _row_tiles(r_dim, rb):
         if n <= f:
             cols = tl.arange(n)[None, :]
             m = rows < r_dim
@@ -306,11 +381,9 @@ def row_moments(x, mean_o, var_o, rb=None):
 def row_dots(dy, x, s1, s2, rb=None):
     """Per row of ``[R, L]``: ``s1 = sum(dy)``, ``s2 = sum(dy * x)`` (fp32) -> ``[R, 1]`` each."""
     r_dim, n = x.shape
-    p = T.extent(r_dim, 128, rb)
     one = tl.arange(1)[None, :]
     f = min(n, CHUNK)
-    for i in tl.affine_range(tl.cdiv(r_dim, p)):
-        rows = i * p + tl.arange(p)[:, None]
+    for rows, p in _row_tiles(r_dim, rb):
         a = tl.zeros((p, 1), tl.float32)
         c = tl.zeros((p, 1), tl.float32)
         for j in tl.sequential_range(tl.cdiv(n, f)):
@@ -328,11 +401,9 @@ def row_dots(dy, x, s1, s2, rb=None):
 def row_affine(x, a, c, out, rb=None):
     """``out = x * a + c`` over ``[R, L]`` with per-row ``a``, ``c`` ``[R, 1]`` (fp32)."""
     r_dim, n = x.shape
-    p = T.extent(r_dim, 128, rb)
     one = tl.arange(1)[None, :]
     f = min(n, CHUNK)
-    for i in tl.affine_range(tl.cdiv(r_dim, p)):
-        rows = i * p + tl.arange(p)[:, None]
+    for rows, p in _row_tiles(r_dim, rb):
         at = tl.load(a[rows, one], mask=rows < r_dim).astype(tl.float32)
         ct = tl.load(c[rows, one], mask=rows < r_dim).astype(tl.float32)
         for j in tl.affine_range(tl.cdiv(n, f)):
@@ -345,11 +416,9 @@ def row_affine(x, a, c, out, rb=None):
 def row_affine2(dy, x, a, b, c, out, rb=None):
     """``out = dy * a + x * b + c`` over ``[R, L]`` with per-row ``a``, ``b``, ``c`` ``[R, 1]`` (fp32)."""
     r_dim, n = x.shape
-    p = T.extent(r_dim, 128, rb)
     one = tl.arange(1)[None, :]
     f = min(n, CHUNK)
-    for i in tl.affine_range(tl.cdiv(r_dim, p)):
-        rows = i * p + tl.arange(p)[:, None]
+    for rows, p in _row_tiles(r_dim, rb):
         at = tl.load(a[rows, one], mask=rows < r_dim).astype(tl.float32)
         bt = tl.load(b[rows, one], mask=rows < r_dim).astype(tl.float32)
         ct = tl.load(c[rows, one], mask=rows < r_dim).astype(tl.float32)
@@ -419,13 +488,14 @@ def native_layer_norm(input: torch.Tensor, normalized_shape: Sequence[int], weig
         x2 = input.contiguous() if flat else _rows(input, r, n)
         w2 = _param(weight, n, x2)
         b2 = _param(bias, n, x2)
-        args = (x2, w2, b2, out, mean, rstd, float(eps), weight is not None, bias is not None, False)
+        args = (x2, w2, b2, out, mean, rstd, _ln_fwd_spec(float(eps), weight is not None, bias is not None, False,
+                                                          HOST_TILE))
         parts = _row_parts(r, n)
         if len(parts) == 1:
-            ln_fwd(*args, 0, -1, HOST_TILE)
+            ln_fwd(*args)
         else:  # one launch per thread on disjoint row ranges; every operand is contiguous (made so above)
-            key = (x2.dtype, w2.dtype, b2.dtype, r, n, args[6:], tuple(parts), x2.data_ptr(), w2.data_ptr(),
-                   b2.data_ptr(), out.data_ptr(), mean.data_ptr(), rstd.data_ptr())
+            key = (x2.dtype, w2.dtype, b2.dtype, r, n, float(eps), weight is not None, bias is not None, tuple(parts),
+                   x2.data_ptr(), w2.data_ptr(), b2.data_ptr(), out.data_ptr(), mean.data_ptr(), rstd.data_ptr())
             U.run_parallel(_LN_LAUNCHES.get(key, lambda: [_ln_part(args, lo, hi) for lo, hi in parts]))
     elif r:
         mean.fill_(float("nan"))
@@ -443,10 +513,10 @@ _LN_LAUNCHES = U.BoundLaunches()
 def _ln_part(args: tuple[Any, ...], lo: int, hi: int) -> Any:
     """The ``ln_fwd`` launch of rows ``[lo, hi)``: row pieces of the input and outputs (not a constant row range,
     so every block size shares the shape-polymorphic variant)."""
-    x2, w2, b2, out, mean, rstd = args[:6]
+    x2, w2, b2, out, mean, rstd, spec = args
     rows = slice(lo, hi)
     return U.launch(ln_fwd, U.rows_piece(x2, rows), w2, b2, U.rows_piece(out, rows), U.rows_piece(mean, rows),
-                    U.rows_piece(rstd, rows), *args[6:], 0, -1, HOST_TILE)
+                    U.rows_piece(rstd, rows), spec)
 
 
 def _row_parts(r: int, n: int) -> list[tuple[int, int]]:
@@ -492,16 +562,15 @@ def native_layer_norm_backward(grad_out: torch.Tensor, input: torch.Tensor, norm
     pw = _empty((tiles, n), torch.float32) if wb else x2
     pb = _empty((tiles, n), torch.float32) if wb else x2
     args = [g2, x2, _rows(mean, r, 1), _rows(rstd, r, 1), w2, dx.view(r, n) if want_dx else x2, pw, pb]
-    consts = (weight is not None, want_dx, wb)
     parts = _row_parts(r, n)
     if len(parts) == 1:
-        ln_bwd(*args, *consts, False, HOST_TILE, T.row_bucket(r))
+        ln_bwd(*args, _ln_bwd_spec(weight is not None, want_dx, wb, False, HOST_TILE, T.row_bucket(r)))
     else:  # one launch per thread on row blocks of 128-row tiles (their column-sum rows are theirs too)
         def part(lo: int, hi: int) -> Any:
             rows = [U.rows_piece(t, slice(lo, hi)) for t in args[:4]]
             tl_ = [U.rows_piece(t, slice(lo // 128, -(-hi // 128))) if wb else x2 for t in args[6:]]
             return U.launch(ln_bwd, *rows, w2, U.rows_piece(args[5], slice(lo, hi)) if want_dx else x2, *tl_,
-                            *consts, False, HOST_TILE, T.row_bucket(hi - lo))
+                            _ln_bwd_spec(weight is not None, want_dx, wb, False, HOST_TILE, T.row_bucket(hi - lo)))
 
         U.run_parallel([part(lo, hi) for lo, hi in parts])
     if want_w:
@@ -582,8 +651,8 @@ def native_group_norm(input: torch.Tensor, weight: torch.Tensor | None, bias: to
         none = U.view(x3, (1,), (1,), x3.storage_offset())  # an absent parameter: no batch size, not written
         gn_fwd(x3, weight.contiguous() if weight is not None else none,
                bias.contiguous() if bias is not None else none, out.view(N * group, cg, HxW),
-               mean.view(N * group, 1), rstd.view(N * group, 1), float(eps), group, weight is not None,
-               bias is not None)
+               mean.view(N * group, 1), rstd.view(N * group, 1),
+               _gn_fwd_spec(float(eps), group, weight is not None, bias is not None))
         return out, mean, rstd
     m32 = _empty((N * group, 1), torch.float32)
     v32 = _empty((N * group, 1), torch.float32)
@@ -681,8 +750,8 @@ def fused_rms_norm(input: torch.Tensor, normalized_shape: Sequence[int], weight:
         return out, rstd
     x2 = _rows(input, r, n)
     w2 = _rows(weight, 1, n) if weight is not None else x2
-    ln_fwd(x2, w2, x2, out.view(r, n), rstd.view(r, 1), rstd.view(r, 1), _rms_eps(eps, input.dtype),
-           weight is not None, False, True, 0, -1, 128, T.row_bucket(r))
+    ln_fwd(x2, w2, x2, out.view(r, n), rstd.view(r, 1), rstd.view(r, 1),
+           _ln_fwd_spec(_rms_eps(eps, input.dtype), weight is not None, False, True, 128, T.row_bucket(r)))
     return out, rstd
 
 
@@ -709,8 +778,8 @@ def fused_rms_norm_backward(grad_out: torch.Tensor, input: torch.Tensor, normali
     tiles = -(-r // _p(r))
     pw = _empty((tiles, n), torch.float32) if want_w else x2
     rs = _rows(rstd, r, 1)
-    ln_bwd(g2, x2, rs, rs, w2, dx.view(r, n) if want_dx else x2, pw, pw, weight is not None, want_dx, want_w,
-           True, HOST_TILE, T.row_bucket(r))
+    ln_bwd(g2, x2, rs, rs, w2, dx.view(r, n) if want_dx else x2, pw, pw,
+           _ln_bwd_spec(weight is not None, want_dx, want_w, True, HOST_TILE, T.row_bucket(r)))
     if want_w:
         _sum_partials(pw, dw, n)
     return dx, dw

@@ -24,7 +24,6 @@ Example:
 
 from __future__ import annotations
 
-import enum
 import math
 from typing import Any, Sequence
 
@@ -107,7 +106,7 @@ def _rnd(t: Any, dt: Any) -> Any:
     return t if dt is None else t.astype(dt).astype(tl.float32)
 
 
-class BinSearch(enum.Enum):
+class BinSearch(U.Mode):
     """How :func:`bin_pos` finds a value's bin (a compile-time constant of the kernel)."""
 
     LINEAR = "linear"  #: from the bin width alone (histc: evenly spaced edges)

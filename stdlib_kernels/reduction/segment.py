@@ -31,7 +31,6 @@ Example:
 
 from __future__ import annotations
 
-import enum
 import math
 from typing import Any
 
@@ -47,7 +46,7 @@ from trnlang.device import decline, lowering
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
-class Reduce(enum.Enum):
+class Reduce(U.Mode):
     """A segment reduction (the value: torch's ``reduce=`` string, parsed once where the call arrives)."""
 
     SUM = "sum"

@@ -29,7 +29,6 @@ Example:
 
 from __future__ import annotations
 
-import enum
 from typing import Any
 
 import torch
@@ -45,7 +44,7 @@ _BIG = float(2 ** 30)
 _NAN = float("nan")
 
 
-class Pick(enum.Enum):
+class Pick(U.Mode):
     """Which element :func:`select_rows` picks from each sorted row (a compile-time constant of the kernel)."""
 
     KTH = "kth"              #: the k-th smallest (``kthvalue``); flags rows where it occurs more than once

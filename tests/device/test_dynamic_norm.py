@@ -123,7 +123,7 @@ def _gn_fwd_args(n: int, c: int, hw: int, groups: int) -> list[Any]:
     x = np.random.default_rng(n).standard_normal((n * groups, c // groups, hw)).astype(np.float32)
     w = np.ones(c, np.float32)
     stats = [np.empty((n * groups, 1), np.float32) for _ in range(2)]
-    return [x, w, w, np.empty_like(x), *stats, 1e-5, groups, True, True]
+    return [x, w, w, np.empty_like(x), *stats, N.GnFwd(1e-5, groups, has_w=True, has_b=True)]
 
 
 def _checked(plan: Any, k: Any) -> set[str]:

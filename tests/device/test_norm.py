@@ -218,7 +218,7 @@ def test_profile_layer_norm_is_sane():
     w, b = torch.randn(1, 512).to("trn"), torch.randn(1, 512).to("trn")
     out = torch.empty(256, 512, device="trn")
     mean, rstd = torch.empty(256, 1, device="trn"), torch.empty(256, 1, device="trn")
-    prof = N.ln_fwd.profile(x, w, b, out, mean, rstd, 1e-5, True, True)
+    prof = N.ln_fwd.profile(x, w, b, out, mean, rstd, N.LnFwd(1e-5, has_w=True, has_b=True))
     assert prof.time_us > 0 and prof.cycles > 0
     assert all(0 <= e.utilization <= 1 for e in prof.engines.values()), prof.engines
     assert 0 < prof.mbu <= 1
@@ -288,14 +288,14 @@ def test_ln_kernels_in_both_tile_orders(tile, rows):
     x, w, b = torch.randn(rows, n, generator=g) * 3 + 1, torch.randn(1, n, generator=g), torch.randn(1, n, generator=g)
     dy = torch.randn(rows, n, generator=g)
     out, mean, rstd = torch.empty(rows, n), torch.empty(rows, 1), torch.empty(rows, 1)
-    N.ln_fwd(x, w, b, out, mean, rstd, 1e-5, True, True, False, 0, -1, tile)
+    N.ln_fwd(x, w, b, out, mean, rstd, N.LnFwd(1e-5, has_w=True, has_b=True, tile=tile))
     ref, rm, rr = torch.native_layer_norm(x.double(), (n,), w[0].double(), b[0].double(), 1e-5)
     torch.testing.assert_close(out, ref.float(), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(mean, rm.float(), rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(rstd, rr.float(), rtol=1e-5, atol=1e-6)
     blocks = -(-rows // min(128, rows))
     dx, pw, pb = torch.empty(rows, n), torch.empty(blocks, n), torch.empty(blocks, n)
-    N.ln_bwd(dy, x, mean, rstd, w, dx, pw, pb, True, True, True, False, tile)
+    N.ln_bwd(dy, x, mean, rstd, w, dx, pw, pb, N.LnBwd(has_w=True, want_dx=True, want_wb=True, tile=tile))
     gx, gw, gb = torch.ops.aten.native_layer_norm_backward(dy.double(), x.double(), (n,), rm, rr, w[0].double(),
                                                            b[0].double(), [True, True, True])
     torch.testing.assert_close(dx, gx.float(), rtol=1e-4, atol=1e-4)

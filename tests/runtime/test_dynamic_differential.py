@@ -58,7 +58,7 @@ def test_layer_norm_kernel_compiled_vs_interpreter(r: int, n: int) -> None:
 
     def args():
         return [x.copy(), w, b, np.full_like(x, np.nan), np.full((r, 1), np.nan, np.float32),
-                np.full((r, 1), np.nan, np.float32), 1e-5, True, True, False, 0, -1, 128, T.row_bucket(r)]
+                np.full((r, 1), np.nan, np.float32), N.LnFwd(1e-5, True, True, False, 128, T.row_bucket(r))]
 
     _assert_pair(_run_pair(N.ln_fwd, args, n_out=3))
 
