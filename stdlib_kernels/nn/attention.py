@@ -28,7 +28,6 @@ Example:
 
 from __future__ import annotations
 
-import enum
 import functools
 import math
 from dataclasses import dataclass
@@ -57,7 +56,7 @@ def _blocks(n: Any, cap: int) -> Any:
     return sympy.Min(e, cap) if cap else e
 
 
-class MaskKind(enum.Enum):
+class MaskKind(U.Mode):
     """The attention mask the kernels apply (a compile-time constant of the kernels)."""
 
     NONE = "none"    #: no mask (causal and the ragged last key block are separate fields of :class:`Flash`)

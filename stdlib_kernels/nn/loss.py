@@ -22,7 +22,6 @@ Example:
 
 from __future__ import annotations
 
-import enum
 import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -117,7 +116,7 @@ def nll_bwd(g, t, wf, out, spec, scale):
             tl.store(out[rows, cols], tl.where(cf == tcf, gv, 0.0), mask=mc)
 
 
-class Loss(enum.Enum):
+class Loss(U.Mode):
     """The pointwise losses of :func:`pw_loss` / :func:`pw_loss_bwd` (a compile-time constant of the kernels;
     ``param``: smooth L1's ``beta``, Huber's ``delta``)."""
 
