@@ -337,8 +337,7 @@ def _ln_bwd_rows(dy, x, mean, rstd, dx, pw, pb, wt, spec):
 
 
 def _row_tiles(r_dim: Any, rb: int | None) -> Any:
-    """The row kernels' loop over ``r_dim`` rows: ``(rows, p)`` per tile of ``p`` (up to 128) rows, ``rows`` the
-    ``[p, 1]`` row index (past ``r_dim`` in a ragged last tile: the kernel masks ``rows < r_dim``)."""
+    """The row kernels' loop: ``(rows [p, 1], p)`` per tile of up to 128 of ``r_dim`` rows (masked by the kernel)."""
     p = T.extent(r_dim, 128, rb)
     for i in tl.affine_range(tl.cdiv(r_dim, p)):
         yield i * p + tl.arange(p)[:, None], p
