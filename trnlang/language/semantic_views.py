@@ -222,7 +222,6 @@ def split_newaxes(key: Any, ndim: int) -> tuple[tuple[Any, ...], tuple[int, ...]
         rest.append(k)
         if isinstance(k, (slice, DynSlice)) or (isinstance(k, Index) and k.shape != ()):
             pos += 1
-    pos += max(ndim - len(rest), 0)  # unwritten trailing axes are kept
     if new_at and new_at[0] == 0:
         raise ShapeError("a tile's first axis is its partition dimension: t[None, ...] would make a new one; "
                          "index a free axis (v[:, None] makes a [P] value a per-partition [P, 1] tile)")
