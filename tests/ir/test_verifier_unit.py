@@ -390,6 +390,15 @@ def test_unknown_symbol_in_index():
     raises(VerifyError, kern([alloc(a), Loop("affine", I0, 0, 2, 1, [bad])], [x]), "uses i1", loc=bad.loc)
 
 
+def test_unknown_symbol_in_loop_bound_and_region_start():
+    # the messages are built only on failure: they must still name the expression
+    lp = Loop("affine", I0, 0, 4 * I1, 1, [], here())
+    raises(VerifyError, kern([lp]), "the loop stop 4*i1 uses i1", loc=lp.loc)
+    a = buf("a", (128, 8))
+    bad = tt(reg(a, (0, I1), (128, 1)), reg(a, (0, 0), (128, 1)), reg(a, (0, 0), (128, 1)), loc=here())
+    raises(VerifyError, kern([alloc(a), bad]), "the region a[:, i1:i1 + 1] uses i1", loc=bad.loc)
+
+
 # --------------------------------------------------------------------------------------------
 # HBM bounds
 # --------------------------------------------------------------------------------------------

@@ -37,10 +37,12 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import itertools
 import math
 from fractions import Fraction
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import sympy
 from sympy.core.relational import GreaterThan, LessThan, Relational, StrictGreaterThan, StrictLessThan
@@ -48,7 +50,7 @@ from sympy.core.relational import GreaterThan, LessThan, Relational, StrictGreat
 from trnlang.ir.bounds import AffineParts, _aff_add, affine_parts
 from trnlang.ir.nodes import Loop, SizeSym
 
-__all__ = ["inside"]
+__all__ = ["inside", "proof_scope"]
 
 Affine = tuple[Fraction, dict[Any, Fraction]]
 _SIZE_MAX = 2**62
@@ -211,12 +213,51 @@ def _mask_bounds(idx: Affine, mask: Any, loops: Sequence[Loop], ranges: Mapping[
     return ups, lows
 
 
+#: The proofs of the current :func:`proof_scope` (None: outside one, nothing is remembered).
+_PROOFS: contextvars.ContextVar[dict[Any, bool] | None] = contextvars.ContextVar("trn_proofs", default=None)
+
+
+@contextlib.contextmanager
+def proof_scope() -> Iterator[None]:
+    """Remember the results of :func:`inside` until the block ends.
+
+    One compilation asks the same question many times: a load and a store with the same index pattern, and the
+    verifier's second run after the passes (``run_pipeline``). A result depends only on the question (index, size,
+    mask, ranges, loop bounds), so it is kept for the scope; nothing outlives it (a fresh process pays the same as a
+    second kernel of this one).
+
+    Example:
+        >>> from trnlang.ir.nodes import sym
+        >>> n, a = sym("x_size0"), sym("_a0")
+        >>> with proof_scope():
+        ...     inside(a, n, a < n, {a: (0, 127)}, ()), inside(a, n, a < n, {a: (0, 127)}, ())
+        (True, True)
+    """
+    token = _PROOFS.set({})
+    try:
+        yield
+    finally:
+        _PROOFS.reset(token)
+
+
 def inside(idx: Any, size: Any, mask: Any, ranges: Mapping[Any, Any], loops: Sequence[Loop]) -> bool:
     """Whether ``0 <= idx <= size - 1`` holds for every value of the runtime sizes, wherever ``mask`` holds.
 
     ``ranges``: numeric ranges of axes, program ids and constant loops; ``loops``: the enclosing loop nest,
-    outer to inner (their bounds may be formulas of the sizes).
+    outer to inner (their bounds may be formulas of the sizes). Inside a :func:`proof_scope`, a question asked
+    before is answered from memory.
     """
+    memo = _PROOFS.get()
+    if memo is None:
+        return _inside(idx, size, mask, ranges, loops)
+    key = (idx, size, mask, frozenset(ranges.items()), tuple((lp.var, lp.start, lp.stop, lp.step) for lp in loops))
+    got = memo.get(key)
+    if got is None:
+        got = memo[key] = _inside(idx, size, mask, ranges, loops)
+    return got
+
+
+def _inside(idx: Any, size: Any, mask: Any, ranges: Mapping[Any, Any], loops: Sequence[Loop]) -> bool:
     atoms = _Atoms()
     try:
         e = linear(idx, atoms)

@@ -43,6 +43,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, cast
@@ -126,6 +127,7 @@ class _Verifier:
         self.pos = 0
         self.tensor_ids = {id(t) for t in k.tensors}
         self._ranges: dict[tuple[int, ...], Ranges] = {}
+        self._scopes: dict[tuple[int, ...], frozenset[sympy.Symbol]] = {}
         # runtime sizes of a shape-polymorphic kernel are in scope everywhere
         self.size_syms = {s for t in k.tensors for d in t.shape if isinstance(d, sympy.Basic) for s in d.free_symbols}
 
@@ -137,12 +139,21 @@ class _Verifier:
         key = tuple(id(lp) for lp in loops)
         return self._ranges.get(key) or self._ranges.setdefault(key, loop_ranges(loops, self.k.grid))
 
-    def scope(self, loops: tuple[Loop, ...]) -> set[sympy.Symbol]:
-        return {lp.var for lp in loops} | {pid_sym(a) for a in range(max(3, len(self.k.grid)))} | self.size_syms
+    def scope(self, loops: tuple[Loop, ...]) -> frozenset[sympy.Symbol]:
+        """The symbols an expression inside ``loops`` may use (computed once per loop nest)."""
+        key = tuple(id(lp) for lp in loops)
+        got = self._scopes.get(key)
+        if got is None:
+            got = self._scopes[key] = frozenset({lp.var for lp in loops} | self.size_syms | {
+                pid_sym(a) for a in range(max(3, len(self.k.grid)))})
+        return got
 
-    def check_syms(self, e: Any, allowed: set[sympy.Symbol], what: str, loc: SourceLoc | None) -> bool:
+    def check_syms(self, e: Any, allowed: frozenset[sympy.Symbol] | set[sympy.Symbol], what: str | Callable[[], str],
+                   loc: SourceLoc | None) -> bool:
+        """``e`` uses only ``allowed`` symbols; ``what`` names it in the error (a callable: built only then)."""
         bad = sorted(str(s) for s in (e.free_symbols if isinstance(e, sympy.Basic) else set()) - allowed)
         if bad:
+            what = what if isinstance(what, str) else what()
             self.err(VerifyError, f"{what} uses {', '.join(bad)}, which is not an enclosing loop variable, program id "
                                   f"or axis in scope here", loc)
         return not bad
@@ -172,7 +183,7 @@ class _Verifier:
                      lp.loc)
             return
         allowed = self.scope(loops)
-        ok = all([self.check_syms(e, allowed, f"the loop {name} {e}", lp.loc)
+        ok = all([self.check_syms(e, allowed, functools.partial("the loop {} {}".format, name, e), lp.loc)
                   for name, e in (("start", lp.start), ("stop", lp.stop), ("step", lp.step))])
         if ok:
             st = expr_range(lp.step, self.ranges(loops))
@@ -279,7 +290,7 @@ class _Verifier:
                 self.err(ShapeError, f"region {_region(r)}: size {n} in dim {d} must be a positive integer "
                                      f"(1 for an indexed dim)", loc)
                 return False
-        if not all([self.check_syms(s, self.scope(loops), f"the region {_region(r)}", loc) for s in r.starts]):
+        if not all([self.check_syms(s, self.scope(loops), lambda: f"the region {_region(r)}", loc) for s in r.starts]):
             return False
         ranges, ok = self.ranges(loops), True
         for d, (s, n, dim) in enumerate(zip(r.starts, r.sizes, b.shape)):
@@ -606,7 +617,7 @@ def _check_generated(v: _Verifier, ins: Instr, loops: tuple[Loop, ...]) -> None:
         v.err(VerifyError, f"{ins.op.value} needs the attribute {key} (got {e!r})", ins.loc)
         return
     allowed = v.scope(loops) | {axis_sym(k) for k in range(len(out.shape))}
-    v.check_syms(e, allowed, f"the {ins.op.value} {key} {e}", ins.loc)
+    v.check_syms(e, allowed, lambda: f"the {ins.op.value} {key} {e}", ins.loc)
     for x, what in zip(ins.ins, ("on_true", "on_false")):
         v.bcast(ins, x, out, what)
 

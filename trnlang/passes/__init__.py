@@ -72,17 +72,19 @@ def dump(stage: str, k: Kernel, notes: Callable[[Any], str] | None = None, heade
 
 def run_pipeline(k: Kernel, verify_each: bool = False) -> list[Any]:
     """Verify the traced kernel, run every pass, verify again; returns the runtime bounds checks needed."""
+    from trnlang.ir.symbounds import proof_scope
     from trnlang.ir.verifier import verify
 
     dump("trace", k)
-    checks = verify(k, k.target)
-    for name, p in PIPELINE:
-        p(k)
-        dump(name, k)
-        if verify_each:
-            checks = verify(k, k.target)
-    if PIPELINE and not verify_each:
+    with proof_scope():  # the runs of the verifier share their runtime-size proofs
         checks = verify(k, k.target)
+        for name, p in PIPELINE:
+            p(k)
+            dump(name, k)
+            if verify_each:
+                checks = verify(k, k.target)
+        if PIPELINE and not verify_each:
+            checks = verify(k, k.target)
     return checks
 
 
