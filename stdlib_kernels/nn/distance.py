@@ -24,7 +24,6 @@ Example:
 
 from __future__ import annotations
 
-import enum
 import math
 from typing import Any
 
@@ -41,7 +40,7 @@ _R = 512  # x2 rows per free-axis chunk
 _MAX_FEATURES = 8192  # gradient columns kept in one SBUF tile
 
 
-class PNorm(enum.Enum):
+class PNorm(U.Mode):
     """Which p-norm formula the kernels trace for ``p`` (special cases first)."""
 
     ZERO = "zero"  #: p = 0: the count of differing features
