@@ -7,6 +7,8 @@ so both see the same machine load):
 
 - ``x + y`` on 16-element float32 tensors: the native path (dispatch -> lowering -> kernel
   launch) vs the CPU op (target <= 5x);
+- tensor-scalar ops on the same tensor (``x * 2.5``, ``x + 1``, ``x > 0.5``: the tensor-scalar fast lane,
+  target <= 5x), and ``nll_loss`` on an 8 x 10 batch (mean reduction);
 - ``x.to("trn")`` of a 16-element tensor (target <= 20 us), vs ``x.clone()`` on the CPU;
 - ``.cpu()`` of a 16-element trn tensor, and ``torch.sin`` (a CPU-fallback op) for reference;
 - the kernel launch alone with numpy arrays and with trn tensors (the runtime's share).
@@ -80,6 +82,16 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     c, t = _pair(lambda: x + y, lambda: xt + yt, args.iters, args.repeat)
     rows.append(("x + y (16 x f32), native", c, t, 5.0))
+    for name, cf, tf in (("x * 2.5", lambda: x * 2.5, lambda: xt * 2.5), ("x + 1", lambda: x + 1, lambda: xt + 1),
+                         ("x > 0.5", lambda: x > 0.5, lambda: xt > 0.5)):
+        c, t = _pair(cf, tf, args.iters, args.repeat)
+        rows.append((f"{name} (16 x f32), native", c, t, 5.0))
+    lp = torch.log_softmax(torch.randn(8, 10), 1)
+    tg = torch.randint(0, 10, (8,))
+    lpt, tgt = lp.to("trn"), tg.to("trn")
+    nll = torch.nn.functional.nll_loss
+    c, t = _pair(lambda: nll(lp, tg), lambda: nll(lpt, tgt), args.iters, args.repeat)
+    rows.append(("nll_loss (8 x 10), native", c, t, 5.0))
     c, t = _pair(lambda: x.clone(), lambda: x.to("trn"), args.iters, args.repeat)
     rows.append(('x.to("trn") (16 x f32)', c, t, None))
     to_trn_us = t

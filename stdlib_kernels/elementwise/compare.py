@@ -21,6 +21,7 @@ from typing import Any, Callable
 import torch
 
 from stdlib_kernels import _util as U
+from stdlib_kernels.elementwise.lanes import fast
 from stdlib_kernels.elementwise.pointwise import OPERAND_DTYPES, run_binary
 from trnlang.device import REGISTRY, decline, lowering
 
@@ -74,7 +75,9 @@ def _bitwise(op: str) -> Callable[..., Any]:
 for _op in ("eq", "ne", "lt", "le", "gt", "ge"):
     for _ov in ("Tensor", "Scalar"):
         _cdt = (torch.complex64,) if _op in ("eq", "ne") and _ov == "Tensor" else ()
-        lowering(f"aten::{_op}.{_ov}", dtypes=(*OPERAND_DTYPES, *_cdt))(_compare(_op))
+        _lo = _compare(_op)  # fast lanes: same-layout float tensors, a tensor and a number (lanes.py)
+        lowering(f"aten::{_op}.{_ov}", dtypes=(*OPERAND_DTYPES, *_cdt),
+                 fast=fast(_lo, _op if _ov == "Scalar" else None))(_lo)
 
 for _op in ("logical_and", "logical_or", "logical_xor"):
     lowering(f"aten::{_op}", dtypes=OPERAND_DTYPES)(_logical(_op))

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Sequence
 
+import numpy as np
 import torch
 
 import trnlang as trn
@@ -52,6 +53,7 @@ from stdlib_kernels.elementwise.flat import (  # noqa: F401 - the flat launch ma
     spaces,
     tiles,
 )
+from stdlib_kernels.elementwise.lanes import fast as _fast
 from trnlang.device import decline, fastlane, lowering
 
 #: Tensor dtypes an elementwise operand may have (int64 values are range-checked, see :func:`int64_ok`).
@@ -387,8 +389,9 @@ def prepare_out(shape: Sequence[int], rdt: torch.dtype, ops: Sequence[torch.Tens
 
 def scalar_operand(v: Any, compute: str) -> torch.Tensor | None:
     """A Python scalar as a ``[1, 1]`` device tensor of the compute type; None if it does not fit."""
-    if compute == "f32":
-        return U.scalar_tensor(float(v), torch.float32)
+    if compute == "f32":  # rounded to float32 (beyond its range: +-inf, as torch's float opmath gives)
+        with np.errstate(over="ignore"):
+            return U.scalar_tensor(float(np.float32(float(v))), torch.float32)
     if isinstance(v, float) and not v.is_integer():
         return None
     if not -_INT_RANGE <= int(v) < _INT_RANGE:
@@ -550,6 +553,9 @@ def run_binary(op: str, self: Any, other: Any, out: torch.Tensor | None, *, alph
         return res
     if bound is not None and not ints_in_range(o, bound):
         return decline("integer values beyond the range the int32 arithmetic computes exactly")
+    if res.dtype != rdt and rdt in (torch.bfloat16, torch.float16):  # torch rounds to rdt, then casts into out
+        tmp = _launch_binary(op, o, shape, compute, alpha, U.new_output(shape, rdt, ops))
+        return tmp if tmp is NotImplemented else res.copy_(tmp)
     return _launch_binary(op, o, shape, compute, alpha, res)
 
 
@@ -574,27 +580,6 @@ def _binary(op: str, self: Any, other: Any, alpha: Any, out: torch.Tensor | None
     return run_binary(op, self, other, out, alpha=alpha)
 
 
-_Tensor = torch.Tensor
-_FAST_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-
-
-def _same_layout(a: Any, b: Any) -> Any:
-    """The fast-lane key of two contiguous ``trn`` tensors of one float dtype and one shape (else None)."""
-    if type(a) is not _Tensor or type(b) is not _Tensor:
-        return None
-    dt = a.dtype
-    if b.dtype is not dt or a.is_cpu or b.is_cpu or dt not in _FAST_DTYPES or a.is_neg() or b.is_neg():
-        return None
-    sh = a.shape
-    if b.shape != sh or not a.is_contiguous() or not b.is_contiguous():
-        return None
-    return dt, sh
-
-
-def _fast(lower: Callable[..., Any]) -> Callable[..., Any]:
-    return fastlane.fast_function(lower, 2, _same_layout)
-
-
 def _complex_add(self: Any, other: Any, alpha: Any, out: torch.Tensor | None, sign: int) -> Any:
     """``self + sign * alpha * other`` of two complex64 ``trn`` tensors on their real/imaginary planes."""
     from stdlib_kernels.elementwise.compare import complex_planes
@@ -611,7 +596,7 @@ def _complex_add(self: Any, other: Any, alpha: Any, out: torch.Tensor | None, si
     return torch.view_as_complex(torch.add(a, b, alpha=sign * alpha).contiguous())
 
 
-@lowering("aten::add.Tensor", dtypes=(*OPERAND_DTYPES, torch.complex64), fast=_fast(lambda a, b: add(a, b)))
+@lowering("aten::add.Tensor", dtypes=(*OPERAND_DTYPES, torch.complex64), fast=_fast(lambda a, b: add(a, b), "add"))
 def add(self: Any, other: Any, *, alpha: Any = 1, out: torch.Tensor | None = None) -> Any:
     """``self + alpha * other`` (two complex64 tensors: on their real/imaginary planes)."""
     if _is_complex(self) or _is_complex(other) or _is_complex(out):
@@ -619,13 +604,14 @@ def add(self: Any, other: Any, *, alpha: Any = 1, out: torch.Tensor | None = Non
     return _binary("add", self, other, alpha, out)
 
 
-@lowering("aten::sub.Tensor", dtypes=(*OPERAND_DTYPES, torch.complex64), fast=_fast(lambda a, b: sub(a, b)))
+@lowering("aten::sub.Tensor", dtypes=(*OPERAND_DTYPES, torch.complex64), fast=_fast(lambda a, b: sub(a, b), "sub"))
 def sub(self: Any, other: Any, *, alpha: Any = 1, out: torch.Tensor | None = None) -> Any:
     """``self - alpha * other``."""
     if _is_complex(self) or _is_complex(other) or _is_complex(out):
         return _complex_add(self, other, alpha, out, -1)
-    if torch.result_type(self, other) == torch.bool:
-        return decline("bool subtraction: torch raises")
+    if any(isinstance(v, bool) or (isinstance(v, torch.Tensor) and v.dtype == torch.bool) for v in (self, other)):
+        raise RuntimeError("subtraction (the `-` operator) is not supported for bool operands, as in torch; "
+                           "invert a mask with `~` or logical_not() instead")
     return _binary("sub", self, other, alpha, out)
 
 
@@ -633,7 +619,7 @@ def _is_complex(v: Any) -> bool:
     return isinstance(v, complex) or (isinstance(v, torch.Tensor) and v.is_complex())
 
 
-@lowering("aten::mul.Tensor", dtypes=(*OPERAND_DTYPES, torch.complex64), fast=_fast(lambda a, b: mul(a, b)))
+@lowering("aten::mul.Tensor", dtypes=(*OPERAND_DTYPES, torch.complex64), fast=_fast(lambda a, b: mul(a, b), "mul"))
 def mul(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     """``self * other`` (complex64 operands: ``stdlib_kernels.fft.complex_ops``, on real/imaginary planes)."""
     if _is_complex(self) or _is_complex(other) or _is_complex(out):
@@ -645,7 +631,7 @@ def mul(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     return _binary("mul", self, other, None, out)
 
 
-@lowering("aten::div.Tensor", dtypes=OPERAND_DTYPES, fast=_fast(lambda a, b: div(a, b)))
+@lowering("aten::div.Tensor", dtypes=OPERAND_DTYPES, fast=_fast(lambda a, b: div(a, b), "div"))
 def div(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     """``self / other`` (true division; integers divide in fp32)."""
     return _binary("div", self, other, None, out)
@@ -711,7 +697,7 @@ def pow_tt(self: Any, exponent: Any, *, out: torch.Tensor | None = None) -> Any:
     return _pow(self, exponent, out)
 
 
-@lowering("aten::pow.Tensor_Scalar", dtypes=OPERAND_DTYPES)
+@lowering("aten::pow.Tensor_Scalar", dtypes=OPERAND_DTYPES, fast=_fast(lambda a, b: pow_ts(a, b), "pow", False))
 def pow_ts(self: Any, exponent: Any, *, out: torch.Tensor | None = None) -> Any:
     """``self ** exponent`` (a Python-number exponent)."""
     if isinstance(exponent, complex):

@@ -14,6 +14,11 @@ fast=...)``) that the registry tries first. It keys a :class:`Lane` on ``(dtype,
   addresses through the pointer call's native trampoline (a four-argument ctypes call, the GIL
   held: these launches last a microsecond).
 
+Tensor-scalar calls (``x * 2.5``, ``x + 1``, ``x > 0.5``) have lanes too (``scalar_key``): the
+lowering passes the Python number as a ``[1, 1]`` device tensor read by the kernel (a runtime
+operand: one compiled variant serves every value), so the lane owns such a tensor and writes each
+call's value into it before the launch (:meth:`Lane.scalar_call`).
+
 The output pool keeps up to :data:`POOL_DEPTH` template tensors per lane (outputs of at most
 :data:`POOL_MAX_BYTES`). A template is lent out as ``template.detach()`` (a new tensor on the same
 storage, made in C++ without the dispatcher) and is reused only when nothing else holds its
@@ -43,6 +48,7 @@ import sys
 import threading
 from typing import Any, Callable
 
+import numpy as np
 import torch
 
 from trnlang import config as _config
@@ -68,6 +74,9 @@ _POOLS: list[OutputPool] = []
 _TABLES: list[dict[Any, Any]] = []  # the lanes of every fast function
 _tls = threading.local()
 _STATS = {"lanes": 0}
+_I32 = 2**31
+_F32_MAX = float(torch.finfo(torch.float32).max)
+_INF = float("inf")
 
 
 class OutputPool:
@@ -154,25 +163,57 @@ def record_launch(kernel: Any, args: tuple[Any, ...]) -> None:
 class Lane:
     """One compiled launch on fixed layouts: ``lane(*operands)`` -> a new output tensor."""
 
-    __slots__ = ("tramp", "ctx", "call", "pool", "roles", "owner", "config", "variant")
+    __slots__ = ("tramp", "ctx", "call", "pool", "roles", "owner", "config", "variant", "sbuf", "sval")
     tramp: Any  # the pointer call's trampoline (len(roles) pointers after ctx)
     ctx: int  # its context (entry, meta block, scratch arena, error record)
     call: PointerCall  # keeps the trampoline's context and the compiled code alive
     pool: OutputPool
-    roles: tuple[int, ...]  # per launch pointer: the operand index, or -1 for the output
+    roles: tuple[int, ...]  # per launch pointer: the operand index, -1 for the output, -2 for the scalar buffer
     owner: int  # the thread that made the lane
     config: _config.Config  # the settings the lane was made under
     variant: Any  # the compiled variant the lane calls (runtime.jit.Variant)
+    sbuf: torch.Tensor | None  # a scalar lane's own [1, 1] device tensor the kernel reads the number from
+    sval: Any  # a flat numpy view of sbuf (float32 or int32): each call writes its number there
 
-    def __call__(self, *ops: torch.Tensor) -> torch.Tensor | None:
+    def _ready(self) -> bool:
         if not PLANS.enabled or _ident() != self.owner or _inference():
-            return None
+            return False
         self.variant.used = True
         cfg = _config.current
         if cfg is not self.config:  # settings re-read (trnlang.config.refresh): still the same launch?
             if cfg.launch_key != self.config.launch_key:
-                return None
+                return False
             self.config = cfg
+        return True
+
+    def scalar_call(self, x: torch.Tensor, value: Any) -> torch.Tensor | None:
+        """``op(x, value)`` for a scalar lane: ``value`` (a Python number, already rounded as the op needs)
+        is written into the lane's scalar buffer, then the launch runs on ``x``'s address."""
+        if not self._ready():
+            return None
+        sval = self.sval
+        if sval.dtype.kind == "i":
+            if type(value) is float or not -_I32 <= value < _I32:
+                return None  # an int32 buffer holds integers of the int32 range only (the lowering decides)
+            sval[0] = int(value)
+        else:
+            f = float(value)
+            if abs(f) > _F32_MAX and abs(f) != _INF:
+                return None  # beyond float32: the lowering decides
+            sval[0] = f
+        out = self.pool.take()
+        if self.roles == (0, -2, -1):
+            rc = self.tramp(self.ctx, x.data_ptr(), self.sbuf.data_ptr(), out.data_ptr())  # type: ignore[union-attr]
+        else:
+            ptrs = {0: x.data_ptr(), -1: out.data_ptr(), -2: self.sbuf.data_ptr()}  # type: ignore[union-attr]
+            rc = self.tramp(self.ctx, *[ptrs[r] for r in self.roles])
+        if rc:
+            return None  # the kernel reported an error: let the lowering run (and raise it)
+        return out
+
+    def __call__(self, *ops: torch.Tensor) -> torch.Tensor | None:
+        if not self._ready():
+            return None
         out = self.pool.take()
         if self.roles == (0, 1, -1):
             rc = self.tramp(self.ctx, ops[0].data_ptr(), ops[1].data_ptr(), out.data_ptr())
@@ -183,12 +224,27 @@ class Lane:
         return out
 
 
-def make_lane(rec: list[Any], operands: tuple[torch.Tensor, ...], out: Any) -> Lane | None:
-    """A lane from one captured launch whose tensors are ``operands`` and ``out`` (None if not possible)."""
-    if len(rec) != 1 or not isinstance(out, torch.Tensor) or not PLANS.enabled:
-        return None
-    kernel, args = rec[0]
+_NO_SCALAR = object()
+
+
+def _holds(t: torch.Tensor, value: Any) -> bool:
+    """``t`` is a one-element float32/int32 device tensor holding ``value`` as the lowering stored it."""
+    if t.numel() != 1 or t.dtype not in (torch.float32, torch.int32) or t.device.type != "trn":
+        return False
+    got = memory.np_view(t).reshape(-1)[0]
+    if t.dtype == torch.int32:
+        return type(value) is not float and -_I32 <= value < _I32 and int(got) == int(value)
+    with np.errstate(over="ignore"):
+        want = float(np.float32(float(value)))
+    return float(got) == want or (want != want and got != got)
+
+
+def _roles(args: tuple[Any, ...], operands: tuple[torch.Tensor, ...], out: torch.Tensor, scalar: Any
+           ) -> tuple[list[int], torch.Tensor | None] | None:
+    """Per tensor argument of a launch: its operand index, -1 (``out``) or -2 (the scalar's ``[1, 1]``
+    tensor); None if some tensor is none of them."""
     roles = []
+    sbuf = None
     for a in args:
         if isinstance(a, TensorPiece):  # a piece starting at a tensor's first element (a flat view of it)
             if a.ptr != a.base.data_ptr():
@@ -197,15 +253,35 @@ def make_lane(rec: list[Any], operands: tuple[torch.Tensor, ...], out: Any) -> L
         if isinstance(a, torch.Tensor):
             if a is out:
                 roles.append(-1)
+                continue
+            for i, o in enumerate(operands):
+                if a is o:
+                    roles.append(i)
+                    break
             else:
-                for i, o in enumerate(operands):
-                    if a is o:
-                        roles.append(i)
-                        break
-                else:
+                if scalar is _NO_SCALAR or sbuf is not None or not _holds(a, scalar):
                     return None
-    if roles.count(-1) != 1:
+                sbuf = a
+                roles.append(-2)
+    if roles.count(-1) != 1 or (scalar is not _NO_SCALAR and sbuf is None):
         return None
+    return roles, sbuf
+
+
+def make_lane(rec: list[Any], operands: tuple[torch.Tensor, ...], out: Any, scalar: Any = _NO_SCALAR
+              ) -> Lane | None:
+    """A lane from one captured launch whose tensors are ``operands`` and ``out`` (None if not possible).
+
+    ``scalar``: the Python number of a tensor-scalar call; the launch must read it from one
+    one-element tensor (the lane then reads it from a buffer of its own, see :meth:`Lane.scalar_call`).
+    """
+    if len(rec) != 1 or not isinstance(out, torch.Tensor) or not PLANS.enabled:
+        return None
+    kernel, args = rec[0]
+    found = _roles(args, operands, out, scalar)
+    if found is None:
+        return None
+    roles, sarg = found
     go = kernel.bind(*args)  # the launch just made its plan: this resolves it
     if not isinstance(go, Launch) or not go.native:
         return None
@@ -221,25 +297,58 @@ def make_lane(rec: list[Any], operands: tuple[torch.Tensor, ...], out: Any) -> L
     lane.owner = _ident()
     lane.config = _config.current
     lane.pool = OutputPool(tuple(out.shape), out.dtype)
+    lane.sbuf = lane.sval = None
+    if sarg is not None:
+        with torch.inference_mode(False):
+            lane.sbuf = memory.empty_strided(tuple(sarg.shape), sarg.stride(), sarg.dtype)
+        lane.sval = memory.np_view(lane.sbuf).reshape(-1)
     _STATS["lanes"] += 1
     return lane
 
 
-def fast_function(lower: Callable[..., Any], nops: int, key: Callable[..., Any]) -> Callable[..., Any]:
+def fast_function(lower: Callable[..., Any], nops: int, key: Callable[..., Any],
+                  scalar_key: Callable[..., Any] | None = None) -> Callable[..., Any]:
     """A registry fast function for ``lower`` (``nops`` tensor operands, positional only).
 
     ``key(*ops)`` returns the lane key for eligible operands (dtypes, shape: all contiguous, one
     dtype...) or None. A miss runs ``lower`` while capturing its launch and makes the lane.
+    ``scalar_key(x, number)``, tried where ``key`` gives None, returns ``(lane key, value)`` for an
+    eligible tensor-scalar call (``value``: the number as the lowering's kernel reads it, e.g. rounded
+    to bf16) or None; its lanes are kept in ``fast.scalar_lanes``.
     """
     lanes: dict[Any, Any] = {}
     _TABLES.append(lanes)
+    slanes: dict[Any, Any] = {}
+    _TABLES.append(slanes)
+
+    def fast_scalar(args: tuple[Any, ...]) -> Any:
+        kv = scalar_key(*args)  # type: ignore[misc]
+        if kv is None:
+            return None
+        k, value = kv
+        lane = slanes.get(k)
+        if lane is not None:
+            return lane.scalar_call(args[0], value) if lane is not False else None
+        if len(slanes) >= MAX_LANES:
+            return None
+        rec = capture()
+        try:
+            r = lower(*args)
+        finally:
+            stop_capture()
+        if r is NotImplemented:
+            slanes[k] = False
+            fallback.clear_decline_reason()  # the slow path calls the lowering again and records its own
+            return None
+        slanes[k] = make_lane(rec, (args[0],), r, value) or False
+        return r
 
     def fast(*args: Any) -> Any:
         if len(args) != nops:
             return None
         k = key(*args)
         if k is None:
-            return None
+            return fast_scalar(args) if scalar_key is not None else None
         lane = lanes.get(k)
         if lane is not None:
             return lane(*args) if lane is not False else None
@@ -260,6 +369,7 @@ def fast_function(lower: Callable[..., Any], nops: int, key: Callable[..., Any])
         return r
 
     fast.lanes = lanes  # type: ignore[attr-defined]
+    fast.scalar_lanes = slanes  # type: ignore[attr-defined]
     return fast
 
 

@@ -1,0 +1,105 @@
+"""Fast-lane keys of the binary elementwise ops (``trnlang.device.fastlane``): tensor-tensor and tensor-scalar.
+
+A lane replays the one launch a lowering made, so its key must hold everything the lowering's
+choice of kernel, output dtype and launch depended on. Tensor-tensor lanes: two contiguous ``trn``
+tensors of one float dtype and one shape. Tensor-scalar lanes (``x * 2.5``, ``x + 1``, ``x > 0.5``,
+``x ** 2``): one contiguous ``trn`` tensor and a Python ``bool``/``int``/``float``; the key is the
+tensor's dtype and shape, the number's type (torch's promotion depends on it: an int tensor times
+2.5 is float) and, for integer tensors, the default float dtype. The number itself is a runtime
+operand of the kernel (a ``[1, 1]`` device tensor), so every value runs the same compiled variant;
+:func:`scalar_key` returns it as the kernel reads it (rounded to bf16/fp16 first where torch rounds
+it: every op but ``mul``/``div`` on a bf16/fp16 tensor).
+
+Only calls whose lowering does not depend on the number's value beyond its type are given lanes:
+float tensors with any number, int32 tensors with a number in the int32 range, smaller integer and
+bool tensors with a float (and bool tensors with a bool). Others (int64 tensors, whose values are
+range-checked per call; ``uint8 + 300``) run the lowering.
+
+Example:
+    >>> import torch
+    >>> x = torch.randn(8, device="trn")                    # doctest: +SKIP
+    >>> y = x * 2.5; y = x * 0.5                             # doctest: +SKIP  (the second call: the lane)
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, Callable
+
+import torch
+
+from trnlang.device import fastlane
+
+__all__ = ["same_layout", "scalar_key", "fast"]
+
+_Tensor = torch.Tensor
+_FLOATS = (torch.float32, torch.bfloat16, torch.float16)
+_HALF = (torch.bfloat16, torch.float16)
+_SMALL_INTS = (torch.int16, torch.int8, torch.uint8, torch.bool)
+_NUMBERS = (float, int, bool)
+_I32 = 2**31
+#: ops whose number operand torch keeps in fp32 for bf16/fp16 tensors (pointwise._OPMATH_SCALAR)
+_OPMATH = ("mul", "div")
+_default_dtype = torch.get_default_dtype
+
+
+def same_layout(a: Any, b: Any) -> Any:
+    """The fast-lane key of two contiguous ``trn`` tensors of one float dtype and one shape (else None)."""
+    if type(a) is not _Tensor or type(b) is not _Tensor:
+        return None
+    dt = a.dtype
+    if b.dtype is not dt or a.is_cpu or b.is_cpu or dt not in _FLOATS or a.is_neg() or b.is_neg():
+        return None
+    sh = a.shape
+    if b.shape != sh or not a.is_contiguous() or not b.is_contiguous():
+        return None
+    return dt, sh
+
+
+@lru_cache(maxsize=512)
+def _rounded(v: float, dtype: torch.dtype) -> float:
+    return torch.tensor(v, dtype=torch.float32).to(dtype).item()
+
+
+def _half(v: Any, dtype: torch.dtype) -> Any:
+    """``v`` rounded to bf16/fp16 as the lowering rounds it (zeros kept with their sign: 0.0 == -0.0 in a cache)."""
+    f = float(v)
+    if f == 0.0 or f != f:
+        return f
+    return _rounded(f, dtype)
+
+
+def scalar_key(op: str, ints: bool = True) -> Callable[[Any, Any], tuple[Any, Any] | None]:
+    """The tensor-scalar key function of the binary op ``op`` (a ``BINARY_OPS`` name).
+
+    Returns ``f(x, number) -> ((dtype, shape, type(number)[, default dtype]), value) | None``.
+    ``ints=False``: integer tensors with integer numbers take no lane (``pow``: one kernel per exponent).
+    """
+    rounds = op not in _OPMATH
+
+    def key(a: Any, s: Any) -> tuple[Any, Any] | None:
+        ts = type(s)
+        if type(a) is not _Tensor or ts not in _NUMBERS or a.is_cpu or a.is_neg() or not a.is_contiguous():
+            return None
+        dt = a.dtype
+        if dt in _FLOATS:
+            return (dt, a.shape, ts), (_half(s, dt) if rounds and dt in _HALF else s)
+        if ts is float:
+            if dt is torch.int32 or dt in _SMALL_INTS:
+                return (dt, a.shape, ts, _default_dtype()), s
+            return None
+        if not ints:
+            return None
+        if dt is torch.int32:
+            return ((dt, a.shape, ts), s) if -_I32 <= s < _I32 else None
+        if dt is torch.bool and ts is bool:
+            return (dt, a.shape, ts), s
+        return None
+
+    return key
+
+
+def fast(lower: Callable[..., Any], op: str | None = None, ints: bool = True) -> Callable[..., Any]:
+    """The registry fast function of a binary lowering: a tensor-tensor lane, and a tensor-scalar lane when
+    ``op`` (its ``BINARY_OPS`` name) is given."""
+    return fastlane.fast_function(lower, 2, same_layout, scalar_key(op, ints) if op is not None else None)
