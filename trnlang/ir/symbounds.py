@@ -258,17 +258,29 @@ def inside(idx: Any, size: Any, mask: Any, ranges: Mapping[Any, Any], loops: Seq
 
 
 def _inside(idx: Any, size: Any, mask: Any, ranges: Mapping[Any, Any], loops: Sequence[Loop]) -> bool:
+    """:func:`inside` without the memory; the cheap bounds first, the mask's only when they do not suffice."""
     atoms = _Atoms()
+    masked = mask is not None and mask is not True and mask is not sympy.true
     try:
         e = linear(idx, atoms)
-        top = _aff_add(linear(size, atoms), (Fraction(-1), {}))
-        ups = [_extreme(e, loops, ranges, atoms, True)]
-        lows = [_extreme(e, loops, ranges, atoms, False)]
+        low = _extreme(e, loops, ranges, atoms, False)
     except _NotLinear:
         return False
-    if mask is not None and mask is not True and mask is not sympy.true:
-        more_up, more_low = _mask_bounds(e, mask, loops, ranges, atoms)
-        ups += more_up
-        lows += more_low
-    upper_ok = any(_nonneg(_aff_add(top, u, Fraction(-1)), atoms) for u in ups)
-    return upper_ok and any(_nonneg(lo, atoms) for lo in lows)
+    got: list[tuple[list[Affine], list[Affine]]] = []
+
+    def by_mask() -> tuple[list[Affine], list[Affine]]:
+        if not got:
+            got.append(_mask_bounds(e, mask, loops, ranges, atoms) if masked else ([], []))
+        return got[0]
+
+    if not (_nonneg(low, atoms) or any(_nonneg(lo, atoms) for lo in by_mask()[1])):
+        return False
+    if masked and any(isinstance(c, StrictLessThan) and c.lhs == idx and c.rhs == size
+                      for c in (mask.args if isinstance(mask, sympy.And) else (mask,))):
+        return True  # the mask is ``idx < size`` itself
+    try:
+        top = _aff_add(linear(size, atoms), (Fraction(-1), {}))
+        up = _extreme(e, loops, ranges, atoms, True)
+    except _NotLinear:
+        return False
+    return any(_nonneg(_aff_add(top, u, Fraction(-1)), atoms) for u in (up, *by_mask()[0]))
