@@ -52,6 +52,30 @@ def test_nll_and_cross_entropy(dtype, n, c, reduction, weighted, ignore):
     _compare(lambda x, t, w: F.cross_entropy(x, t, w, reduction=reduction, ignore_index=ignore), x, dtype, (t, w))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_nll_totals_in_the_kernel(dtype, monkeypatch):
+    """sum/mean are totalled by nll_fwd itself (a PSUM matmul over 3 row tiles here): no native sum or div runs;
+    every target ignored gives the CPU's nan (mean) and 0 (sum)."""
+    g = torch.Generator().manual_seed(7)
+    x = torch.log_softmax(torch.randn(300, 11, generator=g), 1).to(dtype)
+    t = torch.randint(0, 11, (300,), generator=g)
+    t[::7] = -100
+    w = (torch.rand(11, generator=g) + 0.1).to(dtype)
+    from trnlang.device.registry import REGISTRY
+
+    torch.ones(2, device="trn").sum() / 2  # the families are registered
+    for op in [k for k in REGISTRY if k.startswith(("aten::sum", "aten::div."))]:
+        monkeypatch.setattr(REGISTRY[op], "fn", None)  # would raise if called
+        monkeypatch.setattr(REGISTRY[op], "fast", None)
+    xd, td_, wd = x.to("trn"), t.to("trn"), w.to("trn")
+    for red in ("mean", "sum"):
+        for ww, wwd in ((None, None), (w, wd)):
+            assert_same(F.nll_loss(xd, td_, wwd, reduction=red), F.nll_loss(x, t, ww, reduction=red),
+                        rtol=_TOL[dtype][0], atol=_TOL[dtype][1])
+        ign = torch.full((300,), -100)
+        assert_same(F.nll_loss(xd, ign.to("trn"), reduction=red), F.nll_loss(x, ign, reduction=red))
+
+
 def test_cross_entropy_variants_noncontiguous_and_2d():
     g = torch.Generator().manual_seed(0)
     x = torch.randn(7, 9, generator=g)
