@@ -5,9 +5,11 @@
 Starts ``--world`` processes on this machine (loopback, one ``cpu:gloo,trn:trn`` group). For each size
 from 1 KiB to ``--max-mb`` MiB (float32, x4 per row) the processes time blocks of in-place ``all_reduce``
 (SUM) calls on CPU tensors (torch's gloo), on ``trn`` tensors with the cross-rank agreement check
-(``TRN_DIST_CHECK=1``, the default), without it (``=0``) and through an empty Python kernel (``floor``: the
-least torch's dispatch of ``c10d::allreduce_`` to any Python ``PrivateUse1`` kernel costs, see
-:class:`_Floor`). The four kinds of block alternate, in a rotating order, ``--repeat`` times, so they see the
+(``TRN_DIST_CHECK=1``, the default), without it (``=0``), through torch's own ``all_reduce`` (``kernel``:
+the C++ dispatcher boxes ``c10d::allreduce_`` into trnlang's Python ``PrivateUse1`` kernel, the path
+``dist.all_reduce`` took before trnlang's front door, and the one C++ callers such as DDP take) and through
+torch's ``all_reduce`` to an empty Python kernel (``floor``: the least that dispatch costs, see
+:class:`_Floor`). The five kinds of block alternate, in a rotating order, ``--repeat`` times, so they see the
 same machine load; a block lasts about ``--block-s`` seconds (every rank uses the largest block length any
 rank asks for). Rank 0 prints the median time per call of each kind and, as the ratio, the median over the
 repetitions of (gloo block time / trn block time): each ratio compares blocks run back to back. Bus
@@ -33,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._host import cpu_model, print_host  # noqa: E402
 
-KINDS = ("cpu", "trn", "trn_nocheck", "floor")
+KINDS = ("cpu", "trn", "trn_nocheck", "kernel", "floor")
 
 
 def _time(fn: Callable[[], Any], iters: int, cpu: list[float] | None = None) -> float:
@@ -100,12 +102,17 @@ def _measure(nbytes: int, args: argparse.Namespace) -> dict[str, list[float]]:
     trn = torch.ones(n, device="trn")
     floor = _Floor(trn)
 
-    def run_trn(check: str) -> None:
+    # torch's own all_reduce: through the C++ dispatcher to a PrivateUse1 kernel (trnlang's, or the floor's)
+    torch_all_reduce = getattr(dist.all_reduce, "__wrapped__", dist.all_reduce)
+
+    def run_trn(check: str, fn: Callable[[Any], Any] = dist.all_reduce) -> None:
         os.environ["TRN_DIST_CHECK"] = check
-        dist.all_reduce(trn)
+        fn(trn)
 
     fns: dict[str, Callable[[], Any]] = {"cpu": lambda: dist.all_reduce(cpu), "trn": lambda: run_trn("1"),
-                                         "trn_nocheck": lambda: run_trn("0"), "floor": lambda: dist.all_reduce(trn)}
+                                         "trn_nocheck": lambda: run_trn("0"),
+                                         "kernel": lambda: run_trn("1", torch_all_reduce),
+                                         "floor": lambda: torch_all_reduce(trn)}
 
     def ctx(k: str) -> Any:
         return floor if k == "floor" else contextlib.nullcontext()
@@ -149,8 +156,8 @@ def worker(rank: int, world: int, port: int, args: argparse.Namespace) -> None:
               f"({os.cpu_count()} logical CPUs); torch {torch.__version__}; {args.repeat} alternating blocks "
               f"per kind; {load_before} (start), {_load()} (end)")
         print(f"{'size':>8} | {'gloo CPU us':>11} {'GB/s':>7} | {'trn us':>9} {'GB/s':>7} {'ratio':>6} | "
-              f"{'trn nocheck us':>14} {'ratio':>6} | {'floor us':>9} {'ratio':>6} | "
-              "CPU us/call: gloo  trn  nocheck  floor")
+              f"{'trn nocheck us':>14} {'ratio':>6} | {'kernel us':>9} {'ratio':>6} | {'floor us':>9} {'ratio':>6} | "
+              "CPU us/call: gloo  trn  nocheck  kernel  floor")
         for nbytes, times in rows:
             med = {k: statistics.median(v) for k, v in times.items()}
             bw = {k: factor * nbytes / med[k] / 1e9 for k in KINDS}
@@ -158,13 +165,16 @@ def worker(rank: int, world: int, port: int, args: argparse.Namespace) -> None:
             size = f"{nbytes // 1024} KiB" if nbytes < 2**20 else f"{nbytes // 2**20} MiB"
             print(f"{size:>8} | {med['cpu'] * 1e6:>11.1f} {bw['cpu']:>7.3f} | {med['trn'] * 1e6:>9.1f} "
                   f"{bw['trn']:>7.3f} {ratio['trn']:>5.2f}x | {med['trn_nocheck'] * 1e6:>14.1f} "
-                  f"{ratio['trn_nocheck']:>5.2f}x | {med['floor'] * 1e6:>9.1f} {ratio['floor']:>5.2f}x | "
+                  f"{ratio['trn_nocheck']:>5.2f}x | {med['kernel'] * 1e6:>9.1f} {ratio['kernel']:>5.2f}x | "
+                  f"{med['floor'] * 1e6:>9.1f} {ratio['floor']:>5.2f}x | "
                   f"{med['cpu_cpu'] * 1e6:>15.0f} {med['trn_cpu'] * 1e6:>4.0f} {med['trn_nocheck_cpu'] * 1e6:>8.0f} "
-                  f"{med['floor_cpu'] * 1e6:>6.0f}")
+                  f"{med['kernel_cpu'] * 1e6:>7.0f} {med['floor_cpu'] * 1e6:>6.0f}")
         print("ratio = median over the repetitions of gloo-on-CPU block time / trn block time "
-              "(= trn bus bandwidth / gloo's; 1.00x: the trn backend adds nothing); floor = an empty Python "
-              "PrivateUse1 kernel (gloo's all-reduce on a view made once, no check): torch's dispatch to any "
-              "Python backend; CPU us/call: rank 0's process CPU time (all threads) per call, median")
+              "(= trn bus bandwidth / gloo's; 1.00x: the trn backend adds nothing); trn = dist.all_reduce "
+              "(trnlang's front door); kernel = torch's all_reduce through the C++ dispatcher to trnlang's "
+              "PrivateUse1 kernel (the path before the front door, and DDP's); floor = the same dispatch to an "
+              "empty Python kernel (gloo's all-reduce on a view made once, no check); "
+              "CPU us/call: rank 0's process CPU time (all threads) per call, median")
         sys.stdout.flush()
     dist.destroy_process_group()
 

@@ -216,6 +216,39 @@ def collectives_worker(rank: int, world: int) -> dict[str, Any]:
                     got = f"raised {type(e).__name__}: {str(e).splitlines()[0]}"
                 out.setdefault(f"{str(dtype)[6:]}/{name}", {})[dev] = got
     out["_inline"] = _trace_gloo_calls(rank)
+    out["_front"] = _front_door(rank)
+    return out
+
+
+def _front_door(rank: int) -> dict[str, Any]:
+    """Per path, whether torch's dispatcher saw ``c10d::allreduce_`` (the profiler records every op it
+    dispatches) and the value: ``dist.all_reduce`` on trn (the front door, checked and unchecked, sync and
+    async), torch's own ``all_reduce`` on trn (dispatcher -> trnlang's PrivateUse1 kernel) and on CPU."""
+    import os
+
+    import torch.distributed as dist
+    from torch.profiler import profile
+
+    torch_all_reduce = dist.all_reduce.__wrapped__  # type: ignore[attr-defined]
+    out: dict[str, Any] = {}
+
+    def one(name: str, dev: str, fn: Callable[[torch.Tensor], Any], check: str = "1") -> None:
+        os.environ["TRN_DIST_CHECK"] = check
+        t = _data(rank, 8, torch.float32, dev)
+        with profile() as prof:
+            w = fn(t)
+            if w is not None:
+                w.wait()
+        os.environ["TRN_DIST_CHECK"] = "1"
+        out[name] = (any(e.name == "c10d::allreduce_" for e in prof.events()), t.cpu())
+
+    one("front", "trn", dist.all_reduce)
+    one("front_nocheck", "trn", dist.all_reduce, "0")
+    one("front_async", "trn", lambda t: dist.all_reduce(t, async_op=True))
+    one("front_async_nocheck", "trn", lambda t: dist.all_reduce(t, async_op=True), "0")
+    one("torch_trn", "trn", torch_all_reduce)
+    one("torch_cpu", "cpu", torch_all_reduce)
+    one("cpu", "cpu", dist.all_reduce)
     return out
 
 
@@ -307,6 +340,21 @@ def test_values_are_the_reductions(results: list[dict[str, Any]]) -> None:
     b = [_data(r, 8, torch.bool, "cpu") for r in range(2)]
     assert torch.equal(results[0]["bool/all_reduce_SUM"]["trn"], b[0] | b[1])
     assert torch.equal(results[1]["bfloat16/send_recv"]["trn"], _data(0, 5, torch.bfloat16, "cpu"))
+
+
+def test_all_reduce_front_door(results: list[dict[str, Any]]) -> None:
+    """``dist.all_reduce`` of a trn tensor skips torch's dispatcher (trnlang's front door, a row of the torch
+    patch table); torch's own function still reaches trnlang's kernel through it, as C++ callers (DDP) do;
+    CPU tensors take torch's path. Every path gives the reduction."""
+    a = [_data(r, 8, torch.float32, "cpu") for r in range(2)]
+    for res in results:
+        got = res["_front"]
+        dispatched = {name: seen for name, (seen, _) in got.items()}
+        assert dispatched == {"front": False, "front_nocheck": False, "front_async": False,
+                              "front_async_nocheck": False, "torch_trn": True, "torch_cpu": True,
+                              "cpu": True}, dispatched
+        for name, (_, value) in got.items():
+            assert torch.equal(value, a[0] + a[1]), (name, value)
 
 
 def test_what_each_checked_all_reduce_posts(results: list[dict[str, Any]]) -> None:

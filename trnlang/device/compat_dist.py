@@ -154,3 +154,43 @@ def patch_default_backend() -> None:
     backend"), with one CPU tensors have no backend. An undefined backend means ``cpu:gloo`` (as without
     trnlang) plus ``trn:trn`` when trnlang's c10d backend is registered."""
     _when_imported(C10D, "BackendConfig", _patch_loaded_c10d)
+
+
+#: what a front door returns for a call torch's own function must handle
+DECLINE = object()
+#: ``torch.distributed.all_reduce``'s front door for ``trn`` tensors: set by ``trnlang.distributed.c10d`` when
+#: its kernels register (the first group with a ``trn`` backend); None until then
+ALL_REDUCE_DOOR: list[Callable[..., Any] | None] = [None]
+
+
+def _patch_loaded_all_reduce(mod: Any) -> None:
+    """Wrap ``all_reduce`` (``torch.distributed`` and ``distributed_c10d``) with the front door (idempotent)."""
+    import torch
+
+    orig = mod.all_reduce
+    if getattr(orig, "_trn_patched", False):
+        return
+    tensor_type, door = torch.Tensor, ALL_REDUCE_DOOR
+
+    @functools.wraps(orig)
+    def all_reduce(tensor: Any, op: Any = mod.ReduceOp.SUM, group: Any = None, async_op: bool = False) -> Any:
+        if type(tensor) is tensor_type and not tensor.is_cpu and door[0] is not None:
+            out = door[0](tensor, op, group, async_op)
+            if out is not DECLINE:
+                return out
+        return orig(tensor, op, group, async_op)
+
+    all_reduce._trn_patched = True  # type: ignore[attr-defined]
+    mod.all_reduce = all_reduce
+    pkg = sys.modules.get("torch.distributed")
+    if pkg is not None and getattr(pkg, "all_reduce", None) is orig:
+        pkg.all_reduce = all_reduce  # type: ignore[attr-defined]
+
+
+def patch_all_reduce() -> None:
+    """``dist.all_reduce`` of a ``trn`` tensor reaches its backend through torch's C++ dispatcher, which can
+    only box the call into a Python kernel: that round trip costs more than gloo's whole all-reduce of a small
+    tensor. A plain ``trn`` tensor goes through ``trnlang.distributed``'s front door instead (the same check
+    and gloo call, no dispatcher); every other call, and every call until a ``trn`` group exists, is
+    torch's function unchanged."""
+    _when_imported(C10D, "all_reduce", _patch_loaded_all_reduce)

@@ -113,6 +113,12 @@ def _default_backend() -> None:
     compat_dist.patch_default_backend()
 
 
+def _all_reduce_door() -> None:
+    from trnlang.device import compat_dist
+
+    compat_dist.patch_all_reduce()
+
+
 _T = "tests/device/"
 _CONV = "trn <-> CPU conversions run with swap_module_params_on_conversion, so Parameter objects survive " \
         "(tied weights stay tied, an optimizer made before the move keeps working); torch would make new " \
@@ -183,6 +189,16 @@ PATCHES: tuple[Patch, ...] = (
           (_T + "test_torch_patches.py::test_default_process_group_unchanged",),
           "when trnlang registers a c10d backend for trn (Backend.register_backend(..., devices=['trn']))",
           _default_backend),
+    Patch("torch.distributed.all_reduce (and distributed_c10d.all_reduce)", "monkeypatch",
+          "torch reaches a trn tensor's c10d backend only through the C++ dispatcher, which boxes the call "
+          "into a Python kernel: that round trip cost more than gloo's whole all-reduce of a small tensor "
+          "(issue 17's bar). A plain trn tensor in a group with trnlang's trn backend goes straight to the "
+          "backend (same agreement check, gloo on the zero-copy view); CPU tensors and anything else: "
+          "torch's function, unchanged", "2.13",
+          (_T + "test_torch_patches.py::test_default_process_group_unchanged",
+           "tests/distributed/test_collectives.py::test_all_reduce_front_door"),
+          "when torch can call a C++ backend for PrivateUse1 tensors without a Python kernel, or trnlang "
+          "ships C++ c10d kernels", _all_reduce_door),
     Patch("torch.serialization (register_package priority 15)", "registration",
           "torch.load(map_location='trn') restores storages into device memory; tags/restores only trn "
           "locations (returns None otherwise, so the CPU entry answers as before)", "2.13",

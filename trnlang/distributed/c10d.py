@@ -46,6 +46,7 @@ import functools
 import os
 import threading
 import warnings
+import weakref
 import zlib
 from datetime import timedelta
 from typing import Any
@@ -54,7 +55,7 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import ProcessGroupGloo
 
-from trnlang.device import memory
+from trnlang.device import compat_dist, memory
 from trnlang.distributed.agree import DESC_BYTES, Group, TrnDistributedError
 from trnlang.distributed.cost import ACTIVE as _COST_LOGS
 
@@ -118,6 +119,7 @@ def create_backend(opts: Any, backend_options: Any = None) -> Any:
     shadow._register_backend(_CPU, dist.ProcessGroup.BackendType.GLOO, gloo)
     with _lock:
         _SHADOWS[str(opts.group_id)] = Group(gloo, shadow.boxed())
+        _FRONT.clear()
     return gloo
 
 
@@ -233,6 +235,27 @@ def _view(op: str, x: Any) -> torch.Tensor:
     return memory.cpu_view(x)
 
 
+#: the last all-reduced ``trn`` tensor (a weak reference), its CPU view and the CPU storage under the view: a
+#: loop all-reducing the same tensor reuses the view (one entry: it keeps at most one block's bytes alive)
+_LAST_VIEW: list[tuple[Any, torch.Tensor, Any] | None] = [None]
+
+
+def _allreduce_view(t: torch.Tensor) -> torch.Tensor:
+    """:func:`_view` of an all-reduce's tensor, reused while ``t`` still has the same bytes, sizes and strides
+    (its storage's CPU storage is the one under the view: ``resize_storage`` drops it)."""
+    last = _LAST_VIEW[0]
+    if last is not None and last[0]() is t:
+        v = last[1]
+        if (v.data_ptr() == t.data_ptr() and v.shape == t.shape and v.stride() == t.stride()
+                and getattr(t.untyped_storage(), "_trn_cpu", None) is last[2]):
+            return v
+    v = _view("allreduce_", t)
+    st = getattr(t.untyped_storage(), "_trn_cpu", None)
+    if st is not None and not (t.is_conj() or t.is_neg()):
+        _LAST_VIEW[0] = (weakref.ref(t), v, st)
+    return v
+
+
 #: (dtype, shape, reduce op) of a one-tensor all-reduce -> its frame description (the hot loop's key)
 _AR_HEADS: dict[tuple[Any, ...], bytes] = {}
 
@@ -263,7 +286,7 @@ def _allreduce(tensors: list[torch.Tensor], pg: Any, reduce_op: Any, sparse_indi
     red = _REDOPS.get(int(reduce_op.op()))
     if sparse_indices is not None or red is None or red == dist.ReduceOp.PREMUL_SUM:
         return _GENERIC["allreduce_"](tensors, pg, reduce_op, sparse_indices, async_op, timeout)
-    cpu = [_view("allreduce_", t) for t in tensors]
+    cpu = [_allreduce_view(t) if len(tensors) == 1 else _view("allreduce_", t) for t in tensors]
     g, group = _group_of(pg)
     if _COST_LOGS:
         _note("allreduce_", (tensors,), g.size, group)
@@ -279,6 +302,82 @@ def _allreduce(tensors: list[torch.Tensor], pg: Any, reduce_op: Any, sparse_indi
     if timeout >= 0:
         opts.timeout = timedelta(milliseconds=timeout)
     return tensors, g.gloo.allreduce(cpu, opts).boxed()
+
+
+_RED_TYPES = frozenset(v for v in _REDOPS.values() if v != dist.ReduceOp.PREMUL_SUM)
+_c10d_mod = dist.distributed_c10d
+_has_torch_function = torch._C._has_torch_function_unary
+_inflight = torch._C._distributed_c10d._allow_inflight_collective_as_graph_input
+#: ProcessGroup -> (its Group, its name): the front door's lookup (a group's trn backend never changes)
+_FRONT: dict[Any, tuple[Group, str]] = {}
+
+
+def _front_group(group: Any) -> tuple[Group, str] | None:
+    """The :class:`~trnlang.distributed.agree.Group` of a ``ProcessGroup`` (None: not ours, or not a plain
+    group: torch's own ``all_reduce`` then handles it)."""
+    entry = _FRONT.get(group)
+    if entry is None:
+        try:
+            entry = _group_of(group.boxed())
+        except (TrnDistributedError, AttributeError):
+            return None
+        if len(_FRONT) > 64:
+            _FRONT.clear()
+        _FRONT[group] = entry
+    return entry
+
+
+#: what :func:`front_all_reduce` returns when torch's own ``all_reduce`` should handle the call
+DECLINE = compat_dist.DECLINE
+_RedOpType = dist.ReduceOp.RedOpType
+
+
+def front_all_reduce(tensor: torch.Tensor, op: Any = dist.ReduceOp.SUM, group: Any = None,
+                     async_op: bool = False) -> Any:
+    """``torch.distributed.all_reduce`` of a ``trn`` tensor, without torch's dispatcher (the front door that
+    ``trnlang.device.compat_dist.patch_all_reduce`` opens for ``trn`` tensors); :data:`DECLINE` for any call
+    torch's own ``all_reduce`` must handle.
+
+    torch's ``all_reduce`` reaches a ``trn`` tensor's backend through the C++ dispatcher, which can only
+    box the call into a Python kernel (:func:`_allreduce`): the boxing and the trip back into Python cost
+    more than gloo's whole call on small tensors. A plain ``trn`` tensor with a plain reduce op in a group
+    served by the ``trn`` backend goes straight to what that kernel does: the agreement check and gloo's
+    all-reduce on the zero-copy CPU view. The rest (complex tensors, ``PREMUL_SUM``, tensor subclasses and
+    torch-function modes, coalescing managers, ranks outside the group, groups without the ``trn``
+    backend) declines.
+
+    Example:
+        >>> t = torch.ones(4, device="trn"); front_all_reduce(t)  # doctest: +SKIP
+    """
+    if (type(tensor) is not torch.Tensor or type(op) is not _RedOpType or op not in _RED_TYPES
+            or group is _NON_MEMBER or tensor.device.type != BACKEND or tensor.is_complex()
+            or _has_torch_function(tensor) or _inflight()):
+        return DECLINE
+    pg = group if group is not None else _c10d_mod._get_default_group()
+    entry = _front_group(pg)
+    if entry is None or pg in _c10d_mod._world.pg_coalesce_state:
+        return DECLINE
+    g, name = entry
+    view = _allreduce_view(tensor)
+    if _COST_LOGS:
+        _note("allreduce_", ([tensor],), g.size, name)
+    work: Any = None
+    if check_enabled():
+        work = g.allreduce(name, _allreduce_head([tensor], op), view, op, -1)
+        if work == "done":
+            return _done([view]) if async_op else None
+    if work is None:
+        opts = dist.AllreduceOptions()
+        opts.reduceOp = op  # type: ignore[assignment]  # torch converts a RedOpType, as dist.all_reduce relies on
+        opts.asyncOp = async_op
+        work = g.gloo.allreduce([view], opts)
+    if async_op:
+        return work
+    work.wait()
+    return None
+
+
+_NON_MEMBER = _c10d_mod.GroupMember.NON_GROUP_MEMBER
 
 
 def _note(name: str, args: tuple[Any, ...], ranks: int, group: str) -> None:
@@ -335,3 +434,4 @@ def register_kernels() -> None:
                 _GENERIC[name] = _collective(name, pg_index)
                 lib.impl(name, _FAST.get(name, _GENERIC[name]), "PrivateUse1")
         _LIBS.append(lib)
+        compat_dist.ALL_REDUCE_DOOR[0] = front_all_reduce
