@@ -34,46 +34,96 @@ import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.indexing.engine import Move, _Bounds, _fits, _ok_data, _run, _to_out
 from trnlang.device import decline, lowering
-from trnlang.device.registry import warn_like_torch
+from trnlang.device.registry import scalar_type_name, warn_like_torch
 
 # ------------------------------------------------------------------------------ advanced indexing
 
 
 def _expand_indices(self: torch.Tensor, indices: Sequence[Any]) -> list[torch.Tensor | None] | None:
-    """Boolean masks -> their nonzero coordinates (one long index per masked dim); None where unusable."""
+    """Boolean masks -> their nonzero coordinates (one long index per masked dim); None where unusable.
+
+    Indices torch refuses raise torch's ``IndexError`` here, natively (a float index, a mask whose shape
+    is not the indexed dims', more indices than dims).
+    """
     res: list[torch.Tensor | None] = []
     for t in indices:
         if t is None:
             res.append(None)
             continue
+        if isinstance(t, torch.Tensor) and t.dtype not in (torch.bool, torch.uint8, torch.int64, torch.int32):
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
         if isinstance(t, torch.Tensor) and t.device.type == "cpu":
             t = t.to("trn")  # CPU index tensors are allowed (as on CUDA): one host -> device copy
         if not U.is_trn(t):
             return None
         if t.dtype in (torch.bool, torch.uint8):
             k = len(res)
-            if t.dim() == 0 or k + t.dim() > self.dim():
+            if t.dim() == 0:
                 return None
-            if list(t.shape) != list(self.shape[k:k + t.dim()]):
-                return None
+            if k + t.dim() > self.dim():
+                raise IndexError(f"too many indices for tensor of dimension {self.dim()}")
+            for j in range(t.dim()):
+                if t.shape[j] != self.shape[k + j]:
+                    raise IndexError(f"The shape of the mask {list(t.shape)} at index {j} does not match the shape "
+                                     f"of the indexed tensor {list(self.shape)} at index {k + j}")
             nz = nonzero(t)
             if nz is NotImplemented:
                 return None
             res.extend(nz.select(1, j) for j in range(t.dim()))
-        elif t.dtype in (torch.int64, torch.int32):
-            res.append(t)
         else:
-            return None
+            res.append(t)
     return res
+
+
+def _raise_out_of_range(x: torch.Tensor, dims: Sequence[int], ivs: Sequence[Any]) -> None:
+    """torch's ``IndexError`` for the first index out of range (after the kernel's bounds check fired)."""
+    for i, (d, (t, _)) in enumerate(zip(dims, ivs)):  # torch numbers the dim among the indexed ones
+        n = x.shape[d]
+        bad = (t >= n).logical_or_(t < -n)
+        if bool(bad.any()):
+            v = int(t[bad].reshape(-1)[0].item())
+            raise IndexError(f"index {v} is out of bounds for dimension {i} with size {n}")
+
+
+def _raise_empty_dim(sizes: Sequence[int]) -> None:
+    """torch's ``IndexError`` for a non-empty index into a dim of size 0."""
+    if any(n == 0 for n in sizes):
+        raise IndexError("index is out of bounds for dimension with size 0")
+
+
+def _merge_masks(self: torch.Tensor, indices: Sequence[Any]) -> tuple[torch.Tensor, list[Any]]:
+    """A boolean mask over several dims of ``self`` that a view can merge into one -> a 1-D mask of that view.
+
+    ``x[mask]`` with a 4-D mask would index 4 dims through 4 nonzero columns; over the merged dim it is one
+    (the result is the same: the masked dims become one dim of the selected count, in row-major order).
+    """
+    out: list[Any] = []
+    k = 0  # the dim of ``self`` the next index applies to
+    for t in indices:
+        if isinstance(t, torch.Tensor) and t.dtype in (torch.bool, torch.uint8) and t.dim() > 1 \
+                and list(t.shape) == list(self.shape[k:k + t.dim()]):
+            merged = [*self.shape[:k], U.prod(t.shape), *self.shape[k + t.dim():]]
+            try:
+                self = self.view(merged)
+            except RuntimeError:  # the masked dims are not mergeable in a view: keep the mask as it is
+                pass
+            else:
+                out.append(t.reshape(-1))
+                k += 1
+                continue
+        out.append(t)
+        k += t.dim() if isinstance(t, torch.Tensor) and t.dtype in (torch.bool, torch.uint8) else 1
+    return self, out
 
 
 def _plan(self: torch.Tensor, indices: Sequence[Any]) -> Any:
     """Indexed dims, broadcast index views and the result shape of ``self[indices]`` (a string: why declined)."""
+    self, indices = _merge_masks(self, indices)
     idx = _expand_indices(self, indices)
     if idx is None:
         return "an index not a trn int/bool tensor, a mask not matching self's shape, or 2^24+ mask elements"
     if len(idx) > self.dim():
-        return "too many indices: torch raises"
+        raise IndexError(f"too many indices for tensor of dimension {self.dim()}")
     idx = idx + [None] * (self.dim() - len(idx))
     dims = [d for d, t in enumerate(idx) if t is not None]
     if not dims or len(dims) > 3:
@@ -81,7 +131,8 @@ def _plan(self: torch.Tensor, indices: Sequence[Any]) -> Any:
     try:
         bshape = list(torch.broadcast_shapes(*[idx[d].shape for d in dims]))
     except RuntimeError:
-        return "index tensors do not broadcast: torch raises"
+        raise IndexError("shape mismatch: indexing tensors could not be broadcast together with shapes "
+                         + ", ".join(str(list(idx[d].shape)) for d in dims)) from None
     adjacent = dims == list(range(dims[0], dims[-1] + 1))
     if not adjacent:  # torch puts the broadcast dims first: permute the indexed dims to the front
         perm = dims + [d for d in range(self.dim()) if d not in dims]
@@ -128,24 +179,28 @@ def _warn_uint8(indices: Sequence[Any]) -> None:
 def index(self: torch.Tensor, indices: Sequence[Any], *, out: torch.Tensor | None = None) -> Any:
     """``self[idx0, idx1, ...]`` (integer tensors with broadcasting, boolean masks via nonzero).
 
-    Negative indices wrap; up to three indexed dims (adjacent or not, as torch orders the result).
+    Negative indices wrap; up to three indexed dims (adjacent or not, as torch orders the result);
+    complex64 is gathered as its (real, imaginary) planes.
     """
-    if not _ok_data(self, move=True) or self.dim() == 0:
+    cplx = self.dtype == torch.complex64 and U.is_trn(self) and not (self.is_conj() or self.is_neg())
+    if not (cplx or _ok_data(self, move=True)) or self.dim() == 0:
         return decline("self not a trn tensor of a supported dtype (or a conj/neg bit), or 0-dim")
-    plan = _plan(self, indices)
+    plan = _plan(_planes(self), indices)
     if isinstance(plan, str):
         return decline(plan)
     x, dims, ivs, sizes, steps, span, xs, dense, groups = plan
-    res = torch.empty(dense, dtype=self.dtype, device="trn")
+    planes = torch.empty(dense, dtype=x.dtype, device="trn")
+    res = torch.view_as_complex(planes) if cplx else planes
     if res.numel():
         if span == 0:
-            return decline("an index into a dim of size 0: torch raises")
+            _raise_empty_dim(sizes)
         s_stride, st = _x_view(x, steps)
         try:
-            _run(x, xs, span if len(steps) > 1 else sizes[0], s_stride, res, list(res.stride()), None,
+            _run(x, xs, span if len(steps) > 1 else sizes[0], s_stride, planes, list(planes.stride()), None,
                  [t for t, _ in ivs], [s for _, s in ivs], sizes, st, dense, groups, Move.GATHER, True)
-        except _Bounds:
-            return decline("an index out of range: torch raises")
+        except _Bounds as e:
+            _raise_out_of_range(x, dims, ivs)
+            return decline(str(e))
     _warn_uint8(indices)
     return _to_out(res, out)
 
@@ -156,30 +211,55 @@ def unsafe_index(self: torch.Tensor, indices: Sequence[Any]) -> Any:
     return index(self, indices)
 
 
+def _planes(t: torch.Tensor) -> torch.Tensor:
+    """A complex64 tensor as its float32 [..., 2] (real, imaginary) view; other tensors as they are."""
+    return torch.view_as_real(t) if t.is_complex() else t
+
+
 def _index_put(self: torch.Tensor, indices: Sequence[Any], values: torch.Tensor, accumulate: bool) -> Any:
-    """In-place ``self[indices] = values`` (``+=`` with accumulate, repeated indices all add)."""
-    if not _ok_data(self, values, move=True) or values.dtype != self.dtype or self.dim() == 0:
-        return decline("self/values not trn tensors of one supported dtype, or 0-dim self")
-    if accumulate and self.dtype == torch.bool:
-        return decline("accumulate=True on bool (torch ORs, the kernels add)")
+    """In-place ``self[indices] = values`` (``+=`` with accumulate, repeated indices all add).
+
+    complex64 moves and adds on its (real, imaginary) planes; bool with accumulate is an OR (torch's
+    saturating add), built from an int32 count scattered the same way.
+    """
+    plain = self.dtype == torch.complex64 and values.dtype == self.dtype and U.is_trn(self) and U.is_trn(values) \
+        and not (self.is_conj() or values.is_conj() or self.is_neg() or values.is_neg())
+    if not (plain or _ok_data(self, values, move=True)) or self.dim() == 0:
+        return decline("self/values not trn tensors of a supported dtype, or 0-dim self")
     if U.has_internal_overlap(self):
         return decline("self with overlapping elements (expanded)")
-    plan = _plan(self, indices)
+    target = _planes(self)
+    plan = _plan(target, indices)
     if isinstance(plan, str):
         return decline(plan)
+    dense = plan[7][:-1] if self.is_complex() else plan[7]
+    if values.dim() > len(dense) or not all(a in (1, b) for a, b in zip(values.shape[::-1], dense[::-1])):
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(values.shape)} cannot be broadcast to "
+                           f"indexing result of shape {list(dense)}")
+    if values.dtype != self.dtype:
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                           f"{scalar_type_name(self.dtype)} for the destination and {scalar_type_name(values.dtype)} "
+                           f"for the source.")
+    if accumulate and self.dtype == torch.bool:  # OR: count the True values landing on each element
+        hits = torch.zeros(self.shape, dtype=torch.int32, device="trn")
+        r = _index_put(hits, indices, values.to(torch.int32), True)
+        return r if r is NotImplemented else self.logical_or_(hits.ne(0))
+    vals = _planes(values)
+    if self.is_complex() and values.dim() < len(dense):  # align the planes dim past the broadcast dims
+        vals = vals.reshape([1] * (len(dense) - values.dim()) + list(vals.shape))
+    return _scatter(plan, indices, vals, accumulate, self)
+
+
+def _scatter(plan: Any, indices: Sequence[Any], values: torch.Tensor, accumulate: bool, result: torch.Tensor) -> Any:
+    """The kernel launch of :func:`_index_put` (the plan's target may be a real view of the complex ``result``)."""
     x, dims, ivs, sizes, steps, span, xs, dense, groups = plan
-    try:
-        vst = U.broadcast_strides(values, dense) if values.dim() <= len(dense) else None
-        if vst is None or torch.broadcast_shapes(values.shape, dense) != torch.Size(dense):
-            return decline("values that do not broadcast to the indexed shape")
-    except RuntimeError:
-        return decline("values that do not broadcast to the indexed shape: torch raises")
+    vst = U.broadcast_strides(values, dense)
     if U.prod(dense) == 0:
         _warn_uint8(indices)
-        return self
+        return result
     if span == 0:
-        return decline("an index into a dim of size 0: torch raises")
-    if U.overlaps(values, self):
+        _raise_empty_dim(sizes)
+    if U.overlaps(values, x):
         values = values.clone()
         vst = U.broadcast_strides(values, dense)
     s_stride, st = _x_view(x, steps)
@@ -187,10 +267,11 @@ def _index_put(self: torch.Tensor, indices: Sequence[Any], values: torch.Tensor,
         _run(x, xs, span if len(steps) > 1 else sizes[0], s_stride, values, vst, None,
              [t for t, _ in ivs], [s for _, s in ivs], sizes, st, dense, groups, Move.SCATTER, True,
              "add" if accumulate else None)
-    except _Bounds:
-        return decline("an index out of range: torch raises")
+    except _Bounds as e:
+        _raise_out_of_range(x, dims, ivs)
+        return decline(str(e))
     _warn_uint8(indices)
-    return self
+    return result
 
 
 @lowering("aten::index_put_")
@@ -283,6 +364,9 @@ _NZ_LIMIT = 2**24  # positions are exact in fp32 below this
 @lowering("aten::nonzero")
 def nonzero(self: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
     """``torch.nonzero(self)``: ``[count, ndim]`` int64 coordinates in row-major order (one host sync)."""
+    if out is not None and out.dtype != torch.int64:  # torch's check, before any work or fallback
+        raise RuntimeError(f"nonzero: Expected out tensor to have scalar type Long but got scalar type"
+                           f"{scalar_type_name(out.dtype)}")
     if U.is_trn(self) and self.dtype in (torch.int8, torch.int16, torch.int64, torch.complex64) \
             and not self.is_conj():  # the nonzeros of a native ``!= 0`` mask (complex: of either plane)
         mask = torch.view_as_real(self).ne(0).any(-1) if self.is_complex() else self.ne(0)

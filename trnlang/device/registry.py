@@ -40,7 +40,7 @@ import torch
 from trnlang.device import fallback
 
 __all__ = ["Accepts", "Lowering", "REGISTRY", "lowering", "register_decomposition", "resolve", "registry_table",
-           "describe", "check_dims", "dim_arg_of", "warn_like_torch"]
+           "describe", "check_dims", "dim_arg_of", "warn_like_torch", "scalar_type_name"]
 
 
 @dataclass(frozen=True)
@@ -411,10 +411,20 @@ def _route_inplace(fn: Callable[..., Any], takes_out: bool) -> Callable[..., Any
     return inplace
 
 
-def _dtype_name(d: torch.dtype) -> str:
+def scalar_type_name(d: torch.dtype) -> str:
+    """The name torch's C++ messages give a dtype (``Long`` for int64, ``ComplexFloat`` for complex64).
+
+    Example:
+        >>> scalar_type_name(torch.int64), scalar_type_name(torch.complex64)
+        ('Long', 'ComplexFloat')
+    """
     return {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half", torch.bfloat16: "BFloat16",
             torch.int64: "Long", torch.int32: "Int", torch.int16: "Short", torch.int8: "Char", torch.uint8: "Byte",
-            torch.bool: "Bool"}.get(d, str(d))
+            torch.bool: "Bool", torch.complex64: "ComplexFloat", torch.complex128: "ComplexDouble",
+            torch.complex32: "ComplexHalf"}.get(d, str(d))
+
+
+_dtype_name = scalar_type_name
 
 
 #: Ops whose ``out=`` must have the result's dtype exactly (torch does not cast into it).
