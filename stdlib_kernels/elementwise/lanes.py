@@ -76,10 +76,12 @@ def scalar_key(op: str, ints: bool = True) -> Callable[[Any, Any], tuple[Any, An
     ``ints=False``: integer tensors with integer numbers take no lane (``pow``: one kernel per exponent).
     """
     rounds = op not in _OPMATH
+    own_kernel = (2, 3) if op == "pow" else ()  # numbers the lowering gives a kernel of their own (x ** 2, x ** 3)
 
     def key(a: Any, s: Any) -> tuple[Any, Any] | None:
         ts = type(s)
-        if type(a) is not _Tensor or ts not in _NUMBERS or a.is_cpu or a.is_neg() or not a.is_contiguous():
+        if type(a) is not _Tensor or ts not in _NUMBERS or a.is_cpu or a.is_neg() or not a.is_contiguous() \
+                or s in own_kernel:
             return None
         dt = a.dtype
         if dt in _FLOATS:

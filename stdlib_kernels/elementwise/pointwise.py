@@ -196,6 +196,7 @@ BINARY_OPS: dict[str, Callable[[Any, Any], Any]] = {
     "div_trunc_i": _div_trunc_i, "div_floor_i": _div_floor_i,
     "pow": tl.power, "rpow": lambda x, y: tl.power(y, x),
     "ipow_t": _ipow_t, "ripow_t": lambda x, y: _ipow_t(y, x),
+    "cube_bf16": lambda x, y: _round_to(tl.bfloat16)(x * x) * x,  # torch's bf16 x ** 3: x * x rounded first
     "maximum": tl.maximum, "minimum": tl.minimum, "fmax": _fmax, "fmin": _fmin,
     "fmod": tl.fmod, "remainder": _remainder, "copysign": _copysign, "hypot": _hypot, "xlogy": _xlogy,
     "eq": lambda x, y: x == y, "ne": lambda x, y: x != y, "lt": lambda x, y: x < y,
@@ -688,6 +689,9 @@ def _pow(self: Any, exponent: Any, out: torch.Tensor | None) -> Any:
         return run_binary(f"ipow:{k}", self, 0, out, rdt=rdt)
     if U.is_trn(exponent) and not U.is_trn(self):
         return run_binary("rpow", exponent, self, out, rdt=rdt)
+    if type(exponent) in (int, float) and exponent in (2, 3):  # torch multiplies for these: exact, no exp/log
+        op = "cube_bf16" if exponent == 3 and rdt == torch.bfloat16 else f"ipow:{int(exponent)}"
+        return run_binary(op, self, 0, out, rdt=rdt)
     return run_binary("pow", self, exponent, out, rdt=rdt)
 
 

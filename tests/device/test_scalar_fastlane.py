@@ -170,3 +170,17 @@ def test_autograd_through_the_scalar_lane():
     loss.backward()
     (x * 2.5 + 1).pow(2).sum().backward()
     torch.testing.assert_close(a.grad.cpu(), x.grad)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_squares_and_cubes_are_torchs_products(dtype):
+    """x ** 2 and x ** 3 are multiplications in torch (bit-exact here too), whatever ran before on that lane key."""
+    x = (torch.randn(3, 301, generator=torch.Generator().manual_seed(3)) * 7).to(dtype)
+    a = x.to("trn")
+    a ** 2.5  # a pow lane for (dtype, shape, float)
+    for e in (3.0, 2.0, 3, 2, 2.5, 3.0):
+        r = a ** e
+        if e in (2, 3):
+            assert torch.equal(r.cpu(), x ** e), e
+        else:
+            torch.testing.assert_close(r.cpu(), x ** e, equal_nan=True)
