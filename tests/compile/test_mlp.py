@@ -66,3 +66,35 @@ def test_softmax_fuses_and_matches() -> None:
     out = f(x.to("trn"))
     assert trnlang.compile.compile_stats()["kernels"] == before + 1
     torch.testing.assert_close(out.cpu(), torch.softmax(x * 2.0, -1) + 1.0, atol=1e-6, rtol=1e-5)
+
+
+class Stack(nn.Module):
+    """Three identical pre-norm blocks: each layer's fused kernels compute the same thing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lns = nn.ModuleList(nn.LayerNorm(56) for _ in range(3))
+        self.fcs = nn.ModuleList(nn.Linear(56, 56) for _ in range(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for ln, fc in zip(self.lns, self.fcs):
+            x = x + nn.functional.gelu(fc(ln(x)))
+        return x
+
+
+def test_identical_layers_share_one_kernel() -> None:
+    """The same block in every layer is one generated kernel (one trace and compilation), not one per layer."""
+    g = torch.Generator().manual_seed(2)
+    batches = [((torch.randn(90, 56, generator=g),), torch.randn(90, 56, generator=g)) for _ in range(2)]
+    before = len(trnlang.compile.launchers())
+    train_compare(Stack, batches, "trn", lambda out, t: (out - t).square().mean())
+    new = trnlang.compile.launchers()[before:]
+    users: dict[int, list] = {}
+    for fk in new:
+        users.setdefault(id(fk.kern), []).append(fk)
+    # layer 1's norm reads the input, layers 2 and 3 fuse the residual add before theirs: 2 alike
+    shared = [fks for fks in users.values() if len(fks) >= 2]
+    assert shared, [(fk.name, fk.nodes) for fk in new]
+    for fks in shared:
+        assert len({fk.nodes for fk in fks}) == len(fks)  # different graph nodes, one kernel
+        assert fks[0].kern.compile_stats()["variants"] == 1

@@ -78,9 +78,11 @@ def _log_code(gm: fx.GraphModule, report: list[tuple[str, list[str]]], kind: str
     seen = set()
     for node in gm.graph.nodes:
         fk = node.target
-        if node.op == "call_function" and hasattr(fk, "source") and fk.name not in seen:
-            seen.add(fk.name)
-            parts.append(f"# kernel {fk.name}\n{fk.source}")
+        if node.op == "call_function" and hasattr(fk, "source"):
+            parts.append(f"# {node.name}: kernel {fk.name} fuses {', '.join(getattr(fk, 'nodes', ()))}")
+            if fk.source not in seen:
+                seen.add(fk.source)
+                parts.append(fk.source)
     log.debug("%s", "\n".join(parts))
 
 

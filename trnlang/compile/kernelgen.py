@@ -109,7 +109,7 @@ class _Emitter:
             ops = [self.operand(n.args[i] if i < len(n.args) else None, n) for i in rule.operands]
             expr = rule.emit(ops, extra_kwargs(n))
         v = f"v{len(self.names)}"
-        self.body.append(f"        {v} = {expr}  # {n.name}")
+        self.body.append(f"        {v} = {expr}  # {_short(n)}")
         self.names[n] = v
         if n in self.outside:
             role = self.g.roles[n]
@@ -127,7 +127,7 @@ def kernel_name(nodes: list[fx.Node], limit: int = 64) -> str:
     """``trn_fused_`` and the ops of the fused nodes in graph order, each op once, cut after whole op names.
 
     This is the name ``trn profile``, ``TRN_DUMP=compile`` and ``trnlang.compile_stats()`` show; the
-    kernel's docstring lists every fused node by its graph name.
+    kernel's docstring lists the op of every fused node, the launcher's ``nodes`` their graph names.
     """
     parts: list[str] = []
     for op in dict.fromkeys(_short(n) for n in nodes):
@@ -139,7 +139,11 @@ def kernel_name(nodes: list[fx.Node], limit: int = 64) -> str:
 
 
 def generate(g: Group, users_outside: set[fx.Node], grid: int) -> tuple[str, str, list[Spec], list[Spec]]:
-    """(kernel name, source, input specs, output specs) of group ``g``."""
+    """(kernel name, source, input specs, output specs) of group ``g``.
+
+    The source names no graph node, so groups that compute the same thing (the same block in every layer
+    of a model) get the same text, hence one ``@trn.kernel``: one trace and one compilation per process.
+    """
     em = _Emitter(g, users_outside)
     for n in g.nodes:
         em.node(n)
@@ -151,7 +155,7 @@ def generate(g: Group, users_outside: set[fx.Node], grid: int) -> tuple[str, str
     lines = [
         "@trn.kernel",
         f"def {name}({', '.join(params)}):",
-        f'    """Fused: {", ".join(n.name for n in g.nodes)}."""',
+        f'    """Fused: {", ".join(_short(n) for n in g.nodes)}."""',  # ops, not node names: one text per layer
         f"    n = {rows_src[0]}.shape[0]",
         f"    c = {width}",
         "    p = rows_per_tile(c)",
@@ -233,8 +237,9 @@ class FusedKernel:
     """
 
     def __init__(self, kern: Any, name: str, source: str, inputs: list[Spec], outputs: list[Spec],
-                 recipe: list[tuple[int, int]], grid: int) -> None:
+                 recipe: list[tuple[int, int]], grid: int, nodes: tuple[str, ...] = ()) -> None:
         self.kern, self.name, self.source = kern, name, source
+        self.nodes = nodes  # the graph names of the fused nodes (the kernel itself may serve several groups)
         self.roles = [s.role for s in inputs]
         self.outputs = [(s.role, s.dtype, s.keep_rank) for s in outputs]
         self.recipe = recipe
@@ -292,4 +297,5 @@ def build(g: Group, users_outside: set[fx.Node]) -> tuple[FusedKernel, list[fx.N
     if recipe is None:
         return None
     kern = load_kernel(name, src)
-    return FusedKernel(kern, name, src, inputs, outputs, recipe, grid), [s.node for s in inputs]
+    nodes = tuple(n.name for n in g.nodes)
+    return FusedKernel(kern, name, src, inputs, outputs, recipe, grid, nodes), [s.node for s in inputs]
