@@ -11,9 +11,10 @@ ratios. The variants run interleaved (one step of each in turn, ``--iters`` roun
 machine's load hits all of them alike; every variant uses the same thread count (``torch.set_num_threads``
 and ``TRN_NUM_THREADS``). ``compile`` is the first compiled-trn call of the row (wall and CPU seconds).
 
-``--compile-times`` measures caching instead: a child process per model compiles and runs one training
-step in a fresh cache directory (cold), then a second child does the same with the caches the first one
-left (warm); each prints its first call's wall and CPU seconds and the cache hits.
+``--compile-times`` measures caching instead: per model and mode, a child process compiles and runs one
+step (inference, or a training step) with empty caches (a fresh ``TRN_CACHE_DIR`` and Inductor cache
+directory: cold), then a second child does the same with the caches the first one left (warm); each prints
+its first call's wall and CPU seconds and the cache hits.
 """
 
 from __future__ import annotations
@@ -48,10 +49,16 @@ def build(name: str) -> Any:
         cfg = transformers.GPT2Config(vocab_size=8192, n_positions=128, n_embd=512, n_layer=4, n_head=8,
                                       resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0,
                                       eos_token_id=0)
-        return transformers.GPT2LMHeadModel(cfg).eval()
-    cfg = transformers.LlamaConfig(vocab_size=8192, hidden_size=512, intermediate_size=1408, num_hidden_layers=4,
-                                   num_attention_heads=8, num_key_value_heads=8, max_position_embeddings=128)
-    return transformers.LlamaForCausalLM(cfg).eval()
+        model = transformers.GPT2LMHeadModel(cfg).eval()
+    else:
+        cfg = transformers.LlamaConfig(vocab_size=8192, hidden_size=512, intermediate_size=1408, num_hidden_layers=4,
+                                       num_attention_heads=8, num_key_value_heads=8, max_position_embeddings=128)
+        model = transformers.LlamaForCausalLM(cfg).eval()
+    # the loss the model would pick anyway; named, because without it HF's loss_function property logs a
+    # warning, and a logging call is a graph break in Dynamo, which then traces the forward three times
+    # (on every backend, CPU Inductor included)
+    model.loss_type = "ForCausalLM"
+    return model
 
 
 def _step(model: Any, ids: Any, train: bool) -> Callable[[], Any]:
@@ -119,9 +126,13 @@ model = build({name!r}).to("trn")
 ids = torch.randint(0, 8192, (4, 128), generator=torch.Generator().manual_seed(1)).to("trn")
 run = torch.compile(model)
 t0, c0 = time.perf_counter(), time.process_time()
-loss = run(input_ids=ids, labels=ids).loss
-loss.backward()
-float(loss)
+if {train!r}:
+    loss = run(input_ids=ids, labels=ids).loss
+    loss.backward()
+    float(loss.detach())
+else:
+    with torch.no_grad():
+        run(input_ids=ids).logits.cpu()
 wall, cpu = time.perf_counter() - t0, time.process_time() - c0
 s, k = trnlang.compile.compile_stats(), trnlang.compile_stats()
 print(json.dumps({{"wall": wall, "cpu": cpu, "plan_hits": s["graph_cache_hits"], "plan_misses": s["graph_cache_misses"],
@@ -130,22 +141,23 @@ print(json.dumps({{"wall": wall, "cpu": cpu, "plan_hits": s["graph_cache_hits"],
 """
 
 
-def compile_times(models: list[str], threads: int) -> None:
-    """Cold then warm first-call times of each model, each in a new process sharing one fresh cache."""
-    print(f"{'model':6} {'caches':6} {'wall s':>7} {'cpu s':>7} {'backend s':>9} {'plans hit/miss':>14} "
+def compile_times(models: list[str], modes: list[str], threads: int) -> None:
+    """Cold then warm first-call times of each model and mode, each in a new process sharing one fresh cache."""
+    print(f"{'model':6} {'mode':6} {'caches':6} {'wall s':>7} {'cpu s':>7} {'backend s':>9} {'plans hit/miss':>14} "
           f"{'traces':>6} {'jit compiles':>12} {'disk hits':>9}")
-    for name in models:
+    for name, mode in [(n, m) for n in models for m in modes]:
         with tempfile.TemporaryDirectory() as tmp:
-            env = dict(os.environ, TRN_CACHE_DIR=os.path.join(tmp, "cache"), TRN_NUM_THREADS=str(threads))
+            env = dict(os.environ, TRN_CACHE_DIR=os.path.join(tmp, "cache"), TRN_NUM_THREADS=str(threads),
+                       TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor"))
             env.pop("TRN_JIT_NO_DISK_CACHE", None)
             for label in ("cold", "warm"):
-                code = _CHILD.format(root=str(ROOT), threads=threads, name=name)
+                code = _CHILD.format(root=str(ROOT), threads=threads, name=name, train=mode == "train")
                 r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
                 if r.returncode != 0:
-                    print(f"{name:6} {label:6} failed: {r.stderr[-800:]}", flush=True)
+                    print(f"{name:6} {mode:6} {label:6} failed: {r.stderr[-800:]}", flush=True)
                     break
                 d = json.loads(r.stdout.strip().splitlines()[-1])
-                print(f"{name:6} {label:6} {d['wall']:7.1f} {d['cpu']:7.1f} {d['backend_s']:9.2f} "
+                print(f"{name:6} {mode:6} {label:6} {d['wall']:7.1f} {d['cpu']:7.1f} {d['backend_s']:9.2f} "
                       f"{d['plan_hits']:>6}/{d['plan_misses']:<7} {d['traces']:6} {d['jit_compiles']:12} "
                       f"{d['disk_hits']:9}", flush=True)
 
@@ -166,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     print_host()
     print("load average %.2f %.2f %.2f" % os.getloadavg(), flush=True)
     if args.compile_times:
-        compile_times(args.models.split(","), args.threads)
+        compile_times(args.models.split(","), args.modes.split(","), args.threads)
         print("load average %.2f %.2f %.2f" % os.getloadavg())
         return 0
     import torch
