@@ -12,6 +12,11 @@ so both see the same machine load):
 - ``x.to("trn")`` of a 16-element tensor (target <= 20 us), vs ``x.clone()`` on the CPU;
 - ``.cpu()`` of a 16-element trn tensor, and ``torch.sin`` (a CPU-fallback op) for reference;
 - the kernel launch alone with numpy arrays and with trn tensors (the runtime's share).
+
+``--ops gpt2|llama [--infer]`` prints instead the per-op table of one eager training step (or inference) of
+``benchmarks/bench_compile.py``'s model on trn and on the CPU: per ATen op (and autograd node) the calls and the
+self time in ms (torch.profiler, CPU activity: on trn the lowering's host code and its kernels), sorted by the
+trn - CPU difference, after two warm-up steps and the step times (wall and process CPU ms) of three more.
 """
 
 from __future__ import annotations
@@ -57,8 +62,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="wall time (default; use a quiet machine) or this process's CPU time (robust on a "
                          "loaded machine: time slices given to other processes are not counted)")
+    ap.add_argument("--ops", choices=("gpt2", "llama"), help="the per-op table of a model step instead")
+    ap.add_argument("--infer", action="store_true", help="with --ops: inference instead of a training step")
+    ap.add_argument("--top", type=int, default=30, help="with --ops: rows to print")
     args = ap.parse_args(argv)
     print_host()
+    if args.ops:
+        return op_table(args.ops, not args.infer, args.top)
     _CLOCK[0] = time.perf_counter if args.clock == "wall" else time.process_time
     import numpy as np
     import torch
@@ -113,6 +123,75 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<30} | {cu:>8.2f} | {tu:>8.2f} | {tu / cu:>7.1f}x | {tgt}")
     print("-" * 74)
     print(f'x.to("trn"): {to_trn_us:.1f} us (target <= 20 us); x + y ran natively: {native_ok}')
+    return 0
+
+
+def _model_step(model: Any, ids: Any, train: bool) -> Any:
+    import torch
+
+    if train:
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        model.zero_grad(set_to_none=True)
+        return loss
+    with torch.no_grad():
+        return model(input_ids=ids).logits
+
+
+def _self_times(model: Any, ids: Any, train: bool) -> dict[str, list[float]]:
+    """Per ATen op / autograd node of one step: [calls, self CPU ms] (torch.profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        _model_step(model, ids, train)
+    agg: dict[str, list[float]] = {}
+    for e in prof.key_averages():
+        if e.key.startswith(("aten::", "autograd::")):
+            row = agg.setdefault(e.key, [0, 0.0])
+            row[0] += e.count
+            row[1] += e.self_cpu_time_total / 1e3
+    return agg
+
+
+def op_table(name: str, train: bool, top: int) -> int:
+    """Print the per-op table (op, calls, trn ms, CPU ms) of one eager step of ``name`` on trn and on the CPU."""
+    import copy
+
+    import torch
+
+    import trnlang.device as td
+    from benchmarks.bench_compile import build
+
+    td.register()
+    warnings.simplefilter("ignore", td.FallbackWarning)
+    base = build(name)
+    if train:
+        base.train()
+    ids = torch.randint(0, 8192, (4, 128), generator=torch.Generator().manual_seed(0))
+    runs = {"cpu": (copy.deepcopy(base), ids), "trn": (copy.deepcopy(base).to("trn"), ids.to("trn"))}
+    for _ in range(2):
+        for m, x in runs.values():
+            _model_step(m, x, train)
+    times: dict[str, list[str]] = {k: [] for k in runs}
+    for _ in range(3):
+        for k, (m, x) in runs.items():
+            w0, c0 = time.perf_counter(), time.process_time()
+            float(_model_step(m, x, train).float().sum().cpu())
+            times[k].append(f"{(time.perf_counter() - w0) * 1e3:.0f}/{(time.process_time() - c0) * 1e3:.0f}")
+    tabs = {k: _self_times(m, x, train) for k, (m, x) in runs.items()}
+    print(f"{name} {'training step' if train else 'inference'}, 4 x 128 tokens; step ms wall/CPU: "
+          + "; ".join(f"{k} {' '.join(v)}" for k, v in times.items()))
+    zero = [0, 0.0]
+    keys = sorted(set(tabs["trn"]) | set(tabs["cpu"]),
+                  key=lambda k: tabs["cpu"].get(k, zero)[1] - tabs["trn"].get(k, zero)[1])
+    print(f"{'op':<58} | {'calls':>5} | {'trn ms':>8} | {'CPU ms':>8} | {'trn-CPU':>8}")
+    print("-" * 98)
+    for k in keys[:top]:
+        t, c = tabs["trn"].get(k, zero), tabs["cpu"].get(k, zero)
+        print(f"{k[:58]:<58} | {int(t[0] or c[0]):>5} | {t[1]:>8.2f} | {c[1]:>8.2f} | {t[1] - c[1]:>8.2f}")
+    tot = {k: sum(v[1] for v in tab.values()) for k, tab in tabs.items()}
+    print("-" * 98)
+    print(f"{'all ops (self time, profiler on)':<58} | {'':>5} | {tot['trn']:>8.1f} | {tot['cpu']:>8.1f} |")
     return 0
 
 
