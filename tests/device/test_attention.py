@@ -123,12 +123,14 @@ def test_decode_lengths_share_one_flash_variant():
     """A decode loop (one query, a key cache growing by one) reuses the forward kernel's compiled code:
     key lengths are runtime sizes; only the staging capacity bucket and raggedness are keyed on."""
     torch.manual_seed(3)
-    before = A.flash_fwd.compile_stats()["traces"]
+    before = None
     for n in range(201, 214):  # one 256-key staging bucket; none a multiple of 128
         q, k, v = (torch.randn(2, 4, s, 32) for s in (1, n, n))
         out = F.scaled_dot_product_attention(q.to("trn"), k.to("trn"), v.to("trn"))
         assert_same(out, F.scaled_dot_product_attention(q, k, v), rtol=2e-5, atol=2e-5)
+        if before is None:  # the first length may trace (twice: learning the head size is a constant)
+            before = A.flash_fwd.compile_stats()["traces"]
     stats = A.flash_fwd.compile_stats()
     assert stats["dynamic"] and not stats["fallback"], stats
     assert ("k", 2) not in stats["static_dims"], stats
-    assert stats["traces"] - before <= 1, stats
+    assert stats["traces"] == before, stats  # no new length traces again

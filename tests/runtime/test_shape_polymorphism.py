@@ -163,6 +163,55 @@ def test_range_over_a_size_makes_it_static():
     assert ("x", 0) in unrolled.compile_stats()["static_dims"]
 
 
+def test_a_size_one_spec_needs_as_a_constant_stays_runtime_for_the_others():
+    """What a launch class (the values of its non-tensor arguments) learns is kept for that class only: a spec whose
+    code branches on a size makes it a constant for launches with that spec, not for every launch of the kernel."""
+
+    @trn.kernel
+    def scaled(x, out, fixed):
+        n = x.shape[0]
+        scale = (2.0 if n == 256 else 3.0) if fixed else 1.0  # only the fixed spec branches on the size
+        for i in tl.affine_range(tl.cdiv(n, 128)):
+            r = i * 128 + tl.arange(128)[:, None]
+            c = tl.arange(4)[None, :]
+            tl.store(out[r, c], tl.load(x[r, c], mask=r < n) * scale, mask=r < n)
+
+    for n, fixed, scale in ((256, True, 2.0), (300, True, 3.0), (130, False, 1.0), (300, False, 1.0),
+                            (511, False, 1.0)):
+        x = np.ones((n, 4), np.float32)
+        out = np.empty_like(x)
+        scaled(x, out, fixed)
+        np.testing.assert_array_equal(out, x * scale)
+    stats = scaled.compile_stats()
+    assert ("x", 0) in stats["static_dims"]
+    assert stats["variants"] == 3, stats  # 256 and 300 exactly for the fixed spec, one for all the others
+
+
+def test_a_user_error_does_not_make_the_kernel_exact():
+    """A launch that fails with the user's error (here: a row too wide for on-chip memory) raises it; later
+    launches of the same kernel still share one variant across row counts."""
+
+    @trn.kernel
+    def inc_rows(x, out):
+        n, d = x.shape
+        for i in tl.affine_range(tl.cdiv(n, 128)):
+            r = i * 128 + tl.arange(128)[:, None]
+            c = tl.arange(d)[None, :]
+            tl.store(out[r, c], tl.load(x[r, c], mask=r < n) + 1.0, mask=r < n)
+
+    wide = np.ones((3, 70_000), np.float32)  # under the size that keeps exact shapes
+    with pytest.raises(trn.TrnError):
+        inc_rows(wide, np.empty_like(wide))
+    for n in (130, 300, 700):
+        x = np.ones((n, 16), np.float32)
+        out = np.empty_like(x)
+        inc_rows(x, out)
+        np.testing.assert_array_equal(out, x + 1)
+    stats = inc_rows.compile_stats()
+    assert stats["dynamic"] and stats["fallback"] is None, stats
+    assert stats["variants"] == 1, stats
+
+
 def test_profile_uses_exact_shapes():
     k = _rows_kernel()
     x = np.ones((300, 16), np.float32)

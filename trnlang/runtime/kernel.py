@@ -117,7 +117,11 @@ class KernelFn:
         # shape polymorphism (runtime/specialize.py); the standard library opts in family by family
         self.dynamic = dynamic if dynamic is not None else (
             _STDLIB_DYNAMIC or not (getattr(fn, "__module__", None) or "").startswith("stdlib_kernels"))
-        self._static_dims: set[tuple[str, int]] = set()
+        self._static_dims: set[tuple[str, int]] = set()  # declared constant for every launch (tiling.polymorphic)
+        # learned per class of launch (the values of the non-tensor arguments: one spec needing a constant size
+        # must not take the others' polymorphism): sizes found to be constants, classes traced on exact shapes
+        self._learned: dict[tuple[Any, ...], set[tuple[str, int]]] = {}
+        self._exact: set[tuple[Any, ...]] = set()
         self._stats: dict[str, Any] = {"traces": 0, "static_reasons": [], "fallback": None}
         self._sig = inspect.signature(fn)
         self._keyfn: Callable[..., Any] | None = None  # _plan_key's generated function (argument types of last call)
@@ -383,12 +387,18 @@ class KernelFn:
         ``static``: key on exact shapes (the simulator needs concrete sizes).
         """
         self._bind(args)
+        cls: tuple[Any, ...] = ()
+        tried: set[tuple[str, int]] = set()  # sizes made constants by errors of this call (kept if it compiles)
+        exact = False  # this call retries on exact shapes (kept for its class if that compiles)
         while True:
             prepared = [argconv.describe(a, name, self.loc) for a, name in zip(args, self._sig.parameters)]
-            sizes = (Sizes(self._static_dims, getattr(self, "exact_min_bytes", None))  # stdlib: tiling.polymorphic
-                     if self.dynamic and not static else None)
-            if sizes is not None:
-                sizes.apply(prepared)
+            sizes = None
+            if self.dynamic and not static:
+                cls = tuple(p.key for p in prepared if p.tensor is None)
+                if not exact and cls not in self._exact:
+                    fixed = self._static_dims | self._learned.get(cls, set()) | tried
+                    sizes = Sizes(fixed, getattr(self, "exact_min_bytes", None))  # stdlib: tiling.polymorphic
+                    sizes.apply(prepared)
             key = (tuple(p.key for p in prepared), grid, self._target(), self._use_interpreter(), self.debug)
             comp = self._cache.get(key)
             if comp is not None:
@@ -396,23 +406,29 @@ class KernelFn:
                 return comp, prepared
             try:
                 comp = self._compile(prepared, grid)
-            except NeedStatic as e:
-                if sizes is None or not sizes.dims_of(e.syms):
+            except NeedStatic as e:  # the kernel's code needs these sizes as numbers: for its class, for good
+                dims = sizes.dims_of(e.syms) if sizes is not None else set()
+                if not dims:
                     raise
-                self._static_dims |= sizes.dims_of(e.syms)
+                self._learned.setdefault(cls, set()).update(dims)
                 self._stats["static_reasons"].append(f"{', '.join(map(str, e.syms))}: {e.msg} ({e.loc})")
                 continue
-            except Exception as e:  # noqa: BLE001 - any failure of a symbolic trace: trace on exact shapes
+            except Exception as e:  # noqa: BLE001 - a failed symbolic trace: retry with more constants / exact
                 if sizes is None or not sizes.symbolic:
                     raise
                 named = sizes.dims_of(tuple(sym(n) for n in _SIZE_NAMES.findall(str(e))))
-                if named - self._static_dims:  # the error names runtime sizes: make just those constants
-                    self._static_dims |= named
-                    self._stats["static_reasons"].append(f"{type(e).__name__}: {getattr(e, 'msg', e)}")
-                    continue
-                self.dynamic = False
-                self._stats["fallback"] = f"{type(e).__name__}: {getattr(e, 'msg', e)}"
+                why = f"{type(e).__name__}: {getattr(e, 'msg', e)}"
+                if named - tried:  # the error names runtime sizes: make just those constants
+                    tried |= named
+                else:
+                    exact = True
                 continue
+            if tried:  # the retries worked: the error was the symbolic trace's, not the user's
+                self._learned.setdefault(cls, set()).update(tried)
+                self._stats["static_reasons"].append(why)
+            if exact:
+                self._exact.add(cls)
+                self._stats["fallback"] = why
             self._cache[key] = comp
             return comp, prepared
 
@@ -436,9 +452,10 @@ class KernelFn:
             >>> inc.compile_stats()["traces"]
             1
         """
-        return {"traces": self._stats["traces"], "variants": len(self._cache), "dynamic": self.dynamic,
-                "static_dims": set(self._static_dims), "static_reasons": list(self._stats["static_reasons"]),
-                "fallback": self._stats["fallback"]}
+        return {"traces": self._stats["traces"], "variants": len(self._cache),
+                "dynamic": self.dynamic and not self._exact,
+                "static_dims": set(self._static_dims).union(*self._learned.values()),
+                "static_reasons": list(self._stats["static_reasons"]), "fallback": self._stats["fallback"]}
 
     def _compile(self, prepared: list[Any], grid: tuple[int, ...]) -> Compiled:
         from trnlang.passes import run_pipeline
