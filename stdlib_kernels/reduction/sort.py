@@ -14,7 +14,8 @@ where torch does:
 - padding: ``key1 = +inf, key2 = 2^24`` (always last).
 
 Values and indices are decoded from the sorted keys (``2^23`` flags the NaNs); indices are stored
-as int32 tiles into the int64 outputs. Rows longer than :data:`MAX_SORT` are declined (fallback).
+as int32 tiles into the int64 outputs. Rows longer than :data:`MAX_SORT` sort as chunks merged by rank
+(:func:`_merge_sort_rows`; with NaN they are declined).
 
 Example:
     >>> x = torch.randn(4096, 1024).to("trn")
@@ -181,6 +182,41 @@ def fp32_exact(self: torch.Tensor) -> bool:
     return -_KEY_EXACT <= int(lo.item()) and int(hi.item()) <= _KEY_EXACT
 
 
+def _merge_sort_rows(x: torch.Tensor, descending: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stable sort of rows ``x [R, C]`` longer than :data:`MAX_SORT` (no NaN; fp32-exact values).
+
+    Chunks of ``MAX_SORT`` (a power-of-two count of them, the tail padded with +inf keys that sort last) are
+    sorted on chip by :func:`sort_rows`; then pairs of sorted runs ``A``, ``B`` (``A`` earlier in the row)
+    merge by rank: ``A[i]`` lands at ``i + #(B < A[i])``, ``B[j]`` at ``j + #(A <= B[j])`` (two
+    searchsorted calls, so equal keys keep their order), scattered with their positions. Descending sorts
+    the negated keys. The values are gathered from ``x`` by the final positions (-0.0 stays -0.0).
+    """
+    r, c = x.shape
+    m = 1 << max(0, (-(-c // MAX_SORT) - 1).bit_length())  # chunks: a power of two
+    keys = torch.full((r, m * MAX_SORT), math.inf, dtype=torch.float32, device="trn")
+    keys[:, :c].copy_(x)
+    if descending:
+        keys[:, :c].neg_()
+    kv = torch.empty((r * m, MAX_SORT), dtype=torch.float32, device="trn")
+    iv = torch.empty((r * m, MAX_SORT), dtype=torch.int64, device="trn")
+    U.split_rows(sort_rows, [keys.view(r * m, MAX_SORT), kv, iv], False, (MAX_SORT - 1).bit_length())
+    iv += torch.arange(0, m * MAX_SORT, MAX_SORT, device="trn").repeat(r).view(r * m, 1)  # chunk -> row position
+    run = MAX_SORT
+    while run < m * MAX_SORT:
+        ka, kb = kv.view(-1, 2, run).unbind(1)
+        ia, ib = iv.view(-1, 2, run).unbind(1)
+        step = torch.arange(run, device="trn").expand(ka.shape[0], run)
+        pa = torch.searchsorted(kb.contiguous(), ka.contiguous(), side="left") + step
+        pb = torch.searchsorted(ka.contiguous(), kb.contiguous(), side="right") + step
+        kv, iv = torch.empty((ka.shape[0], 2 * run), dtype=torch.float32, device="trn"), \
+            torch.empty((ka.shape[0], 2 * run), dtype=torch.int64, device="trn")
+        kv.scatter_(1, pa, ka).scatter_(1, pb, kb)
+        iv.scatter_(1, pa, ia).scatter_(1, pb, ib)
+        run *= 2
+    idx = iv.view(r, -1)[:, :c].contiguous()
+    return x.gather(1, idx), idx
+
+
 def _sorted(self: Any, dim: int, k: int, descending: bool, extract: bool = False) -> Any:
     """``(values, indices)`` of the first ``k`` of each sorted row along ``dim``; NotImplemented to decline."""
     ok = (*U.FLOAT_DTYPES, *_SMALL_INTS, *_WIDE_INTS)
@@ -193,14 +229,21 @@ def _sorted(self: Any, dim: int, k: int, descending: bool, extract: bool = False
         return decline("dim out of range: torch raises")
     d = dim % nd
     c = self.shape[d] if self.dim() else 1
-    if (c > MAX_SORT and not extract) or not 0 <= k <= c:
-        return decline("a sorted dim longer than 8192, or k outside [0, size]: torch raises")
+    if not 0 <= k <= c:
+        return decline("k outside [0, size]: torch raises")
+    long = c > MAX_SORT and not extract
+    if long and self.is_floating_point() and bool(self.isnan().any()):
+        return decline("a sorted dim longer than 8192 holding NaN")
     xs = _last(self, d)
     lead = list(xs.shape[:-1])
     r = U.prod(lead)
     vw = torch.empty((r, k), dtype=self.dtype, device="trn")
     iw = torch.empty((r, k), dtype=torch.int64, device="trn")
-    if r and k and extract:
+    if r and k and long:
+        vs, ix = _merge_sort_rows(xs.reshape(r, c), bool(descending))
+        vw.copy_(vs[:, :k])
+        iw.copy_(ix[:, :k])
+    elif r and k and extract:
         U.split_rows(topk_extract, [xs.reshape(r, c), vw, iw])
     elif r and k:
         U.split_rows(sort_rows, [xs.reshape(r, c), vw, iw], bool(descending), max(0, (c - 1).bit_length()))
