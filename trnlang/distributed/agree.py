@@ -48,10 +48,11 @@ DESC_BYTES = 256
 #: the default payload slot: an all-reduce this small rides in the check on the first call
 INLINE_BYTES = 1024
 #: the largest payload that rides in a frame with 2 ranks. Above it gloo's all-gather of the frame costs more
-#: than its all-reduce of the tensor: on the 2-vCPU host at load ~9 a 256 KiB ride was 1.4x gloo's all-reduce,
-#: 1 MiB 0.6-0.8x, 16 MiB 0.3x; at load 15-18 (bench_distributed, 4 runs) a 256 KiB ride was 0.17-0.67x gloo's
-#: all-reduce in 3 runs of 4 while the unchecked call was 0.67-1.01x, 64 KiB rides stayed 0.46-3.49x (noise).
-RIDE_MAX = 64 * 1024
+#: than its all-reduce of the tensor (measured on the 2-vCPU host at load ~9: a 256 KiB ride 1.4x gloo's
+#: all-reduce, 1 MiB 0.6-0.8x, 16 MiB 0.3x), so larger all-reduces take the speculative plan.
+#: At load 15-18 (6 runs of bench_distributed) a checked 256 KiB call was 0.17-1.0x (median ~0.7x) of the
+#: unchecked one when it rode, 0.53-0.62x with a 64 KiB limit (check then gloo, predicted from the 4th call).
+RIDE_MAX = 256 * 1024
 #: with more ranks the all-gather moves (n-1) payloads per rank against the ring all-reduce's 2(n-1)/n
 RIDE_MAX_MANY = 64 * 1024
 #: elements per torch call of the local reduction: below torch's parallel grain size, so the reduction runs
