@@ -21,7 +21,8 @@ the same kernel before the store, then a DFT of size ``n2`` (recursively factore
 Sizes with no useful factor use one matrix up to :data:`PRIME_MAX` and Bluestein's chirp-z algorithm
 (:mod:`stdlib_kernels.fft.complex_ops`) above.
 
-``r2c`` is the DFT of a real signal (one-sided: the first ``n // 2 + 1`` outputs); ``c2r`` of a
+``r2c`` is the DFT of a real signal (one-sided: the first ``n // 2 + 1`` outputs; for a factored size the
+second step computes only those, no full transform and crop); ``c2r`` of a
 Hermitian half spectrum ``X[0 .. n // 2]`` is ``x[j] = sum_k w_k (Xr[k] cos - Xi[k] sin)``
 (``w_0 = w_{n/2} = 1``, else 2: the imaginary parts of ``X[0]`` and ``X[n/2]`` are ignored, as
 pocketfft does). Multi-dim transforms run one dim after another through device temporaries;
@@ -45,6 +46,7 @@ import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.fft import complex_ops as FC
+from stdlib_kernels.fft import stockham as ST
 from stdlib_kernels.fft.complex_ops import complex_mul, conj_physical, cos_sin, planes  # noqa: F401 - re-exported
 from trnlang.device import decline, lowering, memory
 
@@ -272,6 +274,28 @@ def launch_dft(xr: torch.Tensor, xi: torch.Tensor | None, w: tuple[Any, Any, Any
     U.run_parallel(calls)
 
 
+#: Power-of-two sizes in ``[ST.MIN_N, ST.MAX_N]`` take the in-SBUF Stockham FFT (:mod:`stockham`) when set. Off:
+#: at n = 1024 it measured no faster than the matmul DFT here (the generated stage loops use gathers) and it
+#: compiles for much longer.
+STOCKHAM = False
+
+
+def launch_rows(xr: torch.Tensor, xi: torch.Tensor | None, yr: torch.Tensor, yi: torch.Tensor | None,
+                inverse: bool, scale: float) -> None:
+    """One :func:`stockham.fft_rows` launch per 3-D piece of the batch, row blocks split across host threads."""
+    n = xr.shape[-1]
+    wr, wi = ST.table(n, inverse)
+    calls = []
+    for vr, vi, ur, ui in _split([xr, xi, yr, yi], keep_last=False):
+        a, r = ur.shape[0], ur.shape[1]
+        for sa, sr in _row_parts(a, r, a * r * n * 16):
+            def call(vr: Any = vr[sa, sr], vi: Any = vi[sa, sr] if vi is not None else None, ur: Any = ur[sa, sr],
+                     ui: Any = ui[sa, sr] if ui is not None else None) -> None:
+                ST.fft_rows(vr, vi, ur, ui, wr, wi, inverse, scale)
+            calls.append(call)
+    U.run_parallel(calls)
+
+
 def _copy(src: torch.Tensor, dst: torch.Tensor) -> None:
     for s, d in _split([src, dst], keep_last=False):
         copy3(s, d)
@@ -285,6 +309,9 @@ def dft_last(xr: torch.Tensor, xi: torch.Tensor | None, yr: torch.Tensor, yi: to
     flips the sign of the exponent (no 1/n: ``scale`` multiplies the result).
     """
     m = yr.shape[-1]
+    if STOCKHAM and ST.fits(n):
+        launch_rows(xr, xi, yr, yi, inverse, scale)
+        return
     p = plan(n)
     if p is None and n > PRIME_MAX:
         FC.bluestein(xr, xi, yr, yi, n, inverse, scale)
@@ -295,7 +322,9 @@ def dft_last(xr: torch.Tensor, xi: torch.Tensor | None, yr: torch.Tensor, yi: to
         launch_dft(xr, xi, (c[:, :m], wa[:, :m], wb[:, :m]), yr, yi, None, scale)
         return
     batch = tuple(xr.shape[:-1])
-    if m < n:  # a one-sided r2c of a factored size: the whole transform, then the crop
+    n1, n2 = p
+    half = m == n // 2 + 1 and n2 % 2 == 0 and plan(n2) is None and n2 <= PRIME_MAX
+    if m < n and not half:  # a crop of a factored size: the whole transform, then the crop
         tr = memory.empty((*batch, n), _F32)
         ti = memory.empty((*batch, n), _F32) if yi is not None else None
         dft_last(xr, xi, tr, ti, n, inverse, scale)
@@ -303,7 +332,6 @@ def dft_last(xr: torch.Tensor, xi: torch.Tensor | None, yr: torch.Tensor, yi: to
         if yi is not None and ti is not None:
             _copy(ti[..., :m], yi)
         return
-    n1, n2 = p
 
     def split_in(v: torch.Tensor) -> torch.Tensor:  # x[n2 * j1 + j2] as [*B, j2, j1]
         st = v.stride()[-1]
@@ -325,8 +353,31 @@ def dft_last(xr: torch.Tensor, xi: torch.Tensor | None, yr: torch.Tensor, yi: to
         st = t.stride()
         return U.view(t, (*batch, n1, n2), (*st[:-2], st[-1], st[-2]), t.storage_offset())
 
+    if m < n:
+        _onesided_tail(transposed(t1r), transposed(t1i), yr, yi, n1, n2, inverse, scale)
+        return
     dft_last(transposed(t1r), transposed(t1i), split_out(yr), split_out(yi) if yi is not None else None, n2,
              inverse, scale)
+
+
+def _onesided_tail(tr: torch.Tensor, ti: torch.Tensor, yr: torch.Tensor, yi: torch.Tensor | None, n1: int,
+                   n2: int, inverse: bool, scale: float) -> None:
+    """The second Cooley-Tukey step of a one-sided transform (``y``: the first ``n // 2 + 1`` outputs), computing
+    only those: ``y[k1 + n1 k2]`` for ``k2 < n2 / 2`` (the first half of each length-``n2`` DFT of ``t [*B, k1, j2]``)
+    and ``y[n / 2]`` (``k1 = 0``, ``k2 = n2 / 2``). Saves half the step and the crop copies."""
+    batch = tuple(tr.shape[:-2])
+    h, n = n2 // 2, n1 * n2
+
+    def part(v: torch.Tensor, shape: tuple[int, int], first: int) -> torch.Tensor:  # y[first + k1 + n1 k2]
+        st = v.stride()[-1]
+        return U.view(v, (*batch, *shape), (*v.stride()[:-1], st, n1 * st), v.storage_offset() + first * st)
+
+    c, s, ns = mats(n2, n2, n2)
+    wa, wb = (ns, s) if inverse else (s, ns)
+    launch_dft(tr, ti, (c[:, :h], wa[:, :h], wb[:, :h]), part(yr, (n1, h), 0),
+               part(yi, (n1, h), 0) if yi is not None else None, None, scale)
+    launch_dft(tr[..., :1, :], ti[..., :1, :], (c[:, h:h + 1], wa[:, h:h + 1], wb[:, h:h + 1]),
+               part(yr, (1, 1), n // 2), part(yi, (1, 1), n // 2) if yi is not None else None, None, scale)
 
 
 def c2r_last(xr: torch.Tensor, xi: torch.Tensor, y: torch.Tensor, n: int, scale: float) -> None:
