@@ -172,8 +172,10 @@ def result_dtype(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> torch.dty
 
 
 def _clamp(self: Any, lo: Any, hi: Any, out: torch.Tensor | None) -> Any:
-    if not U.is_trn(self) or (lo is None and hi is None):
-        return decline("self not a trn tensor, or no bound: torch raises")
+    if lo is None and hi is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    if not U.is_trn(self):
+        return decline("self not a trn tensor")
     rdt = result_dtype(torch.clamp, self, lo, hi)
     if rdt == torch.bool:
         return decline("a bool result")

@@ -374,7 +374,7 @@ def _variants(op: Any) -> list[tuple[Any, str]]:
     if inplace is not None and ov in inplace.overloads():
         found.append((getattr(inplace, ov), "inplace"))
     packet = getattr(nsobj, base)
-    names = [a.name for a in schema.arguments]
+    names = [(a.name, str(a.type)) for a in schema.arguments]  # types too: clamp.out is not clamp.Tensor's
     for o in packet.overloads():
         cand = getattr(packet, o)
         s = cand._schema
@@ -383,7 +383,7 @@ def _variants(op: Any) -> list[tuple[Any, str]]:
         outs = [a for a in s.arguments if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write]
         if len(outs) != len(schema.returns) or not outs:
             continue
-        if [a.name for a in s.arguments if a not in outs] == names:
+        if [(a.name, str(a.type)) for a in s.arguments if a not in outs] == names:
             found.append((cand, "out"))
             break
     return found

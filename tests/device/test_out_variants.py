@@ -1,0 +1,58 @@
+"""An op's ``out=`` variant is routed to the lowering of the overload it belongs to (its argument names *and
+types* match), so ``clamp(x, min_tensor, out=o)`` runs ``clamp.Tensor``'s lowering, not ``clamp``'s (Scalar
+bounds), and every overload with an ``out=`` form gets one (issue 22: ``clamp.Tensor_out`` had none).
+"""
+
+import pytest
+import torch
+
+import stdlib_kernels
+from trnlang.device.registry import REGISTRY, resolve
+
+stdlib_kernels.register_all()
+
+
+@pytest.mark.parametrize("out_op, functional", [
+    ("aten::clamp.Tensor_out", "aten::clamp.Tensor"), ("aten::clamp.out", "aten::clamp"),
+    ("aten::pow.Tensor_Tensor_out", "aten::pow.Tensor_Tensor"), ("aten::pow.Scalar_out", "aten::pow.Scalar"),
+    ("aten::where.self_out", "aten::where.self"), ("aten::eq.Tensor_out", "aten::eq.Tensor"),
+])
+def test_out_variant_routed_from_its_own_overload(out_op, functional):
+    ent = REGISTRY[out_op]
+    assert ent.routed_from == functional
+    out_args = [(a.name, str(a.type)) for a in resolve(out_op)._schema.arguments if not a.kwarg_only]
+    fn_args = [(a.name, str(a.type)) for a in resolve(functional)._schema.arguments if not a.kwarg_only]
+    assert out_args == fn_args
+
+
+def _native(monkeypatch):
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+
+
+@pytest.mark.parametrize("case", ["clamp_tensor", "clamp_scalar", "pow_tensor", "eq_tensor", "where"])
+def test_out_variants_vs_cpu(case, monkeypatch):
+    _native(monkeypatch)
+    g = torch.Generator().manual_seed(0)
+    x, lo, hi = (torch.randn(4, 5, generator=g) for _ in range(3))
+    fns = {
+        "clamp_tensor": lambda d, o: torch.clamp(x.to(d), lo.to(d), hi.to(d), out=o),
+        "clamp_scalar": lambda d, o: torch.clamp(x.to(d), -0.5, 0.5, out=o),
+        "pow_tensor": lambda d, o: torch.pow(x.abs().to(d), lo.to(d), out=o),
+        "eq_tensor": lambda d, o: torch.eq(x.to(d), x.to(d).round(), out=o),
+        "where": lambda d, o: torch.where(x.to(d) > 0, lo.to(d), hi.to(d), out=o),
+    }
+    dt = torch.bool if case == "eq_tensor" else torch.float32
+    want = fns[case]("cpu", torch.empty(4, 5, dtype=dt))
+    o = torch.empty(4, 5, dtype=dt, device="trn")
+    got = fns[case]("trn", o)
+    assert got is o
+    torch.testing.assert_close(o.cpu(), want)
+
+
+def test_clamp_without_bounds_raises_torchs_error(monkeypatch):
+    _native(monkeypatch)
+    for dev in ("cpu", "trn"):
+        x = torch.ones(3, device=dev)
+        for call in (lambda: torch.clamp(x), lambda: torch.clamp(x, out=torch.empty_like(x)), lambda: x.clamp_()):
+            with pytest.raises(RuntimeError, match="At least one of 'min' or 'max' must not be None"):
+                call()
