@@ -306,6 +306,23 @@ def make_lane(rec: list[Any], operands: tuple[torch.Tensor, ...], out: Any, scal
     return lane
 
 
+def _first_call(table: dict[Any, Any], k: Any, lower: Callable[..., Any], args: tuple[Any, ...],
+                make: Callable[[Any, Any], Any]) -> Any:
+    """The first call of a lane key: run the lowering while recording its launch, and keep the lane that
+    ``make(recording, result)`` builds (False: this key has none; the caller's slow path runs the lowering)."""
+    rec = capture()
+    try:
+        r = lower(*args)
+    finally:
+        stop_capture()
+    if r is NotImplemented:
+        table[k] = False
+        fallback.clear_decline_reason()  # the slow path calls the lowering again and records its own
+        return None
+    table[k] = make(rec, r) or False
+    return r
+
+
 def fast_function(lower: Callable[..., Any], nops: int, key: Callable[..., Any],
                   scalar_key: Callable[..., Any] | None = None) -> Callable[..., Any]:
     """A registry fast function for ``lower`` (``nops`` tensor operands, positional only).
@@ -331,17 +348,7 @@ def fast_function(lower: Callable[..., Any], nops: int, key: Callable[..., Any],
             return lane.scalar_call(args[0], value) if lane is not False else None
         if len(slanes) >= MAX_LANES:
             return None
-        rec = capture()
-        try:
-            r = lower(*args)
-        finally:
-            stop_capture()
-        if r is NotImplemented:
-            slanes[k] = False
-            fallback.clear_decline_reason()  # the slow path calls the lowering again and records its own
-            return None
-        slanes[k] = make_lane(rec, (args[0],), r, value) or False
-        return r
+        return _first_call(slanes, k, lower, args, lambda rec, r: make_lane(rec, (args[0],), r, value))
 
     def fast(*args: Any) -> Any:
         if len(args) != nops:
@@ -356,17 +363,7 @@ def fast_function(lower: Callable[..., Any], nops: int, key: Callable[..., Any],
             return None
         if len({id(a) for a in args}) != len(args):
             return None  # an operand passed twice (x * x): its role in the launch is ambiguous, make no lane
-        rec = capture()
-        try:
-            r = lower(*args)
-        finally:
-            stop_capture()
-        if r is NotImplemented:
-            lanes[k] = False
-            fallback.clear_decline_reason()  # the slow path calls the lowering again and records its own
-            return None
-        lanes[k] = make_lane(rec, args, r) or False
-        return r
+        return _first_call(lanes, k, lower, args, lambda rec, r: make_lane(rec, args, r))
 
     fast.lanes = lanes  # type: ignore[attr-defined]
     fast.scalar_lanes = slanes  # type: ignore[attr-defined]
