@@ -421,3 +421,19 @@ def launch_parts(sh: list[int], sts: list[list[int]]) -> list[Part]:
         offs = [sum(i * s[k] for k, i in enumerate(idx)) for s in sts]
         parts.append((inner, [s[len(lead):] for s in sts], offs))
     return parts
+
+
+def wrap_int(v: Any, dtype: torch.dtype) -> Any:
+    """A Python int (of int64's range: torch refuses others) as torch converts it to an integer ``dtype``: modulo
+    ``2**bits``, signed as two's complement (``uint8_tensor >= -1`` compares with 255); other values unchanged.
+
+    >>> wrap_int(-1, torch.uint8), wrap_int(200, torch.int8), wrap_int(300, torch.int16), wrap_int(2.5, torch.uint8)
+    (255, -56, 300, 2.5)
+    """
+    if isinstance(v, bool) or not isinstance(v, int) or not -(1 << 63) <= v < (1 << 63):
+        return v
+    bits = torch.iinfo(dtype).bits
+    if dtype == torch.uint8:
+        return v % (1 << bits)
+    half = 1 << (bits - 1)
+    return (v + half) % (1 << bits) - half

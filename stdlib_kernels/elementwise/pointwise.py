@@ -533,10 +533,7 @@ def run_binary(op: str, self: Any, other: Any, out: torch.Tensor | None, *, alph
             return decline("a complex alpha, or a non-integer alpha with integer operands")
     else:
         alpha = None
-    if common in (torch.bfloat16, torch.float16) and op not in _OPMATH_SCALAR:
-        # torch casts number operands (and alpha) to a bf16/fp16 common dtype first; mul/div keep fp32
-        o.values = [v if v is None else round_to(v, common) for v in o.values]
-        alpha = round_to(alpha, common) if alpha is not None else None
+    alpha = _numbers_as(common, o, op, alpha)
     ops = [t for t in o.full if t is not None]
     bound = None
     if any(t.dtype == torch.int64 for t in ops) or rdt == torch.int64:
@@ -558,6 +555,17 @@ def run_binary(op: str, self: Any, other: Any, out: torch.Tensor | None, *, alph
         tmp = _launch_binary(op, o, shape, compute, alpha, U.new_output(shape, rdt, ops))
         return tmp if tmp is NotImplemented else res.copy_(tmp)
     return _launch_binary(op, o, shape, compute, alpha, res)
+
+
+def _numbers_as(common: torch.dtype, o: Operands, op: str, alpha: Any) -> Any:
+    """Convert the number operands (in ``o``) and ``alpha`` as torch does before the op: rounded to a bf16/fp16
+    common dtype (mul/div keep fp32), wrapped into a narrower integer one; returns ``alpha``."""
+    if common in (torch.bfloat16, torch.float16) and op not in _OPMATH_SCALAR:
+        o.values = [v if v is None else round_to(v, common) for v in o.values]
+        return round_to(alpha, common) if alpha is not None else None
+    if common in (torch.uint8, torch.int8, torch.int16, torch.int32):
+        o.values = [U.wrap_int(v, common) for v in o.values]
+    return alpha
 
 
 def _launch_binary(op: str, o: Operands, shape: tuple[int, ...], compute: str, alpha: Any, res: torch.Tensor) -> Any:
