@@ -403,7 +403,7 @@ class KernelFn:
             comp = self._cache.get(key)
             if comp is not None:
                 _rstats.count(self.fn.__name__, "memory_hits")
-                return comp, prepared
+                break
             try:
                 comp = self._compile(prepared, grid)
             except NeedStatic as e:  # the kernel's code needs these sizes as numbers: for its class, for good
@@ -423,14 +423,15 @@ class KernelFn:
                 else:
                     exact = True
                 continue
-            if tried:  # the retries worked: the error was the symbolic trace's, not the user's
-                self._learned.setdefault(cls, set()).update(tried)
-                self._stats["static_reasons"].append(why)
-            if exact:
-                self._exact.add(cls)
-                self._stats["fallback"] = why
             self._cache[key] = comp
-            return comp, prepared
+            break
+        if tried:  # the retries worked: the error was the symbolic trace's, not the user's
+            self._learned.setdefault(cls, set()).update(tried)
+            self._stats["static_reasons"].append(why)
+        if exact:
+            self._exact.add(cls)
+            self._stats["fallback"] = why
+        return comp, prepared
 
     def compile_stats(self) -> dict[str, Any]:
         """How often this kernel was traced and compiled, and which sizes are compile-time constants.
