@@ -618,9 +618,13 @@ def sub(self: Any, other: Any, *, alpha: Any = 1, out: torch.Tensor | None = Non
     """``self - alpha * other``."""
     if _is_complex(self) or _is_complex(other) or _is_complex(out):
         return _complex_add(self, other, alpha, out, -1)
-    if any(isinstance(v, bool) or (isinstance(v, torch.Tensor) and v.dtype == torch.bool) for v in (self, other)):
-        raise RuntimeError("subtraction (the `-` operator) is not supported for bool operands, as in torch; "
-                           "invert a mask with `~` or logical_not() instead")
+    bools = [isinstance(v, bool) or (isinstance(v, torch.Tensor) and v.dtype == torch.bool) for v in (self, other)]
+    if all(bools) and all(isinstance(v, torch.Tensor) for v in (self, other)):  # torch's messages, word for word
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
+                           "`logical_xor()` operator instead.")
+    if any(bools):
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying "
+                           "to invert a mask, use the `~` or `logical_not()` operator instead.")
     return _binary("sub", self, other, alpha, out)
 
 

@@ -1,5 +1,6 @@
 """A Python int operand of an integer tensor op is first converted to the tensor's dtype, as torch does: wrapped
-modulo ``2**bits`` (``uint8_tensor >= -1`` compares with 255, ``int8_tensor + 200`` adds -56)."""
+modulo ``2**bits`` (``uint8_tensor >= -1`` compares with 255, ``int8_tensor + 200`` adds -56); and bool
+subtraction raises torch's own error."""
 
 from __future__ import annotations
 
@@ -37,3 +38,19 @@ def test_a_number_beyond_int64_raises_as_on_cpu() -> None:
         _ = x + 2**70
     with pytest.raises(OverflowError, match="too big"):
         _ = x.to("trn") + 2**70
+
+
+@pytest.mark.parametrize("case", ["float - False", "bool - 1.5", "bool - bool", "float - bool"])
+def test_bool_subtraction_raises_torchs_error(case: str) -> None:
+    """Upstream tests match torch's messages: trn raises the same text as the CPU."""
+    make = {"float - False": lambda d: (torch.ones(2, device=d), False),
+            "bool - 1.5": lambda d: (torch.ones(2, dtype=torch.bool, device=d), 1.5),
+            "bool - bool": lambda d: (torch.ones(2, dtype=torch.bool, device=d),) * 2,
+            "float - bool": lambda d: (torch.ones(2, device=d), torch.ones(2, dtype=torch.bool, device=d))}[case]
+    msgs = []
+    for dev in ("cpu", "trn"):
+        a, b = make(dev)
+        with pytest.raises(RuntimeError) as e:
+            _ = a - b
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1]

@@ -280,7 +280,7 @@ def _check_same_dtype_out(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None
     self, out = (args[0] if args else kwargs.get("self")), kwargs.get("out")
     if isinstance(self, torch.Tensor) and isinstance(out, torch.Tensor) and out.dtype != self.dtype \
             and not self.is_complex():
-        raise RuntimeError(f"Found dtype {_dtype_name(out.dtype)} but expected {_dtype_name(self.dtype)}")
+        raise RuntimeError(f"Found dtype {scalar_type_name(out.dtype)} but expected {scalar_type_name(self.dtype)}")
 
 
 def _needs_cpu(ent: Lowering, op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
@@ -403,8 +403,8 @@ def _route_inplace(fn: Callable[..., Any], takes_out: bool) -> Callable[..., Any
             raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape "
                                f"{list(r.shape)}")
         if not torch.can_cast(r.dtype, self.dtype):
-            raise RuntimeError(f"result type {_dtype_name(r.dtype)} can't be cast to the desired output type "
-                               f"{_dtype_name(self.dtype)}")
+            raise RuntimeError(f"result type {scalar_type_name(r.dtype)} can't be cast to the desired output type "
+                               f"{scalar_type_name(self.dtype)}")
         self.copy_(r)
         return self
 
@@ -424,9 +424,6 @@ def scalar_type_name(d: torch.dtype) -> str:
             torch.complex32: "ComplexHalf"}.get(d, str(d))
 
 
-_dtype_name = scalar_type_name
-
-
 #: Ops whose ``out=`` must have the result's dtype exactly (torch does not cast into it).
 _EXACT_OUT = frozenset({"aten::amax", "aten::amin"})
 
@@ -443,14 +440,15 @@ def _route_out(fn: Callable[..., Any], out_names: list[str], exact: bool = False
         rs = r if isinstance(r, tuple) else (r,)
         for o, v in zip(outs, rs):
             if len(outs) > 1 and o.dtype != v.dtype:  # (values, indices) results: torch never casts
-                raise RuntimeError(f"Expected out tensor to have dtype {_dtype_name(v.dtype).lower()}, but got "
-                                   f"{_dtype_name(o.dtype).lower()} instead")
+                raise RuntimeError(f"Expected out tensor to have dtype {scalar_type_name(v.dtype).lower()}, but got "
+                                   f"{scalar_type_name(o.dtype).lower()} instead")
             if exact and o.dtype != v.dtype:
-                raise RuntimeError(f"Expected the dtype for input and out to match, but got {_dtype_name(v.dtype)} "
-                                   f"for input's dtype and {_dtype_name(o.dtype)} for out's dtype.")
+                raise RuntimeError(f"Expected the dtype for input and out to match, but got "
+                                   f"{scalar_type_name(v.dtype)} for input's dtype and {scalar_type_name(o.dtype)} "
+                                   "for out's dtype.")
             if not torch.can_cast(v.dtype, o.dtype):
-                raise RuntimeError(f"result type {_dtype_name(v.dtype)} can't be cast to the desired output type "
-                                   f"{_dtype_name(o.dtype)}")
+                raise RuntimeError(f"result type {scalar_type_name(v.dtype)} can't be cast to the desired output type "
+                                   f"{scalar_type_name(o.dtype)}")
             if o.shape != v.shape:
                 if o.numel() != 0:
                     import warnings
