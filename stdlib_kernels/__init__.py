@@ -19,7 +19,7 @@ FAMILIES = tuple(f"stdlib_kernels.{m}" for m in (
     "nn.loss", "tensor.movement", "tensor.creation", "tensor.random", "elementwise.bessel", "elementwise.special",
     "fft.dft", "linalg.eig", "reduction.selection", "nn.sampling", "elementwise.gamma_fns", "reduction.unique",
     "reduction.search", "fft.complex_ops", "nn.random_pool", "nn.bags", "nn.distance", "nn.ctc", "nn.renorm",
-    "reduction.segment", "sparse.nested",
+    "reduction.segment", "sparse.nested", "sparse.coo", "sparse.csr",
 ))
 
 

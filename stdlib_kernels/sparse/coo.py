@@ -1,0 +1,284 @@
+"""Sparse COO tensors on ``trn``: kernels at the ``SparsePrivateUse1`` key over dense ``trn`` indices/values.
+
+A COO tensor is torch's C++ ``SparseTensorImpl`` holding two dense tensors, ``indices`` (sparse_dim, nnz) int64
+and ``values`` (nnz, *dense_dims). Its metadata ops (construction, the accessors, resizing) are device-generic
+C++ in torch's ``SparseCPU`` kernels, which the ``trn`` kernels borrow by redispatch (:data:`BORROWED`); the
+ops that read the numbers compose dense ``trn`` ops here: a linear key per nonzero (``indices`` times the
+sparse dims' strides), ``index_add_`` for scatter-accumulate, ``index_select`` for gathers, ``unique`` for
+``coalesce``. Nothing of a trn tensor's data runs on the CPU; only sizes and ``nnz`` cross to the host.
+
+Example:
+    >>> import torch
+    >>> i = torch.tensor([[0, 1, 1], [2, 0, 2]], device="trn")
+    >>> s = torch.sparse_coo_tensor(i, torch.tensor([3.0, 4.0, 5.0], device="trn"), (2, 3))
+    >>> (s @ torch.ones(3, 2, device="trn")).cpu()
+    tensor([[3., 3.],
+            [9., 9.]])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch._C import DispatchKey, DispatchKeySet
+
+from trnlang.device import lowering
+
+__all__ = ["BORROWED", "KERNELS", "linear_keys", "to_dense"]
+
+_SPARSE_CPU = DispatchKeySet(DispatchKey.SparseCPU)
+_KEY = "SparsePrivateUse1"
+
+#: ATen ops whose ``SparseCPU`` kernel is device-generic metadata work, borrowed for sparse ``trn`` tensors.
+BORROWED = ("_sparse_coo_tensor_with_dims_and_tensors", "_sparse_coo_tensor_with_dims", "_indices", "_values",
+            "indices", "values", "_nnz", "sparse_dim", "dense_dim", "is_coalesced", "_coalesced_", "_dimI",
+            "_dimV", "sparse_resize_", "sparse_resize_and_clear_")
+
+#: op name -> the function registered at ``SparsePrivateUse1`` (data: what the docs and tests list)
+KERNELS: dict[str, Any] = {}
+
+_LIB = torch.library.Library("aten", "IMPL")
+
+
+def _overload(name: str) -> Any:
+    base, _, ov = name.partition(".")
+    return getattr(getattr(torch.ops.aten, base), ov or "default")
+
+
+def _borrow(name: str) -> None:
+    op = _overload(name)
+
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        return op.redispatch(_SPARSE_CPU, *args, **kwargs)
+
+    _LIB.impl(name, kernel, _KEY)
+    KERNELS[name] = kernel
+
+
+for _name in BORROWED:
+    _borrow(_name)
+
+
+def sparse_kernel(name: str) -> Any:
+    """Register the decorated function as the ``trn`` kernel of ATen op ``name`` for sparse COO tensors."""
+    def deco(fn: Any) -> Any:
+        _LIB.impl(name, fn, _KEY)
+        KERNELS[name] = fn
+        return fn
+
+    return deco
+
+
+def _make(indices: torch.Tensor, values: torch.Tensor, size: list[int] | torch.Size,
+          coalesced: bool = False) -> torch.Tensor:
+    out = torch.ops.aten._sparse_coo_tensor_with_dims_and_tensors(
+        indices.shape[0], values.dim() - 1, list(size), indices, values, dtype=values.dtype,
+        layout=torch.sparse_coo, device=values.device, pin_memory=False, is_coalesced=coalesced)
+    return out
+
+
+def linear_keys(indices: torch.Tensor, sizes: list[int] | tuple[int, ...]) -> torch.Tensor:
+    """Row-major linear position of each nonzero among the sparse dims (``indices``: (sparse_dim, nnz)).
+
+    Example:
+        >>> linear_keys(torch.tensor([[0, 1], [2, 0]]), (2, 3)).tolist()
+        [2, 3]
+    """
+    key = torch.zeros(indices.shape[1], dtype=torch.int64, device=indices.device)
+    for d, n in enumerate(sizes):
+        key = key * int(n) + indices[d]
+    return key
+
+
+def to_dense(self: torch.Tensor, dtype: torch.dtype | None = None, masked_grad: bool | None = None) -> torch.Tensor:
+    """The dense tensor: zeros, then each nonzero's value added at its position (duplicates summed)."""
+    sd = self.sparse_dim()
+    shape = tuple(self.shape)
+    vals = self._values()
+    out = torch.zeros((_numel(shape[:sd]), *shape[sd:]), dtype=vals.dtype, device=vals.device)
+    if vals.shape[0]:
+        out.index_add_(0, linear_keys(self._indices(), shape[:sd]), vals)
+    out = out.view(shape)
+    return out if dtype is None else out.to(dtype)
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n
+
+
+sparse_kernel("_to_dense")(to_dense)
+
+
+@sparse_kernel("_coalesce")
+def coalesce(self: torch.Tensor) -> torch.Tensor:
+    """Sorted unique indices, duplicate values summed (``unique`` + ``index_add_`` on trn)."""
+    sd = self.sparse_dim()
+    shape = tuple(self.shape)
+    idx, vals = self._indices(), self._values()
+    if vals.shape[0] == 0:
+        return _make(idx.clone(), vals.clone(), shape, coalesced=True)
+    keys, inverse = torch.unique(linear_keys(idx, shape[:sd]), sorted=True, return_inverse=True)
+    summed = torch.zeros((keys.shape[0], *vals.shape[1:]), dtype=vals.dtype, device=vals.device)
+    summed.index_add_(0, inverse, vals)
+    rows = []
+    rest = keys
+    for n in reversed(shape[:sd]):
+        rows.append(torch.remainder(rest, int(n)))
+        rest = torch.div(rest, int(n), rounding_mode="floor")
+    return _make(torch.stack(rows[::-1]), summed, shape, coalesced=True)
+
+
+def _spmm(s: torch.Tensor, dense: torch.Tensor) -> torch.Tensor:
+    """(M, K) sparse @ (K, N) dense -> (M, N) dense: gather the rows of ``dense``, scale, scatter-add."""
+    if s.sparse_dim() != 2 or s.dense_dim() != 0 or dense.dim() != 2:
+        raise RuntimeError(f"trn: sparse @ dense needs a 2-D sparse matrix and a 2-D dense one, got sparse "
+                           f"{tuple(s.shape)} (dense dims {s.dense_dim()}) and {tuple(dense.shape)}")
+    if s.shape[1] != dense.shape[0]:
+        raise RuntimeError(f"addmm: Argument #3 (dense): Expected dim 0 size {s.shape[1]}, got {dense.shape[0]}")
+    idx, vals = s._indices(), s._values()
+    out = torch.zeros((s.shape[0], dense.shape[1]), dtype=torch.result_type(vals, dense), device=dense.device)
+    if vals.shape[0]:
+        contrib = dense.index_select(0, idx[1]) * vals.unsqueeze(1)
+        out.index_add_(0, idx[0], contrib.to(out.dtype))
+    return out
+
+
+@sparse_kernel("mm")
+def mm(self: torch.Tensor, mat2: torch.Tensor) -> torch.Tensor:
+    """sparse @ dense -> dense (sparse @ sparse is not lowered)."""
+    if not self.is_sparse or mat2.is_sparse:
+        raise NotImplementedError("trn: mm of sparse COO tensors supports sparse @ dense only")
+    return _spmm(self, mat2)
+
+
+@sparse_kernel("addmm")
+def addmm(self: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta: float = 1,
+          alpha: float = 1) -> torch.Tensor:
+    """beta * self + alpha * (mat1 @ mat2), mat1 sparse COO, self and mat2 dense."""
+    if self.is_sparse or not mat1.is_sparse or mat2.is_sparse:
+        raise NotImplementedError("trn: addmm with sparse COO supports dense + sparse @ dense only")
+    prod = _spmm(mat1, mat2)
+    base = self.expand_as(prod)
+    return (base if beta == 1 else base * beta) + (prod if alpha == 1 else prod * alpha) if beta != 0 \
+        else (prod if alpha == 1 else prod * alpha)
+
+
+@sparse_kernel("sum")
+def sum_all(self: torch.Tensor, *, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """The sum of all values (a dense 0-dim tensor)."""
+    return self._values().sum(dtype=dtype)
+
+
+@sparse_kernel("_sparse_sum.dim")
+def sparse_sum_dim(self: torch.Tensor, dim: list[int]) -> torch.Tensor:
+    """``torch.sparse.sum(s, dim)``: sparse dims dropped from the keys then coalesced; dense dims summed."""
+    sd = self.sparse_dim()
+    dims = sorted({d % self.dim() for d in dim})
+    vals = self._values()
+    dense_dims = [d - sd + 1 for d in dims if d >= sd]
+    if dense_dims:
+        vals = vals.sum(dense_dims)
+    keep = [d for d in range(sd) if d not in dims]
+    shape = [int(self.shape[d]) for d in range(self.dim()) if d not in dims]
+    if not keep:
+        return vals.sum(0)
+    return coalesce(_make(self._indices()[keep], vals, shape))
+
+
+@sparse_kernel("add.Tensor")
+def add(self: torch.Tensor, other: torch.Tensor, *, alpha: float = 1) -> torch.Tensor:
+    """dense + sparse -> dense; sparse + sparse -> sparse (coalesced when both are)."""
+    if self.is_sparse and other.is_sparse:
+        vals = other._values() if alpha == 1 else other._values() * alpha
+        both = _make(torch.cat([self._indices(), other._indices()], 1), torch.cat([self._values(), vals]),
+                     self.shape)
+        return coalesce(both) if self.is_coalesced() and other.is_coalesced() else both
+    if self.is_sparse:
+        raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) instead.")
+    sd = other.sparse_dim()
+    out = self.clone() if self.dtype == other.dtype else self.to(torch.result_type(self, other))
+    vals = other._values() if alpha == 1 else other._values() * alpha
+    if vals.shape[0]:
+        flat = out.view((_numel(tuple(out.shape[:sd])), *out.shape[sd:]))
+        flat.index_add_(0, linear_keys(other._indices(), tuple(out.shape[:sd])), vals.to(out.dtype))
+    return out
+
+
+@sparse_kernel("mul.Tensor")
+def mul(self: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+    """sparse * dense (or a 0-dim factor) -> sparse with the same indices; sparse * sparse via coalesce."""
+    if not isinstance(other, torch.Tensor):  # a wrapped number reaches Python kernels as a number
+        return mul_scalar(self, other)
+    s, d = (self, other) if self.is_sparse else (other, self)
+    if d.is_sparse:
+        raise NotImplementedError("trn: sparse * sparse is not lowered")
+    if d.dim() == 0:
+        return _make(s._indices(), s._values() * d, s.shape, s.is_coalesced())
+    sd = s.sparse_dim()
+    flat = d.expand(s.shape).reshape((_numel(tuple(s.shape[:sd])), *s.shape[sd:]))
+    picked = flat.index_select(0, linear_keys(s._indices(), tuple(s.shape[:sd])))
+    return _make(s._indices(), s._values() * picked, s.shape, s.is_coalesced())
+
+
+@sparse_kernel("sparse_mask")
+def sparse_mask(self: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The values of dense ``self`` at ``mask``'s indices, as a sparse tensor (autograd of sparse mm)."""
+    m = mask if mask.is_coalesced() else coalesce(mask)
+    sd = m.sparse_dim()
+    flat = self.reshape((_numel(tuple(self.shape[:sd])), *self.shape[sd:]))
+    vals = flat.index_select(0, linear_keys(m._indices(), tuple(self.shape[:sd])))
+    return _make(m._indices(), vals, self.shape, True)
+
+
+@sparse_kernel("clone")
+def clone(self: torch.Tensor, *, memory_format: torch.memory_format | None = None) -> torch.Tensor:
+    """A copy with its own indices and values."""
+    return _make(self._indices().clone(), self._values().clone(), self.shape, self.is_coalesced())
+
+
+@sparse_kernel("neg")
+def neg(self: torch.Tensor) -> torch.Tensor:
+    """Negated values."""
+    return _make(self._indices(), -self._values(), self.shape, self.is_coalesced())
+
+
+@sparse_kernel("mul.Scalar")
+def mul_scalar(self: torch.Tensor, other: float) -> torch.Tensor:
+    """Values times a number."""
+    return _make(self._indices(), self._values() * other, self.shape, self.is_coalesced())
+
+
+def dense_to_sparse(self: torch.Tensor, sparse_dim: int | None = None) -> torch.Tensor:
+    """A dense ``trn`` tensor -> coalesced COO: ``nonzero`` over the first ``sparse_dim`` dims."""
+    sd = self.dim() if sparse_dim is None else int(sparse_dim)
+    lead = self.reshape((_numel(tuple(self.shape[:sd])), *self.shape[sd:]))
+    hit = lead != 0
+    if lead.dim() > 1:
+        hit = hit.flatten(1).any(1)
+    keys = torch.nonzero(hit).view(-1)
+    rows = []
+    rest = keys
+    for n in reversed(self.shape[:sd]):
+        rows.append(torch.remainder(rest, int(n)))
+        rest = torch.div(rest, int(n), rounding_mode="floor")
+    idx = torch.stack(rows[::-1]) if rows else torch.zeros((0, 1), dtype=torch.int64, device=self.device)
+    return _make(idx, lead.index_select(0, keys), self.shape, True)
+
+
+@lowering("aten::_to_sparse.sparse_dim", kind="decomposition", variants=False)
+def trn_to_sparse_dim(self: torch.Tensor, sparse_dim: int) -> torch.Tensor:
+    """``dense.to_sparse(sparse_dim)`` on trn."""
+    return dense_to_sparse(self, sparse_dim)
+
+
+@lowering("aten::_to_sparse", kind="decomposition", variants=False)
+def trn_to_sparse(self: torch.Tensor, *, layout: torch.layout | None = None, blocksize: list[int] | None = None,
+                  dense_dim: int | None = None) -> torch.Tensor:
+    """``dense.to_sparse()`` on trn (COO; other layouts: ``_to_sparse_csr`` and friends)."""
+    if layout not in (None, torch.sparse_coo) or blocksize is not None:
+        return NotImplemented
+    return dense_to_sparse(self, self.dim() - (dense_dim or 0))

@@ -1,0 +1,152 @@
+"""Sparse COO and CSR tensors on trn (stdlib_kernels/sparse/coo.py, csr.py) vs the CPU, with TRN_FALLBACK=error."""
+
+import warnings
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import trnlang
+from stdlib_kernels.sparse import coo
+
+_SETTINGS = settings(max_examples=5, deadline=None, derandomize=True,
+                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+
+@pytest.fixture(autouse=True)
+def _native_only(monkeypatch):
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    trnlang.reset_fallback_stats()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch's sparse invariant-check notice
+        yield
+    assert trnlang.fallback_stats() == {}
+
+
+@st.composite
+def _coo(draw, dense_dims=0):
+    """(indices, values, size): random 2-D COO, possibly with duplicate entries (uncoalesced), nnz 0 and 1."""
+    m, k = draw(st.integers(1, 6)), draw(st.integers(1, 6))
+    nnz = draw(st.sampled_from([0, 1, draw(st.integers(2, 12))]))
+    seed = draw(st.integers(0, 2**16))
+    g = torch.Generator().manual_seed(seed)
+    idx = torch.stack([torch.randint(0, m, (nnz,), generator=g), torch.randint(0, k, (nnz,), generator=g)])
+    vals = torch.randn((nnz,) + (3,) * dense_dims, generator=g)
+    return idx, vals, (m, k) + (3,) * dense_dims
+
+
+def _pair(spec):
+    idx, vals, size = spec
+    return torch.sparse_coo_tensor(idx, vals, size), torch.sparse_coo_tensor(idx.to("trn"), vals.to("trn"), size)
+
+
+def _same(actual, expected, tol=1e-5):
+    assert actual.device.type == "trn"
+    assert actual.layout == expected.layout
+    if expected.layout == torch.sparse_coo:
+        assert actual.is_coalesced() == expected.is_coalesced()
+        if expected.is_coalesced():
+            torch.testing.assert_close(actual.indices().cpu(), expected.indices())
+        actual, expected = actual.to_dense(), expected.to_dense()
+    torch.testing.assert_close(actual.cpu(), expected, rtol=tol, atol=tol)
+
+
+@given(spec=st.one_of(_coo(), _coo(dense_dims=1)))
+@_SETTINGS
+def test_construct_to_dense_coalesce(spec):
+    cpu, dev = _pair(spec)
+    assert dev.device.type == "trn" and dev._nnz() == cpu._nnz()
+    _same(dev.to_dense(), cpu.to_dense())
+    c = dev.coalesce()
+    ref = cpu.coalesce()
+    torch.testing.assert_close(c.indices().cpu(), ref.indices())
+    torch.testing.assert_close(c.values().cpu(), ref.values(), rtol=1e-5, atol=1e-5)
+    _same(cpu.to("trn"), cpu)
+    _same(dev.cpu().to("trn"), cpu)
+
+
+@given(spec=_coo(), sparse_dim=st.sampled_from([None, 1]))
+@_SETTINGS
+def test_dense_to_sparse(spec, sparse_dim):
+    dense = torch.sparse_coo_tensor(*spec).to_dense()
+    args = () if sparse_dim is None else (sparse_dim,)
+    _same(dense.to("trn").to_sparse(*args), dense.to_sparse(*args))
+
+
+@given(spec=_coo(), n=st.integers(1, 4), beta=st.sampled_from([0.0, 1.0, 0.5]))
+@_SETTINGS
+def test_mm_addmm(spec, n, beta):
+    cpu, dev = _pair(spec)
+    w = torch.randn(spec[2][1], n)
+    b = torch.randn(spec[2][0], n)
+    _same(torch.sparse.mm(dev, w.to("trn")), torch.sparse.mm(cpu, w))
+    _same(dev @ w.to("trn"), cpu @ w)
+    _same(torch.addmm(b.to("trn"), dev, w.to("trn"), beta=beta, alpha=2.0),
+          torch.addmm(b, cpu, w, beta=beta, alpha=2.0))
+
+
+def test_mm_shape_mismatch_raises_like_cpu():
+    cpu, dev = _pair((torch.tensor([[0], [1]]), torch.ones(1), (2, 3)))
+    with pytest.raises(RuntimeError, match="Expected dim 0 size 3, got 4"):
+        torch.sparse.mm(cpu, torch.ones(4, 2))
+    with pytest.raises(RuntimeError, match="Expected dim 0 size 3, got 4"):
+        torch.sparse.mm(dev, torch.ones(4, 2, device="trn"))
+
+
+@given(spec=st.one_of(_coo(), _coo(dense_dims=1)))
+@_SETTINGS
+def test_sum_and_elementwise(spec):
+    cpu, dev = _pair(spec)
+    d = torch.randn(spec[2])
+    _same(dev.sum(), cpu.sum())
+    for dims in ([0], [1], [0, 1]) + (([2], [1, 2]) if len(spec[2]) == 3 else ()):
+        _same(torch.sparse.sum(dev, dims), torch.sparse.sum(cpu, dims))
+    _same(d.to("trn") + dev, d + cpu)
+    _same(torch.add(d.to("trn"), dev, alpha=-2.0), torch.add(d, cpu, alpha=-2.0))
+    _same(dev + dev, cpu + cpu)
+    _same(dev.coalesce() + dev.coalesce(), cpu.coalesce() + cpu.coalesce())
+    _same(dev * d.to("trn"), cpu * d)
+    _same(dev * 3, cpu * 3)
+    _same(-dev, -cpu)
+
+
+@given(spec=_coo())
+@_SETTINGS
+def test_sparse_mm_backward(spec):
+    idx, vals, size = spec
+    w = torch.randn(size[1], 3)
+    grads = []
+    for dev in ("cpu", "trn"):
+        x = torch.sparse_coo_tensor(idx.to(dev), vals.to(dev), size, requires_grad=True)
+        wd = w.to(dev, copy=True).requires_grad_()
+        torch.sparse.mm(x, wd).sin().sum().backward()
+        grads.append((x.grad, wd.grad))
+    (xc, wc), (xd, wd) = grads
+    _same(xd, xc)
+    _same(wd, wc)
+
+
+def test_linear_keys_row_major():
+    idx = torch.tensor([[0, 1, 1], [2, 0, 2]])
+    assert coo.linear_keys(idx, (2, 3)).tolist() == [2, 3, 5]
+
+
+@given(spec=_coo(), n=st.integers(1, 3))
+@_SETTINGS
+def test_csr(spec, n):
+    dense = torch.sparse_coo_tensor(*spec).to_dense()
+    cpu = dense.to_sparse_csr()
+    dev = dense.to("trn").to_sparse_csr()
+    assert dev.layout == torch.sparse_csr and dev.device.type == "trn"
+    for name in ("crow_indices", "col_indices", "values"):
+        torch.testing.assert_close(getattr(dev, name)().cpu(), getattr(cpu, name)())
+    moved = cpu.to("trn")
+    assert moved.layout == torch.sparse_csr
+    _same(moved.to_dense(), dense)
+    w, b = torch.randn(dense.shape[1], n), torch.randn(dense.shape[0], n)
+    _same(dev @ w.to("trn"), cpu @ w)
+    _same(torch.addmm(b.to("trn"), dev, w.to("trn"), beta=0.5), torch.addmm(b, cpu, w, beta=0.5))
+    _same(dev.sum(), cpu.sum())
+    _same(dev.to_sparse(), cpu.to_sparse())
+    torch.testing.assert_close(dev.cpu().to_dense(), dense)
