@@ -14,7 +14,9 @@ where torch does:
 - padding: ``key1 = +inf, key2 = 2^24`` (always last).
 
 Values and indices are decoded from the sorted keys (``2^23`` flags the NaNs); indices are stored
-as int32 tiles into the int64 outputs. Rows longer than :data:`MAX_SORT` sort as chunks merged by rank
+as int32 tiles into the int64 outputs. int32/int64 values beyond ``+-2^24`` (not exact as fp32 keys) sort
+by their 16-bit digits, one stable pass per digit (:func:`_radix_sort_rows`).
+Rows longer than :data:`MAX_SORT` sort as chunks merged by rank
 (:func:`_merge_sort_rows`; with NaN they are declined).
 
 Example:
@@ -217,13 +219,51 @@ def _merge_sort_rows(x: torch.Tensor, descending: bool) -> tuple[torch.Tensor, t
     return x.gather(1, idx), idx
 
 
+def _digit_keys(x: torch.Tensor) -> list[torch.Tensor]:
+    """fp32 keys of the 16-bit digits of int32/int64 rows ``x [R, C]``, least significant first.
+
+    Each key is exact in fp32: a low digit ``w & 0xFFFF``, or a high digit kept in place (``w & -65536``,
+    a multiple of 2^16). The top digit is signed; an int64's low word is unsigned (negative keys + 2^32).
+    int64 values that fit int32 (a device check) are narrowed first: two digits instead of four.
+    """
+    if x.dtype == torch.int64:
+        from stdlib_kernels.elementwise.pointwise import int64_ok
+
+        if int64_ok(x, 2**31):
+            x = x.to(torch.int32)
+    if x.dtype == torch.int32:
+        words = [(x, True)]
+    else:
+        v = x.contiguous().view(torch.int32).view(x.shape[0], x.shape[1], 2)  # (low, high) words
+        words = [(v[..., 0].contiguous(), False), (v[..., 1].contiguous(), True)]
+    keys = []
+    for w, signed in words:
+        keys.append((w & 0xFFFF).to(torch.float32))
+        top = (w & -65536).to(torch.float32)
+        keys.append(top if signed else torch.where(top < 0, top + 2.0**32, top))
+    return keys
+
+
+def _radix_sort_rows(x: torch.Tensor, descending: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stable sort of int32/int64 rows ``x [R, C]`` of any values: one stable fp32-key sort per 16-bit digit,
+    least significant first, each pass ordering the previous pass's permutation (LSD radix; equal values keep
+    their order, descending too)."""
+    perm: torch.Tensor | None = None
+    for key in _digit_keys(x):
+        if perm is not None:
+            key = key.gather(1, perm)
+        _, p = _sorted(key, 1, key.shape[1], descending)
+        perm = p if perm is None else perm.gather(1, p)
+    assert perm is not None
+    return x.gather(1, perm), perm
+
+
 def _sorted(self: Any, dim: int, k: int, descending: bool, extract: bool = False) -> Any:
     """``(values, indices)`` of the first ``k`` of each sorted row along ``dim``; NotImplemented to decline."""
     ok = (*U.FLOAT_DTYPES, *_SMALL_INTS, *_WIDE_INTS)
     if not U.is_trn(self) or self.dtype not in ok or self.is_conj() or self.is_neg():
         return decline("not a real trn tensor (float32/bfloat16/float16 or an integer/bool dtype, no conj/neg bit)")
-    if not fp32_exact(self):
-        return decline("int32/int64 values beyond +-2^24 (the sort keys are fp32)")
+    wide = not fp32_exact(self)  # int32/int64 values beyond +-2^24: sorted digit by digit
     nd = max(self.dim(), 1)
     if not -nd <= dim < nd:
         return decline("dim out of range: torch raises")
@@ -239,7 +279,11 @@ def _sorted(self: Any, dim: int, k: int, descending: bool, extract: bool = False
     r = U.prod(lead)
     vw = torch.empty((r, k), dtype=self.dtype, device="trn")
     iw = torch.empty((r, k), dtype=torch.int64, device="trn")
-    if r and k and long:
+    if r and k and wide:
+        vs, ix = _radix_sort_rows(xs.reshape(r, c), bool(descending))
+        vw.copy_(vs[:, :k])
+        iw.copy_(ix[:, :k])
+    elif r and k and long:
         vs, ix = _merge_sort_rows(xs.reshape(r, c), bool(descending))
         vw.copy_(vs[:, :k])
         iw.copy_(ix[:, :k])
