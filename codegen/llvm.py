@@ -59,6 +59,7 @@ __all__ = [
     "emit_assembly",
     "compile_ir",
     "load_object",
+    "add_symbol",
     "LoadedModule",
     "live_modules",
 ]
@@ -278,6 +279,17 @@ def load_object(obj: bytes) -> LoadedModule:
     with _live_lock:
         _live.add(loaded)
     return loaded
+
+
+def add_symbol(name: str, address: int) -> None:
+    """Make the external symbol ``name`` resolve to ``address`` in every object loaded from now on (process-wide).
+
+    How a kernel object links a separately loaded library (``codegen.gemmlib``): the library's module, whose
+    code lives at ``address``, must stay referenced for as long as anything loaded after this call may run.
+    Registering a name again replaces the address (for objects loaded afterwards).
+    """
+    init()
+    _llvm.add_symbol(name, address)
 
 
 def live_modules() -> int:

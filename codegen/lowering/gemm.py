@@ -1,7 +1,7 @@
 """``out (+)= stationary[K, M].T @ moving[K, N]`` on fp32 row-major views, for ``nc_matmul``.
 
-Large products call ``codegen.mathlib.gemm``'s register-blocked ``gemm_tn`` (defined
-once per module, internal); small ones (where packing would dominate) use a
+Large products call ``codegen.mathlib.gemm``'s register-blocked ``gemm_tn`` (declared: the library is a
+separate object, ``codegen.gemmlib``); small ones (where packing would dominate) use a
 loop nest whose inner loop runs over N with unit stride (LLVM vectorises it).
 Either way the product accumulates in fp32, as docs/ir.md states; the
 interpreter's float64 product is within the usual fp32 matmul tolerance of it.
@@ -26,18 +26,11 @@ GEMM_MIN_M = 6
 
 
 def gemm_fn(L: KernelLowering, name: str) -> ir.Function:
-    """The fp32 gemm library function ``name`` (``gemm_tn``, ``gemm_nn``) of ``L``'s module (defined on first use)."""
-    cx = L.cx
-    fn = cx.helper("trn." + name)
-    if fn is None:
-        from codegen.mathlib.gemm import define_gemm
+    """The fp32 gemm library function ``name`` (``gemm_tn``, ``gemm_nn``), declared in ``L``'s module: the library
+    is compiled once per process and ISA path and linked when the kernel loads (``codegen.gemmlib``)."""
+    from codegen import gemmlib
 
-        fns = define_gemm(cx.module, prefix="trn.")
-        for k, f in fns.items():
-            f.linkage = "internal"
-            cx._helpers["trn." + k] = f
-        fn = fns[name]
-    return fn
+    return gemmlib.declare(L.cx.module, "fp32", name)
 
 
 def call_gemm(L: KernelLowering, fn: ir.Function, st: Any, mv: Any, out: Any, k_dim: int | ir.Value,

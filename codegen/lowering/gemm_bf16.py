@@ -38,19 +38,11 @@ def native_bf16(ins: Instr) -> bool:
 
 
 def _fn(L: KernelLowering, name: str) -> ir.Function:
-    cx = L.cx
-    kind = bf16_kind()
-    assert kind is not None
-    fn = cx.helper("trn." + name)
-    if fn is None:
-        from codegen.mathlib.gemm_bf16 import define_gemm_bf16
+    """The bf16 gemm library function ``name``, declared in ``L``'s module (``codegen.gemmlib``)."""
+    from codegen import gemmlib
 
-        fns = define_gemm_bf16(cx.module, kind, prefix="trn.")
-        for k, f in fns.items():
-            f.linkage = "internal"
-            cx._helpers["trn." + k] = f
-        fn = fns[name]
-    return fn
+    assert bf16_kind() is not None
+    return gemmlib.declare(L.cx.module, "bf16", name)
 
 
 def gemm_bf16(L: KernelLowering, st: Any, mv: Any, out: Any, k_dim: int | ir.Value, m_dim: int | ir.Value,

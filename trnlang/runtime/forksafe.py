@@ -44,6 +44,7 @@ MODULE_STATE: list[tuple[str, str, Callable[[], Any]]] = [
     ("trnlang.runtime.jit", "_stores_lock", threading.Lock),    # the disk cache stores
     ("trnlang.runtime.diskcache", "_lock", threading.Lock),
     ("trnlang.runtime.codecache", "_LOCK", threading.Lock),     # the loaded-kernel LRU
+    ("trnlang.runtime.linklib", "_lock", threading.Lock),       # the gemm libraries kernels link
     ("trnlang.runtime.stats", "_lock", threading.Lock),         # compile_stats() counters
     ("trnlang.runtime.launch", "_host_pool", _none),            # run_parallel's Python pool
     ("trnlang.runtime.launch", "_TRAMP_LOCK", threading.Lock),  # the pointer-call trampolines

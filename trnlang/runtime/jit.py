@@ -17,7 +17,8 @@ secret and opened without following links; anything refused is rebuilt in
 memory, never loaded (threat model: docs/cache_security.md). An entry's
 payload is a JSON header (key, arena size...) + object code. The key hashes
 the printed IR, argument dtypes and contiguity, grid, debug flag, target,
-trnlang/llvmlite versions, host CPU name and features, and the codegen sources.
+trnlang/llvmlite versions, host CPU name and features, the codegen sources and the identity of the gemm
+libraries a kernel may link (``codegen.gemmlib``: compiled once, loaded by ``runtime.linklib`` before the kernel).
 
 Launch: ctypes with declared argtypes, zero-copy pointers. Grid instances run
 on a thread pool of ``os.cpu_count()`` threads (ctypes releases the GIL), each
@@ -149,7 +150,7 @@ def _layout_text(c: Any) -> str:
 def cache_key(ir_text: str, dtypes: Sequence[str], contiguous: Sequence[Layout], may_alias: bool,
               grid: Sequence[int], debug: bool, target: str) -> str:
     """sha256 naming one compiled variant."""
-    from codegen import llvm
+    from codegen import gemmlib, llvm
     from codegen.lowering import stream as lower_stream
     from codegen.lowering.kernel import LOWERING_VERSION
     from codegen.lowering.vecmath import libm_forced
@@ -158,7 +159,7 @@ def cache_key(ir_text: str, dtypes: Sequence[str], contiguous: Sequence[Layout],
     parts = [
         "trnlang-jit", LOWERING_VERSION, __version__, llvm.llvmlite_version, llvm.host_cpu_key(),
         "libm" if libm_forced() else "vecmath",
-        _codegen_fingerprint(), str(lower_stream.NT_MIN_BYTES),
+        _codegen_fingerprint(), gemmlib.key(), str(lower_stream.NT_MIN_BYTES),
         target, ",".join(dtypes), ",".join(_layout_text(c) for c in contiguous),
         str(int(may_alias)), ",".join(str(g) for g in grid), str(int(debug)), ir_text,
     ]
@@ -354,8 +355,9 @@ class JitExecutor:
             cb(self, not self.variants)
 
     def _compile(self, contiguous: tuple[Layout, ...], may_alias: bool, grid: tuple[int, ...]) -> Variant:
-        from codegen import llvm
+        from codegen import gemmlib, llvm
         from codegen.lowering.kernel import ENTRY, lower_kernel
+        from trnlang.runtime import linklib
 
         t0 = time.perf_counter()
         k = self.kernel
@@ -379,9 +381,12 @@ class JitExecutor:
                 stats["lower_s"] = t1 - t0
                 stats["llvm_s"] = time.perf_counter() - t1
                 header = {"key": key, "arena_size": low.arena_size, "meta_words": low.meta_words,
-                          "has_print": low.has_print, "kernel": k.name}
+                          "has_print": low.has_print, "kernel": k.name, "libs": gemmlib.used(low.module)}
                 deferred = low.deferred
                 write_entry(key, header, obj)
+        t2 = time.perf_counter()
+        linklib.ensure([str(x) for x in header.get("libs", ())])  # before the load: it resolves the kernel's calls
+        stats["link_s"] = time.perf_counter() - t2
         lib = llvm.load_object(obj)
         fn = lib.cfunc(ENTRY, ctypes.c_int32, _ARGTYPES)
         stats["total_s"] = time.perf_counter() - t0
