@@ -150,3 +150,36 @@ def test_csr(spec, n):
     _same(dev.sum(), cpu.sum())
     _same(dev.to_sparse(), cpu.to_sparse())
     torch.testing.assert_close(dev.cpu().to_dense(), dense)
+
+
+_BACKWARD = {
+    "to_dense": lambda x, d: (x.to_dense() * d).sum(),
+    "sparse_sum": lambda x, d: torch.sparse.sum(x),
+    "dense_plus_sparse": lambda x, d: (d + x).pow(2).sum(),
+    "sparse_times_dense": lambda x, d: torch.sparse.sum(x * d),
+    "coalesced_values": lambda x, d: (x.coalesce().values() ** 2).sum(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_BACKWARD))
+def test_backward_gives_the_cpu_sparse_gradient(name):
+    idx, vals, size = torch.tensor([[0, 1, 1, 0], [2, 0, 2, 2]]), torch.tensor([3.0, 4.0, 5.0, 1.0]), (2, 3)
+    d = torch.randn(size)
+    grads = []
+    for dev in ("cpu", "trn"):
+        x = torch.sparse_coo_tensor(idx.to(dev), vals.to(dev), size, requires_grad=True)
+        _BACKWARD[name](x, d.to(dev)).backward()
+        grads.append(x.grad)
+    assert grads[1].layout == grads[0].layout
+    if grads[0].is_sparse:
+        grads = [g.coalesce() for g in grads]
+    _same(grads[1], grads[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_mm_low_precision(dtype):
+    cpu, dev = _pair((torch.tensor([[0, 1, 1, 0], [2, 0, 2, 2]]), torch.randn(4).to(dtype), (2, 3)))
+    w = torch.randn(3, 5).to(dtype)
+    out = torch.sparse.mm(dev, w.to("trn"))
+    assert out.dtype == dtype
+    _same(out.float(), torch.sparse.mm(cpu.float(), w.float()), tol=2e-2)
