@@ -159,3 +159,14 @@ def test_a_planted_library_entry_never_runs(tmp_path: Path) -> None:
     lib.write_bytes(data[:8] + bytes(32) + data[40:])
     out = _child(tmp_path)
     assert out["compiles"] == 1 and any("failed authentication" in w for w in out["warned"]), out
+
+
+@pytest.mark.skipif("bf16" not in gemmlib.available(), reason="the ISA path has no bf16 gemm")
+def test_a_bf16_matmul_links_the_bf16_library() -> None:
+    g = torch.Generator().manual_seed(7)
+    a, b = torch.randn(96, 64, generator=g).bfloat16(), torch.randn(96, 128, generator=g).bfloat16()
+    out = torch.empty(64, 128)
+    assert f'declare void @"{gemmlib.symbol("bf16", "gemm_bf16_tn")}"' in _mm.llvm_ir(a, b, out)
+    _mm(a, b, out)
+    torch.testing.assert_close(out, a.float().T @ b.float(), rtol=1e-4, atol=1e-4)
+    assert linklib.loaded()["bf16"] == gemmlib.identity("bf16")
