@@ -137,3 +137,27 @@ def test_masked_softmax_like_cpu(mask_type):
     ref = torch.ops.aten._masked_softmax(x, m, -1, mask_type)  # a row masked entirely is NaN on the CPU
     out = torch.ops.aten._masked_softmax(x.to("trn"), m.to("trn"), -1, mask_type)
     torch.testing.assert_close(out.cpu(), ref, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_low_precision_sdpa_and_encoder_layer(dtype):
+    comps = [torch.randn(n, 2, 8).to(dtype) for n in (3, 1, 5)]
+    outs = []
+    for dev in ("cpu", "trn"):
+        q = torch.nested.nested_tensor([c.to(dev) for c in comps], layout=torch.jagged, device=dev,
+                                       requires_grad=True)
+        o = F.scaled_dot_product_attention(q.transpose(1, 2), q.transpose(1, 2), q.transpose(1, 2))
+        o.values().float().sum().backward()
+        outs.append((o.values(), q.grad.values()))
+    for a, e in zip(outs[1], outs[0], strict=True):
+        assert a.dtype == dtype
+        _same(a.float(), e.float(), tol=2e-2)
+    layer = torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True).eval().to(dtype)
+    src = torch.randn(3, 5, 8).to(dtype)
+    mask = torch.tensor([[False] * 3 + [True] * 2, [False] + [True] * 4, [False] * 5])
+    with torch.no_grad():
+        ref = layer(src, src_key_padding_mask=mask)
+        out = layer.to("trn")(src.to("trn"), src_key_padding_mask=mask.to("trn"))
+    assert out.dtype == dtype
+    _same(out.float(), ref.float(), tol=3e-2)
+    assert trnlang.fallback_stats() == {}
