@@ -322,12 +322,14 @@ def count_nonzero_rows(m, out):
 
 
 @trn.kernel
-def nonzero_scatter(m, counts, out, n, shape):
-    """Coordinates of the nonzeros of a flat mask viewed as ``[P, L]`` (element ``p * L + l``, valid below
-    ``n``) into rows of ``out`` (``[count + 1, ndim]`` int64; row ``count`` takes the zeros' writes).
+def nonzero_scatter(m, counts, out):
+    """Flat positions of the nonzeros of a mask viewed as ``[P, L]`` (element ``p * L + l``) into rows of
+    ``out`` (``[P * L + 1, 1]`` int32; the last row takes the zeros' writes).
 
     Each partition's start is the exclusive prefix sum of ``counts`` over partitions (a matmul with a
-    strictly-triangular ones matrix); inside a partition positions come from ``cumsum``.
+    strictly-triangular ones matrix); inside a partition positions come from ``cumsum``. Only positions
+    are written (no shape, no count): the caller buckets ``P * L`` to a power of two, so one compiled
+    variant serves every mask of a bucket, and unravels the positions into coordinates with torch ops.
     """
     p_dim, l_dim = m.shape
     rows = tl.arange(p_dim)[:, None]
@@ -337,28 +339,33 @@ def nonzero_scatter(m, counts, out, n, shape):
     tri[...] = (tl.arange(p_dim)[:, None] < tl.arange(p_dim)[None, :])
     base = tl.ndarray((p_dim, 1), tl.float32)
     base[...] = tl.copy(tl.matmul(tri, cnt, transpose_x=True))
-    total = out.shape[0] - 1
-    nd = len(shape)
+    dump = out.shape[0] - 1
     for j in tl.sequential_range(tl.cdiv(l_dim, f)):
         cols = j * f + tl.arange(f)[None, :]
-        lin = rows * l_dim + cols
-        valid = (cols < l_dim) & (lin < n)
         t = tl.load(m[rows, cols], mask=cols < l_dim) if l_dim % f else tl.load(m[rows, cols])
         nz = (t != 0).astype(tl.float32)
         cs = tl.cumsum(nz, axis=1)
-        pos = tl.where(nz > 0, base + cs - 1.0, float(total)).astype(tl.int32)
+        pos = tl.where(nz > 0, base + cs - 1.0, float(dump)).astype(tl.int32)
         base[...] = base + tl.sum(nz, axis=1, keepdims=True)
-        k = tl.ndarray((p_dim, f), tl.float32)
-        k[...] = lin
-        for dd in tl.static_range(nd):
-            stride = U.prod(shape[dd + 1:])
-            q = tl.floor((k + 0.5) / float(stride))
-            if dd > 0:
-                q = q - tl.floor((q + 0.5) / float(shape[dd])) * float(shape[dd])
-            tl.store(out[pos, dd], q.astype(tl.int32), mask=valid)
+        lin = tl.ndarray((p_dim, f), tl.int32)
+        lin[...] = rows * l_dim + cols
+        tl.store(out[pos, 0], lin, mask=cols < l_dim)
 
 
 _NZ_LIMIT = 2**24  # positions are exact in fp32 below this
+
+
+def _unravel(lin: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    """Flat int32 positions -> ``[len, ndim]`` int64 coordinates in ``shape`` (trn int32 ops, shape-free)."""
+    cols = []
+    stride = 1
+    for size in reversed(shape):
+        q = torch.div(lin, stride, rounding_mode="floor") if stride != 1 else lin
+        cols.append(q % size)
+        stride *= size
+    if not cols:
+        return torch.empty((lin.shape[0], 0), dtype=torch.int64, device=lin.device)
+    return torch.stack(cols[::-1], dim=1).to(torch.int64)
 
 
 @lowering("aten::nonzero")
@@ -381,20 +388,20 @@ def nonzero(self: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
     if n == 0:
         res = torch.empty((0, nd), dtype=torch.int64, device="trn")
     else:
+        # padded to a power of two (at most 2x): the kernels compile once per size bucket, not per shape
+        size = 1 << (n - 1).bit_length()
         flat = self.contiguous().view(-1)
-        p = min(128, n)
-        ln = -(-n // p)
-        if p * ln != n:  # zero-pad to [P, L]
-            pad = torch.zeros(p * ln, dtype=self.dtype, device="trn")
+        if size != n:
+            pad = torch.zeros(size, dtype=self.dtype, device="trn")
             pad[:n].copy_(flat)
             flat = pad
-        m2 = flat.view(p, ln)
-        counts = torch.empty((p, 1), dtype=torch.float32, device="trn")
+        m2 = flat.view(min(128, size), -1)
+        counts = torch.empty((m2.shape[0], 1), dtype=torch.float32, device="trn")
         count_nonzero_rows(m2, counts)
         total = int(counts.sum().item())
-        buf = torch.empty((total + 1, max(nd, 1)), dtype=torch.int64, device="trn")
-        nonzero_scatter(m2, counts, buf, n, tuple(self.shape) if nd else (1,))
-        res = buf[:total, :nd]
+        buf = torch.empty((size + 1, 1), dtype=torch.int32, device="trn")
+        nonzero_scatter(m2, counts, buf)
+        res = _unravel(buf[:total, 0], tuple(self.shape))
     if out is not None:
         if not U.is_trn(out) or out.dtype != torch.int64:
             return decline("out= not an int64 trn tensor")
