@@ -386,6 +386,7 @@ def _launch(x2: torch.Tensor, o2: torch.Tensor, op: Op, pre: Pre, post: Post, sc
 
 #: Integer dtypes loaded into int32 exactly, with no range check.
 _SMALL_INTS = (torch.int8, torch.int16, torch.uint8)
+_SUM_INTS = (torch.bool, torch.int64, torch.int32, *_SMALL_INTS)  # integer (and bool) inputs of sum
 
 
 def _widen(x: torch.Tensor) -> torch.Tensor:
@@ -464,10 +465,21 @@ def _sum(self: Any, dim: Any, keepdim: bool, dtype: torch.dtype | None) -> Any:
         if not _int_sum_ok(self, dim):
             return decline("int64/int32 values whose sum may leave int32")
         return _simple(self, dim, keepdim, torch.int64 if dtype is None else dtype, _SUM, empty_value=0, ints=True)
+    if self.dtype in _SUM_INTS and dtype in (*U.FLOAT_DTYPES, *_SMALL_INTS, torch.int32):
+        return _sum_as(self, dim, keepdim, dtype)
     odt = _float_out(self, dtype)
     if odt is None or self.dtype not in U.FLOAT_DTYPES:
         return decline("not a float input, or an unsupported dtype=")
     return _simple(self, dim, keepdim, odt, _SUM, empty_value=0.0)
+
+
+def _sum_as(self: torch.Tensor, dim: Any, keepdim: bool, dtype: torch.dtype) -> Any:
+    """Sum of an integer/bool tensor into a float/integer ``dtype=``: the input is converted to ``dtype`` first, as
+    torch does; integer sums are exact (checked int32 accumulation), then wrapped into ``dtype`` as the CPU's."""
+    x = self.to(dtype)
+    if dtype in U.FLOAT_DTYPES:
+        return _sum(x, dim, keepdim, None)
+    return r if (r := _sum(x, dim, keepdim, torch.int64)) is NotImplemented else r.to(dtype)
 
 
 @lowering("aten::sum.dim_IntList", dtypes=None)
@@ -481,6 +493,15 @@ def sum_dim(self: torch.Tensor, dim: Sequence[int] | None, keepdim: bool = False
 def sum_all(self: torch.Tensor, *, dtype: torch.dtype | None = None) -> Any:
     """Sum of all elements."""
     return _sum(self, None, False, dtype)
+
+
+@lowering("aten::nansum", dtypes=None)
+def nansum(self: torch.Tensor, dim: Sequence[int] | None = None, keepdim: bool = False, *,
+           dtype: torch.dtype | None = None) -> Any:
+    """Sum treating NaN as zero (integer inputs: a plain sum); the registry checks ``dim`` as torch does."""
+    if not U.is_trn(self) or self.is_complex():
+        return decline("self not a real trn tensor: torch raises for complex")
+    return _sum(torch.where(self.isnan(), 0.0, self) if self.is_floating_point() else self, dim, keepdim, dtype)
 
 
 @lowering("aten::mean.dim", dtypes=U.FLOAT_DTYPES)
