@@ -4,7 +4,7 @@ A COO tensor is torch's C++ ``SparseTensorImpl`` holding two dense tensors, ``in
 and ``values`` (nnz, *dense_dims). Its metadata ops (construction, the accessors, resizing) are device-generic
 C++ in torch's ``SparseCPU`` kernels, which the ``trn`` kernels borrow by redispatch (:data:`BORROWED`); the
 ops that read the numbers compose dense ``trn`` ops here: a linear key per nonzero (``indices`` times the
-sparse dims' strides), ``index_add_`` for scatter-accumulate, ``index_select`` for gathers, ``unique`` for
+sparse dims' strides), ``index_add_`` for scatter-accumulate, ``index_select`` for gathers, a stable ``sort`` for
 ``coalesce``. Nothing of a trn tensor's data runs on the CPU; only sizes and ``nnz`` cross to the host.
 
 Example:
@@ -115,15 +115,21 @@ sparse_kernel("_to_dense")(to_dense)
 
 @sparse_kernel("_coalesce")
 def coalesce(self: torch.Tensor) -> torch.Tensor:
-    """Sorted unique indices, duplicate values summed (``unique`` + ``index_add_`` on trn)."""
+    """Sorted unique indices, duplicate values summed (``sort`` + ``cumsum`` + ``index_add_`` on trn)."""
     sd = self.sparse_dim()
     shape = tuple(self.shape)
     idx, vals = self._indices(), self._values()
     if vals.shape[0] == 0:
         return _make(idx.clone(), vals.clone(), shape, coalesced=True)
-    keys, inverse = torch.unique(linear_keys(idx, shape[:sd]), sorted=True, return_inverse=True)
+    # a stable sort of the keys, a group number per run of equal keys (cumsum of "key changed"), values
+    # summed per group; sort and cumsum rather than unique, whose trn lowering has a size limit
+    ordered, perm = torch.sort(linear_keys(idx, shape[:sd]), stable=True)
+    starts = torch.ones(ordered.shape, dtype=torch.bool, device=ordered.device)
+    starts[1:] = ordered[1:] != ordered[:-1]
+    group = torch.cumsum(starts.to(torch.int64), 0) - 1
+    keys = ordered.index_select(0, torch.nonzero(starts).view(-1))
     summed = torch.zeros((keys.shape[0], *vals.shape[1:]), dtype=vals.dtype, device=vals.device)
-    summed.index_add_(0, inverse, vals)
+    summed.index_add_(0, group, vals.index_select(0, perm))
     rows = []
     rest = keys
     for n in reversed(shape[:sd]):
