@@ -36,6 +36,27 @@ def complex_planes(self: Any, other: Any) -> tuple[torch.Tensor, torch.Tensor] |
     return torch.view_as_real(self), torch.view_as_real(other)
 
 
+def promoted_planes(v: Any) -> torch.Tensor | None:
+    """``v`` promoted to complex64 as ``[..., 2]`` float32 real/imaginary planes on ``trn`` (None: not possible).
+
+    A complex64 tensor is viewed, a real tensor gets a zero imaginary plane, a number (or a 0-dim CPU tensor)
+    becomes a ``[2]`` pair that broadcasts against the other operand's planes.
+    """
+    if isinstance(v, torch.Tensor) and v.device.type == "cpu" and v.dim() == 0:
+        v = v.item()
+    if isinstance(v, (bool, int, float, complex)):
+        c = complex(v)
+        return torch.tensor([c.real, c.imag], dtype=torch.float32, device="trn")
+    if not U.is_trn(v) or v.is_conj() or v.is_neg():
+        return None
+    if v.dtype == torch.complex64:
+        return torch.view_as_real(v)
+    if v.is_complex():
+        return None
+    re = v.to(torch.float32)
+    return torch.stack((re, torch.zeros_like(re)), -1)
+
+
 def _compare(op: str) -> Callable[..., Any]:
     def lower(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
         if isinstance(self, torch.Tensor) and self.is_complex():

@@ -55,6 +55,7 @@ from stdlib_kernels.elementwise.flat import (  # noqa: F401 - the flat launch ma
 )
 from stdlib_kernels.elementwise.lanes import fast as _fast
 from trnlang.device import decline, fastlane, lowering
+from trnlang.device.registry import scalar_type_name
 
 #: Tensor dtypes an elementwise operand may have (int64 values are range-checked, see :func:`int64_ok`).
 OPERAND_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.int16, torch.int8, torch.uint8,
@@ -590,15 +591,19 @@ def _binary(op: str, self: Any, other: Any, alpha: Any, out: torch.Tensor | None
 
 
 def _complex_add(self: Any, other: Any, alpha: Any, out: torch.Tensor | None, sign: int) -> Any:
-    """``self + sign * alpha * other`` of two complex64 ``trn`` tensors on their real/imaginary planes."""
-    from stdlib_kernels.elementwise.compare import complex_planes
+    """``self + sign * alpha * other`` in complex64 on real/imaginary planes (real operands promoted first)."""
+    from stdlib_kernels.elementwise.compare import complex_planes, promoted_planes
 
-    planes = complex_planes(self, other)
+    rdt = torch.result_type(self, other)
+    if isinstance(out, torch.Tensor) and not out.is_complex():  # torch's check, before any work or fallback
+        raise RuntimeError(f"result type {scalar_type_name(rdt)} can't be cast to the desired output type "
+                           f"{scalar_type_name(out.dtype)}")
     out_planes = complex_planes(out, out) if out is not None else None
-    if planes is None or (out is not None and out_planes is None) or isinstance(alpha, bool) \
-            or not isinstance(alpha, (int, float)):
-        return decline("complex operands other than complex64 trn tensors (or a complex alpha)")
-    a, b = planes
+    if rdt != torch.complex64 or (out is not None and out_planes is None) \
+            or isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+        return decline("complex operands not promoting to complex64 (or a complex alpha, or a non-complex64 out=)")
+    if (a := promoted_planes(self)) is None or (b := promoted_planes(other)) is None:
+        return decline("complex operands other than trn tensors or numbers (or a conj/neg bit)")
     if out_planes is not None:  # in place / out=: written through the out tensor's planes
         torch.add(a, b, alpha=sign * alpha, out=out_planes[0])
         return out
