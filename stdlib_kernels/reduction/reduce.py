@@ -30,7 +30,7 @@ import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels import tiling as T
 from trnlang.device import decline, lowering, memory
-from trnlang.device.registry import warn_like_torch
+from trnlang.device.registry import scalar_type_name, warn_like_torch
 
 _I32_MIN, _I32_MAX = -2**31, 2**31 - 1
 
@@ -641,6 +641,9 @@ _LOGIC_DTYPES = (*U.FLOAT_DTYPES, torch.int32, torch.bool, *_SMALL_INTS)
 
 def _logic(self: Any, dim: Any, keepdim: bool, op: str) -> Any:
     """all = min over (x != 0), any = max over (x != 0), as fp32 0/1 stored into a bool tensor."""
+    if U.is_trn(self) and self.dtype == torch.int64:  # nonzero = either int32 word nonzero
+        words = self.contiguous().reshape(-1).view(torch.int32).view(*self.shape, 2)
+        return _logic(_logic(words, [self.dim()], False, "any"), dim, keepdim, op)
     if not U.is_trn(self) or self.dtype not in _LOGIC_DTYPES:
         return decline("self not a trn tensor of a supported dtype")
     if isinstance(dim, int):
@@ -673,9 +676,7 @@ def _logic_into(self: Any, dim: Any, keepdim: bool, op: str, out: torch.Tensor |
     if out is None:
         return _logic(self, dim, keepdim, op)
     if out.dtype not in (torch.bool, torch.uint8):
-        name = {torch.int32: "Int", torch.int64: "Long", torch.float32: "Float", torch.int16: "Short",
-                torch.int8: "Char", torch.float16: "Half", torch.bfloat16: "BFloat16", torch.float64: "Double"}
-        raise RuntimeError(f"{op} only supports bool tensor for result, got: {name.get(out.dtype, out.dtype)}")
+        raise RuntimeError(f"{op} only supports bool tensor for result, got: {scalar_type_name(out.dtype)}")
     r = _logic(self, dim, keepdim, op)
     if r is NotImplemented:
         return r
@@ -688,8 +689,7 @@ def _logic_into(self: Any, dim: Any, keepdim: bool, op: str, out: torch.Tensor |
 
 
 def _logic_lowerings(op: str, which: str) -> None:
-    """Register ``op`` (``all`` / ``any``: True where ``which`` element is nonzero) over the whole tensor, along one
-    dim and along several dims (each with an optional ``out=``)."""
+    """Register ``op`` (``all``/``any``: ``which`` element nonzero): whole tensor, one dim, several dims, ``out=``."""
 
     def whole(self: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
         return _logic_into(self, None, False, op, out)
@@ -704,11 +704,11 @@ def _logic_lowerings(op: str, which: str) -> None:
     whole.__doc__ = f"True when {which} element is nonzero."
     one_dim.__doc__ = f"``{op}`` along one dim."
     dims.__doc__ = f"``{op}`` along several dims."
-    lowering(f"aten::{op}", dtypes=_LOGIC_DTYPES)(whole)
-    lowering(f"aten::{op}.dim", dtypes=_LOGIC_DTYPES)(one_dim)
-    lowering(f"aten::{op}.dims", dtypes=_LOGIC_DTYPES)(dims)
-    # dims_out: not reached by the variant routing (all.out matches all.dims' argument names first)
-    lowering(f"aten::{op}.dims_out", dtypes=_LOGIC_DTYPES, variants=False)(dims)
+    dts = (*_LOGIC_DTYPES, torch.int64)
+    lowering(f"aten::{op}", dtypes=dts)(whole)
+    lowering(f"aten::{op}.dim", dtypes=dts)(one_dim)
+    lowering(f"aten::{op}.dims", dtypes=dts)(dims)
+    lowering(f"aten::{op}.dims_out", dtypes=dts, variants=False)(dims)  # all.out matches all.dims' names first
 
 
 _logic_lowerings("all", "every")
