@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch._C import DispatchKey, DispatchKeySet
 
-from trnlang.device import lowering
+from trnlang.device import decline, lowering
 
 __all__ = ["BORROWED", "KERNELS", "linear_keys", "to_dense"]
 
@@ -286,5 +286,5 @@ def trn_to_sparse(self: torch.Tensor, *, layout: torch.layout | None = None, blo
                   dense_dim: int | None = None) -> torch.Tensor:
     """``dense.to_sparse()`` on trn (COO; other layouts: ``_to_sparse_csr`` and friends)."""
     if layout not in (None, torch.sparse_coo) or blocksize is not None:
-        return NotImplemented
+        return decline(f"to_sparse(layout={layout}, blocksize={blocksize}): only COO is lowered here")
     return dense_to_sparse(self, self.dim() - (dense_dim or 0))

@@ -21,7 +21,7 @@ import torch
 from torch._C import DispatchKey, DispatchKeySet
 
 from stdlib_kernels.sparse import coo
-from trnlang.device import lowering
+from trnlang.device import decline, lowering
 
 __all__ = ["BORROWED", "KERNELS", "csr_to_coo"]
 
@@ -121,7 +121,7 @@ for _name, _fn in (("_to_dense", _to_dense), ("mm", _mm), ("addmm", _addmm), ("s
 def trn_to_sparse_csr(self: torch.Tensor, dense_dim: int | None = None) -> torch.Tensor:
     """A dense 2-D ``trn`` matrix -> CSR: COO of its nonzeros, then row starts by ``searchsorted``."""
     if self.dim() != 2 or dense_dim:
-        return NotImplemented
+        return decline("to_sparse_csr of a batched tensor or with dense dims is not lowered (2-D only)")
     s = coo.dense_to_sparse(self, 2)
     idx = s._indices()
     # rows are sorted (coalesced): crow[r] = how many nonzeros lie in rows before r
