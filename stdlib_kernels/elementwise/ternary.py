@@ -256,7 +256,22 @@ def addcmul(self: Any, tensor1: Any, tensor2: Any, *, value: Any = 1, out: torch
     return _addc("addcmul", self, tensor1, tensor2, value, out)
 
 
-@lowering("aten::addcdiv", dtypes=U.FLOAT_DTYPES)
+#: torch's refusal of integer ``addcdiv`` (tensor1 and tensor2 both integral or bool), word for word.
+ADDCDIV_INT_MESSAGE = (
+    "Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform a true "
+    "division of tensor1 and tensor2. The historic addcdiv behavior can be implemented as (input + value * "
+    "torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as (input + value * tensor1 / tensor2) "
+    "for float inputs. The future addcdiv behavior is just the latter implementation: (input + value * tensor1 / "
+    "tensor2), for all dtypes.")
+
+
+@lowering("aten::addcdiv", dtypes=P.OPERAND_DTYPES)  # integer operands too: they raise torch's error natively
 def addcdiv(self: Any, tensor1: Any, tensor2: Any, *, value: Any = 1, out: torch.Tensor | None = None) -> Any:
     """``self + value * tensor1 / tensor2`` (Adam's parameter update)."""
+    ts = [t for t in (self, tensor1, tensor2, out) if isinstance(t, torch.Tensor)]
+    if all(isinstance(t, torch.Tensor) and not t.is_floating_point() and not t.is_complex()
+           for t in (tensor1, tensor2)):
+        raise RuntimeError(ADDCDIV_INT_MESSAGE)
+    if any(t.dtype not in U.FLOAT_DTYPES for t in ts):
+        return decline("an integer or bool operand (the float kernel's dtypes: float32, bfloat16, float16)")
     return _addc("addcdiv", self, tensor1, tensor2, value, out)
