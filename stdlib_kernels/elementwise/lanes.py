@@ -105,3 +105,20 @@ def fast(lower: Callable[..., Any], op: str | None = None, ints: bool = True) ->
     """The registry fast function of a binary lowering: a tensor-tensor lane, and a tensor-scalar lane when
     ``op`` (its ``BINARY_OPS`` name) is given."""
     return fastlane.fast_function(lower, 2, same_layout, scalar_key(op, ints) if op is not None else None)
+
+
+def check_alpha(common: torch.dtype, alpha: Any) -> None:
+    """Raise torch's errors for an ``alpha`` that does not suit the operands' common dtype (add/sub).
+
+    Example:
+        >>> check_alpha(torch.int32, 1.5)
+        Traceback (most recent call last):
+            ...
+        RuntimeError: For integral input tensors, argument alpha must not be a floating point number.
+    """
+    if isinstance(alpha, bool) and common != torch.bool:
+        raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    if not (common.is_floating_point or common.is_complex) and not isinstance(alpha, int):
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+    if not common.is_complex and isinstance(alpha, complex):
+        raise RuntimeError("For non-complex input tensors, argument alpha must not be a complex number.")

@@ -53,6 +53,7 @@ from stdlib_kernels.elementwise.flat import (  # noqa: F401 - the flat launch ma
     spaces,
     tiles,
 )
+from stdlib_kernels.elementwise.lanes import check_alpha
 from stdlib_kernels.elementwise.lanes import fast as _fast
 from trnlang.device import decline, fastlane, lowering
 from trnlang.device.registry import scalar_type_name
@@ -529,11 +530,10 @@ def run_binary(op: str, self: Any, other: Any, out: torch.Tensor | None, *, alph
     if kop is None:
         return decline(why)
     op = kop
-    if alpha is not None and alpha != 1:
-        if isinstance(alpha, complex) or (compute == "i32" and not isinstance(alpha, int)):
-            return decline("a complex alpha, or a non-integer alpha with integer operands")
-    else:
+    if alpha is None or (check_alpha(common, alpha) is None and alpha == 1):  # check_alpha raises torch's errors
         alpha = None
+    elif isinstance(alpha, complex) or (compute == "i32" and not isinstance(alpha, int)):
+        return decline("a complex alpha, or a non-integer alpha with integer operands")
     alpha = _numbers_as(common, o, op, alpha)
     ops = [t for t in o.full if t is not None]
     bound = None
