@@ -60,6 +60,7 @@ from codegen.lowering.alu import binary as alu_binary
 from codegen.lowering.ctx import I1, I8P, I32, I64, I64P, Ctx, ci32, ci64, const_int_value
 from codegen.lowering.expr import emit_int
 from codegen.lowering.plan import Plan, all_regions, regions_written, same_region
+from codegen.lowering.rowblock import row_runs
 from codegen.lowering.types import from_compute, poison_storage, storage_ty, to_compute
 from codegen.lowering.vals import AccessEval, Imm, Iota, RegionRead, RegionView, RoundTrip, TensorArgs, Val
 from codegen.lowering.vals import bcast as vbcast
@@ -70,7 +71,7 @@ from trnlang.ir.ops import Alu, Op
 from trnlang.ir.types import DType, Space
 
 ENTRY = "kernel_entry"
-LOWERING_VERSION = "3"   # bump when generated code changes meaning (part of the cache key)
+LOWERING_VERSION = "4"   # bump when generated code changes meaning (part of the cache key)
 
 # error record layout (int64 words)
 ERR_WORDS = 64
@@ -123,6 +124,8 @@ class KernelLowering:
         self._scopes: dict[str, Any] = {}
         self._aa_cache: dict[str, tuple[Any, Any]] = {}
         self._domain: Any = None
+        self.row_private: set[int] = set()
+        self.row: tuple[int, ir.Value, int] | None = None  # in a row block: rows, current row, output loops
         self.streamed = False  # a streaming (non-temporal) store was emitted: the entry fences before returning
 
     # ------------------------------------------------------------------ module
@@ -211,11 +214,29 @@ class KernelLowering:
 
     # ------------------------------------------------------------------ statements
     def lower_stmts(self, stmts: Sequence[Stmt]) -> None:
-        for s in stmts:
+        for rows, run, private in row_runs(self.plan, stmts):
+            if rows:
+                self.lower_rows(rows, run, private)
+                continue
+            s = run[0]
             if isinstance(s, Loop):
                 self.lower_loop(s)
             elif id(s) not in self.plan.fused and id(s) not in self.plan.mm_defer:
                 self.lower_instr(s)
+
+    def lower_rows(self, rows: int, run: Sequence[Stmt], private: set[int]) -> None:
+        """A run of partition-local instructions, one partition row at a time (``rowblock.py``); the buffers in
+        ``private`` keep one row (their row 0) for all."""
+        self.row_private = private
+        with self.cx.loop_n(rows, "row") as p:
+            for s in run:
+                if isinstance(s, Instr) and id(s) not in self.plan.fused and id(s) not in self.plan.mm_defer:
+                    self.row = (rows, p, 0)
+                    self.lower_instr(s)
+                    used = self.row[2] if self.row is not None else 1
+                    assert used == 1 or s.op is Op.ALLOC, f"{s.op.value}: {used} row loops"
+        self.row = None
+        self.row_private = set()
 
     def lower_loop(self, lp: Loop) -> None:
         from codegen.lowering.gemm_collapse import try_collapse
@@ -376,6 +397,8 @@ class KernelLowering:
     def view(self, r: Region) -> RegionView:
         v = RegionView(r, self.base_of)
         v.aa = self._aa_buf(r.buf)
+        if self.row is not None and id(r.buf) in self.row_private:
+            v.view_strides = [0, *v.view_strides[1:]]  # row-private: one row serves every row of the block
         return v
 
     # ------------------------------------------------------------------ alias analysis metadata
@@ -482,10 +505,19 @@ class KernelLowering:
 
     # ------------------------------------------------------------------ loops
     @contextlib.contextmanager
-    def foreach(self, shape: Sequence[int]) -> Iterator[list[ir.Value]]:
-        """Nested loops over ``shape`` (row major, last dim innermost); yields the index list."""
+    def foreach(self, shape: Sequence[int], out: bool = False) -> Iterator[list[ir.Value]]:
+        """Nested loops over ``shape`` (row major, last dim innermost); yields the index list.
+
+        ``out``: the loop nest over an instruction's output; in a row block (``lower_rows``) the first axis is
+        the block's current row instead of a loop."""
+        row = self.row
         with contextlib.ExitStack() as stack:
-            idx = [stack.enter_context(self.cx.loop_n(int(n), f"a{k}")) for k, n in enumerate(shape)]
+            if out and row is not None and shape and int(shape[0]) == row[0]:
+                self.row = (row[0], row[1], row[2] + 1)
+                idx = [row[1]] + [stack.enter_context(self.cx.loop_n(int(n), f"a{k + 1}"))
+                                  for k, n in enumerate(shape[1:])]
+            else:
+                idx = [stack.enter_context(self.cx.loop_n(int(n), f"a{k}")) for k, n in enumerate(shape)]
             yield idx
 
     def reduce_loops(self, dims: Sequence[int], init: list[ir.Value],
@@ -513,7 +545,7 @@ class KernelLowering:
         view = self.view(region)
         val.prepare(cx)
         view.prepare(cx)
-        with self.foreach(shape) as idx:
+        with self.foreach(shape, out=True) as idx:
             if guard is None:
                 view.store(cx, idx, from_compute(cx, val.emit(cx, idx), val.ct, region.dtype))
             else:
@@ -535,7 +567,7 @@ class KernelLowering:
         ev.prepare(cx)
         val.prepare(cx)
         dt = acc.tensor.dtype
-        with self.foreach(tuple(int(s) for s in acc.shape)) as idx:
+        with self.foreach(tuple(int(s) for s in acc.shape), out=True) as idx:
             env = ev.local(cx, idx)
             m = ev.mask(cx, env)
             ctx = b.if_then(m) if m is not None else contextlib.nullcontext()

@@ -313,7 +313,7 @@ def tensor_reduce(L: KernelLowering, ins: Instr) -> None:
     data.prepare(cx)
     tview.prepare(cx)
     rdims = tuple(dshape[d] for d in axes)
-    with L.foreach(tuple(dshape[d] for d in kept)) as kidx:
+    with L.foreach(tuple(dshape[d] for d in kept), out=True) as kidx:
         def full(ridx: list[ir.Value], kidx: list[ir.Value] = kidx) -> list[ir.Value]:
             full_idx: list[ir.Value] = [ci64(0)] * nd
             for d, v in zip(kept, kidx):

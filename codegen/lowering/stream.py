@@ -107,7 +107,7 @@ def store_rows(L: KernelLowering, ins: Instr, acc: Access, val: Val, row: int) -
     val.prepare(cx)
     scratch.prepare(cx)
     copy = _nt_copy(cx)
-    with L.foreach(tuple(int(s) for s in acc.shape[:-1])) as oidx:
+    with L.foreach(tuple(int(s) for s in acc.shape[:-1]), out=True) as oidx:
         env = ev.local(cx, [*oidx, ci64(0)])
         m = ev.mask(cx, env)
         with b.if_then(m) if m is not None else contextlib.nullcontext():
