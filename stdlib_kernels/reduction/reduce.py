@@ -642,7 +642,8 @@ _LOGIC_DTYPES = (*U.FLOAT_DTYPES, torch.int32, torch.bool, *_SMALL_INTS)
 def _logic(self: Any, dim: Any, keepdim: bool, op: str) -> Any:
     """all = min over (x != 0), any = max over (x != 0), as fp32 0/1 stored into a bool tensor."""
     if U.is_trn(self) and self.dtype == torch.int64:  # nonzero = either int32 word nonzero
-        words = self.contiguous().reshape(-1).view(torch.int32).view(*self.shape, 2)
+        flat = self.contiguous().reshape(-1)  # one element may keep any stride: re-view it with stride 1
+        words = U.view(flat, (flat.numel(),), (1,), flat.storage_offset()).view(torch.int32).view(*self.shape, 2)
         return _logic(_logic(words, [self.dim()], False, "any"), dim, keepdim, op)
     if not U.is_trn(self) or self.dtype not in _LOGIC_DTYPES:
         return decline("self not a trn tensor of a supported dtype")

@@ -32,3 +32,5 @@ def test_all_any_int64_transposed_and_scalar():
     assert torch.equal(torch.any(x.to("trn"), dim=1).cpu(), torch.any(x, dim=1))
     for v in (0, 2**32, -1):
         assert torch.all(torch.tensor(v).to("trn")).item() == bool(v)
+        one = torch.tensor([v, 0]).to("trn")[::2]  # one element of stride 2: contiguous, yet not stride 1
+        assert torch.any(one, dim=0).item() == bool(v)
