@@ -234,7 +234,7 @@ def _digit_keys(x: torch.Tensor) -> list[torch.Tensor]:
     if x.dtype == torch.int32:
         words = [(x, True)]
     else:
-        v = x.contiguous().view(torch.int32).view(x.shape[0], x.shape[1], 2)  # (low, high) words
+        v = x.contiguous().reshape(-1).view(torch.int32).view(x.shape[0], x.shape[1], 2)  # (low, high) words
         words = [(v[..., 0].contiguous(), False), (v[..., 1].contiguous(), True)]
     keys = []
     for w, signed in words:
