@@ -51,7 +51,8 @@ class Config:
         compile_route: ``TRN_COMPILE`` lower-cased (``"inductor"``: torch.compile's default backend compiles
             trn graphs through Inductor with trnlang kernels, see trnlang/compile/inductor/).
         fallback: ``TRN_FALLBACK`` lower-cased (default ``"warn"``): what an op the device cannot run
-            natively does (``warn``, ``error``, ``silent``; ``trnlang.device.fallback.policy`` validates it).
+            natively does (``warn``, ``error``, ``silent``, ``f64only``: ``error`` except for float64/complex128
+            calls, which warn; ``trnlang.device.fallback.policy`` validates it).
         guard: ``TRN_GUARD`` is set to a true value: device allocations end at an inaccessible page.
         cache_limit_mb: ``TRN_CACHE_LIMIT_MB`` (a non-negative integer), else 1024: bytes of freed device
             blocks the caching allocator keeps.

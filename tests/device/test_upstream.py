@@ -41,6 +41,10 @@ class TestTiny(TestCase):
         self.assertEqual(torch.linalg.eigvals(a).real.cpu().sort().values, torch.tensor([2.0, 3.0]))
         self.assertGreater(len(binary_ufuncs_and_refs), 0)
 
+    def test_wide_input(self, device):  # no dtype in the name, float64 data (as make_tensor often builds)
+        a = torch.tensor([[2.0, 0.0], [0.0, 3.0]], dtype=torch.float64).to(device)
+        self.assertEqual(torch.linalg.eigvals(a).real.cpu().sort().values, torch.tensor([2.0, 3.0]).double())
+
 
 instantiate_device_type_tests(TestTiny, globals())
 
@@ -85,6 +89,7 @@ def test_summary_counts_trn_only_failures_and_native_rate():
     assert [f["key"] for f in s["only_trn"]] == ["c"]  # d fails on both: not trn-only
     assert s["native"] == {"int64": [1, 2], "(none)": [0, 1]}  # float64 and trn-skipped tests not counted
     assert s["blockers"] == {"aten::flip": 1}
+    assert s["native_via_wide"] == 0
     md = upstream.markdown_report({"test_x": s}, source="here", torch_version="2.13")
     assert "| error check missing | 1 |" in md and "`aten::flip`" in md
 
@@ -111,5 +116,44 @@ def test_runner_on_a_device_generic_file(tmp_path):
     fb = got[("trn", "TestTiny.test_fallback_DEV")]
     assert fb["outcome"] == "pass" and fb["fallbacks"].get("aten::_linalg_eigvals") == 1
     text = md.read_text()
-    assert "| test_tiny_generic | all | 5 / 0 / 0 | 3 / 1 / 1 | 1 | 1 / 3 (33.3%) | fallback allowed |" in text
+    wide = got[("trn", "TestTiny.test_wide_input_DEV")]
+    assert wide["outcome"] == "pass" and wide["fallbacks"] == {} and wide["wide_fallbacks"]["aten::_linalg_eigvals"]
+    assert "| 6 / 0 / 0 | 4 / 1 / 1 | 1 | 2 / 4 (50.0%) | 1 | fallback allowed |" in text
     assert "`TestTiny.test_device_is_DEV_DEV`" in text and "a tiny file" in text
+
+
+def test_wide_fallbacks_count_native_and_are_reported():
+    recs = [_rec("cpu", "a", "pass"), {**_rec("trn", "a", "pass"), "wide_fallbacks": {"aten::normal_": 1}},
+            _rec("cpu", "b", "pass", ["int32"]), _rec("trn", "b", "pass", ["int32"], {"aten::prod": 1})]
+    s = upstream.file_summary({"tests": {r["id"]: r for r in recs}, "crashed": [], "import_error": None})
+    assert s["native"] == {"(none)": [1, 1], "int32": [0, 1]} and s["native_via_wide"] == 1
+    assert s["blockers"] == {"aten::prod": 1}  # the documented float64 fallback blocks nothing
+
+
+def test_strict_run_then_update_of_a_subset(tmp_path):
+    """--strict (TRN_FALLBACK=f64only): a float32 fallback fails, a float64 one passes; --update -k reruns a subset
+    and its records replace the earlier ones; --report-only rebuilds the report from the results."""
+    (tmp_path / "test_tiny_generic.py").write_text(TINY)
+    res, md = tmp_path / "res", tmp_path / "report.md"
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+    def trn_upstream(*extra):
+        p = subprocess.run([sys.executable, "-m", "trnlang.cli", "upstream", str(tmp_path), "--results", str(res),
+                            "--md", str(md), "--source", "a tiny file", *extra], capture_output=True, text=True,
+                           cwd=root, timeout=900, env={**os.environ, "PYTHONPATH": root})
+        assert p.returncode == 0, p.stdout + p.stderr
+
+    trn_upstream("--files", "test_tiny_generic", "--strict", "-k", "fallback", "-k", "wide")
+    info = upstream.load_results(str(res / "test_tiny_generic.jsonl"))
+    got = {r["key"]: r for r in info["tests"].values() if r["dev"] == "trn"}
+    assert got["TestTiny.test_fallback_DEV"]["exc"] == "FallbackError"  # float32 eigvals: not allowed
+    assert got["TestTiny.test_wide_input_DEV"]["outcome"] == "pass"  # float64 eigvals: the documented fallback
+    assert info["meta"]["strict"] and info["meta"]["commit"]
+    trn_upstream("--files", "test_tiny_generic", "--update", "-k", "test_fallback")  # fallback allowed this time
+    info = upstream.load_results(str(res / "test_tiny_generic.jsonl"))
+    got = {r["key"]: r for r in info["tests"].values() if r["dev"] == "trn"}
+    assert got["TestTiny.test_fallback_DEV"]["outcome"] == "pass" and len(info["tests"]) == 4
+    assert [u["keys"] for u in info["updates"]] == [["test_fallback"]]
+    md.unlink()
+    trn_upstream("--report-only")
+    assert "| test_tiny_generic | `-k fallback` `-k wide`; rerun `-k test_fallback` |" in md.read_text()

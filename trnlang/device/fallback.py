@@ -5,8 +5,10 @@ Device memory is host memory, so a CPU view of a ``trn`` tensor is zero-copy: in
 base, and fresh CPU results are adopted as device memory without a copy.
 
 Policy (``TRN_FALLBACK``, read at each fallback): ``warn`` (default: one warning per op name),
-``error`` (raise :class:`FallbackError` naming the op) or ``silent``. Every fallback is counted
-(:func:`fallback_stats`).
+``error`` (raise :class:`FallbackError` naming the op), ``silent``, or ``f64only`` (``error``, except
+for calls touching float64/complex128 tensors or dtypes, :data:`WIDE_DTYPES`: the hardware has no
+such arithmetic, so they take the documented CPU fallback, warned once per op). Every fallback is
+counted (:func:`fallback_stats`).
 
 Example:
     >>> import torch, trnlang.device as td
@@ -37,9 +39,11 @@ if TYPE_CHECKING:
 
 __all__ = ["FallbackError", "FallbackWarning", "fallback_stats", "fallback_reasons", "reset_fallback_stats",
            "run_on_cpu", "op_name", "check_devices", "policy", "decline", "take_decline_reason",
-           "clear_decline_reason", "NO_LOWERING", "NO_REASON"]
+           "clear_decline_reason", "NO_LOWERING", "NO_REASON", "WIDE_DTYPES", "touches_wide"]
 
-_POLICIES = ("warn", "error", "silent")
+_POLICIES = ("warn", "error", "silent", "f64only")
+#: dtypes the NeuronCore has no arithmetic for: their calls may fall back under ``TRN_FALLBACK=f64only``.
+WIDE_DTYPES = frozenset({torch.float64, torch.complex128})
 _lock = threading.Lock()
 _counts: Counter[str] = Counter()
 _reasons: Counter[tuple[str, str]] = Counter()  # (op name, why it ran on the CPU) -> calls
@@ -128,8 +132,8 @@ def op_name(op: Any) -> str:
 
 
 def policy() -> str:
-    """The current fallback policy: ``warn``, ``error`` or ``silent`` (``TRN_FALLBACK``, read through
-    ``trnlang.config``: after changing the environment, call ``trnlang.config.refresh()``)."""
+    """The current fallback policy: ``warn``, ``error``, ``silent`` or ``f64only`` (``TRN_FALLBACK``, read
+    through ``trnlang.config``: after changing the environment, call ``trnlang.config.refresh()``)."""
     p = _config.current.fallback
     if p not in _POLICIES:
         raise ValueError(f"TRN_FALLBACK must be one of {', '.join(_POLICIES)}, got {p!r}")
@@ -178,11 +182,32 @@ def _why(name: str, reason: str) -> str:
         f"({reason})"
 
 
-def note(name: str, reason: str = NO_LOWERING) -> None:
-    """Apply the policy to one fallback of ``name`` (raise, warn once, or nothing) and count it with ``reason``."""
+def touches_wide(args: Any, kwargs: dict[str, Any]) -> bool:
+    """Whether a call has a float64/complex128 tensor (also in a list) or dtype among its arguments.
+
+    Example:
+        >>> import torch
+        >>> touches_wide((torch.ones(2), [torch.ones(1, dtype=torch.float64)]), {})
+        True
+        >>> touches_wide((torch.ones(2),), {"dtype": torch.float32})
+        False
+    """
+    for v in (*args, *kwargs.values()):
+        for x in (v if isinstance(v, (list, tuple)) else (v,)):
+            if (isinstance(x, torch.Tensor) and x.dtype in WIDE_DTYPES) or (isinstance(x, torch.dtype)
+                                                                           and x in WIDE_DTYPES):
+                return True
+    return False
+
+
+def note(name: str, reason: str = NO_LOWERING, wide: bool = False) -> None:
+    """Apply the policy to one fallback of ``name`` (raise, warn once, or nothing) and count it with ``reason``.
+
+    ``wide``: the call touches float64/complex128 (:func:`touches_wide`); ``f64only`` lets only such calls through.
+    """
     p = policy()
-    if p == "error":
-        raise FallbackError(f"{_why(name, reason)} and TRN_FALLBACK=error forbids the CPU fallback "
+    if p == "error" or (p == "f64only" and not wide):
+        raise FallbackError(f"{_why(name, reason)} and TRN_FALLBACK={p} forbids the CPU fallback "
                             "(register one with @trn.lowering, or set TRN_FALLBACK=warn|silent)")
     with _lock:
         _counts[name] += 1
@@ -190,7 +215,7 @@ def note(name: str, reason: str = NO_LOWERING) -> None:
         first = name not in _warned
         if first:
             _warned.add(name)
-    if first and p == "warn":
+    if first and p in ("warn", "f64only"):
         warnings.warn(f"trn: {_why(name, reason)}; running it on the CPU (zero-copy views of device "
                       "memory). Set TRN_FALLBACK=silent to hide this, =error to forbid it.", FallbackWarning,
                       stacklevel=_user_stacklevel())
@@ -381,7 +406,7 @@ def run_on_cpu(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, cpu_op
         reason: why the call runs on the CPU (:func:`fallback_reasons`).
     """
     if count:
-        note(name or _info(op).name, reason)
+        note(name or _info(op).name, reason, touches_wide(args, kwargs))
     check_devices(op, args, kwargs)
     conv = _Converter()
     cargs = [conv.to_cpu(a) for a in args]

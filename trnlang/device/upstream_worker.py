@@ -8,7 +8,9 @@ unittest. Each test becomes one JSON line of the output file, written as it fini
 loses nothing: the parent restarts the worker, which skips the tests already recorded.
 
 On ``trn``, every CPU fallback a test attempts is counted (``TRN_FALLBACK`` is ``silent``, or
-``error`` with ``--strict``): a test passes *natively* when it passes with none.
+``f64only`` with ``--strict``: any fallback fails the test except the documented one of calls on
+float64/complex128, which the hardware has no arithmetic for; those are counted apart, as
+``wide_fallbacks``): a test passes *natively* when it passes with no other fallback.
 
 Example:
     .. code-block:: sh
@@ -135,15 +137,16 @@ def _classes(mod: Any) -> list[tuple[str, type]]:
     return [(dev, obj) for dev, _, obj in found]
 
 
-def _count_fallbacks(sink: Counter[str]) -> None:
-    """Count every fallback a test attempts (before the policy may raise) into ``sink``."""
+def _count_fallbacks(sink: Counter[str], wide_sink: Counter[str]) -> None:
+    """Count every fallback a test attempts (before the policy may raise) into ``sink``, or into ``wide_sink``
+    when the call touches float64/complex128 (the documented fallback ``TRN_FALLBACK=f64only`` allows)."""
     from trnlang.device import fallback
 
     orig = fallback.note
 
-    def note(name: str, reason: str = fallback.NO_LOWERING) -> None:
-        sink[name] += 1
-        orig(name, reason)
+    def note(name: str, reason: str = fallback.NO_LOWERING, wide: bool = False) -> None:
+        (wide_sink if wide else sink)[name] += 1
+        orig(name, reason, wide)
 
     fallback.note = note
 
@@ -157,7 +160,7 @@ def run_file(test_dir: str, name: str, out: TextIO, *, keys: list[str] | None = 
         name: module name of the file (``test_shape_ops``).
         out: where the JSON lines go (flushed after each test).
         keys: substrings; only tests whose method name contains one of them run (``None``: all).
-        strict: run the trn tests with ``TRN_FALLBACK=error`` (else ``silent``).
+        strict: run the trn tests with ``TRN_FALLBACK=f64only`` (else ``silent``).
         timeout: seconds per test; a test past it fails with kind ``timeout``.
         done: test ids already recorded (a restarted worker skips them).
     """
@@ -174,7 +177,8 @@ def run_file(test_dir: str, name: str, out: TextIO, *, keys: list[str] | None = 
     out.write(json.dumps({"event": "import", "file": name, "shims": shims, "torch": torch.__version__}) + "\n")
     out.flush()
     fallbacks: Counter[str] = Counter()
-    _count_fallbacks(fallbacks)
+    wide: Counter[str] = Counter()
+    _count_fallbacks(fallbacks, wide)
 
     def on_alarm(signum: int, frame: Any) -> None:
         raise _Timeout(f"test ran past {timeout:.0f} s")
@@ -191,9 +195,11 @@ def run_file(test_dir: str, name: str, out: TextIO, *, keys: list[str] | None = 
                 continue
             out.write(json.dumps({"event": "start", "id": tid}) + "\n")
             out.flush()
-            os.environ["TRN_FALLBACK"] = "error" if (dev == "trn" and strict) else "silent"
+            # strict: every fallback but the documented float64/complex128 one fails the test
+            os.environ["TRN_FALLBACK"] = "f64only" if (dev == "trn" and strict) else "silent"
             trnlang.config.refresh()  # the fallback policy is read through the config snapshot
             fallbacks.clear()
+            wide.clear()
             res = _Recorder()
             t0 = time.perf_counter()
             signal.setitimer(signal.ITIMER_REAL, timeout)
@@ -208,7 +214,8 @@ def run_file(test_dir: str, name: str, out: TextIO, *, keys: list[str] | None = 
                 res.exc = "Timeout"
             rec = {"event": "test", "id": tid, "dev": dev, "key": test_key(cls.__name__, method),
                    "dtypes": dtypes_of(method), "outcome": res.outcome, "exc": res.exc, "msg": res.msg,
-                   "secs": round(secs, 3), "fallbacks": dict(fallbacks) if dev == "trn" else {}}
+                   "secs": round(secs, 3), "fallbacks": dict(fallbacks) if dev == "trn" else {},
+                   "wide_fallbacks": dict(wide) if dev == "trn" else {}}
             out.write(json.dumps(rec) + "\n")
             out.flush()
             n += 1

@@ -1,0 +1,65 @@
+"""TRN_FALLBACK=f64only: strict, except the documented float64/complex128 CPU fallback (warned, counted)."""
+
+import warnings
+
+import pytest
+import torch
+
+import trnlang.device as td
+from trnlang.device import fallback
+
+
+def _eigvals(dtype):
+    # nothing lowers the general eigenvalue problem: it always takes the CPU fallback
+    a = torch.tensor([[2.0, -1.0, 0.5], [1.0, 3.0, 0.0], [0.0, 4.0, 1.0]], dtype=dtype)
+    return a, torch.linalg.eigvals(a.to("trn"))
+
+
+def test_f64only_refuses_float32_fallbacks(monkeypatch):
+    monkeypatch.setenv("TRN_FALLBACK", "f64only")
+    x = torch.ones(3, device="trn")
+    assert torch.equal((x + x).cpu(), torch.full((3,), 2.0))  # native work is unaffected
+    with pytest.raises(td.FallbackError, match=r"aten::logaddexp.out .*TRN_FALLBACK=f64only"):
+        torch.logaddexp(x, x * 0.5)
+    with pytest.raises(td.FallbackError, match="aten::_linalg_eigvals"):
+        _eigvals(torch.float32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])
+def test_f64only_lets_wide_calls_fall_back_with_a_warning(monkeypatch, dtype):
+    monkeypatch.setenv("TRN_FALLBACK", "f64only")
+    monkeypatch.setattr(fallback, "_warned", set())
+    td.reset_fallback_stats()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        a, got = _eigvals(dtype)
+    torch.testing.assert_close(got.cpu(), torch.linalg.eigvals(a))
+    assert td.fallback_stats()["aten::_linalg_eigvals"] == 1
+    assert any(issubclass(m.category, td.FallbackWarning) and "aten::_linalg_eigvals" in str(m.message) for m in w)
+
+
+def test_f64only_counts_a_float64_dtype_argument_as_wide(monkeypatch):
+    monkeypatch.setenv("TRN_FALLBACK", "f64only")
+    calls = []
+    monkeypatch.setattr(fallback, "note", lambda name, reason=fallback.NO_LOWERING, wide=False:
+                        calls.append((name, wide)))
+    x = torch.arange(6.0).reshape(2, 3)
+    got = fallback.run_on_cpu(torch.ops.aten.logaddexp.default, (x.to("trn"), x.to("trn")), {})
+    fallback.run_on_cpu(torch.ops.aten.sum.dim_IntList, (x.to("trn"), [1]), {"dtype": torch.float64})
+    fallback.run_on_cpu(torch.ops.aten.cat.default, ([x.to("trn"), x.double().to("trn")],), {})
+    assert calls == [("aten::logaddexp", False), ("aten::sum.dim_IntList", True), ("aten::cat", True)]
+    torch.testing.assert_close(got.cpu(), torch.logaddexp(x, x))
+
+
+def test_touches_wide():
+    f32, f64 = torch.ones(1), torch.ones(1, dtype=torch.float64)
+    assert not fallback.touches_wide((f32, 2.0, [f32]), {"dtype": torch.float16, "out": f32})
+    assert fallback.touches_wide((f32,), {"out": f64})
+    assert fallback.touches_wide((f32, torch.complex128), {})
+    assert fallback.touches_wide(((f32, f64.to(torch.complex128)),), {})
+
+
+def test_unknown_policy_is_refused(monkeypatch):
+    monkeypatch.setenv("TRN_FALLBACK", "f32only")
+    with pytest.raises(ValueError, match="f64only"):
+        fallback.policy()
