@@ -520,24 +520,6 @@ def mean_all(self: torch.Tensor, *, dtype: torch.dtype | None = None) -> Any:
     return mean_dim(self, None, False, dtype=dtype)
 
 
-@lowering("aten::prod.dim_int", dtypes=U.FLOAT_DTYPES)
-def prod_dim(self: torch.Tensor, dim: int, keepdim: bool = False, *, dtype: torch.dtype | None = None) -> Any:
-    """Product over one dim (fp32 on chip)."""
-    odt = _float_out(self, dtype)
-    if odt is None:
-        return decline("a non-float input or dtype=")
-    return _simple(self, [dim], keepdim, odt, _PROD, empty_value=1.0)
-
-
-@lowering("aten::prod", dtypes=U.FLOAT_DTYPES)
-def prod_all(self: torch.Tensor, *, dtype: torch.dtype | None = None) -> Any:
-    """Product of all elements."""
-    odt = _float_out(self, dtype)
-    if odt is None:
-        return decline("a non-float input or dtype=")
-    return _simple(self, None, False, odt, _PROD, empty_value=1.0)
-
-
 # --- amax / amin / max / min / argmax / argmin ---------------------------------------------------------------
 _MINMAX_DTYPES = (*U.FLOAT_DTYPES, torch.int32, torch.bool, *_SMALL_INTS)
 
@@ -798,3 +780,5 @@ _var_lowering("var", False, False, "Variance over ``dim`` with ``correction`` (d
 _var_lowering("std", True, False, "Standard deviation over ``dim``.")
 _var_lowering("var_mean", False, True, "``(var, mean)`` in one kernel.")
 _var_lowering("std_mean", True, True, "``(std, mean)`` in one kernel.")
+
+from stdlib_kernels.reduction import products as _products  # noqa: E402,F401 - registers prod
