@@ -435,6 +435,9 @@ def _float_out(self: torch.Tensor, dtype: torch.dtype | None) -> torch.dtype | N
 
 
 # --- sum / mean / prod -------------------------------------------------------------------------------------
+_C64 = (*U.FLOAT_DTYPES, torch.complex64)  # complex64 reduces on its real/imaginary planes (complex_planes.py)
+
+
 def _int_sum_ok(self: torch.Tensor, dim: Any) -> bool:
     """The int32 sums of an int32/int64 reduction are exact: every value ``|x| <= (2^31 - 1) // C``
     (``C``: elements per output), checked on the device (one host sync). Larger values are declined."""
@@ -455,6 +458,8 @@ def _int_sum_ok(self: torch.Tensor, dim: Any) -> bool:
 def _sum(self: Any, dim: Any, keepdim: bool, dtype: torch.dtype | None) -> Any:
     if not U.is_trn(self):
         return decline("self not a trn tensor")
+    if self.dtype == torch.complex64:
+        return _complex.sum_planes(self, dim, keepdim, dtype)
     if self.dtype == torch.bool and dtype in (None, torch.int64, torch.int32):
         if self.numel() >= 2**31:
             return decline("a bool sum over 2^31 or more elements (int32 counts)")
@@ -504,17 +509,19 @@ def nansum(self: torch.Tensor, dim: Sequence[int] | None = None, keepdim: bool =
     return _sum(torch.where(self.isnan(), 0.0, self) if self.is_floating_point() else self, dim, keepdim, dtype)
 
 
-@lowering("aten::mean.dim", dtypes=U.FLOAT_DTYPES)
+@lowering("aten::mean.dim", dtypes=_C64)
 def mean_dim(self: torch.Tensor, dim: Sequence[int] | None, keepdim: bool = False, *,
              dtype: torch.dtype | None = None) -> Any:
     """Mean over ``dim`` (all dims for None or [])."""
+    if self.dtype == torch.complex64:
+        return _complex.sum_planes(self, dim, keepdim, dtype, mean=True)
     odt = _float_out(self, dtype)
     if odt is None:
         return decline("a non-float input or dtype=")
     return _simple(self, dim, keepdim, odt, _SUM, post=_DIV, empty_value=math.nan)
 
 
-@lowering("aten::mean", dtypes=U.FLOAT_DTYPES)
+@lowering("aten::mean", dtypes=_C64)
 def mean_all(self: torch.Tensor, *, dtype: torch.dtype | None = None) -> Any:
     """Mean of all elements."""
     return mean_dim(self, None, False, dtype=dtype)
@@ -699,10 +706,12 @@ _logic_lowerings("any", "some")
 
 
 # --- norms / logsumexp -------------------------------------------------------------------------------------
-@lowering("aten::linalg_vector_norm", dtypes=U.FLOAT_DTYPES)
+@lowering("aten::linalg_vector_norm", dtypes=_C64)
 def vector_norm(self: torch.Tensor, ord: Any = 2, dim: Sequence[int] | None = None, keepdim: bool = False, *,
                 dtype: torch.dtype | None = None) -> Any:
     """``linalg.vector_norm`` for any real ``ord`` (2, 1, inf, -inf, 0, general p); fp32 on chip."""
+    if self.dtype == torch.complex64:
+        return _complex.norm_of_abs(self, ord, dim, keepdim, dtype)
     odt = _float_out(self, dtype)
     if odt is None or isinstance(ord, complex) or (isinstance(ord, torch.Tensor)):
         return decline("a non-float input or dtype=, or a complex/tensor ord")
@@ -736,6 +745,8 @@ def logsumexp(self: torch.Tensor, dim: Sequence[int], keepdim: bool = False) -> 
 
 # --- var / std ---------------------------------------------------------------------------------------------
 def _var(self: Any, dim: Any, correction: Any, keepdim: bool, std: bool, with_mean: bool) -> Any:
+    if U.is_trn(self) and self.dtype == torch.complex64:
+        return _complex.var_planes(self, dim, correction, keepdim, std, with_mean)
     if not U.is_trn(self) or self.dtype not in U.FLOAT_DTYPES or self.is_conj() or self.is_neg():
         return decline("self not a float trn tensor, or a conj/neg bit")
     red = _dims(self, dim)
@@ -773,7 +784,7 @@ def _var_lowering(name: str, std: bool, with_mean: bool, doc: str) -> None:
         return _var(self, dim, correction, keepdim, std, with_mean)
 
     fn.__doc__ = doc
-    lowering(f"aten::{name}.correction", dtypes=U.FLOAT_DTYPES)(fn)
+    lowering(f"aten::{name}.correction", dtypes=_C64)(fn)
 
 
 _var_lowering("var", False, False, "Variance over ``dim`` with ``correction`` (default 1).")
@@ -781,4 +792,5 @@ _var_lowering("std", True, False, "Standard deviation over ``dim``.")
 _var_lowering("var_mean", False, True, "``(var, mean)`` in one kernel.")
 _var_lowering("std_mean", True, True, "``(std, mean)`` in one kernel.")
 
+from stdlib_kernels.reduction import complex_planes as _complex  # noqa: E402 - complex64 on planes
 from stdlib_kernels.reduction import products as _products  # noqa: E402,F401 - registers prod

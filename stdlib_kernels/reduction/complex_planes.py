@@ -1,0 +1,84 @@
+"""complex64 reductions on real/imaginary planes: ``sum``, ``mean``, ``var``/``std`` (+ ``_mean``) and
+``linalg.vector_norm``.
+
+A complex64 tensor viewed as real (``torch.view_as_real``: a trailing dim of 2 float32 values) reduces with the
+float32 row kernels over the same dims: the sum (and mean) of complex numbers is the sum of each plane; the
+variance ``mean |z - mean z|^2`` is the real plane's variance plus the imaginary one's (same correction), a real
+result as torch gives; a vector norm of complex values is the norm of their magnitudes (``abs``, native).
+:mod:`~stdlib_kernels.reduction.reduce` routes complex64 calls here.
+
+Example:
+    >>> z = torch.randn(4, 5, dtype=torch.complex64).to("trn")          # doctest: +SKIP
+    >>> z.sum(1), z.mean(), z.var(0), torch.linalg.vector_norm(z, 1)     # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from stdlib_kernels import _util as U
+from stdlib_kernels.reduction import reduce as R
+from trnlang.device import decline
+
+__all__ = ["sum_planes", "var_planes", "norm_of_abs"]
+
+
+def _planes(self: Any, dim: Any, keepdim: bool) -> tuple[torch.Tensor, list[int], bool] | None:
+    """``(view_as_real(x), reduced dims, keepdim)`` with a 0-dim ``x`` as one element; None for bad dims."""
+    if self.dim() == 0:
+        if dim is not None and not isinstance(dim, int) and len(dim) == 0:
+            dim = None
+        if dim is not None and any(d not in (0, -1) for d in ([dim] if isinstance(dim, int) else dim)):
+            return None
+        return torch.view_as_real(self.reshape(1)), [0], False  # the result is 0-dim either way
+    red = R._dims(self, dim)
+    return None if red is None else (torch.view_as_real(self), red, keepdim)
+
+
+def _usable(self: Any) -> bool:
+    return U.is_trn(self) and self.dtype == torch.complex64 and not self.is_conj() and not self.is_neg()
+
+
+def sum_planes(self: Any, dim: Any, keepdim: bool, dtype: torch.dtype | None, mean: bool = False) -> Any:
+    """Sum (or mean) of a complex64 tensor over ``dim``: each plane reduced by the float32 kernels."""
+    if not _usable(self) or dtype not in (None, torch.complex64):
+        return decline("not a complex64 trn tensor (or a conj/neg bit), or a dtype= other than complex64")
+    got = _planes(self, dim, keepdim)
+    if got is None:
+        return decline("dims out of range or repeated: torch raises")
+    r, red, keep = got
+    if mean:
+        out = R._simple(r, red, keep, torch.float32, R.Op.SUM, post=R.Post.DIV, empty_value=math.nan)
+    else:
+        out = R._simple(r, red, keep, torch.float32, R.Op.SUM, empty_value=0.0)
+    if out is NotImplemented:
+        return out
+    return torch.view_as_complex(out)
+
+
+def var_planes(self: Any, dim: Any, correction: Any, keepdim: bool, std: bool, with_mean: bool) -> Any:
+    """var/std (+ mean) of a complex64 tensor: the planes' variances added (a float32 result, as torch's)."""
+    if not _usable(self):
+        return decline("not a complex64 trn tensor, or a conj/neg bit")
+    got = _planes(self, dim, keepdim)
+    if got is None:
+        return decline("dims out of range or repeated: torch raises")
+    r, red, keep = got
+    res = R._var(r, red, correction, keep, False, with_mean)
+    if res is NotImplemented:
+        return res
+    v, m = res if with_mean else (res, None)
+    v = v.sum(-1)  # var(re) + var(im)
+    if std:
+        v = v.sqrt()
+    return (v, torch.view_as_complex(m)) if with_mean else v
+
+
+def norm_of_abs(self: Any, ord: Any, dim: Any, keepdim: bool, dtype: torch.dtype | None) -> Any:
+    """``linalg.vector_norm`` of complex64 values: the norm of their magnitudes (a float32 result)."""
+    if not _usable(self) or dtype not in (None, torch.complex64):
+        return decline("not a complex64 trn tensor (or a conj/neg bit), or a dtype= other than complex64")
+    return R.vector_norm(self.abs(), ord, dim, keepdim)

@@ -1,0 +1,81 @@
+"""complex64 sum/mean/var/std/var_mean/std_mean/vector_norm run natively on real/imaginary planes (issue 22,
+test_reductions strict: complex64 reductions were declined by dtype). Compared with CPU torch under
+``TRN_FALLBACK=error``."""
+
+import warnings
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+
+@pytest.fixture(autouse=True)
+def _native_only(monkeypatch):
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+
+
+def _z(shape, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.complex(torch.randn(shape, generator=g), torch.randn(shape, generator=g))
+
+
+def _close(got, want):
+    got = got.cpu()
+    assert got.dtype == want.dtype and got.shape == want.shape
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, equal_nan=True)
+
+
+_OPS = {
+    "sum": lambda t, d, k: t.sum(d, keepdim=k) if d is not None else t.sum(),
+    "mean": lambda t, d, k: t.mean(d, keepdim=k) if d is not None else t.mean(),
+    "var": lambda t, d, k: t.var(d, keepdim=k),
+    "std0": lambda t, d, k: t.std(d, correction=0, keepdim=k),
+    "var_mean": lambda t, d, k: torch.var_mean(t, d, keepdim=k)[0],
+    "var_mean_m": lambda t, d, k: torch.var_mean(t, d, keepdim=k)[1],
+    "std_mean": lambda t, d, k: torch.std_mean(t, d, correction=2, keepdim=k)[0],
+    "norm2": lambda t, d, k: torch.linalg.vector_norm(t, 2, d, k),
+    "norm1": lambda t, d, k: torch.linalg.vector_norm(t, 1, d, k),
+    "norminf": lambda t, d, k: torch.linalg.vector_norm(t, float("inf"), d, k),
+    "norm3": lambda t, d, k: torch.linalg.vector_norm(t, 3, d, k, dtype=torch.complex64),
+}
+
+
+@settings(max_examples=30, deadline=None)
+@given(op=st.sampled_from(sorted(_OPS)), shape=st.lists(st.integers(0, 6), min_size=0, max_size=3),
+       dim=st.sampled_from([None, 0, -1, (0, 1), ()]), keepdim=st.booleans(), seed=st.integers(0, 2**16),
+       strided=st.booleans())
+def test_complex64_reductions_vs_cpu(op, shape, dim, keepdim, seed, strided):
+    z = _z(shape, seed)
+    if isinstance(dim, int) and z.dim() == 0:
+        dim = None if op in ("sum", "mean") else dim
+    t = z.to("trn")
+    if strided and z.dim() >= 2:
+        z = z.transpose(0, 1)
+        t = t.transpose(0, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # var's degrees-of-freedom warning on both devices
+        try:
+            want = _OPS[op](z, dim, keepdim)
+        except (RuntimeError, IndexError):
+            return  # not a valid call on the CPU either
+        got = _OPS[op](t, dim, keepdim)
+    _close(got, want)
+
+
+def test_complex64_sum_into_out_and_empty():
+    z = _z((3, 4), 1)
+    out = torch.empty(3, dtype=torch.complex64, device="trn")
+    torch.sum(z.to("trn"), 1, out=out)
+    _close(out, z.sum(1))
+    e = torch.empty(0, 3, dtype=torch.complex64)
+    _close(e.to("trn").sum(0), e.sum(0))
+    _close(e.to("trn").mean(0), e.mean(0))  # NaN + NaN j
+
+
+def test_complex64_sum_with_other_dtype_declines(monkeypatch):
+    import trnlang.device as td
+
+    z = _z((3,), 2).to("trn")
+    with pytest.raises(td.FallbackError, match="complex64"):
+        torch.sum(z, dtype=torch.float32)
