@@ -630,9 +630,12 @@ _LOGIC_DTYPES = (*U.FLOAT_DTYPES, torch.int32, torch.bool, *_SMALL_INTS)
 
 def _logic(self: Any, dim: Any, keepdim: bool, op: str) -> Any:
     """all = min over (x != 0), any = max over (x != 0), as fp32 0/1 stored into a bool tensor."""
-    if U.is_trn(self) and self.dtype == torch.int64:  # nonzero = either int32 word nonzero
-        flat = self.contiguous().reshape(-1)  # one element may keep any stride: re-view it with stride 1
-        words = U.view(flat, (flat.numel(),), (1,), flat.storage_offset()).view(torch.int32).view(*self.shape, 2)
+    if U.is_trn(self) and (self.dtype == torch.int64 or self.dtype == torch.complex64 and not self.is_conj()):
+        if self.dtype == torch.complex64:  # nonzero = either plane nonzero
+            words = torch.view_as_real(self)
+        else:  # nonzero = either int32 word nonzero
+            flat = self.contiguous().reshape(-1)  # one element may keep any stride: re-view it with stride 1
+            words = U.view(flat, (flat.numel(),), (1,), flat.storage_offset()).view(torch.int32).view(*self.shape, 2)
         return _logic(_logic(words, [self.dim()], False, "any"), dim, keepdim, op)
     if not U.is_trn(self) or self.dtype not in _LOGIC_DTYPES:
         return decline("self not a trn tensor of a supported dtype")
@@ -694,7 +697,7 @@ def _logic_lowerings(op: str, which: str) -> None:
     whole.__doc__ = f"True when {which} element is nonzero."
     one_dim.__doc__ = f"``{op}`` along one dim."
     dims.__doc__ = f"``{op}`` along several dims."
-    dts = (*_LOGIC_DTYPES, torch.int64)
+    dts = (*_LOGIC_DTYPES, torch.int64, torch.complex64)
     lowering(f"aten::{op}", dtypes=dts)(whole)
     lowering(f"aten::{op}.dim", dtypes=dts)(one_dim)
     lowering(f"aten::{op}.dims", dtypes=dts)(dims)

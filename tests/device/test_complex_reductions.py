@@ -79,3 +79,18 @@ def test_complex64_sum_with_other_dtype_declines(monkeypatch):
     z = _z((3,), 2).to("trn")
     with pytest.raises(td.FallbackError, match="complex64"):
         torch.sum(z, dtype=torch.float32)
+
+
+@pytest.mark.parametrize("op", ["all", "any"])
+@pytest.mark.parametrize("dim", [None, 0, 1, (0, 2), ()])
+def test_complex64_all_any_vs_cpu(op, dim):
+    z = _z((3, 4, 2), 5)
+    z[0, 1, 0] = 0  # a zero
+    z[1, :, 1] = torch.complex(torch.zeros(4), torch.ones(4))  # real part zero, still nonzero
+    z[2] = 0
+    fn = getattr(torch, op)
+    t = z.to("trn")
+    for a, b in ((t, z), (t.transpose(0, 2), z.transpose(0, 2))):
+        got = fn(a) if dim is None else fn(a, dim)
+        want = fn(b) if dim is None else fn(b, dim)
+        assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
