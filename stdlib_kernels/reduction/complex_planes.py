@@ -1,10 +1,11 @@
 """complex64 reductions on real/imaginary planes: ``sum``, ``mean``, ``var``/``std`` (+ ``_mean``) and
-``linalg.vector_norm``.
+``linalg.vector_norm``, ``logsumexp``.
 
 A complex64 tensor viewed as real (``torch.view_as_real``: a trailing dim of 2 float32 values) reduces with the
 float32 row kernels over the same dims: the sum (and mean) of complex numbers is the sum of each plane; the
 variance ``mean |z - mean z|^2`` is the real plane's variance plus the imaginary one's (same correction), a real
-result as torch gives; a vector norm of complex values is the norm of their magnitudes (``abs``, native).
+result as torch gives; a vector norm of complex values is the norm of their magnitudes (``abs``, native);
+``logsumexp`` sums ``exp(re - max re) * (cos im, sin im)`` per plane and takes the complex log of the sum.
 :mod:`~stdlib_kernels.reduction.reduce` routes complex64 calls here.
 
 Example:
@@ -23,7 +24,7 @@ from stdlib_kernels import _util as U
 from stdlib_kernels.reduction import reduce as R
 from trnlang.device import decline
 
-__all__ = ["sum_planes", "var_planes", "norm_of_abs"]
+__all__ = ["sum_planes", "var_planes", "norm_of_abs", "logsumexp_planes"]
 
 
 def _planes(self: Any, dim: Any, keepdim: bool) -> tuple[torch.Tensor, list[int], bool] | None:
@@ -81,4 +82,30 @@ def norm_of_abs(self: Any, ord: Any, dim: Any, keepdim: bool, dtype: torch.dtype
     """``linalg.vector_norm`` of complex64 values: the norm of their magnitudes (a float32 result)."""
     if not _usable(self) or dtype not in (None, torch.complex64):
         return decline("not a complex64 trn tensor (or a conj/neg bit), or a dtype= other than complex64")
-    return R.vector_norm(self.abs(), ord, dim, keepdim)
+    from stdlib_kernels.reduction import norms
+
+    return norms.vector_norm(self.abs(), ord, dim, keepdim)
+
+
+def logsumexp_planes(self: Any, dim: Any, keepdim: bool) -> Any:
+    """``log(sum(exp(z)))`` of complex64 values over ``dim``, stabilised by the largest real part: with ``m`` that
+    maximum, ``s = sum(exp(re - m) * (cos im + i sin im))`` on the planes, and the result is
+    ``log|s| + m + i atan2(s.imag, s.real)`` (the principal log, as torch's)."""
+    if not _usable(self):
+        return decline("not a complex64 trn tensor, or a conj/neg bit")
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    if self.dim() and not dims:
+        dims = list(range(self.dim()))
+    got = _planes(self, dims, keepdim)
+    if got is None or self.numel() == 0:
+        return decline("dims out of range or repeated, or an empty input")
+    r, red, keep = got
+    re, im = r[..., 0], r[..., 1]
+    m = re.amax(red, keepdim=True)
+    m = torch.where(m.isinf(), torch.zeros_like(m), m)  # all -inf (or an inf) rows: no shift, as torch's
+    e = (re - m).exp()
+    s_re = (e * im.cos()).sum(red, keepdim=keep)
+    s_im = (e * im.sin()).sum(red, keepdim=keep)
+    m = m if keep else m.reshape(s_re.shape)
+    mag = torch.sqrt(s_re * s_re + s_im * s_im)
+    return torch.complex(mag.log() + m, torch.atan2(s_im, s_re))

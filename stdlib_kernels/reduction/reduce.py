@@ -708,44 +708,6 @@ _logic_lowerings("all", "every")
 _logic_lowerings("any", "some")
 
 
-# --- norms / logsumexp -------------------------------------------------------------------------------------
-@lowering("aten::linalg_vector_norm", dtypes=_C64)
-def vector_norm(self: torch.Tensor, ord: Any = 2, dim: Sequence[int] | None = None, keepdim: bool = False, *,
-                dtype: torch.dtype | None = None) -> Any:
-    """``linalg.vector_norm`` for any real ``ord`` (2, 1, inf, -inf, 0, general p); fp32 on chip."""
-    if self.dtype == torch.complex64:
-        return _complex.norm_of_abs(self, ord, dim, keepdim, dtype)
-    odt = _float_out(self, dtype)
-    if odt is None or isinstance(ord, complex) or (isinstance(ord, torch.Tensor)):
-        return decline("a non-float input or dtype=, or a complex/tensor ord")
-    o = float(ord)
-    if math.isnan(o):
-        return decline("ord is NaN")
-    if self.numel() == 0 and o < 0:
-        return decline("a negative ord over an empty input: torch raises")
-    if o == math.inf:
-        return _simple(self, dim, keepdim, odt, _MAX, pre=_ABS)
-    if o == -math.inf:
-        return _simple(self, dim, keepdim, odt, _MIN, pre=_ABS)
-    if o == 0:
-        return _simple(self, dim, keepdim, odt, _SUM, pre=_NZ, empty_value=0.0)
-    if o == 1:
-        return _simple(self, dim, keepdim, odt, _SUM, pre=_ABS, empty_value=0.0)
-    if o == 2:
-        return _simple(self, dim, keepdim, odt, _SUM, pre=_SQ, post=_SQRT, empty_value=0.0)
-    return _simple(self, dim, keepdim, odt, _SUM, pre=_POW, post=_ROOT, p=o, empty_value=0.0)
-
-
-@lowering("aten::logsumexp", dtypes=U.FLOAT_DTYPES)
-def logsumexp(self: torch.Tensor, dim: Sequence[int], keepdim: bool = False) -> Any:
-    """``log(sum(exp(x)))`` over ``dim``, stabilised by the row max (inf-safe as torch is)."""
-    if isinstance(dim, int):
-        dim = [dim]
-    if self.dim() and not dim:
-        dim = list(range(self.dim()))
-    return _simple(self, dim, keepdim, self.dtype, _LSE, empty_value=-math.inf)
-
-
 # --- var / std ---------------------------------------------------------------------------------------------
 def _var(self: Any, dim: Any, correction: Any, keepdim: bool, std: bool, with_mean: bool) -> Any:
     if U.is_trn(self) and self.dtype == torch.complex64:
@@ -796,4 +758,5 @@ _var_lowering("var_mean", False, True, "``(var, mean)`` in one kernel.")
 _var_lowering("std_mean", True, True, "``(std, mean)`` in one kernel.")
 
 from stdlib_kernels.reduction import complex_planes as _complex  # noqa: E402 - complex64 on planes
+from stdlib_kernels.reduction import norms as _norms  # noqa: E402,F401 - registers vector_norm, logsumexp
 from stdlib_kernels.reduction import products as _products  # noqa: E402,F401 - registers prod

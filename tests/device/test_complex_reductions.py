@@ -94,3 +94,13 @@ def test_complex64_all_any_vs_cpu(op, dim):
         got = fn(a) if dim is None else fn(a, dim)
         want = fn(b) if dim is None else fn(b, dim)
         assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
+
+
+@pytest.mark.parametrize("dim", [0, 1, (0, 1), -1])  # dim=() raises on the CPU for complex
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_complex64_logsumexp_vs_cpu(dim, keepdim):
+    z = _z((4, 6), 9) * 3
+    z[1, 2] = complex(float("-inf"), 0.0)  # a zero term
+    got = torch.logsumexp(z.to("trn"), dim, keepdim=keepdim)
+    _close(got, torch.logsumexp(z, dim, keepdim=keepdim))
+    _close(torch.logsumexp(z[0, 0].to("trn"), 0), torch.logsumexp(z[0, 0], 0))  # 0-dim
