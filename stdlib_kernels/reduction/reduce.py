@@ -553,6 +553,31 @@ def amin(self: torch.Tensor, dim: Sequence[int] = (), keepdim: bool = False) -> 
     return _minmax(self, dim, keepdim, _MIN)
 
 
+_aminmax_warned = [False]
+
+
+def _legacy_aminmax(self: torch.Tensor, dim: Any, keepdim: bool) -> Any:
+    """``(amin, amax)``, with torch's once-per-process deprecation warning (every call under warn-always)."""
+    if not _aminmax_warned[0] or torch.is_warn_always_enabled():
+        _aminmax_warned[0] = True
+        warn_like_torch("_aminmax is deprecated as of PyTorch 1.11 and will be removed in a future release. Use "
+                        "aminmax instead. This warning will only appear once per process.")
+    lo = _minmax(self, dim, keepdim, _MIN)
+    return lo if lo is NotImplemented else (lo, _minmax(self, dim, keepdim, _MAX))
+
+
+@lowering("aten::_aminmax", dtypes=_MINMAX_DTYPES + (torch.int64,))
+def legacy_aminmax(self: torch.Tensor) -> Any:
+    """The deprecated ``torch._aminmax``: ``(min, max)`` of all elements."""
+    return _legacy_aminmax(self, (), False)
+
+
+@lowering("aten::_aminmax.dim", dtypes=_MINMAX_DTYPES + (torch.int64,))
+def legacy_aminmax_dim(self: torch.Tensor, dim: int, keepdim: bool = False) -> Any:
+    """The deprecated ``torch._aminmax(x, dim, keepdim)``."""
+    return _legacy_aminmax(self, [dim], keepdim)
+
+
 @lowering("aten::max", dtypes=_MINMAX_DTYPES + (torch.int64,))
 def max_all(self: torch.Tensor) -> Any:
     """Maximum of all elements (empty tensors are declined: torch raises)."""
