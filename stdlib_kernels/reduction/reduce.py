@@ -30,7 +30,7 @@ import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels import tiling as T
 from trnlang.device import decline, lowering, memory
-from trnlang.device.registry import scalar_type_name, warn_like_torch
+from trnlang.device.registry import warn_like_torch
 
 _I32_MIN, _I32_MAX = -2**31, 2**31 - 1
 
@@ -541,15 +541,30 @@ def _minmax(self: Any, dim: Any, keepdim: bool, op: Op) -> Any:
     return _simple(self, dim, keepdim, self.dtype, op, ints=True)
 
 
+def _empty_slice_check(self: torch.Tensor, dim: Any, name: str) -> None:
+    """torch's errors for amax/amin over an empty slice (they have no identity)."""
+    if self.numel() or not U.is_trn(self):
+        return
+    red = _dims(self, dim)
+    if self.dim() and (dim is None or len(dim) == 0):
+        raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
+                           "reduction dim with the 'dim' argument.")
+    for d in red or []:
+        if self.shape[d] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+
+
 @lowering("aten::amax", dtypes=_MINMAX_DTYPES + (torch.int64,))
 def amax(self: torch.Tensor, dim: Sequence[int] = (), keepdim: bool = False) -> Any:
     """Maximum over ``dim`` (all dims for []); NaN propagates."""
+    _empty_slice_check(self, dim, "amax")
     return _minmax(self, dim, keepdim, _MAX)
 
 
 @lowering("aten::amin", dtypes=_MINMAX_DTYPES + (torch.int64,))
 def amin(self: torch.Tensor, dim: Sequence[int] = (), keepdim: bool = False) -> Any:
     """Minimum over ``dim`` (all dims for [])."""
+    _empty_slice_check(self, dim, "amin")
     return _minmax(self, dim, keepdim, _MIN)
 
 
@@ -649,90 +664,6 @@ def argmin(self: torch.Tensor, dim: int | None = None, keepdim: bool = False) ->
     return _arg(self, dim, keepdim, _MIN, False)
 
 
-# --- all / any ---------------------------------------------------------------------------------------------
-_LOGIC_DTYPES = (*U.FLOAT_DTYPES, torch.int32, torch.bool, *_SMALL_INTS)
-
-
-def _logic(self: Any, dim: Any, keepdim: bool, op: str) -> Any:
-    """all = min over (x != 0), any = max over (x != 0), as fp32 0/1 stored into a bool tensor."""
-    if U.is_trn(self) and (self.dtype == torch.int64 or self.dtype == torch.complex64 and not self.is_conj()):
-        if self.dtype == torch.complex64:  # nonzero = either plane nonzero
-            words = torch.view_as_real(self)
-        else:  # nonzero = either int32 word nonzero
-            flat = self.contiguous().reshape(-1)  # one element may keep any stride: re-view it with stride 1
-            words = U.view(flat, (flat.numel(),), (1,), flat.storage_offset()).view(torch.int32).view(*self.shape, 2)
-        return _logic(_logic(words, [self.dim()], False, "any"), dim, keepdim, op)
-    if not U.is_trn(self) or self.dtype not in _LOGIC_DTYPES:
-        return decline("self not a trn tensor of a supported dtype")
-    if isinstance(dim, int):
-        dim = [dim]
-    # dim=[] reduces nothing (torch: a no-op, the result is x != 0), unlike dim=None
-    red = [] if dim is not None and len(dim) == 0 else _dims(self, dim)
-    if red is None:
-        return decline("dims out of range or repeated: torch raises")
-    if self.dim() == 0 and dim:
-        red = []
-    # torch keeps uint8 for all/any of uint8 (a legacy rule), bool otherwise
-    out = torch.empty(_out_shape(self, red, keepdim), dtype=torch.uint8 if self.dtype == torch.uint8 else torch.bool,
-                      device="trn")
-    r = U.prod(self.shape[d] for d in range(self.dim()) if d not in red)
-    c = U.prod(self.shape[d] for d in red)
-    if r == 0:
-        return out
-    if c == 0:
-        return out.fill_(op == "all")
-    self = _widen(self)
-    x2 = _as_rows(self, red) if self.dim() else U.view(self, (1, 1), (1, 1), self.storage_offset())
-    o2 = U.view(out, (r, 1), (1, 1), 0)
-    _launch(x2, o2, _MIN if op == "all" else _MAX, _NZ, _NO_POST, 1.0, 0.0, _F32)
-    return out
-
-
-def _logic_into(self: Any, dim: Any, keepdim: bool, op: str, out: torch.Tensor | None) -> Any:
-    """``all``/``any`` with an optional ``out=``, which must be bool or uint8 as on the CPU (torch casts into it
-    and resizes it, warning when it had elements)."""
-    if out is None:
-        return _logic(self, dim, keepdim, op)
-    if out.dtype not in (torch.bool, torch.uint8):
-        raise RuntimeError(f"{op} only supports bool tensor for result, got: {scalar_type_name(out.dtype)}")
-    r = _logic(self, dim, keepdim, op)
-    if r is NotImplemented:
-        return r
-    if tuple(out.shape) != tuple(r.shape):
-        if out.numel():
-            warn_like_torch(f"An output with one or more elements was resized since it had shape {list(out.shape)}, "
-                            f"which does not match the required output shape {list(r.shape)}.")
-        out.resize_(r.shape)
-    return out.copy_(r)
-
-
-def _logic_lowerings(op: str, which: str) -> None:
-    """Register ``op`` (``all``/``any``: ``which`` element nonzero): whole tensor, one dim, several dims, ``out=``."""
-
-    def whole(self: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
-        return _logic_into(self, None, False, op, out)
-
-    def one_dim(self: torch.Tensor, dim: int, keepdim: bool = False, *, out: torch.Tensor | None = None) -> Any:
-        return _logic_into(self, dim, keepdim, op, out)
-
-    def dims(self: torch.Tensor, dim: Sequence[int] | None = None, keepdim: bool = False, *,
-             out: torch.Tensor | None = None) -> Any:
-        return _logic_into(self, dim if dim is None or isinstance(dim, int) else list(dim), keepdim, op, out)
-
-    whole.__doc__ = f"True when {which} element is nonzero."
-    one_dim.__doc__ = f"``{op}`` along one dim."
-    dims.__doc__ = f"``{op}`` along several dims."
-    dts = (*_LOGIC_DTYPES, torch.int64, torch.complex64)
-    lowering(f"aten::{op}", dtypes=dts)(whole)
-    lowering(f"aten::{op}.dim", dtypes=dts)(one_dim)
-    lowering(f"aten::{op}.dims", dtypes=dts)(dims)
-    lowering(f"aten::{op}.dims_out", dtypes=dts, variants=False)(dims)  # all.out matches all.dims' names first
-
-
-_logic_lowerings("all", "every")
-_logic_lowerings("any", "some")
-
-
 # --- var / std ---------------------------------------------------------------------------------------------
 def _var(self: Any, dim: Any, correction: Any, keepdim: bool, std: bool, with_mean: bool) -> Any:
     if U.is_trn(self) and self.dtype == torch.complex64:
@@ -783,5 +714,6 @@ _var_lowering("var_mean", False, True, "``(var, mean)`` in one kernel.")
 _var_lowering("std_mean", True, True, "``(std, mean)`` in one kernel.")
 
 from stdlib_kernels.reduction import complex_planes as _complex  # noqa: E402 - complex64 on planes
+from stdlib_kernels.reduction import logic as _logic  # noqa: E402,F401 - registers all, any, count_nonzero
 from stdlib_kernels.reduction import norms as _norms  # noqa: E402,F401 - registers vector_norm, logsumexp
 from stdlib_kernels.reduction import products as _products  # noqa: E402,F401 - registers prod
