@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 import torch
 
+from stdlib_kernels import _util as U
 from stdlib_kernels.reduction import complex_planes
 from stdlib_kernels.reduction import reduce as R
 from trnlang.device import decline, lowering
@@ -47,11 +48,15 @@ def vector_norm(self: torch.Tensor, ord: Any = 2, dim: Sequence[int] | None = No
     return R._simple(self, dim, keepdim, odt, R._SUM, pre=R._POW, post=R._ROOT, p=o, empty_value=0.0)
 
 
-@lowering("aten::logsumexp", dtypes=R._C64)
+@lowering("aten::logsumexp", dtypes=None)
 def logsumexp(self: torch.Tensor, dim: Sequence[int], keepdim: bool = False) -> Any:
     """``log(sum(exp(x)))`` over ``dim``, stabilised by the row max (inf-safe as torch is)."""
     if self.dtype == torch.complex64:
         return complex_planes.logsumexp_planes(self, dim, keepdim)
+    if self.dtype not in U.FLOAT_DTYPES:
+        if self.is_floating_point() or self.is_complex():
+            return decline("a float64/complex128 (or other unsupported float) input")
+        self = self.to(torch.float32)  # torch: integral (and bool) inputs give the default float dtype
     if isinstance(dim, int):
         dim = [dim]
     if self.dim() and not dim:

@@ -475,6 +475,8 @@ def _sum(self: Any, dim: Any, keepdim: bool, dtype: torch.dtype | None) -> Any:
     odt = _float_out(self, dtype)
     if odt is None or self.dtype not in U.FLOAT_DTYPES:
         return decline("not a float input, or an unsupported dtype=")
+    if odt != self.dtype:  # torch converts the input first: float32 -> float16 rounds each element
+        self = self.to(odt)
     return _simple(self, dim, keepdim, odt, _SUM, empty_value=0.0)
 
 

@@ -57,3 +57,24 @@ def test_amax_amin_of_empty_over_nonempty_dim(op):
     x = torch.empty(0, 3)
     got = op(x.to("trn"), 1)
     assert got.shape == op(x, 1).shape == (0,)
+
+
+@pytest.mark.parametrize("src,dtype", [(torch.float32, torch.float16), (torch.bfloat16, torch.float16),
+                                       (torch.float32, torch.bfloat16), (torch.float16, torch.bfloat16)])
+def test_sum_into_a_narrower_float_converts_first_like_cpu(src, dtype):
+    # torch converts the input to dtype= first (each element rounds), then sums: the CPU's value, not the
+    # correctly rounded sum of the wider input (test_nansum_out_dtype caught the difference under cancellation)
+    x = torch.tensor([1000.3, -1000.1, 0.45, 7.3, -3.2] * 40).to(src)
+    for fn in (torch.sum, torch.nansum):
+        got, want = fn(x.to("trn"), dtype=dtype).cpu(), fn(x, dtype=dtype)
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got.float(), want.float(), rtol=1e-3, atol=1e-2)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool])
+def test_logsumexp_of_integers_is_float32_like_cpu(dtype):
+    x = torch.randint(0, 20, (4, 7), generator=torch.Generator().manual_seed(5)).to(dtype)
+    for dim in (0, 1, (0, 1)):
+        got, want = torch.logsumexp(x.to("trn"), dim), torch.logsumexp(x, dim)
+        assert got.dtype == want.dtype == torch.float32
+        torch.testing.assert_close(got.cpu(), want)
