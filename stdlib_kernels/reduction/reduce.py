@@ -625,10 +625,15 @@ def _arg(self: Any, dim: int | None, keepdim: bool, op: Op, with_values: bool) -
         d = dim % max(nd, 1)
         red = [d] if nd else []
         shape = _out_shape(self, red, keepdim)
-    if U.prod(self.shape[d] for d in red) == 0 or self.numel() == 0:
-        return decline("an empty reduction: torch raises")
+    name = ("max" if op is _MAX else "min") if with_values else ("argmax" if op is _MAX else "argmin")
+    if dim is None and self.numel() == 0:
+        raise IndexError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0.")
+    if U.prod(self.shape[d] for d in red) == 0:
+        raise IndexError(f"{name}(): Expected reduction dim {red[0]} to have non-zero size.")
     idx = torch.empty(shape, dtype=torch.int64, device="trn")
     vals = torch.empty(shape, dtype=self.dtype, device="trn") if with_values else None
+    if self.numel() == 0:  # no rows: empty results (the reduced dim is not empty)
+        return (vals, idx) if with_values else idx
     self = _widen(self)
     r = U.prod(self.shape[d] for d in range(nd) if d not in red)
     x2 = _as_rows(self, red) if nd else U.view(self, (1, 1), (1, 1), self.storage_offset())

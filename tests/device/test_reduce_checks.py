@@ -78,3 +78,20 @@ def test_logsumexp_of_integers_is_float32_like_cpu(dtype):
         got, want = torch.logsumexp(x.to("trn"), dim), torch.logsumexp(x, dim)
         assert got.dtype == want.dtype == torch.float32
         torch.testing.assert_close(got.cpu(), want)
+
+
+@pytest.mark.parametrize("op", [torch.argmax, torch.argmin, torch.max, torch.min])
+@pytest.mark.parametrize("shape,dim", [((0, 3), 0), ((0,), None), ((2, 0, 4), 1), ((0, 0), 1)])
+def test_arg_reductions_empty_slice_errors_like_cpu(op, shape, dim):
+    if dim is None and op in (torch.max, torch.min):
+        return  # max()/min() without dim: another op
+    _same_error(lambda x: op(x) if dim is None else op(x, dim), torch.empty(shape))
+
+
+@pytest.mark.parametrize("op", [torch.argmax, torch.argmin, torch.max, torch.min])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_arg_reductions_over_a_nonempty_dim_of_an_empty_tensor(op, keepdim):
+    x = torch.empty(2, 0, 4)
+    got, want = op(x.to("trn"), 2, keepdim=keepdim), op(x, 2, keepdim=keepdim)
+    for a, b in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+        assert a.shape == b.shape and a.dtype == b.dtype
