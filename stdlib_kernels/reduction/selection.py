@@ -211,6 +211,10 @@ def _rows(self: torch.Tensor, dim: int) -> tuple[torch.Tensor, list[int], int] |
     return xs.reshape(U.prod(lead), xs.shape[-1]), lead, d
 
 
+#: dtypes the registry lets through: float inputs (checked by :func:`_ok`) and the int64 ``indices`` of ``out=``
+_SELECT_DTYPES = (*U.FLOAT_DTYPES, torch.int64)
+
+
 def _ok(self: Any) -> bool:
     return U.is_trn(self) and self.dtype in U.FLOAT_DTYPES and not self.is_conj() and not self.is_neg()
 
@@ -259,7 +263,7 @@ def _select(self: Any, dim: int, keepdim: bool, kind: Pick, k: int = 0) -> Any:
     return _finish(vals, idx, lead, d, keepdim, self.dim())
 
 
-@lowering("aten::kthvalue", dtypes=U.FLOAT_DTYPES)
+@lowering("aten::kthvalue", dtypes=_SELECT_DTYPES)
 def kthvalue(self: torch.Tensor, k: int, dim: int = -1, keepdim: bool = False) -> Any:
     """The ``k``-th smallest element along ``dim`` and its index (NaN counts as the largest).
 
@@ -268,13 +272,13 @@ def kthvalue(self: torch.Tensor, k: int, dim: int = -1, keepdim: bool = False) -
     return _select(self, dim, keepdim, Pick.KTH, int(k) - 1)
 
 
-@lowering("aten::median.dim", dtypes=U.FLOAT_DTYPES)
+@lowering("aten::median.dim", dtypes=_SELECT_DTYPES)
 def median_dim(self: torch.Tensor, dim: int, keepdim: bool = False) -> Any:
     """Lower median along ``dim`` and its index (NaN if the row holds one, with the first NaN's index)."""
     return _select(self, dim, keepdim, Pick.MEDIAN)
 
 
-@lowering("aten::nanmedian.dim", dtypes=U.FLOAT_DTYPES)
+@lowering("aten::nanmedian.dim", dtypes=_SELECT_DTYPES)
 def nanmedian_dim(self: torch.Tensor, dim: int, keepdim: bool = False) -> Any:
     """Lower median of the non-NaN elements along ``dim`` and its index."""
     return _select(self, dim, keepdim, Pick.NANMEDIAN)
@@ -306,7 +310,7 @@ def nanmedian(self: torch.Tensor) -> Any:
 _STABLE_SORT_MAX = 16
 
 
-@lowering("aten::mode", dtypes=U.FLOAT_DTYPES)
+@lowering("aten::mode", dtypes=_SELECT_DTYPES)
 def mode(self: torch.Tensor, dim: int = -1, keepdim: bool = False) -> Any:
     """The most frequent value along ``dim`` (the smallest among equally frequent ones) and an index of it.
 

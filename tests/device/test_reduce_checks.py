@@ -95,3 +95,22 @@ def test_arg_reductions_over_a_nonempty_dim_of_an_empty_tensor(op, keepdim):
     got, want = op(x.to("trn"), 2, keepdim=keepdim), op(x, 2, keepdim=keepdim)
     for a, b in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
         assert a.shape == b.shape and a.dtype == b.dtype
+
+
+@pytest.mark.parametrize("name", ["median", "nanmedian", "mode", "kthvalue"])
+def test_selection_into_out_tuples_natively(name):
+    # the int64 indices of out= used to fail the registry's dtype check (test_dim_reduction, test_mode float32)
+    x = torch.randn(4, 7, generator=torch.Generator().manual_seed(2))
+    fn = getattr(torch, name)
+    args = (2, 1) if name == "kthvalue" else (1,)
+    v, i = torch.empty(0, device="trn"), torch.empty(0, dtype=torch.int64, device="trn")
+    fn(x.to("trn"), *args, out=(v, i))
+    want = fn(x, *args)
+    assert torch.equal(v.cpu(), want.values) and torch.equal(i.cpu(), want.indices)
+
+
+def test_selection_of_int64_still_declines_with_its_reason():
+    import trnlang.device as td
+
+    with pytest.raises(td.FallbackError, match="not a float trn tensor"):
+        torch.median(torch.arange(5).to("trn"), 0)
