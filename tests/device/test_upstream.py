@@ -65,6 +65,9 @@ def test_failure_kinds():
     assert upstream.classify("AssertionError", "UserWarning not triggered") == "warning not emitted"
     assert upstream.classify("AssertionError", "Tensor-likes are not close!") == "wrong values"
     assert upstream.classify("Timeout", "test ran past 90 s") == "timeout"
+    strict = "aten::eq.Scalar was declined by its trn lowering (dtype complex64 not among the lowering's dtypes) and " \
+             "TRN_FALLBACK=f64only forbids the CPU fallback"
+    assert upstream.classify("FallbackError", strict) == "no native lowering (strict)"
     assert upstream.classify("ValueError", "boom") == "other (ValueError)"
     hint = "Scalars are not close!\n\nTo execute this test, run: python test_x.py -k test_out_dtype_trn"
     assert upstream.classify("AssertionError", hint) == "wrong values"

@@ -49,7 +49,7 @@ EXCLUDED_FROM_NATIVE = frozenset({"float64", "complex128"})
 #: (kind, exception names or "", message substrings): the first match names a failure's kind.
 _KINDS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ("timeout", ("Timeout",), ()),
-    ("no native lowering (strict)", ("FallbackError",), ("TRN_FALLBACK=error",)),
+    ("no native lowering (strict)", ("FallbackError",), ()),  # TRN_FALLBACK=f64only (or =error) refused it
     ("warning not emitted", (), ("not triggered", "warning", "Warning")),
     ("error check missing", (), ("not raised",)),
     ("error message differs", (), ("does not match",)),
