@@ -242,8 +242,11 @@ def _select(self: Any, dim: int, keepdim: bool, kind: Pick, k: int = 0) -> Any:
         return decline("dim out of range: torch raises")
     x2, lead, d = rv
     r, n = x2.shape
-    if n == 0 or n > S.MAX_SORT:
-        return decline("an empty dim (torch raises) or more than 8192 elements along it")
+    if n == 0:
+        raise IndexError(f"{'kthvalue' if kind is Pick.KTH else 'median'}(): Expected reduction dim {d} to have "
+                         "non-zero size.")
+    if n > S.MAX_SORT:
+        return decline("more than 8192 elements along the dim")
     if kind is Pick.KTH and not 0 <= k < n:
         return decline("k out of range: torch raises")
     allnan = 0
@@ -323,8 +326,10 @@ def mode(self: torch.Tensor, dim: int = -1, keepdim: bool = False) -> Any:
         return decline("dim out of range: torch raises")
     x2, lead, d = rv
     r, n = x2.shape
-    if n == 0 or n > S.MAX_SORT:
-        return decline("an empty dim or more than 8192 elements along it")
+    if n == 0:
+        raise IndexError(f"mode(): Expected reduction dim {d} to have non-zero size.")
+    if n > S.MAX_SORT:
+        return decline("more than 8192 elements along the dim")
     vals = torch.empty((r, 1), dtype=self.dtype, device="trn")
     idx = torch.empty((r, 1), dtype=torch.int64, device="trn")
     if r:

@@ -114,3 +114,13 @@ def test_selection_of_int64_still_declines_with_its_reason():
 
     with pytest.raises(td.FallbackError, match="not a float trn tensor"):
         torch.median(torch.arange(5).to("trn"), 0)
+
+
+@pytest.mark.parametrize("name", ["median", "nanmedian", "mode", "kthvalue"])
+def test_selection_over_an_empty_dim_errors_like_cpu(name):
+    fn = getattr(torch, name)
+    x = torch.randn(2, 0, 4)
+    args = (1,) if name == "kthvalue" else ()
+    _same_error(lambda t: fn(t, *args, 1), x)  # the empty dim: torch's IndexError, natively
+    got, want = fn(x.to("trn"), *args, 2), fn(x, *args, 2)  # a non-empty dim of an empty tensor: empty results
+    assert got.values.shape == want.values.shape and got.indices.dtype == want.indices.dtype
