@@ -131,6 +131,13 @@ def test_wide_fallbacks_count_native_and_are_reported():
     s = upstream.file_summary({"tests": {r["id"]: r for r in recs}, "crashed": [], "import_error": None})
     assert s["native"] == {"(none)": [1, 1], "int32": [0, 1]} and s["native_via_wide"] == 1
     assert s["blockers"] == {"aten::prod": 1}  # the documented float64 fallback blocks nothing
+    # strict: a failure with a refused fallback is that, even when the test re-raised it as something else
+    recs = [_rec("cpu", "c", "pass"), _rec("trn", "c", "fail", [], {"aten::eq.Tensor": 1}, "RuntimeError",
+                                           "Comparing ... dtype=torch.uint64")]
+    info = {"tests": {r["id"]: r for r in recs}, "crashed": [], "import_error": None}
+    assert upstream.file_summary(info)["only_trn"][0]["kind"] == "dtype differs"
+    info["meta"] = {"strict": True}
+    assert upstream.file_summary(info)["only_trn"][0]["kind"] == "no native lowering (strict)"
 
 
 def test_strict_run_then_update_of_a_subset(tmp_path):

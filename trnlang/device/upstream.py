@@ -124,6 +124,7 @@ def _passed(rec: dict[str, Any] | None) -> bool:
 def file_summary(info: dict[str, Any]) -> dict[str, Any]:
     """Counts for one file: per device pass/fail/skip, trn-only failures, native rate per dtype."""
     pairs = pair_up(info["tests"])
+    strict = bool(info.get("meta", {}).get("strict"))
     count: dict[str, Counter[str]] = {"cpu": Counter(), "trn": Counter()}
     for rec in info["tests"].values():
         o = rec["outcome"]
@@ -137,8 +138,10 @@ def file_summary(info: dict[str, Any]) -> dict[str, Any]:
         if cpu is None or trn is None or not _passed(cpu):
             continue
         if trn["outcome"] == "fail":
-            only_trn.append({"key": key, "kind": classify(trn["exc"], trn["msg"]), "exc": trn["exc"],
-                             "msg": trn["msg"]})
+            kind = classify(trn["exc"], trn["msg"])
+            if strict and trn["fallbacks"] and kind != "timeout":  # a refused fallback, maybe re-raised by the test
+                kind = "no native lowering (strict)"
+            only_trn.append({"key": key, "kind": kind, "exc": trn["exc"], "msg": trn["msg"]})
         dts = trn["dtypes"] or ["(none)"]
         if trn["outcome"] == "skip" or any(d in EXCLUDED_FROM_NATIVE for d in dts):
             continue  # skipped on trn (e.g. @onlyCPU), or a dtype the hardware lacks
