@@ -211,8 +211,36 @@ def _rows(self: torch.Tensor, dim: int) -> tuple[torch.Tensor, list[int], int] |
     return xs.reshape(U.prod(lead), xs.shape[-1]), lead, d
 
 
-#: dtypes the registry lets through: float inputs (checked by :func:`_ok`) and the int64 ``indices`` of ``out=``
-_SELECT_DTYPES = (*U.FLOAT_DTYPES, torch.int64)
+#: integer dtypes whose values, when within 2^24, select through exact float32 keys
+_EXACT_INTS = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
+#: dtypes the registry lets through: float inputs (checked by :func:`_ok`), integers (:func:`_float_keys`) and the
+#: int64 ``indices`` of ``out=``
+_SELECT_DTYPES = (*U.FLOAT_DTYPES, *_EXACT_INTS)
+
+
+def _float_keys(self: torch.Tensor) -> torch.Tensor | None:
+    """A float32 copy of an integer ``trn`` tensor whose values all lie within 2^24 (exact in float32, so order,
+    ties and the selected value are the integers'), checked on the device; None when some value does not."""
+    if self.dtype in (torch.int8, torch.int16, torch.uint8) or self.numel() == 0:
+        return self.to(torch.float32)
+    if self.dtype == torch.int64:
+        from stdlib_kernels.elementwise.pointwise import int64_ok
+
+        ok = int64_ok(self, 2**24 + 1)
+    else:
+        ok = -(2**24) <= int(self.amin().item()) and int(self.amax().item()) <= 2**24
+    return self.to(torch.float32) if ok else None
+
+
+def _via_float_keys(self: torch.Tensor, fn: Any, *args: Any) -> Any:
+    """``fn`` (a selection) of an integer tensor through float32 keys; the values come back in its dtype."""
+    f = _float_keys(self)
+    if f is None:
+        return decline("integer values beyond 2^24 (float32 keys would round)")
+    r = fn(f, *args)
+    if r is NotImplemented:
+        return r
+    return r.to(self.dtype) if isinstance(r, torch.Tensor) else (r[0].to(self.dtype), r[1])
 
 
 def _ok(self: Any) -> bool:
@@ -235,6 +263,8 @@ def _finish(vals: torch.Tensor, idx: torch.Tensor, lead: list[int], d: int, keep
 
 
 def _select(self: Any, dim: int, keepdim: bool, kind: Pick, k: int = 0) -> Any:
+    if U.is_trn(self) and self.dtype in _EXACT_INTS:
+        return _via_float_keys(self, _select, dim, keepdim, kind, k)
     if not _ok(self):
         return decline("not a float trn tensor (float32/bfloat16/float16, no conj/neg bit)")
     rv = _rows(self, dim)
@@ -288,6 +318,10 @@ def nanmedian_dim(self: torch.Tensor, dim: int, keepdim: bool = False) -> Any:
 
 
 def _median_all(self: Any, kind: Pick) -> Any:
+    if U.is_trn(self) and self.dtype in _EXACT_INTS:
+        if self.numel() == 0:
+            return decline("an empty integer tensor: torch raises")
+        return _via_float_keys(self, _median_all, kind)
     if not _ok(self):
         return decline("not a float trn tensor (float32/bfloat16/float16, no conj/neg bit)")
     if self.numel() == 0:
@@ -297,13 +331,13 @@ def _median_all(self: Any, kind: Pick) -> Any:
     return r if r is NotImplemented else r[0]
 
 
-@lowering("aten::median", dtypes=U.FLOAT_DTYPES)
+@lowering("aten::median", dtypes=_SELECT_DTYPES)
 def median(self: torch.Tensor) -> Any:
     """Lower median of all elements (NaN if any is NaN)."""
     return _median_all(self, Pick.MEDIAN)
 
 
-@lowering("aten::nanmedian", dtypes=U.FLOAT_DTYPES)
+@lowering("aten::nanmedian", dtypes=_SELECT_DTYPES)
 def nanmedian(self: torch.Tensor) -> Any:
     """Lower median of the non-NaN elements (NaN if there are none)."""
     return _median_all(self, Pick.NANMEDIAN)

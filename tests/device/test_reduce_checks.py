@@ -109,11 +109,31 @@ def test_selection_into_out_tuples_natively(name):
     assert torch.equal(v.cpu(), want.values) and torch.equal(i.cpu(), want.indices)
 
 
-def test_selection_of_int64_still_declines_with_its_reason():
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8])
+def test_integer_median_and_kthvalue_vs_cpu(dtype):
+    # float32 keys are exact within 2^24: values, ties (index order) and indices are the CPU's
+    g = torch.Generator().manual_seed(4)
+    x = torch.randint(0 if dtype == torch.uint8 else -50, 50, (5, 9), generator=g).to(dtype)
+    if dtype in (torch.int32, torch.int64):
+        x[0, :3] = torch.tensor([2**24, -(2**24), 7])
+    t = x.to("trn")
+    for dim in (0, 1, -1):
+        for fn in (torch.median, torch.nanmedian):
+            got, want = fn(t, dim), fn(x, dim)
+            assert got.values.dtype == want.values.dtype and torch.equal(got.values.cpu(), want.values)
+            assert torch.equal(got.indices.cpu(), want.indices)
+        got, want = torch.median(t, dim, keepdim=True), torch.median(x, dim, keepdim=True)
+        assert torch.equal(got.values.cpu(), want.values) and torch.equal(got.indices.cpu(), want.indices)
+    assert torch.equal(torch.median(t).cpu(), torch.median(x)) and torch.median(t).dtype == dtype
+    u = torch.arange(45).reshape(5, 9).to(dtype)  # distinct values: kthvalue's index is unique
+    assert torch.equal(torch.kthvalue(u.to("trn"), 3, 1).values.cpu(), torch.kthvalue(u, 3, 1).values)
+
+
+def test_integer_median_beyond_2_24_declines_with_its_reason():
     import trnlang.device as td
 
-    with pytest.raises(td.FallbackError, match="not a float trn tensor"):
-        torch.median(torch.arange(5).to("trn"), 0)
+    with pytest.raises(td.FallbackError, match="beyond 2\\^24"):
+        torch.median(torch.tensor([2**24 + 1, 3, 5]).to("trn"), 0)
 
 
 @pytest.mark.parametrize("name", ["median", "nanmedian", "mode", "kthvalue"])
