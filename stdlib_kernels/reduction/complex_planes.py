@@ -75,7 +75,7 @@ def var_planes(self: Any, dim: Any, correction: Any, keepdim: bool, std: bool, w
     v = v.sum(-1)  # var(re) + var(im)
     if std:
         v = v.sqrt()
-    return (v, torch.view_as_complex(m)) if with_mean else v
+    return (v, torch.view_as_complex(m)) if m is not None else v
 
 
 def norm_of_abs(self: Any, ord: Any, dim: Any, keepdim: bool, dtype: torch.dtype | None) -> Any:

@@ -47,8 +47,8 @@ def _logic(self: Any, dim: Any, keepdim: bool, op: str) -> Any:
     # torch keeps uint8 for all/any of uint8 (a legacy rule), bool otherwise
     out = torch.empty(R._out_shape(self, red, keepdim), dtype=torch.uint8 if self.dtype == torch.uint8 else torch.bool,
                       device="trn")
-    r = U.prod(self.shape[d] for d in range(self.dim()) if d not in red)
-    c = U.prod(self.shape[d] for d in red)
+    r = U.prod([self.shape[d] for d in range(self.dim()) if d not in red])
+    c = U.prod([self.shape[d] for d in red])
     if r == 0:
         return out
     if c == 0:

@@ -63,7 +63,7 @@ def _prod(self: Any, dim: int | None, keepdim: bool, dtype: torch.dtype | None) 
     if m is NotImplemented or odt != torch.int64:
         return m if m is NotImplemented else m.to(odt)
     a = R._simple(x.to(torch.float32), red, keepdim, torch.float32, R.Op.PROD, empty_value=1.0)
-    return _int64_from(m, a, max(1, U.prod(x.shape[d] for d in red)))
+    return _int64_from(m, a, max(1, U.prod([x.shape[d] for d in red])))
 
 
 def _int64_from(m: torch.Tensor, a: torch.Tensor, c: int) -> Any:
@@ -92,8 +92,8 @@ def _complex_prod(x: torch.Tensor, red: list[int], keepdim: bool) -> torch.Tenso
     """The complex64 product over ``red``: rows ``[R, C]``, then pairwise halving with native complex multiplies."""
     shape = R._out_shape(x, red, keepdim)
     kept = [d for d in range(x.dim()) if d not in red]
-    r = U.prod(x.shape[d] for d in kept)
-    c = U.prod(x.shape[d] for d in red)
+    r = U.prod([x.shape[d] for d in kept])
+    c = U.prod([x.shape[d] for d in red])
     if r == 0 or c == 0:
         return torch.ones(shape, dtype=torch.complex64, device="trn")
     y = x.permute(kept + red).reshape(r, c) if x.dim() else x.reshape(1, 1)
