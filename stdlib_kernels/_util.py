@@ -218,6 +218,46 @@ def view(t: torch.Tensor, shape: Sequence[int], strides: Sequence[int], offset: 
     return torch.as_strided(t, tuple(shape), tuple(strides), offset)
 
 
+def int32_words(t: torch.Tensor) -> torch.Tensor:
+    """The (low, high) int32 words of an 8-byte tensor, as an int32 view of shape ``(*t.shape, 2)``.
+
+    Works for every layout torch's ``.view(torch.int32)`` refuses: 0-dim tensors, non-unit and zero
+    strides, storage offsets (strides and offset double, the last dim has stride 1). It aliases ``t``:
+    writing the words writes ``t``. An empty ``t`` gets a fresh empty int32 tensor. Undo with
+    :func:`from_int32_words`.
+
+    Example:
+        >>> import torch, trnlang  # doctest: +SKIP
+        >>> w = int32_words(torch.tensor(-2, device="trn"))  # doctest: +SKIP
+        >>> w.cpu().tolist()  # doctest: +SKIP
+        [-2, -1]
+    """
+    if t.element_size() != 8:
+        raise TypeError(f"int32_words: expected an 8-byte dtype, got {t.dtype}")
+    shape = (*t.shape, 2)
+    if t.numel() == 0:
+        return torch.empty(shape, dtype=torch.int32, device=t.device)
+    n = t.untyped_storage().nbytes() // 8
+    base = torch.as_strided(t, (max(n, 1),), (1,), 0).view(torch.int32)  # the whole storage as int32
+    return torch.as_strided(base, shape, (*(2 * s for s in t.stride()), 1), 2 * t.storage_offset())
+
+
+def from_int32_words(w: torch.Tensor, dtype: torch.dtype = torch.int64) -> torch.Tensor:
+    """The 8-byte tensor (``dtype``) whose (low, high) int32 words are ``w`` (shape ``(*shape, 2)``).
+
+    Copies ``w`` when it is not contiguous; a 1-D ``w`` of 2 words gives a 0-dim result.
+
+    Example:
+        >>> import torch, trnlang  # doctest: +SKIP
+        >>> from_int32_words(torch.tensor([-2, -1], dtype=torch.int32, device="trn")).cpu()  # doctest: +SKIP
+        tensor(-2)
+    """
+    shape = tuple(w.shape[:-1])
+    if w.numel() == 0:
+        return torch.empty(shape, dtype=dtype, device=w.device)
+    return w.contiguous().view(-1).view(dtype).view(shape)
+
+
 def piece(t: torch.Tensor, shape: Sequence[int], strides: Sequence[int], offset: int) -> TensorPiece:
     """Like :func:`view`, for a kernel argument only: a ``TensorPiece`` (no torch view, no dispatch).
 

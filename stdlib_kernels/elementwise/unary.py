@@ -26,6 +26,7 @@ import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.elementwise import pointwise as P
+from stdlib_kernels.elementwise.promote import promotes, promoting
 from trnlang.device import REGISTRY, Accepts, decline, fastlane, lowering
 
 #: Dtypes the float lowerings handle (computed in fp32, rounded on store).
@@ -267,11 +268,16 @@ def _make(op: str) -> Callable[..., Any]:
             if v is None or out is not None:
                 return decline("complex abs of other than a complex64 trn tensor without conj/neg bit, or with out=")
             return torch.hypot(v[..., 0], v[..., 1])
+        if op == "square" and U.is_trn(self) and self.dtype in _ALL_INTS:
+            r = torch.mul(self, self)  # pointwise's range-checked integer multiply (int64 included)
+            return r if out is None or r is NotImplemented else out.copy_(r)
         if U.is_trn(self) and self.dtype in _INT_IN:
             if op in _KEEPS_INT or torch.get_default_dtype() != torch.float32:
                 return decline("an integer input of an op that keeps integer results, or a default dtype other "
                                "than float32")
             return run(op, [self], torch.float32, out, in_dtypes=_INT_IN)  # the kernel loads ints as fp32
+        if op not in _KEEPS_INT and promotes(self):  # int64: a native float32 cast first, as torch promotes
+            return promoting(lambda x, o: run_unary(op, x, o))(self, out)
         return run_unary(op, self, out)
 
     lower.__name__ = op
@@ -315,7 +321,8 @@ for _op in _SIMPLE:
         _register(_op, _fn, (*DTYPES, *_ALL_INTS) if _op in _ROUNDING
                   else (*DTYPES, *_ALL_INTS, torch.bool, torch.complex64) if _op == "abs"
                   else (*DTYPES, *_ALL_INTS, torch.bool) if _op == "sign"
-                  else DTYPES if _op in _KEEPS_INT else (*DTYPES, *_INT_IN), fast=_fast(_fn))
+                  else (*DTYPES, *_ALL_INTS) if _op == "square"
+                  else DTYPES if _op in _KEEPS_INT else (*DTYPES, *_INT_IN, torch.int64), fast=_fast(_fn))
 
 _INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
@@ -334,10 +341,8 @@ def relu(self: Any, *, out: torch.Tensor | None = None) -> Any:
         return self.clone()
     if self.dtype != torch.int64:
         return torch.where(self < 0, 0, self)
-    if not self.is_contiguous() or self.numel() == 0:
-        return decline("a non-contiguous int64 tensor")
-    w = self.view(torch.int32).view(-1, 2)
-    return torch.where(w[:, 1:2] < 0, 0, w).view(torch.int64).view(self.shape)
+    w = U.int32_words(self)  # any layout, 0-dim included
+    return U.from_int32_words(torch.where(w[..., 1:2] < 0, 0, w))
 
 
 _register("relu", relu, (*DTYPES, *_INTS))
@@ -346,6 +351,8 @@ _register("relu", relu, (*DTYPES, *_INTS))
 def sgn(self: Any, *, out: torch.Tensor | None = None) -> Any:
     """``aten::sgn``: ``sign`` for real tensors; ``z / |z|`` (0 at 0) for complex64, on its real/imaginary
     planes with native ops (``|z|`` as ``hypot``: no overflow)."""
+    if U.is_trn(self) and self.dtype in (*_ALL_INTS, torch.bool):
+        return _int_abs_sign("sign", self, out)  # sgn of a real tensor is its sign
     if not (U.is_trn(self) and self.is_complex()):
         return run_unary("sign", self, out)
     if out is not None or self.dtype != torch.complex64 or self.is_conj() or self.is_neg():
@@ -355,11 +362,13 @@ def sgn(self: Any, *, out: torch.Tensor | None = None) -> Any:
     return torch.view_as_complex(torch.where(r == 0, 0.0, v / r))
 
 
-_register("sgn", sgn, (*DTYPES, torch.complex64))
+_register("sgn", sgn, (*DTYPES, *_ALL_INTS, torch.bool, torch.complex64))
 
 
 def round_(self: Any, *, out: torch.Tensor | None = None) -> Any:
-    """``aten::round``: half to even."""
+    """``aten::round``: half to even (the identity, as a copy, on integer tensors)."""
+    if U.is_trn(self) and self.dtype in _ALL_INTS:
+        return _int_identity(self, out)
     return run_unary("round", self, out, (0,))
 
 
@@ -368,7 +377,7 @@ def round_decimals(self: Any, *, decimals: int, out: torch.Tensor | None = None)
     return run_unary("round", self, out, (int(decimals),))
 
 
-_register("round", round_)
+_register("round", round_, (*DTYPES, *_ALL_INTS))
 _register("round.decimals", round_decimals)
 
 
@@ -466,6 +475,11 @@ def signbit(self: Any, *, out: torch.Tensor | None = None) -> Any:
     """``aten::signbit``: the sign bit, read from the int32 view of the (fp32) bits (NaN and -0.0 included)."""
     if U.is_trn(self) and self.dtype in _INT_BOOL:
         return run("signbit_i", [self], torch.bool, out, compute="i32", in_dtypes=_INT_BOOL)
+    if U.is_trn(self) and self.dtype == torch.int64:  # the sign of the high int32 word, any layout
+        return run("signbit_i", [U.int32_words(self)[..., 1]], torch.bool, out, compute="i32",
+                   in_dtypes=(torch.int32,))
+    if U.is_trn(self) and self.dtype in _ALL_INTS:  # int16/int8/uint8: widened by the kernel's load
+        return run("signbit_i", [self], torch.bool, out, compute="i32", in_dtypes=_ALL_INTS)
     if not U.is_trn(self) or self.dtype not in DTYPES:
         return decline("not a trn tensor")
     f = self if self.dtype == torch.float32 else self.to(torch.float32)  # a native cast copy (sign kept)
@@ -473,24 +487,50 @@ def signbit(self: Any, *, out: torch.Tensor | None = None) -> Any:
 
 
 EW_OPS["signbit_i"] = lambda p, x: x < 0
-_register("signbit", signbit, dtypes=DTYPES + _INT_BOOL)
+_register("signbit", signbit, dtypes=DTYPES + _INT_BOOL + _ALL_INTS)
 
 
 def logical_not(self: Any, *, out: torch.Tensor | None = None) -> Any:
-    """``aten::logical_not``: ``self == 0`` as bool (an ``out=`` of another dtype is declined)."""
+    """``aten::logical_not``: ``self == 0`` as bool (an ``out=`` of another dtype is declined); other integer
+    dtypes by the native ``self == 0`` (int64 on its words), complex64 when both planes are 0."""
+    if U.is_trn(self) and (self.dtype in _ALL_INTS or self.dtype == torch.complex64) and \
+            self.dtype != torch.int32:
+        if self.dtype == torch.complex64:
+            if self.is_conj() or self.is_neg():
+                return decline("a complex input with a conj/neg bit")
+            v = torch.view_as_real(self)
+            r = (v[..., 0] == 0) & (v[..., 1] == 0)
+        elif self.dtype == torch.int64:  # zero when both words are: exact beyond int32
+            w = U.int32_words(self)
+            r = (w[..., 0] == 0) & (w[..., 1] == 0)
+        else:
+            r = torch.eq(self, 0)
+        if out is None:
+            return r
+        if out.shape != r.shape:
+            return decline("out= of another shape than self")
+        return out.copy_(r)
     return run("logical_not", [self], torch.bool, out, in_dtypes=DTYPES + (torch.int32, torch.bool))
 
 
-_register("logical_not", logical_not, dtypes=DTYPES + (torch.int32, torch.bool))
+_register("logical_not", logical_not, dtypes=DTYPES + _ALL_INTS + (torch.bool, torch.complex64))
 
 
 def bitwise_not(self: Any, *, out: torch.Tensor | None = None) -> Any:
-    """``aten::bitwise_not`` of int32 (two's complement) and bool (logical not) tensors."""
+    """``aten::bitwise_not`` of int32 (two's complement) and bool (logical not) tensors; int64 on both of its
+    int32 words (exact for every value)."""
+    if self.dtype == torch.int64:
+        r = U.from_int32_words(bitwise_not(U.int32_words(self)))
+        if out is None:
+            return r
+        if out.dtype != torch.int64 or out.shape != r.shape:
+            return decline("out= of another dtype or shape than self")
+        return out.copy_(r)
     compute = "bool" if self.dtype == torch.bool else "i32"
     return run("bitwise_not", [self], self.dtype, out, compute=compute, in_dtypes=(torch.int32, torch.bool))
 
 
-_register("bitwise_not", bitwise_not, dtypes=(torch.int32, torch.bool), accepts=_SELF_ON_TRN)
+_register("bitwise_not", bitwise_not, dtypes=(torch.int32, torch.int64, torch.bool), accepts=_SELF_ON_TRN)
 
 
 def atan2(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
