@@ -61,6 +61,7 @@ from codegen.lowering.ctx import I1, I8P, I32, I64, I64P, Ctx, ci32, ci64, const
 from codegen.lowering.expr import emit_int
 from codegen.lowering.plan import Plan, all_regions, regions_written, same_region
 from codegen.lowering.rowblock import row_runs
+from codegen.lowering.split import split_loop
 from codegen.lowering.types import from_compute, poison_storage, storage_ty, to_compute
 from codegen.lowering.vals import AccessEval, Imm, Iota, RegionRead, RegionView, RoundTrip, TensorArgs, Val
 from codegen.lowering.vals import bcast as vbcast
@@ -71,7 +72,7 @@ from trnlang.ir.ops import Alu, Op
 from trnlang.ir.types import DType, Space
 
 ENTRY = "kernel_entry"
-LOWERING_VERSION = "4"   # bump when generated code changes meaning (part of the cache key)
+LOWERING_VERSION = "5"   # bump when generated code changes meaning (part of the cache key)
 
 # error record layout (int64 words)
 ERR_WORDS = 64
@@ -91,6 +92,7 @@ class LoweredKernel:
     has_print: bool
     plan: Plan
     deferred: dict[int, TrnError]
+    split: bool = False  # the entry runs part [lo, hi) of g1 parts of its outermost affine loop (``split.py``)
 
 
 def meta_layout(kernel: Kernel) -> tuple[list[int], int]:
@@ -113,6 +115,8 @@ class KernelLowering:
         tensors = kernel.tensors
         self.contiguous = list(contiguous) if contiguous is not None else [True] * len(tensors)
         self.plan = Plan(kernel, self.grid, may_alias, debug, self.contiguous)
+        self.split = split_loop(self.plan)  # the loop the runtime may split across threads (``split.py``)
+        self.parts: tuple[ir.Value, ir.Value, ir.Value] | None = None  # its part_lo, part_hi, parts arguments
         self.meta_offsets, self.meta_words = meta_layout(kernel)
         self.deferred: dict[int, TrnError] = {}
         self.temp_top = 0
@@ -131,11 +135,13 @@ class KernelLowering:
     # ------------------------------------------------------------------ module
     def build(self) -> LoweredKernel:
         mod = ir.Module(name=f"trn_{self.kernel.name}")
-        args = [I8P.as_pointer(), I64P, I64, I64, I64, I8P, I64P, I8P]
+        args = [I8P.as_pointer(), I64P, I64, I64, I64, I8P, I64P, I8P, I64, I64, I64]
         fn = ir.Function(mod, ir.FunctionType(I32, args), "trn.instance")
         fn.linkage = "internal"
-        for k, name in enumerate(["tensors", "meta", "pid0", "pid1", "pid2", "arena", "err", "cb"]):
+        for k, name in enumerate(["tensors", "meta", "pid0", "pid1", "pid2", "arena", "err", "cb", "part_lo",
+                                  "part_hi", "parts"]):
             fn.args[k].name = name
+        self.parts = (fn.args[8], fn.args[9], fn.args[10])
         fn.args[5].add_attribute("noalias")
         fn.args[6].add_attribute("noalias")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -155,7 +161,8 @@ class KernelLowering:
             b.ret(ci32(0))
         self._entry(mod, fn)
         arena = self.plan.bufs_size + self.temp_max
-        return LoweredKernel(mod, max(64, arena), self.meta_words, self.has_print, self.plan, self.deferred)
+        return LoweredKernel(mod, max(64, arena), self.meta_words, self.has_print, self.plan, self.deferred,
+                             self.split is not None)
 
     def _entry(self, mod: ir.Module, inst: ir.Function) -> None:
         args = [I8P.as_pointer(), I64P, I64, I64, I64, I64, I8P, I64P, I8P]
@@ -163,13 +170,19 @@ class KernelLowering:
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         tensors, meta, lo_, hi, g1, g2, arena, err, cb = fn.args
         cx = Ctx(mod, fn, b)
+        if self.split is not None:  # grid (1,): [lo, hi) are parts of g1 (ordinary launches: 0, 1, 1: all of it)
+            r = b.call(inst, [tensors, meta, ci64(0), ci64(0), ci64(0), arena, err, cb, lo_, hi, g1])
+            if self.streamed:
+                lower_stream.fence(b, mod)
+            b.ret(r)
+            return
         g12 = b.mul(g1, g2)
         with cx.loop(lo_, hi, 1, "lin") as lin:
             p0 = b.sdiv(lin, g12)
             rem = b.srem(lin, g12)
             p1 = b.sdiv(rem, g2)
             p2 = b.srem(rem, g2)
-            r = b.call(inst, [tensors, meta, p0, p1, p2, arena, err, cb])
+            r = b.call(inst, [tensors, meta, p0, p1, p2, arena, err, cb, ci64(0), ci64(1), ci64(1)])
             with b.if_then(b.icmp_signed("!=", r, ci32(0)), likely=False):
                 if self.streamed:
                     lower_stream.fence(b, mod)
@@ -241,13 +254,30 @@ class KernelLowering:
     def lower_loop(self, lp: Loop) -> None:
         from codegen.lowering.gemm_collapse import try_collapse
 
-        if not try_collapse(self, lp, self.lower_loop_plain):  # matmul tile loops: one gemm (gemm_collapse.py)
+        # matmul tile loops: one gemm (gemm_collapse.py); the split loop never is one (split.py)
+        if lp is self.split or not try_collapse(self, lp, self.lower_loop_plain):
             self.lower_loop_plain(lp)
+
+    def _part_range(self, start: ir.Value, stop: ir.Value, step: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """The iterations of part ``[part_lo, part_hi)`` of ``parts`` of a loop of positive constant step."""
+        b = self.cx.b
+        assert self.parts is not None
+        plo, phi, parts = self.parts
+        parts = b.select(b.icmp_signed("<", parts, ci64(1)), ci64(1), parts)
+        span = b.sub(stop, start)
+        trips = b.select(b.icmp_signed(">", span, ci64(0)), b.sdiv(b.add(span, b.sub(step, ci64(1))), step), ci64(0))
+        k_lo = b.sdiv(b.mul(trips, plo), parts)
+        k_hi = b.sdiv(b.mul(trips, phi), parts)
+        new_start = b.add(start, b.mul(k_lo, step))
+        end = b.add(start, b.mul(k_hi, step))
+        return new_start, b.select(b.icmp_signed("<", end, stop), end, stop)
 
     def lower_loop_plain(self, lp: Loop) -> None:
         """``lp`` as written: an LLVM loop around its body."""
         cx, b = self.cx, self.cx.b
         start, stop, step = (emit_int(cx, e) for e in (lp.start, lp.stop, lp.step))
+        if lp is self.split and self.parts is not None:
+            start, stop = self._part_range(start, stop, step)
         saved = cx.env.get(lp.var)
         c = const_int_value(step)
         if c is not None and c > 0:

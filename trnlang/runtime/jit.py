@@ -233,6 +233,8 @@ class Variant:
     used: bool = True    # launched since the eviction clock last passed (runtime/codecache.py)
     alive: bool = True   # False once evicted: caches holding it must drop it
     evict: Any = None    # unloads it from its executor (called by codecache)
+    split: bool = False  # its outermost affine loop can run in parts on threads (``codegen/lowering/split.py``)
+    split_ns: dict[Any, Any] = field(default_factory=dict)  # launch shapes -> timings, then whether to split
 
 
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -381,7 +383,8 @@ class JitExecutor:
                 stats["lower_s"] = t1 - t0
                 stats["llvm_s"] = time.perf_counter() - t1
                 header = {"key": key, "arena_size": low.arena_size, "meta_words": low.meta_words,
-                          "has_print": low.has_print, "kernel": k.name, "libs": gemmlib.used(low.module)}
+                          "has_print": low.has_print, "kernel": k.name, "libs": gemmlib.used(low.module),
+                          "split": low.split}
                 deferred = low.deferred
                 write_entry(key, header, obj)
         t2 = time.perf_counter()
@@ -393,6 +396,7 @@ class JitExecutor:
         self.last_compile = stats
         v = Variant(fn, int(header["arena_size"]), int(header["meta_words"]), bool(header["has_print"]), key,
                     (contiguous, may_alias, grid), deferred=deferred, stats=stats)
+        v.split = bool(header.get("split", False))
         v.meta = np.zeros(max(1, v.meta_words), np.int64)
         v.meta_addr = v.meta.ctypes.data
         v.uses_meta = any(c is not True for c in contiguous) or \
@@ -520,6 +524,8 @@ class JitExecutor:
                 arrays: list[np.ndarray]) -> None:
         cb_addr = self._cb_addr if v.has_print else None
         ncpu = num_threads()
+        if total == 1 and v.split and ncpu > 1 and self._run_split(v, ptr_arr, meta_addr, arrays, ncpu):
+            return
         sequential = (total == 1 or v.has_print or self._has_scratch or self._has_accumulate or ncpu == 1 or v.timed < 2
                       or v.ns_per_instance is None or v.ns_per_instance * total < _PARALLEL_MIN_NS)
         if sequential:
@@ -548,6 +554,29 @@ class JitExecutor:
         for rc, err in zip(rcs, errs):
             if rc:
                 self._raise(v, err, arrays)
+
+    def _run_split(self, v: Variant, ptr_arr: Any, meta_addr: int, arrays: list[np.ndarray], ncpu: int) -> bool:
+        """Run a grid-(1,) launch of a split-capable variant (``runtime/split.py``): timed whole runs first, then
+        in parts when long enough. False: the caller runs it whole."""
+        from trnlang.runtime import split
+
+        key = tuple([a.shape for a in arrays])
+        d = v.split_ns.get(key)
+        if d is None:
+            if len(v.split_ns) > 256:
+                v.split_ns.clear()
+            d = v.split_ns[key] = split.Decision()
+        if d.split is False:
+            return False
+
+        def raise_err(err: np.ndarray) -> None:
+            self._raise(v, err, arrays)
+
+        ptr_addr = ctypes.addressof(ptr_arr)
+        if d.split is None:
+            d.timed(split.Part(v.fn, ptr_addr, meta_addr, 0, 1, v.arena_size, raise_err))
+            return True
+        return split.run_parts(split.parts_of(v.fn, ptr_addr, meta_addr, v.arena_size, raise_err, ncpu))
 
     def _check(self, arrays: list[np.ndarray]) -> None:
         from trnlang.interpret.interpreter import check_launch

@@ -124,7 +124,7 @@ class LaunchPlan:
     """
 
     __slots__ = ("executor", "contiguous", "grid", "extents", "meta", "meta_addr", "variants", "shapes", "_last",
-                 "__weakref__")
+                 "split", "__weakref__")
 
     def __init__(self, executor: Any, arrays: list[np.ndarray], grid: tuple[int, ...]) -> None:
         self.executor = executor
@@ -151,6 +151,7 @@ class LaunchPlan:
         self.variants: dict[bool, Any] = {}
         self.shapes = [_Shaped(a.shape) for a in arrays]  # what an error message needs of the arrays
         self._last: tuple[tuple[int, ...], Launch] | None = None
+        self.split: Any = None  # ``runtime.split.Decision`` of a split-capable variant, made at its first launch
 
     def variant(self, may_alias: bool) -> Any:
         """The compiled variant for this layout (``may_alias``: a written argument overlaps another)."""
@@ -210,7 +211,7 @@ class Launch:
 
     __slots__ = ("_plan", "pointers", "variant", "entry", "words", "arena_size", "resolved", "native", "_fn",
                  "_ptr_arr", "_meta", "_cb", "_general", "_executor", "_shapes", "_keep", "_owner", "_run_words",
-                 "_run_arg", "_run_err")
+                 "_run_arg", "_run_err", "_split")
     _fn: Any  # the variant's ctypes entry (None: deferred)
     _ptr_arr: Any
     _run_words: Any  # the owner's words and arena (``run``)
@@ -230,6 +231,7 @@ class Launch:
         # the thread whose one-argument native call runs this launch (see ``run``): none yet, or never (-1)
         self._owner = 0 if plan is not None else -1
         self._run_words = self._run_arg = self._run_err = None
+        self._split: Any = None  # its parts once split (see ``_run_split``); None: never split
         if plan is None:  # deferred
             self.resolved = self.native = False
             self.entry, self.words, self.arena_size = 0, [], 0
@@ -248,6 +250,12 @@ class Launch:
         self.resolved = True
         # device_print calls back into Python: such a launch runs on Python threads only
         self.native = self._cb is None
+        if v.split and self.native:  # decided at the first runs (``runtime/split.py``): not adopted before
+            if plan.split is None:
+                from trnlang.runtime.split import Decision
+
+                plan.split = Decision()
+            self._split = ()
 
     @property
     def plan(self) -> LaunchPlan | None:
@@ -275,9 +283,38 @@ class Launch:
         if g is not None:
             g()
             return
+        if self._split is not None and self._run_split():
+            return
         if self._owner == 0 and self._adopt():
             self.run()
             return
+        err, err_addr = _err_buffer()
+        if self._fn(self._ptr_arr, self._meta, 0, 1, 1, 1, _arena(self.arena_size), err_addr, self._cb):
+            self.on_error(err)
+
+    def _run_split(self) -> bool:
+        """Run a launch of a split-capable variant (``runtime/split.py``): whole and timed until its plan's
+        decision, then in one part per thread. False: never split (it is adopted and runs as any launch)."""
+        from trnlang.runtime import split
+
+        plan = self.plan
+        d = plan.split if plan is not None else None
+        threads = split.threads()
+        if d is None or d.split is False or threads == 1:
+            self._split = None
+            return False
+        if d.split is None:
+            d.timed(self._whole)
+            return True
+        parts = self._split
+        if len(parts) != threads:
+            parts = self._split = split.parts_of(self._fn, ctypes.addressof(self._ptr_arr), self._meta,
+                                                 self.arena_size, self.on_error, threads)
+        if not split.run_parts(parts):
+            self._whole()  # the workers are busy: this launch is itself one of several run together
+        return True
+
+    def _whole(self) -> None:
         err, err_addr = _err_buffer()
         if self._fn(self._ptr_arr, self._meta, 0, 1, 1, 1, _arena(self.arena_size), err_addr, self._cb):
             self.on_error(err)
