@@ -51,12 +51,14 @@ def sum_planes(self: Any, dim: Any, keepdim: bool, dtype: torch.dtype | None, me
     if got is None:
         return decline("dims out of range or repeated: torch raises")
     r, red, keep = got
-    if mean:
-        out = R._simple(r, red, keep, torch.float32, R.Op.SUM, post=R.Post.DIV, empty_value=math.nan)
-    else:
-        out = R._simple(r, red, keep, torch.float32, R.Op.SUM, empty_value=0.0)
+    out = R._simple(r, red, keep, torch.float32, R.Op.SUM, empty_value=0.0)
     if out is NotImplemented:
         return out
+    if mean:  # torch divides the complex sum by complex(n): (re + im * 0) / n, (im - re * 0) / n (inf/NaN spread)
+        c = U.prod([r.shape[d] for d in red])
+        inv = 1.0 / c if c else math.inf
+        re, im = out[..., 0], out[..., 1]
+        out = torch.stack(((re + im * 0.0) * inv, (im - re * 0.0) * inv), -1)
     return torch.view_as_complex(out)
 
 

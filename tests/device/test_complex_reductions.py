@@ -104,3 +104,16 @@ def test_complex64_logsumexp_vs_cpu(dim, keepdim):
     got = torch.logsumexp(z.to("trn"), dim, keepdim=keepdim)
     _close(got, torch.logsumexp(z, dim, keepdim=keepdim))
     _close(torch.logsumexp(z[0, 0].to("trn"), 0), torch.logsumexp(z[0, 0], 0))  # 0-dim
+
+
+def test_complex64_mean_spreads_inf_and_nan_like_cpu():
+    # torch divides the complex sum by complex(n): an infinite real part makes the imaginary part NaN (and back)
+    inf, nan = float("inf"), float("nan")
+    for vals in ([1 + 2j, 3 - 1j, complex(inf, 0), 2, -1 + 1j], [1 + 2j, complex(0, inf), 3j],
+                 [1 + 2j, complex(nan, 1), 3j], [complex(-0.0, -0.0)] * 2):
+        z = torch.tensor(vals, dtype=torch.complex64)
+        got, want = z.to("trn").mean().cpu(), z.mean()
+        torch.testing.assert_close(got, want, equal_nan=True)
+        assert str(got) == str(want)  # signs of zeros and NaN placement too
+    z = torch.tensor([[1 + 1j, complex(inf, 2)], [2 - 1j, 3j]], dtype=torch.complex64)
+    torch.testing.assert_close(z.to("trn").mean(1).cpu(), z.mean(1), equal_nan=True)
