@@ -271,6 +271,18 @@ def _coalesced_parts(dense: Sequence[int], ops: list[_Operand], groups: tuple[in
     return parts
 
 
+def _bool_accumulate(x: torch.Tensor, y: torch.Tensor | None, accumulate: str | None,
+                     alpha: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None, str | None]:
+    """A bool scatter's operands and DMA reduction: torch's bool sum is OR and its product AND, i.e. the max
+    and min of the 0/1 bytes seen as uint8 (a uint8 add would wrap after 255 duplicates). Other scatters
+    are returned unchanged."""
+    if x.dtype != torch.bool or accumulate is None:
+        return x, y, accumulate
+    if alpha is not None or y is None or y.dtype != torch.bool:
+        raise _Bounds("a bool accumulation with alpha or from another dtype")
+    return x.view(torch.uint8), y.view(torch.uint8), "min" if accumulate in ("multiply", "min") else "max"
+
+
 def _run(x: torch.Tensor, x_strides: Sequence[int], s_span: int, s_stride: int, y: torch.Tensor | None,
          y_strides: Sequence[int] | None, scalar: torch.Tensor | None, indices: Sequence[torch.Tensor],
          idx_strides: Sequence[Sequence[int]], sizes: Sequence[int], steps: Sequence[int], dense: Sequence[int],
@@ -285,6 +297,7 @@ def _run(x: torch.Tensor, x_strides: Sequence[int], s_span: int, s_stride: int, 
     if any(n == 0 for n in dense):
         return
     xoff, yoff = x.storage_offset(), (y.storage_offset() if y is not None else 0)
+    x, y, accumulate = _bool_accumulate(x, y, accumulate, alpha)
     if x.dtype in _PAIR_DTYPES:  # 8-byte elements move as two int32 words: one more dense dim of 2
         if accumulate is not None or alpha is not None or y is None or y.dtype != x.dtype:
             raise _Bounds("8-byte data can only be moved, not accumulated or filled")

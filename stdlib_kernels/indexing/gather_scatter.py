@@ -220,6 +220,23 @@ def mean_finish(total, count, orig, out):
             tl.store(out[rows, cols], tl.where(c > 0, t / tl.maximum(c, 1.0), o), mask=m)
 
 
+def _scatter_reduce_checks(self: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor, reduce: str,
+                           out: torch.Tensor | None, boolean: bool) -> str | None:
+    """Why ``scatter_reduce`` declines these arguments, or None."""
+    if reduce not in ("sum", "prod", "mean", "amax", "amin"):
+        return "an unknown reduce: torch raises"
+    if not self.dtype.is_floating_point and not boolean:
+        return "an integer self (accumulating DMAs are float)"
+    d = _gather_checks(self, dim, index)
+    if isinstance(d, str):
+        return d
+    if not _ok_data(src, move=boolean) or src.dtype != self.dtype:
+        return "src not a trn tensor of self's dtype"
+    if out is not None and (not U.is_trn(out) or out.dtype != self.dtype):
+        return "out= not a trn tensor of self's dtype"
+    return None
+
+
 @lowering("aten::scatter_reduce.two")
 def scatter_reduce(self: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor, reduce: str, *,
                    include_self: bool = True, out: torch.Tensor | None = None) -> Any:
@@ -228,21 +245,16 @@ def scatter_reduce(self: torch.Tensor, dim: int, index: torch.Tensor, src: torch
     sum/prod/amax/amin are accumulating DMAs (after scattering the identity where ``include_self``
     is False); mean scatter-adds the values and a count, then divides.
     """
-    if reduce not in ("sum", "prod", "mean", "amax", "amin"):
-        return decline("an unknown reduce: torch raises")
-    if not self.dtype.is_floating_point:
-        return decline("an integer self (accumulating DMAs are float)")
-    d = _gather_checks(self, dim, index)
-    if isinstance(d, str):
-        return decline(d)
-    if not _ok_data(src) or src.dtype != self.dtype:
-        return decline("src not a trn tensor of self's dtype")
-    if out is not None and (not U.is_trn(out) or out.dtype != self.dtype):
-        return decline("out= not a trn tensor of self's dtype")
+    boolean = self.dtype == torch.bool and reduce != "mean"  # OR (sum, amax) / AND (prod, amin) on the bytes
+    why = _scatter_reduce_checks(self, dim, index, src, reduce, out, boolean)
+    if why is not None:
+        return decline(why)
     if reduce != "mean":
         res = self.clone()
         if not include_self:
             ident = {"sum": 0.0, "prod": 1.0, "amax": float("-inf"), "amin": float("inf")}[reduce]
+            if boolean:
+                ident = reduce in ("prod", "amin")
             if _scatter_impl(res, dim, index, None, ident, None, res) is NotImplemented:
                 return NotImplemented
         r = _scatter_impl(res, dim, index, src, None, _ACC[reduce], res)
