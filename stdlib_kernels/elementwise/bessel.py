@@ -28,6 +28,7 @@ import torch
 
 import trnlang.language as tl
 from stdlib_kernels import _util as U
+from stdlib_kernels.elementwise.promote import INT_LIKE, promoting
 from stdlib_kernels.elementwise.unary import DTYPES, EW_OPS, run
 from trnlang.device import REGISTRY, decline, lowering, memory
 
@@ -513,7 +514,7 @@ def _make(op: str, key: str) -> Callable[..., Any]:
 
 for _op, _key in [(op, op) for op in FUNCS] + [("special_modified_bessel_i0", "i0")]:
     if f"aten::{_op}" not in REGISTRY:
-        lowering(f"aten::{_op}", dtypes=DTYPES)(_make(_op, _key))
+        lowering(f"aten::{_op}", dtypes=DTYPES + INT_LIKE)(promoting(_make(_op, _key)))  # ints: as float32
 
 
 from stdlib_kernels.elementwise import gamma_fns  # noqa: E402,F401  (registers zeta / polygamma / igamma)

@@ -38,6 +38,7 @@ import torch
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.elementwise.bessel import polevl, run_bucketed
+from stdlib_kernels.elementwise.promote import INT_LIKE, promotes
 from stdlib_kernels.elementwise.unary import DTYPES, EW_OPS
 from trnlang.device import REGISTRY, decline, lowering
 
@@ -273,6 +274,8 @@ def polygamma(n: Any, self: Any, *, out: torch.Tensor | None = None) -> Any:
     """``aten::polygamma(n, self)`` (also reached as ``self.polygamma_(n)``, whose arguments come swapped)."""
     if isinstance(n, torch.Tensor) and not isinstance(self, torch.Tensor):
         n, self = self, n
+    if promotes(self) and torch.get_default_dtype() == torch.float32:
+        self = self.to(torch.float32)  # torch promotes integer/bool inputs to the default dtype
     if not isinstance(n, int) or n < 0 or not U.is_trn(self) or self.dtype not in DTYPES:
         return decline("n not a non-negative int (torch raises for n < 0), or self not a float trn tensor")
     if n > _POLYGAMMA_MAX_N:
@@ -285,7 +288,7 @@ def polygamma(n: Any, self: Any, *, out: torch.Tensor | None = None) -> Any:
 
 
 if "aten::polygamma" not in REGISTRY:
-    lowering("aten::polygamma", dtypes=DTYPES)(polygamma)
+    lowering("aten::polygamma", dtypes=DTYPES + INT_LIKE)(polygamma)
 
 
 # ------------------------------------------------------------------------------------------ igamma / igammac

@@ -40,6 +40,7 @@ import torch
 
 import trnlang.language as tl
 from stdlib_kernels import _util as U
+from stdlib_kernels.elementwise.promote import INT_LIKE, promotes, promoting
 from stdlib_kernels.elementwise.unary import DTYPES, EW_OPS, run
 from trnlang.device import REGISTRY, decline, lowering
 
@@ -220,9 +221,9 @@ def _unary(op: str, dtypes: tuple = F32) -> Callable[..., Any]:
 
 
 # torch's CPU kernels exist for float32/float64 (and integers, promoted) only: bf16/fp16 raise on the CPU.
-_register("special_erfcx", _unary("special_erfcx"), F32)
-_register("special_log_ndtr", _unary("special_log_ndtr"), F32)
-_register("special_ndtri", _unary("special_ndtri"), F32)
+_register("special_erfcx", promoting(_unary("special_erfcx")), F32 + INT_LIKE)  # ints promote to float32
+_register("special_log_ndtr", promoting(_unary("special_log_ndtr")), F32 + INT_LIKE)
+_register("special_ndtri", promoting(_unary("special_ndtri")), F32 + INT_LIKE)
 
 
 def angle(self: Any, *, out: torch.Tensor | None = None) -> Any:
@@ -470,6 +471,9 @@ def _dev(v: Any) -> torch.Tensor | None:
 
 def _make_poly(name: str) -> Callable[..., Any]:
     def lower(x: Any, n: Any, *, out: torch.Tensor | None = None) -> Any:
+        floats = [v for v in (x, n) if isinstance(v, torch.Tensor) and v.is_floating_point()]
+        if not floats and torch.get_default_dtype() == torch.float32:
+            x, n = (v.to(torch.float32) if promotes(v) else v for v in (x, n))  # torch promotes integer operands
         xs, ns = _dev(x), _dev(n)
         if xs is None or ns is None or xs.dtype != torch.float32 or ns.dtype != torch.float32:
             return decline("operands not float32 (a trn tensor or a real number)")
@@ -499,7 +503,7 @@ def _make_poly(name: str) -> Callable[..., Any]:
 for _name in (*_CHEB, *_OTHER):
     _fn = _make_poly(_name)
     for _ov in ("", ".x_scalar", ".n_scalar"):
-        _register(f"special_{_name}{_ov}", _fn, F32)
+        _register(f"special_{_name}{_ov}", _fn, F32 + INT_LIKE)
 
 
 # ------------------------------------------------------------------------------------------------ hash_tensor
