@@ -57,6 +57,59 @@ def masked_fill_kernel(x, mask, value, out):
                 tl.store(_at(out, b, rows, cols), tl.where(mk != 0, v0, t), mask=m)
 
 
+def _pair_values(self: torch.Tensor, value: Any) -> tuple[Any, Any] | None:
+    """The fill value of an int64 or complex64 ``self`` split like its storage: (low, high) int32 words, or
+    (real, imaginary) float32 parts; None when it is not a number of that kind."""
+    if isinstance(value, torch.Tensor):
+        if value.dim() != 0 or value.is_complex() != self.is_complex():
+            return None
+        value = value.item()
+    if self.dtype == torch.int64:
+        if isinstance(value, bool) or not isinstance(value, int) or not -2**63 <= value < 2**63:
+            return None
+        lo = value & 0xFFFFFFFF
+        return lo - 2**32 if lo >= 2**31 else lo, value >> 32
+    if not isinstance(value, (int, float, complex)) or isinstance(value, bool):
+        return None
+    return float(complex(value).real), float(complex(value).imag)
+
+
+def _masked_fill_pairs(self: torch.Tensor, mask: torch.Tensor, value: Any, out: torch.Tensor | None) -> Any:
+    """``masked_fill`` of int64 (on its int32 words) and complex64 (on its float32 planes) tensors: each half
+    filled by the 4-byte kernel with its half of the value (exact for every int64)."""
+    vals = _pair_values(self, value)
+    if vals is None:
+        return decline("a value that is not a number of self's kind (int64: an int, complex64: a number)")
+    try:
+        bshape = torch.broadcast_shapes(self.shape, mask.shape)
+    except RuntimeError:
+        return decline("mask does not broadcast with self: torch raises")
+    if bshape != self.shape and out is not None:
+        return decline("out= with a mask that broadcasts self to a larger shape")
+    src = self.expand(bshape)
+    res = out if out is not None else torch.empty(bshape, dtype=self.dtype, device="trn")
+    if not U.is_trn(res) or res.shape != bshape or res.dtype != self.dtype or U.has_internal_overlap(res):
+        return decline("out= not a trn tensor of the result's shape and dtype, or with overlapping elements")
+    if res.numel() == 0:
+        return res
+    if U.overlaps(mask, res):
+        mask = mask.clone()
+    halves = (U.int32_words(src), U.int32_words(res)) if self.dtype == torch.int64 else \
+        (torch.view_as_real(src), torch.view_as_real(res))
+    for k in (0, 1):
+        if _masked_fill(halves[0][..., k], mask, vals[k], halves[1][..., k]) is NotImplemented:
+            return NotImplemented
+    return res
+
+
+def _fill(self: torch.Tensor, mask: torch.Tensor, value: Any, out: torch.Tensor | None) -> Any:
+    """``masked_fill`` of any dtype the kernels take: 8-byte int64/complex64 by halves, others directly."""
+    if U.is_trn(self) and self.dtype in (torch.int64, torch.complex64) and U.is_trn(mask) and \
+            mask.dtype == torch.bool and not self.is_conj() and not self.is_neg():
+        return _masked_fill_pairs(self, mask, value, out)
+    return _masked_fill(self, mask, value, out)
+
+
 def _masked_fill(self: torch.Tensor, mask: torch.Tensor, value: Any, out: torch.Tensor | None) -> Any:
     small = U.is_trn(self) and self.dtype in _SMALL_DTYPES
     if not (_ok_data(self) or small) or not U.is_trn(mask) or mask.dtype != torch.bool:
@@ -103,14 +156,14 @@ def _masked_fill(self: torch.Tensor, mask: torch.Tensor, value: Any, out: torch.
 @lowering("aten::masked_fill.Scalar")
 def masked_fill(self: torch.Tensor, mask: torch.Tensor, value: Any, *, out: torch.Tensor | None = None) -> Any:
     """``self.masked_fill(mask, value)`` (a select kernel; the mask broadcast by strides)."""
-    return _masked_fill(self, mask, value, out)
+    return _fill(self, mask, value, out)
 
 
 @lowering("aten::masked_fill.Tensor")
 def masked_fill_t(self: torch.Tensor, mask: torch.Tensor, value: torch.Tensor, *,
                   out: torch.Tensor | None = None) -> Any:
     """``self.masked_fill(mask, value_tensor)`` (a 0-dim value)."""
-    return _masked_fill(self, mask, value, out)
+    return _fill(self, mask, value, out)
 
 
 # ------------------------------------------------------------------ masked_select / masked_scatter
