@@ -64,7 +64,8 @@ from trnlang.device import decline
 DATA_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.int32)
 #: Dtypes the pure data-movement ops (gather, index, index_select, take, index_put/scatter without reduction)
 #: accept: 8-byte elements move as pairs of int32 words.
-MOVE_DTYPES = DATA_DTYPES + (torch.int64, torch.float64, torch.bool, torch.uint8, torch.int8, torch.int16)
+MOVE_DTYPES = DATA_DTYPES + (torch.int64, torch.float64, torch.complex64, torch.bool, torch.uint8, torch.int8,
+                             torch.int16)
 _CH = 512           # free-dim chunk of the gather/scatter tiles
 
 
@@ -238,7 +239,7 @@ def _words(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, list[int
     return base, base, [2 * s for s in t.stride()], 2 * t.storage_offset()
 
 
-_PAIR_DTYPES = (torch.int64, torch.float64)
+_PAIR_DTYPES = (torch.int64, torch.float64, torch.complex64)  # 8-byte: moved as int32 word pairs
 
 
 def _alias32(t: torch.Tensor) -> torch.Tensor:
