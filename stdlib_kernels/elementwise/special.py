@@ -233,7 +233,7 @@ def angle(self: Any, *, out: torch.Tensor | None = None) -> Any:
     return run("angle_real", [self], self.dtype, out)
 
 
-_register("angle", angle, DTYPES)
+_register("angle", promoting(angle), DTYPES + INT_LIKE)  # integers: 0 or pi as float32, as torch
 
 
 def _int_view(t: torch.Tensor) -> torch.Tensor:

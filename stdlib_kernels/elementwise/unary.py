@@ -419,19 +419,22 @@ def logit(self: Any, eps: Any = None, *, out: torch.Tensor | None = None) -> Any
     return run_unary("logit", self, out, logit_bounds(eps, self.dtype))
 
 
-_register("logit", logit, accepts=_SELF_ON_TRN)
+_register("logit", promoting(logit), dtypes=(*DTYPES, *_ALL_INTS, torch.bool), accepts=_SELF_ON_TRN)
 
 
 def nan_to_num(self: Any, nan: Any = None, posinf: Any = None, neginf: Any = None, *,
                out: torch.Tensor | None = None) -> Any:
-    """``aten::nan_to_num``: NaN, +inf, -inf replaced (defaults 0 and the dtype's largest finite values)."""
+    """``aten::nan_to_num``: NaN, +inf, -inf replaced (defaults 0 and the dtype's largest finite values); a
+    copy of an integer or bool tensor."""
+    if U.is_trn(self) and self.dtype in (*_ALL_INTS, torch.bool):
+        return _int_identity(self, out)
     fi = torch.finfo(self.dtype)
     p = (0.0 if nan is None else float(nan), fi.max if posinf is None else float(posinf),
          fi.min if neginf is None else float(neginf))
     return run_unary("nan_to_num", self, out, p)
 
 
-_register("nan_to_num", nan_to_num, accepts=_SELF_ON_TRN)
+_register("nan_to_num", nan_to_num, dtypes=(*DTYPES, *_ALL_INTS, torch.bool), accepts=_SELF_ON_TRN)
 
 
 _INT_BOOL = (torch.int32, torch.bool)

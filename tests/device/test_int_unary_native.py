@@ -92,3 +92,15 @@ def test_logical_not_complex64_and_out():
     out = torch.empty(4, dtype=torch.bool, device="trn")
     torch.logical_not(i.to("trn"), out=out)
     assert torch.equal(out.cpu(), torch.logical_not(i))
+
+
+@pytest.mark.parametrize("dt", [torch.int64, torch.int32, torch.uint8, torch.bool])
+@pytest.mark.parametrize("op", [torch.angle, torch.logit, torch.nan_to_num, lambda x: torch.logit(x, 0.25)],
+                         ids=["angle", "logit", "nan_to_num", "logit_eps"])
+@pytest.mark.parametrize("shape", [(), (1,), (0,), (3, 4)])
+def test_angle_logit_nan_to_num_of_integers(op, dt, shape):
+    x = torch.randint(-3, 4, shape, generator=torch.Generator().manual_seed(5)).to(dt)
+    for c, d in _layouts(x):
+        got, want = op(d).cpu(), op(c)
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got, want, equal_nan=True, rtol=1e-5, atol=1e-6)
