@@ -65,11 +65,48 @@ def _compare(op: str) -> Callable[..., Any]:
                 return decline("complex operands other than two complex64 trn tensors (eq/ne, no out=)")
             a, b = planes  # equal when both planes are
             return (a == b).all(-1) if op == "eq" else (a != b).any(-1)
+        if isinstance(self, torch.Tensor) and self.dtype in _UNSIGNED_WIDE:
+            return _unsigned_eq(op, self, other, out)
         return run_binary(op, self, other, out, rdt=torch.bool)
 
     lower.__name__ = op
     lower.__doc__ = f"``aten::{op}``: elementwise comparison in the common dtype, a bool result."
     return lower
+
+
+#: torch's unsigned types wider than a byte: eq/ne compare their bits, as the signed type of the same width
+_UNSIGNED_WIDE = {torch.uint16: torch.int16, torch.uint32: torch.int32, torch.uint64: torch.int64}
+
+
+def _unsigned_eq(op: str, self: torch.Tensor, other: Any, out: torch.Tensor | None) -> Any:
+    """eq/ne of uint16/32/64: equality of bits, so the same comparison on the signed view of each operand
+    (another operand dtype, or a number outside the type's range, is declined: torch decides those)."""
+    signed = _UNSIGNED_WIDE[self.dtype]
+    if isinstance(other, torch.Tensor) and other.device.type == "cpu" and other.dim() == 0 \
+            and other.dtype == self.dtype:
+        other = int(other.item())
+    if isinstance(other, bool) or not isinstance(other, (int, torch.Tensor)):
+        return decline("an unsigned comparison with a non-integer operand")
+    if isinstance(other, int):
+        bits = 8 * self.element_size()
+        if not 0 <= other < (1 << bits):
+            return decline("a number outside the unsigned type's range")
+        other = other - (1 << bits) if other >= 1 << (bits - 1) else other
+    elif other.dtype != self.dtype or not U.is_trn(other):
+        return decline("operands of different dtypes or devices")
+    if self.element_size() == 8:  # int64 arithmetic is exact only within int32: compare the two int32 words
+        if out is not None:
+            return decline("out= with 8-byte unsigned operands")
+        a = U.int32_words(self)
+        if isinstance(other, int):
+            w = [(other >> k) & 0xFFFFFFFF for k in (0, 32)]
+            b = torch.tensor([x - (1 << 32) if x >= 1 << 31 else x for x in w], dtype=torch.int32, device="trn")
+        else:
+            b = U.int32_words(other)
+        return (a == b).all(-1) if op == "eq" else (a != b).any(-1)
+    if isinstance(other, torch.Tensor):
+        other = other.view(signed)
+    return run_binary(op, self.view(signed), other, out, rdt=torch.bool)
 
 
 def _logical(op: str) -> Callable[..., Any]:
@@ -95,7 +132,7 @@ def _bitwise(op: str) -> Callable[..., Any]:
 
 for _op in ("eq", "ne", "lt", "le", "gt", "ge"):
     for _ov in ("Tensor", "Scalar"):
-        _cdt = (torch.complex64,) if _op in ("eq", "ne") and _ov == "Tensor" else ()
+        _cdt = ((torch.complex64,) if _ov == "Tensor" else ()) + tuple(_UNSIGNED_WIDE) if _op in ("eq", "ne") else ()
         _lo = _compare(_op)  # fast lanes: same-layout float tensors, a tensor and a number (lanes.py)
         lowering(f"aten::{_op}.{_ov}", dtypes=(*OPERAND_DTYPES, *_cdt),
                  fast=fast(_lo, _op if _ov == "Scalar" else None))(_lo)

@@ -1,0 +1,57 @@
+"""eq/ne of uint16/uint32/uint64 natively (issue 22: test_reductions' hash_tensor tests compare uint64 results).
+
+Equality is equality of bits: uint16/32 compare their signed views, uint64 its two int32 words (int64
+arithmetic is exact only within int32). Checked against the CPU under ``TRN_FALLBACK=error``, over values
+across the whole range (the top bit set, 0, the maximum), broadcasting, strided views, 0-dim and empty
+tensors, and numbers.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import trnlang.config as config
+import trnlang.device  # noqa: F401  (registers trn)
+from trnlang.device.fallback import FallbackError
+
+_DT = {16: torch.uint16, 32: torch.uint32, 64: torch.uint64}
+
+
+def _tensor(vals: list[int], bits: int, shape: tuple[int, ...]) -> torch.Tensor:
+    signed = {16: torch.int16, 32: torch.int32, 64: torch.int64}[bits]
+    raw = [v - (1 << bits) if v >= 1 << (bits - 1) else v for v in vals]
+    return torch.tensor(raw, dtype=signed).reshape(shape).view(_DT[bits])
+
+
+@settings(max_examples=40, deadline=None)
+@given(bits=st.sampled_from([16, 32, 64]), shape=st.sampled_from([(), (0,), (1,), (5,), (3, 4), (2, 3, 2)]),
+       data=st.data(), op=st.sampled_from(["eq", "ne"]), transpose=st.booleans(), bcast=st.booleans())
+def test_unsigned_eq_ne_vs_cpu(bits, shape, data, op, transpose, bcast):
+    n = 1
+    for s in shape:
+        n *= s
+    top = (1 << bits) - 1
+    pool = st.sampled_from([0, 1, top, 1 << (bits - 1), (1 << (bits - 1)) - 1, 12345 % top])
+    a_vals = data.draw(st.lists(pool | st.integers(0, top), min_size=n, max_size=n))
+    b_vals = [v if data.draw(st.booleans()) else data.draw(pool) for v in a_vals]
+    a, b = _tensor(a_vals, bits, shape), _tensor(b_vals, bits, shape)
+    if transpose and a.dim() >= 2:
+        a, b = a.transpose(0, 1), b.transpose(0, 1)
+    if bcast and a.dim() >= 1 and a.numel():
+        b = b[..., :1]
+    f = getattr(torch, op)
+    with config.override(TRN_FALLBACK="error"):
+        got = f(a.to("trn"), b.to("trn")).cpu()
+        assert torch.equal(got, f(a, b))
+        s = data.draw(pool)
+        assert torch.equal(f(a.to("trn"), s).cpu(), f(a, s))
+
+
+def test_mixed_dtypes_are_torchs_to_decide():
+    a = torch.tensor([1, 2], dtype=torch.uint64)
+    with config.override(TRN_FALLBACK="error"):
+        with pytest.raises(FallbackError):
+            torch.eq(a.to("trn"), torch.tensor([1, 2]).to("trn"))
