@@ -57,10 +57,21 @@ def promoted_planes(v: Any) -> torch.Tensor | None:
     return torch.stack((re, torch.zeros_like(re)), -1)
 
 
+def _number(v: Any) -> bool:
+    """A Python number, or a 0-dim CPU tensor standing for one (not a float64/complex128 one: another result)."""
+    if isinstance(v, torch.Tensor):
+        return v.device.type == "cpu" and v.dim() == 0 and v.dtype not in (torch.float64, torch.complex128)
+    return isinstance(v, (bool, int, float, complex))
+
+
 def _compare(op: str) -> Callable[..., Any]:
     def lower(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
         if isinstance(self, torch.Tensor) and self.is_complex():
             planes = complex_planes(self, other) if op in ("eq", "ne") and out is None else None
+            if planes is None and op in ("eq", "ne") and out is None and _number(other) \
+                    and self.dtype == torch.complex64 and U.is_trn(self) and not self.is_conj() and not self.is_neg():
+                pb = promoted_planes(other)  # a number: a [2] pair broadcast against the planes
+                planes = (torch.view_as_real(self), pb) if pb is not None else None
             if planes is None:
                 return decline("complex operands other than two complex64 trn tensors (eq/ne, no out=)")
             a, b = planes  # equal when both planes are
@@ -132,7 +143,7 @@ def _bitwise(op: str) -> Callable[..., Any]:
 
 for _op in ("eq", "ne", "lt", "le", "gt", "ge"):
     for _ov in ("Tensor", "Scalar"):
-        _cdt = ((torch.complex64,) if _ov == "Tensor" else ()) + tuple(_UNSIGNED_WIDE) if _op in ("eq", "ne") else ()
+        _cdt = (torch.complex64, *_UNSIGNED_WIDE) if _op in ("eq", "ne") else ()
         _lo = _compare(_op)  # fast lanes: same-layout float tensors, a tensor and a number (lanes.py)
         lowering(f"aten::{_op}.{_ov}", dtypes=(*OPERAND_DTYPES, *_cdt),
                  fast=fast(_lo, _op if _ov == "Scalar" else None))(_lo)
