@@ -24,6 +24,7 @@ from stdlib_kernels import _util as U
 from stdlib_kernels.elementwise.lanes import fast
 from stdlib_kernels.elementwise.pointwise import OPERAND_DTYPES, run_binary
 from trnlang.device import REGISTRY, decline, lowering
+from trnlang.device.fallback import clear_decline_reason
 
 _INT_LIKE = (torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool, torch.int64)
 
@@ -57,6 +58,27 @@ def promoted_planes(v: Any) -> torch.Tensor | None:
     return torch.stack((re, torch.zeros_like(re)), -1)
 
 
+def _int64_pair(a: Any, b: Any) -> bool:
+    """An int64 ``trn`` tensor and an int or another int64 ``trn`` tensor."""
+    if not (isinstance(a, torch.Tensor) and a.dtype == torch.int64 and U.is_trn(a)):
+        return False
+    if isinstance(b, torch.Tensor):
+        return b.dtype == torch.int64 and U.is_trn(b)
+    return isinstance(b, int) and not isinstance(b, bool) and -(1 << 63) <= b < 1 << 63
+
+
+def _words_eq(op: str, a: torch.Tensor, other: Any) -> torch.Tensor:
+    """eq/ne of an 8-byte integer tensor and an int (its bit pattern) or a tensor of the same dtype, exactly:
+    equal when both int32 words are."""
+    wa = U.int32_words(a)
+    if isinstance(other, int):
+        w = [(other >> k) & 0xFFFFFFFF for k in (0, 32)]
+        wb = torch.tensor([x - (1 << 32) if x >= 1 << 31 else x for x in w], dtype=torch.int32, device="trn")
+    else:
+        wb = U.int32_words(other)
+    return (wa == wb).all(-1) if op == "eq" else (wa != wb).any(-1)
+
+
 def _number(v: Any) -> bool:
     """A Python number, or a 0-dim CPU tensor standing for one (not a float64/complex128 one: another result)."""
     if isinstance(v, torch.Tensor):
@@ -78,7 +100,11 @@ def _compare(op: str) -> Callable[..., Any]:
             return (a == b).all(-1) if op == "eq" else (a != b).any(-1)
         if isinstance(self, torch.Tensor) and self.dtype in _UNSIGNED_WIDE:
             return _unsigned_eq(op, self, other, out)
-        return run_binary(op, self, other, out, rdt=torch.bool)
+        r = run_binary(op, self, other, out, rdt=torch.bool)
+        if r is NotImplemented and op in ("eq", "ne") and out is None and _int64_pair(self, other):
+            clear_decline_reason()  # values beyond int32: compare the two int32 words instead
+            return _words_eq(op, self, other)
+        return r
 
     lower.__name__ = op
     lower.__doc__ = f"``aten::{op}``: elementwise comparison in the common dtype, a bool result."
@@ -108,13 +134,7 @@ def _unsigned_eq(op: str, self: torch.Tensor, other: Any, out: torch.Tensor | No
     if self.element_size() == 8:  # int64 arithmetic is exact only within int32: compare the two int32 words
         if out is not None:
             return decline("out= with 8-byte unsigned operands")
-        a = U.int32_words(self)
-        if isinstance(other, int):
-            w = [(other >> k) & 0xFFFFFFFF for k in (0, 32)]
-            b = torch.tensor([x - (1 << 32) if x >= 1 << 31 else x for x in w], dtype=torch.int32, device="trn")
-        else:
-            b = U.int32_words(other)
-        return (a == b).all(-1) if op == "eq" else (a != b).any(-1)
+        return _words_eq(op, self, other)
     if isinstance(other, torch.Tensor):
         other = other.view(signed)
     return run_binary(op, self.view(signed), other, out, rdt=torch.bool)

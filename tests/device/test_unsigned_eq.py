@@ -55,3 +55,25 @@ def test_mixed_dtypes_are_torchs_to_decide():
     with config.override(TRN_FALLBACK="error"):
         with pytest.raises(FallbackError):
             torch.eq(a.to("trn"), torch.tensor([1, 2]).to("trn"))
+
+
+@settings(max_examples=25, deadline=None)
+@given(shape=st.sampled_from([(), (0,), (1,), (5,), (3, 4)]), data=st.data(), op=st.sampled_from(["eq", "ne"]),
+       bcast=st.booleans())
+def test_int64_eq_ne_beyond_int32_vs_cpu(shape, data, op, bcast):
+    """int64 values beyond int32 (declined by the int32 arithmetic before) compare on their words."""
+    n = 1
+    for s in shape:
+        n *= s
+    pool = st.sampled_from([0, 1, -1, 2**31, -(2**31) - 1, 2**40 + 5, -(2**62), 2**63 - 1, -(2**63)])
+    a_vals = data.draw(st.lists(pool | st.integers(-(2**63), 2**63 - 1), min_size=n, max_size=n))
+    b_vals = [v if data.draw(st.booleans()) else data.draw(pool) for v in a_vals]
+    a = torch.tensor(a_vals, dtype=torch.int64).reshape(shape)
+    b = torch.tensor(b_vals, dtype=torch.int64).reshape(shape)
+    if bcast and a.dim() >= 1 and a.numel():
+        b = b[..., :1]
+    f = getattr(torch, op)
+    with config.override(TRN_FALLBACK="error"):
+        assert torch.equal(f(a.to("trn"), b.to("trn")).cpu(), f(a, b))
+        s = data.draw(pool)
+        assert torch.equal(f(a.to("trn"), s).cpu(), f(a, s))
