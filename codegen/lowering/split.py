@@ -38,14 +38,10 @@ from typing import Any
 
 import sympy
 
-from trnlang.ir.nodes import Access, Buf, Instr, Loop, Region, Stmt, walk
+from trnlang.ir.nodes import Access, Buf, Instr, Loop, Region, instrs
 from trnlang.ir.ops import Op
 
 __all__ = ["split_loop"]
-
-
-def _instrs(stmts: list[Stmt]) -> list[Instr]:
-    return [s for s, _ in walk(stmts) if isinstance(s, Instr)]
 
 
 def _moves(acc: Access, var: sympy.Symbol) -> bool:
@@ -108,7 +104,7 @@ def split_loop(plan: Any) -> Loop | None:
     lp = _candidate(plan)
     if lp is None:
         return None
-    pre, body = _instrs(plan.kernel.body[:-1]), _instrs(lp.body)
+    pre, body = instrs(plan.kernel.body[:-1]), instrs(lp.body)
     if any(i.op is Op.PRINT for i in pre + body):
         return None
     got = _prefix(pre)

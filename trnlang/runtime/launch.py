@@ -299,7 +299,7 @@ class Launch:
 
         plan = self.plan
         d = plan.split if plan is not None else None
-        threads = split.threads()
+        threads = num_threads()
         if d is None or d.split is False or threads == 1:
             self._split = None
             return False

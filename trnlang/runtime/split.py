@@ -39,7 +39,6 @@ from typing import Any
 
 import numpy as np
 
-from trnlang import config as _config
 from trnlang.runtime.jit import _arena, _err_buffer, _get_pool
 
 __all__ = ["Part", "SPLIT_MIN_NS", "TIMED_RUNS", "Decision", "run_parts"]
@@ -124,7 +123,3 @@ class Decision:
         if len(self.times) >= TIMED_RUNS:
             self.split = min(self.times) >= SPLIT_MIN_NS
 
-
-def threads() -> int:
-    """Parts of a split launch (``TRN_NUM_THREADS``, else the machine's cores)."""
-    return _config.current.num_threads
