@@ -76,7 +76,26 @@ def _words_eq(op: str, a: torch.Tensor, other: Any) -> torch.Tensor:
         wb = torch.tensor([x - (1 << 32) if x >= 1 << 31 else x for x in w], dtype=torch.int32, device="trn")
     else:
         wb = U.int32_words(other)
-    return (wa == wb).all(-1) if op == "eq" else (wa != wb).any(-1)
+    return _pairs_eq(op, wa, wb)
+
+
+def _pairs_eq(op: str, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """eq/ne of values held as pairs along the last dim (int32 words, complex planes): equal when both are."""
+    return (a == b).all(-1) if op == "eq" else (a != b).any(-1)
+
+
+def _complex_eq(op: str, self: torch.Tensor, other: Any, out: torch.Tensor | None) -> Any:
+    """eq/ne of a complex64 trn tensor and another one or a number, on their real/imaginary planes."""
+    if op not in ("eq", "ne") or out is not None:
+        return decline("complex operands of an order comparison, or out=")
+    planes = complex_planes(self, other)
+    if planes is None and _number(other) and self.dtype == torch.complex64 and U.is_trn(self) \
+            and not self.is_conj() and not self.is_neg():
+        pb = promoted_planes(other)  # a number: a [2] pair broadcast against the planes
+        planes = (torch.view_as_real(self), pb) if pb is not None else None
+    if planes is None:
+        return decline("complex operands other than complex64 trn tensors or a number (eq/ne, no out=)")
+    return _pairs_eq(op, *planes)
 
 
 def _number(v: Any) -> bool:
@@ -89,15 +108,7 @@ def _number(v: Any) -> bool:
 def _compare(op: str) -> Callable[..., Any]:
     def lower(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
         if isinstance(self, torch.Tensor) and self.is_complex():
-            planes = complex_planes(self, other) if op in ("eq", "ne") and out is None else None
-            if planes is None and op in ("eq", "ne") and out is None and _number(other) \
-                    and self.dtype == torch.complex64 and U.is_trn(self) and not self.is_conj() and not self.is_neg():
-                pb = promoted_planes(other)  # a number: a [2] pair broadcast against the planes
-                planes = (torch.view_as_real(self), pb) if pb is not None else None
-            if planes is None:
-                return decline("complex operands other than two complex64 trn tensors (eq/ne, no out=)")
-            a, b = planes  # equal when both planes are
-            return (a == b).all(-1) if op == "eq" else (a != b).any(-1)
+            return _complex_eq(op, self, other, out)
         if isinstance(self, torch.Tensor) and self.dtype in _UNSIGNED_WIDE:
             return _unsigned_eq(op, self, other, out)
         r = run_binary(op, self, other, out, rdt=torch.bool)
