@@ -63,19 +63,23 @@ class GemmConfig:
     nc: int = 3072
     width: int = 8
     fma: bool = True  #: ``llvm.fma`` (the target has FMA); else ``llvm.fmuladd`` (fused only where cheap)
+    prefetch_c: bool = False  #: prefetch the C tile for writing before the K loop (hides its L2/L3 latency)
 
     def __post_init__(self) -> None:
         if self.nr % self.width or self.mc % self.mr or self.nc % self.nr:
             raise ValueError(f"inconsistent gemm blocking {self}")
 
 
-#: Blocking per ISA path. avx512 measured on an Intel Xeon (Emerald Rapids, 2 cores, 48 KiB L1d, 2 MiB L2):
-#: 6 x 64 with KC 256 (a 64 KiB B micro-panel streamed from L2, A's 6 x 256 panel in L1) and MC 144
-#: beat KC 128 / 384 / 512 and MC 96 / 288 at 1024^3 and at the 128 x 512 x 128 tiles of the stdlib matmul.
+#: Blocking per ISA path. avx512 measured on an Intel Xeon (Emerald Rapids, 2 cores, 48 KiB L1d, 2 MiB L2),
+#: 1 thread, interleaved with torch.mm (oneDNN) in one process: 6 x 64 with KC 128 (the 32 KiB B micro-panel
+#: stays in L1 while the A micro-panels of a 48-row block pass it) and the C tile prefetched before the K loop
+#: ran 0.88-0.94x torch at 1024^3 where KC 256 / MC 144 (the B micro-panel streamed from L2) ran 0.80-0.84x; the
+#: 5 x 80, 8 x 48, 12 x 32 and 14 x 32 shapes and the A-outer micro-panel loop order were within the noise of 6 x 64.
+_AVX512 = GemmConfig(mr=6, nr=64, kc=128, mc=48, nc=3072, width=16, prefetch_c=True)
 CONFIGS: dict[str, GemmConfig] = {
-    "avx512": GemmConfig(mr=6, nr=64, kc=256, mc=144, nc=3072, width=16),
-    "avx512bf16": GemmConfig(mr=6, nr=64, kc=256, mc=144, nc=3072, width=16),  # fp32: the avx512 kernel
-    "amx": GemmConfig(mr=6, nr=64, kc=256, mc=144, nc=3072, width=16),
+    "avx512": _AVX512,
+    "avx512bf16": _AVX512,  # fp32: the avx512 kernel
+    "amx": _AVX512,
     "avx2": GemmConfig(mr=6, nr=16, kc=256, mc=144, nc=3072, width=8),
     "generic": GemmConfig(mr=6, nr=8, kc=256, mc=144, nc=3072, width=4, fma=False),
 }
@@ -283,8 +287,10 @@ class _Gen:
             b.position_at_end(done)
             return k, [list(r) for r in accs]
 
-        # one K step per iteration: unrolling by 2 or 4, a C-tile prefetch, and KC 128 / 192 measured no
-        # better on the avx512 host (the loop is FMA bound: 24 FMAs, 4 loads, 6 broadcasts per step)
+        if cfg.prefetch_c:
+            self._prefetch_tile(b, c, ldc, mr)
+        # one K step per iteration (LLVM unrolls it by 2): unrolling by 4 measured no better on the avx512 host
+        # (the loop is FMA bound once B is in L1: 24 FMAs, 4 loads, 6 broadcasts per step)
         _, accs = loop("k", I64(0), [[zero] * nvec for _ in range(mr)], 1)
 
         full = b.and_(b.icmp_signed(">=", mv, I64(mr)), b.icmp_signed(">=", nv, I64(cfg.nr)))
@@ -310,6 +316,15 @@ class _Gen:
                             b.call(self.mstore, [val, p, I32(4), masks[j]])
         b.ret_void()
         return fn
+
+    def _prefetch_tile(self, b: ir.IRBuilder, c: ir.Value, ldc: ir.Value, rows: int) -> None:
+        """Prefetch (for writing) every 64-byte line of a ``rows x NR`` C tile. A hint that never faults, so the
+        rows and lanes past an edge tile's are harmless."""
+        pf = intrinsic(self.m, "llvm.prefetch.p0", VOID, [PTR, I32, I32, I32])
+        for i in range(rows):
+            row = self._gep(b, c, b.mul(I64(i), ldc))
+            for line in range(0, self.cfg.nr, 16):
+                b.call(pf, [self._gep(b, row, line), I32(1), I32(3), I32(1)])
 
     def _fma(self, b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
         op = "fma" if self.cfg.fma else "fmuladd"
