@@ -38,7 +38,7 @@ __all__ = ["LIBS", "available", "identity", "key", "symbol", "declare", "used", 
 #: library -> its entry points (all ``void (ptr out, i64 ldo, ptr s, i64 lds, ptr v, i64 ldv, i64 M, i64 N, i64 K,
 #: i64 accumulate)``)
 LIBS: dict[str, tuple[str, ...]] = {
-    "fp32": ("gemm_tn", "gemm_nn"),
+    "fp32": ("gemm_tn", "gemm_nn", "gemm_tn_vt", "gemm_nn_vt"),
     "bf16": ("gemm_bf16_tn", "gemm_bf16_nn"),
 }
 _I64, _PTR = ir.IntType(64), ir.PointerType()

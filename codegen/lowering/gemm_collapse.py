@@ -3,7 +3,8 @@
 ``trnlang.passes.collapse_gemm`` records, per loop, a K loop (``acc += A[:, K] @ V[K, :]`` read in
 place) or a tile nest of one or two loops (``out[M0:, N0:] = A @ V`` writing the output in place)
 in ``plan.gemms``; see that module for what qualifies. This module only emits it: the trip counts,
-the operand views, one ``gemm_tn`` / ``gemm_nn`` (or bf16) call, and for a bf16/fp16 output an fp32
+the operand views (an operand tile with unit rows read as its transpose), one ``gemm_tn`` / ``gemm_nn`` (their
+``_vt`` forms for a transposed moving operand; or bf16) call, and for a bf16/fp16 output an fp32
 heap block rounded once into it.
 
 Loads (and the store) the verifier could not prove inside their tensors (a user kernel's run-time
@@ -80,13 +81,14 @@ def _in_bounds(L: KernelLowering, acc: Access, loops: list[Loop], trips: list[ir
     return ok
 
 
-def _view(L: KernelLowering, ld: Instr) -> Any:
-    """The HBM tile of load ``ld`` read in place (the pass checked its unit column stride)."""
-    v = hbm_view(L, ld)
+def _view(L: KernelLowering, ld: Instr, transposed: bool = False) -> Any:
+    """The HBM tile of load ``ld`` (or its transpose) read in place (the pass checked its unit column, or row,
+    stride)."""
+    v = hbm_view(L, ld, transposed)
     if v is None:
         pos = L.plan.info(ld).id if id(ld) in L.plan.by_instr else "?"
         raise AssertionError(f"collapse_gemm planned a gemm reading {ld.op.value} #{pos} in place, but the lowering "
-                             f"cannot (its column stride is not a compile-time 1)")
+                             f"cannot (its {'row' if transposed else 'column'} stride is not a compile-time 1)")
     return v
 
 
@@ -103,7 +105,7 @@ def try_collapse(L: KernelLowering, lp: Loop, plain: Callable[[Loop], None]) -> 
     try:
         for x in loops:
             cx.env[x.var] = emit_int(cx, x.start)  # the first tiles: every loop's first iteration
-        s_view, v_view = _view(L, m.s_load), _view(L, m.v_load)
+        s_view, v_view = _view(L, m.s_load, m.s_t), _view(L, m.v_load, m.v_t)
         # the store's tile, read like a load's
         out_view = _view(L, Instr(Op.DMA_COPY, (), (m.store.outs[0],))) if m.store is not None \
             else L.view(m.c.outs[0])
@@ -161,8 +163,7 @@ def _emit(L: KernelLowering, m: GemmCollapse, s_view: Any, v_view: Any, out_view
     if m.bf16:
         gemm_bf16(L, s_view, v_view, dest, k_total, dims[0], dims[1], accumulate, m.a_nn)
     else:
-        call_gemm(L, gemm_fn(L, "gemm_nn" if m.a_nn else "gemm_tn"), s_view, v_view, dest, k_total, dims[0],
-                  dims[1], accumulate)
+        call_gemm(L, gemm_fn(L, m.entry), s_view, v_view, dest, k_total, dims[0], dims[1], accumulate)
     if scratch is not None:
         scratch.round_into(out_view, low)
 

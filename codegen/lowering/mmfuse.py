@@ -65,12 +65,15 @@ class Sources:
         self.v: Any = None
 
 
-def hbm_view(L: KernelLowering, ld: Instr) -> PtrView | None:
-    """The load's tile read in place: a :class:`PtrView` on its tensor, or None (strides not provably unit)."""
+def hbm_view(L: KernelLowering, ld: Instr, transposed: bool = False) -> PtrView | None:
+    """The load's tile read in place: a :class:`PtrView` on its tensor, or None (strides not provably unit).
+    ``transposed``: a view of the tile's transpose (the tile's rows must have the unit stride)."""
     src = ld.ins[0]
     assert isinstance(src, Access)
     t = L.targs(src.tensor)
     a0, a1 = axis_sym(0), axis_sym(1)
+    if transposed:
+        a0, a1 = a1, a0
     row: list[tuple[int, Any]] = []
     col = 0
     for e, st in zip(src.index, t.strides):

@@ -1,6 +1,6 @@
 """Register-blocked fp32 matrix multiply generated as ``llvmlite.ir``.
 
-Two entry points are emitted into a module by :func:`define_gemm` (C ABI,
+The entry points are emitted into a module by :func:`define_gemm` (C ABI,
 pointers as ``ptr``, sizes and leading dimensions as ``i64``, in elements):
 
 * ``gemm_tn(out, ldo, S, lds, V, ldv, M, N, K, accumulate)``:
@@ -8,6 +8,8 @@ pointers as ``ptr``, sizes and leading dimensions as ``i64``, in elements):
   ``S``, moving ``V``); ``accumulate != 0`` adds to ``out``.
 * ``gemm_nn(out, ldo, A, lda, V, ldv, M, N, K, accumulate)``: ``out[M,N] (+)= A[M,K] @ V[K,N]`` (the
   same product with the stationary given untransposed: ``trnlang.passes.plan_matmul_operands``).
+* ``gemm_tn_vt`` / ``gemm_nn_vt``: the same with ``V`` given transposed, as ``Vt [N, K]`` (``ldv`` its row
+  stride): ``x @ w.T`` (``nn.Linear``) reads ``w`` in place.
 * ``sgemm(M, N, K, A, lda, B, ldb, C, ldc)``: plain ``C[M,N] = A[M,K] @ B[K,N]``.
 
 All matrices are row-major with the given leading dimensions (>= the row
@@ -42,6 +44,7 @@ from __future__ import annotations
 import ctypes
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from llvmlite import ir
@@ -144,8 +147,14 @@ class _Gen:
         return then, after
 
     # ------------------------------------------------------------------ packing
-    def pack_b(self) -> ir.Function:
-        """pack_b(Bp, B, ldb, kc, nc): Bp[j/NR][k][j%NR] = B[k, j], zero padded to a multiple of NR."""
+    def pack_b(self, trans: bool = False) -> ir.Function:
+        """pack_b(Bp, B, ldb, kc, nc): Bp[j/NR][k][j%NR] = B[k, j], zero padded to a multiple of NR.
+
+        ``trans``: B is given as ``Bt [N, K]`` (B[k, j] = Bt[j*ldb + k]: a moving operand stored transposed, the
+        ``x @ w.T`` of ``nn.Linear``); each row of Bt is read contiguously and scattered into its panel column.
+        """
+        if trans:
+            return self._pack_b_t()
         cfg = self.cfg
         nvec = cfg.nr // cfg.width
         fn, b = self._fn("gemm_pack_b", [PTR, PTR, I64, I64, I64])
@@ -170,6 +179,40 @@ class _Gen:
                         for v in range(nvec):
                             x = b.call(self.mload, [self._gep(b, src, v * cfg.width), I32(4), masks[v], zero])
                             b.store(x, self._gep(b, dst, v * cfg.width)).align = 32
+        b.ret_void()
+        return fn
+
+    def _pack_b_t(self) -> ir.Function:
+        cfg = self.cfg
+        fn, b = self._fn("gemm_pack_b_t", [PTR, PTR, I64, I64, I64])
+        bp, bsrc, ldb, kc, nc = fn.args
+        w = cfg.width
+        kv = b.sub(kc, b.srem(kc, I64(w)))
+        with Loop(b, I64(0), nc, cfg.nr, "jr") as jr:
+            nv = smin(b, b.sub(nc, jr), I64(cfg.nr))
+            panel = self._gep(b, bp, b.mul(jr, kc))
+            full = b.icmp_signed(">=", nv, I64(cfg.nr))
+            with b.if_then(full):  # WIDTH x WIDTH blocks transposed in registers
+                with Loop(b, I64(0), kv, w, "kb") as kb:
+                    for j0 in range(0, cfg.nr, w):
+                        rows = [b.load(self._gep(b, bsrc, b.add(b.mul(b.add(jr, I64(j0 + r)), ldb), kb)),
+                                       typ=self.vty, align=4) for r in range(w)]
+                        t = self._interleave(b, rows)  # lane kk*W + r = Bt[jr + j0 + r, kb + kk]
+                        for kk in range(w):
+                            piece = b.shuffle_vector(t, ir.Constant(t.type, None),
+                                                     ir.Constant(ir.VectorType(I32, w), [kk * w + r for r in range(w)]))
+                            dst = self._gep(b, panel, b.add(b.mul(b.add(kb, I64(kk)), I64(cfg.nr)), I64(j0)))
+                            b.store(piece, dst).align = 4
+            k0 = b.select(full, kv, I64(0))
+            with Loop(b, I64(0), nv, 1, "j") as j:  # the rest: row jr + j of Bt from k0, one element at a time
+                src = self._gep(b, bsrc, b.mul(b.add(jr, j), ldb))
+                dst = self._gep(b, panel, j)
+                with Loop(b, k0, kc, 1, "k") as k:
+                    b.store(b.load(self._gep(b, src, k), typ=F32, align=4), self._gep(b, dst, b.mul(k, I64(cfg.nr))))
+            with Loop(b, nv, I64(cfg.nr), 1, "jz") as j:  # zero padding of a last, partial panel
+                dst = self._gep(b, panel, j)
+                with Loop(b, I64(0), kc, 1, "kz") as k:
+                    b.store(F32(0.0), self._gep(b, dst, b.mul(k, I64(cfg.nr))))
         b.ret_void()
         return fn
 
@@ -337,7 +380,7 @@ class _Gen:
         """name(M, N, K, A, lda, B, ldb, C, ldc, accumulate): the blocked loop nest."""
         fn, b = self._fn(name, [I64, I64, I64, PTR, I64, PTR, I64, PTR, I64, I1])
         M, N, K, A, lda, B, ldb, C, ldc, acc = fn.args
-        trans = pack_a.name.endswith("_t")
+        trans, b_t = pack_a.name.endswith("_t"), pack_b.name.endswith("_t")
         ret = b.append_basic_block("ret")
         work = b.append_basic_block("work")
         empty = b.or_(b.icmp_signed("<=", M, I64(0)), b.icmp_signed("<=", N, I64(0)))
@@ -352,7 +395,7 @@ class _Gen:
                         with Loop(b, I64(0), N, 1, "zj") as j:
                             b.store(F32(0.0), self._gep(b, row, j))
             with has_k:
-                self._blocked(b, M, N, K, A, lda, B, ldb, C, ldc, acc, trans, pack_a, pack_b, uk)
+                self._blocked(b, M, N, K, A, lda, B, ldb, C, ldc, acc, (trans, b_t), pack_a, pack_b, uk)
         b.branch(ret)
         b.position_at_end(ret)
         b.ret_void()
@@ -365,9 +408,11 @@ class _Gen:
         return raw, b.inttoptr(aligned, PTR)
 
     def _blocked(self, b: ir.IRBuilder, M: ir.Value, N: ir.Value, K: ir.Value, A: ir.Value, lda: ir.Value,
-                 B: ir.Value, ldb: ir.Value, C: ir.Value, ldc: ir.Value, acc: ir.Value, trans: bool,
+                 B: ir.Value, ldb: ir.Value, C: ir.Value, ldc: ir.Value, acc: ir.Value, trans: tuple[bool, bool],
                  pack_a: ir.Function, pack_b: ir.Function, uk: dict[int, ir.Function]) -> None:
+        """The blocked loop nest; ``trans``: (A given as S [K, M], B given as Bt [N, K])."""
         cfg = self.cfg
+        a_t, b_t = trans
         kc_max = smin(b, K, I64(cfg.kc))
         nc_max = smin(b, N, I64(cfg.nc))
         nc_pad = b.mul(b.sdiv(b.add(nc_max, I64(cfg.nr - 1)), I64(cfg.nr)), I64(cfg.nr))
@@ -380,10 +425,11 @@ class _Gen:
             with Loop(b, I64(0), K, cfg.kc, "pc") as pc:
                 kc = smin(b, b.sub(K, pc), I64(cfg.kc))
                 overwrite = b.and_(b.icmp_signed("==", pc, I64(0)), b.not_(acc))
-                b.call(pack_b, [bp, self._gep(b, B, b.add(b.mul(pc, ldb), jc)), ldb, kc, nc])
+                b_off = b.add(b.mul(jc, ldb), pc) if b_t else b.add(b.mul(pc, ldb), jc)
+                b.call(pack_b, [bp, self._gep(b, B, b_off), ldb, kc, nc])
                 with Loop(b, I64(0), M, cfg.mc, "ic") as ic:
                     mc = smin(b, b.sub(M, ic), I64(cfg.mc))
-                    a_off = b.add(b.mul(pc, lda), ic) if trans else b.add(b.mul(ic, lda), pc)
+                    a_off = b.add(b.mul(pc, lda), ic) if a_t else b.add(b.mul(ic, lda), pc)
                     b.call(pack_a, [ap, self._gep(b, A, a_off), lda, mc, kc])
                     with Loop(b, I64(0), nc, cfg.nr, "jr") as jr:
                         nv = b.sub(nc, jr)
@@ -415,21 +461,20 @@ class _Gen:
 
     # ------------------------------------------------------------------ public entry points
     def build(self) -> dict[str, ir.Function]:
-        pb = self.pack_b()
         uk = {cfg_rows: self.ukernel(cfg_rows if cfg_rows < self.cfg.mr else 0) for cfg_rows in self._uk_rows()}
-        core_t = self.driver("gemm_core_t", self.pack_a(True), pb, uk)
-        core_n = self.driver("gemm_core_n", self.pack_a(False), pb, uk)
+        pa = {"t": self.pack_a(True), "n": self.pack_a(False)}
+        pb = {"": self.pack_b(), "_vt": self.pack_b(True)}
         out: dict[str, ir.Function] = {}
-        fn, b = self._fn("gemm_tn", [PTR, I64, PTR, I64, PTR, I64, I64, I64, I64, I64], internal=False)
-        o, ldo, s, lds, v, ldv, M, N, K, acc = fn.args
-        b.call(core_t, [M, N, K, s, lds, v, ldv, o, ldo, b.icmp_signed("!=", acc, I64(0))])
-        b.ret_void()
-        out["gemm_tn"] = fn
-        fn, b = self._fn("gemm_nn", [PTR, I64, PTR, I64, PTR, I64, I64, I64, I64, I64], internal=False)
-        o, ldo, a, lda, v, ldv, M, N, K, acc = fn.args
-        b.call(core_n, [M, N, K, a, lda, v, ldv, o, ldo, b.icmp_signed("!=", acc, I64(0))])
-        b.ret_void()
-        out["gemm_nn"] = fn
+        cores: dict[str, ir.Function] = {}
+        for vt, pack_b in pb.items():
+            for a, pack_a in pa.items():
+                core = cores[f"{a}{vt}"] = self.driver(f"gemm_core_{a}{vt}", pack_a, pack_b, uk)
+                fn, b = self._fn(f"gemm_{a}n{vt}", [PTR, I64, PTR, I64, PTR, I64, I64, I64, I64, I64], internal=False)
+                o, ldo, st, lds, v, ldv, M, N, K, acc = fn.args
+                b.call(core, [M, N, K, st, lds, v, ldv, o, ldo, b.icmp_signed("!=", acc, I64(0))])
+                b.ret_void()
+                out[fn.name[len(self.prefix):]] = fn
+        core_n = cores["n"]
         fn, b = self._fn("sgemm", [I64, I64, I64, PTR, I64, PTR, I64, PTR, I64], internal=False)
         M, N, K, a, lda, bm, ldb, c, ldc = fn.args
         b.call(core_n, [M, N, K, a, lda, bm, ldb, c, ldc, I1(0)])
@@ -439,7 +484,8 @@ class _Gen:
 
 
 def define_gemm(module: ir.Module, cfg: GemmConfig | None = None, prefix: str = "") -> dict[str, ir.Function]:
-    """Add ``<prefix>gemm_tn``, ``<prefix>gemm_nn`` and ``<prefix>sgemm`` (plus internal helpers) to ``module``."""
+    """Add ``<prefix>gemm_tn``, ``<prefix>gemm_nn``, their ``_vt`` forms and ``<prefix>sgemm`` (plus internal
+    helpers) to ``module``."""
     return _Gen(module, cfg or config_for(), prefix).build()
 
 
@@ -462,6 +508,7 @@ class Gemm:
         self.lib = llvm.load_object(self.obj)
         self.gemm_tn_raw = self.lib.cfunc("gemm_tn", None, [_P, _I, _P, _I, _P, _I, _I, _I, _I, _I])
         self.sgemm_raw = self.lib.cfunc("sgemm", None, [_I, _I, _I, _P, _I, _P, _I, _P, _I])
+        self._entries: dict[str, Any] = {}
 
     @staticmethod
     def _check(a: np.ndarray, name: str) -> None:
@@ -493,21 +540,32 @@ class Gemm:
                          M, N, K, int(accumulate))
         return out
 
+    @staticmethod
+    def _unit_cols(a: np.ndarray) -> bool:
+        return not a.size or (a.strides[1] == 4 and a.strides[0] % 4 == 0 and a.strides[0] >= 4 * a.shape[1])
+
     def matmul(self, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """``a @ b`` for 2-d float32 arrays (``out`` optional, row-major)."""
+        """``a @ b`` for 2-d float32 arrays (``out`` optional, row-major). Transposed views (``x.T``) are read in
+        place (``gemm_tn`` for ``a``, the ``_vt`` entries for ``b``); other layouts are copied first."""
         a = np.asarray(a, dtype=np.float32)
         b = np.asarray(b, dtype=np.float32)
         if a.ndim != 2 or b.ndim != 2:
             raise ValueError("matmul needs 2-d arrays")
-        a, b = self._rowmajor(a), self._rowmajor(b)
         (M, K), (K2, N) = a.shape, b.shape
         if K != K2:
             raise ValueError(f"shape mismatch {a.shape} @ {b.shape}")
+        a_t = not self._unit_cols(a) and self._unit_cols(a.T)
+        b_t = not self._unit_cols(b) and self._unit_cols(b.T)
+        st = a.T if a_t else self._rowmajor(a)
+        v = b.T if b_t else self._rowmajor(b)
         if out is None:
             out = np.empty((M, N), np.float32)
         self._check(out, "out")
-        self.sgemm_raw(M, N, K, a.ctypes.data, self._ld(a), b.ctypes.data, self._ld(b), out.ctypes.data,
-                       self._ld(out))
+        name = f"gemm_{'t' if a_t else 'n'}n{'_vt' if b_t else ''}"
+        fn = self._entries.get(name)
+        if fn is None:
+            fn = self._entries[name] = self.lib.cfunc(name, None, [_P, _I, _P, _I, _P, _I, _I, _I, _I, _I])
+        fn(out.ctypes.data, self._ld(out), st.ctypes.data, self._ld(st), v.ctypes.data, self._ld(v), M, N, K, 0)
         return out
 
 

@@ -161,3 +161,36 @@ def test_non_contiguous_inputs(gemm: Gemm) -> None:
     b = rng.standard_normal((40, 20)).astype(np.float32)
     for x, y in ((a[::-1, :], b[:30, ::-1]), (a.T, b), (a[::2, ::3], b[:10])):
         np.testing.assert_allclose(gemm.matmul(x, y), x.astype(np.float64) @ y, rtol=1e-4, atol=1e-4)
+
+
+def _maybe_t(rng: np.random.Generator, rows: int, cols: int, pad: int, transposed: bool) -> np.ndarray:
+    """A [rows, cols] operand: a padded row-major view, or the transpose of a padded [cols, rows] one (read in place
+    by ``gemm_tn`` / the ``_vt`` entries)."""
+    return _padded(rng, cols, rows, pad).T if transposed else _padded(rng, rows, cols, pad)
+
+
+@hyp
+@given(M=dims, N=dims, K=dims, pads=pads, a_t=st.booleans(), b_t=st.booleans(), seed=st.integers(0, 2**31))
+def test_transposed_operands_small_blocks(tiny_gemm: Gemm, M: int, N: int, K: int, pads: tuple[int, int, int],
+                                          a_t: bool, b_t: bool, seed: int) -> None:
+    """Every entry (gemm_nn, gemm_tn, gemm_nn_vt, gemm_tn_vt) on every ISA path's micro-kernel, with several
+    blocks per loop: a transposed ``b`` is packed from its rows (register-transposed WIDTH x WIDTH blocks, the
+    rest one element at a time), and nothing outside the output is written."""
+    rng = np.random.default_rng(seed)
+    a, b = _maybe_t(rng, M, K, pads[0], a_t), _maybe_t(rng, K, N, pads[1], b_t)
+    c_full = np.full((M, N + pads[2]), -7.0, np.float32)
+    c = c_full[:, :N]
+    tiny_gemm.matmul(a, b, c)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    scale = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64) + 1.0
+    assert np.all(np.abs(c - ref) <= _tol(K) * scale), (M, N, K, a_t, b_t)
+    assert np.all(c_full[:, N:] == -7.0), "wrote outside the output"
+
+
+@pytest.mark.parametrize("M,N,K", [(1, 1, 1), (7, 17, 257), (130, 200, 300), (64, 128, 64)])
+def test_transposed_moving_operand_full_blocks(gemm: Gemm, M: int, N: int, K: int) -> None:
+    """The host's own blocking (whole WIDTH x WIDTH transposes in the packed panels) with ``b`` given as ``w.T``."""
+    rng = np.random.default_rng(M + N + K)
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    w = rng.standard_normal((N, K + 3)).astype(np.float32)[:, :K]
+    np.testing.assert_allclose(gemm.matmul(a, w.T), a.astype(np.float64) @ w.T, rtol=1e-4, atol=1e-3)

@@ -166,3 +166,38 @@ def test_bf16_operands(monkeypatch):
     mm_nest(a, b, out, 1.0)
     want = a.double() @ b.double()
     assert torch.allclose(out.double(), want, rtol=1e-4, atol=2e-3)
+
+
+def _layout_plan(args: list[Any]) -> Any:
+    from trnlang.runtime.jit import layout_of
+
+    return Plan(mm_nest.trace(*args), (1,), layouts=[layout_of(x) for x in args[:3]])
+
+
+@pytest.mark.parametrize("a_t,b_t", [(False, True), (True, False), (True, True)])
+def test_transposed_operands_fold(monkeypatch, a_t, b_t):
+    """``x @ w.T`` (nn.Linear), ``x.T @ dy`` (a weight gradient) and both: operand tiles whose rows have the unit
+    stride are read in place as their transposes (fp32: the ``_vt`` gemm entries for the moving operand), so the
+    nest is one gemm as for row-major operands; results equal numpy and the interpreter. The leading dimensions
+    are wider than the operands (views of bigger arrays)."""
+    a = _rand(384 + 5, 256)[:384].T if a_t else _rand(256, 384)
+    b = _rand(512 + 3, 384, seed=1)[:512].T if b_t else _rand(384, 512, seed=1)
+    out = np.zeros((256, 512), np.float32)
+    plan = _layout_plan([a, b, out, 1.0])
+    (g,) = [g for g in plan.gemms.values() if len(g.nest) == 2]
+    assert (g.s_t, g.v_t) == (a_t, b_t)
+    assert g.entry == f"gemm_{'t' if a_t else 'n'}n{'_vt' if b_t else ''}"
+    _check(lambda *x: mm_nest(*x, 1.0), [a, b, out], a.astype(np.float64) @ b, monkeypatch)
+
+
+def test_transposed_bf16_operands_keep_the_tiles(monkeypatch):
+    """The bf16 gemm library has no transposed entries: a bf16 ``x @ w.T`` folds only where its operands have unit
+    columns, and the tile loops give the same products otherwise."""
+    torch = pytest.importorskip("torch")
+    a = torch.randn(256, 512).bfloat16()
+    w = torch.randn(512, 512).bfloat16()
+    out = torch.zeros(256, 512)
+    plan = Plan(mm_nest.trace(a, w.T, out, 1.0), (1,), layouts=[True, (1, None), True])
+    assert not any(g.v_t for g in plan.gemms.values())
+    mm_nest(a, w.T, out, 1.0)
+    assert torch.allclose(out.double(), a.double() @ w.T.double(), rtol=1e-4, atol=2e-3)

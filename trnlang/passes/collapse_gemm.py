@@ -31,7 +31,9 @@ operand not at all: the whole nest is one gemm ``out[M0:, N0:] = A @ V`` writing
 
 The operands (and the nest's output) are read in place, so their tiles must have a unit column stride
 known at compile time in this variant (``LowerPlan.static_strides``; the accumulator's PSUM view for
-a K loop alone). Loads the verifier could not prove inside their tensors are still collapsed: the
+a K loop alone). An fp32 operand tile whose *rows* have the unit stride (``x @ w.T`` of ``nn.Linear``,
+``x.T @ dy`` of its weight gradient) is read as its transpose instead: the stationary side then swaps
+``gemm_nn`` and ``gemm_tn``, the moving side takes the ``_vt`` entries (``GemmCollapse.entry``). Loads the verifier could not prove inside their tensors are still collapsed: the
 lowering checks them at the corners of the collapsed range and runs the loops as written when a
 corner is outside (the same error report as before). Every loop is considered, also loops inside a
 collapsed one (those are what that fallback runs). Nothing in debug builds.
@@ -76,6 +78,13 @@ class GemmCollapse:
     bf16: bool = False       # both operands bf16 on the host's bf16 gemm
     nest: list[tuple[Loop, int]] = field(default_factory=list)  # (loop, output axis it walks: 0 M, 1 N), outer first
     store: Instr | None = None  # the nest's store of the accumulator (None: a K loop adding to the PSUM tile)
+    s_t: bool = False        # the stationary-side tile is read transposed (its rows have the unit stride)
+    v_t: bool = False        # the moving tile is read transposed, as Vt [N, K] (the fp32 gemm's ``_vt`` entries)
+
+    @property
+    def entry(self) -> str:
+        """The fp32 gemm library entry this product calls (``codegen.gemmlib``)."""
+        return f"gemm_{'n' if self.a_nn != self.s_t else 't'}n{'_vt' if self.v_t else ''}"
 
     @property
     def loops(self) -> list[Loop]:
@@ -262,12 +271,15 @@ def _match(plan: LowerPlan, lp: Loop) -> GemmCollapse | None:
     return _k_loop(plan, lp)
 
 
-def unit_columns(plan: LowerPlan, acc: Access) -> bool:
+def unit_columns(plan: LowerPlan, acc: Access, transposed: bool = False) -> bool:
     """The 2-D tile of HBM access ``acc`` has a unit column stride known at compile time in this variant (so the
     gemm can read it in place): its indices are affine in the tile axes with integer coefficients, and the
-    strides of the dimensions the column axis moves along are compile-time constants summing to one element."""
+    strides of the dimensions the column axis moves along are compile-time constants summing to one element.
+    ``transposed``: the same for the tile's rows (its transpose has unit columns)."""
     strides = plan.static_strides(acc.tensor)
     a0, a1 = axis_sym(0), axis_sym(1)
+    if transposed:
+        a0, a1 = a1, a0
     col = 0
     for e, st in zip(acc.index, strides):
         ex = sympy.sympify(e)
@@ -281,10 +293,24 @@ def unit_columns(plan: LowerPlan, acc: Access) -> bool:
     return col == 1
 
 
-def _in_place(plan: LowerPlan, m: GemmCollapse) -> bool:
-    """The gemm can read (and write) its operands where they are (module docstring)."""
-    if not unit_columns(plan, cast(Access, m.s_load.ins[0])) or not unit_columns(plan, cast(Access, m.v_load.ins[0])):
+def _layout(plan: LowerPlan, acc: Access, may_transpose: bool) -> bool | None:
+    """How the gemm reads operand tile ``acc`` in place: False as it is (unit columns), True transposed (unit rows,
+    when ``may_transpose``), None not at all."""
+    if unit_columns(plan, acc):
         return False
+    if may_transpose and unit_columns(plan, acc, transposed=True):
+        return True
+    return None
+
+
+def _in_place(plan: LowerPlan, m: GemmCollapse) -> bool:
+    """The gemm can read (and write) its operands where they are (module docstring); records whether the operand
+    tiles are read transposed (the fp32 gemm only: the bf16 library has no transposed entries)."""
+    s_t = _layout(plan, cast(Access, m.s_load.ins[0]), not m.bf16)
+    v_t = _layout(plan, cast(Access, m.v_load.ins[0]), not m.bf16)
+    if s_t is None or v_t is None:
+        return False
+    m.s_t, m.v_t = s_t, v_t
     if m.store is not None:
         return unit_columns(plan, cast(Access, m.store.outs[0]))
     vs = cast(Region, m.c.outs[0]).view_strides
