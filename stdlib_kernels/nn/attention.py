@@ -240,6 +240,22 @@ def flash_bwd_q(q, k, v, m4, do, lse, dsum, dq, dbias, scale, spec):
             tl.store(dq[b, h, rq, cd], dq_acc * scale, mask=rq < sq)
 
 
+@trn.kernel
+def flash_bwd_dsum(do, o, dsum):
+    """``dsum [B, H, Sq, 1] = rowsum(do * o)`` in fp32 (FlashAttention-2's ``D``, the backward's preprocessing) over
+    any strides: ``do`` usually arrives as the transpose of a ``[B, S, H, D]`` gradient."""
+    nb, nh, sq, d = do.shape
+    cd = tl.arange(d)[None, :]
+    one = tl.arange(1)[None, :]
+    for b in tl.affine_range(nb):
+        for h in tl.affine_range(nh):
+            for qi in tl.affine_range(tl.cdiv(sq, BQ)):
+                rq = qi * BQ + tl.arange(BQ)[:, None]
+                x = tl.load(do[b, h, rq, cd], mask=rq < sq).astype(tl.float32) \
+                    * tl.load(o[b, h, rq, cd], mask=rq < sq).astype(tl.float32)
+                tl.store(dsum[b, h, rq, one], tl.sum(x, axis=1, keepdims=True), mask=rq < sq)
+
+
 # ------------------------------------------------------------------------------------------ host side
 
 
@@ -359,7 +375,8 @@ def sdpa_overrideable_backward(grad_out: torch.Tensor, query: torch.Tensor, key:
     kind = _mask_kind(attn_bias, query.dtype)
     sc = _scale(scale, d)
     lse = logsumexp.reshape(b, hq, sq, 1)
-    dsum = (grad_out.float() * out.float()).sum(-1, keepdim=True)
+    dsum = torch.empty((b, hq, sq, 1), dtype=torch.float32, device="trn")
+    U.launch(flash_bwd_dsum, grad_out, out, dsum)()
     m4 = _expand_mask(attn_bias, query, key)
     want = list(grad_input_mask) + [False] * (4 - len(grad_input_mask))
     dq = torch.empty(query.shape, dtype=query.dtype, device="trn")

@@ -134,3 +134,17 @@ def test_decode_lengths_share_one_flash_variant():
     assert stats["dynamic"] and not stats["fallback"], stats
     assert ("k", 2) not in stats["static_dims"], stats
     assert stats["traces"] == before, stats  # no new length traces again
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_sdpa_backward_with_a_transposed_output_gradient(dtype):
+    """As in a transformer block: the output is moved to ``[B, S, H * D]`` before use, so the gradient reaching the
+    backward is the transpose of a contiguous ``[B, S, H, D]`` tensor (``flash_bwd_dsum`` reads it in place);
+    ragged query blocks (130 rows)."""
+    q, k, v = _qkv(2, 3, 130, 70, 16, dtype, seed=11)
+
+    def block(q, k, v):
+        o = F.scaled_dot_product_attention(q, k, v)
+        return o.transpose(1, 2).reshape(2, 130, 3 * 16) * 1.5
+
+    _compare(block, [q, k, v], dtype)
