@@ -25,6 +25,23 @@ def _at(t: Any, bi: Any, rows: Any, cols: Any) -> Any:
     return t[bi, rows, cols] if t.ndim == 3 else t[rows, cols]
 
 
+def tile_extent(n: Any, cap: int) -> Any:
+    """A tile size for a dim of ``n`` along which tiles hold at most ``cap``: ``n`` itself when it fits, else the
+    largest divisor of ``n`` that is at most ``cap`` and at least ``cap / 4`` (whole tiles: the loops fold into one
+    gemm call, ``trnlang/passes/collapse_gemm.py``, which masked ragged tiles do not), else ``cap`` (ragged).
+
+    Example:
+        >>> tile_extent(300, 512), tile_extent(1408, 512), tile_extent(1024, 128), tile_extent(50257, 512)
+        (300, 352, 128, 512)
+    """
+    if not isinstance(n, int) or n <= cap:
+        return min(cap, n)
+    for d in range(cap, max(cap // 4, 1) - 1, -1):
+        if n % d == 0:
+            return d
+    return cap
+
+
 @trn.kernel
 def matmul(a, b, bias, out, alpha, beta):
     """``out = beta * bias + alpha * (a @ b)`` for ``a [(B,) M, K]``, ``b [(B,) K, N]``; ``bias``: None or
@@ -32,7 +49,7 @@ def matmul(a, b, bias, out, alpha, beta):
     m_dim, k_dim = a.shape[-2], a.shape[-1]
     n_dim = b.shape[-1]
     batch = a.shape[0] if a.ndim == 3 else 1
-    tm, tk, tn = min(128, m_dim), min(128, k_dim), min(512, n_dim)
+    tm, tk, tn = tile_extent(m_dim, 128), tile_extent(k_dim, 128), tile_extent(n_dim, 512)
     rag_m, rag_k, rag_n = m_dim % tm != 0, k_dim % tk != 0, n_dim % tn != 0
     for bi in tl.affine_range(batch):
         for m in tl.affine_range(tl.cdiv(m_dim, tm)):
@@ -259,7 +276,7 @@ def batch_sum_matmul(a, b, bias, out, alpha, beta):
     """
     batch, m_dim, k_dim = a.shape
     n_dim = b.shape[-1]
-    tm, tk, tn = min(128, m_dim), min(128, k_dim), min(512, n_dim)
+    tm, tk, tn = tile_extent(m_dim, 128), tile_extent(k_dim, 128), tile_extent(n_dim, 512)
     low = out.dtype if out.dtype != tl.float32 else None
     for m in tl.affine_range(tl.cdiv(m_dim, tm)):
         for n in tl.affine_range(tl.cdiv(n_dim, tn)):

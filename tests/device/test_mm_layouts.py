@@ -68,3 +68,17 @@ def test_linear_forward_and_backward_match_cpu():
     torch.testing.assert_close(xd.grad.cpu(), x.grad, rtol=1e-4, atol=2e-3)
     torch.testing.assert_close(lin_d.weight.grad.cpu(), lin.weight.grad, rtol=1e-4, atol=5e-3)
     torch.testing.assert_close(lin_d.bias.grad.cpu(), lin.bias.grad, rtol=1e-4, atol=5e-3)
+
+
+@pytest.mark.parametrize("m,k,n", [(512, 512, 1408), (1408, 512, 512), (130, 300, 700)])
+def test_dims_that_are_not_tile_multiples_fold_into_one_gemm(m, k, n):
+    """A dim that is not a multiple of the 128 / 512 tile but has a divisor of at least a quarter of it (Llama's
+    1408-wide MLP) is cut into whole tiles of that size, so the product is still one gemm call (ragged tiles are
+    masked and keep the tile loops); the result equals the CPU's."""
+    from codegen.lowering.plan import Plan
+    from stdlib_kernels.linalg.matmul import matmul
+
+    a, b, out = torch.randn(m, k), torch.randn(k, n), torch.empty(m, n)
+    plan = Plan(matmul.trace(a, b, None, out, 1.0, 1.0), (1,))
+    assert any(len(g.nest) == 2 for g in plan.gemms.values())
+    torch.testing.assert_close(torch.mm(a.to("trn"), b.to("trn")).cpu(), a @ b, rtol=1e-4, atol=2e-3)
