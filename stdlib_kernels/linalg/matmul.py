@@ -193,6 +193,11 @@ def _launch_split(a: torch.Tensor, b: torch.Tensor, bview: torch.Tensor | None, 
         return
     if a.dim() == 3 and batch >= threads:
         parts = [(slice(lo, hi), slice(None)) for lo, hi in U.chunks(batch, threads, 1)]
+    elif a.dim() == 2 and n > m and n >= 2 * 128:
+        # every part packs the whole of the operand it does not split: split the bigger one (nn.Linear's weight
+        # when there are fewer rows than output features)
+        U.run_parallel([_cols_part(a, b, bview, out, alpha, beta, lo, hi) for lo, hi in U.chunks(n, threads, 128)])
+        return
     else:
         parts = [(slice(None), slice(lo, hi)) for lo, hi in U.chunks(m, threads, 128)]
 
@@ -208,6 +213,15 @@ def _launch_split(a: torch.Tensor, b: torch.Tensor, bview: torch.Tensor | None, 
                         U.rows_piece(out, rs), alpha, beta)
 
     U.run_parallel([part(bs, rs) for bs, rs in parts])
+
+
+def _cols_part(a: torch.Tensor, b: torch.Tensor, bview: torch.Tensor | None, out: torch.Tensor, alpha: float,
+               beta: float, lo: int, hi: int) -> Any:
+    """The launch of columns ``[lo, hi)`` of a 2-D product (pieces: no torch views)."""
+    def cols(t: torch.Tensor) -> Any:
+        return U.piece(t, (t.shape[0], hi - lo), t.stride(), t.storage_offset() + lo * t.stride(1))
+
+    return U.launch(matmul, a, cols(b), cols(bview) if bview is not None else None, cols(out), alpha, beta)
 
 
 @lowering("aten::addmv", dtypes=_MM_DTYPES, accepts=Accepts(tensors=("self", "mat", "vec")))

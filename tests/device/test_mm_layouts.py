@@ -82,3 +82,19 @@ def test_dims_that_are_not_tile_multiples_fold_into_one_gemm(m, k, n):
     plan = Plan(matmul.trace(a, b, None, out, 1.0, 1.0), (1,))
     assert any(len(g.nest) == 2 for g in plan.gemms.values())
     torch.testing.assert_close(torch.mm(a.to("trn"), b.to("trn")).cpu(), a @ b, rtol=1e-4, atol=2e-3)
+
+
+@pytest.mark.parametrize("m,n", [(256, 1536), (1024, 512)])
+def test_split_products_match_cpu(monkeypatch, m, n):
+    """Big products run as one launch per thread: column blocks when the moving operand is the bigger one
+    (nn.Linear with fewer rows than output features), row blocks otherwise; bias and transposed weight included,
+    with 2 and 3 threads."""
+    from trnlang import config
+
+    torch.manual_seed(m + n)
+    x, w, bias = torch.randn(m, 512), torch.randn(n, 512), torch.randn(n)
+    for threads in ("2", "3"):
+        monkeypatch.setenv("TRN_NUM_THREADS", threads)
+        config.refresh()
+        got = torch.nn.functional.linear(x.to("trn"), w.to("trn"), bias.to("trn")).cpu()
+        torch.testing.assert_close(got, torch.nn.functional.linear(x, w, bias), rtol=1e-4, atol=2e-3)
