@@ -33,10 +33,12 @@ The operands (and the nest's output) are read in place, so their tiles must have
 known at compile time in this variant (``LowerPlan.static_strides``; the accumulator's PSUM view for
 a K loop alone). An fp32 operand tile whose *rows* have the unit stride (``x @ w.T`` of ``nn.Linear``,
 ``x.T @ dy`` of its weight gradient) is read as its transpose instead: the stationary side then swaps
-``gemm_nn`` and ``gemm_tn``, the moving side takes the ``_vt`` entries (``GemmCollapse.entry``). Loads the verifier could not prove inside their tensors are still collapsed: the
-lowering checks them at the corners of the collapsed range and runs the loops as written when a
-corner is outside (the same error report as before). Every loop is considered, also loops inside a
-collapsed one (those are what that fallback runs). Nothing in debug builds.
+``gemm_nn`` and ``gemm_tn``, the moving side takes the ``_vt`` entries (``GemmCollapse.entry``).
+
+Loads the verifier could not prove inside their tensors are still collapsed: the lowering checks them
+at the corners of the collapsed range and runs the loops as written when a corner is outside (the same
+error report as before). Every loop is considered, also loops inside a collapsed one (those are what that
+fallback runs). Nothing in debug builds.
 
 Decisions: ``plan.gemms`` (``id(loop)`` -> a :class:`GemmCollapse`).
 
