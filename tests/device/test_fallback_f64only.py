@@ -63,3 +63,24 @@ def test_unknown_policy_is_refused(monkeypatch):
     monkeypatch.setenv("TRN_FALLBACK", "f32only")
     with pytest.raises(ValueError, match="f64only"):
         fallback.policy()
+
+
+def test_f64only_counts_a_float64_result_as_wide(monkeypatch):
+    """Integer true division under ``torch.set_default_dtype(torch.float64)`` (torch's
+    ``float_double_default_dtype`` tests) makes float64 from int32 inputs: the documented float64 fallback, allowed
+    and equal to the CPU; the same division with the float32 default stays native, and a fallback whose result is
+    not float64 (``logaddexp`` of float32) is still refused."""
+    monkeypatch.setenv("TRN_FALLBACK", "f64only")
+    x = torch.tensor([7, -3, 0, 5], dtype=torch.int32)
+    y = torch.tensor([2, 2, 4, -5], dtype=torch.int32)
+    old = torch.get_default_dtype()
+    try:
+        torch.set_default_dtype(torch.float64)
+        got = torch.div(x.to("trn"), y.to("trn"))
+        assert got.dtype == torch.float64
+        torch.testing.assert_close(got.cpu(), torch.div(x, y))
+    finally:
+        torch.set_default_dtype(old)
+    torch.testing.assert_close(torch.div(x.to("trn"), y.to("trn")).cpu(), torch.div(x, y))
+    with pytest.raises(td.FallbackError, match="logaddexp"):
+        torch.logaddexp(torch.ones(3, device="trn"), torch.zeros(3, device="trn"))

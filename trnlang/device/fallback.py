@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = ["FallbackError", "FallbackWarning", "fallback_stats", "fallback_reasons", "reset_fallback_stats",
            "run_on_cpu", "op_name", "check_devices", "policy", "decline", "take_decline_reason",
-           "clear_decline_reason", "NO_LOWERING", "NO_REASON", "WIDE_DTYPES", "touches_wide"]
+           "clear_decline_reason", "NO_LOWERING", "NO_REASON", "WIDE_DTYPES", "touches_wide", "makes_wide"]
 
 _POLICIES = ("warn", "error", "silent", "f64only")
 #: dtypes the NeuronCore has no arithmetic for: their calls may fall back under ``TRN_FALLBACK=f64only``.
@@ -198,6 +198,37 @@ def touches_wide(args: Any, kwargs: dict[str, Any]) -> bool:
                                                                            and x in WIDE_DTYPES):
                 return True
     return False
+
+
+def _meta(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return torch.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype, device="meta")
+    if isinstance(x, (list, tuple)):
+        return type(x)(_meta(y) for y in x)
+    return x
+
+
+def makes_wide(op: Any, args: Any, kwargs: dict[str, Any]) -> bool:
+    """Whether ``op(*args, **kwargs)`` gives a float64/complex128 result though no argument is one: an integer
+    division or a creation op under ``torch.set_default_dtype(torch.float64)`` (found by running ``op`` on meta
+    tensors; False where it has no meta kernel).
+
+    Example:
+        >>> import torch
+        >>> x = torch.ones(2, dtype=torch.int32)
+        >>> makes_wide(torch.ops.aten.div.Tensor, (x, x), {}), makes_wide(torch.ops.aten.add.Tensor, (x, x), {})
+        (False, False)
+        >>> torch.set_default_dtype(torch.float64)
+        >>> makes_wide(torch.ops.aten.div.Tensor, (x, x), {})
+        True
+        >>> torch.set_default_dtype(torch.float32)
+    """
+    try:
+        r = op(*_meta(args), **{k: _meta(v) for k, v in kwargs.items()})
+    except Exception:  # no meta kernel, or the call is an error: not the documented float64 fallback
+        return False
+    return any(isinstance(t, torch.Tensor) and t.dtype in WIDE_DTYPES
+               for t in (r if isinstance(r, (list, tuple)) else (r,)))
 
 
 def note(name: str, reason: str = NO_LOWERING, wide: bool = False) -> None:
@@ -406,7 +437,8 @@ def run_on_cpu(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, cpu_op
         reason: why the call runs on the CPU (:func:`fallback_reasons`).
     """
     if count:
-        note(name or _info(op).name, reason, touches_wide(args, kwargs))
+        wide = touches_wide(args, kwargs) or (policy() == "f64only" and makes_wide(op, args, kwargs))
+        note(name or _info(op).name, reason, wide)
     check_devices(op, args, kwargs)
     conv = _Converter()
     cargs = [conv.to_cpu(a) for a in args]
