@@ -12,7 +12,8 @@ import importlib
 
 #: every module with lowerings, in registration order (``family.module`` under ``stdlib_kernels``)
 FAMILIES = tuple(f"stdlib_kernels.{m}" for m in (
-    "elementwise.pointwise", "linalg.matmul", "reduction.reduce", "reduction.softmax", "tensor.copy",
+    "elementwise.pointwise", "elementwise.binops", "linalg.matmul", "reduction.reduce", "reduction.softmax",
+    "tensor.copy",
     "decompositions", "elementwise.unary", "elementwise.ternary", "elementwise.compare", "elementwise.activations",
     "reduction.scans", "reduction.sort", "indexing.gather_scatter", "indexing.advanced_index", "indexing.masked",
     "linalg.cholesky", "nn.rnn", "nn.conv", "nn.pool", "nn.upsample", "nn.norm", "nn.batchnorm", "nn.attention",

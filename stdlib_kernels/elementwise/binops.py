@@ -1,0 +1,133 @@
+"""Powers and the other binary lowerings on the pointwise engine (``stdlib_kernels.elementwise.pointwise``):
+``pow`` (tensor/number bases and exponents), ``maximum``/``minimum``, ``fmax``/``fmin``, ``fmod``/``remainder``,
+``copysign``, ``hypot``, ``xlogy``, ``clamp_min``/``clamp_max``.
+
+Example:
+    >>> import torch
+    >>> torch.tensor([-3.0, 4.0], device="trn").pow(2).cpu()
+    tensor([ 9., 16.])
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from stdlib_kernels import _util as U
+from stdlib_kernels.elementwise.lanes import fast as _fast
+from stdlib_kernels.elementwise.pointwise import OPERAND_DTYPES, run_binary
+from trnlang.device import decline, lowering
+
+_MAX_INT_EXPONENT = 64
+
+
+def _pow(self: Any, exponent: Any, out: torch.Tensor | None) -> Any:
+    rdt = torch.result_type(self, exponent)
+    if not rdt.is_floating_point:
+        # integer powers wrap around: exact only as int32 multiplications, so a small non-negative number
+        # exponent (square-and-multiply, one kernel per exponent); negative ones raise (left to torch)
+        if rdt == torch.bool:
+            return decline("a bool power")
+        if U.is_trn(exponent):  # a tensor of exponents: all 31 bits
+            if U.is_trn(self):
+                return run_binary("ipow_t", self, exponent, out, rdt=rdt)
+            return run_binary("ripow_t", exponent, self, out, rdt=rdt)
+        k = U.scalar_value(exponent)
+        if not U.is_trn(self) or not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= _MAX_INT_EXPONENT:
+            return decline("an integer power whose exponent is not a Python int in [0, 64] (negative ones raise in "
+                           "torch)")
+        return run_binary(f"ipow:{k}", self, 0, out, rdt=rdt)
+    if U.is_trn(exponent) and not U.is_trn(self):
+        return run_binary("rpow", exponent, self, out, rdt=rdt)
+    if type(exponent) in (int, float) and exponent in (2, 3):  # torch multiplies for these: exact, no exp/log
+        op = "cube_bf16" if exponent == 3 and rdt == torch.bfloat16 else f"ipow:{int(exponent)}"
+        return run_binary(op, self, 0, out, rdt=rdt)
+    return run_binary("pow", self, exponent, out, rdt=rdt)
+
+
+@lowering("aten::pow.Tensor_Tensor", dtypes=OPERAND_DTYPES)
+def pow_tt(self: Any, exponent: Any, *, out: torch.Tensor | None = None) -> Any:
+    """``self ** exponent`` (both tensors)."""
+    return _pow(self, exponent, out)
+
+
+@lowering("aten::pow.Tensor_Scalar", dtypes=OPERAND_DTYPES, fast=_fast(lambda a, b: pow_ts(a, b), "pow", False))
+def pow_ts(self: Any, exponent: Any, *, out: torch.Tensor | None = None) -> Any:
+    """``self ** exponent`` (a Python-number exponent)."""
+    if isinstance(exponent, complex):
+        return decline("a complex exponent")
+    return _pow(self, exponent, out)
+
+
+@lowering("aten::pow.Scalar", dtypes=OPERAND_DTYPES)
+def pow_s(self: Any, exponent: Any, *, out: torch.Tensor | None = None) -> Any:
+    """``self ** exponent`` (a Python-number base)."""
+    if isinstance(self, complex):
+        return decline("a complex base")
+    return _pow(self, exponent, out)
+
+
+def _simple(op: str, name: str, doc: str, *, float_only: bool = False, divisor: bool = False,
+            rdt_float: bool = False) -> Callable[..., Any]:
+    def lower(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
+        rdt = None
+        if rdt_float:
+            rdt = torch.result_type(self, other)
+            if not rdt.is_floating_point:
+                rdt = torch.get_default_dtype()
+            return run_binary(op, self, other, out, rdt=rdt, compute="f32")
+        if torch.result_type(self, other) == torch.bool and op in ("fmod", "remainder"):
+            return decline("bool fmod/remainder: torch raises")
+        return run_binary(op, self, other, out, float_only=float_only, int_scalar_divisor=divisor)
+
+    lower.__name__ = name
+    lower.__doc__ = doc
+    return lower
+
+
+_MORE = {
+    # aten name: (table op, docstring, options)
+    "maximum": ("maximum", "Elementwise maximum (NaN propagates).", {}),
+    "minimum": ("minimum", "Elementwise minimum (NaN propagates).", {}),
+    "fmax": ("fmax", "Elementwise maximum ignoring NaN.", {}),
+    "fmin": ("fmin", "Elementwise minimum ignoring NaN.", {}),
+    "fmod.Tensor": ("fmod", "C remainder (sign of the dividend).", {"divisor": True}),
+    "fmod.Scalar": ("fmod", "C remainder by a number.", {"divisor": True}),
+    "remainder.Tensor": ("remainder", "Python modulus (sign of the divisor).", {"divisor": True}),
+    "remainder.Scalar": ("remainder", "Python modulus by a number.", {"divisor": True}),
+    "copysign.Tensor": ("copysign", "|self| with the sign of other.", {"rdt_float": True}),
+    "copysign.Scalar": ("copysign", "|self| with the sign of a number.", {"rdt_float": True}),
+    "hypot": ("hypot", "sqrt(self^2 + other^2) without overflow.", {"float_only": True}),
+    "xlogy.Tensor": ("xlogy", "self * log(other), 0 where self == 0.", {"rdt_float": True}),
+    "xlogy.Scalar_Other": ("xlogy", "self * log(number).", {"rdt_float": True}),
+    "clamp_min": ("maximum", "max(self, min) (NaN propagates).", {}),
+    "clamp_min.Tensor": ("maximum", "max(self, min) (NaN propagates).", {}),
+    "clamp_max": ("minimum", "min(self, max) (NaN propagates).", {}),
+    "clamp_max.Tensor": ("minimum", "min(self, max) (NaN propagates).", {}),
+}
+
+for _name, (_op, _doc, _kw) in _MORE.items():
+    _fn = _simple(_op, _name.replace(".", "_"), f"``aten::{_name}``: {_doc}", **_kw)
+    if _name.startswith("clamp_"):  # schema names: clamp_min(self, min), clamp_max(self, max)
+        _arg = "min" if _name.startswith("clamp_min") else "max"
+
+        def _clamp(self: Any, *args: Any, _f: Callable[..., Any] = _fn, _a: str = _arg, **kwargs: Any) -> Any:
+            other = args[0] if args else kwargs.pop(_a)
+            return _f(self, other, **kwargs)
+
+        _clamp.__name__ = _fn.__name__
+        _clamp.__doc__ = _fn.__doc__
+        lowering(f"aten::{_name}", dtypes=OPERAND_DTYPES)(_clamp)
+    else:
+        _fa = _fast(_fn) if _name in ("maximum", "minimum") else None
+        lowering(f"aten::{_name}", dtypes=OPERAND_DTYPES, fast=_fa)(_fn)
+
+
+@lowering("aten::xlogy.Scalar_Self", dtypes=OPERAND_DTYPES)
+def xlogy_scalar_self(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
+    """``number * log(other)``."""
+    rdt = torch.result_type(self, other)
+    if not rdt.is_floating_point:
+        rdt = torch.get_default_dtype()
+    return run_binary("xlogy", self, other, out, rdt=rdt, compute="f32")
