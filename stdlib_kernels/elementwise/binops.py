@@ -2,10 +2,16 @@
 ``pow`` (tensor/number bases and exponents), ``maximum``/``minimum``, ``fmax``/``fmin``, ``fmod``/``remainder``,
 ``copysign``, ``hypot``, ``xlogy``, ``clamp_min``/``clamp_max``.
 
+A number exponent CPU torch computes without ``exp``/``log`` is computed the same way here: 2 and 3 multiply,
+1 copies, 0 gives ones, 0.5 / -0.5 / -1 are ``sqrt`` / ``rsqrt`` / ``reciprocal`` and -2 (float32) ``1 / (x * x)``,
+so the results are torch's (``-0.0 ** 0.5`` is -0.0) and ``pow``'s backward, ``grad * 2 * x.pow(1)``, costs a copy
+instead of a double-precision ``exp(log)``.
+
 Example:
     >>> import torch
-    >>> torch.tensor([-3.0, 4.0], device="trn").pow(2).cpu()
-    tensor([ 9., 16.])
+    >>> x = torch.tensor([-0.0, 4.0, 9.0], device="trn")
+    >>> x.pow(2).cpu(), x.pow(0.5).cpu(), x.pow(1.0).cpu()
+    (tensor([ 0., 16., 81.]), tensor([-0., 2., 3.]), tensor([-0., 4., 9.]))
 """
 
 from __future__ import annotations
@@ -20,6 +26,17 @@ from stdlib_kernels.elementwise.pointwise import OPERAND_DTYPES, run_binary
 from trnlang.device import decline, lowering
 
 _MAX_INT_EXPONENT = 64
+
+
+#: number exponents CPU torch computes without exp/log (its results, -0.0 and infinities included)
+_SPECIAL: dict[float, Callable[[torch.Tensor], torch.Tensor]] = {
+    1.0: torch.clone,
+    0.0: torch.ones_like,
+    0.5: torch.sqrt,
+    -0.5: torch.rsqrt,
+    -1.0: torch.reciprocal,
+    -2.0: lambda x: torch.reciprocal(x * x),  # float32 only: narrower dtypes would round x * x first
+}
 
 
 def _pow(self: Any, exponent: Any, out: torch.Tensor | None) -> Any:
@@ -40,6 +57,10 @@ def _pow(self: Any, exponent: Any, out: torch.Tensor | None) -> Any:
         return run_binary(f"ipow:{k}", self, 0, out, rdt=rdt)
     if U.is_trn(exponent) and not U.is_trn(self):
         return run_binary("rpow", exponent, self, out, rdt=rdt)
+    if out is None and type(exponent) in (int, float) and U.is_trn(self) and self.dtype == rdt:
+        special = _SPECIAL.get(float(exponent))
+        if special is not None and (exponent != -2 or rdt == torch.float32):
+            return special(self)
     if type(exponent) in (int, float) and exponent in (2, 3):  # torch multiplies for these: exact, no exp/log
         op = "cube_bf16" if exponent == 3 and rdt == torch.bfloat16 else f"ipow:{int(exponent)}"
         return run_binary(op, self, 0, out, rdt=rdt)
