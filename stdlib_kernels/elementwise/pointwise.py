@@ -637,7 +637,10 @@ def _is_complex(v: Any) -> bool:
     return isinstance(v, complex) or (isinstance(v, torch.Tensor) and v.is_complex())
 
 
-@lowering("aten::mul.Tensor", dtypes=(*OPERAND_DTYPES, torch.complex64), fast=_fast(lambda a, b: mul(a, b), "mul"))
+_MUL_FAST = _fast(lambda a, b: mul(a, b), "mul")
+
+
+@lowering("aten::mul.Tensor", dtypes=(*OPERAND_DTYPES, torch.complex64), fast=_MUL_FAST)
 def mul(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     """``self * other`` (complex64 operands: ``stdlib_kernels.fft.complex_ops``, on real/imaginary planes)."""
     if _is_complex(self) or _is_complex(other) or _is_complex(out):
@@ -675,10 +678,11 @@ def floor_divide(self: Any, other: Any, *, out: torch.Tensor | None = None) -> A
     return run_binary("div_floor", self, other, out, int_scalar_divisor=True)
 
 
-@lowering("aten::neg", dtypes=tuple(d for d in OPERAND_DTYPES if d != torch.bool))
+@lowering("aten::neg", dtypes=tuple(d for d in OPERAND_DTYPES if d != torch.bool), fast=lambda a: _MUL_FAST(a, -1))
 def neg(self: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
     """``-self`` (a multiply by -1: exact, and -0.0 for 0.0 as torch gives; integers wrap as torch's do;
-    int64 as ``0 - self``, whose int32 range check is wider than a multiply's)."""
+    int64 as ``0 - self``, whose int32 range check is wider than a multiply's). A repeated call on a same-layout
+    tensor takes ``mul``'s fast lane for ``x * -1`` (int64 tensors have none: their values are checked per call)."""
     if isinstance(self, torch.Tensor) and self.dtype == torch.int64:
         return run_binary("rsub", self, 0, out)
     return _binary("mul", self, -1, None, out)
