@@ -20,7 +20,7 @@ _VALUES = {
 @pytest.mark.parametrize("dtype", list(_VALUES))
 def test_neg_repeated_calls_match_cpu(monkeypatch, dtype):
     monkeypatch.setenv("TRN_FALLBACK", "error")
-    x = torch.tensor(_VALUES[dtype], dtype=dtype)
+    x = torch.tensor(_VALUES[dtype], dtype=dtype).reshape(1, 1, 1, -1)  # a shape no other test makes lanes for
     xd = x.to("trn")
     before = fastlane.stats()["lanes"]
     for _ in range(3):  # the first call runs the lowering, the next ones the lane (where there is one)
@@ -30,5 +30,5 @@ def test_neg_repeated_calls_match_cpu(monkeypatch, dtype):
     made = fastlane.stats()["lanes"] - before
     # lanes: float and int32 tensors (an int16/int64 tensor times an int is not given one: lanes.scalar_key)
     assert made == (1 if dtype in (torch.float32, torch.bfloat16, torch.float16, torch.int32) else 0)
-    y = torch.tensor(_VALUES[dtype][::-1], dtype=dtype)  # same layout, new values: the same lane
+    y = torch.tensor(_VALUES[dtype][::-1], dtype=dtype).reshape(x.shape)  # same layout, new values: the same lane
     assert torch.equal(torch.neg(y.to("trn")).cpu(), torch.neg(y))
