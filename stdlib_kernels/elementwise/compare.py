@@ -67,16 +67,34 @@ def _int64_pair(a: Any, b: Any) -> bool:
     return isinstance(b, int) and not isinstance(b, bool) and -(1 << 63) <= b < 1 << 63
 
 
-def _words_eq(op: str, a: torch.Tensor, other: Any) -> torch.Tensor:
-    """eq/ne of an 8-byte integer tensor and an int (its bit pattern) or a tensor of the same dtype, exactly:
-    equal when both int32 words are."""
+def _word_pairs(a: torch.Tensor, other: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """The (low, high) int32 words of an 8-byte integer tensor and of an int (its bit pattern) or a tensor of the
+    same dtype, along a last dim of 2."""
     wa = U.int32_words(a)
     if isinstance(other, int):
         w = [(other >> k) & 0xFFFFFFFF for k in (0, 32)]
         wb = torch.tensor([x - (1 << 32) if x >= 1 << 31 else x for x in w], dtype=torch.int32, device="trn")
     else:
         wb = U.int32_words(other)
-    return _pairs_eq(op, wa, wb)
+    return wa, wb
+
+
+def _words_eq(op: str, a: torch.Tensor, other: Any) -> torch.Tensor:
+    """eq/ne of an 8-byte integer tensor and an int or a tensor of the same dtype, exactly: equal when both int32
+    words are."""
+    return _pairs_eq(op, *_word_pairs(a, other))
+
+
+def _words_order(op: str, a: torch.Tensor, other: Any) -> torch.Tensor:
+    """lt/le/gt/ge of an int64 tensor and an int or another int64 tensor, exactly: the high words compare as
+    signed int32, and where they are equal the low words decide as unsigned (their sign bits flipped, then
+    signed)."""
+    wa, wb = _word_pairs(a, other)
+    flip = -(1 << 31)
+    hi_a, hi_b = wa[..., 1], wb[..., 1]
+    lo_a, lo_b = torch.bitwise_xor(wa[..., 0], flip), torch.bitwise_xor(wb[..., 0], flip)
+    strict = {"lt": torch.lt, "le": torch.lt, "gt": torch.gt, "ge": torch.gt}[op]
+    return strict(hi_a, hi_b) | ((hi_a == hi_b) & getattr(torch, op)(lo_a, lo_b))
 
 
 def _pairs_eq(op: str, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -112,9 +130,15 @@ def _compare(op: str) -> Callable[..., Any]:
         if isinstance(self, torch.Tensor) and self.dtype in _UNSIGNED_WIDE:
             return _unsigned_eq(op, self, other, out)
         r = run_binary(op, self, other, out, rdt=torch.bool)
-        if r is NotImplemented and op in ("eq", "ne") and out is None and _int64_pair(self, other):
-            clear_decline_reason()  # values beyond int32: compare the two int32 words instead
-            return _words_eq(op, self, other)
+        if r is NotImplemented and _int64_pair(self, other):
+            # values beyond int32: compare the two int32 words instead
+            words = _words_eq(op, self, other) if op in ("eq", "ne") else _words_order(op, self, other)
+            if out is None:
+                clear_decline_reason()
+                return words
+            if U.is_trn(out) and out.dtype == torch.bool and out.shape == words.shape:
+                clear_decline_reason()
+                return out.copy_(words)
         return r
 
     lower.__name__ = op
