@@ -58,13 +58,30 @@ def promoted_planes(v: Any) -> torch.Tensor | None:
     return torch.stack((re, torch.zeros_like(re)), -1)
 
 
-def _int64_pair(a: Any, b: Any) -> bool:
-    """An int64 ``trn`` tensor and an int or another int64 ``trn`` tensor."""
-    if not (isinstance(a, torch.Tensor) and a.dtype == torch.int64 and U.is_trn(a)):
+_INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
+_FLOATS = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def _int64_float(a: Any, b: Any) -> bool:
+    """Two ``trn`` tensors, one int64 and one float32/bf16/fp16 (their common dtype is the float one)."""
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and U.is_trn(a) and U.is_trn(b)):
         return False
+    return {a.dtype, b.dtype} & {torch.int64} != set() and (a.dtype in _FLOATS or b.dtype in _FLOATS)
+
+
+def _int64_pair(a: Any, b: Any) -> tuple[torch.Tensor, Any] | None:
+    """Integer ``trn`` operands whose common dtype is int64 (a tensor and an int, or two tensors), as an int64 tensor
+    and an int or an int64 tensor; None otherwise."""
+    if not (isinstance(a, torch.Tensor) and a.dtype in _INTS and U.is_trn(a)):
+        return None
     if isinstance(b, torch.Tensor):
-        return b.dtype == torch.int64 and U.is_trn(b)
-    return isinstance(b, int) and not isinstance(b, bool) and -(1 << 63) <= b < 1 << 63
+        if b.dtype not in _INTS or not U.is_trn(b) or torch.result_type(a, b) != torch.int64:
+            return None
+        return a.to(torch.int64), b.to(torch.int64)
+    if isinstance(b, int) and not isinstance(b, bool) and -(1 << 63) <= b < 1 << 63 \
+            and torch.result_type(a, b) == torch.int64:
+        return a, b
+    return None
 
 
 def _word_pairs(a: torch.Tensor, other: Any) -> tuple[torch.Tensor, torch.Tensor]:
@@ -103,17 +120,31 @@ def _pairs_eq(op: str, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def _complex_eq(op: str, self: torch.Tensor, other: Any, out: torch.Tensor | None) -> Any:
-    """eq/ne of a complex64 trn tensor and another one or a number, on their real/imaginary planes."""
-    if op not in ("eq", "ne") or out is not None:
-        return decline("complex operands of an order comparison, or out=")
+    """eq/ne of a complex64 trn tensor and another one, a real trn tensor or a number, on their real/imaginary
+    planes (the real operand promoted to complex64, as torch does)."""
+    if op not in ("eq", "ne"):
+        return decline("complex operands of an order comparison")
     planes = complex_planes(self, other)
-    if planes is None and _number(other) and self.dtype == torch.complex64 and U.is_trn(self) \
-            and not self.is_conj() and not self.is_neg():
+    if planes is None and (_number(other) or U.is_trn(other)) and self.dtype == torch.complex64 \
+            and U.is_trn(self) and not self.is_conj() and not self.is_neg():
         pb = promoted_planes(other)  # a number: a [2] pair broadcast against the planes
         planes = (torch.view_as_real(self), pb) if pb is not None else None
     if planes is None:
-        return decline("complex operands other than complex64 trn tensors or a number (eq/ne, no out=)")
-    return _pairs_eq(op, *planes)
+        return decline("complex operands other than complex64 trn tensors, real trn tensors or a number (eq/ne)")
+    return _into(_pairs_eq(op, *planes), out)
+
+
+def _into(res: torch.Tensor, out: torch.Tensor | None) -> Any:
+    """``res``, or ``out=`` (a trn bool tensor of its shape; an empty one takes the shape, as torch's) holding it."""
+    if out is None:
+        return res
+    if not (U.is_trn(out) and out.dtype == torch.bool):
+        return decline("out= not a trn bool tensor")
+    if out.numel() == 0 and out.shape != res.shape:
+        out.resize_(res.shape)
+    if out.shape != res.shape:
+        return decline("out= of another shape than the result")
+    return out.copy_(res)
 
 
 def _number(v: Any) -> bool:
@@ -127,18 +158,22 @@ def _compare(op: str) -> Callable[..., Any]:
     def lower(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
         if isinstance(self, torch.Tensor) and self.is_complex():
             return _complex_eq(op, self, other, out)
+        if isinstance(other, torch.Tensor) and other.is_complex() and op in ("eq", "ne"):
+            return _complex_eq(op, other, self, out)  # symmetric: the complex operand first
         if isinstance(self, torch.Tensor) and self.dtype in _UNSIGNED_WIDE:
             return _unsigned_eq(op, self, other, out)
         r = run_binary(op, self, other, out, rdt=torch.bool)
-        if r is NotImplemented and _int64_pair(self, other):
+        if r is NotImplemented and _int64_float(self, other):
+            # an int64 tensor against a float one: torch compares in the float dtype, so convert it (exactly
+            # rounded, natively) and compare the floats
+            rdt = torch.result_type(self, other)
+            clear_decline_reason()
+            return run_binary(op, self.to(rdt), other.to(rdt), out, rdt=torch.bool)
+        pair = _int64_pair(self, other) if r is NotImplemented else None
+        if pair is not None:
             # values beyond int32: compare the two int32 words instead
-            words = _words_eq(op, self, other) if op in ("eq", "ne") else _words_order(op, self, other)
-            if out is None:
-                clear_decline_reason()
-                return words
-            if U.is_trn(out) and out.dtype == torch.bool and out.shape == words.shape:
-                clear_decline_reason()
-                return out.copy_(words)
+            clear_decline_reason()
+            return _into(_words_eq(op, *pair) if op in ("eq", "ne") else _words_order(op, *pair), out)
         return r
 
     lower.__name__ = op

@@ -49,3 +49,50 @@ def test_broadcast_and_0dim():
         assert torch.equal(f(x.to("trn"), y.to("trn")).cpu(), f(x, y))
         s = torch.tensor(2**35)
         assert torch.equal(f(s.to("trn"), y.to("trn")).cpu(), f(s, y))
+        out = torch.empty(0, dtype=torch.bool, device="trn")  # an empty out= takes the result's shape
+        f(x.to("trn"), y.to("trn"), out=out)
+        assert torch.equal(out.cpu(), f(x, y))
+
+
+@pytest.mark.parametrize("dt", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.bool])
+def test_int64_against_narrower_integers(dt):
+    """A narrower integer tensor promotes to int64 (torch's type promotion) and compares on words too."""
+    x = torch.tensor([2**35, -(2**35), 3, 0])
+    y = torch.tensor([1, 0, 5, 1], dtype=dt)
+    for op in ("lt", "le", "gt", "ge", "eq", "ne"):
+        f = getattr(torch, op)
+        assert torch.equal(f(x.to("trn"), y.to("trn")).cpu(), f(x, y))
+        assert torch.equal(f(y.to("trn"), x.to("trn")).cpu(), f(y, x))
+
+
+@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16, torch.float16])
+def test_int64_against_floats_compares_in_the_float_dtype(dt):
+    """torch converts the int64 operand to the float dtype (2^35 is inf in float16) and compares the floats."""
+    x = torch.tensor([2**35, -(2**35), 2**24 + 1, 3])
+    y = torch.tensor([1024.0, 0.0, 16777216.0, 3.0], dtype=dt)
+    for op in ("lt", "le", "gt", "ge", "eq", "ne"):
+        f = getattr(torch, op)
+        assert torch.equal(f(x.to("trn"), y.to("trn")).cpu(), f(x, y)), (op, dt)
+        assert torch.equal(f(y.to("trn"), x.to("trn")).cpu(), f(y, x)), (op, dt)
+        out = torch.empty(0, dtype=torch.bool, device="trn")
+        f(x.to("trn"), y.to("trn"), out=out)
+        assert torch.equal(out.cpu(), f(x, y))
+
+
+def test_every_dtype_pair_with_empty_out_matches_cpu():
+    """torch's own test_comparison_ops_with_type_promotion pattern: every pair of the dtypes trn computes, values
+    that need the dtype's range (2^35 in int64), out= an empty bool tensor and the plain form."""
+    value = {torch.uint8: 1 << 5, torch.int8: 1 << 5, torch.int16: 1 << 10, torch.int32: 1 << 20,
+             torch.int64: 1 << 35, torch.float16: 1 << 10, torch.float32: 1 << 20, torch.bfloat16: 1 << 10,
+             torch.complex64: 1 << 20}
+    for op in ("lt", "le", "gt", "ge", "eq", "ne"):
+        f = getattr(torch, op)
+        for d1 in value:
+            for d2 in value:
+                if (d1.is_complex or d2.is_complex) and op not in ("eq", "ne"):
+                    continue
+                t1, t2 = torch.tensor([value[d1]], dtype=d1), torch.tensor([value[d2]], dtype=d2)
+                out = torch.empty(0, dtype=torch.bool, device="trn")
+                f(t1.to("trn"), t2.to("trn"), out=out)
+                assert torch.equal(out.cpu(), f(t1, t2)), (op, d1, d2)
+                assert torch.equal(f(t1.to("trn"), t2.to("trn")).cpu(), f(t1, t2)), (op, d1, d2)
