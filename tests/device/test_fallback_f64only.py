@@ -79,6 +79,7 @@ def test_f64only_counts_a_float64_result_as_wide(monkeypatch):
         got = torch.div(x.to("trn"), y.to("trn"))
         assert got.dtype == torch.float64
         torch.testing.assert_close(got.cpu(), torch.div(x, y))
+        assert torch.equal(torch.lt(x.to("trn"), 2.5).cpu(), torch.lt(x, 2.5))  # compared in float64
     finally:
         torch.set_default_dtype(old)
     torch.testing.assert_close(torch.div(x.to("trn"), y.to("trn")).cpu(), torch.div(x, y))

@@ -209,9 +209,10 @@ def _meta(x: Any) -> Any:
 
 
 def makes_wide(op: Any, args: Any, kwargs: dict[str, Any]) -> bool:
-    """Whether ``op(*args, **kwargs)`` gives a float64/complex128 result though no argument is one: an integer
-    division or a creation op under ``torch.set_default_dtype(torch.float64)`` (found by running ``op`` on meta
-    tensors; False where it has no meta kernel).
+    """Whether ``op(*args, **kwargs)`` computes in float64/complex128 though no argument is one: an integer
+    division, a creation op, or an integer tensor compared with a Python float under
+    ``torch.set_default_dtype(torch.float64)`` (the first two operands' common dtype, else the result's dtype found
+    by running ``op`` on meta tensors; False where it has no meta kernel).
 
     Example:
         >>> import torch
@@ -223,6 +224,12 @@ def makes_wide(op: Any, args: Any, kwargs: dict[str, Any]) -> bool:
         True
         >>> torch.set_default_dtype(torch.float32)
     """
+    if len(args) >= 2 and isinstance(args[0], torch.Tensor) and isinstance(args[1], (torch.Tensor, bool, int, float)):
+        try:  # a comparison's bool result is computed in the operands' common dtype
+            if torch.result_type(args[0], args[1]) in WIDE_DTYPES:
+                return True
+        except (RuntimeError, TypeError):
+            pass
     try:
         r = op(*_meta(args), **{k: _meta(v) for k, v in kwargs.items()})
     except Exception:  # no meta kernel, or the call is an error: not the documented float64 fallback
