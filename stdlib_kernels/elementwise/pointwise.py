@@ -633,6 +633,13 @@ def sub(self: Any, other: Any, *, alpha: Any = 1, out: torch.Tensor | None = Non
     return _binary("sub", self, other, alpha, out)
 
 
+def _as_f32(v: Any) -> Any:
+    """An integer or bool ``trn`` tensor as float32 (exactly rounded); anything else unchanged."""
+    if U.is_trn(v) and not v.is_floating_point() and not v.is_complex():
+        return v.to(torch.float32)
+    return v
+
+
 def _is_complex(v: Any) -> bool:
     return isinstance(v, complex) or (isinstance(v, torch.Tensor) and v.is_complex())
 
@@ -646,6 +653,8 @@ def mul(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     if _is_complex(self) or _is_complex(other) or _is_complex(out):
         from stdlib_kernels.fft.complex_ops import complex_mul
 
+        # an integer/bool tensor becomes complex64 through its float32 values, as torch promotes it
+        self, other = (_as_f32(v) for v in (self, other))
         return complex_mul(self, other, out=out)
     if torch.result_type(self, other) == torch.bool:
         return run_binary("logical_and", self, other, out, rdt=torch.bool)
