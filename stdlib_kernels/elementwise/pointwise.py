@@ -661,9 +661,14 @@ def mul(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     return _binary("mul", self, other, None, out)
 
 
-@lowering("aten::div.Tensor", dtypes=OPERAND_DTYPES, fast=_fast(lambda a, b: div(a, b), "div"))
+@lowering("aten::div.Tensor", dtypes=(*OPERAND_DTYPES, torch.complex64), fast=_fast(lambda a, b: div(a, b), "div"))
 def div(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
-    """``self / other`` (true division; integers divide in fp32)."""
+    """``self / other`` (true division; integers divide in fp32; complex64 operands:
+    ``stdlib_kernels.elementwise.complex_arith``)."""
+    if _is_complex(self) or _is_complex(other) or _is_complex(out):
+        from stdlib_kernels.elementwise.complex_arith import complex_div
+
+        return complex_div(self, other, out)
     return _binary("div", self, other, None, out)
 
 
