@@ -9,7 +9,7 @@ import torch
 from tests.passes.filecheck import filecheck
 from tests.passes.kernels import cast_twice, exp_chain, five_readers, overwritten_between
 from trnlang.ir.verifier import verify
-from trnlang.passes.rematerialize import REMAT_MAX_READERS
+from trnlang.passes.rematerialize import REMAT_MAX_BYTES, REMAT_MAX_READERS
 
 
 def test_the_load_is_rematerialised_before_any_fusion(dump_after) -> None:
@@ -39,6 +39,19 @@ def test_a_cast_load_is_rematerialised_with_its_load(dump_after) -> None:
         CHECK: }
     """)
     assert [plan.info(plan.fused[p]).id for p in plan.remat] == [7]
+
+
+def test_a_tile_past_the_l2_is_rematerialised_too(dump_after) -> None:
+    """A 2 MiB row tile (tutorial 02's softmax at 4096 wide) is re-read like a small one: staging it would write
+    and re-read 2 MiB that does not stay in the host's L2 either."""
+    k = exp_chain.trace(torch.randn(128, 4096), torch.empty(128, 4096))
+    out, plan = dump_after("rematerialize", k)
+    filecheck(out, "CHECK: // #1 remat into #3,#7\nCHECK-NEXT: dma_copy[dma] %t0[0:128, 0:4096] <- %x")
+    assert len(plan.remat) == 1 and 128 * 4096 * 4 <= REMAT_MAX_BYTES
+    x = torch.randn(256, 4096)
+    out_t = torch.empty(256, 4096)
+    exp_chain(x, out_t)
+    torch.testing.assert_close(out_t, torch.exp(x) * 2.0 + x)
 
 
 def test_too_many_readers_stage_the_load(dump_after) -> None:

@@ -42,8 +42,12 @@ from trnlang.passes.lowering import LowerPlan
 
 __all__ = ["REMAT_MAX_BYTES", "REMAT_MAX_READERS", "rematerialize"]
 
-#: Largest HBM load (bytes) re-evaluated in each of several consumers instead of staged.
-REMAT_MAX_BYTES = 1 << 20
+#: Largest HBM load (bytes) re-evaluated in each of several consumers instead of staged. A tile past the host's L2
+#: does not stay there between its copy and its readers either, so staging it only adds a write and a read at the
+#: level the HBM tile is re-read from: tutorial 02's softmax at 4096 x 4096 (2 MiB row tiles) ran 13.2 -> 10.0 ms
+#: when the limit went from 1 MiB to this (2 threads, Intel Xeon with 2 MiB L2 per core, 2026-12-03). The limit
+#: is an SBUF's 24 MiB rounded up: no tile is larger.
+REMAT_MAX_BYTES = 1 << 25
 #: Most consumers a load is re-evaluated in.
 REMAT_MAX_READERS = 4
 
