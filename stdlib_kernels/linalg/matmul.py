@@ -153,16 +153,17 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, alpha: 
     shape = (*a.shape[:-1], b.shape[-1])
     if bias is not None and not _bias_ok(bias, a.dtype, shape):
         return decline("a bias that is not a plain trn tensor of the operands' dtype broadcasting to the result")
-    if out is None:
+    if out is None:  # a fresh tensor: nothing to check
         out = torch.empty(shape, dtype=a.dtype, device="trn")
-    elif out.numel() == 0 and tuple(out.shape) != shape and U.is_trn(out):
-        out.resize_(shape)
-    if not U.is_trn(out) or tuple(out.shape) != shape or out.dtype != a.dtype or U.has_internal_overlap(out):
-        return decline(_BAD_OUT)
-    if U.overlaps(out, a) or U.overlaps(out, b):
-        return decline("out= overlapping an operand")
-    if bias is not None and U.overlaps(out, bias) and not U.same_view(out, bias):  # addmm_: bias is out
-        return decline("out= partly overlapping the bias")
+    else:
+        if out.numel() == 0 and tuple(out.shape) != shape and U.is_trn(out):
+            out.resize_(shape)
+        if not U.is_trn(out) or tuple(out.shape) != shape or out.dtype != a.dtype or U.has_internal_overlap(out):
+            return decline(_BAD_OUT)
+        if U.overlaps(out, a) or U.overlaps(out, b):
+            return decline("out= overlapping an operand")
+        if bias is not None and U.overlaps(out, bias) and not U.same_view(out, bias):  # addmm_: bias is out
+            return decline("out= partly overlapping the bias")
     if out.numel() == 0:
         return out
     if bias is not None and beta == 0.0:
