@@ -62,7 +62,10 @@ def scalar_tensor(value: Any, dtype: torch.dtype) -> torch.Tensor:
     Scalars are runtime operands, not compile-time constants, so a new value (an optimizer's
     step size, say) does not recompile the kernel.
     """
-    key = (type(value), value, dtype) if not (isinstance(value, float) and math.isnan(value)) else ("nan", dtype)
+    if isinstance(value, float):  # -0.0 == 0.0 (and hashes alike): the sign is part of the key (x / -0.0 is -inf)
+        key: tuple[Any, ...] = ("nan", dtype) if math.isnan(value) else (float, value, dtype, math.copysign(1.0, value))
+    else:
+        key = (type(value), value, dtype)
     t = _scalars.get(key)
     if t is None:
         t = torch.full((1, 1), value, dtype=dtype, device="trn")
@@ -194,6 +197,22 @@ def broadcast_strides(t: torch.Tensor, shape: Sequence[int]) -> list[int]:
     for i, (n, st) in enumerate(zip(t.shape, t.stride())):
         out[pad + i] = st if n != 1 else 0
     return out
+
+
+def order_dims(shape: Sequence[int], strides: list[list[int]]) -> tuple[list[int], list[list[int]]]:
+    """The dims of an elementwise iteration space in the memory order of the last operand (the output: largest
+    stride first, ties in dim order), every operand's strides permuted alike, as TensorIterator orders them. An op on
+    transposed (or otherwise permuted) dense tensors then coalesces to one run of elements instead of a strided walk.
+
+    Example:
+        >>> order_dims((3, 4), [[1, 3], [1, 3]])
+        ([4, 3], [[3, 1], [3, 1]])
+    """
+    out = strides[-1]
+    perm = sorted(range(len(shape)), key=lambda d: -out[d] if shape[d] != 1 else 0)
+    if perm == sorted(perm):
+        return list(shape), [list(s) for s in strides]
+    return [int(shape[d]) for d in perm], [[s[d] for d in perm] for s in strides]
 
 
 def coalesce(shape: Sequence[int], strides: list[list[int]]) -> tuple[list[int], list[list[int]]]:

@@ -293,7 +293,7 @@ def launch(kern: Any, op: str, full: Sequence[torch.Tensor | None], scal: Sequen
         kern(*args, extra, out, op, flags, compute)
         return
     strides = [U.broadcast_strides(t, shape) for t in ops] + [list(out.stride())]
-    sh, sts = U.coalesce(shape, strides)
+    sh, sts = U.coalesce(*U.order_dims(shape, strides))
     if not sh:
         sh, sts = [1], [[1] for _ in sts]
     views_of = ops + [out]

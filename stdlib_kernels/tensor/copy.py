@@ -66,7 +66,7 @@ def copy_(self: torch.Tensor, src: torch.Tensor, non_blocking: bool = False) -> 
         U.run_parallel([U.launch(k, s, d, mode) for k, (s, d), mode in contiguous_calls(cast_copy, (src, self), shape)])
         return self
     strides = [U.broadcast_strides(src, shape), list(self.stride())]
-    sh, sts = U.coalesce(shape, strides)
+    sh, sts = U.coalesce(*U.order_dims(shape, strides))
     if len(sh) > 3:
         return torch.ops.aten._copy_from(src, self, non_blocking)
     # one long run becomes [rows, cols] pieces, and big copies one launch per thread

@@ -1,0 +1,60 @@
+"""Elementwise ops and copies on permuted dense tensors walk memory in the output's order (one run of elements, not
+a strided walk), and contiguous ops from ``FLAT_SPLIT_MIN`` elements run one flat launch per thread: values and
+output strides equal the CPU's."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import trnlang  # noqa: F401
+from stdlib_kernels import _util as U
+from stdlib_kernels.elementwise.flat import FLAT_SPLIT_MIN
+
+SHAPES = [(3, 5, 7), (1, 4, 130), (2, 1, 129), (0, 3, 4), (6, 128, 3)]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shape=st.sampled_from(SHAPES), perm=st.sampled_from(list(itertools.permutations(range(3)))),
+       op=st.sampled_from(["add", "mul", "sub_alpha", "copy", "clone"]))
+def test_permuted_operands_match_cpu(shape, perm, op) -> None:
+    x = torch.randn(shape).permute(perm)
+    y = torch.randn(shape).permute(perm)
+    a = torch.empty_strided(x.shape, x.stride(), device="trn").copy_(x.to("trn"))
+    b = torch.empty_strided(y.shape, y.stride(), device="trn").copy_(y.to("trn"))
+    assert a.stride() == x.stride()
+    fns = {"add": lambda p, q: p + q, "mul": lambda p, q: p * q, "sub_alpha": lambda p, q: torch.sub(p, q, alpha=2.5),
+           "copy": lambda p, q: q.clone().copy_(p), "clone": lambda p, q: p.clone()}
+    got, exp = fns[op](a, b), fns[op](x, y)
+    exact = op != "sub_alpha"  # CPU fuses x - alpha * y into one rounding (an FMA): 1 ulp apart
+    torch.testing.assert_close(got.cpu(), exp, rtol=0 if exact else 1e-6, atol=0 if exact else 1e-6)
+    if exp.numel():
+        assert got.stride() == exp.stride()
+
+
+def test_permuted_into_contiguous_out() -> None:
+    """A transposed operand into a contiguous out= is still a transpose (the output's order wins)."""
+    x = torch.randn(300, 200)
+    o = torch.empty(200, 300, device="trn")
+    torch.add(x.to("trn").t(), 1.0, out=o)
+    torch.testing.assert_close(o.cpu(), x.t() + 1.0, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("n", [FLAT_SPLIT_MIN - 1, FLAT_SPLIT_MIN, FLAT_SPLIT_MIN + 129, 3 * FLAT_SPLIT_MIN + 7])
+def test_contiguous_ops_around_the_split(n: int) -> None:
+    x, y = torch.randn(n), torch.randn(n)
+    a, b = x.to("trn"), y.to("trn")
+    torch.testing.assert_close(torch.add(a, b, alpha=0.5).cpu(), torch.add(x, y, alpha=0.5), rtol=0, atol=0)
+    torch.testing.assert_close((a * 3.0).cpu(), x * 3.0, rtol=0, atol=0)
+    a.add_(b)  # in place
+    torch.testing.assert_close(a.cpu(), x + y, rtol=0, atol=0)
+    torch.testing.assert_close((a.view(-1, 1) > 0).cpu(), (x + y).view(-1, 1) > 0)
+
+
+def test_order_dims_doctest_shape() -> None:
+    assert U.order_dims((3, 4), [[1, 3], [1, 3]]) == ([4, 3], [[3, 1], [3, 1]])
+    assert U.order_dims((3, 4), [[4, 1], [4, 1]]) == ([3, 4], [[4, 1], [4, 1]])
