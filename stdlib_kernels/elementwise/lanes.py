@@ -44,15 +44,19 @@ _default_dtype = torch.get_default_dtype
 
 
 def same_layout(a: Any, b: Any) -> Any:
-    """The fast-lane key of two contiguous ``trn`` tensors of one float dtype and one shape (else None)."""
+    """The fast-lane key of two contiguous ``trn`` tensors of one float dtype: ``(dtype, shape)`` for one shape,
+    ``(dtype, shape of a, shape of b)`` for shapes that differ (a broadcast: ``x + bias``; the lowering's first call
+    checks that they broadcast, and makes a lane only of a single contiguous-output launch), else None."""
     if type(a) is not _Tensor or type(b) is not _Tensor:
         return None
     dt = a.dtype
     if b.dtype is not dt or a.is_cpu or b.is_cpu or dt not in _FLOATS or a.is_neg() or b.is_neg():
         return None
-    sh = a.shape
-    if b.shape != sh or not a.is_contiguous() or not b.is_contiguous():
+    if not a.is_contiguous() or not b.is_contiguous():
         return None
+    sh = a.shape
+    if b.shape != sh:
+        return dt, sh, b.shape
     return dt, sh
 
 
@@ -101,10 +105,13 @@ def scalar_key(op: str, ints: bool = True) -> Callable[[Any, Any], tuple[Any, An
     return key
 
 
-def fast(lower: Callable[..., Any], op: str | None = None, ints: bool = True) -> Callable[..., Any]:
+def fast(lower: Callable[..., Any], op: str | None = None, ints: bool = True,
+         inplace: Callable[..., Any] | None = None) -> Callable[..., Any]:
     """The registry fast function of a binary lowering: a tensor-tensor lane, and a tensor-scalar lane when
-    ``op`` (its ``BINARY_OPS`` name) is given."""
-    return fastlane.fast_function(lower, 2, same_layout, scalar_key(op, ints) if op is not None else None)
+    ``op`` (its ``BINARY_OPS`` name) is given; ``inplace`` (the lowering writing operand 0: ``lambda a, b: add(a, b,
+    out=a)``) gives the in-place variant (``x.add_(y)``) lanes too."""
+    return fastlane.fast_function(lower, 2, same_layout, scalar_key(op, ints) if op is not None else None,
+                                  inplace=inplace)
 
 
 def check_alpha(common: torch.dtype, alpha: Any) -> None:

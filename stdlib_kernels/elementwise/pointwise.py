@@ -300,21 +300,24 @@ def launch(kern: Any, op: str, full: Sequence[torch.Tensor | None], scal: Sequen
     parts = U.launch_parts(sh, sts)
 
 
-    def call(pshape: Any, pstrides: Any, poffs: Any) -> Any:
+    def call(pshape: Any, pstrides: Any, poffs: Any) -> tuple[Any, tuple[Any, ...]]:
         vs = [U.piece(t, pshape, pstrides[k], t.storage_offset() + poffs[k]) for k, t in enumerate(views_of)]
         it = iter(vs[:-1])
         args = [next(it) if full[k] is not None else scal[k] for k in range(nops)]
         if twin2 is not None and len(pshape) == 2:  # runtime row count, the width keyed
-            return U.launch(twin2, *args, extra, vs[-1], op, flags, compute, "rows")
+            return twin2, (*args, extra, vs[-1], op, flags, compute, "rows")
         if twin2 is not None and len(pshape) == 1:  # a strided run: rows of one element
             cols = [U.piece(p.base, (pshape[0], 1), (p.strides[0], 1), p.offset) for p in vs]
             it = iter(cols[:-1])
             args = [next(it) if full[k] is not None else scal[k] for k in range(nops)]
-            return U.launch(twin2, *args, extra, cols[-1], op, flags, compute, "rows")
-        return U.launch(kern, *args, extra, vs[-1], op, flags, compute)
+            return twin2, (*args, extra, cols[-1], op, flags, compute, "rows")
+        return kern, (*args, extra, vs[-1], op, flags, compute)
 
     # big outputs: one launch per thread on disjoint blocks (the kernels release the GIL)
-    U.run_parallel([call(*p) for p in U.split_parts(parts, out.numel())])
+    calls = [call(*p) for p in U.split_parts(parts, out.numel())]
+    if len(calls) == 1:  # one launch (a broadcast bias, say): the fast lane can replay it
+        fastlane.record_launch(*calls[0])
+    U.run_parallel([U.launch(k, *a) for k, a in calls])
 
 
 def int64_ok(t: torch.Tensor, bound: int) -> bool:
@@ -368,10 +371,7 @@ def broadcast_shape(ops: Sequence[torch.Tensor]) -> tuple[int, ...] | None:
     """The broadcast shape of device operands; None if they do not broadcast."""
     if len(ops) == 1 or all(t.shape == ops[0].shape for t in ops):
         return tuple(ops[0].shape)
-    try:
-        return tuple(torch.broadcast_shapes(*[t.shape for t in ops]))
-    except RuntimeError:
-        return None
+    return U.broadcast_shape(*[t.shape for t in ops])
 
 
 def prepare_out(shape: Sequence[int], rdt: torch.dtype, ops: Sequence[torch.Tensor], out: torch.Tensor | None,
@@ -610,7 +610,8 @@ def _complex_add(self: Any, other: Any, alpha: Any, out: torch.Tensor | None, si
     return torch.view_as_complex(torch.add(a, b, alpha=sign * alpha).contiguous())
 
 
-@lowering("aten::add.Tensor", dtypes=(*OPERAND_DTYPES, torch.complex64), fast=_fast(lambda a, b: add(a, b), "add"))
+@lowering("aten::add.Tensor", dtypes=(*OPERAND_DTYPES, torch.complex64), fast=_fast(lambda a, b: add(a, b), "add",
+                                                                         inplace=lambda a, b: add(a, b, out=a)))
 def add(self: Any, other: Any, *, alpha: Any = 1, out: torch.Tensor | None = None) -> Any:
     """``self + alpha * other`` (two complex64 tensors: on their real/imaginary planes)."""
     if _is_complex(self) or _is_complex(other) or _is_complex(out):
@@ -618,7 +619,8 @@ def add(self: Any, other: Any, *, alpha: Any = 1, out: torch.Tensor | None = Non
     return _binary("add", self, other, alpha, out)
 
 
-@lowering("aten::sub.Tensor", dtypes=(*OPERAND_DTYPES, torch.complex64), fast=_fast(lambda a, b: sub(a, b), "sub"))
+@lowering("aten::sub.Tensor", dtypes=(*OPERAND_DTYPES, torch.complex64), fast=_fast(lambda a, b: sub(a, b), "sub",
+                                                                         inplace=lambda a, b: sub(a, b, out=a)))
 def sub(self: Any, other: Any, *, alpha: Any = 1, out: torch.Tensor | None = None) -> Any:
     """``self - alpha * other``."""
     if _is_complex(self) or _is_complex(other) or _is_complex(out):
@@ -644,7 +646,7 @@ def _is_complex(v: Any) -> bool:
     return isinstance(v, complex) or (isinstance(v, torch.Tensor) and v.is_complex())
 
 
-_MUL_FAST = _fast(lambda a, b: mul(a, b), "mul")
+_MUL_FAST = _fast(lambda a, b: mul(a, b), "mul", inplace=lambda a, b: mul(a, b, out=a))
 
 
 @lowering("aten::mul.Tensor", dtypes=(*OPERAND_DTYPES, torch.complex64), fast=_MUL_FAST)
@@ -661,7 +663,8 @@ def mul(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     return _binary("mul", self, other, None, out)
 
 
-@lowering("aten::div.Tensor", dtypes=(*OPERAND_DTYPES, torch.complex64), fast=_fast(lambda a, b: div(a, b), "div"))
+@lowering("aten::div.Tensor", dtypes=(*OPERAND_DTYPES, torch.complex64), fast=_fast(lambda a, b: div(a, b), "div",
+                                                                         inplace=lambda a, b: div(a, b, out=a)))
 def div(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     """``self / other`` (true division; integers divide in fp32; complex64 operands:
     ``stdlib_kernels.elementwise.complex_arith``)."""

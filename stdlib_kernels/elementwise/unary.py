@@ -195,10 +195,10 @@ def run(op: str, ins: Sequence[Any], out_dtype: torch.dtype, out: torch.Tensor |
     """
     if not ins or not all(U.is_trn(t) and t.dtype in in_dtypes for t in ins):
         return decline("an operand not a trn tensor of a dtype this op takes natively")
-    try:  # (torch.broadcast_shapes costs microseconds: not for one operand)
-        shape = tuple(ins[0].shape) if len(ins) == 1 else tuple(torch.broadcast_shapes(*[t.shape for t in ins]))
-    except RuntimeError:
+    bshape = tuple(ins[0].shape) if len(ins) == 1 else U.broadcast_shape(*[t.shape for t in ins])
+    if bshape is None:
         return decline("operands do not broadcast: torch raises")
+    shape = bshape
     if out is None:
         out = U.new_output(shape, out_dtype, [t for t in ins if tuple(t.shape) == shape])
     else:

@@ -135,10 +135,7 @@ def _bias_ok(bias: torch.Tensor, dtype: torch.dtype, shape: tuple[int, ...]) -> 
     """The bias of an addmm/baddbmm: a plain ``trn`` tensor of the operands' dtype broadcasting to the result."""
     if not U.is_trn(bias) or bias.dtype != dtype or bias.is_conj() or bias.is_neg():
         return False
-    try:
-        return torch.broadcast_shapes(bias.shape, shape) == torch.Size(shape)
-    except RuntimeError:
-        return False
+    return U.broadcast_shape(bias.shape, shape) == tuple(shape)
 
 
 def _matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, alpha: float, beta: float,

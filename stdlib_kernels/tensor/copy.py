@@ -39,10 +39,7 @@ def _kernel_ok(self: torch.Tensor, src: torch.Tensor, both_trn: bool, overlap: b
         return False  # float -> int truncation: leave it to the host copy
     if self.is_conj() or src.is_conj() or self.is_neg() or src.is_neg() or U.has_internal_overlap(self):
         return False
-    try:
-        if torch.broadcast_shapes(src.shape, self.shape) != self.shape:
-            return False
-    except RuntimeError:
+    if U.broadcast_shape(src.shape, self.shape) != tuple(self.shape):
         return False
     return not overlap
 

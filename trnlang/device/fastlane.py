@@ -163,17 +163,18 @@ def record_launch(kernel: Any, args: tuple[Any, ...]) -> None:
 class Lane:
     """One compiled launch on fixed layouts: ``lane(*operands)`` -> a new output tensor."""
 
-    __slots__ = ("tramp", "ctx", "call", "pool", "roles", "owner", "config", "variant", "sbuf", "sval")
+    __slots__ = ("tramp", "ctx", "call", "pool", "roles", "owner", "config", "variant", "sbuf", "sval", "inplace")
     tramp: Any  # the pointer call's trampoline (len(roles) pointers after ctx)
     ctx: int  # its context (entry, meta block, scratch arena, error record)
     call: PointerCall  # keeps the trampoline's context and the compiled code alive
-    pool: OutputPool
+    pool: OutputPool | None  # None for an in-place lane (the output is operand 0)
     roles: tuple[int, ...]  # per launch pointer: the operand index, -1 for the output, -2 for the scalar buffer
     owner: int  # the thread that made the lane
     config: _config.Config  # the settings the lane was made under
     variant: Any  # the compiled variant the lane calls (runtime.jit.Variant)
     sbuf: torch.Tensor | None  # a scalar lane's own [1, 1] device tensor the kernel reads the number from
     sval: Any  # a flat numpy view of sbuf (float32 or int32): each call writes its number there
+    inplace: bool  # the launch writes operand 0 (``x.add_(y)``): no output is allocated, operand 0 is returned
 
     def _ready(self) -> bool:
         if not PLANS.enabled or _ident() != self.owner or _inference():
@@ -201,7 +202,7 @@ class Lane:
             if abs(f) > _F32_MAX and abs(f) != _INF:
                 return None  # beyond float32: the lowering decides
             sval[0] = f
-        out = self.pool.take()
+        out = x if self.pool is None else self.pool.take()
         if self.roles == (0, -2, -1):
             rc = self.tramp(self.ctx, x.data_ptr(), self.sbuf.data_ptr(), out.data_ptr())  # type: ignore[union-attr]
         else:
@@ -214,7 +215,7 @@ class Lane:
     def __call__(self, *ops: torch.Tensor) -> torch.Tensor | None:
         if not self._ready():
             return None
-        out = self.pool.take()
+        out = ops[0] if self.pool is None else self.pool.take()
         if self.roles == (0, 1, -1):
             rc = self.tramp(self.ctx, ops[0].data_ptr(), ops[1].data_ptr(), out.data_ptr())
         else:
@@ -239,10 +240,10 @@ def _holds(t: torch.Tensor, value: Any) -> bool:
     return float(got) == want or (want != want and got != got)
 
 
-def _roles(args: tuple[Any, ...], operands: tuple[torch.Tensor, ...], out: torch.Tensor, scalar: Any
-           ) -> tuple[list[int], torch.Tensor | None] | None:
+def _roles(args: tuple[Any, ...], operands: tuple[torch.Tensor, ...], out: torch.Tensor, scalar: Any,
+           inplace: bool = False) -> tuple[list[int], torch.Tensor | None] | None:
     """Per tensor argument of a launch: its operand index, -1 (``out``) or -2 (the scalar's ``[1, 1]``
-    tensor); None if some tensor is none of them."""
+    tensor); None if some tensor is none of them (``inplace``: ``out`` is operand 0, read and written)."""
     roles = []
     sbuf = None
     for a in args:
@@ -263,25 +264,31 @@ def _roles(args: tuple[Any, ...], operands: tuple[torch.Tensor, ...], out: torch
                     return None
                 sbuf = a
                 roles.append(-2)
-    if roles.count(-1) != 1 or (scalar is not _NO_SCALAR and sbuf is None):
+    if (roles.count(-1) < 1 if inplace else roles.count(-1) != 1) or (scalar is not _NO_SCALAR and sbuf is None):
         return None
     return roles, sbuf
 
 
-def make_lane(rec: list[Any], operands: tuple[torch.Tensor, ...], out: Any, scalar: Any = _NO_SCALAR
-              ) -> Lane | None:
+def make_lane(rec: list[Any], operands: tuple[torch.Tensor, ...], out: Any, scalar: Any = _NO_SCALAR,
+              inplace: bool = False) -> Lane | None:
     """A lane from one captured launch whose tensors are ``operands`` and ``out`` (None if not possible).
 
     ``scalar``: the Python number of a tensor-scalar call; the launch must read it from one
     one-element tensor (the lane then reads it from a buffer of its own, see :meth:`Lane.scalar_call`).
+    ``inplace``: the call wrote operand 0 (``out`` must be it); replays write the operand 0 of each call.
+    A lane that allocates its outputs needs a contiguous one (its pool makes contiguous tensors).
     """
     if len(rec) != 1 or not isinstance(out, torch.Tensor) or not PLANS.enabled:
         return None
+    if (out is not operands[0]) if inplace else not out.is_contiguous():
+        return None
     kernel, args = rec[0]
-    found = _roles(args, operands, out, scalar)
+    found = _roles(args, operands, out, scalar, inplace)
     if found is None:
         return None
     roles, sarg = found
+    if inplace:  # operand 0 is the output: every pointer of it is the output's
+        roles = [-1 if r == 0 else r for r in roles]
     go = kernel.bind(*args)  # the launch just made its plan: this resolves it
     if not isinstance(go, Launch) or not go.native:
         return None
@@ -296,7 +303,8 @@ def make_lane(rec: list[Any], operands: tuple[torch.Tensor, ...], out: Any, scal
     lane.roles = tuple(roles)
     lane.owner = _ident()
     lane.config = _config.current
-    lane.pool = OutputPool(tuple(out.shape), out.dtype)
+    lane.pool = None if inplace else OutputPool(tuple(out.shape), out.dtype)
+    lane.inplace = inplace
     lane.sbuf = lane.sval = None
     if sarg is not None:
         with torch.inference_mode(False):
@@ -323,8 +331,25 @@ def _first_call(table: dict[Any, Any], k: Any, lower: Callable[..., Any], args: 
     return r
 
 
+def _partly_overlapping(args: tuple[Any, ...]) -> bool:
+    """A tensor among ``args[1:]`` overlaps ``args[0]`` without being the same elements (contiguous tensors of one
+    shape and dtype, as the lanes' keys demand: the same start address is the same view)."""
+    a = args[0]
+    if type(a) is not torch.Tensor:
+        return False
+    pa = a.data_ptr()
+    ea = pa + a.nbytes
+    for b in args[1:]:
+        if type(b) is torch.Tensor:
+            pb = b.data_ptr()
+            if pb != pa and pb < ea and pa < pb + b.nbytes:
+                return True
+    return False
+
+
 def fast_function(lower: Callable[..., Any], nops: int, key: Callable[..., Any],
-                  scalar_key: Callable[..., Any] | None = None) -> Callable[..., Any]:
+                  scalar_key: Callable[..., Any] | None = None, inplace: Callable[..., Any] | None = None,
+                  _writes_first: bool = False) -> Callable[..., Any]:
     """A registry fast function for ``lower`` (``nops`` tensor operands, positional only).
 
     ``key(*ops)`` returns the lane key for eligible operands (dtypes, shape: all contiguous, one
@@ -332,6 +357,10 @@ def fast_function(lower: Callable[..., Any], nops: int, key: Callable[..., Any],
     ``scalar_key(x, number)``, tried where ``key`` gives None, returns ``(lane key, value)`` for an
     eligible tensor-scalar call (``value``: the number as the lowering's kernel reads it, e.g. rounded
     to bf16) or None; its lanes are kept in ``fast.scalar_lanes``.
+
+    ``inplace``: the lowering of the op's in-place variant (``lambda a, b: add(a, b, out=a)``); then
+    ``fast.inplace`` is the fast function of that variant (``x.add_(y)``: its lanes write operand 0), which the
+    registry gives the variant.
     """
     lanes: dict[Any, Any] = {}
     _TABLES.append(lanes)
@@ -348,11 +377,14 @@ def fast_function(lower: Callable[..., Any], nops: int, key: Callable[..., Any],
             return lane.scalar_call(args[0], value) if lane is not False else None
         if len(slanes) >= MAX_LANES:
             return None
-        return _first_call(slanes, k, lower, args, lambda rec, r: make_lane(rec, (args[0],), r, value))
+        return _first_call(slanes, k, lower, args,
+                           lambda rec, r: make_lane(rec, (args[0],), r, value, inplace=_writes_first))
 
     def fast(*args: Any) -> Any:
         if len(args) != nops:
             return None
+        if _writes_first and _partly_overlapping(args):
+            return None  # torch raises for a written operand partly overlapping a read one: the lowering does
         k = key(*args)
         if k is None:
             return fast_scalar(args) if scalar_key is not None else None
@@ -363,10 +395,12 @@ def fast_function(lower: Callable[..., Any], nops: int, key: Callable[..., Any],
             return None
         if len({id(a) for a in args}) != len(args):
             return None  # an operand passed twice (x * x): its role in the launch is ambiguous, make no lane
-        return _first_call(lanes, k, lower, args, lambda rec, r: make_lane(rec, args, r))
+        return _first_call(lanes, k, lower, args, lambda rec, r: make_lane(rec, args, r, inplace=_writes_first))
 
     fast.lanes = lanes  # type: ignore[attr-defined]
     fast.scalar_lanes = slanes  # type: ignore[attr-defined]
+    if inplace is not None:
+        fast.inplace = fast_function(inplace, nops, key, scalar_key, _writes_first=True)  # type: ignore[attr-defined]
     return fast
 
 

@@ -522,6 +522,7 @@ def lowering(op: str, *, dtypes: tuple[torch.dtype, ...] | list[torch.dtype] | N
                     infer = len(outs) == 1 and any(a.name == "dtype" and a.kwarg_only for a in ov._schema.arguments)
                     vfn = fn if takes_out and outs == ["out"] else _route_out(fn, outs, name in _EXACT_OUT, infer)
                 REGISTRY[vname] = Lowering(vname, kind, dt, REGISTRY[name].source, vfn, name, False, check,
+                                           fast=getattr(fast, "inplace", None) if how == "inplace" else None,
                                            dim_arg=dim_arg_of(vop, vname, name),
                                            same_dtype_out=how == "out" and name in _SAME_DTYPE_OUT,
                                            accepts=accepts,
