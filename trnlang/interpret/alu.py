@@ -6,8 +6,9 @@ int32 (wrapping), mixed float/int operands in fp32.
 
 Float accuracy: the IEEE basic operations (add, subtract, multiply, divide,
 sqrt, reciprocal, fmod, min/max, abs, negative, floor, ceil, square) run in
-numpy float32 and are therefore correctly rounded. Transcendental and composite
-functions (exp, log, log1p, expm1, tanh, sin, cos, power, rsqrt, sigmoid, gelu,
+numpy float32 and are therefore correctly rounded; ``rsqrt`` is ``1 / sqrt(x)`` in float32 (two roundings, as
+torch's CPU kernel). Transcendental and composite
+functions (exp, log, log1p, expm1, tanh, sin, cos, power, sigmoid, gelu,
 gelu_tanh, silu, softplus, erf, tan, asin, acos, atan, atan2, sinh, cosh, asinh, acosh,
 atanh, log2, log10, exp2, erfc, erfinv, lgamma, digamma) are evaluated in float64 and rounded once to
 float32: a stable, platform-independent oracle within ~0.5 ulp of the exact
@@ -256,7 +257,7 @@ _UNARY_F32: dict[Alu, Callable[[np.ndarray], np.ndarray]] = {
     Alu.log1p: _f64(np.log1p),
     Alu.expm1: _f64(np.expm1),
     Alu.sqrt: np.sqrt,
-    Alu.rsqrt: _f64(lambda x: 1.0 / np.sqrt(x)),
+    Alu.rsqrt: lambda x: np.float32(1.0) / np.sqrt(x),  # two fp32 roundings, as torch's CPU kernel
     Alu.reciprocal: lambda x: np.float32(1.0) / x,
     Alu.abs: np.abs,
     Alu.negative: np.negative,
