@@ -205,9 +205,11 @@ def _flat1(t: torch.Tensor, n: int) -> Any:
     return t if t.dim() == 1 else U.piece(t, (n,), (1,), t.storage_offset())
 
 
-#: Elements from which a contiguous elementwise launch below ``PARALLEL_MIN_WORK`` is still split over the threads
-#: (flat pieces): about 0.1 ms of work on one core against ~10 us for the split. In-place ``add_`` of two
-#: 512 x 1536 fp32 tensors (a GPT-2 activation) on 2 threads: 0.52 -> 0.30 ms (Intel Xeon, 2026-12-03).
+#: Elements from which an in-place contiguous elementwise launch below ``PARALLEL_MIN_WORK`` is split over the
+#: threads (flat pieces). The runtime splits a launch's loop itself (``runtime/split.py``) but not one whose output
+#: aliases an input: in-place ``add_`` of two 512 x 1536 fp32 tensors (a GPT-2 activation) on 2 threads 0.52 ->
+#: 0.30-0.37 ms (Intel Xeon, 2026-12-03). Out of place, the runtime's split of one launch measured as fast or
+#: faster (``a * b`` of 2^19 elements: 0.24-0.36 ms against 0.43 ms split here).
 FLAT_SPLIT_MIN = 1 << 18
 
 
@@ -234,7 +236,9 @@ def launch_contiguous(kern: Any, full: Sequence[torch.Tensor | None], scal: Sequ
     n = out.numel()
     if n == 0:
         return
-    if n >= FLAT_SPLIT_MIN and U.num_threads() > 1:  # one flat launch per thread (not a fast-lane launch)
+    if n >= FLAT_SPLIT_MIN and U.num_threads() > 1 and any(f is not None and f.data_ptr() == out.data_ptr()
+                                                            for f in full):
+        # in place: one flat launch per thread (not a fast-lane launch)
         tw = _TWINS[kern]
         full_idx = [i for i, f in enumerate(full) if f is not None]
         launches = []
