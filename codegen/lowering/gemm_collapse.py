@@ -156,7 +156,8 @@ def _emit(L: KernelLowering, m: GemmCollapse, s_view: Any, v_view: Any, out_view
     k_total = b.mul(trips[-1], ci64(m.k_tile))
     if m.store is None:
         out_view.prepare(L.cx)
-    accumulate = m.store is None  # the K loop adds to the PSUM tile; the nest writes the output
+    # the K loop adds to the PSUM tile; the nest writes the output, or adds to it (an fp32 store with accumulate)
+    accumulate = m.store is None or m.store.attrs.get("accumulate") is not None
     low = m.store.outs[0].tensor.dtype if m.store is not None else DType.float32
     scratch = _Scratch(L, dims[0], dims[1]) if low is not DType.float32 else None
     dest = scratch if scratch is not None else out_view

@@ -23,11 +23,12 @@ read only by C), and one step of the loop variable moves every operand's access 
 along its K axis and nothing else (checked symbolically on the access patterns): the loop is one
 gemm ``acc += A[:, K0:K0 + n_k tk] @ V[K0:K0 + n_k tk, :]`` read in place.
 
-**Nest.** In addition, the K loop sits in a tile body ``zero acc; K loop; store acc`` (an fp32
-output tensor, no epilogue), and each of one or two enclosing loops moves the store by exactly one
-output tile along M or N, the stationary along M (or the moving operand along N) and the other
-operand not at all: the whole nest is one gemm ``out[M0:, N0:] = A @ V`` writing the output in place
-(each block of ``V`` is packed once for all rows; the gemm's own cache blocking takes over).
+**Nest.** In addition, the K loop sits in a tile body ``zero acc; K loop; store acc`` (no epilogue; a store
+that adds, ``accumulate="add"``, only to an fp32 output), and each of one or two enclosing loops moves the
+store by exactly one output tile along M or N, the stationary along M (or the moving operand along N) and the
+other operand not at all: the whole nest is one gemm ``out[M0:, N0:] = A @ V`` (``+=`` for the adding store:
+``addmm``'s bias, put in the output first) writing the output in place (each block of ``V`` is packed once for
+all rows; the gemm's own cache blocking takes over).
 
 The operands (and the nest's output) are read in place, so their tiles must have a unit column stride
 known at compile time in this variant (``LowerPlan.static_strides``; the accumulator's PSUM view for
@@ -60,7 +61,7 @@ import sympy
 
 from trnlang.ir.liveness import all_regions, no_mask, same_region
 from trnlang.ir.nodes import Access, Instr, Loop, Region, Stmt, axis_sym
-from trnlang.ir.ops import Op
+from trnlang.ir.ops import Alu, Op
 from trnlang.ir.types import DType
 from trnlang.passes.lowering import LowerPlan
 
@@ -213,9 +214,13 @@ def _tile_body(plan: LowerPlan, lp: Loop) -> GemmCollapse | None:
         if cp_out is None:
             return None
         src = cp_out
-    if lp.body.index(st) < lp.body.index(m.k_loop) or st.op is not Op.DMA_COPY or st.attrs.get("accumulate"):
+    if lp.body.index(st) < lp.body.index(m.k_loop) or st.op is not Op.DMA_COPY:
         return None
     dst = st.outs[0]
+    adds = st.attrs.get("accumulate")
+    if adds is not None and (adds is not Alu.add or not isinstance(dst, Access)
+                             or dst.tensor.dtype is not DType.float32):
+        return None  # only an fp32 output adds the product (the gemm's accumulate: out += A @ V)
     if not isinstance(dst, Access) or dst.gathers or not no_mask(dst) or not dst.tensor.dtype.is_float \
             or tuple(dst.shape) != tuple(acc.shape) or not isinstance(st.ins[0], Region) \
             or not same_region(st.ins[0], src):
