@@ -152,7 +152,7 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, alpha: 
     if bias is not None and not _bias_ok(bias, a.dtype, shape):
         return decline("a bias that is not a plain trn tensor of the operands' dtype broadcasting to the result")
     if out is None:  # a fresh tensor: nothing to check
-        out = torch.empty(shape, dtype=a.dtype, device="trn")
+        out = U.new_output(shape, a.dtype)
     else:
         if out.numel() == 0 and tuple(out.shape) != shape and U.is_trn(out):
             out.resize_(shape)

@@ -456,7 +456,7 @@ def _f32(t: torch.Tensor) -> torch.Tensor:
 
 
 def _empty(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
-    return torch.empty(tuple(shape), dtype=dtype, device="trn")
+    return U.new_output(tuple(shape), dtype)
 
 
 # ------------------------------------------------------------------------------------------ layer norm

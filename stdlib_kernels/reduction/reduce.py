@@ -409,7 +409,7 @@ def _simple(self: Any, dim: Any, keepdim: bool, odt: torch.dtype, op: Op, pre: P
     if red is None:
         return decline("dims out of range or repeated: torch raises")
     self = _widen(self)
-    out = torch.empty(_out_shape(self, red, keepdim), dtype=odt, device="trn")
+    out = U.new_output(_out_shape(self, red, keepdim), odt)
     r = U.prod(self.shape[d] for d in range(self.dim()) if d not in red)
     c = U.prod(self.shape[d] for d in red)
     if r == 0:

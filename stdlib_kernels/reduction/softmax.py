@@ -142,7 +142,7 @@ def _forward(self: torch.Tensor, dim: int, half_to_float: bool, log: bool) -> An
     if not -nd <= dim < nd:
         return decline("dim out of range: torch raises")
     dim = dim % nd
-    out = torch.empty(self.shape, dtype=self.dtype, device="trn")
+    out = U.new_output(tuple(self.shape), self.dtype)
     if self.numel() == 0:
         return out
     xs = self if self.dim() else U.view(self, (1,), (1,), self.storage_offset())
@@ -175,7 +175,7 @@ def _backward(grad_output: torch.Tensor, output: torch.Tensor, dim: int, input_d
         return decline("grad_output and output of different shapes, or a non-float input dtype")
     nd = max(output.dim(), 1)
     dim = dim % nd
-    out = torch.empty(output.shape, dtype=input_dtype, device="trn")
+    out = U.new_output(tuple(output.shape), input_dtype)
     if output.numel() == 0:
         return out
     if output.dim() == 0:
