@@ -101,8 +101,9 @@ def overwritten_between(x, out):
 
 
 @trn.kernel
-def mm_nest(a, b, out):
-    """out = a @ b in 128 x 128 x 256 tiles (whole tiles): two nest loops around a K loop, one gemm."""
+def mm_nest(a, b, out, adds=False):
+    """out = a @ b in 128 x 128 x 256 tiles (whole tiles): two nest loops around a K loop, one gemm. ``adds``:
+    out += a @ b (an adding store, as addmm's bias path)."""
     m, k = a.shape
     n = b.shape[1]
     for i in tl.affine_range(m // 128):
@@ -114,21 +115,5 @@ def mm_nest(a, b, out):
                 at = tl.load(a[im, kk * 128 + tl.arange(128)[None, :]])
                 bt = tl.load(b[kk * 128 + tl.arange(128)[:, None], jn])
                 acc += tl.matmul(at, bt)
-            tl.store(out[im, jn], acc)
+            tl.store(out[im, jn], acc, accumulate="add" if adds else None)
 
-
-@trn.kernel
-def mm_nest_adds(a, b, out):
-    """out += a @ b in 128 x 128 x 256 tiles: the adding store (addmm's bias already in out) folds too (fp32)."""
-    m, k = a.shape
-    n = b.shape[1]
-    for i in tl.affine_range(m // 128):
-        for j in tl.affine_range(n // 256):
-            acc = tl.zeros((128, 256), tl.float32, buffer=tl.psum)
-            im = i * 128 + tl.arange(128)[:, None]
-            jn = j * 256 + tl.arange(256)[None, :]
-            for kk in tl.affine_range(k // 128):
-                at = tl.load(a[im, kk * 128 + tl.arange(128)[None, :]])
-                bt = tl.load(b[kk * 128 + tl.arange(128)[:, None], jn])
-                acc += tl.matmul(at, bt)
-            tl.store(out[im, jn], acc, accumulate="add")

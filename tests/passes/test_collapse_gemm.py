@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from tests.passes.filecheck import filecheck
-from tests.passes.kernels import mm_nest, mm_nest_adds, mm_tn
+from tests.passes.kernels import mm_nest, mm_tn
 
 
 def _nest():
@@ -35,18 +35,18 @@ def test_the_tile_nest_is_one_gemm(dump_after) -> None:
 def test_a_nest_whose_store_adds_is_one_adding_gemm_for_fp32_only(dump_after) -> None:
     """``out += a @ b`` (addmm's bias put in the output first): one gemm with accumulate; a bf16 output would
     round the sum of product and output, which the gemm's fp32 accumulation does not do, so its nest stays."""
-    k = mm_nest_adds.trace(torch.randn(256, 384), torch.randn(384, 512), torch.empty(256, 512))
+    k = mm_nest.trace(torch.randn(256, 384), torch.randn(384, 512), torch.empty(256, 512), True)
     out, plan = dump_after("collapse_gemm", k)
     filecheck(out, "CHECK: [one gemm: i0 M, i1 N, i2 K]\nCHECK: dma_copy{{.*}}accumulate = add")
     (root,) = [g for g in plan.gemms.values() if len(g.nest) == 2]
     assert root.store is not None and root.store.attrs["accumulate"] is not None
-    kb = mm_nest_adds.trace(torch.randn(256, 384), torch.randn(384, 512), torch.empty(256, 512).bfloat16())
+    kb = mm_nest.trace(torch.randn(256, 384), torch.randn(384, 512), torch.empty(256, 512).bfloat16(), True)
     out, plan = dump_after("collapse_gemm", kb)
     assert not [g for g in plan.gemms.values() if g.nest] and len(plan.gemms) == 1  # the K loop alone
     a, b = torch.randn(256, 384), torch.randn(384, 512)
     o = torch.randn(256, 512)
     exp = o + a @ b
-    mm_nest_adds(a, b, o)
+    mm_nest(a, b, o, True)
     torch.testing.assert_close(o, exp, rtol=1e-5, atol=1e-4)
 
 
