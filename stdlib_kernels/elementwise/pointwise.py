@@ -635,6 +635,22 @@ def sub(self: Any, other: Any, *, alpha: Any = 1, out: torch.Tensor | None = Non
     return _binary("sub", self, other, alpha, out)
 
 
+def _complex_neg(self: Any, out: torch.Tensor | None) -> Any:
+    """``-self`` of a complex64 ``trn`` tensor: both planes negated (signed zeros as torch gives them)."""
+    if not (U.is_trn(self) and self.dtype == torch.complex64 and not self.is_conj() and not self.is_neg()):
+        return decline("complex neg of other than a plain complex64 trn tensor")
+    if out is None:
+        return torch.view_as_complex(torch.neg(torch.view_as_real(self)).contiguous())
+    if not (U.is_trn(out) and out.dtype == torch.complex64 and not out.is_conj() and not out.is_neg()):
+        return decline("complex neg into an out= that is not a plain complex64 trn tensor")
+    if out.numel() == 0 and out.shape != self.shape:
+        out.resize_(self.shape)
+    if out.shape != self.shape:
+        return decline("out= of another shape")
+    torch.neg(torch.view_as_real(self), out=torch.view_as_real(out))
+    return out
+
+
 def _as_f32(v: Any) -> Any:
     """An integer or bool ``trn`` tensor as float32 (exactly rounded); anything else unchanged."""
     if U.is_trn(v) and not v.is_floating_point() and not v.is_complex():
@@ -695,11 +711,15 @@ def floor_divide(self: Any, other: Any, *, out: torch.Tensor | None = None) -> A
     return run_binary("div_floor", self, other, out, int_scalar_divisor=True)
 
 
-@lowering("aten::neg", dtypes=tuple(d for d in OPERAND_DTYPES if d != torch.bool), fast=lambda a: _MUL_FAST(a, -1))
+@lowering("aten::neg", dtypes=(*(d for d in OPERAND_DTYPES if d != torch.bool), torch.complex64),
+          fast=lambda a: _MUL_FAST(a, -1))
 def neg(self: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
     """``-self`` (a multiply by -1: exact, and -0.0 for 0.0 as torch gives; integers wrap as torch's do;
-    int64 as ``0 - self``, whose int32 range check is wider than a multiply's). A repeated call on a same-layout
-    tensor takes ``mul``'s fast lane for ``x * -1`` (int64 tensors have none: their values are checked per call)."""
+    int64 as ``0 - self``, whose int32 range check is wider than a multiply's; complex64 on its real/imaginary
+    planes). A repeated call on a same-layout tensor takes ``mul``'s fast lane for ``x * -1`` (int64 tensors have
+    none: their values are checked per call)."""
+    if _is_complex(self) or _is_complex(out):
+        return _complex_neg(self, out)
     if isinstance(self, torch.Tensor) and self.dtype == torch.int64:
         return run_binary("rsub", self, 0, out)
     return _binary("mul", self, -1, None, out)
