@@ -173,14 +173,30 @@ def rows_twin(kern: Any) -> Any:
 
 def contiguous_calls(kern: Any, ts: Sequence[torch.Tensor], shape: Sequence[int]) -> list[tuple[Any, list[Any], Any]]:
     """``(kernel, tensor arguments, flat argument)`` per launch of ``kern`` over contiguous tensors of ``shape``
-    (operands, then the output): a row launch on the tensors themselves for 2-D / 3-D ones with wide rows, else
-    flat launches (:func:`flat_pieces`)."""
+    (operands, then the output): a row launch for 2-D / 3-D ones with wide rows, else one flat launch
+    (:func:`flat_pieces`).
+
+    A big op (``PARALLEL_MIN_WORK`` elements) is one launch when its loop of blocks is the kernel's whole work,
+    so the runtime spreads it over the host threads (``runtime/split.py``) and the fast lane can replay it: row
+    counts a multiple of 128 (3-D rows are merged into 2-D ones), flat lengths a multiple of a ``[128, FLAT_W]``
+    block. Other big ops, and in-place ones from :data:`FLAT_SPLIT_MIN` elements (the runtime does not split a
+    launch whose output is an input), are one flat launch per thread.
+    """
     n = U.prod(shape)
-    if n < U.PARALLEL_MIN_WORK and len(shape) in (2, 3) and shape[-1] >= ROWS_MIN_W and shape[-2] > 1:
-        rt = (_ROW_TWINS if len(shape) == 2 else _ROW_TWINS3).get(kern)
-        if rt is not None:
-            return [(rt, list(ts), "rows")]
-    return [(_TWINS[kern], vs, True) for vs in flat_pieces(ts, n)]
+    threads = U.num_threads()
+    if n >= FLAT_SPLIT_MIN and threads > 1 and any(t.data_ptr() == ts[-1].data_ptr() for t in ts[:-1]):
+        return [(_TWINS[kern], vs, True) for vs in flat_pieces(ts, n, min_work=FLAT_SPLIT_MIN)]
+    big = n >= U.PARALLEL_MIN_WORK and threads > 1
+    nd = len(shape)
+    if nd in (2, 3) and shape[-1] >= ROWS_MIN_W and shape[-2] > 1 and kern in _ROW_TWINS:
+        if not big:
+            return [((_ROW_TWINS if nd == 2 else _ROW_TWINS3)[kern], list(ts), "rows")]
+        rows = n // shape[-1]
+        if rows % 128 == 0:
+            vs = list(ts) if nd == 2 else [U.piece(t, (rows, shape[-1]), (shape[-1], 1), t.storage_offset())
+                                           for t in ts]
+            return [(_ROW_TWINS[kern], vs, "rows")]
+    return [(_TWINS[kern], vs, True) for vs in flat_pieces(ts, n, split=big and n % (128 * FLAT_W) != 0)]
 
 
 #: Flat launches on (``False``: every launch takes the exact-size path, as before they existed; for A/B timing).
@@ -188,11 +204,9 @@ FLAT_LAUNCHES = True
 
 
 def flat_ok(ts: Sequence[Any], shape: Sequence[int]) -> bool:
-    """Every tensor of ``ts`` (the output last) is contiguous with ``shape`` (so the op is one flat run of
-    elements), and the op is not big:
-    from ``PARALLEL_MIN_WORK`` elements (split over threads, pieces of 1 MiB or more: keyed on exact sizes
-    anyway) the launches keep the exact-size path they always had."""
-    if not FLAT_LAUNCHES or ts[-1].numel() >= U.PARALLEL_MIN_WORK:
+    """Every tensor of ``ts`` (the output last) is contiguous with ``shape``: the op is one flat run of
+    elements (or rows of one), launched once; the runtime spreads a long launch over the threads."""
+    if not FLAT_LAUNCHES:
         return False
     for t in ts:
         if t.shape != shape or not t.is_contiguous():
@@ -205,7 +219,7 @@ def _flat1(t: torch.Tensor, n: int) -> Any:
     return t if t.dim() == 1 else U.piece(t, (n,), (1,), t.storage_offset())
 
 
-#: Elements from which an in-place contiguous elementwise launch below ``PARALLEL_MIN_WORK`` is split over the
+#: Elements from which an in-place contiguous elementwise launch is split over the
 #: threads (flat pieces). The runtime splits a launch's loop itself (``runtime/split.py``) but not one whose output
 #: aliases an input: in-place ``add_`` of two 512 x 1536 fp32 tensors (a GPT-2 activation) on 2 threads 0.52 ->
 #: 0.30-0.37 ms (Intel Xeon, 2026-12-03). Out of place, the runtime's split of one launch measured as fast or
@@ -230,34 +244,20 @@ def flat_pieces(ts: Sequence[torch.Tensor], n: int, offsets: Sequence[int] | Non
 
 def launch_contiguous(kern: Any, full: Sequence[torch.Tensor | None], scal: Sequence[torch.Tensor | None],
                       consts: tuple[Any, ...], ops: list[torch.Tensor], out: torch.Tensor) -> None:
-    """``kern(*operands, extra, out, *rest, flat)`` over contiguous operands of ``out``'s shape, as one flat or row
-    launch (:func:`flat_ok` holds: fewer than ``PARALLEL_MIN_WORK`` elements); operand ``k`` is ``full[k]`` or the
-    scalar ``scal[k]``, ``consts`` is ``(extra, *rest)``. The launch is recorded for the device's fast lane."""
-    n = out.numel()
-    if n == 0:
+    """``kern(*operands, extra, out, *rest, flat)`` over contiguous operands of ``out``'s shape, launched as
+    :func:`contiguous_calls` says (:func:`flat_ok` holds); operand ``k`` is ``full[k]`` or the scalar ``scal[k]``,
+    ``consts`` is ``(extra, *rest)``. A single launch is recorded for the device's fast lane."""
+    if out.numel() == 0:
         return
-    if n >= FLAT_SPLIT_MIN and U.num_threads() > 1 and any(f is not None and f.data_ptr() == out.data_ptr()
-                                                            for f in full):
-        # in place: one flat launch per thread (not a fast-lane launch)
-        tw = _TWINS[kern]
-        full_idx = [i for i, f in enumerate(full) if f is not None]
-        launches = []
-        for vs in flat_pieces([*[full[i] for i in full_idx], out], n, min_work=FLAT_SPLIT_MIN):
-            it = iter(vs[:-1])
-            args = [next(it) if f is not None else sc for f, sc in zip(full, scal)]
-            launches.append(U.launch(tw, *args, consts[0], vs[-1], *consts[1:], True))
-        U.run_parallel(launches)
-        return
-    shape = out.shape
-    nd = len(shape)
-    k = None
-    if nd in (2, 3) and shape[-1] >= ROWS_MIN_W and shape[-2] > 1:
-        k = (_ROW_TWINS if nd == 2 else _ROW_TWINS3).get(kern)
-    if k is not None:
-        args = (*[f if f is not None else s for f, s in zip(full, scal)], consts[0], out, *consts[1:], "rows")
-    else:
-        k = _TWINS[kern]
-        args = (*[_flat1(f, n) if f is not None else s for f, s in zip(full, scal)], consts[0], _flat1(out, n),
-                *consts[1:], True)
-    fastlane.record_launch(k, args)
-    k(*args)
+    launches = []
+    calls = contiguous_calls(kern, ops + [out], out.shape)
+    for k, vs, mode in calls:
+        it = iter(vs[:-1])
+        args = (*[next(it) if f is not None else sc for f, sc in zip(full, scal)], consts[0], vs[-1], *consts[1:],
+                mode)
+        if len(calls) == 1:
+            fastlane.record_launch(k, args)
+            k(*args)
+            return
+        launches.append(U.launch(k, *args))
+    U.run_parallel(launches)

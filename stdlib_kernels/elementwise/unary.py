@@ -155,7 +155,7 @@ def launch(op: str, ins: Sequence[torch.Tensor], out: torch.Tensor, params: tupl
     """Broadcast ``ins`` to ``out``'s shape with strides, merge dims, run :func:`ew` on 1- to 3-D views (on flat
     pieces, :data:`ew_flat`, when every tensor is contiguous with ``out``'s shape)."""
     shape = tuple(out.shape)
-    if P.flat_ok([*ins, out], shape):  # fewer than PARALLEL_MIN_WORK elements: one flat or row launch
+    if P.flat_ok([*ins, out], shape):  # one flat or row launch (the runtime splits a long one)
         for k, vs, mode in P.contiguous_calls(ew, [*ins, out], shape):
             args = (*vs[:-1], *[None] * (4 - len(vs)), vs[-1], op, params, compute, mode)
             fastlane.record_launch(k, args)  # one direct launch: a unary op's fast lane repeats it

@@ -65,6 +65,8 @@ __all__ = ["Lane", "OutputPool", "capture", "stop_capture", "record_launch", "ma
 POOL_DEPTH = 4
 POOL_MAX_BYTES = 1 << 16
 MAX_LANES = 64
+#: launches (one per set of addresses) a lane of a splittable launch keeps
+_LAUNCHES = 16
 
 _uc = torch._C._storage_Use_Count
 _getref = sys.getrefcount
@@ -163,7 +165,8 @@ def record_launch(kernel: Any, args: tuple[Any, ...]) -> None:
 class Lane:
     """One compiled launch on fixed layouts: ``lane(*operands)`` -> a new output tensor."""
 
-    __slots__ = ("tramp", "ctx", "call", "pool", "roles", "owner", "config", "variant", "sbuf", "sval", "inplace")
+    __slots__ = ("tramp", "ctx", "call", "pool", "roles", "owner", "config", "variant", "sbuf", "sval", "inplace",
+                 "split", "launches")
     tramp: Any  # the pointer call's trampoline (len(roles) pointers after ctx)
     ctx: int  # its context (entry, meta block, scratch arena, error record)
     call: PointerCall  # keeps the trampoline's context and the compiled code alive
@@ -175,6 +178,8 @@ class Lane:
     sbuf: torch.Tensor | None  # a scalar lane's own [1, 1] device tensor the kernel reads the number from
     sval: Any  # a flat numpy view of sbuf (float32 or int32): each call writes its number there
     inplace: bool  # the launch writes operand 0 (``x.add_(y)``): no output is allocated, operand 0 is returned
+    split: Any  # the LaunchPlan of a launch the runtime may split over the host threads (else None)
+    launches: dict[tuple[int, ...], Launch]  # split: the launches of recent addresses (their thread parts kept)
 
     def _ready(self) -> bool:
         if not PLANS.enabled or _ident() != self.owner or _inference():
@@ -203,11 +208,16 @@ class Lane:
                 return None  # beyond float32: the lowering decides
             sval[0] = f
         out = x if self.pool is None else self.pool.take()
-        if self.roles == (0, -2, -1):
+        roles = self.roles
+        if self.split is not None:
+            ptrs = {0: x.data_ptr(), -1: out.data_ptr(), -2: self.sbuf.data_ptr()}  # type: ignore[union-attr]
+            if self._run_split(tuple([ptrs[r] for r in roles])):
+                return out
+        if roles == (0, -2, -1):
             rc = self.tramp(self.ctx, x.data_ptr(), self.sbuf.data_ptr(), out.data_ptr())  # type: ignore[union-attr]
         else:
             ptrs = {0: x.data_ptr(), -1: out.data_ptr(), -2: self.sbuf.data_ptr()}  # type: ignore[union-attr]
-            rc = self.tramp(self.ctx, *[ptrs[r] for r in self.roles])
+            rc = self.tramp(self.ctx, *[ptrs[r] for r in roles])
         if rc:
             return None  # the kernel reported an error: let the lowering run (and raise it)
         return out
@@ -216,6 +226,9 @@ class Lane:
         if not self._ready():
             return None
         out = ops[0] if self.pool is None else self.pool.take()
+        if self.split is not None and self._run_split(
+                tuple([ops[r].data_ptr() if r >= 0 else out.data_ptr() for r in self.roles])):
+            return out
         if self.roles == (0, 1, -1):
             rc = self.tramp(self.ctx, ops[0].data_ptr(), ops[1].data_ptr(), out.data_ptr())
         else:
@@ -223,6 +236,25 @@ class Lane:
         if rc:
             return None  # the kernel reported an error: let the lowering run (and raise it)
         return out
+
+    def _run_split(self, ptrs: tuple[int, ...]) -> bool:
+        """Run a big launch as the lowering's launch runs (``Launch.run``: split over the host threads once
+        its first runs were timed long enough, ``runtime/split.py``); False: run it through the trampoline
+        (the plan decided to keep it whole: from now on every call does)."""
+        go = self.launches.get(ptrs)
+        if go is None or not go.variant.alive:
+            go = self.split.bind(ptrs)
+            if go is None:
+                return False
+            if len(self.launches) >= _LAUNCHES:
+                self.launches.clear()
+            self.launches[ptrs] = go
+        if not go.splittable:
+            self.split = None
+            self.launches = {}
+            return False
+        go.run()  # a kernel error raises here, with the kernel's source line
+        return True
 
 
 _NO_SCALAR = object()
@@ -305,6 +337,8 @@ def make_lane(rec: list[Any], operands: tuple[torch.Tensor, ...], out: Any, scal
     lane.config = _config.current
     lane.pool = None if inplace else OutputPool(tuple(out.shape), out.dtype)
     lane.inplace = inplace
+    lane.split = go.plan if go.splittable else None
+    lane.launches = {}
     lane.sbuf = lane.sval = None
     if sarg is not None:
         with torch.inference_mode(False):

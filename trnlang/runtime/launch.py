@@ -262,6 +262,16 @@ class Launch:
         """The launch plan this launch was bound from (None: deferred, or the plan was dropped since)."""
         return self._plan() if self._plan is not None else None
 
+    @property
+    def splittable(self) -> bool:
+        """True while :meth:`run` may spread this launch's outermost loop over the host threads
+        (``runtime/split.py``): a split-capable variant whose plan has not decided to run it whole."""
+        if self._split is None:
+            return False
+        plan = self.plan
+        d = plan.split if plan is not None else None
+        return d is None or d.split is not False
+
     @classmethod
     def deferred(cls, call: Callable[[], Any]) -> Launch:
         """A launch that runs ``call()`` (the general path) when run."""
