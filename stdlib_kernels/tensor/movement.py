@@ -1,9 +1,9 @@
 """Data movement on ``trn``: ``cat`` (and ``stack``), ``flip``, ``roll``, ``tril`` / ``triu``, reflection padding.
 
-Everything is one strided-move kernel (:func:`move3`): ``out[b, r, c] = x[b', r', c']`` over 3-D views, where
-each of the three source indices may run backwards (``n - 1 - i``: a flip is an affine access pattern, not a
+Everything is one strided-move kernel (:func:`move3`): ``out[b, r, c] = x[b', r', c']`` over 3-D (or 4-D) views,
+where each source index may run backwards (``n - 1 - i``: a flip is an affine access pattern, not a
 gather). The host side coalesces dims that are contiguous in both tensors and flipped alike, loops over
-leading dims beyond three, and splits one long dim over the 128 partitions. ``cat`` moves each input into its
+leading dims beyond four, and splits one long dim over the 128 partitions. ``cat`` moves each input into its
 slice of the output, ``roll`` moves the two (per rolled dim) segments into place, ``flip`` is one move with
 reversed dims. The store casts to the output dtype (``cat`` of mixed dtypes promotes like torch). 8-byte
 dtypes (int64 token ids, float64) move bit-exactly as pairs of int32 words. ``tril``/``triu`` are one kernel
@@ -44,8 +44,20 @@ _BIG_1D = 4096
 
 @trn.kernel
 def move3(x, out, flips):
-    """``out[b, r, c] = x[b', r', c']`` for same-shaped 3-D views; ``flips[k]``: index ``k`` runs backwards."""
-    a, n, d = out.shape
+    """``out[b, r, c] = x[b', r', c']`` for same-shaped 3-D views; ``flips[k]``: index ``k`` runs backwards.
+    4-D views (``flips`` of four) take one more outer loop: ``out[z, b, r, c] = x[z', b', r', c']``."""
+    if out.ndim == 4:
+        nz = out.shape[0]
+        for z in tl.affine_range(nz):
+            zs = (nz - 1 - z) if flips[0] else z
+            _move_tiles(x, out, flips[1:], out.shape[1:], (zs,), (z,))
+    else:
+        _move_tiles(x, out, flips, out.shape, (), ())
+
+
+def _move_tiles(x: Any, out: Any, flips: Any, shape: Any, xl: tuple[Any, ...], ol: tuple[Any, ...]) -> None:
+    """The tiles of one ``[a, n, d]`` window of :func:`move3` (``xl`` / ``ol``: leading indices of ``x`` / ``out``)."""
+    a, n, d = shape
     p = min(128, n)
     f = min(d, U.FREE_CHUNK)
     ragged = n % p != 0 or d % f != 0
@@ -58,7 +70,7 @@ def move3(x, out, flips):
                 cols = j * f + tl.arange(f)[None, :]
                 cs = (d - 1 - cols) if flips[2] else cols
                 m = ((rows < n) & (cols < d)) if ragged else None
-                tl.store(out[b, rows, cols], tl.load(x[bs, rs, cs], mask=m), mask=m)
+                tl.store(out[(*ol, b, rows, cols)], tl.load(x[(*xl, bs, rs, cs)], mask=m), mask=m)
 
 
 @trn.kernel
@@ -136,10 +148,14 @@ def move(dst: torch.Tensor, src: torch.Tensor, flip_dims: Sequence[int] = ()) ->
         return
     while len(sh) < 3:
         sh, ss, ds, fl = [1, *sh], [0, *ss], [0, *ds], [False, *fl]
-    lead = len(sh) - 3
+    lead = len(sh) - (4 if len(sh) >= 4 else 3)  # 4-D windows: one launch (the runtime splits its outer loop)
     for idx in itertools.product(*[range(n) for n in sh[:lead]]):
         soff = so + sum(((sh[k] - 1 - i) if fl[k] else i) * ss[k] for k, i in enumerate(idx))
         doff = do + sum(i * ds[k] for k, i in enumerate(idx))
+        if len(sh) - lead == 4:
+            move3(U.piece(src, sh[lead:], ss[lead:], soff), U.piece(dst, sh[lead:], ds[lead:], doff),
+                  tuple(fl[lead:]))
+            continue
         _move3_rows(src, dst, sh[lead:], ss[lead:], soff, ds[lead:], doff, tuple(fl[lead:]), shared)
 
 
