@@ -479,43 +479,49 @@ def native_layer_norm(input: torch.Tensor, normalized_shape: Sequence[int], weig
     n = U.prod(normalized_shape)
     r = U.prod(input.shape[:-k])
     stat_shape = (*input.shape[:-k], *([1] * k))
-    flat = input.dim() == 2 and k == 1                       # the common case: no views at all
-    out = memory.empty(input.shape if flat else (r, n), input.dtype)
-    mean = memory.empty((r, 1), input.dtype)
-    rstd = memory.empty((r, 1), input.dtype)
+    # the outputs are allocated in their final shapes; the kernel sees [r, n] / [r, 1] pieces of them (no views)
+    out = memory.empty(input.shape, input.dtype)
+    mean = memory.empty(stat_shape, input.dtype)
+    rstd = memory.empty(stat_shape, input.dtype)
     if r and n:
-        x2 = input.contiguous() if flat else _rows(input, r, n)
-        w2 = _param(weight, n, x2)
-        b2 = _param(bias, n, x2)
-        args = (x2, w2, b2, out, mean, rstd, _ln_fwd_spec(float(eps), weight is not None, bias is not None, False,
-                                                          HOST_TILE))
+        xc = input if input.is_contiguous() else input.contiguous()
+        w2 = _param(weight, n, xc)
+        b2 = _param(bias, n, xc)
+        spec = _ln_fwd_spec(float(eps), weight is not None, bias is not None, False, HOST_TILE)
         parts = _row_parts(r, n)
         if len(parts) == 1:
-            ln_fwd(*args)
+            ln_fwd(_rows_piece(xc, r, n), w2, b2, _rows_piece(out, r, n), _rows_piece(mean, r, 1),
+                   _rows_piece(rstd, r, 1), spec)
         else:  # one launch per thread on disjoint row ranges; every operand is contiguous (made so above)
-            key = (x2.dtype, w2.dtype, b2.dtype, r, n, float(eps), weight is not None, bias is not None, tuple(parts),
-                   x2.data_ptr(), w2.data_ptr(), b2.data_ptr(), out.data_ptr(), mean.data_ptr(), rstd.data_ptr())
-            U.run_parallel(_LN_LAUNCHES.get(key, lambda: [_ln_part(args, lo, hi) for lo, hi in parts]))
+            key = (xc.dtype, w2.dtype, b2.dtype, r, n, spec, tuple(parts), xc.data_ptr(), w2.data_ptr(),
+                   b2.data_ptr(), out.data_ptr(), mean.data_ptr(), rstd.data_ptr())
+            U.run_parallel(_LN_LAUNCHES.get(key, lambda: [_ln_part((xc, w2, b2, out, mean, rstd, spec), n, lo, hi)
+                                                          for lo, hi in parts]))
     elif r:
         mean.fill_(float("nan"))
         rstd.fill_(float("nan"))
-    if not flat:
-        out = out.view(input.shape)
-    if k != 1 or input.dim() != 2:
-        mean, rstd = mean.view(stat_shape), rstd.view(stat_shape)
     return out, mean, rstd
+
+
+def _rows_piece(t: torch.Tensor, r: int, n: int) -> Any:
+    """A contiguous tensor as an ``[r, n]`` kernel argument (itself when it has that shape: no view)."""
+    if t.dim() == 2 and t.shape[0] == r:
+        return t
+    return U.piece(t, (r, n), (n, 1), t.storage_offset())
 
 
 _LN_LAUNCHES = U.BoundLaunches()
 
 
-def _ln_part(args: tuple[Any, ...], lo: int, hi: int) -> Any:
-    """The ``ln_fwd`` launch of rows ``[lo, hi)``: row pieces of the input and outputs (not a constant row range,
-    so every block size shares the shape-polymorphic variant)."""
-    x2, w2, b2, out, mean, rstd, spec = args
-    rows = slice(lo, hi)
-    return U.launch(ln_fwd, U.rows_piece(x2, rows), w2, b2, U.rows_piece(out, rows), U.rows_piece(mean, rows),
-                    U.rows_piece(rstd, rows), spec)
+def _ln_part(args: tuple[Any, ...], n: int, lo: int, hi: int) -> Any:
+    """The ``ln_fwd`` launch of rows ``[lo, hi)`` of contiguous tensors holding ``[r, n]`` rows (``[r, 1]`` stats):
+    row pieces (not a constant row range, so every block size shares the shape-polymorphic variant)."""
+    x, w2, b2, out, mean, rstd, spec = args
+
+    def rows(t: torch.Tensor, w: int) -> Any:
+        return U.piece(t, (hi - lo, w), (w, 1), t.storage_offset() + lo * w)
+
+    return U.launch(ln_fwd, rows(x, n), w2, b2, rows(out, n), rows(mean, 1), rows(rstd, 1), spec)
 
 
 def _row_parts(r: int, n: int) -> list[tuple[int, int]]:

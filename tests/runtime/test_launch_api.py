@@ -74,6 +74,26 @@ def test_warm_bind_is_resolved_and_matches_numpy():
     assert axpy.bind(x, y, o, -1.5) is go  # the same addresses: the same launch, nothing rebuilt
 
 
+def test_alternating_outputs_reuse_their_launches():
+    """An op whose output alternates between a few blocks binds each address set once (``RECENT_LAUNCHES``), and
+    every replay writes the output it was bound to."""
+    x, y, _ = _xyo()
+    outs = [torch.empty(300, 40) for _ in range(L.RECENT_LAUNCHES)]
+    axpy(x, y, outs[0], 2.0)
+    first = [axpy.bind(x, y, o, 2.0) for o in outs]
+    for o in outs:
+        o.zero_()
+    for k, o in enumerate(outs):
+        go = axpy.bind(x, y, o, 2.0)
+        assert go is first[k]
+        go.run()
+        np.testing.assert_allclose(o.numpy(), _ref(x, y, 2.0), rtol=1e-6)
+    extra = [torch.empty(300, 40) for _ in range(L.RECENT_LAUNCHES)]
+    for o in extra:
+        axpy.bind(x, y, o, 2.0)
+    assert axpy.bind(x, y, outs[0], 2.0) is not first[0]  # pushed out by newer addresses
+
+
 def test_rebind_runs_on_other_tensors_of_the_same_layout():
     x, y, o = _xyo()
     axpy(x, y, o, 0.5)

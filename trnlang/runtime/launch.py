@@ -124,7 +124,7 @@ class LaunchPlan:
     """
 
     __slots__ = ("executor", "contiguous", "grid", "extents", "meta", "meta_addr", "variants", "shapes", "_last",
-                 "split", "__weakref__")
+                 "_recent", "split", "__weakref__")
 
     def __init__(self, executor: Any, arrays: list[np.ndarray], grid: tuple[int, ...]) -> None:
         self.executor = executor
@@ -151,6 +151,7 @@ class LaunchPlan:
         self.variants: dict[bool, Any] = {}
         self.shapes = [_Shaped(a.shape) for a in arrays]  # what an error message needs of the arrays
         self._last: tuple[tuple[int, ...], Launch] | None = None
+        self._recent: dict[tuple[int, ...], Launch] = {}  # launches of recent addresses (at most RECENT_LAUNCHES)
         self.split: Any = None  # ``runtime.split.Decision`` of a split-capable variant, made at its first launch
 
     def variant(self, may_alias: bool) -> Any:
@@ -164,14 +165,19 @@ class LaunchPlan:
         """The resolved launch on these addresses (None: the call must take the general path).
 
         Everything but the native call is done here, so a launch run on a worker thread holds the GIL only
-        to enter the call. The launch of the last addresses is reused (a caching allocator hands an op the
-        same blocks call after call); it holds no tensor.
+        to enter the call. The launches of the last :data:`RECENT_LAUNCHES` address sets are reused (a
+        caching allocator hands an op the same few blocks call after call); they hold no tensor.
         """
         key = tuple(ptrs)
         last = self._last
         if last is not None and last[0] == key and last[1].variant.alive:
             last[1].variant.used = True
             return last[1]
+        go = self._recent.get(key)
+        if go is not None and go.variant.alive:  # outputs alternating between a few blocks (``z = x * y`` in a loop)
+            go.variant.used = True
+            self._last = (key, go)
+            return go
         if len(key) != len(self.extents):
             raise LaunchError(f"this launch takes {len(self.extents)} tensor addresses, got {len(key)}")
         w = self.executor.written
@@ -183,6 +189,10 @@ class LaunchPlan:
         go = Launch(self, key, v)
         v.used = True
         self._last = (key, go)
+        recent = self._recent
+        if len(recent) >= RECENT_LAUNCHES:
+            del recent[next(iter(recent))]  # the oldest
+        recent[key] = go
         return go
 
 
@@ -427,6 +437,9 @@ class PointerCall:
 _TRAMP: dict[int, Any] = {}
 _TRAMP_LOCK = threading.Lock()
 
+#: Launches (one per set of addresses) a launch plan keeps: an op whose output alternates between
+#: a few allocator blocks binds them once (a new ``Launch`` costs 10-20 us of host time: parts, words, arena).
+RECENT_LAUNCHES = 4
 #: Largest scratch arena (bytes) a launch keeps of its own for its one-argument native call (bigger ones run on
 #: the thread's arena: their kernels run long enough that the nine-word call's cost does not matter).
 OWN_ARENA_MAX = 1 << 16
