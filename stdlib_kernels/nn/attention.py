@@ -39,7 +39,7 @@ import torch
 import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
-from trnlang.device import decline, lowering
+from trnlang.device import decline, lowering, memory
 from trnlang.device.registry import describe
 
 BQ = 128
@@ -322,11 +322,19 @@ def _split_run(kern: Any, args: list[Any], kinds: str, *consts: Any) -> None:
         shape = (t.shape[0], (hi - lo) * f, *t.shape[2:])
         return U.piece(t, shape, st, t.storage_offset() + lo * f * st[1])
 
-    if b >= 2:
-        parts = [[U.rows_piece(t, slice(lo, hi)) for t in args] for lo, hi in U.chunks(b, threads, 1)]
-    else:
-        parts = [[heads(t, kd, lo, hi) for t, kd in zip(args, kinds)] for lo, hi in U.chunks(hk, threads, 1)]
-    U.run_parallel([U.launch(kern, *p, *consts) for p in parts])
+    def make() -> list[Any]:
+        if b >= 2:
+            parts = [[U.rows_piece(t, slice(lo, hi)) for t in args] for lo, hi in U.chunks(b, threads, 1)]
+        else:
+            parts = [[heads(t, kd, lo, hi) for t, kd in zip(args, kinds)] for lo, hi in U.chunks(hk, threads, 1)]
+        return [U.launch(kern, *p, *consts) for p in parts]
+
+    # the launches' plan keys are the tensors' layouts: kept per layout and addresses (a repeat skips the binds)
+    key = (kern, threads, kinds, consts, *[(t.dtype, tuple(t.shape), t.stride(), t.data_ptr()) for t in args])
+    U.run_parallel(_SPLITS.get(key, make))
+
+
+_SPLITS = U.BoundLaunches()
 
 
 def _scale(scale: float | None, d: int) -> float:
@@ -345,16 +353,15 @@ def sdpa_overrideable(query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
     if is_causal and sq > sk:
         return decline("is_causal with more queries than keys")
     kind = _mask_kind(attn_bias, query.dtype)
-    out = torch.empty(query.shape, dtype=query.dtype, device="trn")
-    lse = torch.empty((b, h, sq, 1), dtype=torch.float32, device="trn")
+    out = memory.empty(tuple(query.shape), query.dtype)
+    lse = memory.empty((b, h, sq, 1), torch.float32)
     nkb = -(-sk // BK)
     kcap = 1 << (max(nkb, 1) - 1).bit_length() if nkb * BK <= HOIST_MAX else 0  # staging: a power-of-two bucket
     _split_run(flash_fwd, [query, key, value, _expand_mask(attn_bias, query, key), out, lse], "qkkqqq",
                _scale(scale, d), _flash(kind, bool(is_causal), kcap, sk % BK != 0, False))
-    empty = torch.empty((0,), dtype=torch.int64, device="trn")
-    seed = torch.empty((), dtype=torch.int64, device="trn")
-    return (out, lse.view(b, h, sq), empty, empty, sq, sk, seed, seed,
-            torch.empty((0,), dtype=query.dtype, device="trn"))
+    empty = memory.empty((0,), torch.int64)
+    seed = memory.empty((), torch.int64)
+    return (out, lse.view(b, h, sq), empty, empty, sq, sk, seed, seed, memory.empty((0,), query.dtype))
 
 
 @lowering("aten::_scaled_dot_product_fused_attention_overrideable_backward", dtypes=None)

@@ -148,3 +148,15 @@ def test_sdpa_backward_with_a_transposed_output_gradient(dtype):
         return o.transpose(1, 2).reshape(2, 130, 3 * 16) * 1.5
 
     _compare(block, [q, k, v], dtype)
+
+
+def test_repeated_split_calls_follow_their_operands():
+    """The split forward keeps its bound launches per layout and addresses: calls on new tensors, and on earlier
+    ones again, each compute their own operands' attention."""
+    F = torch.nn.functional
+    qs = [torch.randn(4, 8, 128, 64, generator=torch.Generator().manual_seed(s)) for s in range(3)]
+    dev = [q.to("trn") for q in qs]
+    for k in [0, 1, 2, 0, 1, 2, 2, 0]:
+        got = F.scaled_dot_product_attention(dev[k], dev[(k + 1) % 3], dev[(k + 2) % 3], is_causal=True)
+        want = F.scaled_dot_product_attention(qs[k], qs[(k + 1) % 3], qs[(k + 2) % 3], is_causal=True)
+        torch.testing.assert_close(got.cpu(), want, rtol=2e-5, atol=2e-5)
