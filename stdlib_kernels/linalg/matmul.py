@@ -45,13 +45,24 @@ def tile_extent(n: Any, cap: int) -> Any:
 @trn.kernel
 def matmul(a, b, bias, out, alpha, beta, adds=False):
     """``out = beta * bias + alpha * (a @ b)`` for ``a [(B,) M, K]``, ``b [(B,) K, N]``; ``bias``: None or
-    a (broadcast) view shaped like ``out``. ``alpha``/``beta`` are compile-time floats. ``adds``: ``out += a @ b``
-    (no bias, ``alpha`` 1; an fp32 ``out`` holding the bias already: the tile loops fold into one gemm that adds)."""
+    a (broadcast) view shaped like ``out``. ``alpha``/``beta`` are compile-time floats. ``adds`` (``alpha`` 1, an
+    fp32 ``out``): ``out += a @ b``, after ``out = beta * bias`` when there is a bias; the tile loops of the product
+    then fold into one gemm that adds (``passes/collapse_gemm.py``), which an epilogue would prevent."""
     m_dim, k_dim = a.shape[-2], a.shape[-1]
     n_dim = b.shape[-1]
     batch = a.shape[0] if a.ndim == 3 else 1
     tm, tk, tn = tile_extent(m_dim, 128), tile_extent(k_dim, 128), tile_extent(n_dim, 512)
     rag_m, rag_k, rag_n = m_dim % tm != 0, k_dim % tk != 0, n_dim % tn != 0
+    if adds and bias is not None:  # the bias goes into the output first, tile by tile
+        for bi in tl.affine_range(batch):
+            for m in tl.affine_range(tl.cdiv(m_dim, tm)):
+                for n in tl.affine_range(tl.cdiv(n_dim, tn)):
+                    im = m * tm + tl.arange(tm)[:, None]
+                    jn = n * tn + tl.arange(tn)[None, :]
+                    mo = ((im < m_dim) & (jn < n_dim)) if (rag_m or rag_n) else None
+                    bt = tl.load(_at(bias, bi, im, jn), mask=mo).astype(tl.float32)
+                    tl.store(_at(out, bi, im, jn), bt * beta if beta != 1.0 else bt, mask=mo)
+        bias = None
     for bi in tl.affine_range(batch):
         for m in tl.affine_range(tl.cdiv(m_dim, tm)):
             for n in tl.affine_range(tl.cdiv(n_dim, tn)):
@@ -181,12 +192,14 @@ def _product(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, out: t
     if bias is not None and bview is not None and alpha == 1.0 and out.dtype == torch.float32 \
             and a.dtype == torch.float32:
         # the bias goes into the output first, then one gemm adds the product (the tile loops fold; a bias epilogue
-        # keeps them: 512 x 512 x 1536 addmm cost 0.5-0.9 ms over mm with it, 0.16-0.25 ms this way)
-        if not U.same_view(out, bias):  # addmm_: the output holds the bias already
-            out.copy_(bview)
-        if beta != 1.0:
-            out.mul_(beta)
-        _launch_split(a, b, None, out, 1.0, 1.0, adds=True)
+        # keeps them: 512 x 512 x 1536 addmm cost 0.5-0.9 ms over mm with it, 0.16-0.25 ms this way), in the same
+        # launch (each thread's block: no copy op of its own)
+        if U.same_view(out, bias):  # addmm_: the output holds the bias already
+            if beta != 1.0:
+                out.mul_(beta)
+            _launch_split(a, b, None, out, 1.0, 1.0, adds=True)
+        else:
+            _launch_split(a, b, bview, out, 1.0, beta, adds=True)
         return out
     _launch_split(a, b, bview, out, alpha, beta)
     return out

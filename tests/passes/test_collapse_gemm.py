@@ -85,3 +85,19 @@ def test_the_collapsed_nest_computes_the_product() -> None:
     a, b, out = torch.randn(256, 384), torch.randn(384, 512), torch.empty(256, 512)
     mm_nest(a, b, out)
     torch.testing.assert_close(out, a @ b, rtol=1e-4, atol=1e-3)
+
+
+def test_stdlib_matmul_bias_prefix_keeps_the_adding_gemm() -> None:
+    """The stdlib ``matmul`` with ``adds`` and a bias first stores the (broadcast) bias tile by tile, then its product
+    nest still folds into one gemm that adds; run, it equals ``bias * beta + a @ b``."""
+    from stdlib_kernels.linalg.matmul import matmul
+    from trnlang.passes import plan_lowering
+
+    a, b, bias = torch.randn(256, 384), torch.randn(384, 1024), torch.randn(1024)
+    out = torch.empty(256, 1024)
+    k = matmul.trace(a, b, bias.expand(256, 1024), out, 1.0, 0.5, True)
+    plan = plan_lowering(k, (1,))
+    nests = [g for g in plan.gemms.values() if len(g.nest) == 2]
+    assert len(nests) == 1 and nests[0].store.attrs["accumulate"] is not None
+    matmul(a, b, bias.expand(256, 1024), out, 1.0, 0.5, True)
+    torch.testing.assert_close(out, 0.5 * bias + a @ b, rtol=1e-5, atol=1e-4)
