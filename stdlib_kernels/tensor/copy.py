@@ -65,7 +65,14 @@ def copy_(self: torch.Tensor, src: torch.Tensor, non_blocking: bool = False) -> 
     strides = [U.broadcast_strides(src, shape), list(self.stride())]
     sh, sts = U.coalesce(*U.order_dims(shape, strides))
     if len(sh) > 3:
-        return torch.ops.aten._copy_from(src, self, non_blocking)
+        if self.dtype != src.dtype and (self.element_size() == 8 or src.element_size() == 8):
+            return torch.ops.aten._copy_from(src, self, non_blocking)
+        # 4 or more dims: the movement kernel's 4-D windows (a host copy here would be torch's CPU copy, whose
+        # OpenMP threads then spin on the cores our next kernels' threads run on)
+        from stdlib_kernels.tensor.movement import move
+
+        move(self, src if tuple(src.shape) == shape else src.expand(shape))
+        return self
     # one long run becomes [rows, cols] pieces, and big copies one launch per thread
     parts = U.split_parts(U.launch_parts(sh, sts), self.numel())
     twin2 = rows_twin(cast_copy)  # 2-D pieces (strided rows): the row count a runtime size

@@ -39,3 +39,26 @@ def test_kv_cache_cat_of_transposed_heads():
     for _ in range(3):
         got = torch.cat([empty.to("trn"), kt], dim=-2)
         assert got.is_contiguous() and torch.equal(got.cpu(), torch.cat([empty, k], dim=-2))
+
+
+@pytest.mark.parametrize("src_dtype,dst_dtype", [(torch.float32, torch.float32), (torch.float32, torch.bfloat16),
+                                                 (torch.bfloat16, torch.float32), (torch.int64, torch.int64),
+                                                 (torch.int32, torch.float32), (torch.bool, torch.float16)])
+def test_copy_of_four_and_more_dims_runs_the_move_kernel(src_dtype, dst_dtype):
+    """``dst.copy_(src)`` of >3-D layouts that do not coalesce (permuted, broadcast) casts like the CPU's copy,
+    natively (no host copy: its OpenMP threads would spin on the cores the next kernels use)."""
+    g = torch.Generator().manual_seed(3)
+    x = (torch.randn(3, 4, 5, 6, 2, generator=g) * 50).to(src_dtype)
+    xt = x.to("trn")
+    trnlang.reset_fallback_stats()
+    for perm in [(1, 0, 3, 2, 4), (4, 3, 2, 1, 0), (0, 2, 1, 4, 3)]:
+        dst = torch.empty(x.permute(perm).shape, dtype=dst_dtype)
+        dt = dst.to("trn")
+        dt.copy_(xt.permute(perm))
+        assert torch.equal(dt.cpu(), dst.copy_(x.permute(perm)))
+    b = x[:, :1, :, :1, :]  # broadcast along two dims into a permuted destination
+    dst = torch.empty(6, 3, 4, 5, 2, dtype=dst_dtype).permute(1, 2, 3, 0, 4)
+    dt = torch.empty(6, 3, 4, 5, 2, dtype=dst_dtype, device="trn").permute(1, 2, 3, 0, 4)
+    dt.copy_(b.to("trn"))
+    assert torch.equal(dt.cpu(), dst.copy_(b))
+    assert trnlang.fallback_stats() == {}
