@@ -430,9 +430,9 @@ Part = tuple  # (shape, per-operand strides, per-operand element offsets) of one
 def split_parts(parts: list[Part], work: int) -> list[Part]:
     """Split big launch pieces into one block per thread (disjoint index ranges of one dim).
 
-    A ``[A, N, D]`` piece splits ``A`` (else ``N``), ``[N, D]`` splits the partition dim ``N`` in
-    multiples of 128 (else ``D`` in multiples of 512), ``[D]`` splits ``D``. Operands keep their strides
-    (broadcast dims included); only the offsets move.
+    A ``[Z, A, N, D]`` piece splits ``Z`` (else ``A``, else ``N``), ``[A, N, D]`` splits ``A`` (else ``N``),
+    ``[N, D]`` splits the partition dim ``N`` in multiples of 128 (else ``D`` in multiples of 512), ``[D]`` splits
+    ``D``. Operands keep their strides (broadcast dims included); only the offsets move.
     """
     threads = num_threads()
     if threads == 1 or work < PARALLEL_MIN_WORK:
@@ -440,7 +440,8 @@ def split_parts(parts: list[Part], work: int) -> list[Part]:
     out: list[Part] = []
     for shape, strides, offs in parts:
         nd = len(shape)
-        cands = {3: [(0, 1), (1, 128)], 2: [(0, 128), (1, 512)], 1: [(0, 512)]}.get(nd, [])
+        cands = {4: [(0, 1), (1, 1), (2, 128)], 3: [(0, 1), (1, 128)], 2: [(0, 128), (1, 512)],
+                 1: [(0, 512)]}.get(nd, [])
         pick = next(((d, al) for d, al in cands if shape[d] >= 2 * al), None)
         if pick is None:
             out.append((shape, strides, offs))
@@ -478,11 +479,12 @@ BIG_1D = 4096
 ROW_1D = 1024
 
 
-def launch_parts(sh: list[int], sts: list[list[int]]) -> list[Part]:
-    """1- to 3-D launch pieces of a coalesced iteration space (``sh``, per-operand strides ``sts``).
+def launch_parts(sh: list[int], sts: list[list[int]], max_dims: int = 3) -> list[Part]:
+    """1- to ``max_dims``-D launch pieces of a coalesced iteration space (``sh``, per-operand strides ``sts``).
 
     One long dim becomes ``[128, n // 128]`` (all partitions; ``[n // ROW_1D, ROW_1D]`` when longer) plus a
-    tail; more than 3 dims loop over the leading ones on the host.
+    tail; more than ``max_dims`` dims (3, or 4 for kernels taking 4-D views) loop over the leading ones on the
+    host.
     """
     if not sh:
         sh, sts = [1], [[0] for _ in sts]
@@ -498,7 +500,7 @@ def launch_parts(sh: list[int], sts: list[list[int]]) -> list[Part]:
         return parts
     import itertools
 
-    lead, inner = sh[:-3], sh[-3:]
+    lead, inner = sh[:-max_dims], sh[-max_dims:]
     for idx in itertools.product(*[range(n) for n in lead]):
         offs = [sum(i * s[k] for k, i in enumerate(idx)) for s in sts]
         parts.append((inner, [s[len(lead):] for s in sts], offs))

@@ -109,8 +109,8 @@ def row_tiles(n: Any, d: int) -> Any:
 def spaces(out: Any, flat: Any) -> Any:
     """Yield ``(acc, mask)`` for every tile of an elementwise kernel's iteration space: ``acc(t)`` is operand
     ``t``'s access at that tile. ``flat``: True, every tensor is a contiguous 1-D piece (:func:`flat_tiles`);
-    ``"rows"``, 2-D views whose row count may be a runtime size (:func:`row_tiles`); False, 1- to 3-D views
-    tiled by :func:`tiles` (exact sizes)."""
+    ``"rows"``, 2-D views whose row count may be a runtime size (:func:`row_tiles`); False, 1- to 4-D views
+    tiled by :func:`tiles` (exact sizes; a 4-D view loops over its first dim)."""
     if flat is True:
         for idx, m in flat_tiles(out.shape[0]):
             yield (lambda t, idx=idx: t[idx]), m
@@ -123,6 +123,16 @@ def spaces(out: Any, flat: Any) -> Any:
     if flat == "rows":
         for rows, cols, m in row_tiles(out.shape[0], out.shape[1]):
             yield (lambda t, rows=rows, cols=cols: t[rows, cols]), m
+        return
+    if out.ndim == 4:  # a 4-D view: one more outer loop
+        nz, a, n, d = out.shape
+        p = min(128, n)
+        f = min(d, U.FREE_CHUNK)
+        ragged = n % p != 0 or d % f != 0
+        for z in (tl.affine_range(nz) if nz > 1 else (0,)):
+            for b, rows, cols in tiles(a, n, d, p, f):
+                m = ((rows < n) & (cols < d)) if ragged else None
+                yield (lambda t, z=z, b=b, rows=rows, cols=cols: t[z, b, rows, cols]), m
         return
     a, n, d = _shape3(out)
     p = min(128, n)

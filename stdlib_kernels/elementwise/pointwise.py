@@ -297,7 +297,7 @@ def launch(kern: Any, op: str, full: Sequence[torch.Tensor | None], scal: Sequen
     if not sh:
         sh, sts = [1], [[1] for _ in sts]
     views_of = ops + [out]
-    parts = U.launch_parts(sh, sts)
+    parts = U.launch_parts(sh, sts, 4)
 
 
     def call(pshape: Any, pstrides: Any, poffs: Any) -> tuple[Any, tuple[Any, ...]]:

@@ -171,7 +171,7 @@ def launch(op: str, ins: Sequence[torch.Tensor], out: torch.Tensor, params: tupl
     sh, sts = U.coalesce(shape, strides)
     if not sh:
         sh, sts = [1], [[0] for _ in ins] + [[1]]
-    parts = U.launch_parts(sh, sts)
+    parts = U.launch_parts(sh, sts, 4)
 
     def call(pshape: Any, pstrides: Any, poffs: Any) -> Any:
         vs = [U.piece(t, pshape, pstrides[k], t.storage_offset() + poffs[k]) for k, t in enumerate(views_of)]

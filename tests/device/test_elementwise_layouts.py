@@ -58,3 +58,26 @@ def test_contiguous_ops_around_the_split(n: int) -> None:
 def test_order_dims_doctest_shape() -> None:
     assert U.order_dims((3, 4), [[1, 3], [1, 3]]) == ([4, 3], [[3, 1], [3, 1]])
     assert U.order_dims((3, 4), [[4, 1], [4, 1]]) == ([3, 4], [[4, 1], [4, 1]])
+
+
+SHAPES4 = [(4, 16, 8, 64), (2, 3, 5, 7), (1, 130, 3, 129), (3, 1, 2, 2, 5), (2, 3, 4, 5, 6)]
+OPS4 = {"mul": lambda p, q: p * q, "add_alpha": lambda p, q: torch.add(p, q, alpha=-2.0), "neg": lambda p, q: -p,
+        "tanh": lambda p, q: torch.tanh(p), "halves": lambda p, q: p[..., :2] * q[..., 1:3],
+        "where": lambda p, q: torch.where(p > 0, p, q), "scalar": lambda p, q: p * 2.5 - 1.0,
+        "bcast": lambda p, q: p * q[:1, ..., :1]}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shape=st.sampled_from(SHAPES4), seed=st.integers(0, 10_000), op=st.sampled_from(sorted(OPS4)))
+def test_four_and_five_dim_views_match_cpu(shape, seed, op) -> None:
+    """Views of 4 or more dims that do not coalesce (rotary-embedding halves of transposed heads, permutations)
+    run as 4-D launch pieces (the leading dims beyond four loop on the host) and equal the CPU's results."""
+    g = torch.Generator().manual_seed(seed)
+    perm = torch.randperm(len(shape), generator=g).tolist()
+    x, y = torch.randn(shape, generator=g), torch.randn(shape, generator=g)
+    xp, yp = x.permute(perm), y.permute(perm)
+    xt, yt = x.to("trn").permute(perm), y.to("trn").permute(perm)
+    trnlang.reset_fallback_stats()
+    got = OPS4[op](xt, yt)
+    torch.testing.assert_close(got.cpu(), OPS4[op](xp, yp), rtol=2e-6, atol=2e-6)
+    assert trnlang.fallback_stats() == {}

@@ -496,7 +496,8 @@ def run_parallel(launches: Sequence[Callable[[], Any]]) -> None:
 
     The calling thread runs the first; when every launch is resolved the others run on native worker
     threads (``runtime/hostpool.py``), else on a Python thread pool (compiled kernels release the GIL,
-    and each thread has its own scratch arena).
+    and each thread has its own scratch arena). More launches than threads (``TRN_NUM_THREADS``, else the
+    cores) run in waves of that many: spinning workers beyond the cores would take turns on them.
 
     Example:
         >>> out = []
@@ -506,6 +507,11 @@ def run_parallel(launches: Sequence[Callable[[], Any]]) -> None:
     if len(launches) <= 1:
         for c in launches:
             c()
+        return
+    threads = num_threads()
+    if len(launches) > threads:  # more launches than threads: waves of ``threads`` (never more threads than cores)
+        for i in range(0, len(launches), threads):
+            run_parallel(launches[i:i + threads])
         return
     from trnlang.runtime import hostpool
 
