@@ -205,6 +205,9 @@ def _product(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, out: t
     return out
 
 
+#: Column blocks of a product split by columns are multiples of this (the widest gemm micro-tile, avx512's 64): 1408
+#: columns (Llama's MLP) split 704 / 704, not 640 / 768 as with 128.
+_COL_ALIGN = 64
 #: Smallest product (multiply-adds) split across threads: about 50 us of gemm, well above the cost of a split
 #: (binding the launches and waking a native worker: ~10 us).
 SPLIT_MIN_MACS = 1 << 22
@@ -226,7 +229,7 @@ def _launch_split(a: torch.Tensor, b: torch.Tensor, bview: torch.Tensor | None, 
         # every part packs the whole of the operand it does not split: split the bigger one (nn.Linear's weight
         # when there are fewer rows than output features)
         U.run_parallel([_cols_part(a, b, bview, out, alpha, beta, lo, hi, adds)
-                        for lo, hi in U.chunks(n, threads, 128)])
+                        for lo, hi in U.chunks(n, threads, _COL_ALIGN)])
         return
     else:
         parts = [(slice(None), slice(lo, hi)) for lo, hi in U.chunks(m, threads, 128)]
