@@ -10,7 +10,9 @@ operand of the kernel (a ``[1, 1]`` device tensor), so every value runs the same
 :func:`scalar_key` returns it as the kernel reads it (rounded to bf16/fp16 first where torch rounds
 it: every op but ``mul``/``div`` on a bf16/fp16 tensor).
 
-Only calls whose lowering does not depend on the number's value beyond its type are given lanes:
+``x ** 2`` and ``x ** 3`` of float tensors, which the lowering gives kernels of their own (reading a scalar 0), have
+lanes keyed on the exponent. Otherwise, only calls whose lowering does not depend on the
+number's value beyond its type are given lanes:
 float tensors with any number, int32 tensors with a number in the int32 range, smaller integer and
 bool tensors with a float (and bool tensors with a bool). Others (int64 tensors, whose values are
 range-checked per call; ``uint8 + 300``) run the lowering.
@@ -84,10 +86,11 @@ def scalar_key(op: str, ints: bool = True) -> Callable[[Any, Any], tuple[Any, An
 
     def key(a: Any, s: Any) -> tuple[Any, Any] | None:
         ts = type(s)
-        if type(a) is not _Tensor or ts not in _NUMBERS or a.is_cpu or a.is_neg() or not a.is_contiguous() \
-                or s in own_kernel:
+        if type(a) is not _Tensor or ts not in _NUMBERS or a.is_cpu or a.is_neg() or not a.is_contiguous():
             return None
         dt = a.dtype
+        if s in own_kernel:  # compiled into its kernel (which reads a scalar 0): the number is part of the key
+            return ((dt, a.shape, ts, s), 0) if dt in _FLOATS else None
         if dt in _FLOATS:
             return (dt, a.shape, ts), (_half(s, dt) if rounds and dt in _HALF else s)
         if ts is float:

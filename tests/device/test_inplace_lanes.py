@@ -110,3 +110,29 @@ def test_inplace_lane_keeps_autograd_version_counter():
     v = a._version
     a.add_(b)  # a lane hit
     assert a._version == v + 1
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_same_operand_twice_and_own_kernel_powers_have_lanes(dtype):
+    """``x * x`` has a lane of its own (its launch reads operand 0 twice), which ``x * y`` of the same dtype and
+    shape never takes; ``x ** 2`` / ``x ** 3`` (kernels of their own) have lanes keyed on the exponent."""
+    x, y = _rand((5, 40), dtype, 7), _rand((5, 40), dtype, 8)
+    a, b = x.to("trn"), y.to("trn")
+    trnlang.reset_fallback_stats()
+    for _ in range(4):  # calls interleaved: every lane serves only its own kind of call
+        torch.testing.assert_close((a * a).cpu(), x * x, rtol=0, atol=0)
+        torch.testing.assert_close((a * b).cpu(), x * y, rtol=0, atol=0)
+        torch.testing.assert_close((b * b).cpu(), y * y, rtol=0, atol=0)
+        torch.testing.assert_close(a.pow(2).cpu(), x.pow(2), rtol=0, atol=0)
+        torch.testing.assert_close(a.pow(3).cpu(), x.pow(3), rtol=0, atol=0)
+        torch.testing.assert_close(b.pow(2.5).cpu(), y.pow(2.5), equal_nan=True)
+    c, z = a.clone(), x.clone()
+    for _ in range(3):
+        c.mul_(c)
+        z.mul_(z)
+        torch.testing.assert_close(c.cpu(), z, rtol=0, atol=0, equal_nan=True)
+    key = (dtype, torch.Size([5, 40]))
+    assert isinstance(REGISTRY[FUNCTIONAL["mul"]].fast.lanes.get((key, fastlane._DUP)), fastlane.Lane)
+    powl = REGISTRY["aten::pow.Tensor_Scalar"].fast.scalar_lanes
+    assert isinstance(powl.get((*key, int, 2)), fastlane.Lane) and isinstance(powl.get((*key, int, 3)), fastlane.Lane)
+    assert trnlang.fallback_stats() == {}
