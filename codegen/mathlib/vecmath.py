@@ -76,11 +76,9 @@ FLT_MIN = 1.1754943508222875e-38
 # ----------------------------------------------------------------------------- exp family
 
 
-def _exp_parts(m: Ops, x: Value) -> tuple[Value, Value, Value]:
-    """exp(x) = p * s1 * s2 with p in [0.7, 1.42] and s1, s2 normal powers of two.
-
-    Multiplying in that order rounds once even when the result is subnormal.  NaN
-    inputs give garbage (callers restore the NaN).
+def _exp_parts(m: Ops, x: Value) -> tuple[Value, Value]:
+    """exp(x) = p * 2**n with p in [0.7, 1.42] and ``n`` an integral float in [-217, 129] (scale with
+    ``m.scale2``: one rounding, a subnormal result included). NaN inputs give garbage (callers restore the NaN).
     """
     xc = m.clamp(x, -150.0, 89.0)
     n = m.call("rint", m.mul(xc, m.c(LOG2E)))
@@ -88,18 +86,15 @@ def _exp_parts(m: Ops, x: Value) -> tuple[Value, Value, Value]:
     r = m.fma(n, m.c(-LN2_LO), r)
     y = m.poly(r, EXP_P)
     p = m.add(m.fma(y, m.mul(r, r), r), m.c(1.0))
-    ni = m.to_int(n)
-    n1 = m.b.ashr(ni, m.ci(1))
-    n2 = m.b.sub(ni, n1)
-    return p, m.pow2i(n1), m.pow2i(n2)
+    return p, n
 
 
 def _exp_scaled(m: Ops, x: Value, factor: Value | None = None) -> Value:
     """``factor * exp(x)`` with one final rounding (no NaN handling)."""
-    p, s1, s2 = _exp_parts(m, x)
+    p, n = _exp_parts(m, x)
     if factor is not None:
         p = m.mul(factor, p)
-    return m.mul(m.mul(p, s1), s2)
+    return m.scale2(p, n)
 
 
 def emit_exp(builder: ir.IRBuilder, x: Value) -> Value:
@@ -151,14 +146,14 @@ def _x_sigmoid(m: Ops, x: Value | None, v: Value, v_lo: Value | None = None) -> 
     """
     neg = m.cmp("<", v, m.c(0.0))
     av = m.abs(v)
-    p, s1, s2 = _exp_parts(m, m.neg(av))
+    p, n = _exp_parts(m, m.neg(av))
     if v_lo is not None:  # e^-|v| * (1 - lo|v|)
         av_lo = m.sel(neg, m.neg(v_lo), v_lo)
         p = m.mul(p, m.sub(m.c(1.0), av_lo))
-    e = m.mul(m.mul(p, s1), s2)  # e^-|v| in (0, 1]
+    e = m.scale2(p, n)  # e^-|v| in (0, 1]
     s = m.div(m.c(1.0), m.add(m.c(1.0), e))
     xs = s if x is None else m.mul(x, s)
-    tiny = m.mul(m.mul(m.mul(xs, p), s1), s2)  # x s e^-|v|, rounded once
+    tiny = m.scale2(m.mul(xs, p), n)  # x s e^-|v|, rounded once
     tiny = m.sel(m.cmp(">", av, m.c(160.0)), m.copysign(m.c(0.0), xs), tiny)  # huge x * e^-160
     return m.sel(neg, tiny, xs)
 

@@ -118,6 +118,30 @@ class Ops:
         """2**n for an integer vector ``n`` in the normal exponent range."""
         return self.fbits(self.b.shl(self.b.add(n, self.ci(self.bias)), self.ci(self.mant)))
 
+    def scale2(self, v: Value, n: Value) -> Value:
+        """``v * 2**n`` for an integral-valued float ``n`` in [-2 * 126, 2 * 127], rounded once (a subnormal result
+        too): ``llvm.ldexp`` where the ISA path has AVX-512 (one ``vscalefps``; the loop vectorizer widens it), else
+        two exact power-of-two factors (the first product stays normal, so only the second rounds). The same bits
+        either way."""
+        ni = self.to_int(n)
+        if _ldexp_ok(self.ty):
+            fn = intrinsic(self.b.block.function.module, f"llvm.ldexp.{type_suffix(self.ty)}.{type_suffix(ni.type)}",
+                           self.ty, [self.ty, ni.type])
+            return self.b.call(fn, [v, ni])
+        n1 = self.b.ashr(ni, self.ci(1))
+        return self.mul(self.mul(v, self.pow2i(n1)), self.pow2i(self.b.sub(ni, n1)))
+
+
+#: ISA paths whose targets have AVX-512F (``vscalefps``)
+_AVX512_PATHS = ("amx", "avx512bf16", "avx512")
+
+
+def _ldexp_ok(ty: ir.Type) -> bool:
+    """``llvm.ldexp`` on ``ty`` lowers to ``vscalefps`` (fp32 on an AVX-512 path)."""
+    from codegen import isa
+
+    return isinstance(scalar_of(ty), ir.FloatType) and isa.selected().name in _AVX512_PATHS
+
 
 def ops_for(builder: ir.IRBuilder, x: Value) -> Ops:
     return Ops(builder, x.type)

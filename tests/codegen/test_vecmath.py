@@ -189,3 +189,20 @@ def test_exp_precise_matches_float64_oracle(kernels: MapKernels) -> None:
         ref = np.exp(x.astype(np.float64)).astype(np.float32)
     same = (got.view(np.int32) == ref.view(np.int32)) | (np.isnan(got) & np.isnan(ref))
     assert same.all(), x[~same][:10]
+
+
+@pytest.mark.parametrize("name", ["exp", "sigmoid", "tanh", "silu", "gelu_tanh", "softplus"])
+def test_power_of_two_scaling_paths_agree_bitwise(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """``Ops.scale2``: ``llvm.ldexp`` (one ``vscalefps`` on AVX-512 paths) and the two exact power-of-two factors
+    (other paths) give the same bits, subnormal and overflowing results included, vector body and scalar tail."""
+    from codegen.mathlib import vecmath_ops
+
+    ops = {name: (vecmath.UNARY[name], 1)}
+    rng = np.random.default_rng(7)
+    x = np.concatenate([rng.standard_normal(20001).astype(np.float32) * 40,
+                        np.linspace(-110.0, 95.0, 20001, dtype=np.float32), SPECIAL])
+    got = {}
+    for flag in (True, False):
+        monkeypatch.setattr(vecmath_ops, "_ldexp_ok", lambda ty, flag=flag: flag)
+        got[flag] = MapKernels(ops, prefix=f"sc{int(flag)}_")(name, x)
+    assert np.array_equal(got[True].view(np.uint32), got[False].view(np.uint32))
