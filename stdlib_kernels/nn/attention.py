@@ -241,6 +241,35 @@ def flash_bwd_q(q, k, v, m4, do, lse, dsum, dq, dbias, scale, spec):
 
 
 @trn.kernel
+def flash_bwd_one(q, k, v, m4, do, o, lse, dq, dk, dv, dbias, scale, spec):
+    """The whole backward when the queries and the keys are one block each (``Sq, Sk <= 128``): per head ``P`` is
+    computed once (:func:`flash_bwd_q` and :func:`flash_bwd_kv` each recompute it) and FlashAttention-2's
+    ``D = rowsum(dO * O)`` in the same pass. ``dk`` / ``dv`` are per query head, as :func:`flash_bwd_kv`'s."""
+    sq, d, sk = q.shape[2], q.shape[3], k.shape[2]
+    cd = tl.arange(d)[None, :]
+    one = tl.arange(1)[None, :]
+    rq = tl.arange(BQ)[:, None]
+    rk = tl.arange(BK)[:, None]
+    kc = tl.arange(BK)[None, :]
+    for b, hkv, h in _heads(q, k):
+        qt = tl.load(q[b, h, rq, cd], mask=rq < sq).astype(tl.float32)                  # [BQ, d]
+        dot = tl.load(do[b, h, rq, cd], mask=rq < sq).astype(tl.float32)
+        di = tl.sum(dot * tl.load(o[b, h, rq, cd], mask=rq < sq).astype(tl.float32), axis=1, keepdims=True)
+        ls = tl.load(lse[b, h, rq, one], mask=rq < sq, other=math.inf)
+        kt = tl.load(k[b, hkv, rk, cd], mask=rk < sk).astype(tl.float32)                # [BK, d]
+        vt = tl.load(v[b, hkv, rk, cd], mask=rk < sk).astype(tl.float32)
+        s = tl.copy(tl.matmul(tl.transpose(qt), tl.transpose(kt), transpose_x=True)) * scale  # [BQ, BK]
+        p = tl.exp(_mask_scores(s, m4, b, h, rq, kc, sq, sk, spec) - ls)
+        dp = tl.copy(tl.matmul(tl.transpose(dot), tl.transpose(vt), transpose_x=True))
+        ds = p * (dp - di)
+        if spec.want_dbias:
+            tl.store(dbias[b, h, rq, kc], ds, mask=(rq < sq) & (kc < sk))
+        tl.store(dv[b, h, rk, cd], tl.matmul(p, dot, transpose_x=True), mask=rk < sk)
+        tl.store(dk[b, h, rk, cd], tl.matmul(ds, qt, transpose_x=True) * scale, mask=rk < sk)
+        tl.store(dq[b, h, rq, cd], tl.matmul(tl.transpose(ds), kt, transpose_x=True) * scale, mask=rq < sq)
+
+
+@trn.kernel
 def flash_bwd_dsum(do, o, dsum):
     """``dsum [B, H, Sq, 1] = rowsum(do * o)`` in fp32 (FlashAttention-2's ``D``, the backward's preprocessing) over
     any strides: ``do`` usually arrives as the transpose of a ``[B, S, H, D]`` gradient."""
@@ -382,21 +411,25 @@ def sdpa_overrideable_backward(grad_out: torch.Tensor, query: torch.Tensor, key:
     kind = _mask_kind(attn_bias, query.dtype)
     sc = _scale(scale, d)
     lse = logsumexp.reshape(b, hq, sq, 1)
-    dsum = torch.empty((b, hq, sq, 1), dtype=torch.float32, device="trn")
-    U.launch(flash_bwd_dsum, grad_out, out, dsum)()
     m4 = _expand_mask(attn_bias, query, key)
     want = list(grad_input_mask) + [False] * (4 - len(grad_input_mask))
-    dq = torch.empty(query.shape, dtype=query.dtype, device="trn")
+    dq = memory.empty(tuple(query.shape), query.dtype)
     want_db = bool(want[3]) and kind is MaskKind.FLOAT
-    dbias = torch.empty((b, hq, sq, sk), dtype=torch.float32, device="trn") if want_db else dq
-    _split_run(flash_bwd_q, [query, key, value, m4, grad_out, lse, dsum, dq, dbias], "qkkqqqqqq", sc,
-               _flash(kind, bool(is_causal), 0, False, want_db))
+    dbias = memory.empty((b, hq, sq, sk), torch.float32) if want_db else dq
     grp = hq // hk
     kv_dt = torch.float32 if grp > 1 else key.dtype
-    dk = torch.empty((b, hq, sk, d), dtype=kv_dt, device="trn")
-    dv = torch.empty((b, hq, sk, d), dtype=kv_dt, device="trn")
-    _split_run(flash_bwd_kv, [query, key, value, m4, grad_out, lse, dsum, dk, dv], "qkkqqqqqq", sc,
-               _flash(kind, bool(is_causal), 0, False, False))
+    dk = memory.empty((b, hq, sk, d), kv_dt)
+    dv = memory.empty((b, hq, sk, d), kv_dt)
+    if sq <= BQ and sk <= BK:  # one block each: one pass
+        _split_run(flash_bwd_one, [query, key, value, m4, grad_out, out, lse, dq, dk, dv, dbias], "qkkqqqqqqqq",
+                   sc, _flash(kind, bool(is_causal), 0, False, want_db))
+    else:
+        dsum = memory.empty((b, hq, sq, 1), torch.float32)
+        U.launch(flash_bwd_dsum, grad_out, out, dsum)()
+        _split_run(flash_bwd_q, [query, key, value, m4, grad_out, lse, dsum, dq, dbias], "qkkqqqqqq", sc,
+                   _flash(kind, bool(is_causal), 0, False, want_db))
+        _split_run(flash_bwd_kv, [query, key, value, m4, grad_out, lse, dsum, dk, dv], "qkkqqqqqq", sc,
+                   _flash(kind, bool(is_causal), 0, False, False))
     if grp > 1:
         dk = dk.view(b, hk, grp, sk, d).sum(2).to(key.dtype)
         dv = dv.view(b, hk, grp, sk, d).sum(2).to(value.dtype)
