@@ -2,8 +2,8 @@
 
 A lowering's Python (operand classification, type promotion, output allocation, the launch plan
 lookup) costs tens of microseconds; a 16-element ``x + y`` on the CPU costs about one. For the
-hottest shape of call (elementwise ops on contiguous tensors of one dtype and one shape, small
-enough to run as one launch) a lowering can register a *fast* function (``@lowering(...,
+hottest shape of call (elementwise ops on contiguous tensors of one dtype and one shape, run as one
+launch) a lowering can register a *fast* function (``@lowering(...,
 fast=...)``) that the registry tries first. It keys a :class:`Lane` on ``(dtype, shape)``:
 
 - on a miss the lowering runs normally while :func:`capture` records its kernel launch; if that
@@ -12,7 +12,9 @@ fast=...)``) that the registry tries first. It keys a :class:`Lane` on ``(dtype,
   of the operands in it;
 - on a hit the lane takes an output from its :class:`OutputPool`, and runs the launch on the new
   addresses through the pointer call's native trampoline (a four-argument ctypes call, the GIL
-  held: these launches last a microsecond).
+  held: these launches last a microsecond). A launch the runtime may split over the host threads
+  (``runtime/split.py``: a big op) runs through ``Launch.run`` on the new addresses instead, so it keeps
+  its threads (the lane keeps its recent launches).
 
 Tensor-scalar calls (``x * 2.5``, ``x + 1``, ``x > 0.5``) have lanes too (``scalar_key``): the
 lowering passes the Python number as a ``[1, 1]`` device tensor read by the kernel (a runtime
