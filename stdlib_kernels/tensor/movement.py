@@ -210,9 +210,10 @@ def _check_out(out: torch.Tensor, shape: Sequence[int], dtype: torch.dtype, inpu
     return not any(U.overlaps(out, t) for t in inputs if t.numel())
 
 
-@lowering("aten::cat", dtypes=DTYPES)
+@lowering("aten::cat", dtypes=(*DTYPES, torch.complex64))
 def cat(tensors: Sequence[torch.Tensor], dim: int = 0, *, out: torch.Tensor | None = None) -> Any:
-    """``torch.cat``: each input moved into its slice of the output (legacy ``(0,)`` tensors skipped).
+    """``torch.cat``: each input moved into its slice of the output (legacy ``(0,)`` tensors skipped); complex64
+    inputs as their real/imaginary planes.
 
     Example:
         >>> torch.cat([torch.ones(2, 3, device="trn"), torch.zeros(1, 3, device="trn")])  # doctest: +SKIP
@@ -220,6 +221,8 @@ def cat(tensors: Sequence[torch.Tensor], dim: int = 0, *, out: torch.Tensor | No
     tensors = list(tensors)
     if not tensors or not all(U.is_trn(t) for t in tensors):
         return decline("no tensors, or a tensor not on trn")
+    if any(t.dtype == torch.complex64 for t in tensors):
+        return _cat_complex(tensors, dim, out)
     dtype = functools.reduce(torch.promote_types, [t.dtype for t in tensors])
     live = [t for t in tensors if not (t.dim() == 1 and t.numel() == 0)]
     if not live:
@@ -237,15 +240,47 @@ def cat(tensors: Sequence[torch.Tensor], dim: int = 0, *, out: torch.Tensor | No
         out = torch.empty(shape, dtype=dtype, device="trn")
     elif not _check_out(out, shape, out.dtype, tensors) or not torch.can_cast(dtype, out.dtype):
         return decline("out= not a trn tensor of the result's shape and a castable dtype, or expanded/overlapping")
-    if not all(_movable(t, out.dtype) for t in live):
-        return decline("an input of an unsupported dtype (or conj/neg bit), or a cast the move kernels do not do")
+    # a cast the move kernels do not do (int64 into float32, say) goes through the device's copy_
+    by_copy = [not _movable(t, out.dtype) for t in live]
+    if any(b and not _copyable(t, out.dtype) for t, b in zip(live, by_copy)):
+        return decline("an input of an unsupported dtype (or conj/neg bit), or a cast the device kernels do not do")
     off = 0
-    for t in live:
+    for t, b in zip(live, by_copy):
         n = t.shape[d]
         if n and t.numel():
-            move(out.narrow(d, off, n), t)
+            if b:
+                out.narrow(d, off, n).copy_(t)
+            else:
+                move(out.narrow(d, off, n), t)
         off += n
     return out
+
+
+def _cat_complex(tensors: list[torch.Tensor], dim: int, out: torch.Tensor | None) -> Any:
+    """``cat`` of complex64 tensors: of their ``[..., 2]`` real/imaginary planes (a trailing dim, so ``dim`` keeps
+    its meaning), viewed back as complex64."""
+    live = [t for t in tensors if not (t.dim() == 1 and t.numel() == 0)]
+    if not all(t.dtype == torch.complex64 and not t.is_conj() and not t.is_neg() for t in tensors) \
+            or (out is not None and out.dtype != torch.complex64) or not live:
+        return decline("complex64 mixed with other dtypes, a conj/neg bit, or an out= of another dtype")
+    nd = live[0].dim()
+    if nd == 0 or not -nd <= dim < nd:
+        return decline("dim out of range or a 0-dim tensor: torch raises")
+    planes = cat([torch.view_as_real(t) for t in live], dim % nd,
+                 out=torch.view_as_real(out) if out is not None else None)
+    if planes is NotImplemented:
+        return planes
+    return out if out is not None else torch.view_as_complex(planes)
+
+
+def _copyable(t: torch.Tensor, dst_dtype: torch.dtype) -> bool:
+    """``copy_`` casts ``t`` into ``dst_dtype`` natively where the move kernels (which carry 8-byte dtypes only
+    unchanged) do not: an int64 input into a float output, a narrower integer or bool input into an int64 one."""
+    if not U.is_trn(t) or t.dtype not in DTYPES or t.dtype == torch.float64 or t.is_conj() or t.is_neg():
+        return False
+    if dst_dtype == torch.int64:
+        return not t.dtype.is_floating_point
+    return dst_dtype in _KERNEL_DTYPES and dst_dtype.is_floating_point
 
 
 def _wrap_dims(dims: Sequence[int], nd: int) -> list[int] | None:
