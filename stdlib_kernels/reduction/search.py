@@ -224,9 +224,21 @@ def _operands_unfit(bd: Any, vals: Any) -> str | None:
     return None
 
 
+def _common_dtype(bd: Any, vals: Any) -> tuple[Any, Any]:
+    """Boundaries and values of different dtypes converted to their common one (the CPU's rule), where the
+    kernel takes it; otherwise unchanged."""
+    if U.is_trn(bd) and U.is_trn(vals) and bd.dtype != vals.dtype and not (bd.is_neg() or vals.is_neg()):
+        common = torch.promote_types(bd.dtype, vals.dtype)
+        if common in (*_SEARCH_DTYPES, *_INT_DTYPES):
+            return bd.to(common), vals.to(common)
+    return bd, vals
+
+
 def _search(bd: Any, vals: torch.Tensor, out_int32: bool, right: bool, side: str | None,
             sorter: Any) -> Any:
-    """``torch.searchsorted(bd, vals, ...)``; NotImplemented for anything torch would reject."""
+    """``torch.searchsorted(bd, vals, ...)``; NotImplemented for anything torch would reject. Boundaries and values
+    of different dtypes are both converted to their common dtype first, as the CPU's kernel does."""
+    bd, vals = _common_dtype(bd, vals)
     why = _operands_unfit(bd, vals)
     if why:
         return decline(why)
@@ -296,7 +308,7 @@ def searchsorted_scalar(sorted_sequence: torch.Tensor, self: Any, *, out_int32: 
     return _search(sorted_sequence, v, out_int32, right, side, sorter)
 
 
-@lowering("aten::bucketize.Tensor", dtypes=_SEARCH_DTYPES)
+@lowering("aten::bucketize.Tensor", dtypes=(*_SEARCH_DTYPES, *_INT_DTYPES))
 def bucketize(self: torch.Tensor, boundaries: torch.Tensor, *, out_int32: bool = False, right: bool = False) -> Any:
     """Bucket index of every element of ``self`` (1-D ``boundaries``)."""
     if not U.is_trn(boundaries) or boundaries.dim() != 1:
@@ -304,7 +316,7 @@ def bucketize(self: torch.Tensor, boundaries: torch.Tensor, *, out_int32: bool =
     return _search(boundaries, self, out_int32, right, None, None)
 
 
-@lowering("aten::bucketize.Scalar", dtypes=_SEARCH_DTYPES)
+@lowering("aten::bucketize.Scalar", dtypes=(*_SEARCH_DTYPES, *_INT_DTYPES))
 def bucketize_scalar(self: Any, boundaries: torch.Tensor, *, out_int32: bool = False, right: bool = False) -> Any:
     """Bucket index of a Python number (0-dim result)."""
     if not U.is_trn(boundaries) or boundaries.dim() != 1:

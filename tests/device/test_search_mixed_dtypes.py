@@ -1,0 +1,42 @@
+"""``searchsorted`` / ``bucketize`` with boundaries and values of different dtypes (issue 22: declined), and
+``bucketize`` of integer tensors: both operands are converted to their common dtype first, as the CPU's kernel
+does; results equal the CPU's, natively. Integers beyond +-2^24 (the kernel compares in fp32) still decline."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import trnlang
+
+_DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.int32, torch.int16, torch.uint8]
+
+
+@pytest.mark.parametrize("bd_dtype", _DTYPES)
+@pytest.mark.parametrize("val_dtype", _DTYPES)
+def test_mixed_dtype_search_matches_cpu(bd_dtype, val_dtype):
+    g = torch.Generator().manual_seed(1)
+    bd = torch.sort(torch.randint(0, 120, (3, 17), generator=g)).values.to(bd_dtype)
+    vals = (torch.rand(3, 9, generator=g) * 130).to(val_dtype)
+    trnlang.reset_fallback_stats()
+    for right in (False, True):
+        got = torch.searchsorted(bd.to("trn"), vals.to("trn"), right=right)
+        assert torch.equal(got.cpu(), torch.searchsorted(bd, vals, right=right))
+        got = torch.bucketize(vals.to("trn"), bd[0].to("trn"), right=right, out_int32=True)
+        want = torch.bucketize(vals, bd[0], right=right, out_int32=True)
+        assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
+    assert trnlang.fallback_stats() == {}
+
+
+def test_wide_integers_still_decline():
+    """int64 boundaries and values beyond +-2^24 run on the CPU (correct, counted as a fallback); an int64/float32
+    pair is searched in float32 on both devices."""
+    bd = torch.tensor([1, 2**30, 2**31 + 1])
+    trnlang.reset_fallback_stats()
+    vals = torch.tensor([5, 2**31])
+    got = torch.searchsorted(bd.to("trn"), vals.to("trn"))
+    assert torch.equal(got.cpu(), torch.searchsorted(bd, vals)) and trnlang.fallback_stats() != {}
+    trnlang.reset_fallback_stats()
+    fvals = torch.tensor([5.0, 2.0**30])
+    got = torch.searchsorted(bd.to("trn"), fvals.to("trn"))
+    assert torch.equal(got.cpu(), torch.searchsorted(bd, fvals)) and trnlang.fallback_stats() == {}
