@@ -342,3 +342,20 @@ def test_profile_fractional_max_pool():
     prof = frac_max_pool.profile(x, s, out, idx, "1,32,32,1,16,16,1,2,2,0,1,0", (0.0, 2.0, 2.0), None)
     assert prof.time_us > 0 and all(0 <= e.utilization <= 1 for e in prof.engines.values())
     assert torch.equal(out.cpu(), x.cpu()[:, :, 0].gather(1, idx.cpu().view(128, -1)).view(128, 16, 16))
+
+
+@pytest.mark.parametrize("dtype,top", [(torch.uint8, 255), (torch.int8, 127), (torch.int16, 32767), (torch.bool, 1),
+                                       (torch.bfloat16, 256), (torch.float16, 2048)])
+def test_random_default_range(dtype, top):
+    """``x.random_()`` with no bounds draws torch's default range natively, ``[0, 2^mantissa_bits]`` for floats and
+    ``[0, max]`` for integers: every value in range, both ends reached, roughly uniform, seeded reproducibly."""
+    trnlang.reset_fallback_stats()
+    torch.manual_seed(11)
+    x = torch.empty(200_000, dtype=dtype, device="trn").random_()
+    c = x.cpu().to(torch.int64)
+    assert c.min().item() == 0 and c.max().item() == top
+    counts = torch.bincount(c, minlength=top + 1).double()
+    assert counts.min() > 0.5 * counts.mean() or top > 4096  # int16: too many bins for 200K draws to all land
+    torch.manual_seed(11)
+    assert torch.equal(torch.empty(200_000, dtype=dtype, device="trn").random_().cpu(), x.cpu())
+    assert trnlang.fallback_stats() == {}
