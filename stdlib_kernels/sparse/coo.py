@@ -33,7 +33,7 @@ _KEY = "SparsePrivateUse1"
 #: ATen ops whose ``SparseCPU`` kernel is device-generic metadata work, borrowed for sparse ``trn`` tensors.
 BORROWED = ("_sparse_coo_tensor_with_dims_and_tensors", "_sparse_coo_tensor_with_dims", "_indices", "_values",
             "indices", "values", "_nnz", "sparse_dim", "dense_dim", "is_coalesced", "_coalesced_", "_dimI",
-            "_dimV", "sparse_resize_", "sparse_resize_and_clear_")
+            "_dimV", "sparse_resize_", "sparse_resize_and_clear_", "copy_sparse_to_sparse_")
 
 #: op name -> the function registered at ``SparsePrivateUse1`` (data: what the docs and tests list)
 KERNELS: dict[str, Any] = {}
@@ -256,6 +256,78 @@ def neg(self: torch.Tensor) -> torch.Tensor:
 def mul_scalar(self: torch.Tensor, other: float) -> torch.Tensor:
     """Values times a number."""
     return _make(self._indices(), self._values() * other, self.shape, self.is_coalesced())
+
+
+@sparse_kernel("sub.Tensor")
+def sub(self: torch.Tensor, other: torch.Tensor, *, alpha: float = 1) -> torch.Tensor:
+    """``self - alpha * other``: :func:`add` with ``-alpha``."""
+    return add(self, other, alpha=-alpha)
+
+
+@sparse_kernel("div.Scalar")
+def div_scalar(self: torch.Tensor, other: Any) -> torch.Tensor:
+    """Values divided by a number (or a 0-dim tensor)."""
+    return _make(self._indices(), self._values() / other, self.shape, self.is_coalesced())
+
+
+@sparse_kernel("div.Tensor")
+def div(self: torch.Tensor, other: Any) -> torch.Tensor:
+    """A sparse ``self`` divided by a number or a 0-dim dense tensor (torch's CPU accepts no other divisor)."""
+    if not isinstance(other, torch.Tensor) or (not other.is_sparse and other.dim() == 0):
+        return div_scalar(self, other)
+    raise RuntimeError("Sparse division requires a scalar or zero-dim dense tensor divisor")
+
+
+@sparse_kernel("div_.Tensor")
+def div_(self: torch.Tensor, other: Any) -> torch.Tensor:
+    """In place: values divided by a number or a 0-dim dense tensor."""
+    return _into(self, div(self, other))
+
+
+def _into(self: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+    """The in-place form of an op whose result is ``r``: a sparse ``self`` takes ``r``'s indices and values (torch's
+    ``copy_sparse_to_sparse_``), a dense one ``r``'s numbers."""
+    if self.is_sparse:
+        if not r.is_sparse:
+            raise RuntimeError("trn: a sparse tensor cannot hold a dense in-place result")
+        return torch.ops.aten.copy_sparse_to_sparse_(self, r)
+    return self.copy_(r)
+
+
+@sparse_kernel("add_.Tensor")
+def add_(self: torch.Tensor, other: torch.Tensor, *, alpha: float = 1) -> torch.Tensor:
+    """In place: ``dense += sparse`` (scatter-add) or ``sparse += sparse``."""
+    return _into(self, add(self, other, alpha=alpha))
+
+
+@sparse_kernel("sub_.Tensor")
+def sub_(self: torch.Tensor, other: torch.Tensor, *, alpha: float = 1) -> torch.Tensor:
+    """In place ``self -= alpha * other``."""
+    return _into(self, add(self, other, alpha=-alpha))
+
+
+@sparse_kernel("mul_.Tensor")
+def mul_(self: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+    """In place: a sparse ``self`` times a dense tensor or a 0-dim factor."""
+    return _into(self, mul(self, other))
+
+
+@sparse_kernel("mul_.Scalar")
+def mul_scalar_(self: torch.Tensor, other: float) -> torch.Tensor:
+    """In place: values times a number."""
+    return _into(self, mul_scalar(self, other))
+
+
+@sparse_kernel("div_.Scalar")
+def div_scalar_(self: torch.Tensor, other: float) -> torch.Tensor:
+    """In place: values divided by a number."""
+    return _into(self, div_scalar(self, other))
+
+
+@sparse_kernel("zero_")
+def zero_(self: torch.Tensor) -> torch.Tensor:
+    """No nonzeros left (the size is kept)."""
+    return torch.ops.aten.sparse_resize_and_clear_(self, list(self.shape), self.sparse_dim(), self.dense_dim())
 
 
 def dense_to_sparse(self: torch.Tensor, sparse_dim: int | None = None) -> torch.Tensor:

@@ -1,0 +1,66 @@
+"""In-place and remaining elementwise ops of sparse COO tensors on trn (issue 22: ``add_`` / ``mul_`` / ``sub_`` /
+``div_`` / ``zero_`` had no SparsePrivateUse1 kernel): ``dense.add_(sparse)`` scatter-adds, a sparse ``self`` takes
+the result's indices and values (``copy_sparse_to_sparse_``); values and sparsity equal the CPU's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import trnlang
+
+
+def _sparse(shape, nnz, seed, dense_dims=0):
+    g = torch.Generator().manual_seed(seed)
+    sd = len(shape) - dense_dims
+    idx = torch.stack([torch.randint(0, shape[d], (nnz,), generator=g) for d in range(sd)])  # duplicates possible
+    vals = torch.randn((nnz, *shape[sd:]), generator=g)
+    return torch.sparse_coo_tensor(idx, vals, shape)
+
+
+def _same(got, want):
+    got = got.cpu()
+    assert got.is_sparse == want.is_sparse and got.dtype == want.dtype
+    if got.is_sparse:
+        torch.testing.assert_close(got.to_dense(), want.to_dense(), rtol=1e-6, atol=1e-6)
+    else:
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+
+
+OPS = {
+    "dense.add_(s)": lambda d, s, s2: d.clone().add_(s),
+    "dense.add_(s, alpha)": lambda d, s, s2: d.clone().add_(s, alpha=-1.5),
+    "dense.sub_(s)": lambda d, s, s2: d.clone().sub_(s),
+    "s.add_(s2)": lambda d, s, s2: s.clone().add_(s2),
+    "s.sub_(s2, alpha)": lambda d, s, s2: s.clone().sub_(s2, alpha=0.5),
+    "s - s2": lambda d, s, s2: s - s2,
+    "s.mul_(2.5)": lambda d, s, s2: s.clone().mul_(2.5),
+    "s.mul_(d)": lambda d, s, s2: s.clone().mul_(d),
+    "s.div_(4)": lambda d, s, s2: s.clone().div_(4.0),
+    "s / 0-dim": lambda d, s, s2: s / torch.tensor(3.0, device=d.device),
+    "s.zero_()": lambda d, s, s2: s.clone().zero_(),
+}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(op=st.sampled_from(sorted(OPS)), shape=st.sampled_from([(4, 5), (3, 1), (2, 3, 4)]),
+       nnz=st.sampled_from([0, 1, 7]), coalesced=st.booleans())
+def test_inplace_sparse_ops_match_cpu(op, shape, nnz, coalesced):
+    s, s2 = _sparse(shape, nnz, 1), _sparse(shape, max(nnz, 2), 2)
+    if coalesced:
+        s, s2 = s.coalesce(), s2.coalesce()
+    d = torch.randn(shape, generator=torch.Generator().manual_seed(3))
+    trnlang.reset_fallback_stats()
+    got = OPS[op](d.to("trn"), s.to("trn"), s2.to("trn"))
+    _same(got, OPS[op](d, s, s2))
+    assert trnlang.fallback_stats() == {}
+
+
+def test_inplace_returns_self_and_division_errors_like_cpu():
+    s = _sparse((4, 5), 6, 7).to("trn")
+    assert s.add_(s) is s and s.mul_(2.0) is s and s.div_(2.0) is s and s.zero_() is s
+    assert s._nnz() == 0 and tuple(s.shape) == (4, 5)
+    with pytest.raises(RuntimeError, match="scalar or zero-dim dense tensor divisor"):
+        s / torch.randn(4, 5, device="trn")
