@@ -89,7 +89,9 @@ def matmul(a, b, bias, out, alpha, beta, adds=False):
                 tl.store(_at(out, bi, im, jn), res, mask=mo, accumulate="add" if adds else None)
 
 
-_MM_DTYPES = U.FLOAT_DTYPES
+#: integer dtypes multiplied through the fp32 kernels when every partial sum is exact there (see :func:`_int_matmul`)
+_INT_MM = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+_MM_DTYPES = (*U.FLOAT_DTYPES, *_INT_MM)
 _NOT_REAL = "alpha or beta not a real number"
 
 
@@ -150,8 +152,43 @@ def _bias_ok(bias: torch.Tensor, dtype: torch.dtype, shape: tuple[int, ...]) -> 
     return U.broadcast_shape(bias.shape, shape) == tuple(shape)
 
 
+def _maxabs(t: torch.Tensor) -> int:
+    """The largest magnitude of an integer ``trn`` tensor (two reductions on the device, one host sync each)."""
+    return 0 if t.numel() == 0 else max(int(t.max()), -int(t.min()))
+
+
+def _int_matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, alpha: float, beta: float,
+                out: torch.Tensor | None, batched: bool) -> Any:
+    """An integer product: the fp32 kernels, when the operands' magnitudes (checked on the device) bound every
+    partial sum below 2^24 and below the dtype's range, so the fp32 result is the exact integer (and no integer
+    sum wraps); otherwise declined (the CPU computes it)."""
+    if not (U.is_trn(a) and U.is_trn(b)) or a.dtype != b.dtype or (bias is not None and bias.dtype != a.dtype):
+        return decline("integer operands of different dtypes, or not on trn")
+    if not (alpha.is_integer() and beta.is_integer()):
+        return decline("a non-integer alpha/beta with integer operands: torch raises")
+    if out is not None and (not U.is_trn(out) or out.dtype != a.dtype):
+        return decline(_BAD_OUT)
+    if beta == 0.0:
+        bias = None  # torch ignores self when beta == 0 (mv passes its uninitialised output)
+    k = a.shape[-1] if a.dim() else 0
+    total = abs(alpha) * _maxabs(a) * _maxabs(b) * k + (abs(beta) * _maxabs(bias) if bias is not None else 0)
+    if total >= min(2**24, torch.iinfo(a.dtype).max + 1):
+        return decline("integer products whose sums may be inexact in fp32 or wrap in the dtype")
+    fb = bias.float() if bias is not None else None
+    r = _matmul(a.float(), b.float(), fb, alpha, beta, None, batched)
+    if r is NotImplemented:
+        return r
+    if out is None:
+        return r.to(a.dtype)
+    if out.numel() == 0 and tuple(out.shape) != tuple(r.shape):
+        out.resize_(r.shape)
+    return out.copy_(r)
+
+
 def _matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, alpha: float, beta: float,
             out: torch.Tensor | None, batched: bool) -> Any:
+    if a.dtype in _INT_MM:
+        return _int_matmul(a, b, bias, alpha, beta, out, batched)
     rank = 3 if batched else 2
     if not (U.is_trn(a) and U.is_trn(b)) or a.dim() != rank or b.dim() != rank:
         return decline(f"operands not {rank}-D trn tensors: torch raises for other ranks")
@@ -362,7 +399,7 @@ def batch_sum_matmul(a, b, bias, out, alpha, beta):
             tl.store(out[im, jn], res, mask=mo)
 
 
-@lowering("aten::addbmm", dtypes=_MM_DTYPES, accepts=Accepts(tensors=("self", "batch1", "batch2"), same_dtype=True))
+@lowering("aten::addbmm", dtypes=U.FLOAT_DTYPES, accepts=Accepts(tensors=("self", "batch1", "batch2"), same_dtype=True))
 def addbmm(self: torch.Tensor, batch1: torch.Tensor, batch2: torch.Tensor, *, beta: Any = 1, alpha: Any = 1,
            out: torch.Tensor | None = None) -> Any:
     """``beta * self + alpha * sum_b batch1[b] @ batch2[b]``: one kernel, the batch summed in PSUM.

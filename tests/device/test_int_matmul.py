@@ -1,0 +1,51 @@
+"""Integer matrix products on trn (issue 22: int64 ``mm``/``bmm``/``dot``/``addmm``/``addmv`` fell back): the fp32
+kernels run them when the operands' magnitudes (checked on the device) keep every partial sum exact in fp32 and
+inside the dtype; the results equal the CPU's integers exactly. Larger magnitudes run on the CPU, also exactly."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import trnlang
+
+OPS = {
+    "mm": lambda a, b, c, v: torch.mm(a, b),
+    "matmul3d": lambda a, b, c, v: torch.matmul(a.unsqueeze(0).expand(2, -1, -1), b),
+    "bmm": lambda a, b, c, v: torch.bmm(a.unsqueeze(0), b.unsqueeze(0)),
+    "addmm": lambda a, b, c, v: torch.addmm(c, a, b, beta=2, alpha=-3),
+    "mv": lambda a, b, c, v: torch.mv(a, v),
+    "addmv": lambda a, b, c, v: torch.addmv(c[:1].expand(a.shape[0]).contiguous(), a, v, beta=-1, alpha=2),
+    "dot": lambda a, b, c, v: torch.dot(v, v),
+    "addr": lambda a, b, c, v: torch.addr(a, a[:, 0].contiguous(), v, alpha=2),
+}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(op=st.sampled_from(sorted(OPS)), dtype=st.sampled_from([torch.int64, torch.int32, torch.int16]),
+       m=st.sampled_from([0, 1, 5]), k=st.sampled_from([1, 7, 130]), n=st.sampled_from([1, 3]))
+def test_small_integer_products_run_natively(op, dtype, m, k, n):
+    g = torch.Generator().manual_seed(m * 100 + k * 10 + n)
+    a = torch.randint(-9, 10, (m, k), generator=g, dtype=dtype)
+    b = torch.randint(-9, 10, (k, n), generator=g, dtype=dtype)
+    c = torch.randint(-9, 10, (n,), generator=g, dtype=dtype)
+    v = torch.randint(-9, 10, (k,), generator=g, dtype=dtype)
+    if op == "addr" and m == 0:
+        return
+    trnlang.reset_fallback_stats()
+    got = OPS[op](*(t.to("trn") for t in (a, b, c, v)))
+    want = OPS[op](a, b, c, v)
+    assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
+    assert trnlang.fallback_stats() == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_large_integer_products_stay_exact(dtype):
+    """Magnitudes whose sums fp32 cannot hold exactly take the CPU (counted as a fallback), with its exact result."""
+    a = torch.full((4, 8), 5000, dtype=dtype)
+    b = torch.full((8, 2), 3001, dtype=dtype)
+    trnlang.reset_fallback_stats()
+    got = torch.mm(a.to("trn"), b.to("trn"))
+    assert torch.equal(got.cpu(), a @ b) and trnlang.fallback_stats() != {}
