@@ -118,8 +118,34 @@ def where(condition: Any, self: Any, other: Any, *, out: torch.Tensor | None = N
     if not U.is_trn(condition) or condition.dtype != torch.bool:
         return decline("condition not a bool trn tensor")
     rdt = torch.result_type(self, other)
+    if rdt == torch.int64 and all(U.is_trn(t) and t.dtype == torch.int64 for t in (self, other)):
+        return _where_words(condition, self, other, out)
     c = _ct(rdt)
     return run_ternary("where", (condition, self, other), out, rdt, ("bool", c, c))
+
+
+def _words(t: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    """An int64 ``trn`` tensor broadcast to ``shape``, seen as its int32 words: ``[*shape, 2]``, strides doubled."""
+    t = t.expand(shape)
+    base = torch.empty(0, dtype=torch.int32, device="trn").set_(t.untyped_storage())
+    return torch.as_strided(base, (*shape, 2), (*[2 * st for st in t.stride()], 1), 2 * t.storage_offset())
+
+
+def _where_words(condition: torch.Tensor, self: torch.Tensor, other: torch.Tensor, out: torch.Tensor | None) -> Any:
+    """``where`` of two int64 tensors, exact for every value: a selection of int32 word pairs (no arithmetic, so
+    no range check)."""
+    shape = P.broadcast_shape([condition, self, other])
+    if shape is None:
+        return decline("operands do not broadcast: torch raises")
+    res = P.prepare_out(shape, torch.int64, [condition, self, other], out)
+    if res is None:
+        return decline("out= not a trn tensor of the result's shape and dtype, or overlapping an input")
+    if res.numel() == 0:
+        return res
+    cond = condition.expand(shape).unsqueeze(-1).expand(*shape, 2)
+    r = run_ternary("where", (cond, _words(self, shape), _words(other, shape)), _words(res, shape), torch.int32,
+                    ("bool", "i32", "i32"))
+    return r if r is NotImplemented else res
 
 
 @lowering("aten::where.ScalarSelf", dtypes=P.OPERAND_DTYPES)

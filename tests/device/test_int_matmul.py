@@ -1,6 +1,7 @@
 """Integer matrix products on trn (issue 22: int64 ``mm``/``bmm``/``dot``/``addmm``/``addmv`` fell back): the fp32
 kernels run them when the operands' magnitudes (checked on the device) keep every partial sum exact in fp32 and
-inside the dtype; the results equal the CPU's integers exactly. Larger magnitudes run on the CPU, also exactly."""
+inside the dtype; the results equal the CPU's integers exactly. Larger magnitudes run on the CPU, also exactly.
+Also ``where`` of int64 tensors, exact for every value."""
 
 from __future__ import annotations
 
@@ -49,3 +50,22 @@ def test_large_integer_products_stay_exact(dtype):
     trnlang.reset_fallback_stats()
     got = torch.mm(a.to("trn"), b.to("trn"))
     assert torch.equal(got.cpu(), a @ b) and trnlang.fallback_stats() != {}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shapes=st.sampled_from([((7,), (7,), (7,)), ((3, 7), (7,), (3, 1)), ((2, 3, 4), (1, 3, 1), (2, 3, 4)),
+                               ((0, 5), (5,), (5,))]), transposed=st.booleans(), seed=st.integers(0, 99))
+def test_where_of_int64_selects_every_value_exactly(shapes, transposed, seed):
+    """``torch.where`` of two int64 tensors selects int32 word pairs: values beyond 2^31 (which int32 arithmetic
+    would wrap, and which used to fall back) come through exactly, broadcast and strided operands included."""
+    g = torch.Generator().manual_seed(seed)
+    sc, sx, sy = shapes
+    c = torch.rand(sc, generator=g) > 0.5
+    x = torch.randint(-2**62, 2**62, sx, generator=g)
+    y = torch.randint(-2**62, 2**62, sy, generator=g)
+    if transposed and len(sy) == 2:
+        y = y.t().contiguous().t()
+    trnlang.reset_fallback_stats()
+    got = torch.where(c.to("trn"), x.to("trn"), y.to("trn"))
+    assert got.dtype == torch.int64 and torch.equal(got.cpu(), torch.where(c, x, y))
+    assert trnlang.fallback_stats() == {}
