@@ -176,9 +176,13 @@ EW_OPS.update({
 })
 
 
-def _register(name: str, fn: Any, accepts: Accepts | None = None) -> None:
+#: integer dtypes ``hardtanh`` takes (as the integer ``clamp``)
+_INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
+
+def _register(name: str, fn: Any, accepts: Accepts | None = None, dtypes: Any = DTYPES) -> None:
     if f"aten::{name}" not in REGISTRY:
-        lowering(f"aten::{name}", dtypes=DTYPES, accepts=accepts)(fn)
+        lowering(f"aten::{name}", dtypes=dtypes, accepts=accepts)(fn)
 
 
 def _fw(op: str, self: Any, params: tuple, out: torch.Tensor | None) -> Any:
@@ -207,7 +211,15 @@ def leaky_relu(self: Any, negative_slope: Any = 0.01, *, out: torch.Tensor | Non
 
 
 def hardtanh(self: Any, min_val: Any = -1, max_val: Any = 1, *, out: torch.Tensor | None = None) -> Any:
-    """``aten::hardtanh`` (relu6 decomposes to it): ``min(max(x, min_val), max_val)``."""
+    """``aten::hardtanh`` (relu6 decomposes to it): ``min(max(x, min_val), max_val)``; an integer tensor with
+    integral bounds is the integer ``clamp``."""
+    if U.is_trn(self) and self.dtype in _INTS:
+        lo, hi = _num(min_val), _num(max_val)
+        if lo is None or hi is None or not (float(lo).is_integer() and float(hi).is_integer()):
+            return decline("an integer tensor with non-integral bounds")
+        if self.dtype == torch.uint8 and (lo < 0 or hi < 0):
+            raise RuntimeError("cannot do hardtanh on an unsigned type with negative limits")
+        return torch.clamp(self, int(lo), int(hi), out=out) if out is not None else torch.clamp(self, int(lo), int(hi))
     return _fw("hardtanh", self, (_num(min_val), _num(max_val)), out)
 
 
@@ -272,10 +284,11 @@ def log_sigmoid_forward(self: Any, *, output: Any = None, buffer: Any = None) ->
     return out, buf
 
 
-for _name, _fn in (("elu", elu), ("leaky_relu", leaky_relu), ("hardtanh", hardtanh), ("hardsigmoid", hardsigmoid),
+for _name, _fn in (("elu", elu), ("leaky_relu", leaky_relu), ("hardsigmoid", hardsigmoid),
                    ("hardswish", hardswish), ("mish", mish), ("softshrink", softshrink), ("hardshrink", hardshrink),
                    ("threshold", threshold)):
     _register(_name, _fn)
+_register("hardtanh", hardtanh, dtypes=(*DTYPES, *_INTS))
 # the declarative form: these check nothing themselves (dtypes= and accepts= say what they take)
 _register("glu", glu, Accepts(tensors=("self",)))
 _register("_prelu_kernel", prelu_kernel, Accepts(tensors=("self", "weight"), same_dtype=True))

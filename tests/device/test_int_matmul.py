@@ -1,7 +1,7 @@
 """Integer matrix products on trn (issue 22: int64 ``mm``/``bmm``/``dot``/``addmm``/``addmv`` fell back): the fp32
 kernels run them when the operands' magnitudes (checked on the device) keep every partial sum exact in fp32 and
 inside the dtype; the results equal the CPU's integers exactly. Larger magnitudes run on the CPU, also exactly.
-Also ``where`` of int64 tensors, exact for every value."""
+Also ``where`` of int64 tensors, exact for every value, and integer ``hardtanh``."""
 
 from __future__ import annotations
 
@@ -68,4 +68,24 @@ def test_where_of_int64_selects_every_value_exactly(shapes, transposed, seed):
     trnlang.reset_fallback_stats()
     got = torch.where(c.to("trn"), x.to("trn"), y.to("trn"))
     assert got.dtype == torch.int64 and torch.equal(got.cpu(), torch.where(c, x, y))
+    assert trnlang.fallback_stats() == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8])
+def test_integer_hardtanh_is_the_integer_clamp(dtype):
+    """``hardtanh`` / ``relu6`` of integer tensors natively (issue 22: int64 fell back), out= and in place; uint8
+    with a negative limit raises torch's error."""
+    x = torch.randint(0 if dtype == torch.uint8 else -50, 50, (4, 9), dtype=dtype)
+    F = torch.nn.functional
+    trnlang.reset_fallback_stats()
+    assert torch.equal(F.hardtanh(x.to("trn"), 3, 7).cpu(), F.hardtanh(x, 3, 7))
+    assert torch.equal(F.relu6(x.to("trn")).cpu(), F.relu6(x))
+    y = x.to("trn")
+    F.hardtanh(y, 2, 40, inplace=True)
+    assert torch.equal(y.cpu(), F.hardtanh(x, 2, 40))
+    if dtype == torch.uint8:
+        with pytest.raises(RuntimeError, match="unsigned type with negative limits"):
+            F.hardtanh(x.to("trn"))
+    else:
+        assert torch.equal(F.hardtanh(x.to("trn")).cpu(), F.hardtanh(x))
     assert trnlang.fallback_stats() == {}
