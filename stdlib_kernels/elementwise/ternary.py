@@ -112,16 +112,44 @@ def _ct(dt: torch.dtype) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- where
-@lowering("aten::where.self", dtypes=P.OPERAND_DTYPES)
+@lowering("aten::where.self", dtypes=(*P.OPERAND_DTYPES, torch.complex64))
 def where(condition: Any, self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
-    """``self`` where ``condition`` else ``other`` (condition: a bool tensor)."""
+    """``self`` where ``condition`` else ``other`` (condition: a bool tensor); int64 and complex64 tensors select
+    their int32 words / real-imaginary planes."""
     if not U.is_trn(condition) or condition.dtype != torch.bool:
         return decline("condition not a bool trn tensor")
     rdt = torch.result_type(self, other)
     if rdt == torch.int64 and all(U.is_trn(t) and t.dtype == torch.int64 for t in (self, other)):
         return _where_words(condition, self, other, out)
+    if rdt == torch.complex64:
+        return _where_planes(condition, self, other, out)
     c = _ct(rdt)
     return run_ternary("where", (condition, self, other), out, rdt, ("bool", c, c))
+
+
+def _where_planes(condition: torch.Tensor, self: Any, other: Any, out: torch.Tensor | None) -> Any:
+    """``where`` of complex64 tensors: the selection of their ``[..., 2]`` real/imaginary planes."""
+    ops = (self, other)
+    if not all(U.is_trn(t) and t.dtype == torch.complex64 and not t.is_conj() and not t.is_neg() for t in ops) \
+            or (out is not None and (not U.is_trn(out) or out.dtype != torch.complex64)):
+        return decline("complex64 mixed with numbers or other dtypes, a conj/neg bit, or an out= of another dtype")
+    shape = P.broadcast_shape([condition, self, other])
+    if shape is None:
+        return decline("operands do not broadcast: torch raises")
+    if out is None:
+        res = U.new_output(shape, torch.complex64)
+    else:
+        if out.numel() == 0 and tuple(out.shape) != shape:
+            out.resize_(shape)
+        if tuple(out.shape) != shape or any(U.overlaps(out, t) for t in (condition, self, other)):
+            return decline("out= not of the result's shape, or overlapping an input")
+        res = out
+    if res.numel() == 0:
+        return res
+    cond = condition.expand(shape).unsqueeze(-1).expand(*shape, 2)
+    planes = [torch.view_as_real(t.expand(shape)) for t in ops]
+    r = run_ternary("where", (cond, *planes), torch.view_as_real(res), torch.float32, ("bool", "f32", "f32"))
+    return r if r is NotImplemented else res
 
 
 def _words(t: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:

@@ -91,7 +91,7 @@ def matmul(a, b, bias, out, alpha, beta, adds=False):
 
 #: integer dtypes multiplied through the fp32 kernels when every partial sum is exact there (see :func:`_int_matmul`)
 _INT_MM = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
-_MM_DTYPES = (*U.FLOAT_DTYPES, *_INT_MM)
+_MM_DTYPES = (*U.FLOAT_DTYPES, *_INT_MM, torch.complex64)
 _NOT_REAL = "alpha or beta not a real number"
 
 
@@ -185,10 +185,37 @@ def _int_matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, alp
     return out.copy_(r)
 
 
+def _complex_matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, alpha: float, beta: float,
+                    out: torch.Tensor | None, batched: bool) -> Any:
+    """A complex64 product on real/imaginary planes: ``(ar br - ai bi) + i (ar bi + ai br)``, four fp32 products
+    (the FFT's representation); then ``beta * bias + alpha * product`` with real ``alpha``/``beta``."""
+    ops = [a, b] + ([bias] if bias is not None else [])
+    if not all(U.is_trn(t) and t.dtype == torch.complex64 for t in ops) or (out is not None and (
+            not U.is_trn(out) or out.dtype != torch.complex64)):
+        return decline("complex64 operands mixed with other dtypes, or an out= of another dtype")
+    a, b = a.resolve_conj().resolve_neg(), b.resolve_conj().resolve_neg()
+    ar, ai, br, bi = a.real.contiguous(), a.imag.contiguous(), b.real.contiguous(), b.imag.contiguous()
+    parts = [_matmul(x, y, None, 1.0, 1.0, None, batched) for x, y in ((ar, br), (ai, bi), (ar, bi), (ai, br))]
+    if any(p is NotImplemented for p in parts):
+        return NotImplemented
+    prod = torch.complex(parts[0].sub_(parts[1]), parts[2].add_(parts[3]))
+    if bias is not None and beta != 0.0:
+        prod = torch.add(bias * beta if beta != 1.0 else bias, prod * alpha if alpha != 1.0 else prod)
+    elif alpha != 1.0:
+        prod = prod * alpha
+    if out is None:
+        return prod
+    if out.numel() == 0 and tuple(out.shape) != tuple(prod.shape):
+        out.resize_(prod.shape)
+    return out.copy_(prod)
+
+
 def _matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, alpha: float, beta: float,
             out: torch.Tensor | None, batched: bool) -> Any:
     if a.dtype in _INT_MM:
         return _int_matmul(a, b, bias, alpha, beta, out, batched)
+    if a.dtype == torch.complex64:
+        return _complex_matmul(a, b, bias, alpha, beta, out, batched)
     rank = 3 if batched else 2
     if not (U.is_trn(a) and U.is_trn(b)) or a.dim() != rank or b.dim() != rank:
         return decline(f"operands not {rank}-D trn tensors: torch raises for other ranks")
@@ -333,8 +360,8 @@ def dot(self: torch.Tensor, tensor: torch.Tensor, *, out: torch.Tensor | None = 
 
 @lowering("aten::vdot", dtypes=_MM_DTYPES)
 def vdot(self: torch.Tensor, other: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
-    """``vdot`` of real vectors is ``dot`` (no conjugation for real dtypes)."""
-    return dot(self, other, out=out)
+    """``vdot``: ``dot`` of the conjugated first vector (no conjugation for real dtypes)."""
+    return dot(self.conj() if self.is_complex() else self, other, out=out)
 
 
 @lowering("aten::addr", dtypes=_MM_DTYPES,  # one fp32 rounding (the CPU rounds bf16 intermediates)
