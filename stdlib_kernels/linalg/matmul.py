@@ -197,7 +197,7 @@ def _complex_matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
     ar, ai, br, bi = a.real.contiguous(), a.imag.contiguous(), b.real.contiguous(), b.imag.contiguous()
     parts = [_matmul(x, y, None, 1.0, 1.0, None, batched) for x, y in ((ar, br), (ai, bi), (ar, bi), (ai, br))]
     if any(p is NotImplemented for p in parts):
-        return NotImplemented
+        return decline("a plane product the fp32 kernels declined")
     prod = torch.complex(parts[0].sub_(parts[1]), parts[2].add_(parts[3]))
     if bias is not None and beta != 0.0:
         prod = torch.add(bias * beta if beta != 1.0 else bias, prod * alpha if alpha != 1.0 else prod)
