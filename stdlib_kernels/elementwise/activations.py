@@ -219,7 +219,7 @@ def hardtanh(self: Any, min_val: Any = -1, max_val: Any = 1, *, out: torch.Tenso
             return decline("an integer tensor with non-integral bounds")
         if self.dtype == torch.uint8 and (lo < 0 or hi < 0):
             raise RuntimeError("cannot do hardtanh on an unsigned type with negative limits")
-        return torch.clamp(self, int(lo), int(hi), out=out) if out is not None else torch.clamp(self, int(lo), int(hi))
+        return torch.clamp(self, int(lo), int(hi), out=out)
     return _fw("hardtanh", self, (_num(min_val), _num(max_val)), out)
 
 

@@ -119,25 +119,24 @@ def where(condition: Any, self: Any, other: Any, *, out: torch.Tensor | None = N
     if not U.is_trn(condition) or condition.dtype != torch.bool:
         return decline("condition not a bool trn tensor")
     rdt = torch.result_type(self, other)
-    if rdt == torch.int64 and all(U.is_trn(t) and t.dtype == torch.int64 for t in (self, other)):
-        return _where_words(condition, self, other, out)
-    if rdt == torch.complex64:
-        return _where_planes(condition, self, other, out)
+    if rdt == torch.complex64 or (rdt == torch.int64 and all(U.is_trn(t) and t.dtype == rdt for t in (self, other))):
+        return _where_pairs(condition, self, other, out, rdt)
     c = _ct(rdt)
     return run_ternary("where", (condition, self, other), out, rdt, ("bool", c, c))
 
 
-def _where_planes(condition: torch.Tensor, self: Any, other: Any, out: torch.Tensor | None) -> Any:
-    """``where`` of complex64 tensors: the selection of their ``[..., 2]`` real/imaginary planes."""
-    ops = (self, other)
-    if not all(U.is_trn(t) and t.dtype == torch.complex64 and not t.is_conj() and not t.is_neg() for t in ops) \
-            or (out is not None and (not U.is_trn(out) or out.dtype != torch.complex64)):
-        return decline("complex64 mixed with numbers or other dtypes, a conj/neg bit, or an out= of another dtype")
+def _where_pairs(condition: torch.Tensor, self: torch.Tensor, other: torch.Tensor, out: torch.Tensor | None,
+                 dtype: torch.dtype) -> Any:
+    """``where`` of two ``dtype`` tensors (int64 or complex64) as a selection of element pairs, exact for every
+    value: int64 as its int32 words (no arithmetic, so no range check), complex64 as its real/imaginary planes."""
+    if not all(U.is_trn(t) and t.dtype == dtype and not t.is_conj() and not t.is_neg() for t in (self, other)) \
+            or (out is not None and (not U.is_trn(out) or out.dtype != dtype)):
+        return decline(f"{dtype} mixed with numbers or other dtypes, a conj/neg bit, or an out= of another dtype")
     shape = P.broadcast_shape([condition, self, other])
     if shape is None:
         return decline("operands do not broadcast: torch raises")
     if out is None:
-        res = U.new_output(shape, torch.complex64)
+        res = U.new_output(shape, dtype)
     else:
         if out.numel() == 0 and tuple(out.shape) != shape:
             out.resize_(shape)
@@ -146,33 +145,11 @@ def _where_planes(condition: torch.Tensor, self: Any, other: Any, out: torch.Ten
         res = out
     if res.numel() == 0:
         return res
+    pairs, ct, c = (U.int32_words, torch.int32, "i32") if dtype == torch.int64 else \
+        (torch.view_as_real, torch.float32, "f32")
     cond = condition.expand(shape).unsqueeze(-1).expand(*shape, 2)
-    planes = [torch.view_as_real(t.expand(shape)) for t in ops]
-    r = run_ternary("where", (cond, *planes), torch.view_as_real(res), torch.float32, ("bool", "f32", "f32"))
-    return r if r is NotImplemented else res
-
-
-def _words(t: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
-    """An int64 ``trn`` tensor broadcast to ``shape``, seen as its int32 words: ``[*shape, 2]``, strides doubled."""
-    t = t.expand(shape)
-    base = torch.empty(0, dtype=torch.int32, device="trn").set_(t.untyped_storage())
-    return torch.as_strided(base, (*shape, 2), (*[2 * st for st in t.stride()], 1), 2 * t.storage_offset())
-
-
-def _where_words(condition: torch.Tensor, self: torch.Tensor, other: torch.Tensor, out: torch.Tensor | None) -> Any:
-    """``where`` of two int64 tensors, exact for every value: a selection of int32 word pairs (no arithmetic, so
-    no range check)."""
-    shape = P.broadcast_shape([condition, self, other])
-    if shape is None:
-        return decline("operands do not broadcast: torch raises")
-    res = P.prepare_out(shape, torch.int64, [condition, self, other], out)
-    if res is None:
-        return decline("out= not a trn tensor of the result's shape and dtype, or overlapping an input")
-    if res.numel() == 0:
-        return res
-    cond = condition.expand(shape).unsqueeze(-1).expand(*shape, 2)
-    r = run_ternary("where", (cond, _words(self, shape), _words(other, shape)), _words(res, shape), torch.int32,
-                    ("bool", "i32", "i32"))
+    r = run_ternary("where", (cond, pairs(self.expand(shape)), pairs(other.expand(shape))), pairs(res), ct,
+                    ("bool", c, c))
     return r if r is NotImplemented else res
 
 

@@ -176,10 +176,13 @@ def _int_matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, alp
         return decline("integer products whose sums may be inexact in fp32 or wrap in the dtype")
     fb = bias.float() if bias is not None else None
     r = _matmul(a.float(), b.float(), fb, alpha, beta, None, batched)
-    if r is NotImplemented:
-        return r
+    return r if r is NotImplemented else _into(out, r, a.dtype)
+
+
+def _into(out: torch.Tensor | None, r: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``r`` as the result: a new ``dtype`` tensor, or copied into ``out`` (resized when empty, as torch does)."""
     if out is None:
-        return r.to(a.dtype)
+        return r.to(dtype)
     if out.numel() == 0 and tuple(out.shape) != tuple(r.shape):
         out.resize_(r.shape)
     return out.copy_(r)
@@ -203,11 +206,7 @@ def _complex_matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
         prod = torch.add(bias * beta if beta != 1.0 else bias, prod * alpha if alpha != 1.0 else prod)
     elif alpha != 1.0:
         prod = prod * alpha
-    if out is None:
-        return prod
-    if out.numel() == 0 and tuple(out.shape) != tuple(prod.shape):
-        out.resize_(prod.shape)
-    return out.copy_(prod)
+    return _into(out, prod, torch.complex64)
 
 
 def _matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, alpha: float, beta: float,

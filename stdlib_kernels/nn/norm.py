@@ -490,38 +490,31 @@ def native_layer_norm(input: torch.Tensor, normalized_shape: Sequence[int], weig
         spec = _ln_fwd_spec(float(eps), weight is not None, bias is not None, False, HOST_TILE)
         parts = _row_parts(r, n)
         if len(parts) == 1:
-            ln_fwd(_rows_piece(xc, r, n), w2, b2, _rows_piece(out, r, n), _rows_piece(mean, r, 1),
-                   _rows_piece(rstd, r, 1), spec)
+            U.launch(ln_fwd, *_ln_rows((xc, w2, b2, out, mean, rstd), n, 0, r), spec)()
         else:  # one launch per thread on disjoint row ranges; every operand is contiguous (made so above)
             key = (xc.dtype, w2.dtype, b2.dtype, r, n, spec, tuple(parts), xc.data_ptr(), w2.data_ptr(),
                    b2.data_ptr(), out.data_ptr(), mean.data_ptr(), rstd.data_ptr())
-            U.run_parallel(_LN_LAUNCHES.get(key, lambda: [_ln_part((xc, w2, b2, out, mean, rstd, spec), n, lo, hi)
-                                                          for lo, hi in parts]))
+            U.run_parallel(_LN_LAUNCHES.get(key, lambda: [
+                U.launch(ln_fwd, *_ln_rows((xc, w2, b2, out, mean, rstd), n, lo, hi), spec) for lo, hi in parts]))
     elif r:
         mean.fill_(float("nan"))
         rstd.fill_(float("nan"))
     return out, mean, rstd
 
 
-def _rows_piece(t: torch.Tensor, r: int, n: int) -> Any:
-    """A contiguous tensor as an ``[r, n]`` kernel argument (itself when it has that shape: no view)."""
-    if t.dim() == 2 and t.shape[0] == r:
-        return t
-    return U.piece(t, (r, n), (n, 1), t.storage_offset())
-
-
 _LN_LAUNCHES = U.BoundLaunches()
 
 
-def _ln_part(args: tuple[Any, ...], n: int, lo: int, hi: int) -> Any:
-    """The ``ln_fwd`` launch of rows ``[lo, hi)`` of contiguous tensors holding ``[r, n]`` rows (``[r, 1]`` stats):
-    row pieces (not a constant row range, so every block size shares the shape-polymorphic variant)."""
-    x, w2, b2, out, mean, rstd, spec = args
-
+def _ln_rows(ts: tuple[torch.Tensor, ...], n: int, lo: int, hi: int) -> list[Any]:
+    """``ln_fwd``'s tensors for rows ``[lo, hi)``: row pieces of the contiguous input and outputs (``[r, n]`` rows,
+    ``[r, 1]`` stats; a tensor that is exactly those rows is passed itself); weight and bias whole."""
     def rows(t: torch.Tensor, w: int) -> Any:
+        if lo == 0 and t.dim() == 2 and t.shape[0] == hi:
+            return t
         return U.piece(t, (hi - lo, w), (w, 1), t.storage_offset() + lo * w)
 
-    return U.launch(ln_fwd, rows(x, n), w2, b2, rows(out, n), rows(mean, 1), rows(rstd, 1), spec)
+    x, w2, b2, out, mean, rstd = ts
+    return [rows(x, n), w2, b2, rows(out, n), rows(mean, 1), rows(rstd, 1)]
 
 
 def _row_parts(r: int, n: int) -> list[tuple[int, int]]:

@@ -91,12 +91,6 @@ def tri3(x, out, k, upper):
                 tl.store(out[b, rows, cols], tl.where(keep, t, tl.zeros_like(t)), mask=m)
 
 
-def _words(t: torch.Tensor) -> torch.Tensor:
-    """An 8-byte-dtype tensor seen as int32 words: a trailing dim of 2, strides doubled."""
-    base = torch.empty(0, dtype=torch.int32, device="trn").set_(t.untyped_storage())
-    return torch.as_strided(base, (*t.shape, 2), (*[2 * s for s in t.stride()], 1), 2 * t.storage_offset())
-
-
 def _coalesce(shape: Sequence[int], sts: list[list[int]], flips: list[bool]) -> tuple[list[int], list[list[int]],
                                                                                           list[bool]]:
     dims = [i for i, n in enumerate(shape) if n != 1]
@@ -122,7 +116,7 @@ def move(dst: torch.Tensor, src: torch.Tensor, flip_dims: Sequence[int] = ()) ->
         return
     if src.dtype in _WIDE or dst.dtype in _WIDE:
         assert src.dtype == dst.dtype
-        dst, src = _words(dst), _words(src)
+        dst, src = U.int32_words(dst), U.int32_words(src)
     flips = [d in flip_dims for d in range(dst.dim())]
     sh, (ss, ds), fl = _coalesce(tuple(dst.shape), [list(src.stride()), list(dst.stride())], flips)
     if not sh:

@@ -2,7 +2,7 @@
 (``runtime/split.py``), and their fast lanes keep that split: a lane of a splittable launch runs it through
 ``Launch.run`` (timed whole at first, then in one part per thread) instead of the one-thread trampoline.
 Results equal torch's call after call: across the split decision, with new operand and output addresses every
-call (more than the lane keeps launches for), for tensor-tensor, tensor-scalar, unary and copy ops, and for
+call (more than its launch plan keeps launches for), for tensor-tensor, tensor-scalar, unary and copy ops, and for
 in-place ops (which the runtime does not split: they take per-thread flat pieces)."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def _rand(shape, seed, dtype=torch.float32):
 def test_binary_and_scalar_lanes_split_and_match(shape):
     trnlang.reset_fallback_stats()
     keep = []
-    for k in range(20):  # new tensors (addresses) each call; 20 > the launches a lane keeps
+    for k in range(20):  # new tensors (addresses) each call; 20 > the launches a plan keeps
         x, y = _rand(shape, k), _rand(shape, 100 + k)
         a, b = x.to("trn"), y.to("trn")
         keep.append((a, b))  # the addresses stay taken: every call binds new ones
@@ -41,7 +41,7 @@ def test_binary_and_scalar_lanes_split_and_match(shape):
     if shape != RAGGED_BIG:  # one launch (a ragged big 1-D op is one flat launch per thread: no lane)
         assert isinstance(lane, fastlane.Lane)
         if launch.num_threads() > 1 and lane.split is not None:  # decided after the timed runs: it splits
-            assert len(lane.launches) <= fastlane._LAUNCHES
+            assert len(lane.split._recent) <= launch.RECENT_LAUNCHES  # the plan's cache stays bounded
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

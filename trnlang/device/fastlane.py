@@ -14,7 +14,7 @@ fast=...)``) that the registry tries first. It keys a :class:`Lane` on ``(dtype,
   addresses through the pointer call's native trampoline (a four-argument ctypes call, the GIL
   held: these launches last a microsecond). A launch the runtime may split over the host threads
   (``runtime/split.py``: a big op) runs through ``Launch.run`` on the new addresses instead, so it keeps
-  its threads (the lane keeps its recent launches).
+  its threads (its plan keeps the launches of recent addresses).
 
 Tensor-scalar calls (``x * 2.5``, ``x + 1``, ``x > 0.5``) have lanes too (``scalar_key``): the
 lowering passes the Python number as a ``[1, 1]`` device tensor read by the kernel (a runtime
@@ -67,8 +67,6 @@ __all__ = ["Lane", "OutputPool", "capture", "stop_capture", "record_launch", "ma
 POOL_DEPTH = 4
 POOL_MAX_BYTES = 1 << 16
 MAX_LANES = 64
-#: launches (one per set of addresses) a lane of a splittable launch keeps
-_LAUNCHES = 16
 
 _uc = torch._C._storage_Use_Count
 _getref = sys.getrefcount
@@ -168,7 +166,7 @@ class Lane:
     """One compiled launch on fixed layouts: ``lane(*operands)`` -> a new output tensor."""
 
     __slots__ = ("tramp", "ctx", "call", "pool", "roles", "owner", "config", "variant", "sbuf", "sval", "inplace",
-                 "split", "launches")
+                 "split")
     tramp: Any  # the pointer call's trampoline (len(roles) pointers after ctx)
     ctx: int  # its context (entry, meta block, scratch arena, error record)
     call: PointerCall  # keeps the trampoline's context and the compiled code alive
@@ -181,7 +179,6 @@ class Lane:
     sval: Any  # a flat numpy view of sbuf (float32 or int32): each call writes its number there
     inplace: bool  # the launch writes operand 0 (``x.add_(y)``): no output is allocated, operand 0 is returned
     split: Any  # the LaunchPlan of a launch the runtime may split over the host threads (else None)
-    launches: dict[tuple[int, ...], Launch]  # split: the launches of recent addresses (their thread parts kept)
 
     def _ready(self) -> bool:
         if not PLANS.enabled or _ident() != self.owner or _inference():
@@ -241,19 +238,14 @@ class Lane:
 
     def _run_split(self, ptrs: tuple[int, ...]) -> bool:
         """Run a big launch as the lowering's launch runs (``Launch.run``: split over the host threads once
-        its first runs were timed long enough, ``runtime/split.py``); False: run it through the trampoline
-        (the plan decided to keep it whole: from now on every call does)."""
-        go = self.launches.get(ptrs)
-        if go is None or not go.variant.alive:
-            go = self.split.bind(ptrs)
-            if go is None:
-                return False
-            if len(self.launches) >= _LAUNCHES:
-                self.launches.clear()
-            self.launches[ptrs] = go
+        its first runs were timed long enough, ``runtime/split.py``; the plan keeps the launches of recent
+        addresses); False: run it through the trampoline (the plan decided to keep it whole: from now on every
+        call does)."""
+        go = self.split.bind(ptrs)
+        if go is None:
+            return False
         if not go.splittable:
             self.split = None
-            self.launches = {}
             return False
         go.run()  # a kernel error raises here, with the kernel's source line
         return True
@@ -341,7 +333,6 @@ def make_lane(rec: list[Any], operands: tuple[torch.Tensor, ...], out: Any, scal
     lane.pool = None if inplace else OutputPool(tuple(out.shape), out.dtype)
     lane.inplace = inplace
     lane.split = go.plan if go.splittable else None
-    lane.launches = {}
     lane.sbuf = lane.sval = None
     if sarg is not None:
         with torch.inference_mode(False):
