@@ -116,7 +116,7 @@ def plan_key(gm: fx.GraphModule, device_type: str = "trn") -> str:
     from trnlang._version import __version__
 
     parts = ["trnlang-compile-plan", __version__, torch.__version__, _sources_digest(), llvm.host_cpu_key(),
-             device_type, str(kernelgen.num_programs()), gm.code]
+             device_type, gm.code]
     parts += [f"{n.name}:{n.op}:{_meta_text(n.meta.get('val'))}" for n in gm.graph.nodes]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 

@@ -3,8 +3,10 @@
 The generated kernel sees every tensor as 2-D: full values ``[R, C]``, row values ``[R, 1]``, col
 inputs ``[1, C]``, scalars ``[1, 1]``. It walks the rows in tiles of ``P`` partitions (``P`` from the
 width ``C``, so a tile stays near 64 KiB), masks the ragged last tile with ``rows < n`` (``n`` is the
-runtime size ``R``), and reduces on the free axis. The launch grid is one program per host thread, each
-taking a contiguous block of row tiles; the grid is fixed, so a new ``R`` reuses the compiled code.
+runtime size ``R``), and reduces on the free axis. The launch grid is ``(1,)``: the row-tile loop is an
+``affine_range``, which the runtime splits into one contiguous block of tiles per host thread when the
+launch is long enough to pay for it (``trnlang/runtime/split.py``, on its native worker threads). Nothing
+in the source depends on ``R`` or on the thread count, so a new ``R`` reuses the compiled code.
 
 Example:
     >>> from trnlang.compile.kernelgen import rows_per_tile
@@ -42,10 +44,6 @@ def rows_per_tile(cols: int) -> int:
         p //= 2
     return p
 
-
-def num_programs() -> int:
-    """Programs in a generated kernel's grid: ``TRN_NUM_THREADS`` or the host's cores."""
-    return _config.current.num_threads
 
 
 @dataclass
@@ -138,7 +136,7 @@ def kernel_name(nodes: list[fx.Node], limit: int = 64) -> str:
     return "trn_fused_" + "_".join(parts)
 
 
-def generate(g: Group, users_outside: set[fx.Node], grid: int) -> tuple[str, str, list[Spec], list[Spec]]:
+def generate(g: Group, users_outside: set[fx.Node]) -> tuple[str, str, list[Spec], list[Spec]]:
     """(kernel name, source, input specs, output specs) of group ``g``.
 
     The source names no graph node, so groups that compute the same thing (the same block in every layer
@@ -159,12 +157,11 @@ def generate(g: Group, users_outside: set[fx.Node], grid: int) -> tuple[str, str
         f"    n = {rows_src[0]}.shape[0]",
         f"    c = {width}",
         "    p = rows_per_tile(c)",
-        f"    per = tl.cdiv(tl.cdiv(n, p), {grid})",
         "    cols = tl.arange(c)[None, :]",
         "    one = tl.arange(1)[None, :]",
         "    zero = tl.arange(1)[:, None]",
-        "    for j in tl.affine_range(per):",
-        "        rows = (tl.program_id(0) * per + j) * p + tl.arange(p)[:, None]",
+        "    for j in tl.affine_range(tl.cdiv(n, p)):",
+        "        rows = j * p + tl.arange(p)[:, None]",
         "        m = rows < n",
         *em.loads,
         *em.body,
@@ -237,21 +234,20 @@ class FusedKernel:
     """
 
     def __init__(self, kern: Any, name: str, source: str, inputs: list[Spec], outputs: list[Spec],
-                 recipe: list[tuple[int, int]], grid: int, nodes: tuple[str, ...] = ()) -> None:
+                 recipe: list[tuple[int, int]], nodes: tuple[str, ...] = ()) -> None:
         self.kern, self.name, self.source = kern, name, source
         self.nodes = nodes  # the graph names of the fused nodes (the kernel itself may serve several groups)
         self.roles = [s.role for s in inputs]
         self.outputs = [(s.role, s.dtype, s.keep_rank) for s in outputs]
         self.recipe = recipe
-        self.grid = grid
-        self.launch = kern[(grid,)]
+        self.launch = kern[(1,)]
         self.__name__ = name
         _LAUNCHERS.append(self)
 
     def profile(self, *ins: torch.Tensor) -> Any:
         """The simulated NeuronCore profile (``trn.Profile``) of this kernel on CPU inputs ``ins``."""
         views, _ = self._prepare(ins)
-        return self.kern.profile(*views, grid=(self.grid,))
+        return self.kern.profile(*views, grid=(1,))
 
     def __call__(self, *ins: torch.Tensor) -> tuple[torch.Tensor, ...]:
         views, outs = self._prepare(ins)
@@ -289,8 +285,7 @@ class FusedKernel:
 
 def build(g: Group, users_outside: set[fx.Node]) -> tuple[FusedKernel, list[fx.Node]] | None:
     """A launcher for ``g`` and the graph nodes it takes (None: its frame is not readable from its inputs)."""
-    grid = num_programs()
-    name, src, inputs, outputs = generate(g, users_outside, grid)
+    name, src, inputs, outputs = generate(g, users_outside)
     if not outputs or not any(s.role in (FULL, ROW) for s in inputs + outputs):
         return None
     recipe = _shape_recipe(g, inputs)
@@ -298,4 +293,4 @@ def build(g: Group, users_outside: set[fx.Node]) -> tuple[FusedKernel, list[fx.N
         return None
     kern = load_kernel(name, src)
     nodes = tuple(n.name for n in g.nodes)
-    return FusedKernel(kern, name, src, inputs, outputs, recipe, grid, nodes), [s.node for s in inputs]
+    return FusedKernel(kern, name, src, inputs, outputs, recipe, nodes), [s.node for s in inputs]

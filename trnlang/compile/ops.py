@@ -65,6 +65,10 @@ def _pow_scalar(a: list[str], kw: dict[str, Any]) -> str:
         return f"({a[0]} * {a[0]})"
     if e == 1:
         return a[0]
+    if e == 3:  # torch's CPU kernel special-cases 2, 3 and -2 the same way (bit-identical results)
+        return f"({a[0]} * {a[0]} * {a[0]})"
+    if e == -2:
+        return f"tl.reciprocal({a[0]} * {a[0]})"
     if e == 0.5:
         return f"tl.sqrt({a[0]})"
     if e == -0.5:

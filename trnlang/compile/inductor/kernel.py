@@ -13,7 +13,8 @@ variables (``xindex`` over the kept elements, ``r0_index`` over the reduced ones
 
 Loads and stores are masked with the runtime element count (``xindex < xnumel``), read from a size
 carrier (:mod:`trnlang.compile.inductor.runtime`), so one compiled kernel serves every batch size. The
-grid is one program per host thread, each taking a contiguous block of tiles. Index expressions with
+grid is ``(1,)``: the tile loop is an ``affine_range`` that the runtime splits into one contiguous block of
+tiles per host thread when a launch is long enough to pay for it. Index expressions with
 ``//`` and ``%`` that do not simplify to affine ones stay as they are (a gathered DMA); indirect indexing
 is not generated: those ops are lowered as extern calls of the device's own kernels
 (:mod:`trnlang.compile.inductor`).
@@ -40,7 +41,7 @@ from torch._inductor.virtualized import V
 from torch.utils._ordered_set import OrderedSet
 from torch.utils._sympy.symbol import SymT, symbol_is_type
 
-from trnlang.compile.kernelgen import TILE_ELEMS, num_programs, rows_per_tile
+from trnlang.compile.kernelgen import TILE_ELEMS, rows_per_tile
 
 __all__ = ["TrnKernel", "TrnScheduling", "TrnOverrides", "pointwise_width", "Unsupported"]
 
@@ -379,28 +380,25 @@ class TrnKernel(SIMDKernel):
                 lines.append(f"    {name} = {name}_n.shape[1]")
         xnumel = _pexpr(self.rename_indexing(self.numels["x"]))
         lines.append(f"    xnumel = {xnumel}")
-        grid = num_programs()
         if self.is_reduction_kernel():
             rnumel = self.numels["r0_"]
             if isinstance(rnumel, (int, sympy.Integer)) and int(rnumel) > MAX_REDUCTION:
                 raise Unsupported(f"a persistent reduction over {rnumel} > {MAX_REDUCTION} elements")
             lines += [f"    w = {_pexpr(self.rename_indexing(rnumel))}",
                       "    p = rows_per_tile(w)",
-                      f"    per = tl.cdiv(tl.cdiv(xnumel, p), {grid})",
                       "    cols = tl.arange(w)[None, :]",
                       "    z11 = tl.arange(1)[None, :]",
-                      "    for j in tl.affine_range(per):",
-                      "        rows = (tl.program_id(0) * per + j) * p + tl.arange(p)[:, None]",
+                      "    for j in tl.affine_range(tl.cdiv(xnumel, p)):",
+                      "        rows = j * p + tl.arange(p)[:, None]",
                       "        xmask = rows < xnumel"]
         else:
             w = self.width
             lines += [f"    w = {w}",
                       f"    p = {rows_per_tile(w)}",
-                      f"    per = tl.cdiv(tl.cdiv(xnumel, {w * rows_per_tile(w)}), {grid})",
                       "    cols = tl.arange(w)[None, :]",
                       "    z11 = tl.arange(1)[None, :]",
-                      "    for j in tl.affine_range(per):",
-                      "        rows = (tl.program_id(0) * per + j) * p + tl.arange(p)[:, None]",
+                      f"    for j in tl.affine_range(tl.cdiv(xnumel, {w * rows_per_tile(w)})):",
+                      "        rows = j * p + tl.arange(p)[:, None]",
                       "        xmask = rows * w + cols < xnumel",
                       "        rmask = rows * w < xnumel"]
         return lines
@@ -457,7 +455,7 @@ class TrnScheduling(SIMDScheduling):
         wrapper.src_to_kernel[src_code] = kernel_name
         source = src_code.replace("KERNEL_NAME", kernel_name)
         wrapper.add_import_once("from trnlang.compile.inductor.runtime import load_kernel as trn_load_kernel")
-        body = (f"trn_load_kernel({kernel_name!r}, {kernel.kinds!r}, {num_programs()}, '''\n"
+        body = (f"trn_load_kernel({kernel_name!r}, {kernel.kinds!r}, 1, '''\n"
                 f"{source}''')")
         origins, detailed = get_kernel_metadata(node_schedule, wrapper)
         wrapper.define_kernel(kernel_name, body, f"{origins}\n{detailed}", gpu=False)

@@ -67,7 +67,8 @@ class TrnInductorKernel:
     Args:
         name: the kernel's name (also its function name in ``source``).
         kinds: per parameter, ``"buf"`` (a tensor) or ``"size"`` (an int passed as a size carrier).
-        grid: programs in the launch grid.
+        grid: programs in the launch grid (1 since the runtime splits the tile loop; wrappers cached by
+            earlier versions pass the thread count their source was written for).
         source: the ``@trn.kernel`` source text.
     """
 
