@@ -169,8 +169,14 @@ class Ctx:
 
     # ------------------------------------------------------------------ control flow
     @contextlib.contextmanager
-    def loop(self, start: ir.Value, stop: ir.Value, step: ir.Value | int = 1, name: str = "i") -> Iterator[ir.Value]:
-        """``for iv in range(start, stop, step)`` with a positive step (i64); yields the induction variable."""
+    def loop(self, start: ir.Value, stop: ir.Value, step: ir.Value | int = 1, name: str = "i",
+             vectorize: bool = True) -> Iterator[ir.Value]:
+        """``for iv in range(start, stop, step)`` with a positive step (i64); yields the induction variable.
+
+        ``vectorize=False`` tells LLVM's loop vectoriser to leave this loop alone (``llvm.loop.vectorize.enable``
+        false): an outer loop over tile rows whose inner loop LLVM unrolls would otherwise be vectorised across
+        rows with gathers and scatters, where the unrolled row itself is contiguous (the SLP vectoriser then
+        makes it a few whole-vector loads and stores)."""
         b = self.b
         step_v = ci64(step) if isinstance(step, int) else step
         pre = b.block
@@ -187,16 +193,26 @@ class Ctx:
         if not b.block.is_terminated:
             nxt = b.add(iv, step_v, name=f"{name}.next", flags=("nsw",))
             iv.add_incoming(nxt, b.block)
-            b.branch(header)
+            br = b.branch(header)
+            if not vectorize:
+                br.set_metadata("llvm.loop", self._no_vectorize_id())
         b.position_at_end(exit_)
 
+    def _no_vectorize_id(self) -> Any:
+        """A new loop ID (self-referential, as LLVM requires) carrying ``llvm.loop.vectorize.enable false``."""
+        m = self.module
+        off = m.add_metadata([ir.MetaDataString(m, "llvm.loop.vectorize.enable"), ir.Constant(ir.IntType(1), 0)])
+        loop_id = ir.values.MDValue(m, [], name=str(len(m.metadata)))  # not uniqued: one per loop
+        loop_id.operands = (loop_id, off)
+        return loop_id
+
     @contextlib.contextmanager
-    def loop_n(self, n: int | ir.Value, name: str = "i") -> Iterator[ir.Value]:
+    def loop_n(self, n: int | ir.Value, name: str = "i", vectorize: bool = True) -> Iterator[ir.Value]:
         """``for iv in range(n)``; a constant 1 gives no loop (iv = 0)."""
         if isinstance(n, int) and n == 1:
             yield ci64(0)
             return
-        with self.loop(ci64(0), ci64(n) if isinstance(n, int) else n, 1, name) as iv:
+        with self.loop(ci64(0), ci64(n) if isinstance(n, int) else n, 1, name, vectorize) as iv:
             yield iv
 
     def select(self, cond: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:

@@ -74,6 +74,10 @@ from trnlang.ir.types import DType, Space
 ENTRY = "kernel_entry"
 LOWERING_VERSION = "5"   # bump when generated code changes meaning (part of the cache key)
 
+#: ``foreach`` loops outside an innermost loop of at least this many elements are not vectorised by LLVM (see
+#: ``Ctx.loop``): the unrolled inner row is contiguous, a vectorised outer loop would gather across rows.
+_VEC_INNER = 8
+
 # error record layout (int64 words)
 ERR_WORDS = 64
 ERR_KIND, ERR_INSTR, ERR_A, ERR_B, ERR_C = 0, 1, 2, 3, 4
@@ -220,7 +224,7 @@ class KernelLowering:
                 known: tuple[int | None, ...] = lay if isinstance(lay, tuple) and len(lay) == nd else (None,) * nd
                 strides = [ci64(kd) if (kd := known[d]) is not None
                            else b.load(cx.gep(self.meta_arg, ci64(off + nd + d))) for d in range(nd)]
-            self._targs[id(t)] = TensorArgs(ptr, shape, strides, t.dtype, self._aa_hbm())
+            self._targs[id(t)] = TensorArgs(ptr, shape, strides, t.dtype, self._aa_hbm(k))
 
     def targs(self, t: Any) -> TensorArgs:
         return self._targs[id(t)]
@@ -432,10 +436,12 @@ class KernelLowering:
         return v
 
     # ------------------------------------------------------------------ alias analysis metadata
-    # One scope per arena buffer, one for all scratch temps (they overlap across instructions), one for
-    # HBM (tensors may alias each other). An access is ``noalias`` with every scope whose memory is
-    # disjoint from its own: buffers sharing arena memory (disjoint live ranges) are never declared
-    # noalias with each other, so LLVM cannot reorder their accesses.
+    # One scope per arena buffer, one for all scratch temps (they overlap across instructions), one per HBM
+    # tensor in a variant whose written tensors overlap no other (the runtime's ``may_alias`` is False: LLVM may
+    # then keep loads of one tensor ahead of stores to another, e.g. vectorise a row copied between two tensors),
+    # else one for all HBM. An access is ``noalias`` with every scope whose memory is disjoint from its own:
+    # buffers sharing arena memory (disjoint live ranges) are never declared noalias with each other, so LLVM
+    # cannot reorder their accesses.
     def _scope(self, name: str) -> Any:
         sc = self._scopes.get(name)
         if sc is None:
@@ -457,17 +463,26 @@ class KernelLowering:
         bid = id(buf)
         bufs = self.plan.offsets
         if bid in self.temp_bufs or bid not in bufs:
-            return self._aa_for("temps", "temps", [f"buf{b}" for b in bufs] + ["hbm"])
+            return self._aa_for("temps", "temps", [f"buf{b}" for b in bufs] + self._hbm_scopes())
         lo, hi = bufs[bid], bufs[bid] + self.plan.sizes[bid]
         l0, l1 = self.plan.live[bid]
         live = self.plan.live
         # only buffers live at the same time matter (and keep the metadata small in big kernels)
         others = [f"buf{b}" for b, o in bufs.items() if b != bid and (o + self.plan.sizes[b] <= lo or o >= hi)
                   and not (live[b][1] < l0 or live[b][0] > l1)]
-        return self._aa_for(f"buf{bid}", f"buf{bid}", [*others, "temps", "hbm"])
+        return self._aa_for(f"buf{bid}", f"buf{bid}", [*others, "temps", *self._hbm_scopes()])
 
-    def _aa_hbm(self) -> tuple[Any, Any]:
-        return self._aa_for("hbm", "hbm", [f"buf{b}" for b in self.plan.offsets] + ["temps"])
+    def _hbm_scopes(self) -> list[str]:
+        if self.plan.may_alias:
+            return ["hbm"]
+        return [f"hbm{k}" for k in range(len(self.kernel.tensors))]
+
+    def _aa_hbm(self, k: int) -> tuple[Any, Any]:
+        """Tensor ``k``'s HBM scope (one shared scope when written tensors may overlap others)."""
+        bufs = [f"buf{b}" for b in self.plan.offsets] + ["temps"]
+        if self.plan.may_alias:
+            return self._aa_for("hbm", "hbm", bufs)
+        return self._aa_for(f"hbm{k}", f"hbm{k}", bufs + [h for h in self._hbm_scopes() if h != f"hbm{k}"])
 
     def temp_view(self, shape: Sequence[int], dtype: DType) -> RegionView:
         """Scratch for the current instruction only (a contiguous tile of ``shape``)."""
@@ -541,13 +556,17 @@ class KernelLowering:
         ``out``: the loop nest over an instruction's output; in a row block (``lower_rows``) the first axis is
         the block's current row instead of a loop."""
         row = self.row
+        dims = [int(n) for n in shape]
+        # loops outside an inner loop of at least _VEC_INNER elements are not vectorised across (gathers of rows)
+        inner = [k for k, n in enumerate(dims) if n > 1]
+        vec = [not (inner and k < inner[-1] and dims[inner[-1]] >= _VEC_INNER) for k in range(len(dims))]
         with contextlib.ExitStack() as stack:
-            if out and row is not None and shape and int(shape[0]) == row[0]:
+            if out and row is not None and shape and dims[0] == row[0]:
                 self.row = (row[0], row[1], row[2] + 1)
-                idx = [row[1]] + [stack.enter_context(self.cx.loop_n(int(n), f"a{k + 1}"))
-                                  for k, n in enumerate(shape[1:])]
+                idx = [row[1]] + [stack.enter_context(self.cx.loop_n(n, f"a{k + 1}", vec[k + 1]))
+                                  for k, n in enumerate(dims[1:])]
             else:
-                idx = [stack.enter_context(self.cx.loop_n(int(n), f"a{k}")) for k, n in enumerate(shape)]
+                idx = [stack.enter_context(self.cx.loop_n(n, f"a{k}", vec[k])) for k, n in enumerate(dims)]
             yield idx
 
     def reduce_loops(self, dims: Sequence[int], init: list[ir.Value],
