@@ -170,8 +170,8 @@ def _move3_rows(src: torch.Tensor, dst: torch.Tensor, sh: Sequence[int], ss: Seq
     """
     a, n, d = sh
     blocks = U.row_blocks(n, a * n * d)
-    if shared or len(blocks) == 1:
-        move3(U.view(src, sh, ss, soff), U.view(dst, sh, ds, doff), fl)
+    if shared or len(blocks) == 1:  # pieces, not torch views: two as_strided calls cost more than a small move
+        move3(U.piece(src, sh, ss, soff), U.piece(dst, sh, ds, doff), fl)
         return
     calls = []
     for blk in blocks:
