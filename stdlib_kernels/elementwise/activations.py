@@ -249,7 +249,22 @@ def hardshrink(self: Any, lambd: Any = 0.5, *, out: torch.Tensor | None = None) 
 
 
 def threshold(self: Any, threshold: Any, value: Any, *, out: torch.Tensor | None = None) -> Any:
-    """``aten::threshold``: ``x <= threshold ? value : x``."""
+    """``aten::threshold``: ``x <= threshold ? value : x``; on an integer tensor both numbers are first cast to its
+    dtype (truncated, as torch's kernel does) and the select is a native integer ``where``."""
+    if U.is_trn(self) and self.dtype in _INTS:
+        th, v = _num(threshold), _num(value)
+        if th is None or v is None:
+            return decline("a missing parameter")
+        info = torch.iinfo(self.dtype)
+        ti, vi = math.trunc(th), math.trunc(v)
+        if not (info.min <= ti <= info.max and info.min <= vi <= info.max):
+            return decline("a threshold or value outside the integer dtype's range (torch's cast wraps)")
+        r = torch.where(self <= ti, torch.full((), vi, dtype=self.dtype, device=self.device), self)
+        if out is None:
+            return r
+        if out.dtype != self.dtype or out.shape != r.shape:
+            return decline("out= of another dtype or shape than self")
+        return out.copy_(r)
     return _fw("threshold", self, (_num(threshold), _num(value)), out)
 
 
@@ -286,8 +301,9 @@ def log_sigmoid_forward(self: Any, *, output: Any = None, buffer: Any = None) ->
 
 for _name, _fn in (("elu", elu), ("leaky_relu", leaky_relu), ("hardsigmoid", hardsigmoid),
                    ("hardswish", hardswish), ("mish", mish), ("softshrink", softshrink), ("hardshrink", hardshrink),
-                   ("threshold", threshold)):
+                   ):
     _register(_name, _fn)
+_register("threshold", threshold, dtypes=(*DTYPES, *_INTS))
 _register("hardtanh", hardtanh, dtypes=(*DTYPES, *_INTS))
 # the declarative form: these check nothing themselves (dtypes= and accepts= say what they take)
 _register("glu", glu, Accepts(tensors=("self",)))

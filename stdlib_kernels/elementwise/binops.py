@@ -145,6 +145,28 @@ for _name, (_op, _doc, _kw) in _MORE.items():
         lowering(f"aten::{_name}", dtypes=OPERAND_DTYPES, fast=_fa)(_fn)
 
 
+_GCD_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
+
+@lowering("aten::gcd", dtypes=_GCD_DTYPES)
+def gcd(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
+    """``aten::gcd`` of integer tensors (non-negative; ``gcd(0, 0) = 0``): Euclid's algorithm in one int32 kernel
+    (int64 operands within int32's range, checked on the device).
+
+    Example:
+        >>> a, b = torch.tensor([12, -18, 0], device="trn"), torch.tensor([8, 12, 0], device="trn")  # doctest: +SKIP
+        >>> torch.gcd(a, b)  # doctest: +SKIP
+        tensor([4, 6, 0], device='trn:0')
+    """
+    try:
+        rdt = torch.result_type(self, other)
+    except (RuntimeError, TypeError):
+        return decline("operands torch cannot promote: torch raises")
+    if rdt not in _GCD_DTYPES:
+        return decline("gcd of floating-point, complex or bool operands: torch raises")
+    return run_binary("gcd", self, other, out)
+
+
 @lowering("aten::xlogy.Scalar_Self", dtypes=OPERAND_DTYPES)
 def xlogy_scalar_self(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     """``number * log(other)``."""

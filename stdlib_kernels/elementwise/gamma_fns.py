@@ -38,7 +38,7 @@ import torch
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.elementwise.bessel import polevl, run_bucketed
-from stdlib_kernels.elementwise.promote import INT_LIKE, promotes
+from stdlib_kernels.elementwise.promote import INT_LIKE, promotes, promoting_binary
 from stdlib_kernels.elementwise.unary import DTYPES, EW_OPS
 from trnlang.device import REGISTRY, decline, lowering
 
@@ -267,7 +267,7 @@ def _cancels(x: torch.Tensor, q: torch.Tensor) -> bool:
 
 for _name in ("special_zeta", "special_zeta.self_scalar", "special_zeta.other_scalar"):
     if f"aten::{_name}" not in REGISTRY:
-        lowering(f"aten::{_name}", dtypes=DTYPES)(special_zeta)
+        lowering(f"aten::{_name}", dtypes=DTYPES + INT_LIKE)(promoting_binary(special_zeta))  # ints: as float32
 
 
 def polygamma(n: Any, self: Any, *, out: torch.Tensor | None = None) -> Any:

@@ -186,6 +186,27 @@ def op_fn(op: str) -> Callable[[Any, Any], Any]:
     return BINARY_OPS[op]
 
 
+#: Euclid steps that finish every int32 gcd: operands below F(47) > 2^31 need at most 45 (Lame's bound).
+_GCD_STEPS = 46
+
+
+def _gcd(x: Any, y: Any) -> Any:
+    """gcd of int32 tiles by Euclid's algorithm: a sequential loop over two on-chip buffers (a lane whose divisor
+    reached 0 keeps its result)."""
+    shape = tuple(x.shape) if len(x.shape) >= len(y.shape) else tuple(y.shape)
+    a = tl.ndarray(shape, tl.int32, buffer=tl.sbuf)
+    b = tl.ndarray(shape, tl.int32, buffer=tl.sbuf)
+    a[...] = tl.broadcast_to(tl.where(x < 0, -x, x), shape)  # integer negation (tl.abs computes in fp32)
+    b[...] = tl.broadcast_to(tl.where(y < 0, -y, y), shape)
+    for _ in tl.sequential_range(_GCD_STEPS):
+        av, bv = a[...], b[...]
+        nz = bv != 0
+        r = tl.fmod(av, tl.where(nz, bv, 1))
+        a[...] = tl.where(nz, bv, av)
+        b[...] = tl.where(nz, r, 0)
+    return a[...]
+
+
 #: op name -> function of two compute-type tiles (or a tile and a [1, 1] scalar tile).
 BINARY_OPS: dict[str, Callable[[Any, Any], Any]] = {
     "add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y, "div": lambda x, y: x / y,
@@ -200,7 +221,7 @@ BINARY_OPS: dict[str, Callable[[Any, Any], Any]] = {
     "ipow_t": _ipow_t, "ripow_t": lambda x, y: _ipow_t(y, x),
     "cube_bf16": lambda x, y: _round_to(tl.bfloat16)(x * x) * x,  # torch's bf16 x ** 3: x * x rounded first
     "maximum": tl.maximum, "minimum": tl.minimum, "fmax": _fmax, "fmin": _fmin,
-    "fmod": tl.fmod, "remainder": _remainder, "copysign": _copysign, "hypot": _hypot, "xlogy": _xlogy,
+    "fmod": tl.fmod, "remainder": _remainder, "gcd": _gcd, "copysign": _copysign, "hypot": _hypot, "xlogy": _xlogy,
     "eq": lambda x, y: x == y, "ne": lambda x, y: x != y, "lt": lambda x, y: x < y,
     "le": lambda x, y: x <= y, "gt": lambda x, y: x > y, "ge": lambda x, y: x >= y,
     "logical_and": tl.logical_and, "logical_or": tl.logical_or, "logical_xor": tl.logical_xor,
@@ -429,7 +450,7 @@ _I64_BOUND = {"add": 2**30, "sub": 2**30, "mul": 2**15, "rsub": 2**30}
 #: integer ops whose result stays within the range of their operands.
 _I64_SAFE = ("maximum", "minimum", "fmax", "fmin", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
              "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "div_trunc_i", "div_floor_i", "fmod",
-             "remainder", "where", "clamp")
+             "remainder", "where", "clamp", "gcd")
 
 
 def i64_bound(op: str, compute: str, alpha: Any = None) -> int | None:

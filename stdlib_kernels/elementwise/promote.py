@@ -48,3 +48,33 @@ def promoting(fn: Callable[..., Any]) -> Callable[..., Any]:
     lower.__name__ = getattr(fn, "__name__", "lower")
     lower.__doc__ = fn.__doc__
     return lower
+
+
+def promoting_binary(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap the binary float-valued lowering ``fn(self, other, *, out=None)`` (``atan2``, ``special_zeta``) so
+    integral/bool ``trn`` operands are cast to torch's result dtype, or to float32 when both are integral.
+
+    Example:
+        >>> lower = promoting_binary(lambda a, b, *, out=None: torch.atan2(a, b))  # doctest: +SKIP
+        >>> lower(torch.arange(3, device="trn"), torch.ones(3, device="trn", dtype=torch.int32)).dtype  # doctest: +SKIP
+        torch.float32
+    """
+    def lower(self: Any, other: Any, *args: Any, **kw: Any) -> Any:
+        if promotes(self) or promotes(other):
+            try:
+                rdt = torch.result_type(self, other)
+            except (RuntimeError, TypeError):
+                return decline("operands torch cannot promote: torch raises")
+            if rdt.is_complex:
+                return decline("a complex operand")
+            if not rdt.is_floating_point:
+                if torch.get_default_dtype() != torch.float32:
+                    return decline("integer operands promoted to a default dtype other than float32")
+                rdt = torch.float32
+            self = self.to(rdt) if promotes(self) else self
+            other = other.to(rdt) if promotes(other) else other
+        return fn(self, other, *args, **kw)
+
+    lower.__name__ = getattr(fn, "__name__", "lower")
+    lower.__doc__ = fn.__doc__
+    return lower

@@ -26,7 +26,7 @@ import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.elementwise import pointwise as P
-from stdlib_kernels.elementwise.promote import promotes, promoting
+from stdlib_kernels.elementwise.promote import promotes, promoting, promoting_binary
 from trnlang.device import REGISTRY, Accepts, decline, fastlane, lowering
 
 #: Dtypes the float lowerings handle (computed in fp32, rounded on store).
@@ -542,4 +542,5 @@ def atan2(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     return run("atan2", [self, other], rdt, out)
 
 
-_register("atan2", atan2, accepts=Accepts(tensors=("self", "other")))
+_register("atan2", promoting_binary(atan2), dtypes=(*DTYPES, *_ALL_INTS, torch.bool),
+          accepts=Accepts(tensors=("self", "other")))  # integers: as float32, as torch promotes

@@ -425,7 +425,8 @@ def batch_sum_matmul(a, b, bias, out, alpha, beta):
             tl.store(out[im, jn], res, mask=mo)
 
 
-@lowering("aten::addbmm", dtypes=U.FLOAT_DTYPES, accepts=Accepts(tensors=("self", "batch1", "batch2"), same_dtype=True))
+@lowering("aten::addbmm", dtypes=(*U.FLOAT_DTYPES, *_INT_MM),
+          accepts=Accepts(tensors=("self", "batch1", "batch2"), same_dtype=True))
 def addbmm(self: torch.Tensor, batch1: torch.Tensor, batch2: torch.Tensor, *, beta: Any = 1, alpha: Any = 1,
            out: torch.Tensor | None = None) -> Any:
     """``beta * self + alpha * sum_b batch1[b] @ batch2[b]``: one kernel, the batch summed in PSUM.
@@ -440,6 +441,10 @@ def addbmm(self: torch.Tensor, batch1: torch.Tensor, batch2: torch.Tensor, *, be
     if batch1.dim() != 3 or batch2.dim() != 3 or batch1.shape[0] != batch2.shape[0] or \
             batch1.shape[2] != batch2.shape[1]:
         return decline("batches that are not 3-D or cannot be multiplied: torch raises")
+    if batch1.dtype in _INT_MM:  # one integer addmm over the batch-concatenated contraction ([n, B k] @ [B k, p])
+        nb, n, k = batch1.shape
+        return torch.addmm(self, batch1.transpose(0, 1).reshape(n, nb * k), batch2.reshape(nb * k, batch2.shape[2]),
+                           beta=beta, alpha=alpha, out=out)
     shape = (batch1.shape[1], batch2.shape[2])
     try:
         fits = torch.broadcast_shapes(self.shape, shape) == torch.Size(shape)

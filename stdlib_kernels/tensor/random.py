@@ -437,9 +437,15 @@ def native_dropout(input: torch.Tensor, p: float, train: bool | None = None) -> 
     return out, mask
 
 
-@lowering("aten::native_dropout_backward", dtypes=FLOATS + (torch.bool,))
+_INT_GRADS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
+
+@lowering("aten::native_dropout_backward", dtypes=FLOATS + _INT_GRADS + (torch.bool,))
 def native_dropout_backward(grad_output: torch.Tensor, mask: torch.Tensor, scale: float) -> Any:
-    """``grad_output * mask * scale``."""
+    """``grad_output * mask * scale`` (an integer gradient: the same two native products, float32 as torch's)."""
+    if U.is_trn(grad_output) and U.is_trn(mask) and grad_output.dtype in _INT_GRADS and mask.dtype == torch.bool \
+            and mask.shape == grad_output.shape:
+        return torch.mul(torch.mul(grad_output, mask), scale)
     if not (U.is_trn(grad_output) and U.is_trn(mask)) or mask.dtype != torch.bool \
             or grad_output.dtype not in FLOATS or mask.shape != grad_output.shape:
         return decline("mask or grad of another dtype, shape or device")

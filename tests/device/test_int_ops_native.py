@@ -1,0 +1,107 @@
+"""Integer inputs of gcd/lcm, atan2, special.zeta, threshold, native_dropout_backward and addbmm run natively and
+give the CPU's values and dtypes (issue 22: integer dtypes native)."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import trnlang
+
+INTS = [torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8]
+SHAPES = [(0,), (1,), (7, 13), (3, 1, 129), (130, 2)]
+
+
+def _ints(shape: tuple[int, ...], dtype: torch.dtype, seed: int, lo: int = -100, hi: int = 100) -> torch.Tensor:
+    lo = max(lo, 0) if dtype == torch.uint8 else max(lo, torch.iinfo(dtype).min)
+    hi = min(hi, torch.iinfo(dtype).max)
+    return torch.randint(lo, hi + 1, shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+def _native(fn):  # type: ignore[no-untyped-def]
+    trnlang.reset_fallback_stats()
+    r = fn()
+    assert trnlang.fallback_stats() == {}, trnlang.fallback_stats()
+    return r
+
+
+def _same(got: torch.Tensor, want: torch.Tensor) -> None:
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert torch.equal(got.cpu(), want), (got.cpu(), want)
+
+
+@settings(max_examples=25, deadline=None)
+@given(dtype=st.sampled_from(INTS), shape=st.sampled_from(SHAPES), seed=st.integers(0, 99))
+def test_gcd_lcm(dtype: torch.dtype, shape: tuple[int, ...], seed: int) -> None:
+    x, y = _ints(shape, dtype, seed), _ints(shape, dtype, seed + 1)
+    if x.numel():
+        x.view(-1)[0] = 0
+        y.view(-1)[0] = 0  # gcd(0, 0) = 0
+    _same(_native(lambda: torch.gcd(x.to("trn"), y.to("trn"))), torch.gcd(x, y))
+    if dtype in (torch.int32, torch.int64):  # lcm's product stays in range for these
+        _same(_native(lambda: torch.lcm(x.to("trn"), y.to("trn"))), torch.lcm(x, y))
+
+
+def test_gcd_worst_case_and_broadcast() -> None:
+    """Consecutive Fibonacci numbers take Euclid the most steps (Lame); int32's largest values too."""
+    a = torch.tensor([1836311903, 2**31 - 1, 1134903170, -(2**31) + 1, 0, 46], dtype=torch.int32)
+    b = torch.tensor([1134903170, 2**30, 701408733, 7, 5, -12], dtype=torch.int32)
+    _same(_native(lambda: torch.gcd(a.to("trn"), b.to("trn"))), torch.gcd(a, b))
+    x, y = _ints((300, 70), torch.int32, 3, -5000, 5000), _ints((70,), torch.int32, 4, -5000, 5000)
+    _same(_native(lambda: torch.gcd(x.to("trn"), y.to("trn"))), torch.gcd(x, y))
+    out = torch.empty(300, 70, dtype=torch.int32, device="trn")
+    _native(lambda: torch.gcd(x.to("trn"), y.to("trn"), out=out))
+    _same(out, torch.gcd(x, y))
+
+
+def test_gcd_of_floats_is_torchs_error() -> None:
+    with pytest.raises(RuntimeError):
+        torch.gcd(torch.ones(3, device="trn"), torch.ones(3, device="trn"))
+
+
+@settings(max_examples=20, deadline=None)
+@given(dtype=st.sampled_from([*INTS, torch.bool]), shape=st.sampled_from(SHAPES), seed=st.integers(0, 99))
+def test_atan2_and_zeta_of_integers_promote_to_float32(dtype: torch.dtype, shape: tuple[int, ...], seed: int) -> None:
+    base = torch.int32 if dtype == torch.bool else dtype
+    x, y = _ints(shape, base, seed).to(dtype), _ints(shape, base, seed + 7).to(dtype)
+    got = _native(lambda: torch.atan2(x.to("trn"), y.to("trn")))
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got.cpu(), torch.atan2(x, y), rtol=2e-6, atol=1e-6)
+    mixed = _native(lambda: torch.atan2(x.to("trn"), y.float().to("trn")))
+    torch.testing.assert_close(mixed.cpu(), torch.atan2(x, y.float()), rtol=2e-6, atol=1e-6)
+    if dtype != torch.bool:
+        xs, qs = x.abs().clamp(2, 6), y.abs().clamp(1, 50)  # x > 1, q > 0: the convergent region
+        z = _native(lambda: torch.special.zeta(xs.to("trn"), qs.to("trn")))
+        assert z.dtype == torch.float32
+        torch.testing.assert_close(z.cpu(), torch.special.zeta(xs, qs), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", INTS)
+@pytest.mark.parametrize("th, value", [(-0.5, 7), (1.9, 2.5), (3, -2), (0.5, 3.7), (0, 0)])
+def test_threshold_of_integers(dtype: torch.dtype, th: float, value: float) -> None:
+    if dtype == torch.uint8 and (th < 0 or value < 0):
+        pytest.skip("torch raises: the numbers do not fit uint8")
+    x = _ints((5, 9), dtype, 1, -6, 6)
+    _same(_native(lambda: F.threshold(x.to("trn"), th, value)), F.threshold(x, th, value))
+
+
+@pytest.mark.parametrize("dtype", INTS)
+def test_native_dropout_backward_of_integers(dtype: torch.dtype) -> None:
+    g, m = _ints((6, 11), dtype, 5), _ints((6, 11), torch.int32, 6, 0, 1).bool()
+    op = torch.ops.aten.native_dropout_backward
+    _same(_native(lambda: op(g.to("trn"), m.to("trn"), 1.5)), op(g, m, 1.5))
+
+
+@settings(max_examples=20, deadline=None)
+@given(dtype=st.sampled_from(INTS), b=st.sampled_from([0, 1, 3]), n=st.sampled_from([1, 4, 33]),
+       k=st.sampled_from([0, 1, 5]), p=st.sampled_from([1, 6]), ab=st.sampled_from([(1, 1), (0, 1), (2, 3)]))
+def test_addbmm_of_integers(dtype: torch.dtype, b: int, n: int, k: int, p: int, ab: tuple[int, int]) -> None:
+    beta, alpha = ab
+    hi = 4
+    if dtype in (torch.uint8, torch.int8):  # sums that could wrap these are the CPU's (declined on purpose)
+        beta, alpha, hi = min(beta, 1), 1, 2
+    b1, b2 = _ints((b, n, k), dtype, n, 0, hi), _ints((b, k, p), dtype, p, 0, hi)
+    s = _ints((p,), dtype, k, 0, hi)
+    _same(_native(lambda: torch.addbmm(s.to("trn"), b1.to("trn"), b2.to("trn"), beta=beta, alpha=alpha)),
+          torch.addbmm(s, b1, b2, beta=beta, alpha=alpha))
