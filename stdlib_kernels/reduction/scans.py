@@ -155,23 +155,44 @@ def _ok(self: Any, dim: int) -> bool:
             and -nd <= dim < nd)
 
 
-def _int64_cumsum(self: Any, dim: int, dtype: torch.dtype | None) -> Any:
-    """cumsum of an int64 tensor whose prefix sums provably stay below 2^24 (attention-mask positions, say):
-    the fp32 scan is then exact. A device check bounds the values; anything larger is declined."""
-    from stdlib_kernels.elementwise.pointwise import int64_ok
+#: integer dtypes scanned exactly by the fp32 scan when their values are small enough (checked on the device)
+_INT_SCAN = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
+
+def _within(t: torch.Tensor, bound: int) -> bool:
+    """Every value of the integer ``trn`` tensor ``t`` lies in ``[-bound, bound)`` (device reductions; one sync)."""
+    if t.numel() == 0:
+        return True
+    if t.dtype == torch.int64:
+        from stdlib_kernels.elementwise.pointwise import int64_ok
+
+        return int64_ok(t, bound)
+    return int(t.max()) < bound and int(t.min()) >= -bound
+
+
+def _int_cumsum(self: Any, dim: int, dtype: torch.dtype | None) -> Any:
+    """cumsum of an integer tensor (int64 result, as torch's default) whose prefix sums provably stay below 2^24
+    and inside the output dtype (attention-mask positions, say): the fp32 scan is then exact. A device check bounds
+    the values; anything larger is declined. A float ``dtype=`` casts first, as torch does."""
     nd = max(self.dim(), 1)
-    if dtype not in (None, torch.int64) or not -nd <= dim < nd:
-        return decline("a dtype= other than int64, or dim out of range")
+    if not -nd <= dim < nd:
+        return decline("dim out of range: torch raises")
+    odt = dtype or torch.int64
+    if odt in U.FLOAT_DTYPES:
+        return _cum(self.to(odt), dim, None, "sum")
+    if odt not in (torch.int64, torch.int32) and odt != self.dtype:
+        return decline("an integer dtype= narrower than the input's (torch's wrap-around is not reproduced)")
     n = self.shape[dim] if self.dim() else 1
-    if self.numel() and not int64_ok(self, max(1, (1 << 24) // max(n, 1))):
-        return decline("int64 values whose prefix sums may reach 2^24 (the fp32 scan would not be exact)")
-    return _scan(self, dim, "sum", torch.empty(self.shape, dtype=torch.int64, device="trn"), None)
+    cap = min(1 << 24, torch.iinfo(odt).max + 1)
+    if not _within(self, max(1, cap // max(n, 1))):
+        return decline("integer values whose prefix sums may reach 2^24 or the output's range (the fp32 scan "
+                       "would not be exact)")
+    return _scan(self, dim, "sum", torch.empty(self.shape, dtype=odt, device="trn"), None)
 
 
 def _cum(self: Any, dim: int, dtype: torch.dtype | None, op: str) -> Any:
-    if U.is_trn(self) and self.dtype == torch.int64 and op == "sum":
-        return _int64_cumsum(self, dim, dtype)
+    if U.is_trn(self) and self.dtype in _INT_SCAN and op == "sum":
+        return _int_cumsum(self, dim, dtype)
     if U.is_trn(self) and self.dtype == torch.bool and dtype in (None, torch.int64, torch.int32) and op == "sum":
         nd = max(self.dim(), 1)  # a running count: exact in the fp32 scan while the dim is < 2^24 long
         if not -nd <= dim < nd or (self.dim() and self.shape[dim] >= 2 ** 24):
@@ -184,9 +205,10 @@ def _cum(self: Any, dim: int, dtype: torch.dtype | None, op: str) -> Any:
     return _scan(self, dim, op, out, None)
 
 
-@lowering("aten::cumsum", dtypes=(*U.FLOAT_DTYPES, torch.bool, torch.int64, torch.int32))
+@lowering("aten::cumsum", dtypes=(*U.FLOAT_DTYPES, torch.bool, *_INT_SCAN))
 def cumsum(self: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None) -> Any:
-    """Inclusive prefix sum along ``dim`` (float inputs, and bool ones as int64 counts; integers are declined).
+    """Inclusive prefix sum along ``dim`` (float inputs; bool ones as int64 counts; integers whose prefix sums
+    stay below 2^24, checked on the device).
 
     Example: ``torch.arange(6.).to("trn").cumsum(0)`` -> ``[0, 1, 3, 6, 10, 15]``.
     """
@@ -200,6 +222,19 @@ def cumprod(self: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None) -
 
 
 def _helper(self: Any, values: Any, indices: Any, dim: int, op: str) -> Any:
+    if U.is_trn(self) and self.dtype in _INT_SCAN and U.is_trn(values) and values.dtype == self.dtype:
+        # integers below 2^24 are exact in the fp32 scan (checked on the device); others go to the CPU
+        nd = max(self.dim(), 1)
+        if not -nd <= dim < nd or not _within(self, 1 << 24):
+            return decline("integer values of 2^24 or more (the fp32 scan would round them), or dim out of range")
+        ok = (U.is_trn(indices) and indices.dtype == torch.int64 and values.shape == self.shape
+              and indices.shape == self.shape and not U.has_internal_overlap(values)
+              and not U.has_internal_overlap(indices) and not U.overlaps(values, self)
+              and not U.overlaps(indices, self) and not U.overlaps(values, indices))
+        if not ok:
+            return decline("values/indices out= of bad dtype/shape/overlap")
+        _scan(self, dim, op, values, indices)
+        return None
     if (not _ok(self, dim) or not U.is_trn(values) or not U.is_trn(indices) or values.dtype != self.dtype
             or indices.dtype != torch.int64 or values.shape != self.shape or indices.shape != self.shape
             or U.has_internal_overlap(values) or U.has_internal_overlap(indices)

@@ -105,3 +105,27 @@ def test_addbmm_of_integers(dtype: torch.dtype, b: int, n: int, k: int, p: int, 
     s = _ints((p,), dtype, k, 0, hi)
     _same(_native(lambda: torch.addbmm(s.to("trn"), b1.to("trn"), b2.to("trn"), beta=beta, alpha=alpha)),
           torch.addbmm(s, b1, b2, beta=beta, alpha=alpha))
+
+
+@settings(max_examples=25, deadline=None)
+@given(dtype=st.sampled_from(INTS), shape=st.sampled_from([(5, 7, 3), (1,), (0, 4), (130, 9)]),
+       dim=st.integers(-1, 2), odt=st.sampled_from([None, torch.int32, torch.float32]), seed=st.integers(0, 99))
+def test_integer_scans(dtype: torch.dtype, shape: tuple[int, ...], dim: int, odt: torch.dtype | None,
+                       seed: int) -> None:
+    """cumsum (int64 by default, or the dtype= asked) and cummax/cummin (ties: the latest index) of small integers."""
+    dim = dim % len(shape)
+    x = _ints(shape, dtype, seed, -9, 9)
+    kw = {} if odt is None else {"dtype": odt}
+    _same(_native(lambda: torch.cumsum(x.to("trn"), dim, **kw)), torch.cumsum(x, dim, **kw))
+    for fn in (torch.cummax, torch.cummin):
+        v, i = _native(lambda: fn(x.to("trn"), dim))
+        ve, ie = fn(x, dim)
+        _same(v, ve)
+        _same(i, ie)
+
+
+def test_integer_cumsum_beyond_fp32_goes_to_the_cpu() -> None:
+    x = torch.full((4, 3), 2**23, dtype=torch.int32)
+    trnlang.reset_fallback_stats()
+    _same(torch.cumsum(x.to("trn"), 0), torch.cumsum(x, 0))  # still right: the CPU computed it
+    assert "aten::cumsum" in trnlang.fallback_stats()
