@@ -361,6 +361,16 @@ def int64_ok(t: torch.Tensor, bound: int) -> bool:
     return float(bad.sum().item()) == 0.0
 
 
+def int_within(t: torch.Tensor, bound: int) -> bool:
+    """Every value of the integer ``trn`` tensor ``t`` lies in ``[-bound, bound)`` (device reductions, one sync each):
+    an fp32 kernel then computes exactly what torch's integer kernel does, for ops exact below ``bound``."""
+    if t.numel() == 0:
+        return True
+    if t.dtype == torch.int64:
+        return int64_ok(t, bound)
+    return int(t.max()) < bound and int(t.min()) >= -bound
+
+
 class Operands:
     """Operands of an elementwise call classified: device tensors (``full``) and Python values (``values``)."""
 

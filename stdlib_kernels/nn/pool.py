@@ -51,6 +51,8 @@ from trnlang.device import decline, lowering
 
 DTYPES = (torch.float32, torch.bfloat16)
 _IDX_DTYPES = (torch.float32, torch.bfloat16, torch.int64)
+#: max pooling forward: integer inputs too (as fp32, exact below 2^24)
+_MAX_FWD_DTYPES = (torch.float32, torch.bfloat16, torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 _OUT_FREE = 2048
 
 
@@ -320,8 +322,18 @@ def _gstr(*vals: Sequence[int]) -> str:
     return ",".join(str(v) for vs in vals for v in vs)
 
 
+_INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
+
 def _max_pool(self: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool, n: int,
               op: Any) -> Any:
+    if U.is_trn(self) and self.dtype in _INTS:  # integers below 2^24 (checked on the device) are exact in fp32
+        from stdlib_kernels.elementwise.pointwise import int_within
+
+        if self.dim() not in (n + 1, n + 2) or not int_within(self, 1 << 24):
+            return decline("an integer input of the wrong rank, or with values of 2^24 or more (fp32 would round)")
+        r = _max_pool(self.float(), kernel_size, stride, padding, dilation, ceil_mode, n, op)
+        return r if r is NotImplemented else (r[0].to(self.dtype), r[1])
     if not _ok(self, (n + 1, n + 2)):
         return decline("not a float32/bfloat16 trn tensor of the right rank (or a conj/neg bit)")
     prm = _pool_params(kernel_size, stride, padding, dilation, n)
@@ -336,7 +348,7 @@ def _max_pool(self: Any, kernel_size: Any, stride: Any, padding: Any, dilation: 
     return out, idx
 
 
-@lowering("aten::max_pool2d_with_indices", dtypes=_IDX_DTYPES)
+@lowering("aten::max_pool2d_with_indices", dtypes=_MAX_FWD_DTYPES)
 def max_pool2d_with_indices(self: torch.Tensor, kernel_size: Any, stride: Any = (), padding: Any = 0,
                             dilation: Any = 1, ceil_mode: bool = False) -> Any:
     """Max pooling with int64 flat indices (``F.max_pool1d/2d``)."""
@@ -344,7 +356,7 @@ def max_pool2d_with_indices(self: torch.Tensor, kernel_size: Any, stride: Any = 
                      torch.ops.aten.max_pool2d_with_indices.default)
 
 
-@lowering("aten::max_pool3d_with_indices", dtypes=_IDX_DTYPES)
+@lowering("aten::max_pool3d_with_indices", dtypes=_MAX_FWD_DTYPES)
 def max_pool3d_with_indices(self: torch.Tensor, kernel_size: Any, stride: Any = (), padding: Any = 0,
                             dilation: Any = 1, ceil_mode: bool = False) -> Any:
     """3-D max pooling with int64 flat indices ``(d * H + h) * W + w`` (``F.max_pool3d``)."""

@@ -160,14 +160,9 @@ _INT_SCAN = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
 
 def _within(t: torch.Tensor, bound: int) -> bool:
-    """Every value of the integer ``trn`` tensor ``t`` lies in ``[-bound, bound)`` (device reductions; one sync)."""
-    if t.numel() == 0:
-        return True
-    if t.dtype == torch.int64:
-        from stdlib_kernels.elementwise.pointwise import int64_ok
+    from stdlib_kernels.elementwise.pointwise import int_within
 
-        return int64_ok(t, bound)
-    return int(t.max()) < bound and int(t.min()) >= -bound
+    return int_within(t, bound)
 
 
 def _int_cumsum(self: Any, dim: int, dtype: torch.dtype | None) -> Any:

@@ -129,3 +129,21 @@ def test_integer_cumsum_beyond_fp32_goes_to_the_cpu() -> None:
     trnlang.reset_fallback_stats()
     _same(torch.cumsum(x.to("trn"), 0), torch.cumsum(x, 0))  # still right: the CPU computed it
     assert "aten::cumsum" in trnlang.fallback_stats()
+
+
+@settings(max_examples=20, deadline=None)
+@given(dtype=st.sampled_from(INTS), k=st.sampled_from([1, 2, 3]), s=st.sampled_from([1, 2]), p=st.sampled_from([0, 1]),
+       d=st.sampled_from([1, 2]), ceil=st.booleans(), seed=st.integers(0, 99))
+def test_integer_max_pool(dtype: torch.dtype, k: int, s: int, p: int, d: int, ceil: bool, seed: int) -> None:
+    if p * 2 > k:
+        p = 0  # torch: padding at most half the kernel
+    x = _ints((2, 3, 9, 10), dtype, seed, -50, 50)
+    r, i = _native(lambda: F.max_pool2d(x.to("trn"), k, s, p, d, ceil_mode=ceil, return_indices=True))
+    e, ie = F.max_pool2d(x, k, s, p, d, ceil_mode=ceil, return_indices=True)
+    _same(r, e)
+    _same(i, ie)
+    x3 = _ints((1, 2, 6, 7, 8), dtype, seed + 1, -50, 50)
+    r3, i3 = _native(lambda: F.max_pool3d(x3.to("trn"), k, s, p, d, ceil_mode=ceil, return_indices=True))
+    e3, ie3 = F.max_pool3d(x3, k, s, p, d, ceil_mode=ceil, return_indices=True)
+    _same(r3, e3)
+    _same(i3, ie3)
