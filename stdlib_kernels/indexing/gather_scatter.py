@@ -237,6 +237,41 @@ def _scatter_reduce_checks(self: torch.Tensor, dim: int, index: torch.Tensor, sr
     return None
 
 
+_INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
+
+def _int_reduce(self: torch.Tensor, src: torch.Tensor, reduce: str, include_self: bool, out: Any,
+                counts: Any, run: Any) -> Any:
+    """An integer ``scatter_reduce`` / ``index_reduce`` through the fp32 one, when every result is exact there.
+
+    ``counts()``: the number of contributions to each element (fp32, on the device); ``run(self, src)`` the float
+    op. Bounds from the operands' magnitudes and the largest count (device reductions): sums below 2^24 (2^22 for
+    mean, whose floor division then cannot round across an integer), products below 2^24, and within the dtype.
+    """
+    from stdlib_kernels.elementwise.pointwise import int_within
+
+    if not (U.is_trn(src) and src.dtype == self.dtype) or (out is not None and (not U.is_trn(out)
+                                                                               or out.dtype != self.dtype)):
+        return decline("src (source) or out= not trn tensors of self's integer dtype")
+    cap = min(1 << (22 if reduce == "mean" else 24), torch.iinfo(self.dtype).max + 1)
+    c = int(counts().max()) if self.numel() and src.numel() else 0
+    ms = 1 if self.numel() == 0 else max(int(self.max()), -int(self.min()), 1)
+    mv = 1 if src.numel() == 0 else max(int(src.max()), -int(src.min()), 1)
+    if reduce == "prod":
+        bound = ms * mv ** c
+    elif reduce in ("amax", "amin"):
+        bound = max(ms, mv)
+    else:
+        bound = ms + c * mv
+    if bound >= cap or (self.dtype == torch.int64 and not (int_within(self, cap) and int_within(src, cap))):
+        return decline("integer results that may reach 2^24 or the dtype's range (inexact in fp32, or wrapping)")
+    r = run(self.float(), src.float())
+    if r is NotImplemented:
+        return r
+    r = (torch.floor(r) if reduce == "mean" else r).to(self.dtype)  # torch divides integer means with floor
+    return _to_out(r, out)
+
+
 @lowering("aten::scatter_reduce.two")
 def scatter_reduce(self: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor, reduce: str, *,
                    include_self: bool = True, out: torch.Tensor | None = None) -> Any:
@@ -245,6 +280,14 @@ def scatter_reduce(self: torch.Tensor, dim: int, index: torch.Tensor, src: torch
     sum/prod/amax/amin are accumulating DMAs (after scattering the identity where ``include_self``
     is False); mean scatter-adds the values and a count, then divides.
     """
+    if U.is_trn(self) and self.dtype in _INTS and reduce in ("sum", "prod", "mean", "amax", "amin") \
+            and isinstance(_gather_checks(self, dim, index), int):
+        def counts() -> torch.Tensor:
+            ones = torch.ones(index.shape, device="trn")
+            return torch.zeros(self.shape, device="trn").scatter_add(dim, index, ones) + (1 if include_self else 0)
+
+        return _int_reduce(self, src, reduce, include_self, out, counts,
+                           lambda s_, v_: scatter_reduce(s_, dim, index, v_, reduce, include_self=include_self))
     boolean = self.dtype == torch.bool and reduce != "mean"  # OR (sum, amax) / AND (prod, amin) on the bytes
     why = _scatter_reduce_checks(self, dim, index, src, reduce, out, boolean)
     if why is not None:
@@ -397,6 +440,13 @@ def index_reduce(self: torch.Tensor, dim: int, index: torch.Tensor, source: torc
     """
     if reduce not in ("prod", "mean", "amax", "amin"):
         return decline("an unknown reduce: torch raises")
+    if U.is_trn(self) and self.dtype in _INTS and _index_vec(index) is not None and _ok_data(self, source, move=True):
+        def counts() -> torch.Tensor:
+            ones = torch.ones(source.shape, device="trn")
+            return torch.zeros(self.shape, device="trn").index_add(dim, index, ones) + (1 if include_self else 0)
+
+        return _int_reduce(self, source, reduce, include_self, out, counts,
+                           lambda s_, v_: index_reduce(s_, dim, index, v_, reduce, include_self=include_self))
     if not _ok_data(self, source) or not self.dtype.is_floating_point or source.dtype != self.dtype:
         return decline("self and source not float trn tensors of one dtype, or a conj/neg bit")
     if _index_vec(index) is None:

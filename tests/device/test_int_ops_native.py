@@ -1,5 +1,5 @@
-"""Integer inputs of gcd/lcm, atan2, special.zeta, threshold, native_dropout_backward and addbmm run natively and
-give the CPU's values and dtypes (issue 22: integer dtypes native)."""
+"""Integer inputs of gcd/lcm, atan2, special.zeta, threshold, native_dropout_backward, addbmm, scans, max pooling and
+scatter/index reductions run natively and give the CPU's values and dtypes (issue 22: integer dtypes native)."""
 
 import pytest
 import torch
@@ -147,3 +147,33 @@ def test_integer_max_pool(dtype: torch.dtype, k: int, s: int, p: int, d: int, ce
     e3, ie3 = F.max_pool3d(x3, k, s, p, d, ceil_mode=ceil, return_indices=True)
     _same(r3, e3)
     _same(i3, ie3)
+
+
+@settings(max_examples=30, deadline=None)
+@given(dtype=st.sampled_from(INTS), reduce=st.sampled_from(["sum", "prod", "mean", "amax", "amin"]),
+       include_self=st.booleans(), dim=st.sampled_from([0, 1]), seed=st.integers(0, 99))
+def test_integer_scatter_and_index_reduce(dtype: torch.dtype, reduce: str, include_self: bool, dim: int,
+                                          seed: int) -> None:
+    """Through the fp32 kernels when every result is exact there; integer means divide with floor, as torch."""
+    hi = 3 if reduce == "prod" else 9
+    s, src = _ints((5, 6), dtype, seed, -hi, hi), _ints((4, 6) if dim == 0 else (5, 4), dtype, seed + 1, -hi, hi)
+    g = torch.Generator().manual_seed(seed)
+    idx = torch.randint(0, s.shape[dim], src.shape, generator=g)
+    if not (dtype in (torch.int8, torch.uint8) and reduce == "prod"):  # 3^5 could wrap these: the CPU's (declined)
+        _same(_native(lambda: s.to("trn").scatter_reduce(dim, idx.to("trn"), src.to("trn"), reduce,
+                                                         include_self=include_self)),
+              s.scatter_reduce(dim, idx, src, reduce, include_self=include_self))
+    if reduce != "sum":
+        i1 = torch.randint(0, s.shape[dim], (src.shape[dim],), generator=g)
+        want = s.index_reduce(dim, i1, src, reduce, include_self=include_self)
+        if not (dtype in (torch.int8, torch.uint8) and reduce == "prod"):
+            _same(_native(lambda: s.to("trn").index_reduce(dim, i1.to("trn"), src.to("trn"), reduce,
+                                                           include_self=include_self)), want)
+
+
+def test_integer_scatter_reduce_beyond_fp32_goes_to_the_cpu() -> None:
+    s = torch.full((3,), 2**22, dtype=torch.int32)  # 9 * 2^22 in one element: past fp32's exact integers
+    src, idx = torch.full((8,), 2**22, dtype=torch.int32), torch.zeros(8, dtype=torch.int64)
+    trnlang.reset_fallback_stats()
+    _same(s.to("trn").scatter_reduce(0, idx.to("trn"), src.to("trn"), "sum"), s.scatter_reduce(0, idx, src, "sum"))
+    assert "aten::scatter_reduce.two" in trnlang.fallback_stats()
