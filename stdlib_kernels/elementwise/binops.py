@@ -167,6 +167,47 @@ def gcd(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     return run_binary("gcd", self, other, out)
 
 
+_SHIFT_DTYPES = (torch.int32, torch.int16, torch.int8, torch.uint8)
+
+
+def _shift(op: str) -> Any:
+    def lower(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
+        try:
+            rdt = torch.result_type(self, other)
+        except (RuntimeError, TypeError):
+            return decline("operands torch cannot promote: torch raises")
+        if rdt not in _SHIFT_DTYPES:
+            return decline("a shift of int64 (not within int32's arithmetic), float or bool operands")
+        return run_binary(op, self, other, out)
+
+    lower.__name__ = f"bitwise_{'left' if op == 'lshift' else 'right'}_shift"
+    lower.__doc__ = (f"``aten::{lower.__name__}`` of int32 and narrower integers (int32 arithmetic; torch's results "
+                     "for shifts outside the width).")
+    return lower
+
+
+for _n in ("Tensor", "Tensor_Scalar", "Scalar_Tensor"):
+    lowering(f"aten::bitwise_left_shift.{_n}", dtypes=_SHIFT_DTYPES)(_shift("lshift"))
+    lowering(f"aten::bitwise_right_shift.{_n}", dtypes=_SHIFT_DTYPES)(_shift("rshift"))
+def _ishift(op: str) -> Any:
+    shift = _shift(op)
+
+    def lower(self: Any, other: Any) -> Any:
+        r = shift(self, other, out=self)
+        return self if r is not NotImplemented else r
+
+    lower.__name__ = f"{shift.__name__}_"
+    lower.__doc__ = f"In place: {shift.__doc__}"
+    return lower
+
+
+for _n in ("Tensor", "Scalar"):  # the operators x << s, x >> s, x <<= s, x >>= s
+    lowering(f"aten::__lshift__.{_n}", dtypes=_SHIFT_DTYPES)(_shift("lshift"))
+    lowering(f"aten::__rshift__.{_n}", dtypes=_SHIFT_DTYPES)(_shift("rshift"))
+    lowering(f"aten::__ilshift__.{_n}", dtypes=_SHIFT_DTYPES, variants=False)(_ishift("lshift"))
+    lowering(f"aten::__irshift__.{_n}", dtypes=_SHIFT_DTYPES, variants=False)(_ishift("rshift"))
+
+
 @lowering("aten::xlogy.Scalar_Self", dtypes=OPERAND_DTYPES)
 def xlogy_scalar_self(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     """``number * log(other)``."""

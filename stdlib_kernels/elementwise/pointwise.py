@@ -186,6 +186,25 @@ def op_fn(op: str) -> Callable[[Any, Any], Any]:
     return BINARY_OPS[op]
 
 
+def _pow2(s: Any) -> Any:
+    """``2 ** (s & 31)`` as int32 (``2 ** 31`` wraps to the minimum, as a shifted bit does)."""
+    p = s * 0 + 1
+    for k in range(5):
+        p = tl.where(tl.bitwise_and(s, 1 << k) != 0, p * (1 << (1 << k)), p)
+    return p
+
+
+def _lshift(x: Any, s: Any) -> Any:
+    """torch's ``x << s`` on int32: the product by ``2 ** s`` wraps like the shift; 0 for ``s`` outside [0, 32)."""
+    return tl.where((s < 0) | (s >= 32), 0, x * _pow2(s))
+
+
+def _rshift(x: Any, s: Any) -> Any:
+    """torch's arithmetic ``x >> s`` on int32: floor division by ``2 ** s``; the sign fill for ``s`` outside [0, 31)."""
+    big = (s < 0) | (s >= 31)
+    return tl.where(big, tl.where(x < 0, -1, 0), _div_floor_i(x, tl.where(big, 1, _pow2(s))))
+
+
 #: Euclid steps that finish every int32 gcd: operands below F(47) > 2^31 need at most 45 (Lame's bound).
 _GCD_STEPS = 46
 
@@ -221,7 +240,8 @@ BINARY_OPS: dict[str, Callable[[Any, Any], Any]] = {
     "ipow_t": _ipow_t, "ripow_t": lambda x, y: _ipow_t(y, x),
     "cube_bf16": lambda x, y: _round_to(tl.bfloat16)(x * x) * x,  # torch's bf16 x ** 3: x * x rounded first
     "maximum": tl.maximum, "minimum": tl.minimum, "fmax": _fmax, "fmin": _fmin,
-    "fmod": tl.fmod, "remainder": _remainder, "gcd": _gcd, "copysign": _copysign, "hypot": _hypot, "xlogy": _xlogy,
+    "fmod": tl.fmod, "remainder": _remainder, "gcd": _gcd,
+    "lshift": _lshift, "rshift": _rshift, "copysign": _copysign, "hypot": _hypot, "xlogy": _xlogy,
     "eq": lambda x, y: x == y, "ne": lambda x, y: x != y, "lt": lambda x, y: x < y,
     "le": lambda x, y: x <= y, "gt": lambda x, y: x > y, "ge": lambda x, y: x >= y,
     "logical_and": tl.logical_and, "logical_or": tl.logical_or, "logical_xor": tl.logical_xor,

@@ -177,3 +177,20 @@ def test_integer_scatter_reduce_beyond_fp32_goes_to_the_cpu() -> None:
     trnlang.reset_fallback_stats()
     _same(s.to("trn").scatter_reduce(0, idx.to("trn"), src.to("trn"), "sum"), s.scatter_reduce(0, idx, src, "sum"))
     assert "aten::scatter_reduce.two" in trnlang.fallback_stats()
+
+
+@settings(max_examples=25, deadline=None)
+@given(dtype=st.sampled_from([torch.int32, torch.int16, torch.int8, torch.uint8]), seed=st.integers(0, 99),
+       shape=st.sampled_from([(0,), (1,), (300,), (7, 33)]))
+def test_bitwise_shifts(dtype: torch.dtype, seed: int, shape: tuple[int, ...]) -> None:
+    """Every value of the dtype, shifts from negative to past the width (torch: 0 / the sign fill there)."""
+    info = torch.iinfo(dtype)
+    x = _ints(shape, dtype, seed, info.min, info.max)
+    s = _ints(shape, dtype, seed + 1, -3 if dtype != torch.uint8 else 0, 40)
+    for fn in (torch.bitwise_left_shift, torch.bitwise_right_shift):
+        _same(_native(lambda: fn(x.to("trn"), s.to("trn"))), fn(x, s))
+    _same(_native(lambda: x.to("trn") << 3), x << 3)
+    _same(_native(lambda: x.to("trn") >> 2), x >> 2)
+    y = x.to("trn")
+    _native(lambda: y.__ilshift__(s.to("trn")))
+    _same(y, x << s)
