@@ -539,3 +539,31 @@ def histogramdd_from_bin_tensors(self: torch.Tensor, bins: Sequence[torch.Tensor
         return decline("not a trn tensor, or fewer than 2 dims")
     r = _dd(self, list(bins), None, weight, density, True)
     return r if r is NotImplemented else r[0]
+
+
+_BINCOUNT_INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
+
+@lowering("aten::bincount", dtypes=(*_BINCOUNT_INTS, torch.float32))  # float32: the weights
+def bincount(self: torch.Tensor, weights: torch.Tensor | None = None, minlength: int = 0) -> Any:
+    """``torch.bincount``: counts (int64) of each value of a 1-D non-negative integer tensor, or sums of float32
+    ``weights`` per value (accumulated in input order, as the CPU does), over ``max(max + 1, minlength)`` bins.
+
+    Example: ``torch.bincount(torch.tensor([1, 1, 3]).to("trn"), minlength=5)`` -> ``[0, 2, 0, 1, 0]``.
+    """
+    if not U.is_trn(self) or self.dtype not in _BINCOUNT_INTS or self.dim() != 1 or minlength < 0:
+        return decline("not a 1-D integer trn tensor, or a negative minlength: torch raises")
+    if weights is not None and (not U.is_trn(weights) or weights.dtype != torch.float32
+                                or weights.shape != self.shape):
+        return decline("weights not a float32 trn tensor of the input's shape (float64 sums are the CPU's)")
+    if self.numel() >= 1 << 24:
+        return decline("2^24 or more values (fp32 counts would not be exact)")
+    lo = int(self.min()) if self.numel() else 0
+    if lo < 0:
+        return decline("a negative value: torch raises")
+    n = max(int(self.max()) + 1 if self.numel() else 0, int(minlength))
+    acc = torch.zeros(n, dtype=torch.float32, device="trn")
+    if self.numel():
+        idx = self if self.dtype in (torch.int64, torch.int32) else self.to(torch.int32)
+        acc.scatter_add_(0, idx, weights if weights is not None else torch.ones(self.shape, device="trn"))
+    return acc if weights is not None else acc.to(torch.int64)

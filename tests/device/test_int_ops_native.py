@@ -194,3 +194,14 @@ def test_bitwise_shifts(dtype: torch.dtype, seed: int, shape: tuple[int, ...]) -
     y = x.to("trn")
     _native(lambda: y.__ilshift__(s.to("trn")))
     _same(y, x << s)
+
+
+@settings(max_examples=20, deadline=None)
+@given(dtype=st.sampled_from(INTS), n=st.sampled_from([0, 1, 37, 500]), hi=st.sampled_from([0, 3, 100]),
+       minlength=st.sampled_from([0, 4, 130]), weighted=st.booleans(), seed=st.integers(0, 99))
+def test_bincount(dtype: torch.dtype, n: int, hi: int, minlength: int, weighted: bool, seed: int) -> None:
+    """int64 counts, or float32 weight sums accumulated in input order (bit-equal to the CPU's)."""
+    x = _ints((n,), dtype, seed, 0, hi)
+    w = torch.randn(n, generator=torch.Generator().manual_seed(seed)) if weighted else None
+    got = _native(lambda: torch.bincount(x.to("trn"), w.to("trn") if w is not None else None, minlength))
+    _same(got, torch.bincount(x, w, minlength))
