@@ -558,6 +558,8 @@ def bincount(self: torch.Tensor, weights: torch.Tensor | None = None, minlength:
         return decline("weights not a float32 trn tensor of the input's shape (float64 sums are the CPU's)")
     if self.numel() >= 1 << 24:
         return decline("2^24 or more values (fp32 counts would not be exact)")
+    if self.numel() == 0:  # torch: int64 zeros, weights or not
+        return torch.zeros(int(minlength), dtype=torch.int64, device="trn")
     lo = int(self.min()) if self.numel() else 0
     if lo < 0:
         return decline("a negative value: torch raises")
