@@ -353,6 +353,8 @@ def mode(self: torch.Tensor, dim: int = -1, keepdim: bool = False) -> Any:
 
     Example: ``torch.tensor([2., 1., 2., 1., 3.]).to("trn").mode()`` -> ``(1., 3)``.
     """
+    if U.is_trn(self) and self.dtype in _EXACT_INTS:  # integers within 2^24: float32 keys, values cast back
+        return _via_float_keys(self, mode, dim, keepdim)
     if not _ok(self):
         return decline("not a float trn tensor (float32/bfloat16/float16, no conj/neg bit)")
     rv = _rows(self, dim)

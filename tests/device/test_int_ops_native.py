@@ -205,3 +205,15 @@ def test_bincount(dtype: torch.dtype, n: int, hi: int, minlength: int, weighted:
     w = torch.randn(n, generator=torch.Generator().manual_seed(seed)) if weighted else None
     got = _native(lambda: torch.bincount(x.to("trn"), w.to("trn") if w is not None else None, minlength))
     _same(got, torch.bincount(x, w, minlength))
+
+
+@pytest.mark.parametrize("dtype", INTS)
+def test_mode_of_integers(dtype: torch.dtype) -> None:
+    """Rows up to 16 long (ties reproducible): the smallest most frequent value, values in the input's dtype."""
+    x = _ints((6, 9), dtype, 3, 0, 4)
+    for dim in (0, 1, -1):
+        for keepdim in (False, True):
+            v, i = _native(lambda: torch.mode(x.to("trn"), dim, keepdim))
+            ve, ie = torch.mode(x, dim, keepdim)
+            _same(v, ve)
+            _same(i, ie)
