@@ -11,6 +11,7 @@ matmul does.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -164,8 +165,7 @@ def _int_matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, alp
     sum wraps); otherwise declined (the CPU computes it)."""
     if not (U.is_trn(a) and U.is_trn(b)) or a.dtype != b.dtype or (bias is not None and bias.dtype != a.dtype):
         return decline("integer operands of different dtypes, or not on trn")
-    if not (alpha.is_integer() and beta.is_integer()):
-        return decline("a non-integer alpha/beta with integer operands: torch raises")
+    alpha, beta = float(math.trunc(alpha)), float(math.trunc(beta))  # torch casts them to the integer type
     if out is not None and (not U.is_trn(out) or out.dtype != a.dtype):
         return decline(_BAD_OUT)
     if beta == 0.0:

@@ -217,3 +217,22 @@ def test_mode_of_integers(dtype: torch.dtype) -> None:
             ve, ie = torch.mode(x, dim, keepdim)
             _same(v, ve)
             _same(i, ie)
+
+
+@pytest.mark.parametrize("alpha, beta", [(0.5, 1), (1, 0.2), (-1.7, 2.9), (0.6, 0.2)])
+def test_integer_products_truncate_fractional_alpha_beta(alpha: float, beta: float) -> None:
+    """torch casts alpha/beta to the operands' integer type (toward zero) instead of raising."""
+    g = torch.Generator().manual_seed(2)
+    b1, b2 = torch.randint(-3, 4, (2, 3, 4), generator=g), torch.randint(-3, 4, (2, 4, 5), generator=g)
+    s, v = torch.randint(-3, 4, (3, 5), generator=g), torch.randint(-3, 4, (4,), generator=g)
+    kw = {"alpha": alpha, "beta": beta}
+    for dt in (torch.int32, torch.int64):
+        B1, B2, S, V = (t.to(dt) for t in (b1, b2, s, v))
+        _same(_native(lambda: torch.addbmm(S.to("trn"), B1.to("trn"), B2.to("trn"), **kw)),
+              torch.addbmm(S, B1, B2, **kw))
+        _same(_native(lambda: torch.baddbmm(S.to("trn"), B1.to("trn"), B2.to("trn"), **kw)),
+              torch.baddbmm(S, B1, B2, **kw))
+        _same(_native(lambda: torch.addmm(S.to("trn"), B1[0].to("trn"), B2[0].to("trn"), **kw)),
+              torch.addmm(S, B1[0], B2[0], **kw))
+        _same(_native(lambda: torch.addmv(S[:, 0].to("trn"), B1[0].to("trn"), V.to("trn"), **kw)),
+              torch.addmv(S[:, 0], B1[0], V, **kw))
