@@ -211,15 +211,15 @@ def leaky_relu(self: Any, negative_slope: Any = 0.01, *, out: torch.Tensor | Non
 
 
 def hardtanh(self: Any, min_val: Any = -1, max_val: Any = 1, *, out: torch.Tensor | None = None) -> Any:
-    """``aten::hardtanh`` (relu6 decomposes to it): ``min(max(x, min_val), max_val)``; an integer tensor with
-    integral bounds is the integer ``clamp``."""
+    """``aten::hardtanh`` (relu6 decomposes to it): ``min(max(x, min_val), max_val)``; on an integer tensor the
+    integer ``clamp`` by the bounds cast toward zero."""
     if U.is_trn(self) and self.dtype in _INTS:
         lo, hi = _num(min_val), _num(max_val)
-        if lo is None or hi is None or not (float(lo).is_integer() and float(hi).is_integer()):
-            return decline("an integer tensor with non-integral bounds")
+        if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
+            return decline("a missing or non-finite bound")
         if self.dtype == torch.uint8 and (lo < 0 or hi < 0):
             raise RuntimeError("cannot do hardtanh on an unsigned type with negative limits")
-        return torch.clamp(self, int(lo), int(hi), out=out)
+        return torch.clamp(self, math.trunc(lo), math.trunc(hi), out=out)  # torch casts them toward zero
     return _fw("hardtanh", self, (_num(min_val), _num(max_val)), out)
 
 

@@ -25,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -415,7 +416,11 @@ def _index_scatter(self: torch.Tensor, dim: int, index: torch.Tensor, source: to
 @lowering("aten::index_add")
 def index_add(self: torch.Tensor, dim: int, index: torch.Tensor, source: torch.Tensor, *, alpha: Any = 1,
               out: torch.Tensor | None = None) -> Any:
-    """``self.index_add(dim, index, source, alpha=...)``: accumulating DMA of ``alpha * source``."""
+    """``self.index_add(dim, index, source, alpha=...)``: accumulating DMA of ``alpha * source`` (an integer
+    ``self``: ``source`` times ``alpha`` cast toward zero, as torch casts it, by a native integer product)."""
+    if U.is_trn(self) and self.dtype in _INTS and U.is_trn(source) and source.dtype == self.dtype \
+            and isinstance(alpha, (int, float)) and not isinstance(alpha, bool) and alpha != 1:
+        source, alpha = torch.mul(source, math.trunc(alpha)), 1
     return _index_scatter(self, dim, index, source, None, "add", alpha, out)
 
 

@@ -193,10 +193,17 @@ def arange_out(start: Any, end: Any, step: Any = 1, *, out: torch.Tensor) -> Any
     if integral and all(isinstance(v, int) for v in (start, end, step)):
         sgn = (step > 0) - (step < 0)
         size = (end - start + step - sgn) // step
+    elif integral and out.dtype == torch.int64:  # torch: start/end/step cast toward zero, then the integer formula
+        start, end, step = math.trunc(start), math.trunc(end), math.trunc(step)
+        if step == 0:
+            return decline("a step that truncates to 0 for an int64 out=: torch raises")
+        sgn = (step > 0) - (step < 0)
+        num = end - start + step - sgn
+        size = abs(num) // abs(step) * (1 if (num >= 0) == (step > 0) else -1)  # C's truncating division
     else:
-        if integral:
-            return decline("a float range into an integer out=")
         size = math.ceil((float(end) - float(start)) / float(step))
+        if integral:  # torch: the size from the doubles, the values from start and step cast toward zero
+            start, step = math.trunc(start), math.trunc(step)
     size = max(int(size), 0)
     if integral:
         last = start + (size - 1) * step if size else start

@@ -236,3 +236,26 @@ def test_integer_products_truncate_fractional_alpha_beta(alpha: float, beta: flo
               torch.addmm(S, B1[0], B2[0], **kw))
         _same(_native(lambda: torch.addmv(S[:, 0].to("trn"), B1[0].to("trn"), V.to("trn"), **kw)),
               torch.addmv(S[:, 0], B1[0], V, **kw))
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.int16, torch.uint8])
+def test_integer_arange_hardtanh_index_add_cast_their_numbers(dtype: torch.dtype) -> None:
+    """torch casts float numbers toward zero for integer outputs: arange's start/step (int64: end too, and its
+    integer size formula), hardtanh's bounds, index_add's alpha."""
+    for a, b, s in [(0.5, 10, 2.7), (2.9, 13.1, 1.6), (1.5, 7.9, 2.2), (0, 10, 3), (3.5, 0.2, -1.2)]:
+        o = torch.empty(0, dtype=dtype)
+        try:
+            want = torch.arange(a, b, s, out=o)
+        except (RuntimeError, ValueError):
+            continue
+        _same(_native(lambda: torch.arange(a, b, s, out=torch.empty(0, dtype=dtype, device="trn"))), want)
+    x = _ints((40,), dtype, 1, -5, 6)
+    for lo, hi in [(0.5, 2.5), (0.2, 4.9), (1, 3)] + ([(-1.5, 1.7)] if dtype != torch.uint8 else []):
+        _same(_native(lambda: F.hardtanh(x.to("trn"), lo, hi)), F.hardtanh(x, lo, hi))
+    if dtype != torch.int64:  # int64 accumulation is the CPU's
+        s_, src, i = _ints((4, 3), dtype, 2, -5, 5), _ints((3, 3), dtype, 3, -5, 5), torch.tensor([0, 2, 0])
+        for al in (2.5, -1.5, 0.7, 3):
+            if dtype == torch.uint8 and al < 0:
+                continue
+            _same(_native(lambda: s_.to("trn").index_add(0, i.to("trn"), src.to("trn"), alpha=al)),
+                  s_.index_add(0, i, src, alpha=al))
