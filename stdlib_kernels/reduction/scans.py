@@ -210,9 +210,32 @@ def cumsum(self: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None) ->
     return _cum(self, dim, dtype, "sum")
 
 
-@lowering("aten::cumprod", dtypes=U.FLOAT_DTYPES)
+def _int_cumprod(self: torch.Tensor, dim: int, dtype: torch.dtype | None) -> Any:
+    """cumprod of an integer tensor (int64 result by default, as torch's) when every partial product stays below 2^24
+    in magnitude and inside the output dtype: a first fp32 scan of ``|x|`` bounds them on the device, then the
+    fp32 scan of ``x`` is exact."""
+    nd = max(self.dim(), 1)
+    if not -nd <= dim < nd:
+        return decline("dim out of range: torch raises")
+    odt = dtype or torch.int64
+    if odt in U.FLOAT_DTYPES:
+        return _cum(self.to(odt), dim, None, "prod")
+    if odt not in (torch.int64, torch.int32) and odt != self.dtype:
+        return decline("an integer dtype= narrower than the input's (torch's wrap-around is not reproduced)")
+    cap = min(1 << 24, torch.iinfo(odt).max + 1)
+    if self.numel() and not _within(self, cap):
+        return decline("integer values of 2^24 or more (the fp32 scan would round them)")
+    xf = self.to(torch.float32)
+    if self.numel() and float(_cum(xf.abs(), dim, None, "prod").max()) >= cap:
+        return decline("integer partial products that may reach 2^24 or the output's range (inexact in fp32)")
+    return _cum(xf, dim, None, "prod").to(odt)
+
+
+@lowering("aten::cumprod", dtypes=(*U.FLOAT_DTYPES, *_INT_SCAN))
 def cumprod(self: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None) -> Any:
-    """Inclusive prefix product along ``dim``."""
+    """Inclusive prefix product along ``dim`` (integers: exact when every partial product stays below 2^24)."""
+    if U.is_trn(self) and self.dtype in _INT_SCAN:
+        return _int_cumprod(self, dim, dtype)
     return _cum(self, dim, dtype, "prod")
 
 

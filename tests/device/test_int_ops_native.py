@@ -259,3 +259,21 @@ def test_integer_arange_hardtanh_index_add_cast_their_numbers(dtype: torch.dtype
                 continue
             _same(_native(lambda: s_.to("trn").index_add(0, i.to("trn"), src.to("trn"), alpha=al)),
                   s_.index_add(0, i, src, alpha=al))
+
+
+@settings(max_examples=25, deadline=None)
+@given(dtype=st.sampled_from(INTS), shape=st.sampled_from([(5, 6, 3), (1,), (0, 4), (7, 9)]), dim=st.integers(-1, 2),
+       odt=st.sampled_from([None, torch.int32, torch.float32]), seed=st.integers(0, 99))
+def test_integer_cumprod(dtype: torch.dtype, shape: tuple[int, ...], dim: int, odt: torch.dtype | None,
+                         seed: int) -> None:
+    dim = dim % len(shape)
+    x = _ints(shape, dtype, seed, -4, 4)
+    kw = {} if odt is None else {"dtype": odt}
+    _same(_native(lambda: torch.cumprod(x.to("trn"), dim, **kw)), torch.cumprod(x, dim, **kw))
+
+
+def test_integer_cumprod_beyond_fp32_goes_to_the_cpu() -> None:
+    x = torch.full((30,), 3, dtype=torch.int64)  # 3^30 > 2^24
+    trnlang.reset_fallback_stats()
+    _same(torch.cumprod(x.to("trn"), 0), torch.cumprod(x, 0))
+    assert "aten::cumprod" in trnlang.fallback_stats()
