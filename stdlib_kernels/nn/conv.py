@@ -35,6 +35,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import torch
@@ -327,8 +328,9 @@ _FWD = "aten::convolution_overrideable"
 _BWD = "aten::convolution_backward_overrideable"
 
 
-def _decline_fwd(*args: Any) -> Any:
-    return fallback.run_on_cpu(aten.convolution_overrideable.default, args, {}, cpu_op=_cpu_forward, name=_FWD)
+def _decline_fwd(*args: Any, reason: str = fallback.NO_LOWERING) -> Any:
+    return fallback.run_on_cpu(aten.convolution_overrideable.default, args, {}, cpu_op=_cpu_forward, name=_FWD,
+                               reason=reason)
 
 
 def _decline_bwd(*args: Any) -> Any:
@@ -413,8 +415,11 @@ def _spatial(st: list[int], pd: list[int], dl: list[int], op: list[int], nsp: in
 @lowering(_FWD, dtypes=None)
 def convolution(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, stride: Any, padding: Any,
                 dilation: Any, transposed: bool, output_padding: Any, groups: int) -> Any:
-    """``aten::convolution_overrideable``: conv1d/2d/3d and their transposed forms (fp32, bf16)."""
+    """``aten::convolution_overrideable``: conv1d/2d/3d and their transposed forms (fp32, bf16; int64 through fp32
+    when the operands' magnitudes bound every sum below 2^24, checked on the device)."""
     args = (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+    if isinstance(input, torch.Tensor) and input.dtype == torch.int64:
+        return _int_convolution(*args)
     nd = input.dim() if isinstance(input, torch.Tensor) else 0
     ts = [input, weight] + ([bias] if bias is not None else [])
     if nd not in (3, 4, 5) or not _ok([input, weight], nd) or (bias is not None and not _ok([bias], 1)) \
@@ -442,6 +447,29 @@ def convolution(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | 
     ks = _as5d(weight).shape[2:]
     _conv(x5, _w6(weight, groups, transposed), bias, o5, _geo(st, pd, dl, ks, transposed), transposed)
     return out
+
+
+def _int_convolution(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, *rest: Any) -> Any:
+    """An int64 convolution as an fp32 one: exact when ``max|x| max|w| (terms per output) + max|b| < 2^24``."""
+    from stdlib_kernels.elementwise.pointwise import int_within
+
+    ts = [input, weight] + ([bias] if bias is not None else [])
+    if not all(U.is_trn(t) and t.dtype == torch.int64 for t in ts) or input.dim() not in (3, 4, 5):
+        return _decline_fwd(input, weight, bias, *rest)
+    groups = int(rest[-1])
+    transposed = bool(rest[3])
+    per = weight.shape[0] // max(groups, 1) if transposed else weight.shape[1]  # input channels per output
+    terms = max(1, per * math.prod(weight.shape[2:]))
+
+    def mag(t: torch.Tensor) -> int:
+        return 0 if t.numel() == 0 else max(int(t.max()), -int(t.min()))
+
+    cap = 1 << 24
+    if not all(int_within(t, cap) for t in ts) \
+            or mag(input) * mag(weight) * terms + (mag(bias) if bias is not None else 0) >= cap:
+        return _decline_fwd(input, weight, bias, *rest, reason="int64 sums that may reach 2^24 (inexact in fp32)")
+    r = convolution(input.float(), weight.float(), bias.float() if bias is not None else None, *rest)
+    return r if r is NotImplemented else r.to(torch.int64)
 
 
 @lowering(_BWD, dtypes=None)

@@ -388,18 +388,35 @@ def _tri(self: torch.Tensor, diagonal: int, out: torch.Tensor | None, upper: boo
     return out
 
 
-_TRI_DTYPES = tuple(d for d in DTYPES if d not in _WIDE)
+_TRI_DTYPES = (*(d for d in DTYPES if d not in _WIDE), torch.int64)
+
+
+def _tri_wide(self: torch.Tensor, diagonal: int, out: torch.Tensor | None, upper: bool) -> Any:
+    """tril/triu of an int64 tensor: the bool triangle of its last two dims, then a native int64 ``where``."""
+    if self.dim() < 2:
+        return decline("fewer than 2 dims: torch raises")
+    if out is not None and not (U.is_trn(out) and out.dtype == self.dtype):
+        return decline("out= not a trn tensor of self's dtype")
+    n, m = self.shape[-2:]
+    keep = torch.ones((n, m), dtype=torch.bool, device="trn")
+    keep = keep.triu(int(diagonal)) if upper else keep.tril(int(diagonal))
+    r = torch.where(keep, self, torch.zeros((), dtype=self.dtype, device="trn"))
+    return r if out is None else out.copy_(r)
 
 
 @lowering("aten::tril", dtypes=_TRI_DTYPES)
 def tril(self: torch.Tensor, diagonal: int = 0, *, out: torch.Tensor | None = None) -> Any:
     """``torch.tril``: keep ``col - row <= diagonal``, zero elsewhere (batched over leading dims)."""
+    if U.is_trn(self) and self.dtype == torch.int64:
+        return _tri_wide(self, diagonal, out, False)
     return _tri(self, diagonal, out, False)
 
 
 @lowering("aten::triu", dtypes=_TRI_DTYPES)
 def triu(self: torch.Tensor, diagonal: int = 0, *, out: torch.Tensor | None = None) -> Any:
     """``torch.triu``: keep ``col - row >= diagonal``, zero elsewhere (batched over leading dims)."""
+    if U.is_trn(self) and self.dtype == torch.int64:
+        return _tri_wide(self, diagonal, out, True)
     return _tri(self, diagonal, out, True)
 
 

@@ -277,3 +277,46 @@ def test_integer_cumprod_beyond_fp32_goes_to_the_cpu() -> None:
     trnlang.reset_fallback_stats()
     _same(torch.cumprod(x.to("trn"), 0), torch.cumprod(x, 0))
     assert "aten::cumprod" in trnlang.fallback_stats()
+
+
+@pytest.mark.parametrize("k", [-2, 0, 1, 9, -9])
+def test_int64_tril_triu(k: int) -> None:
+    """Values past 2^32 kept bit-exact (a bool triangle and a native int64 where); transposed input, out=, in place."""
+    x = torch.randint(-(2**40), 2**40, (3, 5, 7), generator=torch.Generator().manual_seed(k + 20))
+    for fn in (torch.tril, torch.triu):
+        _same(_native(lambda: fn(x.to("trn"), k)), fn(x, k))
+        _same(_native(lambda: fn(x[0].to("trn").t(), k)), fn(x[0].t(), k))
+    out = torch.empty(3, 5, 7, dtype=torch.int64, device="trn")
+    _native(lambda: torch.tril(x.to("trn"), k, out=out))
+    _same(out, torch.tril(x, k))
+    y = x.to("trn")
+    _native(lambda: y.triu_(k))
+    _same(y, x.triu(k))
+
+
+def _conv_cases():  # type: ignore[no-untyped-def]
+    g = torch.Generator().manual_seed(0)
+
+    def ri(*s: int) -> torch.Tensor:
+        return torch.randint(-5, 6, s, generator=g)
+
+    return [(F.conv1d, ri(2, 4, 9), ri(6, 4, 3), ri(6), {"padding": 1}),
+            (F.conv2d, ri(2, 4, 7, 8), ri(6, 2, 3, 3), ri(6), {"stride": 2, "groups": 2}),
+            (F.conv3d, ri(1, 2, 5, 5, 5), ri(3, 2, 2, 2, 2), None, {}),
+            (F.conv_transpose1d, ri(2, 4, 6), ri(4, 3, 3), ri(3), {"stride": 2}),
+            (F.conv_transpose2d, ri(1, 4, 5, 5), ri(4, 2, 3, 3), ri(4), {"groups": 2, "padding": 1}),
+            (F.conv_transpose3d, ri(1, 2, 3, 3, 3), ri(2, 3, 2, 2, 2), None, {})]
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_int64_convolutions(case: int) -> None:
+    fn, x, w, b, kw = _conv_cases()[case]
+    _same(_native(lambda: fn(x.to("trn"), w.to("trn"), b.to("trn") if b is not None else None, **kw)),
+          fn(x, w, b, **kw))
+
+
+def test_int64_convolution_beyond_fp32_goes_to_the_cpu() -> None:
+    x, w = torch.full((1, 2, 5), 2**12), torch.full((3, 2, 3), 2**12)
+    trnlang.reset_fallback_stats()
+    _same(F.conv1d(x.to("trn"), w.to("trn")), F.conv1d(x, w))
+    assert "aten::convolution_overrideable" in trnlang.fallback_stats()
