@@ -165,29 +165,43 @@ def _within(t: torch.Tensor, bound: int) -> bool:
     return int_within(t, bound)
 
 
-def _int_cumsum(self: Any, dim: int, dtype: torch.dtype | None) -> Any:
-    """cumsum of an integer tensor (int64 result, as torch's default) whose prefix sums provably stay below 2^24
-    and inside the output dtype (attention-mask positions, say): the fp32 scan is then exact. A device check bounds
-    the values; anything larger is declined. A float ``dtype=`` casts first, as torch does."""
+def _int_scan(self: Any, dim: int, dtype: torch.dtype | None, op: str) -> Any:
+    """cumsum/cumprod of an integer tensor (int64 result by default, as torch's) when every prefix stays below 2^24
+    in magnitude and inside the output dtype (attention-mask positions, say): the fp32 scan is then exact. Device
+    checks bound the values (and, for products, a first scan of ``|x|``); anything larger is declined. A float
+    ``dtype=`` casts first, as torch does."""
     nd = max(self.dim(), 1)
     if not -nd <= dim < nd:
         return decline("dim out of range: torch raises")
     odt = dtype or torch.int64
     if odt in U.FLOAT_DTYPES:
-        return _cum(self.to(odt), dim, None, "sum")
+        return _cum(self.to(odt), dim, None, op)
     if odt not in (torch.int64, torch.int32) and odt != self.dtype:
         return decline("an integer dtype= narrower than the input's (torch's wrap-around is not reproduced)")
-    n = self.shape[dim] if self.dim() else 1
-    cap = min(1 << 24, torch.iinfo(odt).max + 1)
-    if not _within(self, max(1, cap // max(n, 1))):
-        return decline("integer values whose prefix sums may reach 2^24 or the output's range (the fp32 scan "
-                       "would not be exact)")
-    return _scan(self, dim, "sum", torch.empty(self.shape, dtype=odt, device="trn"), None)
+    why = _int_scan_inexact(self, dim, op, min(1 << 24, torch.iinfo(odt).max + 1))
+    if why is not None:
+        return decline(why)
+    return _scan(self, dim, op, torch.empty(self.shape, dtype=odt, device="trn"), None)
+
+
+def _int_scan_inexact(self: torch.Tensor, dim: int, op: str, cap: int) -> str | None:
+    """Why the fp32 scan of the integer ``self`` could be inexact below ``cap``, or None."""
+    if op == "sum":
+        n = self.shape[dim] if self.dim() else 1
+        if not _within(self, max(1, cap // max(n, 1))):
+            return ("integer values whose prefix sums may reach 2^24 or the output's range (the fp32 scan would not "
+                    "be exact)")
+        return None
+    if not _within(self, cap):
+        return "integer values of 2^24 or more (the fp32 scan would round them)"
+    if self.numel() and float(_cum(self.to(torch.float32).abs(), dim, None, "prod").max()) >= cap:
+        return "integer partial products that may reach 2^24 or the output's range (inexact in fp32)"
+    return None
 
 
 def _cum(self: Any, dim: int, dtype: torch.dtype | None, op: str) -> Any:
     if U.is_trn(self) and self.dtype in _INT_SCAN and op == "sum":
-        return _int_cumsum(self, dim, dtype)
+        return _int_scan(self, dim, dtype, op)
     if U.is_trn(self) and self.dtype == torch.bool and dtype in (None, torch.int64, torch.int32) and op == "sum":
         nd = max(self.dim(), 1)  # a running count: exact in the fp32 scan while the dim is < 2^24 long
         if not -nd <= dim < nd or (self.dim() and self.shape[dim] >= 2 ** 24):
@@ -210,32 +224,11 @@ def cumsum(self: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None) ->
     return _cum(self, dim, dtype, "sum")
 
 
-def _int_cumprod(self: torch.Tensor, dim: int, dtype: torch.dtype | None) -> Any:
-    """cumprod of an integer tensor (int64 result by default, as torch's) when every partial product stays below 2^24
-    in magnitude and inside the output dtype: a first fp32 scan of ``|x|`` bounds them on the device, then the
-    fp32 scan of ``x`` is exact."""
-    nd = max(self.dim(), 1)
-    if not -nd <= dim < nd:
-        return decline("dim out of range: torch raises")
-    odt = dtype or torch.int64
-    if odt in U.FLOAT_DTYPES:
-        return _cum(self.to(odt), dim, None, "prod")
-    if odt not in (torch.int64, torch.int32) and odt != self.dtype:
-        return decline("an integer dtype= narrower than the input's (torch's wrap-around is not reproduced)")
-    cap = min(1 << 24, torch.iinfo(odt).max + 1)
-    if self.numel() and not _within(self, cap):
-        return decline("integer values of 2^24 or more (the fp32 scan would round them)")
-    xf = self.to(torch.float32)
-    if self.numel() and float(_cum(xf.abs(), dim, None, "prod").max()) >= cap:
-        return decline("integer partial products that may reach 2^24 or the output's range (inexact in fp32)")
-    return _cum(xf, dim, None, "prod").to(odt)
-
-
 @lowering("aten::cumprod", dtypes=(*U.FLOAT_DTYPES, *_INT_SCAN))
 def cumprod(self: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None) -> Any:
     """Inclusive prefix product along ``dim`` (integers: exact when every partial product stays below 2^24)."""
     if U.is_trn(self) and self.dtype in _INT_SCAN:
-        return _int_cumprod(self, dim, dtype)
+        return _int_scan(self, dim, dtype, "prod")
     return _cum(self, dim, dtype, "prod")
 
 
