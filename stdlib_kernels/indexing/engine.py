@@ -230,6 +230,15 @@ class _Bounds(Exception):
     """An index was out of range (the kernel's bounds check fired): decline to the CPU for torch's error."""
 
 
+class _Unsupported(_Bounds):
+    """Arguments the kernel does not take (no index is out of range): decline with this reason."""
+
+
+def bounds_reason(e: _Bounds, out_of_range: str) -> str:
+    """The decline reason for ``e``: its own for arguments the kernel does not take, else ``out_of_range``."""
+    return str(e) if isinstance(e, _Unsupported) else out_of_range
+
+
 def _words(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, list[int], int]:
     """(low-word base, high-word base or None, element strides, offset) of an index tensor in int32 units."""
     if t.dtype == torch.int32:
@@ -280,7 +289,7 @@ def _bool_accumulate(x: torch.Tensor, y: torch.Tensor | None, accumulate: str | 
     if x.dtype != torch.bool or accumulate is None:
         return x, y, accumulate
     if alpha is not None or y is None or y.dtype != torch.bool:
-        raise _Bounds("a bool accumulation with alpha or from another dtype")
+        raise _Unsupported("a bool accumulation with alpha or from another dtype")
     return x.view(torch.uint8), y.view(torch.uint8), "min" if accumulate in ("multiply", "min") else "max"
 
 
@@ -301,7 +310,7 @@ def _run(x: torch.Tensor, x_strides: Sequence[int], s_span: int, s_stride: int, 
     x, y, accumulate = _bool_accumulate(x, y, accumulate, alpha)
     if x.dtype in _PAIR_DTYPES:  # 8-byte elements move as two int32 words: one more dense dim of 2
         if accumulate is not None or alpha is not None or y is None or y.dtype != x.dtype:
-            raise _Bounds("8-byte data can only be moved, not accumulated or filled")
+            raise _Unsupported("8-byte data can only be moved, not accumulated or filled")
         x, xoff, y, yoff = _alias32(x), 2 * xoff, _alias32(y), 2 * yoff
         x_strides = [2 * st for st in x_strides] + [1]
         y_strides = [2 * st for st in y_strides] + [1]

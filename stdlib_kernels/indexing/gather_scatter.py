@@ -46,6 +46,7 @@ from stdlib_kernels.indexing.engine import (
     _scatter_dim,
     _to_out,
     _value_tensor,
+    bounds_reason,
 )
 from trnlang.device import Accepts, decline, lowering
 
@@ -99,8 +100,8 @@ def gather(self: torch.Tensor, dim: int, index: torch.Tensor, *, sparse_grad: bo
             return decline(_EMPTY_SELF)
         try:
             _gather_dim(_as1(self), d, _as1(index), _as1(res), wrap=False)
-        except _Bounds:
-            return decline(_OUT_OF_RANGE)
+        except _Bounds as e:
+            return decline(bounds_reason(e, _OUT_OF_RANGE))
     return _to_out(res, out)
 
 
@@ -157,9 +158,19 @@ def _scatter_impl(self: torch.Tensor, dim: int, index: torch.Tensor, src: torch.
         _scatter_dim(r1, d, i1, list(i1.shape), _as1(src) if src is not None else None,
                      list(_as1(src).stride()) if src is not None else None, scalar, accumulate, False,
                      list(i1.stride()))
-    except _Bounds:
-        return decline(_OUT_OF_RANGE)
+    except _Bounds as e:
+        return decline(bounds_reason(e, _OUT_OF_RANGE))
     return res
+
+
+def _wide_value(value: Any, dtype: torch.dtype) -> bool:
+    """``value`` is a real number ``torch.full`` stores exactly in the 8-byte ``dtype`` (an int64 needs an integer)."""
+    v = U.scalar_value(value)
+    if v is None or isinstance(v, complex):
+        return False
+    if dtype == torch.int64:
+        return (isinstance(v, int) or (isinstance(v, float) and v.is_integer())) and -(2**63) <= int(v) < 2**63
+    return True
 
 
 @lowering("aten::scatter.src")
@@ -172,7 +183,10 @@ def scatter_src(self: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Te
 @lowering("aten::scatter.value")
 def scatter_value(self: torch.Tensor, dim: int, index: torch.Tensor, value: Any, *,
                   out: torch.Tensor | None = None) -> Any:
-    """``self.scatter(dim, index, value)``."""
+    """``self.scatter(dim, index, value)`` (8-byte data, which the kernels only move: a filled source scattered)."""
+    if U.is_trn(self) and self.dtype in _WIDE and U.is_trn(index) and _wide_value(value, self.dtype):
+        return _scatter_impl(self, dim, index, torch.full(index.shape, U.scalar_value(value), dtype=self.dtype,
+                                                          device="trn"), None, None, out)
     return _scatter_impl(self, dim, index, None, value, None, out)
 
 
@@ -200,7 +214,10 @@ def scatter_value_reduce(self: torch.Tensor, dim: int, index: torch.Tensor, valu
 @lowering("aten::scatter_add")
 def scatter_add(self: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor, *,
                 out: torch.Tensor | None = None) -> Any:
-    """``self.scatter_add(dim, index, src)``: an accumulating DMA (repeated indices all add)."""
+    """``self.scatter_add(dim, index, src)``: an accumulating DMA (repeated indices all add; int64 through the
+    integer ``scatter_reduce``, exact when bounded)."""
+    if U.is_trn(self) and self.dtype == torch.int64:
+        return scatter_reduce(self, dim, index, src, "sum", include_self=True, out=out)
     return _scatter_impl(self, dim, index, src, None, "add", out)
 
 
@@ -239,6 +256,8 @@ def _scatter_reduce_checks(self: torch.Tensor, dim: int, index: torch.Tensor, sr
 
 
 _INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+#: 8-byte dtypes: the kernels move them (as int32 word pairs) but neither fill nor accumulate them
+_WIDE = (torch.int64, torch.float64)
 
 
 def _int_reduce(self: torch.Tensor, src: torch.Tensor, reduce: str, include_self: bool, out: Any,
@@ -368,8 +387,8 @@ def index_select(self: torch.Tensor, dim: int, index: torch.Tensor, *, out: torc
             return decline(_EMPTY_SELF)
         try:
             _gather_dim(s, d, idx, _as1(res).view(shape), wrap=False, idx_strides=ist)
-        except _Bounds:
-            return decline(_OUT_OF_RANGE)
+        except _Bounds as e:
+            return decline(bounds_reason(e, _OUT_OF_RANGE))
     return _to_out(res, out)
 
 
@@ -379,6 +398,8 @@ def _index_scatter(self: torch.Tensor, dim: int, index: torch.Tensor, source: to
     if isinstance(plan, str):
         return decline(plan)
     idx, d, s, dense, ist = plan
+    if source is None and accumulate is None and self.dtype in _WIDE and _wide_value(value, self.dtype):
+        source = torch.full(dense, U.scalar_value(value), dtype=self.dtype, device="trn")  # 8-byte data only moves
     if source is not None:
         if not _ok_data(source, move=True) or source.dtype != self.dtype:
             return decline("source not a trn tensor of self's dtype, or a conj/neg bit")
@@ -408,8 +429,8 @@ def _index_scatter(self: torch.Tensor, dim: int, index: torch.Tensor, source: to
     try:
         _scatter_dim(_as1(res), d, idx, dense, src if source is not None else None,
                      list(src.stride()) if source is not None else None, scalar, accumulate, False, ist, a_t)
-    except _Bounds:
-        return decline(_OUT_OF_RANGE)
+    except _Bounds as e:
+        return decline(bounds_reason(e, _OUT_OF_RANGE))
     return res
 
 
@@ -421,6 +442,12 @@ def index_add(self: torch.Tensor, dim: int, index: torch.Tensor, source: torch.T
     if U.is_trn(self) and self.dtype in _INTS and U.is_trn(source) and source.dtype == self.dtype \
             and isinstance(alpha, (int, float)) and not isinstance(alpha, bool) and alpha != 1:
         source, alpha = torch.mul(source, math.trunc(alpha)), 1
+    if U.is_trn(self) and self.dtype == torch.int64 and _index_vec(index) is not None and alpha == 1:
+        def counts() -> torch.Tensor:
+            ones = torch.ones(source.shape, device="trn")
+            return torch.zeros(self.shape, device="trn").index_add(dim, index, ones) + 1
+
+        return _int_reduce(self, source, "sum", True, out, counts, lambda s_, v_: index_add(s_, dim, index, v_))
     return _index_scatter(self, dim, index, source, None, "add", alpha, out)
 
 
@@ -550,8 +577,8 @@ def take(self: torch.Tensor, index: torch.Tensor, *, out: torch.Tensor | None = 
         try:
             _run(flat, [0] * nd, flat.shape[0], 1, r1, list(r1.stride()), None, [i1], [list(i1.stride())],
                  [flat.shape[0]], [1], list(i1.shape), (0, nd), Move.GATHER, True)
-        except _Bounds:
-            return decline(_OUT_OF_RANGE)
+        except _Bounds as e:
+            return decline(bounds_reason(e, _OUT_OF_RANGE))
     return _to_out(res, out)
 
 
@@ -577,8 +604,8 @@ def put_(self: torch.Tensor, index: torch.Tensor, source: torch.Tensor, accumula
     try:
         _run(flat, [0], flat.shape[0], 1, s1, list(s1.stride()), None, [i1], [list(i1.stride())], [flat.shape[0]],
              [1], [i1.shape[0]], (0, 1), Move.SCATTER, True, "add" if accumulate else None)
-    except _Bounds:
-        return decline(_OUT_OF_RANGE)
+    except _Bounds as e:
+        return decline(bounds_reason(e, _OUT_OF_RANGE))
     return self
 
 

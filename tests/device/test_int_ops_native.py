@@ -320,3 +320,34 @@ def test_int64_convolution_beyond_fp32_goes_to_the_cpu() -> None:
     trnlang.reset_fallback_stats()
     _same(F.conv1d(x.to("trn"), w.to("trn")), F.conv1d(x, w))
     assert "aten::convolution_overrideable" in trnlang.fallback_stats()
+
+
+@settings(max_examples=20, deadline=None)
+@given(dim=st.sampled_from([0, 1]), big=st.booleans(), seed=st.integers(0, 99))
+def test_int64_fills_and_adds_by_index(dim: int, big: bool, seed: int) -> None:
+    """int64 data moves as int32 word pairs: a fill scatters a filled source (values past 2^32 kept); adds go
+    through fp32 when bounded. one_hot (a scatter of 1s into int64 zeros) is native."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(-(2**40), 2**40, (5, 4), generator=g) if big else torch.randint(-1000, 1000, (5, 4), generator=g)
+    idx = torch.randint(0, x.shape[dim], (3, 4) if dim == 0 else (5, 3), generator=g)
+    v = 2**35 + 3 if big else -7
+    _same(_native(lambda: x.to("trn").scatter(dim, idx.to("trn"), v)), x.scatter(dim, idx, v))
+    i1 = torch.randint(0, x.shape[dim], (3,), generator=g)
+    _same(_native(lambda: x.to("trn").index_fill(dim, i1.to("trn"), v)), x.index_fill(dim, i1, v))
+    if not big:
+        src = torch.randint(-100, 100, idx.shape, generator=g)
+        _same(_native(lambda: x.to("trn").scatter_add(dim, idx.to("trn"), src.to("trn"))), x.scatter_add(dim, idx, src))
+        s1 = torch.randint(-100, 100, (3, 4) if dim == 0 else (5, 3), generator=g)
+        _same(_native(lambda: x.to("trn").index_add(dim, i1.to("trn"), s1.to("trn"))), x.index_add(dim, i1, s1))
+    labels = torch.randint(0, 6, (17,), generator=g)
+    _same(_native(lambda: F.one_hot(labels.to("trn"), 6)), F.one_hot(labels, 6))
+
+
+def test_int64_accumulation_the_kernels_cannot_do_names_its_reason() -> None:
+    """An int64 multiply-scatter goes to the CPU; the recorded reason is the 8-byte limit, not an index error."""
+    x, idx = torch.arange(6).view(2, 3), torch.tensor([[0, 1, 0]])
+    trnlang.reset_fallback_stats()
+    _same(x.to("trn").scatter(0, idx.to("trn"), torch.full((1, 3), 2).to("trn"), reduce="multiply"),
+          x.scatter(0, idx, torch.full((1, 3), 2), reduce="multiply"))
+    reasons = trnlang.fallback_reasons().get("aten::scatter.reduce", {})
+    assert any("8-byte" in r for r in reasons), reasons
