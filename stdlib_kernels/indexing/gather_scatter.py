@@ -163,10 +163,17 @@ def _scatter_impl(self: torch.Tensor, dim: int, index: torch.Tensor, src: torch.
     return res
 
 
+def _number(value: Any) -> Any:
+    """A Python number from a number or a one-element tensor (one host sync), else None."""
+    if isinstance(value, torch.Tensor):
+        return value.item() if value.numel() == 1 and not value.is_complex() else None
+    return U.scalar_value(value)
+
+
 def _wide_value(value: Any, dtype: torch.dtype) -> bool:
     """``value`` is a real number ``torch.full`` stores exactly in the 8-byte ``dtype`` (an int64 needs an integer)."""
-    v = U.scalar_value(value)
-    if v is None or isinstance(v, complex):
+    v = _number(value)
+    if v is None or isinstance(v, complex) or isinstance(v, bool):
         return False
     if dtype == torch.int64:
         return (isinstance(v, int) or (isinstance(v, float) and v.is_integer())) and -(2**63) <= int(v) < 2**63
@@ -185,7 +192,7 @@ def scatter_value(self: torch.Tensor, dim: int, index: torch.Tensor, value: Any,
                   out: torch.Tensor | None = None) -> Any:
     """``self.scatter(dim, index, value)`` (8-byte data, which the kernels only move: a filled source scattered)."""
     if U.is_trn(self) and self.dtype in _WIDE and U.is_trn(index) and _wide_value(value, self.dtype):
-        return _scatter_impl(self, dim, index, torch.full(index.shape, U.scalar_value(value), dtype=self.dtype,
+        return _scatter_impl(self, dim, index, torch.full(index.shape, _number(value), dtype=self.dtype,
                                                           device="trn"), None, None, out)
     return _scatter_impl(self, dim, index, None, value, None, out)
 
@@ -399,7 +406,7 @@ def _index_scatter(self: torch.Tensor, dim: int, index: torch.Tensor, source: to
         return decline(plan)
     idx, d, s, dense, ist = plan
     if source is None and accumulate is None and self.dtype in _WIDE and _wide_value(value, self.dtype):
-        source = torch.full(dense, U.scalar_value(value), dtype=self.dtype, device="trn")  # 8-byte data only moves
+        source = torch.full(dense, _number(value), dtype=self.dtype, device="trn")  # 8-byte data only moves
     if source is not None:
         if not _ok_data(source, move=True) or source.dtype != self.dtype:
             return decline("source not a trn tensor of self's dtype, or a conj/neg bit")

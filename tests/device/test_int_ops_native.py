@@ -334,6 +334,8 @@ def test_int64_fills_and_adds_by_index(dim: int, big: bool, seed: int) -> None:
     _same(_native(lambda: x.to("trn").scatter(dim, idx.to("trn"), v)), x.scatter(dim, idx, v))
     i1 = torch.randint(0, x.shape[dim], (3,), generator=g)
     _same(_native(lambda: x.to("trn").index_fill(dim, i1.to("trn"), v)), x.index_fill(dim, i1, v))
+    tv = torch.tensor(v)  # index_fill with a 0-dim tensor value
+    _same(_native(lambda: x.to("trn").index_fill(dim, i1.to("trn"), tv.to("trn"))), x.index_fill(dim, i1, tv))
     if not big:
         src = torch.randint(-100, 100, idx.shape, generator=g)
         _same(_native(lambda: x.to("trn").scatter_add(dim, idx.to("trn"), src.to("trn"))), x.scatter_add(dim, idx, src))
