@@ -113,3 +113,32 @@ def test_a_foreign_lock_file_is_not_used(tmp_path: Path) -> None:
     with s.building("entry.bin") as held:
         assert not held
     s.close()
+
+
+_SECRET_CHILD = textwrap.dedent("""
+    import os, sys, time
+    go = sys.argv[1]
+    while not os.path.exists(go):
+        time.sleep(0.0002)
+    from trnlang.runtime import diskcache
+    k = diskcache.user_secret()
+    print(k.hex() if k else "NONE")
+""")
+
+
+def test_processes_creating_the_cache_secret_at_once_share_one(tmp_path: Path) -> None:
+    """The secret is published in one step (a linked temporary file): no process reads it half written and loses
+    its disk cache (and the build lock) for the run; nothing temporary is left behind."""
+    env = _env(tmp_path)
+    go = tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", _SECRET_CHILD, str(go)], cwd=ROOT, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(6)]
+    time.sleep(1.0)  # past their imports
+    go.touch()
+    keys = set()
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        keys.add(out.strip())
+    assert len(keys) == 1 and "NONE" not in keys, keys
+    assert sorted(os.listdir(tmp_path / "config")) == ["cache-key"]

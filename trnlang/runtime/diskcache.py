@@ -199,23 +199,46 @@ def _load_or_create_secret(d: str) -> tuple[bytes | None, str]:
                 if len(data) != _SECRET_LEN:
                     return None, "cache-key has the wrong length"
                 return data, ""
-            key = secrets.token_bytes(_SECRET_LEN)
-            try:
-                fd = os.open("cache-key", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                             0o600, dir_fd=dfd)
-            except FileExistsError:
-                continue  # another process made it first: read theirs
-            except OSError as e:
-                return None, f"cache-key cannot be created ({e.strerror})"
-            try:
-                os.write(fd, key)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            return key, ""
+            key, why = _publish_secret(dfd)
+            if why:
+                return None, why
+            if key is not None:
+                return key, ""
+            # another process published its key first: read theirs
         return None, "cache-key keeps changing"
     finally:
         os.close(dfd)
+
+
+def _publish_secret(dfd: int) -> tuple[bytes | None, str]:
+    """Write a new secret to a private temporary file, then link it as ``cache-key`` in one step: a process reading
+    the key never sees it half written (several processes starting on an empty configuration directory used to:
+    one read an empty file, lost its secret, and compiled without the cache). ``(None, "")``: another process
+    published first."""
+    key = secrets.token_bytes(_SECRET_LEN)
+    tmp = f".cache-key-{secrets.token_hex(8)}"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dfd)
+    except OSError as e:
+        return None, f"cache-key cannot be created ({e.strerror})"
+    try:
+        try:
+            os.write(fd, key)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, "cache-key", src_dir_fd=dfd, dst_dir_fd=dfd, follow_symlinks=False)
+        except FileExistsError:
+            return None, ""
+        except OSError as e:
+            return None, f"cache-key cannot be created ({e.strerror})"
+        return key, ""
+    finally:
+        try:
+            os.unlink(tmp, dir_fd=dfd)
+        except OSError:
+            pass
 
 
 class Store:
