@@ -158,13 +158,20 @@ def gcd(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
         >>> torch.gcd(a, b)  # doctest: +SKIP
         tensor([4, 6, 0], device='trn:0')
     """
+    return _int_binary("gcd", self, other, out, _GCD_DTYPES, "gcd of floating-point, complex or bool operands: torch "
+                       "raises")
+
+
+def _int_binary(op: str, self: Any, other: Any, out: torch.Tensor | None, dtypes: tuple[torch.dtype, ...],
+                why: str) -> Any:
+    """``op`` of integer operands whose promoted dtype is one of ``dtypes`` (else declined with ``why``)."""
     try:
         rdt = torch.result_type(self, other)
     except (RuntimeError, TypeError):
         return decline("operands torch cannot promote: torch raises")
-    if rdt not in _GCD_DTYPES:
-        return decline("gcd of floating-point, complex or bool operands: torch raises")
-    return run_binary("gcd", self, other, out)
+    if rdt not in dtypes:
+        return decline(why)
+    return run_binary(op, self, other, out)
 
 
 _SHIFT_DTYPES = (torch.int32, torch.int16, torch.int8, torch.uint8)
@@ -172,13 +179,8 @@ _SHIFT_DTYPES = (torch.int32, torch.int16, torch.int8, torch.uint8)
 
 def _shift(op: str) -> Any:
     def lower(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
-        try:
-            rdt = torch.result_type(self, other)
-        except (RuntimeError, TypeError):
-            return decline("operands torch cannot promote: torch raises")
-        if rdt not in _SHIFT_DTYPES:
-            return decline("a shift of int64 (not within int32's arithmetic), float or bool operands")
-        return run_binary(op, self, other, out)
+        return _int_binary(op, self, other, out, _SHIFT_DTYPES,
+                           "a shift of int64 (not within int32's arithmetic), float or bool operands")
 
     lower.__name__ = f"bitwise_{'left' if op == 'lshift' else 'right'}_shift"
     lower.__doc__ = (f"``aten::{lower.__name__}`` of int32 and narrower integers (int32 arithmetic; torch's results "

@@ -382,13 +382,20 @@ def int64_ok(t: torch.Tensor, bound: int) -> bool:
 
 
 def int_within(t: torch.Tensor, bound: int) -> bool:
-    """Every value of the integer ``trn`` tensor ``t`` lies in ``[-bound, bound)`` (device reductions, one sync each):
-    an fp32 kernel then computes exactly what torch's integer kernel does, for ops exact below ``bound``."""
-    if t.numel() == 0:
+    """Every value of the integer ``trn`` tensor ``t`` lies in ``[-bound, bound)`` (device reductions, one sync each;
+    none when the dtype's range is inside): an fp32 kernel then computes exactly what torch's integer kernel does,
+    for ops exact below ``bound``."""
+    info = torch.iinfo(t.dtype)
+    if t.numel() == 0 or (info.min >= -bound and info.max < bound):
         return True
     if t.dtype == torch.int64:
         return int64_ok(t, bound)
     return int(t.max()) < bound and int(t.min()) >= -bound
+
+
+def int_maxabs(t: torch.Tensor) -> int:
+    """The largest magnitude of an integer ``trn`` tensor (0 when empty; two reductions, one host sync each)."""
+    return 0 if t.numel() == 0 else max(int(t.max()), -int(t.min()))
 
 
 class Operands:

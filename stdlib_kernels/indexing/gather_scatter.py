@@ -275,22 +275,21 @@ def _int_reduce(self: torch.Tensor, src: torch.Tensor, reduce: str, include_self
     op. Bounds from the operands' magnitudes and the largest count (device reductions): sums below 2^24 (2^22 for
     mean, whose floor division then cannot round across an integer), products below 2^24, and within the dtype.
     """
-    from stdlib_kernels.elementwise.pointwise import int_within
+    from stdlib_kernels.elementwise.pointwise import int_maxabs
 
     if not (U.is_trn(src) and src.dtype == self.dtype) or (out is not None and (not U.is_trn(out)
                                                                                or out.dtype != self.dtype)):
         return decline("src (source) or out= not trn tensors of self's integer dtype")
     cap = min(1 << (22 if reduce == "mean" else 24), torch.iinfo(self.dtype).max + 1)
     c = int(counts().max()) if self.numel() and src.numel() else 0
-    ms = 1 if self.numel() == 0 else max(int(self.max()), -int(self.min()), 1)
-    mv = 1 if src.numel() == 0 else max(int(src.max()), -int(src.min()), 1)
+    ms, mv = max(int_maxabs(self), 1), max(int_maxabs(src), 1)
     if reduce == "prod":
         bound = ms * mv ** c
     elif reduce in ("amax", "amin"):
         bound = max(ms, mv)
     else:
         bound = ms + c * mv
-    if bound >= cap or (self.dtype == torch.int64 and not (int_within(self, cap) and int_within(src, cap))):
+    if bound >= cap:
         return decline("integer results that may reach 2^24 or the dtype's range (inexact in fp32, or wrapping)")
     r = run(self.float(), src.float())
     if r is NotImplemented:

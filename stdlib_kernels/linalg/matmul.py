@@ -153,9 +153,6 @@ def _bias_ok(bias: torch.Tensor, dtype: torch.dtype, shape: tuple[int, ...]) -> 
     return U.broadcast_shape(bias.shape, shape) == tuple(shape)
 
 
-def _maxabs(t: torch.Tensor) -> int:
-    """The largest magnitude of an integer ``trn`` tensor (two reductions on the device, one host sync each)."""
-    return 0 if t.numel() == 0 else max(int(t.max()), -int(t.min()))
 
 
 def _int_matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, alpha: float, beta: float,
@@ -171,7 +168,9 @@ def _int_matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, alp
     if beta == 0.0:
         bias = None  # torch ignores self when beta == 0 (mv passes its uninitialised output)
     k = a.shape[-1] if a.dim() else 0
-    total = abs(alpha) * _maxabs(a) * _maxabs(b) * k + (abs(beta) * _maxabs(bias) if bias is not None else 0)
+    from stdlib_kernels.elementwise.pointwise import int_maxabs as mag
+
+    total = abs(alpha) * mag(a) * mag(b) * k + (abs(beta) * mag(bias) if bias is not None else 0)
     if total >= min(2**24, torch.iinfo(a.dtype).max + 1):
         return decline("integer products whose sums may be inexact in fp32 or wrap in the dtype")
     fb = bias.float() if bias is not None else None

@@ -451,7 +451,7 @@ def convolution(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | 
 
 def _int_convolution(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, *rest: Any) -> Any:
     """An int64 convolution as an fp32 one: exact when ``max|x| max|w| (terms per output) + max|b| < 2^24``."""
-    from stdlib_kernels.elementwise.pointwise import int_within
+    from stdlib_kernels.elementwise.pointwise import int_maxabs as mag
 
     ts = [input, weight] + ([bias] if bias is not None else [])
     if not all(U.is_trn(t) and t.dtype == torch.int64 for t in ts) or input.dim() not in (3, 4, 5):
@@ -460,13 +460,7 @@ def _int_convolution(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tens
     transposed = bool(rest[3])
     per = weight.shape[0] // max(groups, 1) if transposed else weight.shape[1]  # input channels per output
     terms = max(1, per * math.prod(weight.shape[2:]))
-
-    def mag(t: torch.Tensor) -> int:
-        return 0 if t.numel() == 0 else max(int(t.max()), -int(t.min()))
-
-    cap = 1 << 24
-    if not all(int_within(t, cap) for t in ts) \
-            or mag(input) * mag(weight) * terms + (mag(bias) if bias is not None else 0) >= cap:
+    if mag(input) * mag(weight) * terms + (mag(bias) if bias is not None else 0) >= 1 << 24:
         return _decline_fwd(input, weight, bias, *rest, reason="int64 sums that may reach 2^24 (inexact in fp32)")
     r = convolution(input.float(), weight.float(), bias.float() if bias is not None else None, *rest)
     return r if r is NotImplemented else r.to(torch.int64)

@@ -159,12 +159,6 @@ def _ok(self: Any, dim: int) -> bool:
 _INT_SCAN = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
 
-def _within(t: torch.Tensor, bound: int) -> bool:
-    from stdlib_kernels.elementwise.pointwise import int_within
-
-    return int_within(t, bound)
-
-
 def _int_scan(self: Any, dim: int, dtype: torch.dtype | None, op: str) -> Any:
     """cumsum/cumprod of an integer tensor (int64 result by default, as torch's) when every prefix stays below 2^24
     in magnitude and inside the output dtype (attention-mask positions, say): the fp32 scan is then exact. Device
@@ -186,6 +180,8 @@ def _int_scan(self: Any, dim: int, dtype: torch.dtype | None, op: str) -> Any:
 
 def _int_scan_inexact(self: torch.Tensor, dim: int, op: str, cap: int) -> str | None:
     """Why the fp32 scan of the integer ``self`` could be inexact below ``cap``, or None."""
+    from stdlib_kernels.elementwise.pointwise import int_within as _within
+
     if op == "sum":
         n = self.shape[dim] if self.dim() else 1
         if not _within(self, max(1, cap // max(n, 1))):
@@ -235,6 +231,8 @@ def cumprod(self: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None) -
 def _helper(self: Any, values: Any, indices: Any, dim: int, op: str) -> Any:
     if U.is_trn(self) and self.dtype in _INT_SCAN and U.is_trn(values) and values.dtype == self.dtype:
         # integers below 2^24 are exact in the fp32 scan (checked on the device); others go to the CPU
+        from stdlib_kernels.elementwise.pointwise import int_within as _within
+
         nd = max(self.dim(), 1)
         if not -nd <= dim < nd or not _within(self, 1 << 24):
             return decline("integer values of 2^24 or more (the fp32 scan would round them), or dim out of range")

@@ -223,12 +223,12 @@ def _float_keys(self: torch.Tensor) -> torch.Tensor | None:
     ties and the selected value are the integers'), checked on the device; None when some value does not."""
     if self.dtype in (torch.int8, torch.int16, torch.uint8) or self.numel() == 0:
         return self.to(torch.float32)
-    if self.dtype == torch.int64:
+    if self.dtype == torch.int64:  # within int32 first (the int64 check reads both words), then the exact bounds
         from stdlib_kernels.elementwise.pointwise import int64_ok
 
-        ok = int64_ok(self, 2**24 + 1)
-    else:
-        ok = -(2**24) <= int(self.amin().item()) and int(self.amax().item()) <= 2**24
+        if not int64_ok(self, 2**24 + 1):
+            return None
+    ok = -(2**24) <= int(self.amin().item()) and int(self.amax().item()) <= 2**24
     return self.to(torch.float32) if ok else None
 
 

@@ -112,11 +112,15 @@ def test_addbmm_of_integers(dtype: torch.dtype, b: int, n: int, k: int, p: int, 
        dim=st.integers(-1, 2), odt=st.sampled_from([None, torch.int32, torch.float32]), seed=st.integers(0, 99))
 def test_integer_scans(dtype: torch.dtype, shape: tuple[int, ...], dim: int, odt: torch.dtype | None,
                        seed: int) -> None:
-    """cumsum (int64 by default, or the dtype= asked) and cummax/cummin (ties: the latest index) of small integers."""
+    """cumsum and cumprod (int64 by default, or the dtype= asked) and cummax/cummin (ties: the latest index) of
+    small integers."""
     dim = dim % len(shape)
     x = _ints(shape, dtype, seed, -9, 9)
     kw = {} if odt is None else {"dtype": odt}
     _same(_native(lambda: torch.cumsum(x.to("trn"), dim, **kw)), torch.cumsum(x, dim, **kw))
+    if shape != (130, 9):  # products of 130 factors would pass 2^24: the CPU's
+        xp = x.clamp(-4, 4) if dtype != torch.uint8 else x.clamp(0, 4)
+        _same(_native(lambda: torch.cumprod(xp.to("trn"), dim, **kw)), torch.cumprod(xp, dim, **kw))
     for fn in (torch.cummax, torch.cummin):
         v, i = _native(lambda: fn(x.to("trn"), dim))
         ve, ie = fn(x, dim)
@@ -259,17 +263,6 @@ def test_integer_arange_hardtanh_index_add_cast_their_numbers(dtype: torch.dtype
                 continue
             _same(_native(lambda: s_.to("trn").index_add(0, i.to("trn"), src.to("trn"), alpha=al)),
                   s_.index_add(0, i, src, alpha=al))
-
-
-@settings(max_examples=25, deadline=None)
-@given(dtype=st.sampled_from(INTS), shape=st.sampled_from([(5, 6, 3), (1,), (0, 4), (7, 9)]), dim=st.integers(-1, 2),
-       odt=st.sampled_from([None, torch.int32, torch.float32]), seed=st.integers(0, 99))
-def test_integer_cumprod(dtype: torch.dtype, shape: tuple[int, ...], dim: int, odt: torch.dtype | None,
-                         seed: int) -> None:
-    dim = dim % len(shape)
-    x = _ints(shape, dtype, seed, -4, 4)
-    kw = {} if odt is None else {"dtype": odt}
-    _same(_native(lambda: torch.cumprod(x.to("trn"), dim, **kw)), torch.cumprod(x, dim, **kw))
 
 
 def test_integer_cumprod_beyond_fp32_goes_to_the_cpu() -> None:
