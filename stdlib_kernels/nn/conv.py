@@ -47,7 +47,7 @@ from trnlang.device import fallback, lowering
 
 aten = torch.ops.aten
 _WBUF = 16384  # most weight elements per partition kept in SBUF for a whole output-channel tile
-DTYPES = (torch.float32, torch.bfloat16)
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 def _phases(o_dim: int, k_dim: int, s: int, u: int, d: int, p: int, flip: bool) -> list[tuple[int, ...]]:
@@ -345,26 +345,6 @@ def _ok(ts: Sequence[Any], nd: int) -> bool:
                and not t.is_conj() and not t.is_neg() for t in ts) and dt in DTYPES
 
 
-def _slow_transposed_low(input: torch.Tensor, weight: torch.Tensor, prm: tuple[list[int], ...], transposed: bool,
-                         groups: int) -> bool:
-    """A bf16 transposed convolution that torch's CPU runs on its slow (col2im) path, which rounds every tap's
-    contribution to bf16 as it accumulates: our fp32 accumulation cannot match it, so it is declined.
-
-    The CPU's choice (oneDNN or the slow path) is asked of torch itself, with uninitialised CPU tensors of the
-    same shapes (host-side metadata only; no data is read).
-    """
-    if not transposed or input.dtype == torch.float32:
-        return False
-    st, pd, dl, op = prm
-    try:
-        be = torch._C._select_conv_backend(torch.empty(input.shape, dtype=input.dtype),
-                                           torch.empty(weight.shape, dtype=weight.dtype), None, st, pd, dl, True, op,
-                                           groups, None)
-    except Exception:  # noqa: BLE001 - unknown: decline
-        return True
-    return "Slow" in str(be)
-
-
 def _params(stride: Any, padding: Any, dilation: Any, output_padding: Any, nsp: int) -> tuple[list[int], ...] | None:
     def lst(v: Any, default: int) -> list[int] | None:
         v = list(v) if isinstance(v, (list, tuple)) else [v]
@@ -415,7 +395,7 @@ def _spatial(st: list[int], pd: list[int], dl: list[int], op: list[int], nsp: in
 @lowering(_FWD, dtypes=None)
 def convolution(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, stride: Any, padding: Any,
                 dilation: Any, transposed: bool, output_padding: Any, groups: int) -> Any:
-    """``aten::convolution_overrideable``: conv1d/2d/3d and their transposed forms (fp32, bf16; int64 through fp32
+    """``aten::convolution_overrideable``: conv1d/2d/3d and their transposed forms (fp32, bf16, fp16; int64 through fp32
     when the operands' magnitudes bound every sum below 2^24, checked on the device)."""
     args = (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
     if isinstance(input, torch.Tensor) and input.dtype == torch.int64:
@@ -427,7 +407,7 @@ def convolution(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | 
         return _decline_fwd(*args)
     nsp = nd - 2
     prm = _params(stride, padding, dilation, output_padding, nsp)
-    if prm is None or _slow_transposed_low(input, weight, prm, transposed, groups):
+    if prm is None:
         return _decline_fwd(*args)
     try:  # shapes, and torch's own errors for bad arguments, from the meta kernel
         meta = _cpu_forward(*[t.to("meta") if isinstance(t, torch.Tensor) else t for t in args])
@@ -477,7 +457,7 @@ def convolution_backward(grad_output: torch.Tensor, input: torch.Tensor, weight:
         return _decline_bwd(*args)
     nsp = nd - 2
     prm = _params(stride, padding, dilation, output_padding, nsp)
-    if prm is None or _slow_transposed_low(input, weight, prm, transposed, groups):
+    if prm is None:
         return _decline_bwd(*args)
     try:
         _cpu_backward(*[t.to("meta") if isinstance(t, torch.Tensor) else t for t in args])

@@ -49,10 +49,11 @@ from stdlib_kernels.nn import upsample as UP
 from stdlib_kernels.nn.conv import _phases
 from trnlang.device import decline, lowering
 
-DTYPES = (torch.float32, torch.bfloat16)
-_IDX_DTYPES = (torch.float32, torch.bfloat16, torch.int64)
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+_IDX_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.int64)
 #: max pooling forward: integer inputs too (as fp32, exact below 2^24)
-_MAX_FWD_DTYPES = (torch.float32, torch.bfloat16, torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+_MAX_FWD_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.int32, torch.int16, torch.int8,
+                   torch.uint8)
 _OUT_FREE = 2048
 
 
@@ -335,7 +336,7 @@ def _max_pool(self: Any, kernel_size: Any, stride: Any, padding: Any, dilation: 
         r = _max_pool(self.float(), kernel_size, stride, padding, dilation, ceil_mode, n, op)
         return r if r is NotImplemented else (r[0].to(self.dtype), r[1])
     if not _ok(self, (n + 1, n + 2)):
-        return decline("not a float32/bfloat16 trn tensor of the right rank (or a conj/neg bit)")
+        return decline("not a float32/bfloat16/float16 trn tensor of the right rank (or a conj/neg bit)")
     prm = _pool_params(kernel_size, stride, padding, dilation, n)
     meta = _meta(op, self, kernel_size, stride, padding, dilation, ceil_mode)
     if prm is None or meta is None:
@@ -465,7 +466,7 @@ def _avg_pool(self: Any, kernel_size: Any, stride: Any, padding: Any, ceil_mode:
 def _avg_pool_bwd(grad_output: Any, self: Any, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool,
                   count_include_pad: bool, divisor_override: Any, n: int, op: Any) -> Any:
     if not _ok(grad_output, (n + 1, n + 2)) or grad_output.dtype != self.dtype:
-        return decline("grad_output not a float32/bfloat16 trn tensor of the right rank and self's dtype")
+        return decline("grad_output not a float32/bfloat16/float16 trn tensor of the right rank and self's dtype")
     r = _avg_args(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, n, op)
     if r is None or r[0].shape != grad_output.shape:
         return decline("not a float32/bf16 trn tensor of the right rank, bad pooling arguments, or a grad mismatch")
@@ -521,7 +522,7 @@ def _adaptive_mats(i: int, o: int) -> tuple[torch.Tensor, torch.Tensor]:
 def adaptive_avg_pool2d(self: torch.Tensor, output_size: Sequence[int]) -> Any:
     """Adaptive average pooling as ``P_h @ x @ P_w^T`` on the Tensor engine."""
     if not _ok(self) or _meta(torch.ops.aten._adaptive_avg_pool2d.default, self, output_size) is None:
-        return decline("not a 3-D/4-D float32/bfloat16 trn tensor, or an invalid output_size (torch raises)")
+        return decline("not a 3-D/4-D float32/bfloat16/float16 trn tensor, or an invalid output_size (torch raises)")
     oh, ow = (int(v) for v in output_size)
     ih, iw = self.shape[-2], self.shape[-1]
     if min(ih, iw, oh, ow) <= 0:
@@ -534,7 +535,7 @@ def adaptive_avg_pool2d_backward(grad_output: torch.Tensor, self: torch.Tensor) 
     """Gradient of adaptive average pooling: ``P_h^T @ g @ P_w``."""
     if not _ok(self) or not _ok(grad_output) or grad_output.dtype != self.dtype or \
             grad_output.shape[:-2] != self.shape[:-2]:
-        return decline("tensors not 3-D/4-D float32/bfloat16 on trn of one dtype, or mismatched leading dims")
+        return decline("tensors not 3-D/4-D float32/bfloat16/float16 on trn of one dtype, or mismatched leading dims")
     oh, ow = grad_output.shape[-2], grad_output.shape[-1]
     ih, iw = self.shape[-2], self.shape[-1]
     if min(ih, iw, oh, ow) <= 0:
@@ -546,7 +547,7 @@ def adaptive_avg_pool2d_backward(grad_output: torch.Tensor, self: torch.Tensor) 
 def adaptive_avg_pool3d(self: torch.Tensor, output_size: Sequence[int]) -> Any:
     """3-D adaptive average pooling: one averaging matrix per spatial dim (``F.interpolate(mode="area")``)."""
     if not _ok(self, (4, 5)) or _meta(torch.ops.aten._adaptive_avg_pool3d.default, self, output_size) is None:
-        return decline("not a 4-D/5-D float32/bfloat16 trn tensor, or an invalid output_size (torch raises)")
+        return decline("not a 4-D/5-D float32/bfloat16/float16 trn tensor, or an invalid output_size (torch raises)")
     osz = [int(v) for v in output_size]
     isz = list(self.shape[-3:])
     if min(isz + osz) <= 0:
@@ -559,7 +560,7 @@ def adaptive_avg_pool3d_backward(grad_output: torch.Tensor, self: torch.Tensor) 
     """Gradient of 3-D adaptive average pooling."""
     if not _ok(self, (4, 5)) or not _ok(grad_output, (4, 5)) or grad_output.dtype != self.dtype or \
             grad_output.shape[:-3] != self.shape[:-3]:
-        return decline("tensors not 4-D/5-D float32/bfloat16 on trn of one dtype, or mismatched leading dims")
+        return decline("tensors not 4-D/5-D float32/bfloat16/float16 on trn of one dtype, or mismatched leading dims")
     osz = list(grad_output.shape[-3:])
     isz = list(self.shape[-3:])
     if min(isz + osz) <= 0:
@@ -580,7 +581,8 @@ _UNROLL = 256  # most window taps the unrolled adaptive-max forward kernel takes
 
 def _adaptive_max(self: Any, output_size: Any, n: int, op: Any) -> Any:
     if not _ok(self, (n + 1, n + 2)) or _meta(op, self, output_size) is None:
-        return decline("not a float32/bfloat16 trn tensor of the right rank, or an invalid output_size (torch raises)")
+        return decline("not a float32/bfloat16/float16 trn tensor of the right rank, or an invalid output_size "
+                       "(torch raises)")
     osz = [int(v) for v in output_size]
     isz = list(self.shape[-n:])
     shape = (*self.shape[:-n], *osz)

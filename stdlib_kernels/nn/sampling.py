@@ -41,7 +41,7 @@ import trnlang.language as tl
 from stdlib_kernels.tiling import col_chunks, row_tiles
 from trnlang.device import decline, lowering
 
-DTYPES = (torch.float32, torch.bfloat16)
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _CH = 512  # channels per gathered row chunk
 _BILINEAR, _NEAREST, _BICUBIC = 0, 1, 2
 _ZEROS, _BORDER, _REFLECTION = 0, 1, 2
@@ -277,7 +277,7 @@ def _forward(input: Any, grid: Any, mode: int, pad: int, align: bool, nd: int, o
 def _backward(grad_output: Any, input: Any, grid: Any, mode: int, pad: int, align: bool, output_mask: Any, nd: int,
               op: Any) -> Any:
     if _meta(op, grad_output, input, grid, mode, pad, align, output_mask) is None or not _ok(grad_output, input):
-        return decline("invalid arguments (torch raises), or not float32/bfloat16 trn tensors of one dtype")
+        return decline("invalid arguments (torch raises), or not float32/bfloat16/float16 trn tensors of one dtype")
     plan = _plan(input, grid, nd, mode, pad)
     if plan is None:
         return decline("not float32/bf16 trn tensors of one dtype, a bad grid shape, unknown mode/padding, 3-D bicubic")

@@ -38,7 +38,7 @@ import trnlang.language as tl
 from stdlib_kernels import _util as U
 from trnlang.device import decline, lowering
 
-DTYPES = (torch.float32, torch.bfloat16)
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 @trn.kernel
@@ -318,7 +318,7 @@ def _sizes_ok(out_size: Sequence[int], in_size: Sequence[int]) -> bool:
 def _forward(kind: str, nsp: int, x: torch.Tensor, output_size: Sequence[int], align: bool,
              scales: Sequence[float | None], out: torch.Tensor | None = None) -> Any:
     if not _ok(x, nsp + 2) or len(output_size) != nsp or not _sizes_ok(output_size, x.shape[2:]):
-        return decline("not a float32/bfloat16 trn tensor of the right rank, or a zero or mismatched size")
+        return decline("not a float32/bfloat16/float16 trn tensor of the right rank, or a zero or mismatched size")
     osz = [int(s) for s in output_size]
     shape = (*x.shape[:2], *osz)
     if out is not None and (not _ok(out, nsp + 2) or out.dtype != x.dtype or tuple(out.shape) != shape
@@ -337,7 +337,7 @@ def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
 def _backward(kind: str, nsp: int, g: torch.Tensor, output_size: Sequence[int], input_size: Sequence[int],
               align: bool, scales: Sequence[float | None]) -> Any:
     if not _ok(g, nsp + 2) or len(output_size) != nsp or len(input_size) != nsp + 2:
-        return decline("not a float32/bfloat16 trn tensor of the right rank, or sizes of the wrong length")
+        return decline("not a float32/bfloat16/float16 trn tensor of the right rank, or sizes of the wrong length")
     isz = [int(s) for s in input_size]
     if list(g.shape) != [*isz[:2], *[int(s) for s in output_size]] or not _sizes_ok(output_size, isz[2:]):
         return decline("grad_output's shape does not match the sizes, or a zero size")

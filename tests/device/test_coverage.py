@@ -86,3 +86,22 @@ def test_bf16_samples_more_accurate_than_the_cpu_pass():
     _compare_reference(op, (x, (), {}), lambda v: v, good, cpu, torch.bfloat16)
     with pytest.raises(AssertionError, match="less accurate"):
         _compare_reference(op, (x, (), {}), lambda v: v, bad, cpu, torch.bfloat16)
+
+
+def test_half_gradients_more_accurate_than_the_cpu_pass():
+    """The backward twin: fp16 gradients off the CPU's pass only if no less accurate than the CPU's against float64
+    gradients of the same sample (coverage._compare_grad_reference)."""
+    from trnlang.device.coverage import _compare_grad_reference
+
+    def op(t):
+        return t * t
+
+    x = torch.linspace(1, 8, 64).half().requires_grad_()
+    g = [torch.ones(64, dtype=torch.float16)]
+    exact = 2 * x.detach().double()  # d(x*x)/dx with unit output gradients
+    cpu = [(exact + 0.05).half()]
+    good = [exact.half().to("trn")]
+    bad = [(exact - 0.1).half().to("trn")]
+    _compare_grad_reference(op, (x, (), {}), lambda v: v, good, cpu, g, torch.float16)
+    with pytest.raises(AssertionError, match="less accurate"):
+        _compare_grad_reference(op, (x, (), {}), lambda v: v, bad, cpu, g, torch.float16)
