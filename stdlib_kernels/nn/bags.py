@@ -41,7 +41,7 @@ from stdlib_kernels import _util as U
 from stdlib_kernels.tiling import col_chunks, row_tiles
 from trnlang.device import decline, lowering
 
-DTYPES = (torch.float32, torch.bfloat16)
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _CH = 512  # embedding columns per chunk
 
 
@@ -224,7 +224,7 @@ def _bag_plan(weight: Any, indices: Any, offsets: Any, include_last_offset: bool
     if not (_ok(weight) and weight.dim() == 2 and isinstance(indices, torch.Tensor) and U.is_trn(indices)
             and isinstance(offsets, torch.Tensor) and U.is_trn(offsets) and indices.dim() == 1 and offsets.dim() == 1
             and indices.dtype in (torch.int64, torch.int32) and offsets.dtype in (torch.int64, torch.int32)):
-        return "weight not a 2-D float32/bfloat16 trn tensor, or indices/offsets not 1-D int trn tensors"
+        return "weight not a 2-D float32/bfloat16/float16 trn tensor, or indices/offsets not 1-D int trn tensors"
     n_off = offsets.shape[0]
     n_bags = n_off - 1 if include_last_offset else n_off
     if n_off == 0 or n_bags <= 0:
