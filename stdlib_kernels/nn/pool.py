@@ -448,8 +448,28 @@ def _avg_args(self: Any, kernel_size: Any, stride: Any, padding: Any, ceil_mode:
     return meta, prm[:3]
 
 
+def _int_avg_pool(self: torch.Tensor, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool,
+                  count_include_pad: bool, divisor_override: Any, n: int, op: Any) -> Any:
+    """int64 average pooling (the CPU's only integer one): torch sums in int64 and divides in integer arithmetic
+    (toward zero). With every value below ``2^24 / window`` in magnitude (checked on the device) the fp32 window sum
+    is exact, and so is the truncated fp32 quotient of two integers below 2^24 (its rounding error is under the
+    ``1 / divisor`` distance of a non-integer quotient to the nearest integer)."""
+    from stdlib_kernels.elementwise.pointwise import int_within
+
+    prm = _pool_params(kernel_size, stride, padding, 1, n)
+    if prm is None or self.dim() not in (n + 1, n + 2):
+        return decline("an integer input of the wrong rank, or invalid pooling arguments (torch raises)")
+    window = math.prod(prm[0])
+    if window < 1 or window >= 1 << 24 or not int_within(self, (1 << 24) // window):
+        return decline("int64 window sums that may reach 2^24 (inexact in fp32)")
+    r = _avg_pool(self.float(), kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, n, op)
+    return r if r is NotImplemented else r.trunc().to(self.dtype)
+
+
 def _avg_pool(self: Any, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool, count_include_pad: bool,
               divisor_override: Any, n: int, op: Any) -> Any:
+    if U.is_trn(self) and self.dtype == torch.int64:
+        return _int_avg_pool(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, n, op)
     r = _avg_args(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, n, op)
     if r is None:
         return decline("not a float32/bf16 trn tensor of the right rank, or invalid pooling arguments (torch raises)")
@@ -482,7 +502,7 @@ def _avg_pool_bwd(grad_output: Any, self: Any, kernel_size: Any, stride: Any, pa
     return gin
 
 
-@lowering("aten::avg_pool2d", dtypes=DTYPES)
+@lowering("aten::avg_pool2d", dtypes=(*DTYPES, torch.int64))
 def avg_pool2d(self: torch.Tensor, kernel_size: Any, stride: Any = (), padding: Any = 0, ceil_mode: bool = False,
                count_include_pad: bool = True, divisor_override: int | None = None) -> Any:
     """Average pooling (``F.avg_pool1d/2d``): ``count_include_pad``, ``ceil_mode``, ``divisor_override``."""
@@ -490,7 +510,7 @@ def avg_pool2d(self: torch.Tensor, kernel_size: Any, stride: Any = (), padding: 
                      torch.ops.aten.avg_pool2d.default)
 
 
-@lowering("aten::avg_pool3d", dtypes=DTYPES)
+@lowering("aten::avg_pool3d", dtypes=(*DTYPES, torch.int64))
 def avg_pool3d(self: torch.Tensor, kernel_size: Any, stride: Any = (), padding: Any = 0, ceil_mode: bool = False,
                count_include_pad: bool = True, divisor_override: int | None = None) -> Any:
     """3-D average pooling (``F.avg_pool3d``)."""

@@ -277,3 +277,35 @@ def test_conv_kernel_profile_is_sane():
     for e in prof.engines.values():
         assert 0.0 <= e.utilization <= 1.0
     assert 0.0 < prof.mfu <= 1.0 and 0.0 < prof.mbu <= 1.0
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(nd=st.sampled_from([1, 2, 3]), data=st.data())
+def test_int64_avg_pool_is_native_and_truncates_like_torch(nd, data):
+    """torch's int64 average pooling sums in int64 and divides toward zero: native, bit-equal, negatives and
+    padding and divisor_override included; values of 2^24 / window or more decline (fp32 sums would round)."""
+    k = [data.draw(st.integers(1, 3)) for _ in range(nd)]
+    s = [data.draw(st.integers(1, 3)) for _ in range(nd)]
+    p = [data.draw(st.integers(0, ki // 2)) for ki in k]
+    shape = [data.draw(st.integers(0, 2)), data.draw(st.integers(1, 3))] + [data.draw(st.integers(3, 7))
+                                                                            for _ in range(nd)]
+    hi = data.draw(st.sampled_from([3, 1000, (1 << 24) // 27]))
+    x = torch.randint(-hi, hi, shape, generator=torch.Generator().manual_seed(data.draw(st.integers(0, 99))))
+    kw = dict(kernel_size=k, stride=s, padding=p, ceil_mode=data.draw(st.booleans()),
+              count_include_pad=data.draw(st.booleans()))
+    if nd > 1 and data.draw(st.booleans()):
+        kw["divisor_override"] = data.draw(st.integers(1, 7))
+    fn = (F.avg_pool1d, F.avg_pool2d, F.avg_pool3d)[nd - 1]
+    trnlang.reset_fallback_stats()
+    out = fn(x.to("trn"), **kw)
+    assert trnlang.fallback_stats() == {}
+    assert_same(out, fn(x, **kw), rtol=0, atol=0)
+
+
+def test_int64_avg_pool_of_large_values_declines_to_the_cpu():
+    x = torch.full((1, 1, 4, 4), 1 << 22, dtype=torch.int64)
+    x[0, 0, 0, 0] = (1 << 22) + 1
+    trnlang.reset_fallback_stats()
+    out = F.avg_pool2d(x.to("trn"), 3, stride=1)
+    assert "aten::avg_pool2d" in trnlang.fallback_stats()
+    assert_same(out, F.avg_pool2d(x, 3, stride=1), rtol=0, atol=0)
