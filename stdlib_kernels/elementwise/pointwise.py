@@ -556,7 +556,8 @@ def _kernel_op(op: str, o: Operands, rdt: torch.dtype, compute: str, int_scalar_
     if compute == "i32":
         if float_only:
             return None, "integer operands of an op computed in floating point only"
-        if int_scalar_divisor and (o.values[1] == 0 if o.full[1] is None else has_zero(o.full[1])):
+        empty = any(t is not None and t.numel() == 0 for t in o.full)  # no element divides: torch does not raise
+        if int_scalar_divisor and not empty and (o.values[1] == 0 if o.full[1] is None else has_zero(o.full[1])):
             return None, "an integer division by zero: torch raises"
         if op.startswith("div_"):
             op += "_i"

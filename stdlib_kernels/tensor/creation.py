@@ -326,3 +326,41 @@ def eye_m_out(n: int, m: int, *, out: torch.Tensor) -> Any:
 def eye_out(n: int, *, out: torch.Tensor) -> Any:
     """``torch.eye(n, out=out)``."""
     return eye_m_out(n, n, out=out)
+
+
+def _tri_indices(row: int, col: int, offset: int, lower: bool, dtype: Any, out: torch.Tensor | None) -> Any:
+    dt = out.dtype if out is not None else (dtype if dtype is not None else torch.int64)
+    if dt not in (torch.int64, torch.int32) or row < 0 or col < 0 or (out is not None and not U.is_trn(out)):
+        return decline("a negative size or a dtype other than int32/int64 (torch raises), or out= not on trn")
+    keep = torch.ones((row, col), dtype=torch.bool, device="trn")
+    keep = keep.tril(offset) if lower else keep.triu(offset)
+    res = keep.nonzero().t().to(dt)  # nonzero lists kept positions row-major: torch's order
+    if out is None:
+        return res.contiguous()
+    out.resize_(res.shape)
+    return out.copy_(res)
+
+
+@lowering("aten::tril_indices", dtypes=None)
+def tril_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, layout: Any = None, device: Any = None,
+                 pin_memory: Any = None, out: torch.Tensor | None = None) -> Any:
+    """``torch.tril_indices``: the positions kept by ``tril(offset)`` of a ``row x col`` mask, as a ``[2, N]``
+    int64/int32 tensor (a device ``tril`` and ``nonzero``; torch's decomposition computes in float64).
+
+    >>> torch.tril_indices(3, 3, device="trn").cpu()
+    tensor([[0, 1, 1, 2, 2, 2],
+            [0, 0, 1, 0, 1, 2]])
+    """
+    return _tri_indices(row, col, offset, True, dtype, out)
+
+
+@lowering("aten::triu_indices", dtypes=None)
+def triu_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, layout: Any = None, device: Any = None,
+                 pin_memory: Any = None, out: torch.Tensor | None = None) -> Any:
+    """``torch.triu_indices``: as :func:`tril_indices`, for ``triu(offset)``.
+
+    >>> torch.triu_indices(2, 3, 1, device="trn").cpu()
+    tensor([[0, 0, 1],
+            [1, 2, 2]])
+    """
+    return _tri_indices(row, col, offset, False, dtype, out)

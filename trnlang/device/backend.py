@@ -87,6 +87,11 @@ def register() -> None:
         _state["registered"] = True
 
 
+def lowerings_loaded() -> bool:
+    """The stdlib lowerings are registered (:func:`ensure_lowerings` has run)."""
+    return bool(_state["lowerings"])
+
+
 def ensure_lowerings() -> None:
     """Import the stdlib lowerings once (they register themselves with the registry)."""
     if _state["lowerings"]:

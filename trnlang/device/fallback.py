@@ -536,7 +536,17 @@ def boxed_fallback(op: Any, *args: Any, **kwargs: Any) -> Any:
     Ops with a decomposition in torch (``torch._decomp``) run it first: its pieces dispatch to
     ``trn`` again (native where they have lowerings, each piece counted if it falls back). When the
     decomposition fails for this call (an unsupported case), the whole op runs on the CPU.
+
+    The stdlib lowerings load at the first allocation on the device; a factory op called before any (e.g.
+    ``torch.tril_indices(..., device="trn")`` first in a process) lands here first: the lowerings are loaded and
+    the op dispatched again when one of them covers it.
     """
+    from trnlang.device import backend
+
+    if not backend.lowerings_loaded():
+        backend.ensure_lowerings()
+        if torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "PrivateUse1"):
+            return op(*args, **kwargs)
     fn = _decomposition(op)
     if fn is not None:
         active = getattr(_tls, "decomposing", None)
