@@ -540,12 +540,13 @@ def round_to(v: Any, dtype: torch.dtype) -> Any:
     return torch.tensor(float(v), dtype=torch.float32).to(dtype).item()
 
 
-def has_zero(t: torch.Tensor) -> bool:
-    """A ``trn`` tensor holds a zero (checked on the device: an ``== 0`` kernel, then a sum)."""
+def has_zero(t: torch.Tensor) -> bool | None:
+    """A ``trn`` tensor holds a zero (checked on the device: an ``== 0`` kernel, then a sum); None when the kernel
+    cannot tell (int64 values beyond int32)."""
     if t.numel() == 0:
         return False
     flags = run_binary("eq", t, 0, None, rdt=torch.float32, compute="i32")
-    return flags is NotImplemented or float(flags.sum().item()) > 0
+    return None if flags is NotImplemented else float(flags.sum().item()) > 0
 
 
 def _kernel_op(op: str, o: Operands, rdt: torch.dtype, compute: str, int_scalar_divisor: bool, float_only: bool
@@ -557,7 +558,10 @@ def _kernel_op(op: str, o: Operands, rdt: torch.dtype, compute: str, int_scalar_
         if float_only:
             return None, "integer operands of an op computed in floating point only"
         empty = any(t is not None and t.numel() == 0 for t in o.full)  # no element divides: torch does not raise
-        if int_scalar_divisor and not empty and (o.values[1] == 0 if o.full[1] is None else has_zero(o.full[1])):
+        zero = (o.values[1] == 0 if o.full[1] is None else has_zero(o.full[1])) if int_scalar_divisor else False
+        if zero is None and not empty:
+            return None, "int64 divisors beyond int32's range"
+        if zero and not empty:
             return None, "an integer division by zero: torch raises"
         if op.startswith("div_"):
             op += "_i"

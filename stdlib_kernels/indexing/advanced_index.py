@@ -240,6 +240,8 @@ def _index_put(self: torch.Tensor, indices: Sequence[Any], values: torch.Tensor,
         raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
                            f"{scalar_type_name(self.dtype)} for the destination and {scalar_type_name(values.dtype)} "
                            f"for the source.")
+    if accumulate and self.dtype == torch.int64:
+        return _int64_accumulate(self, indices, values)
     if accumulate and self.dtype == torch.bool:  # OR: count the True values landing on each element
         hits = torch.zeros(self.shape, dtype=torch.int32, device="trn")
         r = _index_put(hits, indices, values.to(torch.int32), True)
@@ -248,6 +250,20 @@ def _index_put(self: torch.Tensor, indices: Sequence[Any], values: torch.Tensor,
     if self.is_complex() and values.dim() < len(dense):  # align the planes dim past the broadcast dims
         vals = vals.reshape([1] * (len(dense) - values.dim()) + list(vals.shape))
     return _scatter(plan, indices, vals, accumulate, self)
+
+
+def _int64_accumulate(self: torch.Tensor, indices: Sequence[Any], values: torch.Tensor) -> Any:
+    """int64 ``self[indices] += values`` (the kernels move 8-byte data but do not add it) through fp32, when the
+    operands' magnitudes and the most contributions to one element bound every sum below 2^24 (checked on the
+    device: a count scattered the same way)."""
+    from stdlib_kernels.indexing.gather_scatter import _int_reduce
+
+    def counts() -> torch.Tensor:
+        hits = torch.zeros(self.shape, device="trn")
+        r = _index_put(hits, indices, torch.ones(values.shape, device="trn"), True)
+        return hits if r is not NotImplemented else torch.full((1,), float(1 << 24), device="trn")
+
+    return _int_reduce(self, values, "sum", True, self, counts, lambda s_, v_: _index_put(s_, indices, v_, True))
 
 
 def _scatter(plan: Any, indices: Sequence[Any], values: torch.Tensor, accumulate: bool, result: torch.Tensor) -> Any:

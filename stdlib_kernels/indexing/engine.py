@@ -49,6 +49,7 @@ from __future__ import annotations
 import enum
 import functools
 import itertools
+import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -424,9 +425,12 @@ def _value_tensor(value: Any, dtype: torch.dtype) -> torch.Tensor | None:
         return None
     if dtype.is_floating_point:
         return U.scalar_tensor(float(v), dtype)
-    if isinstance(v, float) or not -2**31 <= int(v) < 2**31:
+    if dtype == torch.bool:
+        return None if isinstance(v, float) else U.scalar_tensor(int(v), dtype)
+    info = torch.iinfo(dtype)  # torch raises (on the CPU) for NaN, inf and values outside the dtype's range ...
+    if (isinstance(v, float) and not math.isfinite(v)) or not max(info.min, -2**31) <= v <= min(info.max, 2**31 - 1):
         return None
-    return U.scalar_tensor(int(v), dtype)
+    return U.scalar_tensor(math.trunc(v), dtype)  # ... and casts a float toward zero
 
 
 def _to_out(res: torch.Tensor, out: torch.Tensor | None) -> Any:

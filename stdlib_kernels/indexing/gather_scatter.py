@@ -26,7 +26,7 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
@@ -175,9 +175,15 @@ def _wide_value(value: Any, dtype: torch.dtype) -> bool:
     v = _number(value)
     if v is None or isinstance(v, complex) or isinstance(v, bool):
         return False
-    if dtype == torch.int64:
-        return (isinstance(v, int) or (isinstance(v, float) and v.is_integer())) and -(2**63) <= int(v) < 2**63
+    if dtype == torch.int64:  # torch casts a float value toward zero
+        return isinstance(v, int) or (isinstance(v, float) and math.isfinite(v) and -(2**63) <= math.trunc(v) < 2**63)
     return True
+
+
+def _filled(value: Any, dtype: torch.dtype, shape: Sequence[int]) -> torch.Tensor:
+    """A trn tensor of ``shape`` filled with ``value`` as torch casts it to ``dtype`` (toward zero for int64)."""
+    v = _number(value)
+    return torch.full(tuple(shape), math.trunc(v) if dtype == torch.int64 else v, dtype=dtype, device="trn")
 
 
 @lowering("aten::scatter.src")
@@ -192,12 +198,12 @@ def scatter_value(self: torch.Tensor, dim: int, index: torch.Tensor, value: Any,
                   out: torch.Tensor | None = None) -> Any:
     """``self.scatter(dim, index, value)`` (8-byte data, which the kernels only move: a filled source scattered)."""
     if U.is_trn(self) and self.dtype in _WIDE and U.is_trn(index) and _wide_value(value, self.dtype):
-        return _scatter_impl(self, dim, index, torch.full(index.shape, _number(value), dtype=self.dtype,
-                                                          device="trn"), None, None, out)
+        return _scatter_impl(self, dim, index, _filled(value, self.dtype, index.shape), None, None, out)
     return _scatter_impl(self, dim, index, None, value, None, out)
 
 
 _LEGACY_REDUCE = {"add": "add", "multiply": "multiply"}
+_INT_LEGACY = {"add": "sum", "multiply": "prod"}
 
 
 @lowering("aten::scatter.reduce")
@@ -206,6 +212,8 @@ def scatter_src_reduce(self: torch.Tensor, dim: int, index: torch.Tensor, src: t
     """``self.scatter(dim, index, src, reduce="add"|"multiply")`` (an accumulating DMA)."""
     if reduce not in _LEGACY_REDUCE:
         return decline("a reduce other than 'add' or 'multiply': torch raises")
+    if U.is_trn(self) and self.dtype == torch.int64:  # the integer scatter_reduce (through fp32, when exact)
+        return scatter_reduce(self, dim, index, src, _INT_LEGACY[reduce], include_self=True, out=out)
     return _scatter_impl(self, dim, index, src, None, _LEGACY_REDUCE[reduce], out)
 
 
@@ -215,6 +223,9 @@ def scatter_value_reduce(self: torch.Tensor, dim: int, index: torch.Tensor, valu
     """``self.scatter(dim, index, value, reduce="add"|"multiply")``."""
     if reduce not in _LEGACY_REDUCE:
         return decline("a reduce other than 'add' or 'multiply': torch raises")
+    if U.is_trn(self) and self.dtype == torch.int64 and U.is_trn(index) and _wide_value(value, self.dtype):
+        return scatter_reduce(self, dim, index, _filled(value, self.dtype, index.shape), _INT_LEGACY[reduce],
+                              include_self=True, out=out)
     return _scatter_impl(self, dim, index, None, value, _LEGACY_REDUCE[reduce], out)
 
 
@@ -602,6 +613,11 @@ def put_(self: torch.Tensor, index: torch.Tensor, source: torch.Tensor, accumula
         return self
     if self.numel() == 0:
         return decline(_EMPTY_SELF)
+    if accumulate and self.dtype == torch.int64:  # through fp32 when every sum is exact there
+        def counts() -> torch.Tensor:
+            return torch.zeros(self.shape, device="trn").put_(index, torch.ones(index.shape, device="trn"), True)
+
+        return _int_reduce(self, source, "sum", True, self, counts, lambda s_, v_: put_(s_, index, v_, True))
     flat = self.view(-1)
     i1 = index.reshape(-1)
     s1 = source.reshape(-1)

@@ -128,7 +128,8 @@ def _masked_fill(self: torch.Tensor, mask: torch.Tensor, value: Any, out: torch.
         value = value.to(self.dtype)
     vt = _value_tensor(value, self.dtype)
     if vt is None:
-        return decline("a value that is not a real number fitting the dtype (complex, float into ints, beyond int32)")
+        return decline("a value that is not a real number fitting the dtype (complex, NaN/inf or overflow into ints, "
+                       "beyond int32)")
     res = out if out is not None else torch.empty(self.shape, dtype=self.dtype, device="trn")
     if not U.is_trn(res) or res.shape != self.shape or res.dtype != self.dtype or U.has_internal_overlap(res):
         return decline("out= not a trn tensor of the result's shape and dtype, or with overlapping elements")

@@ -338,11 +338,81 @@ def test_int64_fills_and_adds_by_index(dim: int, big: bool, seed: int) -> None:
     _same(_native(lambda: F.one_hot(labels.to("trn"), 6)), F.one_hot(labels, 6))
 
 
-def test_int64_accumulation_the_kernels_cannot_do_names_its_reason() -> None:
-    """An int64 multiply-scatter goes to the CPU; the recorded reason is the 8-byte limit, not an index error."""
+def test_int64_accumulation_beyond_fp32_names_its_reason() -> None:
+    """An int64 multiply-scatter is native through fp32 when exact; past 2^24 it goes to the CPU and the recorded
+    reason says so (not an index error)."""
     x, idx = torch.arange(6).view(2, 3), torch.tensor([[0, 1, 0]])
+    two = torch.full((1, 3), 2)
+    _same(_native(lambda: x.to("trn").scatter(0, idx.to("trn"), two.to("trn"), reduce="multiply")),
+          x.scatter(0, idx, two, reduce="multiply"))
+    big = x * 2**30
     trnlang.reset_fallback_stats()
-    _same(x.to("trn").scatter(0, idx.to("trn"), torch.full((1, 3), 2).to("trn"), reduce="multiply"),
-          x.scatter(0, idx, torch.full((1, 3), 2), reduce="multiply"))
+    _same(big.to("trn").scatter(0, idx.to("trn"), two.to("trn"), reduce="multiply"),
+          big.scatter(0, idx, two, reduce="multiply"))
     reasons = trnlang.fallback_reasons().get("aten::scatter.reduce", {})
-    assert any("8-byte" in r for r in reasons), reasons
+    assert any("2^24" in r for r in reasons), reasons
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 999), reduce=st.sampled_from(["add", "multiply"]), dim=st.sampled_from([0, 1, -1]),
+       value=st.sampled_from([None, 3, -2.5, 2.99]))
+def test_int64_legacy_scatter_reduce(seed: int, reduce: str, dim: int, value: float | None) -> None:
+    """``scatter(..., reduce=)`` on int64 with a tensor or a number (a float cast toward zero, as torch does)."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(-9, 9, (6, 5), generator=g)
+    idx = torch.randint(0, x.shape[dim], (4, 3), generator=g)
+    src = torch.randint(-9, 9, (5, 4), generator=g) if value is None else value
+    dev = src.to("trn") if isinstance(src, torch.Tensor) else src
+    _same(_native(lambda: x.to("trn").scatter(dim, idx.to("trn"), dev, reduce=reduce)),
+          x.scatter(dim, idx, src, reduce=reduce))
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 999), n=st.integers(0, 40), bcast=st.booleans(), neg=st.booleans())
+def test_int64_index_put_and_put_accumulate(seed: int, n: int, bcast: bool, neg: bool) -> None:
+    """int64 ``index_put(accumulate=True)`` (in place, out of place, a mask, a broadcast value) and ``put_``:
+    repeated indices all add, exactly, through fp32 when bounded below 2^24."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(-1000, 1000, (7, 5), generator=g)
+    i = torch.randint(-7 if neg else 0, 7, (n,), generator=g)
+    v = torch.randint(-1000, 1000, () if bcast else (n, 5), generator=g)
+    _same(_native(lambda: x.to("trn").index_put((i.to("trn"),), v.to("trn"), accumulate=True)),
+          x.index_put((i,), v, accumulate=True))
+    xt = x.to("trn")
+    _native(lambda: xt.index_put_((i.to("trn"),), v.to("trn"), accumulate=True))
+    _same(xt, x.clone().index_put_((i,), v, accumulate=True))
+    m = torch.rand(7, 5, generator=g) > 0.5
+    _same(_native(lambda: x.to("trn").index_put((m.to("trn"),), torch.tensor(3).to("trn"), accumulate=True)),
+          x.index_put((m,), torch.tensor(3), accumulate=True))
+    j = torch.randint(-35, 35, (n,), generator=g)
+    s_ = torch.randint(-1000, 1000, (n,), generator=g)
+    xt = x.to("trn")
+    _native(lambda: xt.put_(j.to("trn"), s_.to("trn"), accumulate=True))
+    _same(xt, x.clone().put_(j, s_, accumulate=True))
+
+
+def test_int64_index_put_accumulate_beyond_fp32_goes_to_the_cpu() -> None:
+    x = torch.full((3,), 1 << 30)
+    i, v = torch.tensor([0, 0]), torch.tensor([5, 6])
+    trnlang.reset_fallback_stats()
+    _same(x.to("trn").index_put((i.to("trn"),), v.to("trn"), accumulate=True), x.index_put((i,), v, accumulate=True))
+    assert "aten::index_put" in trnlang.fallback_stats()
+
+
+@pytest.mark.parametrize("dtype", INTS + [torch.bool])
+def test_number_values_into_integers_cast_toward_zero_or_raise_like_torch(dtype: torch.dtype) -> None:
+    """masked_fill / scatter / index_fill with a number into an integer tensor: a float is cast toward zero; NaN,
+    inf and values outside the dtype raise torch's error (the CPU's, through the fallback)."""
+    x, m, i = torch.zeros(3, dtype=dtype), torch.tensor([True, False, True]), torch.tensor([0, 2])
+    ops = [lambda a, mm, ii, v: a.masked_fill(mm, v), lambda a, mm, ii, v: a.scatter(0, ii, v),
+           lambda a, mm, ii, v: a.index_fill(0, ii, v), lambda a, mm, ii, v: a.scatter(0, ii, v, reduce="add")]
+    for v in (2.5, -2.5, 2.99, -0.5, float("nan"), 3e9, 300, -1, 127.9, 255.5, -128.5, 1):
+        for op in ops:
+            try:
+                want = op(x, m, i, v)
+            except RuntimeError as e:
+                with pytest.raises(RuntimeError, match="cannot be converted"):
+                    op(x.to("trn"), m.to("trn"), i.to("trn"), v)
+                assert "cannot be converted" in str(e)
+                continue
+            _same(op(x.to("trn"), m.to("trn"), i.to("trn"), v), want)
