@@ -282,12 +282,25 @@ def log_normal_(self: torch.Tensor, mean: float = 1.0, std: float = 2.0, *, gene
     return _run(self, Draw.LOG_NORMAL, mean, std, generator)
 
 
-@lowering("aten::geometric_", dtypes=FLOATS)
+_GEOMETRIC_INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
+
+@lowering("aten::geometric_", dtypes=FLOATS + _GEOMETRIC_INTS)
 def geometric_(self: torch.Tensor, p: float, *, generator: Any = None) -> Any:
-    """``self.geometric_(p)``: trials to the first success, ``ceil(log(u) / log(1 - p))``."""
+    """``self.geometric_(p)``: trials to the first success, ``ceil(log(u) / log(1 - p))`` (integer tensors: drawn in
+    fp32, whose integers are exact up to 2^24, and converted as torch converts its double draws).
+
+    >>> torch.empty(4, dtype=torch.int64, device="trn").geometric_(1.0).cpu()
+    tensor([1, 1, 1, 1])
+    """
     if not 0.0 < p <= 1.0:
         return decline("invalid p: torch raises")
-    return _run(self, Draw.GEOMETRIC, math.log1p(-p) if p < 1.0 else -math.inf, 0.0, generator)
+    a = math.log1p(-p) if p < 1.0 else -math.inf
+    if self.dtype in _GEOMETRIC_INTS:
+        tmp = torch.empty(self.shape, dtype=torch.float32, device="trn")
+        r = _run(tmp, Draw.GEOMETRIC, a, 0.0, generator)
+        return r if r is NotImplemented else self.copy_(tmp)
+    return _run(self, Draw.GEOMETRIC, a, 0.0, generator)
 
 
 @lowering("aten::cauchy_", dtypes=FLOATS)

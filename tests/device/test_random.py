@@ -359,3 +359,16 @@ def test_random_default_range(dtype, top):
     torch.manual_seed(11)
     assert torch.equal(torch.empty(200_000, dtype=dtype, device="trn").random_().cpu(), x.cpu())
     assert trnlang.fallback_stats() == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.uint8])
+def test_geometric_of_integer_tensors(dtype):
+    """Integer tensors draw geometric trials natively: positive integers, mean 1/p, P(1) = p, in place."""
+    torch.manual_seed(5)
+    trnlang.reset_fallback_stats()
+    x = torch.empty(N, dtype=dtype, device="trn")
+    assert x.geometric_(0.25) is x
+    assert trnlang.fallback_stats() == {}
+    g = x.cpu().double()
+    assert x.dtype == dtype and g.min() == 1 and abs(g.mean().item() - 4) < 0.05
+    assert abs((g == 1).double().mean().item() - 0.25) < 0.01
