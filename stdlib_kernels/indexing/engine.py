@@ -425,7 +425,7 @@ def _value_tensor(value: Any, dtype: torch.dtype) -> torch.Tensor | None:
         return None
     if dtype.is_floating_point:
         return U.scalar_tensor(float(v), dtype)
-    if dtype == torch.bool:
+    if dtype == torch.bool or dtype.is_complex:
         return None if isinstance(v, float) else U.scalar_tensor(int(v), dtype)
     info = torch.iinfo(dtype)  # torch raises (on the CPU) for NaN, inf and values outside the dtype's range ...
     if (isinstance(v, float) and not math.isfinite(v)) or not max(info.min, -2**31) <= v <= min(info.max, 2**31 - 1):

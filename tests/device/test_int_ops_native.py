@@ -399,7 +399,7 @@ def test_int64_index_put_accumulate_beyond_fp32_goes_to_the_cpu() -> None:
     assert "aten::index_put" in trnlang.fallback_stats()
 
 
-@pytest.mark.parametrize("dtype", INTS + [torch.bool])
+@pytest.mark.parametrize("dtype", INTS + [torch.bool, torch.complex64])
 def test_number_values_into_integers_cast_toward_zero_or_raise_like_torch(dtype: torch.dtype) -> None:
     """masked_fill / scatter / index_fill with a number into an integer tensor: a float is cast toward zero; NaN,
     inf and values outside the dtype raise torch's error (the CPU's, through the fallback)."""
