@@ -25,6 +25,7 @@ import torch
 import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
+from stdlib_kernels.elementwise import complex_fns
 from stdlib_kernels.elementwise import pointwise as P
 from stdlib_kernels.elementwise.promote import promotes, promoting, promoting_binary
 from trnlang.device import REGISTRY, Accepts, decline, fastlane, lowering
@@ -259,6 +260,8 @@ def _int_abs_sign(op: str, self: torch.Tensor, out: torch.Tensor | None) -> Any:
 
 def _make(op: str) -> Callable[..., Any]:
     def lower(self: Any, *, out: torch.Tensor | None = None) -> Any:
+        if op in complex_fns.UNARY and isinstance(self, torch.Tensor) and self.is_complex():
+            return complex_fns.complex_unary(op, self, out)
         if op in _ROUNDING and U.is_trn(self) and self.dtype in _ALL_INTS:
             return _int_identity(self, out)
         if op in ("abs", "sign") and U.is_trn(self) and self.dtype in (*_ALL_INTS, torch.bool):
@@ -322,7 +325,9 @@ for _op in _SIMPLE:
                   else (*DTYPES, *_ALL_INTS, torch.bool, torch.complex64) if _op == "abs"
                   else (*DTYPES, *_ALL_INTS, torch.bool) if _op == "sign"
                   else (*DTYPES, *_ALL_INTS) if _op == "square"
-                  else DTYPES if _op in _KEEPS_INT else (*DTYPES, *_INT_IN, torch.int64), fast=_fast(_fn))
+                  else DTYPES if _op in _KEEPS_INT
+                  else (*DTYPES, *_INT_IN, torch.int64, *((torch.complex64,) if _op in complex_fns.UNARY else ())),
+                  fast=_fast(_fn))
 
 _INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 

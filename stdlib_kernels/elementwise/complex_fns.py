@@ -1,0 +1,213 @@
+"""complex64 elementary functions on real/imaginary planes: ``exp``, ``log`` (and ``log2``/``log10``/``log1p``),
+``expm1``, ``exp2``, ``sqrt``, ``rsqrt``, ``reciprocal``, ``sin``/``cos``/``tan``/``sinh``/``cosh``/``tanh`` and the
+inverse functions ``asin``/``acos``/``atan``/``asinh``/``acosh``/``atanh``.
+
+Every step is a native float32 elementwise op on the planes ``a = Re z``, ``b = Im z``; the formulas are the
+textbook ones written to avoid the usual cancellations (``log1p`` from ``a (2 + a) + b^2``, ``expm1``'s real part
+from ``expm1(a) cos b - 2 sin^2(b / 2)``, ``sqrt`` from ``|a|`` and ``|z|`` by the sign of ``a``). Principal
+branches follow C99 (and so ``c10::complex``): cuts on the real axis take the sign of the imaginary part's zero.
+Inputs with an infinite or NaN element go to the CPU (C99's table of special values is long and rarely needed).
+
+Example:
+    >>> import torch
+    >>> z = torch.tensor([1j * 3.14159265, 0.0], dtype=torch.complex64, device="trn")
+    >>> torch.exp(z).cpu().real.round()
+    tensor([-1.,  1.])
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import torch
+
+from stdlib_kernels import _util as U
+from trnlang.device import decline
+
+__all__ = ["UNARY", "complex_unary", "planes", "join"]
+
+
+def planes(z: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``(Re z, Im z)`` float32 views of a complex64 ``trn`` tensor without conj/neg bits, else None."""
+    if not U.is_trn(z) or z.dtype != torch.complex64 or z.is_conj() or z.is_neg():
+        return None
+    v = torch.view_as_real(z)
+    return v[..., 0], v[..., 1]
+
+
+def join(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
+    """A new complex64 tensor from float32 planes (broadcast against each other)."""
+    re, im = torch.broadcast_tensors(re, im)
+    return torch.view_as_complex(torch.stack((re.float(), im.float()), -1))
+
+
+P = tuple[torch.Tensor, torch.Tensor]
+
+
+def _exp(a: torch.Tensor, b: torch.Tensor) -> P:
+    e = torch.exp(a)
+    return e * torch.cos(b), torch.where(b == 0, b, e * torch.sin(b))  # a real z stays real (inf * 0 is NaN)
+
+
+def _log(a: torch.Tensor, b: torch.Tensor) -> P:
+    return torch.log(torch.hypot(a, b)), torch.atan2(b, a)
+
+
+def _scaled_log(scale: float) -> Callable[[torch.Tensor, torch.Tensor], P]:
+    def f(a: torch.Tensor, b: torch.Tensor) -> P:
+        re, im = _log(a, b)
+        return re * scale, im * scale
+    return f
+
+
+def _log1p(a: torch.Tensor, b: torch.Tensor) -> P:
+    # |1 + z|^2 - 1 = a (2 + a) + b^2: no cancellation for small z; large z goes through log|1 + z|
+    s = a * (a + 2.0) + b * b
+    big = torch.hypot(a + 1.0, b)
+    re = torch.where(s.abs() < 0.5, 0.5 * torch.log1p(s), torch.log(big))
+    return re, torch.atan2(b, a + 1.0)
+
+
+def _expm1(a: torch.Tensor, b: torch.Tensor) -> P:
+    h = torch.sin(0.5 * b)
+    return torch.expm1(a) * torch.cos(b) - 2.0 * h * h, torch.exp(a) * torch.sin(b)
+
+
+def _exp2(a: torch.Tensor, b: torch.Tensor) -> P:
+    return _exp(a * math.log(2.0), b * math.log(2.0))
+
+
+def _sqrt(a: torch.Tensor, b: torch.Tensor) -> P:
+    t = torch.sqrt(0.5 * (a.abs() + torch.hypot(a, b)))
+    zero = t == 0
+    safe = torch.where(zero, 1.0, t)
+    q = torch.where(zero, 0.0, b.abs() / (2.0 * safe))
+    re = torch.where(a >= 0, t, q)
+    im = torch.where(a >= 0, torch.where(zero, b, b / (2.0 * safe)), torch.copysign(t, b))
+    im = torch.where(b.isinf(), b, im)
+    re = torch.where(b.isinf(), b.abs(), re)
+    return re, im
+
+
+def _div(xa: Any, xb: Any, ya: torch.Tensor, yb: torch.Tensor) -> P:
+    from stdlib_kernels.elementwise.complex_arith import complex_div
+
+    num = join(torch.as_tensor(xa, device="trn").float().expand_as(ya),
+               torch.as_tensor(xb, device="trn").float().expand_as(ya))
+    r = torch.view_as_real(complex_div(num, join(ya, yb)))
+    return r[..., 0], r[..., 1]
+
+
+def _reciprocal(a: torch.Tensor, b: torch.Tensor) -> P:
+    return _div(1.0, 0.0, a, b)
+
+
+def _rsqrt(a: torch.Tensor, b: torch.Tensor) -> P:
+    return _reciprocal(*_sqrt(a, b))
+
+
+# (a zero plane times an infinite cosh/sinh is NaN: on the axes the signed zero is the C99 result)
+def _sin(a: torch.Tensor, b: torch.Tensor) -> P:
+    return torch.where(a == 0, a, torch.sin(a) * torch.cosh(b)), torch.cos(a) * torch.sinh(b)
+
+
+def _cos(a: torch.Tensor, b: torch.Tensor) -> P:
+    return torch.cos(a) * torch.cosh(b), torch.where(a == 0, -(a * torch.sign(b)), -(torch.sin(a) * torch.sinh(b)))
+
+
+def _sinh(a: torch.Tensor, b: torch.Tensor) -> P:
+    return torch.sinh(a) * torch.cos(b), torch.where(b == 0, b, torch.cosh(a) * torch.sin(b))
+
+
+def _cosh(a: torch.Tensor, b: torch.Tensor) -> P:
+    return torch.cosh(a) * torch.cos(b), torch.where(b == 0, b * torch.sign(a), torch.sinh(a) * torch.sin(b))
+
+
+def _tanh(a: torch.Tensor, b: torch.Tensor) -> P:
+    # tanh(a + ib) = (sinh 2a + i sin 2b) / (cosh 2a + cos 2b), the denominator as 2 (sinh^2 a + cos^2 b) (no
+    # cancellation near the poles); beyond |a| > 20 the real part is sign(a) and the imaginary part vanishes
+    big = a.abs() > 20.0
+    sa = torch.sinh(torch.where(big, 0.0, a))
+    ca, sb, cb = torch.sqrt(1.0 + sa * sa), torch.sin(b), torch.cos(b)
+    d = sa * sa + cb * cb
+    re = torch.where(big, torch.sign(a), sa * ca / d)
+    im = torch.where(big, 4.0 * sb * cb * torch.exp(-2.0 * a.abs()), sb * cb / d)
+    return re, im
+
+
+def _tan(a: torch.Tensor, b: torch.Tensor) -> P:
+    re, im = _tanh(-b, a)  # tan z = -i tanh(i z)
+    return im, -re
+
+
+def _asinh(a: torch.Tensor, b: torch.Tensor) -> P:
+    # asinh is odd: compute for Re >= 0 (no cancellation in z + sqrt(z^2 + 1)), then mirror
+    s = torch.copysign(torch.ones_like(a), a)  # -0 mirrors too: the sign of z^2 + 1's zero imaginary part
+    pa, pb = a * s, b * s
+    w = _sqrt(pa * pa - pb * pb + 1.0, 2.0 * pa * pb)
+    re, im = _log(pa + w[0], pb + w[1])
+    small = torch.hypot(a, b) < 1e-3  # asinh z = z - z^3 / 6 near 0 (the log above loses the low bits)
+    z2a, z2b = pa * pa - pb * pb, 2.0 * pa * pb
+    ta = pa - (pa * z2a - pb * z2b) / 6.0
+    tb = pb - (pa * z2b + pb * z2a) / 6.0
+    re, im = torch.where(small, ta, re), torch.where(small, tb, im)
+    return re * s, im * s
+
+
+def _asin(a: torch.Tensor, b: torch.Tensor) -> P:
+    re, im = _asinh(-b, a)  # asin z = -i asinh(i z)
+    return im, -re
+
+
+def _acos(a: torch.Tensor, b: torch.Tensor) -> P:
+    re, im = _asin(a, b)
+    return math.pi / 2 - re, -im
+
+
+def _atanh(a: torch.Tensor, b: torch.Tensor) -> P:
+    # atanh z = (log1p(z) - log1p(-z)) / 2: real part from |1 + z|^2 / |1 - z|^2 = 1 + 4a / ((1 - a)^2 + b^2)
+    # (near z = +-1 the ratio's log1p cancels: there the difference of the two logs is exact enough)
+    d = (1.0 - a) * (1.0 - a) + b * b
+    n = (1.0 + a) * (1.0 + a) + b * b
+    re = torch.where(a.abs() < 0.5, 0.25 * torch.log1p(4.0 * a / d), 0.25 * (torch.log(n) - torch.log(d)))
+    im = 0.5 * torch.atan2(2.0 * b, (1.0 - a) * (1.0 + a) - b * b)
+    return re, im
+
+
+def _atan(a: torch.Tensor, b: torch.Tensor) -> P:
+    re, im = _atanh(-b, a)  # atan z = -i atanh(i z)
+    return im, -re
+
+
+def _acosh(a: torch.Tensor, b: torch.Tensor) -> P:
+    # acosh z = log(z + sqrt(z + 1) sqrt(z - 1)), the product of the two principal roots keeping the branch
+    p = _sqrt(a + 1.0, b)
+    m = _sqrt(a - 1.0, b)
+    re, im = _log(a + p[0] * m[0] - p[1] * m[1], b + p[0] * m[1] + p[1] * m[0])
+    return re, im
+
+
+#: op name -> plane function
+UNARY: dict[str, Callable[[torch.Tensor, torch.Tensor], P]] = {
+    "exp": _exp, "log": _log, "log2": _scaled_log(1.0 / math.log(2.0)), "log10": _scaled_log(1.0 / math.log(10.0)),
+    "log1p": _log1p, "expm1": _expm1, "exp2": _exp2, "sqrt": _sqrt, "rsqrt": _rsqrt, "reciprocal": _reciprocal,
+    "sin": _sin, "cos": _cos, "tan": _tan, "sinh": _sinh, "cosh": _cosh, "tanh": _tanh, "asinh": _asinh, "asin": _asin,
+    "acos": _acos, "atanh": _atanh, "atan": _atan, "acosh": _acosh,
+}
+
+
+def complex_unary(op: str, z: Any, out: torch.Tensor | None = None) -> Any:
+    """``op(z)`` for a complex64 ``trn`` tensor (into ``out`` when given); a decline otherwise."""
+    p = planes(z)
+    if p is None or op not in UNARY:
+        return decline("not a complex64 trn tensor without conj/neg bits")
+    if out is not None and not (U.is_trn(out) and out.dtype == torch.complex64 and out.shape == z.shape):
+        return decline("out= not a complex64 trn tensor of the input's shape")
+    if z.numel() == 0:
+        res = torch.empty(z.shape, dtype=torch.complex64, device="trn")
+    elif not bool(torch.isfinite(z).all()):  # one device reduction and sync
+        return decline("infinite or NaN elements: C99's special values for them are the CPU's")
+    else:
+        res = join(*UNARY[op](*p))
+    return res if out is None else out.copy_(res)

@@ -1,0 +1,69 @@
+"""complex64 elementary functions natively on real/imaginary planes (stdlib_kernels/elementwise/complex_fns.py):
+close to the CPU's (c10::complex) across magnitudes, on the axes and branch cuts (signed zeros), and for
+non-finite inputs the CPU's own special values (those calls fall back)."""
+
+import itertools
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import trnlang
+from stdlib_kernels.elementwise.complex_fns import UNARY
+
+_AXIS = [0.0, -0.0, 0.5, -0.5, 1.0, -1.0, 2.0, -2.0, 1e-4, -1e-4, 30.0, -30.0, 100.0, -100.0, 0.999, 3.0]
+
+
+#: ops whose signed zeros on the axes follow C99's (the others may give +0 for -0 there, as formulas do)
+_SIGNED_ZEROS = {"exp", "exp2", "log", "log2", "log10", "sqrt", "sin", "sinh", "tan", "tanh", "atan", "atanh"}
+
+
+def _close(got: torch.Tensor, want: torch.Tensor, op: str = "") -> None:
+    assert got.dtype == want.dtype and got.shape == want.shape
+    got = got.cpu()
+    same = [(g == w) | (g.isnan() & w.isnan()) for g, w in ((got.real, want.real), (got.imag, want.imag))]
+    ok = ((got - want).abs() <= 1e-5 + 2e-5 * want.abs()) | (same[0] & same[1])
+    assert bool(ok.all()), [(g, w) for g, w in zip(got[~ok][:4].tolist(), want[~ok][:4].tolist())]
+    if op in _SIGNED_ZEROS:
+        for gp, wp in ((got.real, want.real), (got.imag, want.imag)):
+            z = (wp == 0) & (gp == 0)
+            assert torch.equal(torch.signbit(gp[z]), torch.signbit(wp[z])), (gp[z], wp[z])
+
+
+@pytest.mark.parametrize("op", sorted(UNARY))
+def test_axes_and_branch_cuts_match_the_cpu_natively(op):
+    z = torch.tensor([complex(a, b) for a, b in itertools.product(_AXIS, _AXIS)], dtype=torch.complex64)
+    trnlang.reset_fallback_stats()
+    got = getattr(torch, op)(z.to("trn"))
+    assert trnlang.fallback_stats() == {}
+    _close(got, getattr(torch, op)(z), op)
+
+
+@pytest.mark.parametrize("op", sorted(UNARY))
+@settings(max_examples=6, deadline=None, derandomize=True)
+@given(scale=st.sampled_from([1e-3, 1.0, 10.0]), shape=st.sampled_from([(0,), (1,), (37,), (3, 129)]),
+       seed=st.integers(0, 999))
+def test_random_values_match_the_cpu(op, scale, shape, seed):
+    g = torch.Generator().manual_seed(seed)
+    z = torch.complex(torch.randn(shape, generator=g), torch.randn(shape, generator=g)) * scale
+    trnlang.reset_fallback_stats()
+    got = getattr(torch, op)(z.to("trn"))
+    assert trnlang.fallback_stats() == {}
+    _close(got, getattr(torch, op)(z))
+    out = torch.empty(shape, dtype=torch.complex64, device="trn")  # out= and the in-place variant
+    _close(getattr(torch, op)(z.to("trn"), out=out), getattr(torch, op)(z))
+    t = z.to("trn")
+    getattr(t, op + "_")()
+    _close(t, getattr(torch, op)(z))
+
+
+def test_non_finite_inputs_take_the_cpus_special_values():
+    z = torch.tensor([complex(float("inf"), 1.0), complex(float("nan"), 0.0), complex(1.0, float("-inf"))],
+                     dtype=torch.complex64)
+    for op in ("exp", "log", "sqrt", "tanh", "asinh"):
+        trnlang.reset_fallback_stats()
+        got = getattr(torch, op)(z.to("trn")).cpu()
+        assert f"aten::{op}" in trnlang.fallback_stats()
+        want = getattr(torch, op)(z)
+        assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got[~want.isnan()], want[~want.isnan()])
