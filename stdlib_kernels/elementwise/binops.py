@@ -41,6 +41,10 @@ _SPECIAL: dict[float, Callable[[torch.Tensor], torch.Tensor]] = {
 
 def _pow(self: Any, exponent: Any, out: torch.Tensor | None) -> Any:
     rdt = torch.result_type(self, exponent)
+    if rdt.is_complex:
+        from stdlib_kernels.elementwise.complex_fns import complex_pow
+
+        return complex_pow(self, exponent, out)
     if not rdt.is_floating_point:
         # integer powers wrap around: exact only as int32 multiplications, so a small non-negative number
         # exponent (square-and-multiply, one kernel per exponent); negative ones raise (left to torch)
@@ -67,25 +71,26 @@ def _pow(self: Any, exponent: Any, out: torch.Tensor | None) -> Any:
     return run_binary("pow", self, exponent, out, rdt=rdt)
 
 
-@lowering("aten::pow.Tensor_Tensor", dtypes=OPERAND_DTYPES)
+@lowering("aten::pow.Tensor_Tensor", dtypes=(*OPERAND_DTYPES, torch.complex64))
 def pow_tt(self: Any, exponent: Any, *, out: torch.Tensor | None = None) -> Any:
     """``self ** exponent`` (both tensors)."""
     return _pow(self, exponent, out)
 
 
-@lowering("aten::pow.Tensor_Scalar", dtypes=OPERAND_DTYPES, fast=_fast(lambda a, b: pow_ts(a, b), "pow", False))
+@lowering("aten::pow.Tensor_Scalar", dtypes=(*OPERAND_DTYPES, torch.complex64),
+          fast=_fast(lambda a, b: pow_ts(a, b), "pow", False))
 def pow_ts(self: Any, exponent: Any, *, out: torch.Tensor | None = None) -> Any:
     """``self ** exponent`` (a Python-number exponent)."""
-    if isinstance(exponent, complex):
-        return decline("a complex exponent")
+    if isinstance(exponent, complex) and not (U.is_trn(self) and self.dtype == torch.complex64):
+        return decline("a complex exponent of a real tensor")
     return _pow(self, exponent, out)
 
 
-@lowering("aten::pow.Scalar", dtypes=OPERAND_DTYPES)
+@lowering("aten::pow.Scalar", dtypes=(*OPERAND_DTYPES, torch.complex64))
 def pow_s(self: Any, exponent: Any, *, out: torch.Tensor | None = None) -> Any:
     """``self ** exponent`` (a Python-number base)."""
-    if isinstance(self, complex):
-        return decline("a complex base")
+    if isinstance(self, complex) and not (U.is_trn(exponent) and exponent.dtype == torch.complex64):
+        return decline("a complex base of a real tensor")
     return _pow(self, exponent, out)
 
 

@@ -211,3 +211,65 @@ def complex_unary(op: str, z: Any, out: torch.Tensor | None = None) -> Any:
     else:
         res = join(*UNARY[op](*p))
     return res if out is None else out.copy_(res)
+
+
+def _mul(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, d: torch.Tensor) -> P:
+    return a * c - b * d, a * d + b * c
+
+
+#: exponents torch's CPU evaluates by products, roots and reciprocals rather than exp(w log z)
+_POW_SPECIAL: dict[float, Callable[[torch.Tensor, torch.Tensor], P]] = {
+    0.5: _sqrt, -0.5: _rsqrt, -1.0: _reciprocal,
+    2.0: lambda a, b: _mul(a, b, a, b),
+    3.0: lambda a, b: _mul(*_mul(a, b, a, b), a, b),
+    -2.0: lambda a, b: _reciprocal(*_mul(a, b, a, b)),
+}
+
+
+def _as_planes(v: Any) -> P | None:
+    from stdlib_kernels.elementwise.compare import promoted_planes
+
+    p = promoted_planes(v)
+    return None if p is None else (p[..., 0], p[..., 1])
+
+
+def complex_pow(base: Any, exponent: Any, out: torch.Tensor | None = None) -> Any:
+    """``base ** exponent`` with a complex64 result: ``exp(w log z)`` on planes (a real number exponent as
+    ``polar(|z|^w, w arg z)``, as libstdc++'s ``pow(complex, real)``; ``0.5, 2, 3, -0.5, -1, -2`` by roots, products
+    and reciprocals, as torch's CPU kernel)."""
+    try:
+        rdt = torch.result_type(base, exponent)
+    except (RuntimeError, TypeError):
+        return decline("operands with no common result dtype")
+    if rdt != torch.complex64:
+        return decline("a result dtype other than complex64")
+    zb, we = _as_planes(base), _as_planes(exponent)
+    if zb is None or we is None:
+        return decline("an operand that is not complex64/real on trn or a number, or a conj/neg view")
+    if any(U.is_trn(t) and t.numel() and not bool(torch.isfinite(t).all()) for t in (base, exponent)):
+        return decline("infinite or NaN elements: C99's special values for them are the CPU's")
+    a, b = zb
+    num = None if U.is_trn(exponent) else complex(exponent)
+    if num == 0:
+        re, im = torch.ones_like(a), torch.zeros_like(b)
+    elif num is not None and num.imag == 0 and num.real in _POW_SPECIAL:
+        re, im = _POW_SPECIAL[num.real](a, b)
+    elif num is not None and num.imag == 0:
+        lr, li = _log(a, b)
+        mag, ang = torch.exp(lr * num.real), li * num.real
+        re, im = mag * torch.cos(ang), torch.where(ang == 0, ang, mag * torch.sin(ang))
+    else:
+        re, im = _exp(*_mul(*_log(a, b), *we))
+    if num is None or not (num == 0 or (num.imag == 0 and num.real in _POW_SPECIAL)):
+        # a zero base, as the CPU's cpow: 0 for Re w > 0, inf + NaN i for Re w < 0, NaN for w = 0
+        wr = we[0] if num is None else torch.tensor(num.real, device="trn")
+        zero = (a == 0) & (b == 0)
+        nan = torch.tensor(math.nan, device="trn")
+        re = torch.where(zero, torch.where(wr > 0, 0.0, torch.where(wr < 0, math.inf, nan)), re)
+        im = torch.where(zero, torch.where(wr > 0, -0.0, nan), im)
+    res = join(re, im)
+    if out is None:
+        return res
+    if not (U.is_trn(out) and out.dtype == torch.complex64 and out.shape == res.shape):
+        return decline("out= not a complex64 trn tensor of the result's shape")
+    return out.copy_(res)

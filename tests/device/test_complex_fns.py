@@ -67,3 +67,28 @@ def test_non_finite_inputs_take_the_cpus_special_values():
         assert f"aten::{op}" in trnlang.fallback_stats()
         want = getattr(torch, op)(z)
         assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got[~want.isnan()], want[~want.isnan()])
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 999), exponent=st.sampled_from(["tensor", "real tensor", 2, 3, 0.5, -0.5, -1, -2, 1.7,
+                                                           -3, 0, 2 - 1j]),
+       zeros=st.booleans())
+def test_complex_pow(seed, exponent, zeros):
+    g = torch.Generator().manual_seed(seed)
+    z = torch.complex(torch.randn(40, generator=g), torch.randn(40, generator=g)) * 2
+    if zeros:
+        z[:5] = 0
+    if exponent == "tensor":
+        w = torch.complex(torch.randn(40, generator=g), torch.randn(40, generator=g))
+    elif exponent == "real tensor":
+        w = torch.randn(40, generator=g)
+    else:
+        w = exponent
+    wt = w.to("trn") if isinstance(w, torch.Tensor) else w
+    want = torch.pow(z, w)
+    trnlang.reset_fallback_stats()
+    got = torch.pow(z.to("trn"), wt)
+    assert trnlang.fallback_stats() == {}
+    _close(got, want)
+    if isinstance(w, torch.Tensor):  # the base a number, the exponent a tensor
+        _close(torch.pow(1.5 - 0.5j, wt.to(torch.complex64)), torch.pow(1.5 - 0.5j, w.to(torch.complex64)))
