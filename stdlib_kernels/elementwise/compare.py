@@ -210,8 +210,16 @@ def _unsigned_eq(op: str, self: torch.Tensor, other: Any, out: torch.Tensor | No
     return run_binary(op, self.view(signed), other, out, rdt=torch.bool)
 
 
+def _nonzero_if_complex(v: Any) -> Any:
+    """A complex64 trn tensor as its (native) ``!= 0``; anything else as it is."""
+    return v.ne(0) if U.is_trn(v) and v.dtype == torch.complex64 and not (v.is_conj() or v.is_neg()) else v
+
+
 def _logical(op: str) -> Callable[..., Any]:
     def lower(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
+        self, other = _nonzero_if_complex(self), _nonzero_if_complex(other)
+        if any(isinstance(v, torch.Tensor) and v.is_complex() for v in (self, other)):
+            return decline("a complex operand other than a complex64 trn tensor without conj/neg bits")
         return run_binary(op, self, other, out, rdt=torch.bool)
 
     lower.__name__ = op
@@ -239,7 +247,7 @@ for _op in ("eq", "ne", "lt", "le", "gt", "ge"):
                  fast=fast(_lo, _op if _ov == "Scalar" else None))(_lo)
 
 for _op in ("logical_and", "logical_or", "logical_xor"):
-    lowering(f"aten::{_op}", dtypes=OPERAND_DTYPES)(_logical(_op))
+    lowering(f"aten::{_op}", dtypes=(*OPERAND_DTYPES, torch.complex64))(_logical(_op))
 
 for _op in ("bitwise_and", "bitwise_or", "bitwise_xor"):
     for _ov in ("Tensor", "Scalar"):

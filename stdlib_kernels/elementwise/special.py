@@ -227,13 +227,18 @@ _register("special_ndtri", promoting(_unary("special_ndtri")), F32 + INT_LIKE)
 
 
 def angle(self: Any, *, out: torch.Tensor | None = None) -> Any:
-    """``aten::angle`` of a real float tensor: pi for negative values, 0 otherwise, NaN kept."""
+    """``aten::angle`` of a real float tensor: pi for negative values, 0 otherwise, NaN kept; of a complex64 one,
+    ``atan2(Im, Re)`` (float32)."""
+    if U.is_trn(self) and self.dtype == torch.complex64 and not self.is_conj() and not self.is_neg():
+        v = torch.view_as_real(self)
+        r = torch.atan2(v[..., 1], v[..., 0])
+        return r if out is None else out.copy_(r)
     if not U.is_trn(self) or self.dtype not in DTYPES:
         return decline("not a trn tensor of a real float dtype")
     return run("angle_real", [self], self.dtype, out)
 
 
-_register("angle", promoting(angle), DTYPES + INT_LIKE)  # integers: 0 or pi as float32, as torch
+_register("angle", promoting(angle), DTYPES + INT_LIKE + (torch.complex64,))  # integers: 0 or pi as float32, as torch
 
 
 def _int_view(t: torch.Tensor) -> torch.Tensor:

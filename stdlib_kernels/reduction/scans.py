@@ -210,13 +210,19 @@ def _cum(self: Any, dim: int, dtype: torch.dtype | None, op: str) -> Any:
     return _scan(self, dim, op, out, None)
 
 
-@lowering("aten::cumsum", dtypes=(*U.FLOAT_DTYPES, torch.bool, *_INT_SCAN))
+@lowering("aten::cumsum", dtypes=(*U.FLOAT_DTYPES, torch.bool, *_INT_SCAN, torch.complex64))
 def cumsum(self: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None) -> Any:
     """Inclusive prefix sum along ``dim`` (float inputs; bool ones as int64 counts; integers whose prefix sums
     stay below 2^24, checked on the device).
 
     Example: ``torch.arange(6.).to("trn").cumsum(0)`` -> ``[0, 1, 3, 6, 10, 15]``.
     """
+    if U.is_trn(self) and self.dtype == torch.complex64 and dtype in (None, torch.complex64) \
+            and not self.is_conj() and not self.is_neg() and -max(self.dim(), 1) <= dim < max(self.dim(), 1):
+        if self.dim() == 0:
+            return self.clone()
+        r = _cum(torch.view_as_real(self), dim % self.dim(), None, "sum")  # each plane's prefix sums
+        return r if r is NotImplemented else torch.view_as_complex(r)
     return _cum(self, dim, dtype, "sum")
 
 

@@ -379,7 +379,8 @@ def mode(self: torch.Tensor, dim: int = -1, keepdim: bool = False) -> Any:
 
 # --------------------------------------------------------------------------------------- equal
 
-_EQUAL_DTYPES = (*U.FLOAT_DTYPES, torch.int32, torch.int64, torch.bool, torch.uint8, torch.int8, torch.int16)
+_EQUAL_DTYPES = (*U.FLOAT_DTYPES, torch.int32, torch.int64, torch.bool, torch.uint8, torch.int8, torch.int16,
+                 torch.complex64)
 
 
 def _words2d(t: torch.Tensor) -> torch.Tensor:
@@ -397,6 +398,10 @@ def equal(self: torch.Tensor, other: torch.Tensor) -> Any:
     """
     if not (U.is_trn(self) and U.is_trn(other)) or self.dtype != other.dtype or self.is_neg() or other.is_neg():
         return decline("tensors not both on trn, of different dtypes, or with a neg bit")
+    if self.dtype == torch.complex64:  # equal planes (a conj bit: not these planes)
+        if self.is_conj() or other.is_conj():
+            return decline("a complex tensor with a conj bit")
+        return self.shape == other.shape and equal(torch.view_as_real(self), torch.view_as_real(other))
     if self.shape != other.shape:
         return False
     if self.numel() == 0:

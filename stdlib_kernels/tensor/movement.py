@@ -314,7 +314,23 @@ def flip(self: torch.Tensor, dims: Sequence[int], *, out: torch.Tensor | None = 
     return out
 
 
-@lowering("aten::roll", dtypes=DTYPES)
+def _roll_complex(self: torch.Tensor, shifts: list[int], dims: list[int], out: torch.Tensor | None) -> Any:
+    """A complex64 roll: its (real, imaginary) planes view rolled along the same dims (flattened first without
+    dims)."""
+    if not dims:
+        if len(shifts) != 1 or out is not None:
+            return decline("several shifts without dims (torch raises), or out= without dims")
+        return _roll_complex(self.reshape(-1), shifts, [0], None).view(self.shape)
+    if any(not -self.dim() <= d < self.dim() for d in dims) or len(shifts) != len(dims):
+        return decline("dims out of range or shifts and dims of different lengths: torch raises")
+    r = roll(torch.view_as_real(self), shifts, [d % self.dim() for d in dims])
+    if r is NotImplemented:
+        return r
+    r = torch.view_as_complex(r)
+    return r if out is None else out.copy_(r)
+
+
+@lowering("aten::roll", dtypes=(*DTYPES, torch.complex64))
 def roll(self: torch.Tensor, shifts: Sequence[int], dims: Sequence[int] = (), *,
          out: torch.Tensor | None = None) -> Any:
     """``torch.roll``: per rolled dim the two segments move into place (``2^k`` moves for ``k`` dims).
@@ -323,13 +339,13 @@ def roll(self: torch.Tensor, shifts: Sequence[int], dims: Sequence[int] = (), *,
         >>> torch.arange(5., device="trn").roll(2)   # doctest: +SKIP
     """
     shifts, dims = list(shifts), list(dims)
+    if U.is_trn(self) and self.dtype == torch.complex64 and not self.is_conj() and not self.is_neg():
+        return _roll_complex(self, shifts, dims, out)
     if not _movable(self, self.dtype) or not shifts:
         return decline("not a trn tensor of a supported dtype (or a conj/neg bit), or no shifts")
     if not dims:
-        if len(shifts) != 1:
-            return decline("several shifts without dims: torch raises")
-        if out is not None:
-            return decline("out= without dims")
+        if len(shifts) != 1 or out is not None:
+            return decline("several shifts without dims (torch raises), or out= without dims")
         flat = self if self.is_contiguous() else self.contiguous()
         return roll(flat.view(-1), shifts, [0]).view(self.shape)
     if len(shifts) != len(dims):

@@ -1,0 +1,78 @@
+"""complex64 movement, scans, logical ops, equal and angle natively on (real, imaginary) planes: the CPU's values,
+shapes and dtypes, noncontiguous inputs included."""
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import trnlang
+
+_SHAPES = [(), (0,), (1,), (5,), (3, 7), (2, 3, 4)]
+
+
+def _z(shape, seed, zeros=False):
+    g = torch.Generator().manual_seed(seed)
+    z = torch.complex(torch.randn(shape, generator=g), torch.randn(shape, generator=g))
+    if zeros and z.numel():
+        z.view(-1)[::3] = 0
+    return z
+
+
+def _native(fn):
+    trnlang.reset_fallback_stats()
+    r = fn()
+    assert trnlang.fallback_stats() == {}, trnlang.fallback_stats()
+    return r
+
+
+def _same(got, want, exact=True):
+    assert got.device.type == "trn" and got.dtype == want.dtype and got.shape == want.shape
+    if exact:
+        assert torch.equal(got.cpu(), want)
+    else:
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(shape=st.sampled_from(_SHAPES), seed=st.integers(0, 999), data=st.data())
+def test_roll_and_cumsum(shape, seed, data):
+    z = _z(shape, seed)
+    zt = z.to("trn")
+    if len(shape) >= 2 and data.draw(st.booleans()):  # a noncontiguous input
+        z, zt = z.transpose(0, 1), zt.transpose(0, 1)
+    shift = data.draw(st.integers(-9, 9))
+    _same(_native(lambda: zt.roll(shift)), z.roll(shift))
+    if z.dim():
+        d = data.draw(st.integers(-z.dim(), z.dim() - 1))
+        _same(_native(lambda: zt.roll(shift, d)), z.roll(shift, d))
+        _same(_native(lambda: zt.cumsum(d)), z.cumsum(d), exact=False)
+    else:
+        _same(_native(lambda: zt.cumsum(0)), z.cumsum(0))
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(shape=st.sampled_from(_SHAPES[1:]), seed=st.integers(0, 999),
+       op=st.sampled_from(["logical_and", "logical_or", "logical_xor"]),
+       other=st.sampled_from(["complex", "float", "bool"]))
+def test_logical_ops_of_complex_operands(shape, seed, op, other):
+    z = _z(shape, seed, zeros=True)
+    o = {"complex": _z(shape, seed + 1, zeros=True), "float": torch.randn(shape).round(),
+         "bool": torch.rand(shape) > 0.5}[other]
+    ot = o.to("trn") if isinstance(o, torch.Tensor) else o
+    _same(_native(lambda: getattr(torch, op)(z.to("trn"), ot)), getattr(torch, op)(z, o))
+    if isinstance(o, torch.Tensor):
+        _same(_native(lambda: getattr(torch, op)(ot, z.to("trn"))), getattr(torch, op)(o, z))
+
+
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(shape=st.sampled_from(_SHAPES), seed=st.integers(0, 999))
+def test_equal_and_angle(shape, seed):
+    z = _z(shape, seed, zeros=True)
+    zt = z.to("trn")
+    assert _native(lambda: torch.equal(zt, zt.clone())) is True
+    if z.numel():
+        w = z.clone()
+        w.view(-1)[-1] += 1j
+        assert _native(lambda: torch.equal(zt, w.to("trn"))) is False
+    assert _native(lambda: torch.equal(zt, zt.reshape(-1))) is (z.dim() == 1)
+    _same(_native(lambda: torch.angle(zt)), torch.angle(z), exact=False)
