@@ -124,6 +124,9 @@ def _complex_eq(op: str, self: torch.Tensor, other: Any, out: torch.Tensor | Non
     planes (the real operand promoted to complex64, as torch does)."""
     if op not in ("eq", "ne"):
         return decline("complex operands of an order comparison")
+    from stdlib_kernels.elementwise.complex_arith import up_complex32
+
+    self, other = up_complex32(self), up_complex32(other)  # complex32 compares exactly as complex64
     planes = complex_planes(self, other)
     if planes is None and (_number(other) or U.is_trn(other)) and self.dtype == torch.complex64 \
             and U.is_trn(self) and not self.is_conj() and not self.is_neg():
@@ -241,7 +244,7 @@ def _bitwise(op: str) -> Callable[..., Any]:
 
 for _op in ("eq", "ne", "lt", "le", "gt", "ge"):
     for _ov in ("Tensor", "Scalar"):
-        _cdt = (torch.complex64, *_UNSIGNED_WIDE) if _op in ("eq", "ne") else ()
+        _cdt = (torch.complex64, torch.complex32, *_UNSIGNED_WIDE) if _op in ("eq", "ne") else ()
         _lo = _compare(_op)  # fast lanes: same-layout float tensors, a tensor and a number (lanes.py)
         lowering(f"aten::{_op}.{_ov}", dtypes=(*OPERAND_DTYPES, *_cdt),
                  fast=fast(_lo, _op if _ov == "Scalar" else None))(_lo)

@@ -21,8 +21,9 @@ import torch
 
 from stdlib_kernels import _util as U
 from trnlang.device import decline
+from trnlang.device.registry import scalar_type_name
 
-__all__ = ["complex_div"]
+__all__ = ["complex_div", "complex_add", "complex_neg", "half_result", "via_complex64", "up_complex32"]
 
 
 def complex_div(x: Any, y: Any, out: torch.Tensor | None = None) -> Any:
@@ -55,3 +56,82 @@ def complex_div(x: Any, y: Any, out: torch.Tensor | None = None) -> Any:
     if not (U.is_trn(out) and out.dtype == torch.complex64 and out.shape == res.shape):
         return decline("out= not a complex64 trn tensor of the result's shape")
     return out.copy_(res)
+
+
+def complex_add(self: Any, other: Any, alpha: Any, out: torch.Tensor | None, sign: int) -> Any:
+    """``self + sign * alpha * other`` in complex64 on real/imaginary planes (real operands promoted first)."""
+    from stdlib_kernels.elementwise.compare import complex_planes, promoted_planes
+
+    rdt = torch.result_type(self, other)
+    if rdt == torch.complex32 and isinstance(alpha, (int, float)) and not isinstance(alpha, bool):
+        return via_complex64(lambda x, y, out=None: complex_add(x, y, alpha, out, sign), self, other, out)
+    self, other = up_complex32(self), up_complex32(other)
+    if isinstance(out, torch.Tensor) and not out.is_complex():  # torch's check, before any work or fallback
+        raise RuntimeError(f"result type {scalar_type_name(rdt)} can't be cast to the desired output type "
+                           f"{scalar_type_name(out.dtype)}")
+    out_planes = complex_planes(out, out) if out is not None else None
+    if rdt != torch.complex64 or (out is not None and out_planes is None) \
+            or isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+        return decline("complex operands not promoting to complex64 (or a complex alpha, or a non-complex64 out=)")
+    if (a := promoted_planes(self)) is None or (b := promoted_planes(other)) is None:
+        return decline("complex operands other than trn tensors or numbers (or a conj/neg bit)")
+    if out_planes is not None:  # in place / out=: written through the out tensor's planes
+        torch.add(a, b, alpha=sign * alpha, out=out_planes[0])
+        return out
+    return torch.view_as_complex(torch.add(a, b, alpha=sign * alpha).contiguous())
+
+
+def complex_neg(self: Any, out: torch.Tensor | None) -> Any:
+    """``-self`` of a complex64 ``trn`` tensor: both planes negated (signed zeros as torch gives them)."""
+    if not (U.is_trn(self) and self.dtype == torch.complex64 and not self.is_conj() and not self.is_neg()):
+        return decline("complex neg of other than a plain complex64 trn tensor")
+    if out is None:
+        return torch.view_as_complex(torch.neg(torch.view_as_real(self)).contiguous())
+    if not (U.is_trn(out) and out.dtype == torch.complex64 and not out.is_conj() and not out.is_neg()):
+        return decline("complex neg into an out= that is not a plain complex64 trn tensor")
+    if out.numel() == 0 and out.shape != self.shape:
+        out.resize_(self.shape)
+    if out.shape != self.shape:
+        return decline("out= of another shape")
+    torch.neg(torch.view_as_real(self), out=torch.view_as_real(out))
+    return out
+
+
+def half_result(x: Any, y: Any) -> bool:
+    """The operands promote to complex32 (ComplexHalf: a float16 tensor with a complex number or 0-dim tensor)."""
+    try:
+        return torch.result_type(x, y) == torch.complex32
+    except (RuntimeError, TypeError):
+        return False
+
+
+def _up(v: Any) -> Any:
+    """complex32 -> complex64 and float16 -> float32 (trn tensors, through their planes); others unchanged."""
+    if U.is_trn(v) and v.dtype == torch.complex32 and not (v.is_conj() or v.is_neg()):
+        return torch.view_as_complex(torch.view_as_real(v).float().contiguous())
+    if U.is_trn(v) and v.dtype == torch.float16:
+        return v.float()
+    return v
+
+
+def up_complex32(v: Any) -> Any:
+    """A complex32 trn tensor as complex64 (exactly, through its planes); anything else unchanged (for results that
+    promote past complex32)."""
+    return _up(v) if U.is_trn(v) and v.dtype == torch.complex32 else v
+
+
+def via_complex64(fn: Any, x: Any, y: Any, out: torch.Tensor | None) -> Any:
+    """``fn(x, y)`` for operands promoting to complex32: computed in complex64 (each plane rounded once to float16
+    at the end; torch's CPU rounds after each float16 step, so the last bit may differ)."""
+    ux, uy = _up(x), _up(y)
+    if any(U.is_trn(v) and v.dtype == torch.complex32 for v in (ux, uy)):
+        return decline("a complex32 operand with a conj/neg bit")
+    r = fn(ux, uy)
+    if r is NotImplemented:
+        return r
+    if out is not None and not (U.is_trn(out) and out.dtype == torch.complex32 and out.shape == r.shape
+                                and not (out.is_conj() or out.is_neg())):
+        return decline("out= not a complex32 trn tensor of the result's shape")
+    res = out if out is not None else torch.empty(r.shape, dtype=torch.complex32, device="trn")
+    torch.view_as_real(res).copy_(torch.view_as_real(r))
+    return res

@@ -56,7 +56,6 @@ from stdlib_kernels.elementwise.flat import (  # noqa: F401 - the flat launch ma
 from stdlib_kernels.elementwise.lanes import check_alpha
 from stdlib_kernels.elementwise.lanes import fast as _fast
 from trnlang.device import decline, fastlane, lowering
-from trnlang.device.registry import scalar_type_name
 
 #: Tensor dtypes an elementwise operand may have (int64 values are range-checked, see :func:`int64_ok`).
 OPERAND_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.int16, torch.int8, torch.uint8,
@@ -653,41 +652,25 @@ def _binary(op: str, self: Any, other: Any, alpha: Any, out: torch.Tensor | None
     return run_binary(op, self, other, out, alpha=alpha)
 
 
-def _complex_add(self: Any, other: Any, alpha: Any, out: torch.Tensor | None, sign: int) -> Any:
-    """``self + sign * alpha * other`` in complex64 on real/imaginary planes (real operands promoted first)."""
-    from stdlib_kernels.elementwise.compare import complex_planes, promoted_planes
-
-    rdt = torch.result_type(self, other)
-    if isinstance(out, torch.Tensor) and not out.is_complex():  # torch's check, before any work or fallback
-        raise RuntimeError(f"result type {scalar_type_name(rdt)} can't be cast to the desired output type "
-                           f"{scalar_type_name(out.dtype)}")
-    out_planes = complex_planes(out, out) if out is not None else None
-    if rdt != torch.complex64 or (out is not None and out_planes is None) \
-            or isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
-        return decline("complex operands not promoting to complex64 (or a complex alpha, or a non-complex64 out=)")
-    if (a := promoted_planes(self)) is None or (b := promoted_planes(other)) is None:
-        return decline("complex operands other than trn tensors or numbers (or a conj/neg bit)")
-    if out_planes is not None:  # in place / out=: written through the out tensor's planes
-        torch.add(a, b, alpha=sign * alpha, out=out_planes[0])
-        return out
-    return torch.view_as_complex(torch.add(a, b, alpha=sign * alpha).contiguous())
+#: operand dtypes of the arithmetic lowerings: complex64 on its planes, complex32 through complex64
+_COMPLEX_OPERANDS = (*OPERAND_DTYPES, torch.complex64, torch.complex32)
 
 
-@lowering("aten::add.Tensor", dtypes=(*OPERAND_DTYPES, torch.complex64), fast=_fast(lambda a, b: add(a, b), "add",
+@lowering("aten::add.Tensor", dtypes=_COMPLEX_OPERANDS, fast=_fast(lambda a, b: add(a, b), "add",
                                                                          inplace=lambda a, b: add(a, b, out=a)))
 def add(self: Any, other: Any, *, alpha: Any = 1, out: torch.Tensor | None = None) -> Any:
     """``self + alpha * other`` (two complex64 tensors: on their real/imaginary planes)."""
     if _is_complex(self) or _is_complex(other) or _is_complex(out):
-        return _complex_add(self, other, alpha, out, 1)
+        return _complex_arith().complex_add(self, other, alpha, out, 1)
     return _binary("add", self, other, alpha, out)
 
 
-@lowering("aten::sub.Tensor", dtypes=(*OPERAND_DTYPES, torch.complex64), fast=_fast(lambda a, b: sub(a, b), "sub",
+@lowering("aten::sub.Tensor", dtypes=_COMPLEX_OPERANDS, fast=_fast(lambda a, b: sub(a, b), "sub",
                                                                          inplace=lambda a, b: sub(a, b, out=a)))
 def sub(self: Any, other: Any, *, alpha: Any = 1, out: torch.Tensor | None = None) -> Any:
     """``self - alpha * other``."""
     if _is_complex(self) or _is_complex(other) or _is_complex(out):
-        return _complex_add(self, other, alpha, out, -1)
+        return _complex_arith().complex_add(self, other, alpha, out, -1)
     bools = [isinstance(v, bool) or (isinstance(v, torch.Tensor) and v.dtype == torch.bool) for v in (self, other)]
     if all(bools) and all(isinstance(v, torch.Tensor) for v in (self, other)):  # torch's messages, word for word
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
@@ -698,27 +681,17 @@ def sub(self: Any, other: Any, *, alpha: Any = 1, out: torch.Tensor | None = Non
     return _binary("sub", self, other, alpha, out)
 
 
-def _complex_neg(self: Any, out: torch.Tensor | None) -> Any:
-    """``-self`` of a complex64 ``trn`` tensor: both planes negated (signed zeros as torch gives them)."""
-    if not (U.is_trn(self) and self.dtype == torch.complex64 and not self.is_conj() and not self.is_neg()):
-        return decline("complex neg of other than a plain complex64 trn tensor")
-    if out is None:
-        return torch.view_as_complex(torch.neg(torch.view_as_real(self)).contiguous())
-    if not (U.is_trn(out) and out.dtype == torch.complex64 and not out.is_conj() and not out.is_neg()):
-        return decline("complex neg into an out= that is not a plain complex64 trn tensor")
-    if out.numel() == 0 and out.shape != self.shape:
-        out.resize_(self.shape)
-    if out.shape != self.shape:
-        return decline("out= of another shape")
-    torch.neg(torch.view_as_real(self), out=torch.view_as_real(out))
-    return out
-
-
 def _as_f32(v: Any) -> Any:
     """An integer or bool ``trn`` tensor as float32 (exactly rounded); anything else unchanged."""
     if U.is_trn(v) and not v.is_floating_point() and not v.is_complex():
         return v.to(torch.float32)
     return v
+
+
+def _complex_arith() -> Any:
+    from stdlib_kernels.elementwise import complex_arith
+
+    return complex_arith
 
 
 def _is_complex(v: Any) -> bool:
@@ -728,12 +701,17 @@ def _is_complex(v: Any) -> bool:
 _MUL_FAST = _fast(lambda a, b: mul(a, b), "mul", inplace=lambda a, b: mul(a, b, out=a))
 
 
-@lowering("aten::mul.Tensor", dtypes=(*OPERAND_DTYPES, torch.complex64), fast=_MUL_FAST)
+@lowering("aten::mul.Tensor", dtypes=_COMPLEX_OPERANDS, fast=_MUL_FAST)
 def mul(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     """``self * other`` (complex64 operands: ``stdlib_kernels.fft.complex_ops``, on real/imaginary planes)."""
     if _is_complex(self) or _is_complex(other) or _is_complex(out):
         from stdlib_kernels.fft.complex_ops import complex_mul
 
+        if _complex_arith().half_result(self, other):
+            return _complex_arith().via_complex64(mul, self, other, out)
+        if torch.result_type(self, other) != torch.complex64:  # complex128 (a float64 default dtype, say)
+            return decline("a complex result other than complex64 (complex128: the documented float64 fallback)")
+        self, other = _complex_arith().up_complex32(self), _complex_arith().up_complex32(other)
         # an integer/bool tensor becomes complex64 through its float32 values, as torch promotes it
         self, other = (_as_f32(v) for v in (self, other))
         return complex_mul(self, other, out=out)
@@ -748,9 +726,7 @@ def div(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     """``self / other`` (true division; integers divide in fp32; complex64 operands:
     ``stdlib_kernels.elementwise.complex_arith``)."""
     if _is_complex(self) or _is_complex(other) or _is_complex(out):
-        from stdlib_kernels.elementwise.complex_arith import complex_div
-
-        return complex_div(self, other, out)
+        return _complex_arith().complex_div(self, other, out)  # complex32 declines: the CPU has no such division
     return _binary("div", self, other, None, out)
 
 
@@ -782,7 +758,7 @@ def neg(self: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
     planes). A repeated call on a same-layout tensor takes ``mul``'s fast lane for ``x * -1`` (int64 tensors have
     none: their values are checked per call)."""
     if _is_complex(self) or _is_complex(out):
-        return _complex_neg(self, out)
+        return _complex_arith().complex_neg(self, out)
     if isinstance(self, torch.Tensor) and self.dtype == torch.int64:
         return run_binary("rsub", self, 0, out)
     return _binary("mul", self, -1, None, out)

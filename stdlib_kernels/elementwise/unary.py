@@ -267,10 +267,13 @@ def _make(op: str) -> Callable[..., Any]:
         if op in ("abs", "sign") and U.is_trn(self) and self.dtype in (*_ALL_INTS, torch.bool):
             return _int_abs_sign(op, self, out)
         if op == "abs" and isinstance(self, torch.Tensor) and self.is_complex():
-            v = _complex_planes(self)  # |z| as hypot(re, im): no overflow
+            from stdlib_kernels.elementwise.complex_arith import up_complex32
+
+            v = _complex_planes(up_complex32(self))  # |z| as hypot(re, im): no overflow
             if v is None or out is not None:
-                return decline("complex abs of other than a complex64 trn tensor without conj/neg bit, or with out=")
-            return torch.hypot(v[..., 0], v[..., 1])
+                return decline("complex abs of other than a complex64/32 trn tensor without conj/neg bit, or with out=")
+            r = torch.hypot(v[..., 0], v[..., 1])
+            return r.half() if self.dtype == torch.complex32 else r
         if op == "square" and U.is_trn(self) and self.dtype in _ALL_INTS:
             r = torch.mul(self, self)  # pointwise's range-checked integer multiply (int64 included)
             return r if out is None or r is NotImplemented else out.copy_(r)
@@ -322,7 +325,7 @@ for _op in _SIMPLE:
     if _op != "relu":
         _fn = _make(_op)
         _register(_op, _fn, (*DTYPES, *_ALL_INTS) if _op in _ROUNDING
-                  else (*DTYPES, *_ALL_INTS, torch.bool, torch.complex64) if _op == "abs"
+                  else (*DTYPES, *_ALL_INTS, torch.bool, torch.complex64, torch.complex32) if _op == "abs"
                   else (*DTYPES, *_ALL_INTS, torch.bool) if _op == "sign"
                   else (*DTYPES, *_ALL_INTS) if _op == "square"
                   else DTYPES if _op in _KEEPS_INT
@@ -455,7 +458,9 @@ def _complex_planes(self: Any) -> torch.Tensor | None:
 def _bool_op(op: str) -> Callable[..., Any]:
     def lower(self: Any, *, out: torch.Tensor | None = None) -> Any:
         if isinstance(self, torch.Tensor) and self.is_complex():
-            v = _complex_planes(self)
+            from stdlib_kernels.elementwise.complex_arith import up_complex32
+
+            v = _complex_planes(up_complex32(self))
             if v is None or out is not None or op not in ("isnan", "isinf", "isfinite"):
                 return decline("complex input of an op other than isnan/isinf/isfinite, with out=, or not complex64 "
                                "without conj/neg bit")
@@ -476,7 +481,7 @@ def _bool_op(op: str) -> Callable[..., Any]:
 
 for _op in ("isnan", "isinf", "isfinite", "isposinf", "isneginf"):
     _register(_op, _bool_op(_op), dtypes=DTYPES + _INT_BOOL + _ALL_INTS + (
-        (torch.complex64,) if _op in ("isnan", "isinf", "isfinite") else ()))
+        (torch.complex64, torch.complex32) if _op in ("isnan", "isinf", "isfinite") else ()))
 
 
 def signbit(self: Any, *, out: torch.Tensor | None = None) -> Any:

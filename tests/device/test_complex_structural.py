@@ -76,3 +76,28 @@ def test_equal_and_angle(shape, seed):
         assert _native(lambda: torch.equal(zt, w.to("trn"))) is False
     assert _native(lambda: torch.equal(zt, zt.reshape(-1))) is (z.dim() == 1)
     _same(_native(lambda: torch.angle(zt)), torch.angle(z), exact=False)
+
+
+def test_complex32_results_compute_in_complex64():
+    """ComplexHalf results (a complex32 tensor, or float16 with a complex number / 0-dim tensor): add, sub and mul
+    natively, rounded once per plane; eq, isnan, abs of complex32; CPU dtypes throughout; division declines as the
+    CPU has none."""
+    g = torch.Generator().manual_seed(0)
+    h = torch.randn(6, generator=g).half()
+    c = torch.complex(torch.randn(6, generator=g), torch.randn(6, generator=g)).to(torch.complex32)
+    s64 = torch.tensor(1.5 - 2j)
+    cases = [(c, c), (c, h), (h, c), (h, s64), (s64, h), (c, 2.2), (c, 1 - 1j), (c, 5)]
+    for x, y in cases:
+        xt = x.to("trn") if isinstance(x, torch.Tensor) else x
+        yt = y.to("trn") if isinstance(y, torch.Tensor) else y
+        for f in (torch.add, torch.sub, torch.mul):
+            want = f(x, y)
+            got = _native(lambda: f(xt, yt))
+            assert got.dtype == want.dtype == torch.complex32
+            torch.testing.assert_close(torch.view_as_real(got.cpu()).float(), torch.view_as_real(want).float(),
+                                       rtol=2e-3, atol=2e-3)
+    ct = c.to("trn")
+    assert _native(lambda: torch.equal((ct == ct).cpu(), torch.ones(6, dtype=torch.bool)))
+    assert not _native(lambda: ct.isnan().any().item())
+    _same(_native(lambda: ct.abs()), c.abs(), exact=False)
+    assert _native(lambda: (ct * torch.ones(6, device="trn")).dtype) == torch.complex64  # past complex32
