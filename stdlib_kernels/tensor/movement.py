@@ -252,7 +252,17 @@ def cat(tensors: Sequence[torch.Tensor], dim: int = 0, *, out: torch.Tensor | No
 
 def _cat_complex(tensors: list[torch.Tensor], dim: int, out: torch.Tensor | None) -> Any:
     """``cat`` of complex64 tensors: of their ``[..., 2]`` real/imaginary planes (a trailing dim, so ``dim`` keeps
-    its meaning), viewed back as complex64."""
+    its meaning), viewed back as complex64. Real tensors promote to complex64 first (a zero imaginary plane), as
+    torch's cat promotes them, when the common dtype is complex64."""
+    rdt = functools.reduce(torch.promote_types, [t.dtype for t in tensors])
+    if rdt == torch.complex64 and all(U.is_trn(t) for t in tensors):
+        from stdlib_kernels.elementwise.compare import promoted_planes
+
+        def up(t: torch.Tensor) -> Any:
+            p = promoted_planes(t) if not t.is_complex() and t.dtype != torch.float64 else None
+            return torch.view_as_complex(p.contiguous()) if p is not None else t
+
+        tensors = [up(t) for t in tensors]
     live = [t for t in tensors if not (t.dim() == 1 and t.numel() == 0)]
     if not all(t.dtype == torch.complex64 and not t.is_conj() and not t.is_neg() for t in tensors) \
             or (out is not None and out.dtype != torch.complex64) or not live:

@@ -101,3 +101,14 @@ def test_complex32_results_compute_in_complex64():
     assert not _native(lambda: ct.isnan().any().item())
     _same(_native(lambda: ct.abs()), c.abs(), exact=False)
     assert _native(lambda: (ct * torch.ones(6, device="trn")).dtype) == torch.complex64  # past complex32
+
+
+def test_cat_promotes_real_tensors_to_complex64():
+    g = torch.Generator().manual_seed(1)
+    z = torch.complex(torch.randn(2, 3, generator=g), torch.randn(2, 3, generator=g))
+    reals = [torch.randn(2, 3, generator=g), torch.arange(6).view(2, 3), torch.ones(2, 3, dtype=torch.bool),
+             torch.randn(2, 3, generator=g).half()]
+    for r in reals:
+        for ts in ([z, r], [r, z, r], [z, torch.empty(0)]):
+            for d in (0, 1, -1):
+                _same(_native(lambda: torch.cat([t.to("trn") for t in ts], d)), torch.cat(ts, d))
