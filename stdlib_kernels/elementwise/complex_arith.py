@@ -135,3 +135,48 @@ def via_complex64(fn: Any, x: Any, y: Any, out: torch.Tensor | None) -> Any:
     res = out if out is not None else torch.empty(r.shape, dtype=torch.complex32, device="trn")
     torch.view_as_real(res).copy_(torch.view_as_real(r))
     return res
+
+
+def _plain64(*vs: Any) -> bool:
+    """Every tensor among ``vs`` is a complex64 or real trn tensor without conj/neg bits (numbers pass)."""
+    return all(not isinstance(v, torch.Tensor) or (U.is_trn(v) and v.dtype != torch.complex128
+                                                   and v.dtype != torch.float64 and not v.is_conj()
+                                                   and not v.is_neg()) for v in vs)
+
+
+def _into(res: Any, out: torch.Tensor | None) -> Any:
+    if out is None or res is NotImplemented:
+        return res
+    if not (U.is_trn(out) and out.dtype == res.dtype and out.shape == res.shape):
+        return decline("out= not a trn tensor of the result's dtype and shape")
+    return out.copy_(res)
+
+
+def complex_lerp(self: Any, end: Any, weight: Any, out: torch.Tensor | None) -> Any:
+    """complex64 ``lerp`` as torch's CPU kernel: ``self + w (end - self)`` where ``|w| < 0.5``, else
+    ``end - (end - self)(1 - w)`` (native complex products, sums and a select)."""
+    if not (U.is_trn(self) and U.is_trn(end) and self.dtype == end.dtype == torch.complex64) \
+            or not _plain64(self, end, weight):
+        return decline("lerp of other than complex64 trn tensors without conj/neg bits")
+    diff = end - self
+    if not isinstance(weight, torch.Tensor):
+        if not isinstance(weight, (bool, int, float, complex)):
+            return decline("a weight that is neither a tensor nor a number")
+        w = complex(weight)
+        return _into(self + w * diff if abs(w) < 0.5 else end - diff * (1 - w), out)
+    if weight.dtype != torch.complex64:
+        return decline("a weight of another dtype than self (torch raises)")
+    return _into(torch.where(weight.abs() < 0.5, self + weight * diff, end - diff * (1 - weight)), out)
+
+
+def complex_addc(op: str, self: Any, tensor1: Any, tensor2: Any, value: Any, out: torch.Tensor | None) -> Any:
+    """complex64 ``addcmul`` / ``addcdiv``: ``self + (value * tensor1) * tensor2`` or ``... / tensor2`` (the CPU
+    kernel's order), by native complex products, quotients and sums."""
+    v = value.item() if isinstance(value, torch.Tensor) and value.numel() == 1 else value
+    if not all(U.is_trn(t) for t in (self, tensor1, tensor2)) or not isinstance(v, (bool, int, float, complex)) \
+            or not _plain64(self, tensor1, tensor2) \
+            or torch.promote_types(torch.promote_types(self.dtype, tensor1.dtype), tensor2.dtype) != torch.complex64:
+        return decline("not complex64 trn tensors without conj/neg bits, or no value")
+    scaled = tensor1 * v if v != 1 else tensor1
+    prod = scaled * tensor2 if op == "addcmul" else scaled / tensor2
+    return _into(self + prod, out)

@@ -248,18 +248,34 @@ def _float_result(*xs: Any) -> torch.dtype | None:
     return rdt if rdt.is_floating_point else None
 
 
-@lowering("aten::lerp.Scalar", dtypes=U.FLOAT_DTYPES)
+def _complex(*vs: Any) -> Any:
+    """The complex_arith module when an operand is complex (None otherwise)."""
+    if any(isinstance(v, complex) or (isinstance(v, torch.Tensor) and v.is_complex()) for v in vs):
+        from stdlib_kernels.elementwise import complex_arith
+
+        return complex_arith
+    return None
+
+
+_C64 = (*U.FLOAT_DTYPES, torch.complex64)
+
+
+@lowering("aten::lerp.Scalar", dtypes=_C64)
 def lerp_scalar(self: Any, end: Any, weight: Any, *, out: torch.Tensor | None = None) -> Any:
     """``self + weight * (end - self)`` (torch's two-sided formula) with a number weight."""
+    if (ca := _complex(self, end, weight)) is not None:
+        return ca.complex_lerp(self, end, weight, out)
     rdt = _float_result(self, end)
     if rdt is None or U.scalar_value(weight) is None or isinstance(U.scalar_value(weight), complex):
         return decline("not float operands, or a missing or complex weight")
     return run_ternary("lerp", (self, end, U.scalar_value(weight)), out, rdt, ("f32", "f32", "f32"))
 
 
-@lowering("aten::lerp.Tensor", dtypes=U.FLOAT_DTYPES)
+@lowering("aten::lerp.Tensor", dtypes=_C64)
 def lerp_tensor(self: Any, end: Any, weight: Any, *, out: torch.Tensor | None = None) -> Any:
     """``self + weight * (end - self)`` with a tensor weight."""
+    if (ca := _complex(self, end, weight)) is not None:
+        return ca.complex_lerp(self, end, weight, out)
     rdt = _float_result(self, end, weight)
     if rdt is None:
         return decline("not float operands")
@@ -267,6 +283,8 @@ def lerp_tensor(self: Any, end: Any, weight: Any, *, out: torch.Tensor | None = 
 
 
 def _addc(op: str, self: Any, tensor1: Any, tensor2: Any, value: Any, out: torch.Tensor | None) -> Any:
+    if (ca := _complex(self, tensor1, tensor2, value)) is not None:
+        return ca.complex_addc(op, self, tensor1, tensor2, value, out)
     if not all(U.is_trn(t) for t in (self, tensor1, tensor2)):
         return decline("not all trn tensors")
     rdt = result_dtype(getattr(torch, op), self, tensor1, tensor2, value=value)
@@ -281,7 +299,7 @@ def _addc(op: str, self: Any, tensor1: Any, tensor2: Any, value: Any, out: torch
     return run_ternary(op, (self, tensor1, tensor2), out, rdt, (c, c, c), value=v)
 
 
-@lowering("aten::addcmul", dtypes=P.OPERAND_DTYPES)
+@lowering("aten::addcmul", dtypes=(*P.OPERAND_DTYPES, torch.complex64))
 def addcmul(self: Any, tensor1: Any, tensor2: Any, *, value: Any = 1, out: torch.Tensor | None = None) -> Any:
     """``self + value * tensor1 * tensor2`` (Adam's second-moment update)."""
     return _addc("addcmul", self, tensor1, tensor2, value, out)
@@ -296,13 +314,14 @@ ADDCDIV_INT_MESSAGE = (
     "tensor2), for all dtypes.")
 
 
-@lowering("aten::addcdiv", dtypes=P.OPERAND_DTYPES)  # integer operands too: they raise torch's error natively
+# integer operands too: they raise torch's error natively
+@lowering("aten::addcdiv", dtypes=(*P.OPERAND_DTYPES, torch.complex64))
 def addcdiv(self: Any, tensor1: Any, tensor2: Any, *, value: Any = 1, out: torch.Tensor | None = None) -> Any:
     """``self + value * tensor1 / tensor2`` (Adam's parameter update)."""
     ts = [t for t in (self, tensor1, tensor2, out) if isinstance(t, torch.Tensor)]
     if all(isinstance(t, torch.Tensor) and not t.is_floating_point() and not t.is_complex()
            for t in (tensor1, tensor2)):
         raise RuntimeError(ADDCDIV_INT_MESSAGE)
-    if any(t.dtype not in U.FLOAT_DTYPES for t in ts):
+    if any(t.dtype not in (*U.FLOAT_DTYPES, torch.complex64) for t in ts):
         return decline("an integer or bool operand (the float kernel's dtypes: float32, bfloat16, float16)")
     return _addc("addcdiv", self, tensor1, tensor2, value, out)

@@ -112,3 +112,18 @@ def test_cat_promotes_real_tensors_to_complex64():
         for ts in ([z, r], [r, z, r], [z, torch.empty(0)]):
             for d in (0, 1, -1):
                 _same(_native(lambda: torch.cat([t.to("trn") for t in ts], d)), torch.cat(ts, d))
+
+
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(shape=st.sampled_from(_SHAPES), seed=st.integers(0, 999),
+       weight=st.sampled_from(["tensor", 0.3, 0.7, 0.2 + 0.6j, -1.5]), value=st.sampled_from([1, 0.5, 2 - 1j]))
+def test_lerp_addcmul_addcdiv(shape, seed, weight, value):
+    a, b, c = _z(shape, seed), _z(shape, seed + 1), _z(shape, seed + 2)
+    w = _z(shape, seed + 3) * 0.6 if weight == "tensor" else weight
+    wt = w.to("trn") if isinstance(w, torch.Tensor) else w
+    at, bt, ct = a.to("trn"), b.to("trn"), c.to("trn")
+    _same(_native(lambda: torch.lerp(at, bt, wt)), torch.lerp(a, b, w), exact=False)
+    _same(_native(lambda: torch.addcmul(at, bt, ct, value=value)), torch.addcmul(a, b, c, value=value), exact=False)
+    _same(_native(lambda: torch.addcdiv(at, bt, ct, value=value)), torch.addcdiv(a, b, c, value=value), exact=False)
+    real = torch.randn(shape)  # a real tensor operand promotes
+    _same(_native(lambda: torch.addcmul(at, real.to("trn"), ct)), torch.addcmul(a, real, c), exact=False)
