@@ -490,7 +490,10 @@ def _segments(n: int, lp: int, rp: int, mode: str) -> list[tuple[int, int, int, 
 def _pad(self: torch.Tensor, padding: Sequence[int], nd: int, mode: str) -> Any:
     """Reflection/replication padding: per padded dim up to three pieces (left border, kept middle, right
     border); every combination of pieces is one move from the input (borders: the edge broadcast with stride
-    0, or a reversed slice)."""
+    0, or a reversed slice). complex64 moves as the float64 bit patterns of its (real, imaginary) pairs."""
+    if U.is_trn(self) and self.dtype == torch.complex64 and not (self.is_conj() or self.is_neg()):
+        r = _pad(self.view(torch.float64), padding, nd, mode)
+        return r if r is NotImplemented else r.view(torch.complex64)
     if not _movable(self, self.dtype):
         return decline("not a trn tensor of a supported dtype (or a conj/neg bit)")
     pairs = _pad_pairs(padding, nd, self, mode)
@@ -549,7 +552,7 @@ def _pad_backward(grad_output: torch.Tensor, self: torch.Tensor, padding: Sequen
     return g if g is not grad_output else grad_output.clone()
 
 
-_PAD_DTYPES = DTYPES
+_PAD_DTYPES = (*DTYPES, torch.complex64)
 for _nd in (1, 2, 3):
     for _mode, _name in (("reflect", "reflection"), ("replicate", "replication")):
         def _fwd(self: torch.Tensor, padding: Sequence[int], _nd: int = _nd, _mode: str = _mode) -> Any:

@@ -127,3 +127,16 @@ def test_lerp_addcmul_addcdiv(shape, seed, weight, value):
     _same(_native(lambda: torch.addcdiv(at, bt, ct, value=value)), torch.addcdiv(a, b, c, value=value), exact=False)
     real = torch.randn(shape)  # a real tensor operand promotes
     _same(_native(lambda: torch.addcmul(at, real.to("trn"), ct)), torch.addcmul(a, real, c), exact=False)
+
+
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 999), mode=st.sampled_from(["reflect", "replicate"]), nd=st.sampled_from([1, 2, 3]),
+       transposed=st.booleans())
+def test_reflection_and_replication_padding(seed, mode, nd, transposed):
+    shape = (2, 3, 4, 5, 6)[-(nd + 2):] if nd < 3 else (2, 3, 4, 5, 6)
+    z = _z(shape, seed)
+    zt = z.to("trn")
+    if transposed:
+        z, zt = z.transpose(-1, -2), zt.transpose(-1, -2)
+    pad = [1, 2] * nd
+    _same(_native(lambda: torch.nn.functional.pad(zt, pad, mode=mode)), torch.nn.functional.pad(z, pad, mode=mode))
