@@ -226,9 +226,21 @@ def cumsum(self: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None) ->
     return _cum(self, dim, dtype, "sum")
 
 
-@lowering("aten::cumprod", dtypes=(*U.FLOAT_DTYPES, *_INT_SCAN))
+@lowering("aten::cumprod", dtypes=(*U.FLOAT_DTYPES, *_INT_SCAN, torch.complex64))
 def cumprod(self: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None) -> Any:
-    """Inclusive prefix product along ``dim`` (integers: exact when every partial product stays below 2^24)."""
+    """Inclusive prefix product along ``dim`` (integers: exact when every partial product stays below 2^24;
+    complex64: ``ceil(log2 n)`` rounds of native complex products of shifted slices, Hillis-Steele)."""
+    if U.is_trn(self) and self.dtype == torch.complex64 and dtype in (None, torch.complex64) \
+            and not self.is_conj() and not self.is_neg() and -max(self.dim(), 1) <= dim < max(self.dim(), 1):
+        if self.dim() == 0:
+            return self.clone()
+        x = self.movedim(dim, -1).contiguous()
+        k, n = 1, x.shape[-1]
+        while k < n:
+            y = x.clone()
+            y[..., k:] = x[..., k:] * x[..., :-k]
+            x, k = y, 2 * k
+        return x.movedim(-1, dim).contiguous()
     if U.is_trn(self) and self.dtype in _INT_SCAN:
         return _int_scan(self, dim, dtype, "prod")
     return _cum(self, dim, dtype, "prod")

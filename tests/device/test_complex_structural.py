@@ -46,8 +46,10 @@ def test_roll_and_cumsum(shape, seed, data):
         d = data.draw(st.integers(-z.dim(), z.dim() - 1))
         _same(_native(lambda: zt.roll(shift, d)), z.roll(shift, d))
         _same(_native(lambda: zt.cumsum(d)), z.cumsum(d), exact=False)
+        _same(_native(lambda: (zt * 0.6).cumprod(d)), (z * 0.6).cumprod(d), exact=False)
     else:
         _same(_native(lambda: zt.cumsum(0)), z.cumsum(0))
+        _same(_native(lambda: zt.cumprod(0)), z.cumprod(0))
 
 
 @settings(max_examples=20, deadline=None, derandomize=True)
