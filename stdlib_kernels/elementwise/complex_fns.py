@@ -6,7 +6,8 @@ Every step is a native float32 elementwise op on the planes ``a = Re z``, ``b = 
 textbook ones written to avoid the usual cancellations (``log1p`` from ``a (2 + a) + b^2``, ``expm1``'s real part
 from ``expm1(a) cos b - 2 sin^2(b / 2)``, ``sqrt`` from ``|a|`` and ``|z|`` by the sign of ``a``). Principal
 branches follow C99 (and so ``c10::complex``): cuts on the real axis take the sign of the imaginary part's zero.
-Inputs with an infinite or NaN element go to the CPU (C99's table of special values is long and rarely needed).
+Inputs with an infinite or NaN element go to the CPU (C99's table of special values is long and rarely needed),
+except for the ops of :data:`NONFINITE_OK`, whose formulas already give those values.
 
 Example:
     >>> import torch
@@ -25,7 +26,7 @@ import torch
 from stdlib_kernels import _util as U
 from trnlang.device import decline
 
-__all__ = ["UNARY", "complex_unary", "planes", "join"]
+__all__ = ["UNARY", "NONFINITE_OK", "complex_unary", "complex_pow", "planes", "join"]
 
 
 def planes(z: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
@@ -197,6 +198,11 @@ UNARY: dict[str, Callable[[torch.Tensor, torch.Tensor], P]] = {
 }
 
 
+#: ops whose plane formulas give C99's special values for infinite and NaN inputs too (checked against the CPU on
+#: a grid of every combination of 0, -0, finite, +-inf and NaN planes); the others send such inputs to the CPU
+NONFINITE_OK = frozenset({"sqrt", "rsqrt", "reciprocal", "log", "log2", "log10"})
+
+
 def complex_unary(op: str, z: Any, out: torch.Tensor | None = None) -> Any:
     """``op(z)`` for a complex64 ``trn`` tensor (into ``out`` when given); a decline otherwise."""
     p = planes(z)
@@ -206,7 +212,7 @@ def complex_unary(op: str, z: Any, out: torch.Tensor | None = None) -> Any:
         return decline("out= not a complex64 trn tensor of the input's shape")
     if z.numel() == 0:
         res = torch.empty(z.shape, dtype=torch.complex64, device="trn")
-    elif not bool(torch.isfinite(z).all()):  # one device reduction and sync
+    elif op not in NONFINITE_OK and not bool(torch.isfinite(z).all()):  # one device reduction and sync
         return decline("infinite or NaN elements: C99's special values for them are the CPU's")
     else:
         res = join(*UNARY[op](*p))
