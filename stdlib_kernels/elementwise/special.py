@@ -567,8 +567,12 @@ def hash_tensor(self: Any, dim: Any = (), *, keepdim: bool = False, mode: int = 
     if any(not -max(nd, 1) <= d < max(nd, 1) for d in dims):
         return decline("dim out of range: torch raises")
     dims = sorted({d % max(nd, 1) for d in dims} & set(range(nd)))
-    if (not dim and self.numel() == 0) or any(self.shape[d] == 0 for d in dims):
-        return decline("no elements or an empty reduced dim: torch raises")
+    if not dim and self.numel() == 0:  # torch's errors, word for word
+        raise RuntimeError("hash_tensor: Expected reduction dim to be specified for input.numel() == 0. Specify the "
+                           "reduction dim with the 'dim' argument.")
+    for d in dims:
+        if self.shape[d] == 0:
+            raise IndexError(f"hash_tensor: Expected reduction dim {d} to have non-zero size.")
     kept = [d for d in range(nd) if d not in dims]
     oshape = tuple(1 if d in dims else self.shape[d] for d in range(nd)) if keepdim else \
         tuple(self.shape[d] for d in kept)

@@ -560,8 +560,8 @@ def bincount(self: torch.Tensor, weights: torch.Tensor | None = None, minlength:
         return decline("2^24 or more values (fp32 counts would not be exact)")
     if self.numel() == 0:  # torch: int64 zeros, weights or not
         return torch.zeros(int(minlength), dtype=torch.int64, device="trn")
-    if int(self.min()) < 0:
-        return decline("a negative value: torch raises")
+    if int(self.min()) < 0:  # torch's error (raised here: a strict fallback mode must not turn it into another)
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
     acc = torch.zeros(max(int(self.max()) + 1, int(minlength)), dtype=torch.float32, device="trn")
     idx = self if self.dtype in (torch.int64, torch.int32) else self.to(torch.int32)
     acc.scatter_add_(0, idx, weights if weights is not None else torch.ones(self.shape, device="trn"))

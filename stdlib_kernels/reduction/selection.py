@@ -347,7 +347,7 @@ def nanmedian(self: torch.Tensor) -> Any:
 _STABLE_SORT_MAX = 16
 
 
-@lowering("aten::mode", dtypes=_SELECT_DTYPES)
+@lowering("aten::mode", dtypes=(*_SELECT_DTYPES, torch.bool))
 def mode(self: torch.Tensor, dim: int = -1, keepdim: bool = False) -> Any:
     """The most frequent value along ``dim`` (the smallest among equally frequent ones) and an index of it.
 
@@ -355,6 +355,9 @@ def mode(self: torch.Tensor, dim: int = -1, keepdim: bool = False) -> Any:
     """
     if U.is_trn(self) and self.dtype in _EXACT_INTS:  # integers within 2^24: float32 keys, values cast back
         return _via_float_keys(self, mode, dim, keepdim)
+    if U.is_trn(self) and self.dtype == torch.bool:  # as its 0/1 bytes
+        r = mode(self.view(torch.uint8), dim, keepdim)
+        return r if r is NotImplemented else (r[0].view(torch.bool), r[1])
     if not _ok(self):
         return decline("not a float trn tensor (float32/bfloat16/float16, no conj/neg bit)")
     rv = _rows(self, dim)

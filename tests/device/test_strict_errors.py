@@ -1,0 +1,36 @@
+"""Inputs torch rejects raise torch's own error on trn, also under TRN_FALLBACK=error (a decline would turn them into
+a FallbackError there); bool mode runs on its bytes."""
+
+import pytest
+import torch
+
+import trnlang
+from tests.device.conftest import run_py
+
+_CASES = [
+    ("torch.bincount(torch.tensor([-1, 2], device='trn'))", "bincount only supports 1-d non-negative integral"),
+    ("torch.ops.aten.hash_tensor(torch.empty(0, device='trn'))", "Expected reduction dim to be specified"),
+    ("torch.ops.aten.hash_tensor(torch.empty(3, 0, device='trn'), [1])", "Expected reduction dim 1 to have non-zero"),
+]
+
+
+@pytest.mark.parametrize("code,message", _CASES)
+def test_torchs_error_in_process(code, message):
+    with pytest.raises((RuntimeError, IndexError), match=message):  # the CPU raises IndexError for an empty dim
+        eval(code)
+
+
+def test_torchs_errors_under_strict_fallback():
+    body = "".join(f"try:\n    {c}\nexcept (RuntimeError, IndexError) as e:\n"
+                   f"    assert {m!r} in str(e), str(e)\nelse:\n    raise SystemExit('no error')\n" for c, m in _CASES)
+    r = run_py("import torch, trnlang\n" + body + "print('ok')\n", env={"TRN_FALLBACK": "error"})
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]
+
+
+def test_bool_mode_is_native_without_ties():
+    x = torch.tensor([[True, True, False], [False, False, True], [True, False, True]])
+    trnlang.reset_fallback_stats()
+    v, i = x.to("trn").mode(-1)
+    assert trnlang.fallback_stats() == {}
+    vc, ic = x.mode(-1)
+    assert v.dtype == torch.bool and torch.equal(v.cpu(), vc) and torch.equal(i.cpu(), ic)
