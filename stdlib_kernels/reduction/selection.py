@@ -327,6 +327,13 @@ def _median_all(self: Any, kind: Pick) -> Any:
     if self.numel() == 0:
         return torch.full((), _NAN, dtype=self.dtype, device="trn")
     flat = self.reshape(-1)
+    if flat.numel() > S.MAX_SORT:  # one long row: the chunked merge sort, then the middle element
+        nan = bool(flat.isnan().any())
+        if nan and kind == Pick.MEDIAN:
+            return torch.full((), _NAN, dtype=self.dtype, device="trn")
+        if nan:
+            return decline("nanmedian of more than 8192 elements with NaN")
+        return flat.sort().values[(flat.numel() - 1) // 2].clone()
     r = _select(flat, 0, False, kind)
     return r if r is NotImplemented else r[0]
 

@@ -345,3 +345,19 @@ def test_profile_bsearch():
     for name, e in prof.engines.items():
         assert 0 <= e.utilization <= 1.0 + 1e-9, (name, e)
     assert prof.engines["vector"].instructions > 0 and prof.mbu > 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32, torch.int64])
+@pytest.mark.parametrize("n", [8193, 29791])
+def test_median_of_all_elements_past_the_sort_row_limit(dtype, n):
+    """median()/nanmedian() of more than 8192 elements: the chunked merge sort's middle element (NaN for median
+    when any element is NaN), natively."""
+    x = (torch.randn(n, generator=torch.Generator().manual_seed(n)) * 1000).to(dtype)
+    trnlang.reset_fallback_stats()
+    for f in (torch.median, torch.nanmedian):
+        got = f(x.to("trn"))
+        assert got.dtype == dtype and torch.equal(got.cpu(), f(x))
+    if dtype.is_floating_point:
+        x[7] = float("nan")
+        assert torch.median(x.to("trn")).cpu().isnan()
+    assert trnlang.fallback_stats() == {}
