@@ -189,12 +189,30 @@ def _acosh(a: torch.Tensor, b: torch.Tensor) -> P:
     return re, im
 
 
+def _square(a: torch.Tensor, b: torch.Tensor) -> P:
+    return a * a - b * b, 2.0 * a * b  # z * z, as torch
+
+
+def _sigmoid(a: torch.Tensor, b: torch.Tensor) -> P:
+    ea, eb = _exp(-a, -b)  # 1 / (1 + exp(-z)), as torch
+    return _reciprocal(1.0 + ea, eb)
+
+
+def _sinc(a: torch.Tensor, b: torch.Tensor) -> P:
+    pa, pb = a * math.pi, b * math.pi  # sin(pi z) / (pi z); 1 at 0
+    sa, sb = _sin(pa, pb)
+    re, im = _div(sa, sb, pa, pb)
+    zero = (a == 0) & (b == 0)
+    return torch.where(zero, 1.0, re), torch.where(zero, 0.0, im)
+
+
 #: op name -> plane function
 UNARY: dict[str, Callable[[torch.Tensor, torch.Tensor], P]] = {
     "exp": _exp, "log": _log, "log2": _scaled_log(1.0 / math.log(2.0)), "log10": _scaled_log(1.0 / math.log(10.0)),
     "log1p": _log1p, "expm1": _expm1, "exp2": _exp2, "sqrt": _sqrt, "rsqrt": _rsqrt, "reciprocal": _reciprocal,
     "sin": _sin, "cos": _cos, "tan": _tan, "sinh": _sinh, "cosh": _cosh, "tanh": _tanh, "asinh": _asinh, "asin": _asin,
-    "acos": _acos, "atanh": _atanh, "atan": _atan, "acosh": _acosh,
+    "acos": _acos, "atanh": _atanh, "atan": _atan, "acosh": _acosh, "square": _square, "sigmoid": _sigmoid,
+    "sinc": _sinc,
 }
 
 
@@ -214,6 +232,8 @@ def complex_unary(op: str, z: Any, out: torch.Tensor | None = None) -> Any:
         res = torch.empty(z.shape, dtype=torch.complex64, device="trn")
     elif op not in NONFINITE_OK and not bool(torch.isfinite(z).all()):  # one device reduction and sync
         return decline("infinite or NaN elements: C99's special values for them are the CPU's")
+    elif op == "sinc" and bool((p[1].abs() > 25.0).any()):
+        return decline("sinc with |Im z| > 25: sin(pi z) overflows, and the CPU divides its infinities")
     else:
         res = join(*UNARY[op](*p))
     return res if out is None else out.copy_(res)

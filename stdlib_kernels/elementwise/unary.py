@@ -324,13 +324,13 @@ def _fast(fn: Callable[..., Any]) -> Callable[..., Any]:
 for _op in _SIMPLE:
     if _op != "relu":
         _fn = _make(_op)
-        _register(_op, _fn, (*DTYPES, *_ALL_INTS) if _op in _ROUNDING
-                  else (*DTYPES, *_ALL_INTS, torch.bool, torch.complex64, torch.complex32) if _op == "abs"
-                  else (*DTYPES, *_ALL_INTS, torch.bool) if _op == "sign"
-                  else (*DTYPES, *_ALL_INTS) if _op == "square"
-                  else DTYPES if _op in _KEEPS_INT
-                  else (*DTYPES, *_INT_IN, torch.int64, *((torch.complex64,) if _op in complex_fns.UNARY else ())),
-                  fast=_fast(_fn))
+        _dts = ((*DTYPES, *_ALL_INTS) if _op in _ROUNDING
+                else (*DTYPES, *_ALL_INTS, torch.bool, torch.complex64, torch.complex32) if _op == "abs"
+                else (*DTYPES, *_ALL_INTS, torch.bool) if _op == "sign"
+                else (*DTYPES, *_ALL_INTS) if _op == "square"
+                else DTYPES if _op in _KEEPS_INT
+                else (*DTYPES, *_INT_IN, torch.int64))
+        _register(_op, _fn, (*_dts, torch.complex64) if _op in complex_fns.UNARY else _dts, fast=_fast(_fn))
 
 _INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
