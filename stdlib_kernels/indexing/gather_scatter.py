@@ -229,6 +229,16 @@ def scatter_value_reduce(self: torch.Tensor, dim: int, index: torch.Tensor, valu
     return _scatter_impl(self, dim, index, None, value, _LEGACY_REDUCE[reduce], out)
 
 
+def _plain_complex(*ts: Any) -> bool:
+    """Every one of ``ts`` is a complex64 trn tensor without conj/neg bits."""
+    return all(U.is_trn(t) and t.dtype == torch.complex64 and not (t.is_conj() or t.is_neg()) for t in ts)
+
+
+def _complex_out(out: Any) -> Any:
+    """The planes view of a complex64 ``out=`` (None stays None)."""
+    return torch.view_as_real(out) if out is not None and _plain_complex(out) else out
+
+
 @lowering("aten::scatter_add")
 def scatter_add(self: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor, *,
                 out: torch.Tensor | None = None) -> Any:
@@ -236,6 +246,18 @@ def scatter_add(self: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Te
     integer ``scatter_reduce``, exact when bounded)."""
     if U.is_trn(self) and self.dtype == torch.int64:
         return scatter_reduce(self, dim, index, src, "sum", include_self=True, out=out)
+    if _plain_complex(self, src) and U.is_trn(index) and self.dim() == index.dim() == src.dim() == 0 \
+            and dim in (0, -1):  # 0-dim: as one-element vectors
+        r = scatter_add(self.reshape(1), 0, index.reshape(1), src.reshape(1),
+                        out=out.reshape(1) if out is not None else None)
+        return r if r is NotImplemented else (out if out is not None else r.reshape(()))
+    if _plain_complex(self, src) and U.is_trn(index) and -max(self.dim(), 1) <= dim < max(self.dim(), 1) \
+            and self.dim() == index.dim() == src.dim() and self.dim() > 0:
+        # complex64 adds per plane: the planes view, the index repeated along the trailing plane dim
+        ip = index.unsqueeze(-1).expand(*index.shape, 2)
+        planes = _complex_out(out)
+        r = scatter_add(torch.view_as_real(self), dim % self.dim(), ip, torch.view_as_real(src), out=planes)
+        return r if r is NotImplemented or out is not None else torch.view_as_complex(r)
     return _scatter_impl(self, dim, index, src, None, "add", out)
 
 
@@ -456,6 +478,16 @@ def index_add(self: torch.Tensor, dim: int, index: torch.Tensor, source: torch.T
               out: torch.Tensor | None = None) -> Any:
     """``self.index_add(dim, index, source, alpha=...)``: accumulating DMA of ``alpha * source`` (an integer
     ``self``: ``source`` times ``alpha`` cast toward zero, as torch casts it, by a native integer product)."""
+    if _plain_complex(self, source) and self.dim() == 0 and dim in (0, -1) and U.is_trn(index):
+        r = index_add(self.reshape(1), 0, index.reshape(-1), source.reshape(1), alpha=alpha,
+                      out=out.reshape(1) if out is not None else None)
+        return r if r is NotImplemented else (out if out is not None else r.reshape(()))
+    if _plain_complex(self, source) and U.is_trn(index) and index.dim() <= 1 and self.dim() > 0 \
+            and -self.dim() <= dim < self.dim() and isinstance(alpha, (bool, int, float, complex)):
+        src = source * alpha if alpha != 1 else source
+        r = index_add(torch.view_as_real(self), dim % self.dim(), index, torch.view_as_real(src),
+                      out=_complex_out(out))
+        return r if r is NotImplemented or out is not None else torch.view_as_complex(r)
     if U.is_trn(self) and self.dtype in _INTS and U.is_trn(source) and source.dtype == self.dtype \
             and isinstance(alpha, (int, float)) and not isinstance(alpha, bool) and alpha != 1:
         source, alpha = torch.mul(source, math.trunc(alpha)), 1
@@ -613,6 +645,10 @@ def put_(self: torch.Tensor, index: torch.Tensor, source: torch.Tensor, accumula
         return self
     if self.numel() == 0:
         return decline(_EMPTY_SELF)
+    if accumulate and _plain_complex(self, source):  # complex64 adds per plane: rows of (real, imaginary)
+        torch.view_as_real(self).view(-1, 2).index_put_((index.reshape(-1),), torch.view_as_real(source).reshape(-1, 2),
+                                                        accumulate=True)
+        return self
     if accumulate and self.dtype == torch.int64:  # through fp32 when every sum is exact there
         def counts() -> torch.Tensor:
             return torch.zeros(self.shape, device="trn").put_(index, torch.ones(index.shape, device="trn"), True)

@@ -414,7 +414,7 @@ def _tri(self: torch.Tensor, diagonal: int, out: torch.Tensor | None, upper: boo
     return out
 
 
-_TRI_DTYPES = (*(d for d in DTYPES if d not in _WIDE), torch.int64)
+_TRI_DTYPES = (*(d for d in DTYPES if d not in _WIDE), torch.int64, torch.complex64)
 
 
 def _tri_wide(self: torch.Tensor, diagonal: int, out: torch.Tensor | None, upper: bool) -> Any:
@@ -430,11 +430,24 @@ def _tri_wide(self: torch.Tensor, diagonal: int, out: torch.Tensor | None, upper
     return r if out is None else out.copy_(r)
 
 
+def _tri_complex(self: torch.Tensor, diagonal: int, out: torch.Tensor | None, upper: bool) -> Any:
+    """tril/triu of a complex64 tensor as the int64 bit patterns of its (real, imaginary) pairs (zero bits: 0+0j)."""
+    if self.is_conj() or self.is_neg() or (out is not None and not (U.is_trn(out) and out.dtype == self.dtype)):
+        return decline("a conj/neg bit, or out= not a complex64 trn tensor")
+    r = _tri_wide(self.view(torch.int64), diagonal, None, upper)
+    if r is NotImplemented:
+        return r
+    r = r.view(torch.complex64)
+    return r if out is None else out.copy_(r)
+
+
 @lowering("aten::tril", dtypes=_TRI_DTYPES)
 def tril(self: torch.Tensor, diagonal: int = 0, *, out: torch.Tensor | None = None) -> Any:
     """``torch.tril``: keep ``col - row <= diagonal``, zero elsewhere (batched over leading dims)."""
     if U.is_trn(self) and self.dtype == torch.int64:
         return _tri_wide(self, diagonal, out, False)
+    if U.is_trn(self) and self.dtype == torch.complex64:
+        return _tri_complex(self, diagonal, out, False)
     return _tri(self, diagonal, out, False)
 
 
@@ -443,6 +456,8 @@ def triu(self: torch.Tensor, diagonal: int = 0, *, out: torch.Tensor | None = No
     """``torch.triu``: keep ``col - row >= diagonal``, zero elsewhere (batched over leading dims)."""
     if U.is_trn(self) and self.dtype == torch.int64:
         return _tri_wide(self, diagonal, out, True)
+    if U.is_trn(self) and self.dtype == torch.complex64:
+        return _tri_complex(self, diagonal, out, True)
     return _tri(self, diagonal, out, True)
 
 

@@ -142,3 +142,29 @@ def test_reflection_and_replication_padding(seed, mode, nd, transposed):
         z, zt = z.transpose(-1, -2), zt.transpose(-1, -2)
     pad = [1, 2] * nd
     _same(_native(lambda: torch.nn.functional.pad(zt, pad, mode=mode)), torch.nn.functional.pad(z, pad, mode=mode))
+
+
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 999), dim=st.sampled_from([0, 1, -1]), alpha=st.sampled_from([1, 2, -0.5, 1 - 2j]))
+def test_complex_accumulations_and_triangles(seed, dim, alpha):
+    g = torch.Generator().manual_seed(seed)
+    z = _z((5, 4), seed)
+    idx = torch.randint(0, z.shape[dim], (3, 4) if dim == 0 else (5, 3), generator=g)
+    src = _z(idx.shape, seed + 1)
+    zt = z.to("trn")
+    _same(_native(lambda: zt.scatter_add(dim, idx.to("trn"), src.to("trn"))), z.scatter_add(dim, idx, src),
+          exact=False)
+    i1 = torch.randint(0, z.shape[dim], (6,), generator=g)
+    s1 = _z((6, 4) if dim == 0 else (5, 6), seed + 2)
+    _same(_native(lambda: zt.index_add(dim, i1.to("trn"), s1.to("trn"), alpha=alpha)),
+          z.index_add(dim, i1, s1, alpha=alpha), exact=False)
+    j = torch.randint(-20, 20, (9,), generator=g)
+    s2 = _z((9,), seed + 3)
+    t = z.to("trn")
+    _native(lambda: t.put_(j.to("trn"), s2.to("trn"), accumulate=True))
+    _same(t, z.clone().put_(j, s2, accumulate=True), exact=False)
+    for f in (torch.tril, torch.triu):
+        _same(_native(lambda: f(zt.t(), dim)), f(z.t(), dim))
+    z0 = _z((), seed)  # 0-dim
+    _same(_native(lambda: z0.to("trn").scatter_add(0, torch.tensor(0, device="trn"), z0.to("trn"))),
+          z0.scatter_add(0, torch.tensor(0), z0), exact=False)
