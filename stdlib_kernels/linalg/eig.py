@@ -56,6 +56,7 @@ import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.linalg import common as C
+from stdlib_kernels.linalg import complex_embed as CE
 from stdlib_kernels.linalg import qr as QR
 from trnlang.device import decline, lowering
 
@@ -391,7 +392,7 @@ def svd3(a3: torch.Tensor, compute_uv: bool, full: bool) -> tuple[Any, torch.Ten
     return (u, s, v.mT) if tall else (v, s, u.mT)
 
 
-@lowering("aten::_linalg_svd", dtypes=C.F32)
+@lowering("aten::_linalg_svd", dtypes=(torch.float32, torch.complex64))
 def linalg_svd(A: torch.Tensor, full_matrices: bool = False, compute_uv: bool = True, *,
                driver: str | None = None) -> Any:
     """``torch.linalg.svd``'s kernel by one-sided Jacobi (see the module docstring for the limits).
@@ -400,8 +401,13 @@ def linalg_svd(A: torch.Tensor, full_matrices: bool = False, compute_uv: bool = 
     >>> s.cpu()
     tensor([6.7082, 2.2361])
     """
+    if CE.is_complex64(A) and not compute_uv and driver is None and A.dim() >= 2:  # singular values only
+        if A.numel() == 0:
+            return C.empty((0,)), C.empty((*A.shape[:-2], min(A.shape[-2:]))), C.empty((0,))
+        return C.empty((0,)), CE.svdvals(A), C.empty((0,))
     if driver is not None or not _svd_ok(A):
-        return decline("a driver=, or not a float32 trn matrix with min side <= 256, max side <= 8192")
+        return decline("a driver=, or not a float32 trn matrix with min side <= 256, max side <= 8192 (complex64: "
+                       "singular values only)")
     batch = tuple(A.shape[:-2])
     m, n = A.shape[-2], A.shape[-1]
     k = min(m, n)
@@ -447,15 +453,18 @@ def eigh3(a3: torch.Tensor, lower: bool) -> tuple[torch.Tensor, torch.Tensor] | 
     return vals[:, :n] / scale, vecs
 
 
-@lowering("aten::_linalg_eigh", dtypes=C.F32)
+@lowering("aten::_linalg_eigh", dtypes=(torch.float32, torch.complex64))
 def linalg_eigh(A: torch.Tensor, UPLO: str = "L", compute_v: bool = True) -> Any:
     """``torch.linalg.eigh``'s kernel by cyclic Jacobi (eigenvalues ascending); ``n <= 256``.
 
     >>> torch.linalg.eigvalsh(torch.tensor([[2.0, 1.0], [1.0, 2.0]], device="trn")).cpu()
     tensor([1.0000, 3.0000])
     """
+    if CE.is_complex64(A) and not compute_v and A.dim() >= 2 and A.shape[-1] == A.shape[-2] and A.numel() \
+            and UPLO in ("L", "U"):  # eigenvalues only
+        return CE.eigvalsh(A, UPLO == "L"), C.empty((0,))
     if not C.ok(A) or A.dim() < 2 or A.shape[-1] != A.shape[-2] or UPLO not in ("L", "U"):
-        return decline("not a float32 trn square matrix, or UPLO not L or U")
+        return decline("not a float32 trn square matrix, or UPLO not L or U (complex64: eigenvalues only)")
     n = A.shape[-1]
     if n > MAX_K or n ** 3 > MAX_WORK:
         return decline("n above 256 or n^3 above 2^25")

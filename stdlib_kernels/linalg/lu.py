@@ -26,6 +26,7 @@ import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.linalg import common as C
+from stdlib_kernels.linalg import complex_embed as CE
 from trnlang.device import decline, lowering
 
 #: Rows of the largest LU handled natively (the panel kernel spans four row tiles).
@@ -405,7 +406,7 @@ def linalg_lu_solve(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *, 
     return C.into_out(res, out)
 
 
-@lowering("aten::linalg_inv_ex", dtypes=C.F32)
+@lowering("aten::linalg_inv_ex", dtypes=(torch.float32, torch.complex64))
 def linalg_inv_ex(A: torch.Tensor, *, check_errors: bool = False, inverse: torch.Tensor | None = None,
                   info: torch.Tensor | None = None) -> Any:
     """Inverse via LU and an LU solve against the identity (``torch.linalg.inv_ex``); up to 128 x 128.
@@ -416,6 +417,11 @@ def linalg_inv_ex(A: torch.Tensor, *, check_errors: bool = False, inverse: torch
     """
     if inverse is not None or info is not None:
         return decline("inverse=/info= out tensors")
+    if CE.is_complex64(A) and A.dim() >= 2 and A.shape[-1] == A.shape[-2] and 2 * A.shape[-1] <= PANEL_ROWS:
+        if A.numel() == 0:
+            return torch.empty(A.shape, dtype=A.dtype, device="trn"), torch.zeros(A.shape[:-2], dtype=torch.int32,
+                                                                                   device="trn")
+        return CE.inv_ex(A, check_errors)  # the real embedding's inverse
     if not C.ok(A) or A.dim() < 2 or A.shape[-1] != A.shape[-2] or A.shape[-1] > PANEL_ROWS:
         return decline("not a float32 trn square matrix, or n above 512")
     batch, n = tuple(A.shape[:-2]), A.shape[-1]

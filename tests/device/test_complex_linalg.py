@@ -1,0 +1,64 @@
+"""complex64 inverse, Hermitian eigenvalues and singular values through the real embedding [[X, -Y], [Y, X]]
+(stdlib_kernels/linalg/complex_embed.py): native, and within float32 round-off of the CPU's LAPACK."""
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import trnlang
+
+
+def _c(shape, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.complex(torch.randn(shape, generator=g), torch.randn(shape, generator=g))
+
+
+def _native(fn):
+    trnlang.reset_fallback_stats()
+    r = fn()
+    assert trnlang.fallback_stats() == {}, trnlang.fallback_stats()
+    return r
+
+
+def _close(got, want, tol=1e-4):
+    assert got.device.type == "trn" and got.dtype == want.dtype and got.shape == want.shape
+    torch.testing.assert_close(got.cpu(), want, rtol=tol, atol=tol)
+
+
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(batch=st.sampled_from([(), (3,), (2, 2), (0,)]), n=st.integers(0, 7), seed=st.integers(0, 999))
+def test_inverse(batch, n, seed):
+    a = _c((*batch, n, n), seed) + 3 * torch.eye(n)  # well conditioned
+    _close(_native(lambda: torch.linalg.inv(a.to("trn"))), torch.linalg.inv(a))
+    inv, info = _native(lambda: torch.linalg.inv_ex(a.to("trn")))
+    _close(inv, torch.linalg.inv(a))
+    assert info.dtype == torch.int32 and info.shape == batch and not bool(info.cpu().any())
+
+
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(batch=st.sampled_from([(), (3,)]), n=st.integers(1, 7), uplo=st.sampled_from(["L", "U"]),
+       seed=st.integers(0, 999))
+def test_hermitian_eigenvalues_read_one_triangle(batch, n, uplo, seed):
+    a = _c((*batch, n, n), seed)  # not Hermitian: only the UPLO triangle (and the diagonal's real part) counts
+    _close(_native(lambda: torch.linalg.eigvalsh(a.to("trn"), UPLO=uplo)), torch.linalg.eigvalsh(a, UPLO=uplo))
+
+
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(batch=st.sampled_from([(), (2,)]), m=st.integers(0, 6), n=st.integers(0, 6), seed=st.integers(0, 999))
+def test_singular_values_and_norms(batch, m, n, seed):
+    a = _c((*batch, m, n), seed)
+    _close(_native(lambda: torch.linalg.svdvals(a.to("trn"))), torch.linalg.svdvals(a))
+    if m and n:
+        for ord_ in ("nuc", 2, -2):
+            _close(_native(lambda: torch.linalg.matrix_norm(a.to("trn"), ord=ord_)),
+                   torch.linalg.matrix_norm(a, ord=ord_))
+
+
+def test_eigenvectors_and_singular_vectors_decline():
+    """Vectors of a doubled value mix in the embedding: eigh / svd with vectors go to the CPU (and match it)."""
+    a = _c((4, 4), 0)
+    h = a + a.mH
+    trnlang.reset_fallback_stats()
+    w, v = torch.linalg.eigh(h.to("trn"))
+    assert "aten::_linalg_eigh" in trnlang.fallback_stats()
+    torch.testing.assert_close(w.cpu(), torch.linalg.eigh(h)[0])
