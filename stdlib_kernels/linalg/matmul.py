@@ -96,7 +96,11 @@ _MM_DTYPES = (*U.FLOAT_DTYPES, *_INT_MM, torch.complex64)
 _NOT_REAL = "alpha or beta not a real number"
 
 
-def _scalar(v: Any) -> float | None:
+def _scalar(v: Any, cplx: Any = None) -> Any:
+    """``alpha``/``beta`` as a float (a complex number too when ``cplx`` is a complex tensor: complex products take
+    complex coefficients); None when not a number."""
+    if isinstance(v, complex) and isinstance(cplx, torch.Tensor) and cplx.is_complex():
+        return v
     if isinstance(v, (bool, complex)):
         return None
     try:
@@ -121,7 +125,7 @@ def bmm(self: torch.Tensor, mat2: torch.Tensor, *, out: torch.Tensor | None = No
 def addmm(self: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta: Any = 1, alpha: Any = 1,
           out: torch.Tensor | None = None) -> Any:
     """``beta * self + alpha * (mat1 @ mat2)`` (nn.Linear's forward)."""
-    a, b = _scalar(alpha), _scalar(beta)
+    a, b = _scalar(alpha, mat1), _scalar(beta, mat1)
     if a is None or b is None:
         return decline(_NOT_REAL)
     return _matmul(mat1, mat2, self, a, b, out, batched=False)
@@ -136,7 +140,7 @@ def baddbmm(self: torch.Tensor, batch1: torch.Tensor, batch2: torch.Tensor, *, b
     >>> torch.baddbmm(torch.zeros(2, 3, 3, device="trn"), x, x.mT, alpha=0.5).cpu()[0, 0]
     tensor([2., 2., 2.])
     """
-    a, b = _scalar(alpha), _scalar(beta)
+    a, b = _scalar(alpha, batch1), _scalar(beta, batch1)
     if a is None or b is None:
         return decline(_NOT_REAL)
     return _matmul(batch1, batch2, self, a, b, out, batched=True)
@@ -367,7 +371,7 @@ def vdot(self: torch.Tensor, other: torch.Tensor, *, out: torch.Tensor | None = 
 def addr(self: torch.Tensor, vec1: torch.Tensor, vec2: torch.Tensor, *, beta: Any = 1, alpha: Any = 1,
          out: torch.Tensor | None = None) -> Any:
     """``beta * self + alpha * outer(vec1, vec2)``: a K=1 matmul, rounded once like the CPU's fused kernel."""
-    a, b = _scalar(alpha), _scalar(beta)
+    a, b = _scalar(alpha, vec1), _scalar(beta, vec1)
     if a is None or b is None:
         return decline(_NOT_REAL)
     if vec1.dim() != 1 or vec2.dim() != 1:
@@ -424,7 +428,7 @@ def batch_sum_matmul(a, b, bias, out, alpha, beta):
             tl.store(out[im, jn], res, mask=mo)
 
 
-@lowering("aten::addbmm", dtypes=(*U.FLOAT_DTYPES, *_INT_MM),
+@lowering("aten::addbmm", dtypes=(*U.FLOAT_DTYPES, *_INT_MM, torch.complex64),
           accepts=Accepts(tensors=("self", "batch1", "batch2"), same_dtype=True))
 def addbmm(self: torch.Tensor, batch1: torch.Tensor, batch2: torch.Tensor, *, beta: Any = 1, alpha: Any = 1,
            out: torch.Tensor | None = None) -> Any:
@@ -434,13 +438,14 @@ def addbmm(self: torch.Tensor, batch1: torch.Tensor, batch2: torch.Tensor, *, be
     >>> torch.addbmm(torch.zeros(2, 2, device="trn"), x, x.mT).cpu()[0]
     tensor([12., 12.])
     """
-    a, b = _scalar(alpha), _scalar(beta)
+    a, b = _scalar(alpha, batch1), _scalar(beta, batch1)
     if a is None or b is None:
         return decline(_NOT_REAL)
     if batch1.dim() != 3 or batch2.dim() != 3 or batch1.shape[0] != batch2.shape[0] or \
             batch1.shape[2] != batch2.shape[1]:
         return decline("batches that are not 3-D or cannot be multiplied: torch raises")
-    if batch1.dtype in _INT_MM:  # one integer addmm over the batch-concatenated contraction ([n, B k] @ [B k, p])
+    if batch1.dtype in (*_INT_MM, torch.complex64):  # one addmm over the batch-concatenated contraction ([n, B k] @
+        # [B k, p]): the integer and complex64 products
         nb, n, k = batch1.shape
         return torch.addmm(self, batch1.transpose(0, 1).reshape(n, nb * k), batch2.reshape(nb * k, batch2.shape[2]),
                            beta=beta, alpha=alpha, out=out)

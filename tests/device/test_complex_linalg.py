@@ -62,3 +62,18 @@ def test_eigenvectors_and_singular_vectors_decline():
     w, v = torch.linalg.eigh(h.to("trn"))
     assert "aten::_linalg_eigh" in trnlang.fallback_stats()
     torch.testing.assert_close(w.cpu(), torch.linalg.eigh(h)[0])
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 999), alpha=st.sampled_from([1, 0.5, 2 - 1j, 1j]), beta=st.sampled_from([1, 0, 0j, -1 + 2j]))
+def test_products_with_complex_coefficients(seed, alpha, beta):
+    """addmm / baddbmm / addbmm / addr of complex64 operands with complex alpha and beta (beta 0 ignores self)."""
+    m1, m2, s = _c((3, 4), seed), _c((4, 5), seed + 1), _c((3, 5), seed + 2)
+    b1, b2, sb = _c((2, 3, 4), seed + 3), _c((2, 4, 5), seed + 4), _c((2, 3, 5), seed + 5)
+    v1, v2 = _c((3,), seed + 6), _c((5,), seed + 7)
+    t = lambda x: x.to("trn")  # noqa: E731
+    kw = dict(alpha=alpha, beta=beta)
+    _close(_native(lambda: torch.addmm(t(s), t(m1), t(m2), **kw)), torch.addmm(s, m1, m2, **kw))
+    _close(_native(lambda: torch.baddbmm(t(sb), t(b1), t(b2), **kw)), torch.baddbmm(sb, b1, b2, **kw))
+    _close(_native(lambda: torch.addbmm(t(s), t(b1), t(b2), **kw)), torch.addbmm(s, b1, b2, **kw))
+    _close(_native(lambda: torch.addr(t(s), t(v1), t(v2), **kw)), torch.addr(s, v1, v2, **kw))
