@@ -308,12 +308,17 @@ def logspace_out(start: Any, end: Any, steps: int, base: float = 10.0, *, out: t
     return out
 
 
-_EYE_DTYPES = FLOATS + INTS + (torch.bool,)
+_EYE_DTYPES = FLOATS + INTS + (torch.bool, torch.complex64)
 
 
 @lowering("aten::eye.m_out", dtypes=_EYE_DTYPES)
 def eye_m_out(n: int, m: int, *, out: torch.Tensor) -> Any:
-    """``torch.eye(n, m, out=out)``."""
+    """``torch.eye(n, m, out=out)`` (complex64: a float32 identity as the real plane)."""
+    if U.is_trn(out) and out.dtype == torch.complex64 and n >= 0 and m >= 0:
+        re = torch.eye(n, m, device="trn")
+        if tuple(out.shape) != (n, m):
+            out.resize_((n, m))
+        return out.copy_(torch.complex(re, torch.zeros_like(re)))
     if n < 0 or m < 0 or not _prepare_out(out, (n, m)):
         return decline("a negative size (torch raises), or out= not a contiguous trn tensor")
     if n * m:

@@ -77,3 +77,12 @@ def test_products_with_complex_coefficients(seed, alpha, beta):
     _close(_native(lambda: torch.baddbmm(t(sb), t(b1), t(b2), **kw)), torch.baddbmm(sb, b1, b2, **kw))
     _close(_native(lambda: torch.addbmm(t(s), t(b1), t(b2), **kw)), torch.addbmm(s, b1, b2, **kw))
     _close(_native(lambda: torch.addr(t(s), t(v1), t(v2), **kw)), torch.addr(s, v1, v2, **kw))
+
+
+@settings(max_examples=10, deadline=None, derandomize=True)
+@given(n=st.integers(0, 6), m=st.integers(0, 6), k=st.integers(-2, 4), seed=st.integers(0, 99))
+def test_eye_and_matrix_power(n, m, k, seed):
+    _close(_native(lambda: torch.eye(n, m, dtype=torch.complex64, device="trn")), torch.eye(n, m,
+                                                                                            dtype=torch.complex64))
+    a = _c((n, n), seed) * 0.5 + 2 * torch.eye(n)
+    _close(_native(lambda: torch.linalg.matrix_power(a.to("trn"), k)), torch.linalg.matrix_power(a, k), tol=1e-3)
