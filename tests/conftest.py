@@ -89,8 +89,22 @@ def spread_first(ranks: list[int], workers: int) -> list[int]:
     return out + short
 
 
+#: modules whose tests torch's ``instantiate_device_type_tests`` generates: their per-dtype variants come from a set
+#: of dtypes (hash order, per process), so xdist workers would collect them in different orders
+_GENERATED = ("tests/device/test_torch_generic.py", "tests/device/test_upstream.py")
+
+
+def _sort_generated(items: list[pytest.Item]) -> None:
+    """Put the generated tests of each :data:`_GENERATED` module in node-id order, in place of their slots."""
+    slots = [i for i, it in enumerate(items) if it.nodeid.startswith(_GENERATED)]
+    for i, it in zip(slots, sorted((items[i] for i in slots), key=lambda it: it.nodeid)):
+        items[i] = it
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Long tests first in every xdist worker's share (:func:`spread_first`); every worker orders the same way."""
+    """Long tests first in every xdist worker's share (:func:`spread_first`); every worker orders the same way
+    (generated tests sorted first: :func:`_sort_generated`)."""
+    _sort_generated(items)
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     order = spread_first([run_first_rank(item.nodeid) for item in items], workers)
     items[:] = [items[i] for i in order]

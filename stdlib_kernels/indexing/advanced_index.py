@@ -175,19 +175,62 @@ def _warn_uint8(indices: Sequence[Any]) -> None:
                             "instead.")
 
 
+def _index_many(self: torch.Tensor, indices: Sequence[Any]) -> torch.Tensor | None:
+    """``self[indices]`` with more than three indexed dims: the indexed dims (moved to the front when not adjacent,
+    as torch orders the result) merged into one, indexed by the row-major linear index of the broadcast indices
+    (native int64 arithmetic after one bounds check on the device; an out-of-range index raises torch's
+    IndexError). None: not such a call."""
+    x, inds = _merge_masks(self, indices)
+    idx = _expand_indices(x, inds)
+    if idx is None or len(idx) > x.dim():
+        return None
+    idx = idx + [None] * (x.dim() - len(idx))
+    dims = [d for d, t in enumerate(idx) if t is not None]
+    if len(dims) <= 3:
+        return None
+    orig = list(dims)  # self's dims, for torch's error message
+    if dims != list(range(dims[0], dims[-1] + 1)):
+        perm = dims + [d for d in range(x.dim()) if d not in dims]
+        x, idx, dims = x.permute(perm), [idx[d] for d in perm], list(range(len(dims)))
+    try:
+        bshape = torch.broadcast_shapes(*[idx[d].shape for d in dims])
+    except RuntimeError:
+        return None
+    sizes = [x.shape[d] for d in dims]
+    if U.prod(sizes) >= 1 << 30:
+        return None
+    ts = [idx[d].to(torch.int64).expand(bshape) for d in dims]
+    bad = None
+    for t, n in zip(ts, sizes):
+        b = (t >= n) | (t < -n)
+        bad = b if bad is None else bad | b
+    if bad is not None and bad.numel() and bool(bad.any()):  # torch's IndexError, for the first such index
+        for t, n, d in zip(ts, sizes, orig):
+            if bool(((t >= n) | (t < -n)).any()):
+                v = int(t[(t >= n) | (t < -n)].reshape(-1)[0])
+                raise IndexError(f"index {v} is out of bounds for dimension {d} with size {n}")
+    lin = None
+    for t, n in zip(ts, sizes):
+        t = torch.where(t < 0, t + n, t)
+        lin = t if lin is None else lin * n + t
+    xv = x.reshape(*x.shape[:dims[0]], U.prod(sizes), *x.shape[dims[-1] + 1:])
+    return xv[(slice(None),) * dims[0] + (lin,)]
+
+
 @lowering("aten::index.Tensor")
 def index(self: torch.Tensor, indices: Sequence[Any], *, out: torch.Tensor | None = None) -> Any:
     """``self[idx0, idx1, ...]`` (integer tensors with broadcasting, boolean masks via nonzero).
 
-    Negative indices wrap; up to three indexed dims (adjacent or not, as torch orders the result);
-    complex64 is gathered as its (real, imaginary) planes.
+    Negative indices wrap; up to three indexed dims in one gather (adjacent or not, as torch orders the result),
+    more through a linear index (:func:`_index_many`); complex64 is gathered as its (real, imaginary) planes.
     """
     cplx = self.dtype == torch.complex64 and U.is_trn(self) and not (self.is_conj() or self.is_neg())
     if not (cplx or _ok_data(self, move=True)) or self.dim() == 0:
         return decline("self not a trn tensor of a supported dtype (or a conj/neg bit), or 0-dim")
     plan = _plan(_planes(self), indices)
     if isinstance(plan, str):
-        return decline(plan)
+        many = _index_many(self, indices) if plan.startswith("no index tensor") else None
+        return decline(plan) if many is None else _to_out(many, out)
     x, dims, ivs, sizes, steps, span, xs, dense, groups = plan
     planes = torch.empty(dense, dtype=x.dtype, device="trn")
     res = torch.view_as_complex(planes) if cplx else planes

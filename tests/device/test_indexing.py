@@ -393,3 +393,28 @@ def test_masked_ops_more_than_3_dims():
     for n in (1, 2, 4):
         _grads(lambda a: torch.combinations(a, 4, with_replacement=True), torch.randn(n, generator=g))
         _grads(lambda a: torch.combinations(a, 4), torch.randn(n, generator=g))
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 999), pattern=st.sampled_from(["0123", "01234", "_1234", "0_234", "012_4", "0_2_4"]),
+       bshape=st.sampled_from([(), (3,), (2, 3)]), transposed=st.booleans())
+def test_more_than_three_indexed_dims(seed, pattern, bshape, transposed):
+    """Four or five advanced indices (adjacent or not: torch's result order) through one linear index; negative
+    indices wrap; an out-of-range one raises torch's IndexError."""
+    x = torch.randn(3, 4, 5, 6, 7, generator=torch.Generator().manual_seed(seed))
+    xt = x.to("trn")
+    if transposed:
+        x, xt = x.transpose(1, 3), xt.transpose(1, 3)
+    g = torch.Generator().manual_seed(seed + 1)
+    idx = [slice(None) if c == "_" else torch.randint(-x.shape[d], x.shape[d], bshape, generator=g)
+           for d, c in enumerate(pattern)]
+    dev = [i.to("trn") if isinstance(i, torch.Tensor) else i for i in idx]
+    trnlang.reset_fallback_stats()
+    got = xt[tuple(dev)]
+    assert trnlang.fallback_stats() == {}
+    assert torch.equal(got.cpu(), x[tuple(idx)])
+    bad = list(dev)
+    k = pattern.index("0") if "0" in pattern else 1
+    bad[k] = torch.full(bshape, x.shape[k], device="trn")
+    with pytest.raises(IndexError):
+        xt[tuple(bad)]
