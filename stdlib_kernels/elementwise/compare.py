@@ -123,7 +123,7 @@ def _complex_eq(op: str, self: torch.Tensor, other: Any, out: torch.Tensor | Non
     """eq/ne of a complex64 trn tensor and another one, a real trn tensor or a number, on their real/imaginary
     planes (the real operand promoted to complex64, as torch does)."""
     if op not in ("eq", "ne"):
-        return decline("complex operands of an order comparison")
+        raise NotImplementedError(f'"{op}" not implemented for \'ComplexFloat\'')  # torch's CPU error
     from stdlib_kernels.elementwise.complex_arith import up_complex32
 
     self, other = up_complex32(self), up_complex32(other)  # complex32 compares exactly as complex64
@@ -244,7 +244,8 @@ def _bitwise(op: str) -> Callable[..., Any]:
 
 for _op in ("eq", "ne", "lt", "le", "gt", "ge"):
     for _ov in ("Tensor", "Scalar"):
-        _cdt = (torch.complex64, torch.complex32, *_UNSIGNED_WIDE) if _op in ("eq", "ne") else ()
+        # complex64 order comparisons come in to raise torch's NotImplementedError natively
+        _cdt = (torch.complex64, torch.complex32, *_UNSIGNED_WIDE) if _op in ("eq", "ne") else (torch.complex64,)
         _lo = _compare(_op)  # fast lanes: same-layout float tensors, a tensor and a number (lanes.py)
         lowering(f"aten::{_op}.{_ov}", dtypes=(*OPERAND_DTYPES, *_cdt),
                  fast=fast(_lo, _op if _ov == "Scalar" else None))(_lo)

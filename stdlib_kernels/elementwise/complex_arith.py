@@ -87,6 +87,8 @@ def complex_neg(self: Any, out: torch.Tensor | None) -> Any:
         return decline("complex neg of other than a plain complex64 trn tensor")
     if out is None:
         return torch.view_as_complex(torch.neg(torch.view_as_real(self)).contiguous())
+    if U.is_trn(out) and not out.is_complex():  # torch's error
+        raise RuntimeError(f"Found dtype {scalar_type_name(out.dtype)} but expected ComplexFloat")
     if not (U.is_trn(out) and out.dtype == torch.complex64 and not out.is_conj() and not out.is_neg()):
         return decline("complex neg into an out= that is not a plain complex64 trn tensor")
     if out.numel() == 0 and out.shape != self.shape:

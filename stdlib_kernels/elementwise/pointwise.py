@@ -56,6 +56,7 @@ from stdlib_kernels.elementwise.flat import (  # noqa: F401 - the flat launch ma
 from stdlib_kernels.elementwise.lanes import check_alpha
 from stdlib_kernels.elementwise.lanes import fast as _fast
 from trnlang.device import decline, fastlane, lowering
+from trnlang.device.registry import scalar_type_name
 
 #: Tensor dtypes an elementwise operand may have (int64 values are range-checked, see :func:`int64_ok`).
 OPERAND_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.int16, torch.int8, torch.uint8,
@@ -606,6 +607,9 @@ def run_binary(op: str, self: Any, other: Any, out: torch.Tensor | None, *, alph
     shape = broadcast_shape(ops)
     if shape is None:
         return decline("operands do not broadcast: torch raises")
+    if U.is_trn(out) and not torch.can_cast(rdt, out.dtype):  # torch's check (in place too), word for word
+        raise RuntimeError(f"result type {scalar_type_name(rdt)} can't be cast to the desired output type "
+                           f"{scalar_type_name(out.dtype)}")
     res = prepare_out(shape, rdt, ops, out)
     if res is None:
         return decline("out= not a trn tensor of the result's shape and a castable dtype, expanded, or overlapping "

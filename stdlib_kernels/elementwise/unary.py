@@ -262,6 +262,8 @@ def _make(op: str) -> Callable[..., Any]:
     def lower(self: Any, *, out: torch.Tensor | None = None) -> Any:
         if op in complex_fns.UNARY and isinstance(self, torch.Tensor) and self.is_complex():
             return complex_fns.complex_unary(op, self, out)
+        if op in _ROUNDING and isinstance(self, torch.Tensor) and self.is_complex():
+            raise NotImplementedError(f"{op} is not supported for complex inputs")  # torch's error
         if op in _ROUNDING and U.is_trn(self) and self.dtype in _ALL_INTS:
             return _int_identity(self, out)
         if op in ("abs", "sign") and U.is_trn(self) and self.dtype in (*_ALL_INTS, torch.bool):
@@ -324,7 +326,7 @@ def _fast(fn: Callable[..., Any]) -> Callable[..., Any]:
 for _op in _SIMPLE:
     if _op != "relu":
         _fn = _make(_op)
-        _dts = ((*DTYPES, *_ALL_INTS) if _op in _ROUNDING
+        _dts = ((*DTYPES, *_ALL_INTS, torch.complex64) if _op in _ROUNDING
                 else (*DTYPES, *_ALL_INTS, torch.bool, torch.complex64, torch.complex32) if _op == "abs"
                 else (*DTYPES, *_ALL_INTS, torch.bool) if _op == "sign"
                 else (*DTYPES, *_ALL_INTS) if _op == "square"
