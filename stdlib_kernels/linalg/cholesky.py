@@ -42,6 +42,7 @@ import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.linalg import common as C
+from stdlib_kernels.linalg import complex_embed as CE
 from trnlang.device import decline, lowering
 
 
@@ -186,7 +187,13 @@ def _solve_tri(a: torch.Tensor, b: torch.Tensor, upper: bool, left: bool, unit: 
     return res.mT if not left else res
 
 
-@lowering("aten::linalg_solve_triangular", dtypes=C.F32)
+def _complex_tri_ok(a: Any, b: Any, left: bool) -> bool:
+    """complex64 operands a complex triangular solve can take: A square, sides that match, n <= 256."""
+    return CE.is_complex64(a, b) and a.dim() >= 2 and b.dim() >= 2 and a.shape[-1] == a.shape[-2] \
+        and (b.shape[-2] if left else b.shape[-1]) == a.shape[-1] and a.shape[-1] <= 256
+
+
+@lowering("aten::linalg_solve_triangular", dtypes=(torch.float32, torch.complex64))
 def linalg_solve_triangular(self: torch.Tensor, B: torch.Tensor, *, upper: bool, left: bool = True,
                             unitriangular: bool = False, out: torch.Tensor | None = None) -> Any:
     """``torch.linalg.solve_triangular`` by substitution on the Tensor/Vector engines.
@@ -195,17 +202,22 @@ def linalg_solve_triangular(self: torch.Tensor, B: torch.Tensor, *, upper: bool,
     >>> torch.linalg.solve_triangular(a, torch.ones(2, 1, device="trn"), upper=False).cpu().ravel()
     tensor([0.5000, 0.5000])
     """
+    if _complex_tri_ok(self, B, left):
+        return C.into_out(CE.solve_triangular(self, B, upper, left, unitriangular), out)
     res = _solve_tri(self, B, upper, left, unitriangular)
     if res is None:
         return decline("not float32 trn operands, A not square, or shapes that do not match or broadcast")
     return C.into_out(res, out)
 
 
-@lowering("aten::triangular_solve", dtypes=C.F32)
+@lowering("aten::triangular_solve", dtypes=(torch.float32, torch.complex64))
 def triangular_solve(self: torch.Tensor, A: torch.Tensor, upper: bool = True, transpose: bool = False,
                      unitriangular: bool = False) -> Any:
     """``torch.triangular_solve(b, A)`` -> (solution, clone of A)."""
     a = A.mT if transpose else A
+    if _complex_tri_ok(a, self, True):
+        res = CE.solve_triangular(a, self, upper != transpose, True, unitriangular)
+        return res, A.expand(*res.shape[:-2], *A.shape[-2:]).clone()
     res = _solve_tri(a, self, upper != transpose, True, unitriangular)
     if res is None:
         return decline("not float32 trn operands, A not square, or shapes that do not match or broadcast")
@@ -213,11 +225,13 @@ def triangular_solve(self: torch.Tensor, A: torch.Tensor, upper: bool = True, tr
     return res, A.expand(*batch, *A.shape[-2:]).clone()
 
 
-@lowering("aten::_cholesky_solve_helper", dtypes=C.F32)
+@lowering("aten::_cholesky_solve_helper", dtypes=(torch.float32, torch.complex64))
 def cholesky_solve_helper(self: torch.Tensor, A: torch.Tensor, upper: bool) -> Any:
     """``torch.cholesky_solve``'s kernel (batch dims already broadcast): two triangular solves."""
     if self.dim() < 2 or A.dim() < 2:
         return decline("fewer than 2 dims: torch raises")
+    if _complex_tri_ok(A, self, True):
+        return CE.cholesky_solve(self, A, upper)
     if upper:  # A = U^T U
         y = _solve_tri(A.mT, self, False, True, False)
         x = _solve_tri(A, y, True, True, False) if y is not None else None

@@ -22,7 +22,7 @@ import torch
 
 from stdlib_kernels import _util as U
 
-__all__ = ["is_complex64", "embed", "inv_ex", "eigvalsh", "svdvals"]
+__all__ = ["is_complex64", "embed", "inv_ex", "eigvalsh", "svdvals", "solve_triangular", "cholesky_solve"]
 
 
 def is_complex64(*ts: Any) -> bool:
@@ -74,3 +74,43 @@ def eigvalsh(a: torch.Tensor, lower: bool) -> torch.Tensor:
 def svdvals(a: torch.Tensor) -> torch.Tensor:
     """Singular values (descending, float32) of a complex64 matrix (batch)."""
     return _pairs_mean(torch.linalg.svdvals(embed(*_parts(a))))
+
+
+def _tri_solve_parts(tr: torch.Tensor, ti: torch.Tensor, br: torch.Tensor, bi: torch.Tensor, upper: bool,
+                     unit: bool) -> torch.Tensor:
+    """X (complex64) with ``T X = B``: ``T`` the ``upper``/lower triangle of ``tr + i ti`` (unit diagonal if
+    ``unit``), by a real solve of the embedding (batch dims broadcast)."""
+    tri = torch.triu if upper else torch.tril
+    tr, ti = tri(tr), tri(ti)
+    if unit:
+        eye = torch.eye(tr.shape[-1], dtype=torch.bool, device="trn")
+        tr, ti = torch.where(eye, 1.0, tr), torch.where(eye, 0.0, ti)
+    n = tr.shape[-1]
+    x = torch.linalg.solve(embed(tr, ti), torch.cat((br, bi), -2))
+    return torch.complex(x[..., :n, :].contiguous(), x[..., n:, :].contiguous())
+
+
+def solve_triangular(a: torch.Tensor, b: torch.Tensor, upper: bool, left: bool, unit: bool) -> torch.Tensor:
+    """``linalg.solve_triangular`` of complex64 operands (``left=False``: ``X A = B`` as ``A^T X^T = B^T``)."""
+    if a.numel() == 0 or b.numel() == 0:
+        shape = (*torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]), *b.shape[-2:])
+        return torch.empty(shape, dtype=torch.complex64, device="trn")
+    (ar, ai), (br, bi) = _parts(a), _parts(b)
+    if left:
+        return _tri_solve_parts(ar, ai, br, bi, upper, unit)
+    return _tri_solve_parts(ar.mT, ai.mT, br.mT, bi.mT, not upper, unit).mT
+
+
+def cholesky_solve(b: torch.Tensor, factor: torch.Tensor, upper: bool) -> torch.Tensor:
+    """``A^-1 B`` for ``A = L L^H`` (``factor`` = L) or ``U^H U`` (``upper``): two triangular solves."""
+    if factor.numel() == 0 or b.numel() == 0:
+        return solve_triangular(factor, b, upper, True, False)  # the empty result's shape
+    (fr, fi), (br, bi) = _parts(factor), _parts(b)
+    hr, hi = fr.mT, -fi.mT  # the conjugate transpose's planes
+    if upper:  # U^H y = b, then U x = y
+        y = _tri_solve_parts(hr, hi, br, bi, False, False)
+        yr, yi = _parts(y)
+        return _tri_solve_parts(fr, fi, yr, yi, True, False)
+    y = _tri_solve_parts(fr, fi, br, bi, False, False)  # L y = b, then L^H x = y
+    yr, yi = _parts(y)
+    return _tri_solve_parts(hr, hi, yr, yi, True, False)

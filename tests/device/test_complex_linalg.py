@@ -86,3 +86,24 @@ def test_eye_and_matrix_power(n, m, k, seed):
                                                                                             dtype=torch.complex64))
     a = _c((n, n), seed) * 0.5 + 2 * torch.eye(n)
     _close(_native(lambda: torch.linalg.matrix_power(a.to("trn"), k)), torch.linalg.matrix_power(a, k), tol=1e-3)
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 999), upper=st.booleans(), left=st.booleans(), unit=st.booleans(),
+       batch=st.sampled_from([(), (2,)]), n=st.integers(0, 6))
+def test_triangular_and_cholesky_solves(seed, upper, left, unit, batch, n):
+    """Only the triangle is read (unit: not the diagonal either); left and right solves; cholesky_solve with a lower
+    or upper factor; triangular_solve returns a clone of A."""
+    a = _c((*batch, n, n), seed) + 3 * torch.eye(n)
+    b = _c((*batch, n, 3) if left else (*batch, 3, n), seed + 1)
+    t = lambda x: x.to("trn")  # noqa: E731
+    _close(_native(lambda: torch.linalg.solve_triangular(t(a), t(b), upper=upper, left=left, unitriangular=unit)),
+           torch.linalg.solve_triangular(a, b, upper=upper, left=left, unitriangular=unit))
+    if left:
+        x, a2 = _native(lambda: torch.triangular_solve(t(b), t(a), upper=upper, unitriangular=unit))
+        _close(x, torch.triangular_solve(b, a, upper=upper, unitriangular=unit)[0])
+        _close(a2, a)
+        f = torch.linalg.cholesky(a @ a.mH)
+        f = f.mH if upper else f
+        _close(_native(lambda: torch.cholesky_solve(t(b), t(f), upper=upper)), torch.cholesky_solve(b, f, upper=upper),
+               tol=1e-3)
