@@ -243,9 +243,14 @@ def cholesky_solve_helper(self: torch.Tensor, A: torch.Tensor, upper: bool) -> A
     return x
 
 
-@lowering("aten::cholesky_inverse", dtypes=C.F32)
+@lowering("aten::cholesky_inverse", dtypes=(torch.float32, torch.complex64))
 def cholesky_inverse(self: torch.Tensor, upper: bool = False, *, out: torch.Tensor | None = None) -> Any:
-    """``(L L^T)^{-1} = L^{-T} L^{-1}``: one triangular solve against the identity and one matmul."""
+    """``(L L^T)^{-1} = L^{-T} L^{-1}``: one triangular solve against the identity and one matmul (complex64:
+    ``cholesky_solve`` of the identity)."""
+    if CE.is_complex64(self) and self.dim() >= 2 and self.shape[-1] == self.shape[-2] and self.shape[-1] <= 256:
+        n = self.shape[-1]
+        eye = torch.eye(n, dtype=torch.complex64, device="trn").expand(*self.shape[:-2], n, n)
+        return C.into_out(CE.cholesky_solve(eye, self, upper), out)
     if not C.ok(self) or self.dim() < 2 or self.shape[-1] != self.shape[-2]:
         return decline("not a float32 trn square matrix (or a conj/neg bit)")
     n = self.shape[-1]

@@ -107,3 +107,5 @@ def test_triangular_and_cholesky_solves(seed, upper, left, unit, batch, n):
         f = f.mH if upper else f
         _close(_native(lambda: torch.cholesky_solve(t(b), t(f), upper=upper)), torch.cholesky_solve(b, f, upper=upper),
                tol=1e-3)
+        _close(_native(lambda: torch.cholesky_inverse(t(f), upper=upper)), torch.cholesky_inverse(f, upper=upper),
+               tol=1e-3)
