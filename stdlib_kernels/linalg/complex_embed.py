@@ -114,3 +114,69 @@ def cholesky_solve(b: torch.Tensor, factor: torch.Tensor, upper: bool) -> torch.
     y = _tri_solve_parts(fr, fi, br, bi, False, False)  # L y = b, then L^H x = y
     yr, yi = _parts(y)
     return _tri_solve_parts(hr, hi, yr, yi, True, False)
+
+
+#: Largest side the column-by-column complex LU takes (a host loop of native steps per column).
+LU_MAX = 64
+
+
+def lu_factor(a3: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Partial-pivoting LU of complex64 ``[B, m, n]`` in LAPACK's layout: ``(LU, pivots (1-based int32 [B, k]),
+    info (int32 [B]))``. One native step per column: the pivot by LAPACK's ``|Re| + |Im|`` (first of equals),
+    a row swap, the column scaled by the pivot, a rank-1 update of the trailing block; a zero pivot leaves its
+    column unscaled and sets ``info`` (the first such column, 1-based), as ``getrf``."""
+    a = a3.clone()
+    b, m, n = a.shape
+    k = min(m, n)
+    piv = torch.zeros((b, k), dtype=torch.int32, device="trn")
+    info = torch.zeros((b,), dtype=torch.int32, device="trn")
+    rows_b = torch.arange(b, device="trn")
+    for j in range(k):
+        ar, ai = _parts(a[:, j:, j])
+        p = (ar.abs() + ai.abs()).argmax(-1) + j  # [B]
+        piv[:, j] = (p + 1).to(torch.int32)
+        rj, rp = a[:, j, :].clone(), a[rows_b, p, :]
+        a[:, j, :] = rp
+        a[rows_b, p, :] = rj
+        d = a[:, j, j]
+        dr, di = _parts(d)
+        zero = (dr == 0) & (di == 0)
+        info = torch.where((info == 0) & zero, j + 1, info)
+        if j + 1 < m:
+            col = a[:, j + 1:, j]
+            safe = torch.where(zero, torch.ones_like(d), d)
+            scaled = torch.where(zero[:, None], col, col / safe[:, None])
+            a[:, j + 1:, j] = scaled
+            if j + 1 < n:
+                a[:, j + 1:, j + 1:] -= scaled[:, :, None] * a[:, j, None, j + 1:]
+    return a, piv, info
+
+
+def lu_solve(lu3: torch.Tensor, piv2: torch.Tensor, b3: torch.Tensor) -> torch.Tensor:
+    """``A X = B`` from ``A``'s LU (``[B, n, n]``, pivots ``[B, n]``) for ``b3 [B, n, k]``: the rows swapped in
+    pivot order, then unit-lower and upper solves (each by the real embedding)."""
+    x = b3.clone()
+    rows_b = torch.arange(x.shape[0], device="trn")
+    pv = piv2.to(torch.int64) - 1
+    for j in range(lu3.shape[-1]):
+        p = pv[:, j]
+        rj, rp = x[:, j, :].clone(), x[rows_b, p, :]
+        x[:, j, :] = rp
+        x[rows_b, p, :] = rj
+    lr, li = _parts(lu3)
+    xr, xi = _parts(x)
+    y = _tri_solve_parts(lr, li, xr, xi, False, True)
+    yr, yi = _parts(y)
+    return _tri_solve_parts(lr, li, yr, yi, True, False)
+
+
+def det_from_lu(lu3: torch.Tensor, piv2: torch.Tensor) -> torch.Tensor:
+    """``det`` ``[B]`` complex64: the product of U's diagonal (native complex products) times the permutation's
+    sign."""
+    b, n, _ = lu3.shape
+    det = torch.ones((b,), dtype=torch.complex64, device="trn")
+    for j in range(n):
+        det = det * lu3[:, j, j]
+    swaps = (piv2 != torch.arange(1, n + 1, dtype=torch.int32, device="trn")).sum(-1)
+    sign = 1.0 - 2.0 * (swaps % 2).to(torch.float32)
+    return det * sign

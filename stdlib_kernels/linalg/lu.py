@@ -354,7 +354,22 @@ def _lu_solve(lu3: torch.Tensor, piv2: torch.Tensor, b3: torch.Tensor | None, m:
 
 
 # lowerings ----------------------------------------------------------------------------------------------------
-@lowering("aten::linalg_lu_factor_ex", dtypes=C.F32)
+def _c_lu_ok(A: Any) -> bool:
+    """A complex64 matrix (batch) the column-by-column complex LU takes."""
+    return CE.is_complex64(A) and A.dim() >= 2 and max(A.shape[-2:]) <= CE.LU_MAX
+
+
+def _c_factor(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(LU, pivots, info)`` of a complex64 ``[..., m, n]`` with its batch dims."""
+    batch, k = tuple(A.shape[:-2]), min(A.shape[-2:])
+    if A.numel() == 0:
+        return (torch.empty(A.shape, dtype=A.dtype, device="trn"), torch.ones((*batch, k), dtype=torch.int32,
+                device="trn").cumsum(-1).to(torch.int32), torch.zeros(batch, dtype=torch.int32, device="trn"))
+    lu, piv, info = CE.lu_factor(C.flat(A).contiguous())
+    return C.unflat(lu, batch), piv.reshape(*batch, k), info.reshape(batch)
+
+
+@lowering("aten::linalg_lu_factor_ex", dtypes=(torch.float32, torch.complex64))
 def linalg_lu_factor_ex(A: torch.Tensor, *, pivot: bool = True, check_errors: bool = False) -> Any:
     """LU with partial pivoting, LAPACK layout (``torch.linalg.lu_factor_ex``); matrices up to 128 x 128.
 
@@ -362,8 +377,13 @@ def linalg_lu_factor_ex(A: torch.Tensor, *, pivot: bool = True, check_errors: bo
     >>> piv.cpu(), info.item()
     (tensor([2, 2], dtype=torch.int32), 0)
     """
+    if pivot and _c_lu_ok(A):
+        lu, piv, info = _c_factor(A)
+        if check_errors:
+            torch.ops.aten._linalg_check_errors(info, "torch.linalg.lu_factor_ex", is_matrix=A.dim() == 2)
+        return lu, piv, info
     if not pivot or not C.ok(A) or A.dim() < 2 or A.shape[-2] > PANEL_ROWS:
-        return decline("pivot=False, not a float32 trn matrix, or more than 512 rows")
+        return decline("pivot=False, not a float32 trn matrix, or more than 512 rows (complex64: 64)")
     batch = tuple(A.shape[:-2])
     lu, piv, info = _lu(C.flat(A))
     info = info.reshape(batch)
@@ -379,10 +399,13 @@ def _bcast_lu(lu: torch.Tensor, piv: torch.Tensor, batch: tuple[int, ...]) -> tu
     return C.flat(lu.expand(*batch, n, n)), piv.expand(*batch, n).reshape(U.prod(batch), n)
 
 
-@lowering("aten::linalg_lu_solve", dtypes=(torch.float32, torch.int32))
+@lowering("aten::linalg_lu_solve", dtypes=(torch.float32, torch.int32, torch.complex64))
 def linalg_lu_solve(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *, left: bool = True,
                     adjoint: bool = False, out: torch.Tensor | None = None) -> Any:
     """``torch.linalg.lu_solve`` (row swaps as a permutation matmul, then two substitutions)."""
+    if CE.is_complex64(LU, B) and left and not adjoint and U.is_trn(pivots) and pivots.dtype == torch.int32 \
+            and LU.dim() >= 2 and B.dim() >= 2 and LU.shape[-1] == LU.shape[-2] == B.shape[-2] <= CE.LU_MAX:
+        return C.into_out(_c_lu_solve(LU, pivots, B), out)
     if not C.ok(LU, B) or not U.is_trn(pivots) or pivots.dtype != torch.int32 or LU.dim() < 2 or B.dim() < 2:
         return decline("not float32 trn LU/B with int32 trn pivots, or fewer than 2 dims")
     n = LU.shape[-1]
@@ -433,9 +456,28 @@ def linalg_inv_ex(A: torch.Tensor, *, check_errors: bool = False, inverse: torch
     return res, inf
 
 
-@lowering("aten::_linalg_solve_ex", dtypes=C.F32)
+def _c_lu_solve(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+    """complex64 ``A X = B`` from A's LU (batch dims broadcast)."""
+    n = LU.shape[-1]
+    batch = tuple(torch.broadcast_shapes(LU.shape[:-2], pivots.shape[:-1], B.shape[:-2]))
+    if n == 0 or B.numel() == 0 or U.prod(batch) == 0:
+        return torch.empty((*batch, *B.shape[-2:]), dtype=torch.complex64, device="trn")
+    lu3 = C.flat(LU.expand(*batch, n, n)).contiguous()
+    piv2 = pivots.expand(*batch, n).reshape(-1, n)
+    b3 = C.flat(B.expand(*batch, *B.shape[-2:])).contiguous()
+    return C.unflat(CE.lu_solve(lu3, piv2, b3), batch)
+
+
+@lowering("aten::_linalg_solve_ex", dtypes=(torch.float32, torch.complex64))
 def linalg_solve_ex(A: torch.Tensor, B: torch.Tensor, *, left: bool = True, check_errors: bool = False) -> Any:
     """``torch.linalg.solve``'s kernel: LU of A, then an LU solve (returns result, LU, pivots, info)."""
+    if _c_lu_ok(A) and CE.is_complex64(B) and left and A.shape[-1] == A.shape[-2] and B.dim() >= 1:
+        vector = B.dim() == 1 or (B.dim() == A.dim() - 1 and B.shape == A.shape[:-1])
+        lu, piv, info = _c_factor(A)
+        res = _c_lu_solve(lu, piv, B.unsqueeze(-1) if vector else B)
+        if check_errors:
+            torch.ops.aten._linalg_check_errors(info, "torch.linalg.solve_ex", is_matrix=A.dim() == 2)
+        return (res.squeeze(-1) if vector else res), lu, piv, info
     if not C.ok(A, B) or A.dim() < 2 or A.shape[-1] != A.shape[-2] or A.shape[-1] > PANEL_ROWS or B.dim() < 1:
         return decline("not float32 trn operands, A not square, n above 512, or a 0-dim B")
     n = A.shape[-1]
@@ -471,10 +513,13 @@ def _unpack(lu3: torch.Tensor, piv2: torch.Tensor) -> tuple[torch.Tensor, torch.
     return p, lo, up
 
 
-@lowering("aten::lu_unpack", dtypes=(torch.float32, torch.int32))
+@lowering("aten::lu_unpack", dtypes=(torch.float32, torch.int32, torch.complex64))
 def lu_unpack(LU_data: torch.Tensor, LU_pivots: torch.Tensor, unpack_data: bool = True,
               unpack_pivots: bool = True) -> Any:
-    """``torch.lu_unpack``: permutation matrix, unit-lower L and upper U from ``getrf`` results."""
+    """``torch.lu_unpack``: permutation matrix, unit-lower L and upper U from ``getrf`` results (complex64: the
+    permutation from the real kernel, L and U as the complex triangles)."""
+    if CE.is_complex64(LU_data) and LU_data.dim() >= 2 and (unpack_data or unpack_pivots):
+        return _c_unpack(LU_data, LU_pivots, unpack_data, unpack_pivots)
     if not (unpack_data or unpack_pivots) or not C.ok(LU_data) or LU_data.dim() < 2:
         return decline("nothing to unpack, not a float32 trn matrix, or fewer than 2 dims")
     m, n = LU_data.shape[-2], LU_data.shape[-1]
@@ -489,9 +534,30 @@ def lu_unpack(LU_data: torch.Tensor, LU_pivots: torch.Tensor, unpack_data: bool 
             C.unflat(up, batch) if unpack_data else none)
 
 
-@lowering("aten::linalg_lu", dtypes=C.F32)
+def _c_unpack(LU: torch.Tensor, piv: torch.Tensor, data: bool, pivots: bool) -> Any:
+    m, n = LU.shape[-2], LU.shape[-1]
+    k = min(m, n)
+    none = torch.empty((0,), dtype=LU.dtype, device="trn")
+    lo = up = p = none
+    if pivots:
+        r = lu_unpack(torch.view_as_real(LU)[..., 0].contiguous(), piv, False, True)  # the real kernel's P
+        if r is NotImplemented:
+            return r
+        p = torch.complex(r[0], torch.zeros_like(r[0]))
+    if data:
+        eye = torch.eye(m, k, dtype=torch.bool, device="trn")
+        low = torch.tril(LU[..., :, :k], -1)
+        lo = torch.where(eye, torch.ones((), dtype=LU.dtype, device="trn"), low)
+        up = torch.triu(LU[..., :k, :])
+    return p, lo, up
+
+
+@lowering("aten::linalg_lu", dtypes=(torch.float32, torch.complex64))
 def linalg_lu(A: torch.Tensor, *, pivot: bool = True) -> Any:
     """``torch.linalg.lu``: ``P, L, U`` with ``A = P L U`` (LU kernel, then the unpack kernel)."""
+    if pivot and _c_lu_ok(A):
+        lu, piv, _ = _c_factor(A)
+        return _c_unpack(lu, piv, True, True)
     if not pivot or not C.ok(A) or A.dim() < 2 or A.shape[-1] > C.TILE or A.shape[-2] > C.TILE:
         return decline("pivot=False, not a float32 trn matrix, or more than 128 rows or columns")
     batch = tuple(A.shape[:-2])
@@ -517,9 +583,30 @@ def _det(A: torch.Tensor, logdet: bool) -> Any:
     return res, C.unflat(lu, batch), piv.reshape(*batch, n), batch
 
 
-@lowering("aten::_linalg_det", dtypes=C.F32)
+def _c_det(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(U's diagonal [B, n], parity sign [B] float32, LU, pivots)`` of a complex64 square A, factorised
+    transposed when contiguous as torch's CPU kernel does (its backward expects that LU)."""
+    lu, piv, _ = _c_factor(A.mT if A.is_contiguous() else A)
+    d = torch.diagonal(lu, dim1=-2, dim2=-1)
+    n = A.shape[-1]
+    swaps = (piv != torch.arange(1, n + 1, dtype=torch.int32, device="trn")).sum(-1)
+    return d, 1.0 - 2.0 * (swaps % 2).to(torch.float32), lu, piv
+
+
+def _c_prod(d: torch.Tensor) -> torch.Tensor:
+    """The product along the last dim of complex64 ``d`` (native complex products; 1 when empty)."""
+    r = torch.ones(d.shape[:-1], dtype=torch.complex64, device="trn")
+    for j in range(d.shape[-1]):
+        r = r * d[..., j]
+    return r
+
+
+@lowering("aten::_linalg_det", dtypes=(torch.float32, torch.complex64))
 def linalg_det(A: torch.Tensor) -> Any:
     """``torch.linalg.det``'s kernel: LU, then a kernel multiplying U's diagonal with the permutation sign."""
+    if _c_lu_ok(A) and A.shape[-1] == A.shape[-2]:
+        d, sign, lu, piv = _c_det(A)
+        return _c_prod(d) * sign, lu, piv
     r = _det(A, False)
     if r is None:
         return decline("not a float32 trn square matrix, or n above 128")
@@ -527,9 +614,17 @@ def linalg_det(A: torch.Tensor) -> Any:
     return res[:, 0].reshape(batch), lu, piv
 
 
-@lowering("aten::_linalg_slogdet", dtypes=C.F32)
+@lowering("aten::_linalg_slogdet", dtypes=(torch.float32, torch.complex64))
 def linalg_slogdet(A: torch.Tensor) -> Any:
-    """``torch.linalg.slogdet``'s kernel: ``(sign, log|det|, LU, pivots)``."""
+    """``torch.linalg.slogdet``'s kernel: ``(sign, log|det|, LU, pivots)`` (complex64: the sign as the product of
+    ``u / |u|`` over U's diagonal, ``log|det|`` as the sum of ``log|u|``)."""
+    if _c_lu_ok(A) and A.shape[-1] == A.shape[-2]:
+        d, sign, lu, piv = _c_det(A)
+        mag = d.abs()
+        singular = (mag == 0).any(-1)
+        unit = d / torch.where(mag == 0, 1.0, mag)
+        s = torch.where(singular, torch.zeros((), dtype=torch.complex64, device="trn"), _c_prod(unit) * sign)
+        return s, torch.log(mag).sum(-1), lu, piv
     r = _det(A, True)
     if r is None:
         return decline("not a float32 trn square matrix, or n above 128")

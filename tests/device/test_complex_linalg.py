@@ -109,3 +109,34 @@ def test_triangular_and_cholesky_solves(seed, upper, left, unit, batch, n):
                tol=1e-3)
         _close(_native(lambda: torch.cholesky_inverse(t(f), upper=upper)), torch.cholesky_inverse(f, upper=upper),
                tol=1e-3)
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 999), batch=st.sampled_from([(), (3,), (0,)]), m=st.integers(0, 6), n=st.integers(0, 6),
+       singular=st.booleans())
+def test_lu_family(seed, batch, m, n, singular):
+    """LU with LAPACK's pivots (|Re| + |Im|) and info, unpacked P/L/U, det/slogdet/logdet, solve and lu_solve."""
+    a = _c((*batch, m, n), seed)
+    if singular and m and n:
+        a[..., 0, :] = 0  # a zero row: info > 0 for square inputs
+    t = lambda x: x.to("trn")  # noqa: E731
+    lu, piv, info = _native(lambda: torch.linalg.lu_factor_ex(t(a)))
+    lu_c, piv_c, info_c = torch.linalg.lu_factor_ex(a)
+    _close(lu, lu_c)
+    assert torch.equal(piv.cpu(), piv_c) and torch.equal(info.cpu(), info_c)
+    for got, want in zip(_native(lambda: torch.linalg.lu(t(a))), torch.linalg.lu(a)):
+        _close(got, want)
+    if m != n:
+        return
+    sq = a + (0 if singular else 3) * torch.eye(n)
+    _close(_native(lambda: torch.linalg.det(t(sq))), torch.linalg.det(sq), tol=1e-3)
+    sign, logabs = _native(lambda: torch.linalg.slogdet(t(sq)))
+    sign_c, logabs_c = torch.linalg.slogdet(sq)
+    _close(sign, sign_c, tol=1e-3)
+    _close(logabs, logabs_c, tol=1e-3)
+    if not singular:
+        b = _c((*batch, n, 2), seed + 1)
+        _close(_native(lambda: torch.linalg.solve(t(sq), t(b))), torch.linalg.solve(sq, b), tol=1e-3)
+        lu2, piv2 = torch.linalg.lu_factor(sq)
+        _close(_native(lambda: torch.linalg.lu_solve(t(lu2), t(piv2), t(b))), torch.linalg.lu_solve(lu2, piv2, b),
+               tol=1e-3)
