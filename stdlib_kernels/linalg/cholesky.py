@@ -113,7 +113,7 @@ def _chol_lower(a3: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 # lowerings ----------------------------------------------------------------------------------------------------
-@lowering("aten::linalg_cholesky_ex", dtypes=C.F32)
+@lowering("aten::linalg_cholesky_ex", dtypes=(torch.float32, torch.complex64))
 def linalg_cholesky_ex(self: torch.Tensor, *, upper: bool = False, check_errors: bool = False) -> Any:
     """Cholesky factor and LAPACK ``info`` (``torch.linalg.cholesky_ex``).
 
@@ -122,8 +122,18 @@ def linalg_cholesky_ex(self: torch.Tensor, *, upper: bool = False, check_errors:
     tensor([[2.0000, 0.0000],
             [1.0000, 1.4142]])
     """
+    if CE.is_complex64(self) and self.dim() >= 2 and self.shape[-1] == self.shape[-2] <= CE.LU_MAX:
+        batch, n = tuple(self.shape[:-2]), self.shape[-1]
+        if self.numel() == 0:
+            return torch.empty(self.shape, dtype=self.dtype, device="trn"), torch.zeros(batch, dtype=torch.int32,
+                                                                                        device="trn")
+        res, info = CE.cholesky(C.flat(self).contiguous(), upper)
+        info = info.reshape(batch)
+        if check_errors:
+            torch.ops.aten._linalg_check_errors(info, "torch.linalg.cholesky_ex", is_matrix=self.dim() == 2)
+        return C.unflat(res, batch), info
     if not C.ok(self) or self.dim() < 2 or self.shape[-1] != self.shape[-2]:
-        return decline("not a float32 trn square matrix (or a conj/neg bit)")
+        return decline("not a float32 trn square matrix (or a conj/neg bit; complex64: sides up to 64)")
     batch, n = tuple(self.shape[:-2]), self.shape[-1]
     a3 = C.flat(self)
     if a3.shape[0] == 0 or n == 0:
@@ -141,7 +151,7 @@ def linalg_cholesky_ex(self: torch.Tensor, *, upper: bool = False, check_errors:
     return C.unflat(res, batch), info
 
 
-@lowering("aten::cholesky", dtypes=C.F32)
+@lowering("aten::cholesky", dtypes=(torch.float32, torch.complex64))
 def cholesky(self: torch.Tensor, upper: bool = False) -> Any:
     """``torch.cholesky`` (deprecated API): raises torch's error for a non positive-definite input."""
     r = linalg_cholesky_ex(self, upper=upper)

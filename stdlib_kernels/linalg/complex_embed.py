@@ -180,3 +180,37 @@ def det_from_lu(lu3: torch.Tensor, piv2: torch.Tensor) -> torch.Tensor:
     swaps = (piv2 != torch.arange(1, n + 1, dtype=torch.int32, device="trn")).sum(-1)
     sign = 1.0 - 2.0 * (swaps % 2).to(torch.float32)
     return det * sign
+
+
+def cholesky_lower(a3: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(L, info)`` with ``A = L L^H`` for the Hermitian complex64 ``[B, n, n]`` given by its lower triangle:
+    column by column on float32 planes (``d = Re a_jj - sum |l_jk|^2``, ``l_ij = (a_ij - sum l_ik conj(l_jk)) /
+    sqrt(d)``); ``info`` is the first column (1-based) whose ``d`` is not positive, as ``potrf``."""
+    ar, ai = _parts(a3)
+    b, n, _ = a3.shape
+    lr = torch.zeros((b, n, n), device="trn")
+    li = torch.zeros((b, n, n), device="trn")
+    info = torch.zeros((b,), dtype=torch.int32, device="trn")
+    for j in range(n):
+        cr, ci = lr[:, j, :j], li[:, j, :j]
+        d = ar[:, j, j] - (cr * cr + ci * ci).sum(-1)
+        info = torch.where((info == 0) & ~(d > 0), j + 1, info)
+        s = torch.sqrt(d)
+        lr[:, j, j] = s
+        if j + 1 < n:
+            pr, pi = lr[:, j + 1:, :j], li[:, j + 1:, :j]
+            re = ar[:, j + 1:, j] - (pr * cr[:, None, :] + pi * ci[:, None, :]).sum(-1)
+            im = ai[:, j + 1:, j] - (pi * cr[:, None, :] - pr * ci[:, None, :]).sum(-1)
+            lr[:, j + 1:, j] = re / s[:, None]
+            li[:, j + 1:, j] = im / s[:, None]
+    return torch.complex(lr, li), info
+
+
+def cholesky(a3: torch.Tensor, upper: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(L or U, info)`` of complex64 ``[B, n, n]`` (``upper``: the upper triangle read, ``A = U^H U``)."""
+    if not upper:
+        return cholesky_lower(a3)
+    ar, ai = _parts(a3)
+    low, info = cholesky_lower(torch.complex(ar.mT.contiguous(), (-ai.mT).contiguous()))
+    lr, li = _parts(low)
+    return torch.complex(lr.mT.contiguous(), (-li.mT).contiguous()), info

@@ -140,3 +140,20 @@ def test_lu_family(seed, batch, m, n, singular):
         lu2, piv2 = torch.linalg.lu_factor(sq)
         _close(_native(lambda: torch.linalg.lu_solve(t(lu2), t(piv2), t(b))), torch.linalg.lu_solve(lu2, piv2, b),
                tol=1e-3)
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 999), batch=st.sampled_from([(), (3,), (0,)]), n=st.integers(0, 6), upper=st.booleans(),
+       indefinite=st.booleans())
+def test_cholesky(seed, batch, n, upper, indefinite):
+    """A = L L^H (or U^H U reading the upper triangle); a matrix that is not positive definite gives potrf's info."""
+    a = _c((*batch, n, n), seed)
+    h = a @ a.mH + n * torch.eye(n)
+    if indefinite and n:
+        h[..., n - 1, n - 1] = -1.0
+    t = lambda x: x.to("trn")  # noqa: E731
+    fac, info = _native(lambda: torch.linalg.cholesky_ex(t(h), upper=upper))
+    fac_c, info_c = torch.linalg.cholesky_ex(h, upper=upper)
+    assert torch.equal(info.cpu(), info_c)
+    if not indefinite:
+        _close(fac, fac_c, tol=1e-3)
