@@ -401,9 +401,10 @@ _SUM_INTS = (torch.bool, torch.int64, torch.int32, *_SMALL_INTS)  # integer (and
 
 
 def _widen(x: torch.Tensor) -> torch.Tensor:
-    """An int32 copy of an int8/int16/uint8 tensor (the reduction kernels read 1- and 2-byte elements of
-    strided row views wrongly at ragged tile edges), else ``x``."""
-    return x.to(torch.int32) if x.dtype in _SMALL_INTS else x
+    """An int32 copy of an int8/int16/uint8/bool tensor (the reduction kernels read 1- and 2-byte elements of
+    strided row views wrongly at ragged tile edges, and a bool load's masked-off identity, -2^31 for a max, reads
+    as True: all-False rows of odd length gave True at index n), else ``x``."""
+    return x.to(torch.int32) if x.dtype in _SMALL_INTS or x.dtype == torch.bool else x
 
 
 def _simple(self: Any, dim: Any, keepdim: bool, odt: torch.dtype, op: Op, pre: Pre = Pre.NONE,
