@@ -551,8 +551,15 @@ def bincount(self: torch.Tensor, weights: torch.Tensor | None = None, minlength:
 
     Example: ``torch.bincount(torch.tensor([1, 1, 3]).to("trn"), minlength=5)`` -> ``[0, 2, 0, 1, 0]``.
     """
-    if not U.is_trn(self) or self.dtype not in _BINCOUNT_INTS or self.dim() != 1 or minlength < 0:
-        return decline("not a 1-D integer trn tensor, or a negative minlength: torch raises")
+    if U.is_trn(self) and self.dtype in _BINCOUNT_INTS:  # torch's argument errors, word for word
+        if self.dim() != 1:
+            raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+        if minlength < 0:
+            raise RuntimeError("minlength should be >= 0")
+        if isinstance(weights, torch.Tensor) and (weights.dim() != 1 or weights.shape[0] != self.shape[0]):
+            raise RuntimeError("weights should be 1-d and have the same length as input")
+    if not U.is_trn(self) or self.dtype not in _BINCOUNT_INTS:
+        return decline("not an integer trn tensor (torch raises for floats)")
     if weights is not None and (not U.is_trn(weights) or weights.dtype != torch.float32
                                 or weights.shape != self.shape):
         return decline("weights not a float32 trn tensor of the input's shape (float64 sums are the CPU's)")

@@ -9,6 +9,9 @@ from tests.device.conftest import run_py
 
 _CASES = [
     ("torch.bincount(torch.tensor([-1, 2], device='trn'))", "bincount only supports 1-d non-negative integral"),
+    ("torch.bincount(torch.tensor([[1, 2]], device='trn'))", "bincount only supports 1-d non-negative integral"),
+    ("torch.bincount(torch.tensor([1, 2], device='trn'), minlength=-1)", "minlength should be >= 0"),
+    ("torch.bincount(torch.tensor([1, 2], device='trn'), torch.ones(3, device='trn'))", "have the same length"),
     ("torch.ops.aten.hash_tensor(torch.empty(0, device='trn'))", "Expected reduction dim to be specified"),
     ("torch.ops.aten.hash_tensor(torch.empty(3, 0, device='trn'), [1])", "Expected reduction dim 1 to have non-zero"),
 ]
