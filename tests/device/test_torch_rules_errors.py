@@ -45,3 +45,19 @@ def test_complex_rounding(op):
 def test_complex_neg_into_a_real_out():
     c, t = _both(lambda d: torch.neg(torch.ones(2, dtype=torch.complex64, device=d), out=torch.empty(2, device=d)))
     assert c == t
+
+
+@pytest.mark.parametrize("op", ["max", "sort", "topk", "kthvalue", "mode", "cummax", "cummin"])
+@pytest.mark.parametrize("wrong", ["values", "indices"])
+def test_values_indices_out_of_the_wrong_dtype(op, wrong):
+    """(values, indices) out= tensors of the wrong dtype raise torch's own message, op by op."""
+    def fn(d):
+        x = torch.arange(4.0, device=d)  # distinct values: no tie for kthvalue to refuse
+        v = torch.empty(0, dtype=torch.bfloat16 if wrong == "values" else torch.float32, device=d)
+        i = torch.empty(0, dtype=torch.int32 if wrong == "indices" else torch.int64, device=d)
+        {"max": lambda: torch.max(x, 0, out=(v, i)), "sort": lambda: torch.sort(x, out=(v, i)),
+         "topk": lambda: torch.topk(x, 2, out=(v, i)), "kthvalue": lambda: torch.kthvalue(x, 1, out=(v, i)),
+         "mode": lambda: torch.mode(x, out=(v, i)), "cummax": lambda: torch.cummax(x, 0, out=(v, i)),
+         "cummin": lambda: torch.cummin(x, 0, out=(v, i))}[op]()
+    c, t = _both(fn)
+    assert c == t

@@ -428,8 +428,31 @@ def scalar_type_name(d: torch.dtype) -> str:
 _EXACT_OUT = frozenset({"aten::amax", "aten::amin"})
 
 
+def _pair_dtype_error(name: str, which: str, want: torch.dtype, got: torch.dtype) -> str:
+    """torch's message for a (values, indices) ``out=`` of the wrong dtype: ops word theirs differently."""
+    w, g = scalar_type_name(want), scalar_type_name(got)
+    if name == "aten::mode":
+        return f"expected scalar type '{w}' but got '{g}' for {which} output"
+    if name in ("aten::cummax", "aten::cummin"):
+        return f"expected scalar_type {w} but found {g}"
+    if name == "aten::kthvalue":
+        return ("output values must be of same type as input" if which == "values"
+                else "output indices must be of scalar type Long")
+    return f"Expected out tensor to have dtype {_cpp_name(want)}, but got {_cpp_name(got)} instead"
+
+
+#: the C++ type names torch's generic out= dtype check prints
+_CPP_NAMES = {torch.int64: "long int", torch.int32: "int", torch.int16: "short int", torch.int8: "signed char",
+              torch.uint8: "unsigned char", torch.float64: "double", torch.float32: "float", torch.bool: "bool",
+              torch.float16: "c10::Half", torch.bfloat16: "c10::BFloat16"}
+
+
+def _cpp_name(dt: torch.dtype) -> str:
+    return _CPP_NAMES.get(dt, scalar_type_name(dt).lower())
+
+
 def _route_out(fn: Callable[..., Any], out_names: list[str], exact: bool = False,
-               dtype_from_out: bool = False) -> Callable[..., Any]:
+               dtype_from_out: bool = False, name: str = "") -> Callable[..., Any]:
     def out_variant(*args: Any, **kwargs: Any) -> Any:
         outs = [kwargs.pop(n) for n in out_names]
         if dtype_from_out and kwargs.get("dtype") is None and isinstance(outs[0], torch.Tensor):
@@ -438,10 +461,9 @@ def _route_out(fn: Callable[..., Any], out_names: list[str], exact: bool = False
         if r is NotImplemented:
             return r
         rs = r if isinstance(r, tuple) else (r,)
-        for o, v in zip(outs, rs):
+        for o, v, which in zip(outs, rs, out_names):
             if len(outs) > 1 and o.dtype != v.dtype:  # (values, indices) results: torch never casts
-                raise RuntimeError(f"Expected out tensor to have dtype {scalar_type_name(v.dtype).lower()}, but got "
-                                   f"{scalar_type_name(o.dtype).lower()} instead")
+                raise RuntimeError(_pair_dtype_error(name, which, v.dtype, o.dtype))
             if exact and o.dtype != v.dtype:
                 raise RuntimeError(f"Expected the dtype for input and out to match, but got "
                                    f"{scalar_type_name(v.dtype)} for input's dtype and {scalar_type_name(o.dtype)} "
@@ -520,7 +542,7 @@ def lowering(op: str, *, dtypes: tuple[torch.dtype, ...] | list[torch.dtype] | N
                     outs = [a.name for a in vop._schema.arguments
                             if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write]
                     infer = len(outs) == 1 and any(a.name == "dtype" and a.kwarg_only for a in ov._schema.arguments)
-                    vfn = fn if takes_out and outs == ["out"] else _route_out(fn, outs, name in _EXACT_OUT, infer)
+                    vfn = fn if takes_out and outs == ["out"] else _route_out(fn, outs, name in _EXACT_OUT, infer, name)
                 REGISTRY[vname] = Lowering(vname, kind, dt, REGISTRY[name].source, vfn, name, False, check,
                                            fast=getattr(fast, "inplace", None) if how == "inplace" else None,
                                            dim_arg=dim_arg_of(vop, vname, name),
