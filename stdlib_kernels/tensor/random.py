@@ -481,8 +481,9 @@ def random_to(self: torch.Tensor, to: int, *, generator: Any = None) -> Any:
 @lowering("aten::random_", dtypes=(*_INT_LIMITS, torch.bool))
 def random_default(self: torch.Tensor, *, generator: Any = None) -> Any:
     """``self.random_()``: integers uniform over torch's default range, ``[0, 2^mantissa_bits]`` for floating
-    dtypes and ``[0, max]`` for integer ones (bool: 0 or 1). Ranges wider than 2^24 values (float32, int32, int64,
-    float64) decline: the draw kernel makes at most 2^24 distinct values."""
+    dtypes and ``[0, max]`` for integer ones (bool: 0 or 1). int32's range comes from 16-bit limbs
+    (:func:`_random_wide`); the other ranges wider than 2^24 values (float32, int64, float64) decline: the draw
+    kernel makes at most 2^24 distinct values."""
     if self.dtype == torch.bool:
         return random_from(self, 0, 2, generator=generator)
     hi = _INT_LIMITS[self.dtype][1]
