@@ -198,6 +198,8 @@ def sparse_sum_dim(self: torch.Tensor, dim: list[int]) -> torch.Tensor:
 @sparse_kernel("add.Tensor")
 def add(self: torch.Tensor, other: torch.Tensor, *, alpha: float = 1) -> torch.Tensor:
     """dense + sparse -> dense; sparse + sparse -> sparse (coalesced when both are)."""
+    if self.is_sparse and not (isinstance(other, torch.Tensor) and other.is_sparse):  # a number is a dense operand
+        raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) instead.")
     if self.is_sparse and other.is_sparse:
         vals = other._values() if alpha == 1 else other._values() * alpha
         both = _make(torch.cat([self._indices(), other._indices()], 1), torch.cat([self._values(), vals]),
@@ -221,13 +223,37 @@ def mul(self: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
         return mul_scalar(self, other)
     s, d = (self, other) if self.is_sparse else (other, self)
     if d.is_sparse:
-        raise NotImplementedError("trn: sparse * sparse is not lowered")
+        return _mul_sparse(s, d)
     if d.dim() == 0:
         return _make(s._indices(), s._values() * d, s.shape, s.is_coalesced())
     sd = s.sparse_dim()
     flat = d.expand(s.shape).reshape((_numel(tuple(s.shape[:sd])), *s.shape[sd:]))
     picked = flat.index_select(0, linear_keys(s._indices(), tuple(s.shape[:sd])))
     return _make(s._indices(), s._values() * picked, s.shape, s.is_coalesced())
+
+
+def _mul_sparse(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """sparse * sparse: the intersection of the (coalesced) patterns, values multiplied (torch's result keeps the
+    intersection's entries, zero products included)."""
+    if a.shape != b.shape or a.sparse_dim() != b.sparse_dim():
+        raise RuntimeError("mul operands have incompatible sizes")
+    dt = torch.result_type(a._values(), b._values())  # duplicates sum in the result's dtype (bools count), as torch
+    if dt == torch.bool and a.is_coalesced() and b.is_coalesced():  # torch's CPU error (its other path takes it)
+        raise NotImplementedError('"mul_out_sparse" not implemented for \'Bool\'')
+    a, b = (t if t.dtype == dt else _make(t._indices(), t._values().to(dt), t.shape, t.is_coalesced()) for t in (a, b))
+    a = a if a.is_coalesced() else coalesce(a)
+    b = b if b.is_coalesced() else coalesce(b)
+    sizes = tuple(int(n) for n in a.shape[:a.sparse_dim()])
+    ka, kb = linear_keys(a._indices(), sizes), linear_keys(b._indices(), sizes)
+    va, vb = a._values(), b._values()
+    if ka.numel() == 0 or kb.numel() == 0:
+        return _make(a._indices()[:, :0], torch.empty((0, *va.shape[1:]), dtype=dt, device=va.device), a.shape,
+                     True)
+    pos = torch.searchsorted(kb, ka).clamp(max=kb.numel() - 1)  # both sorted (coalesced): the match, if any
+    hit = kb[pos] == ka
+    keep = hit.nonzero().reshape(-1)
+    vals = va.index_select(0, keep).to(dt) * vb.index_select(0, pos.index_select(0, keep)).to(dt)
+    return _make(a._indices().index_select(1, keep), vals, a.shape, True)
 
 
 @sparse_kernel("sparse_mask")

@@ -183,3 +183,29 @@ def test_mm_low_precision(dtype):
     out = torch.sparse.mm(dev, w.to("trn"))
     assert out.dtype == dtype
     _same(out.float(), torch.sparse.mm(cpu.float(), w.float()), tol=2e-2)
+
+
+def test_sparse_times_sparse_and_sparse_plus_number():
+    """sparse * sparse keeps the intersection (duplicates of uncoalesced operands summed in the result dtype, bools
+    counted, as torch); sparse + number raises torch's error."""
+    import itertools
+
+    g = torch.Generator().manual_seed(0)
+    dts = [torch.float32, torch.int64, torch.bool, torch.bfloat16]
+    for dt1, dt2 in itertools.product(dts, dts):
+        t1 = ((torch.rand(4, 5, generator=g) > 0.5) * torch.rand(4, 5, generator=g) * 10).to(dt1)
+        t2 = ((torch.rand(4, 5, generator=g) > 0.5) * torch.rand(4, 5, generator=g) * 10).to(dt2)
+        s1, s2 = t1.to_sparse(), t2.to_sparse()
+        dup = torch.sparse_coo_tensor(torch.cat((s2.indices(), s2.indices()), 1), torch.cat((s2.values(), s2.values())),
+                                      s2.size())
+        for other in (s2, dup):
+            try:
+                want = s1 * other
+            except NotImplementedError as e:  # bool * bool: torch's error on trn too
+                with pytest.raises(NotImplementedError, match=str(e).split(" ")[0]):
+                    s1.to("trn") * other.to("trn")
+                continue
+            got = s1.to("trn") * other.to("trn")
+            assert got.dtype == want.dtype and torch.equal(got.cpu().to_dense(), want.to_dense())
+    with pytest.raises(RuntimeError, match="add\\(sparse, dense\\) is not supported"):
+        torch.tensor([[0, 1.0]]).to_sparse().to("trn") + 2
