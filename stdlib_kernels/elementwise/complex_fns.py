@@ -198,6 +198,11 @@ def _sigmoid(a: torch.Tensor, b: torch.Tensor) -> P:
     return _reciprocal(1.0 + ea, eb)
 
 
+def _silu(a: torch.Tensor, b: torch.Tensor) -> P:
+    ea, eb = _exp(-a, -b)  # z / (1 + exp(-z)), as torch
+    return _div(a, b, 1.0 + ea, eb)
+
+
 def _sinc(a: torch.Tensor, b: torch.Tensor) -> P:
     pa, pb = a * math.pi, b * math.pi  # sin(pi z) / (pi z); 1 at 0
     sa, sb = _sin(pa, pb)
@@ -212,7 +217,7 @@ UNARY: dict[str, Callable[[torch.Tensor, torch.Tensor], P]] = {
     "log1p": _log1p, "expm1": _expm1, "exp2": _exp2, "sqrt": _sqrt, "rsqrt": _rsqrt, "reciprocal": _reciprocal,
     "sin": _sin, "cos": _cos, "tan": _tan, "sinh": _sinh, "cosh": _cosh, "tanh": _tanh, "asinh": _asinh, "asin": _asin,
     "acos": _acos, "atanh": _atanh, "atan": _atan, "acosh": _acosh, "square": _square, "sigmoid": _sigmoid,
-    "sinc": _sinc,
+    "sinc": _sinc, "silu": _silu,
 }
 
 

@@ -264,7 +264,26 @@ def _lin_args(start: Any, end: Any, steps: int, out: torch.Tensor) -> tuple[floa
     return float(start), float(end)
 
 
-@lowering("aten::linspace.out", dtypes=FLOATS)
+def _complex_number(v: Any) -> complex | None:
+    """A Python number or a one-element tensor as a complex (None otherwise)."""
+    if isinstance(v, torch.Tensor):
+        return complex(v.item()) if v.numel() == 1 else None
+    return complex(v) if isinstance(v, (bool, int, float, complex)) else None
+
+
+def _complex_linspace(start: Any, end: Any, steps: int, out: torch.Tensor) -> Any:
+    """A complex64 linspace: torch's complex step arithmetic is the real one on each plane."""
+    s, e = _complex_number(start), _complex_number(end)
+    if s is None or e is None or steps < 0 or out.is_conj() or out.is_neg():
+        return decline("start/end not numbers, steps < 0 (torch raises), or a conj/neg out=")
+    re = torch.linspace(s.real, e.real, steps, device="trn")
+    im = torch.linspace(s.imag, e.imag, steps, device="trn")
+    if tuple(out.shape) != (steps,):
+        out.resize_((steps,))
+    return out.copy_(torch.complex(re, im))
+
+
+@lowering("aten::linspace.out", dtypes=(*FLOATS, torch.complex64))
 def linspace_out(start: Any, end: Any, steps: int, *, out: torch.Tensor) -> Any:
     """``torch.linspace(start, end, steps, out=out)`` (float outputs).
 
@@ -272,6 +291,8 @@ def linspace_out(start: Any, end: Any, steps: int, *, out: torch.Tensor) -> Any:
     ``start + step * i`` (``end - step * (steps - 1 - i)`` past the middle) with every operand and result rounded
     to the dtype (the index too), so the values equal the CPU's.
     """
+    if U.is_trn(out) and out.dtype == torch.complex64:
+        return _complex_linspace(start, end, steps, out)
     args = _lin_args(start, end, steps, out)
     if args is None or not _prepare_out(out, (steps,)):
         return decline("complex start/end, steps < 0 or > 2^24, or out= not a contiguous float trn tensor")
@@ -282,13 +303,18 @@ def linspace_out(start: Any, end: Any, steps: int, *, out: torch.Tensor) -> Any:
     return out
 
 
-@lowering("aten::logspace.out", dtypes=FLOATS)
+@lowering("aten::logspace.out", dtypes=(*FLOATS, torch.complex64))
 def logspace_out(start: Any, end: Any, steps: int, base: float = 10.0, *, out: torch.Tensor) -> Any:
     """``torch.logspace(start, end, steps, base, out=out)``: ``base ** linspace`` (float outputs, base > 0).
 
     For bf16/fp16 torch rounds start, end and ``end - start`` to the dtype, then steps in double; here the
-    exponents are fp32 from those rounded values (a last-bit difference from the CPU in rare elements).
+    exponents are fp32 from those rounded values (a last-bit difference from the CPU in rare elements). complex64:
+    ``base ** z`` of the complex linspace (the complex ``pow``).
     """
+    if U.is_trn(out) and out.dtype == torch.complex64:
+        z = torch.empty((0,), dtype=torch.complex64, device="trn")
+        r = _complex_linspace(start, end, steps, z)
+        return r if r is NotImplemented else out.resize_((steps,)).copy_(torch.pow(float(base), z))
     args = _lin_args(start, end, steps, out)
     if args is None or not base > 0 or not _prepare_out(out, (steps,)):
         return decline("complex start/end, steps < 0 or > 2^24, base <= 0, or out= not a contiguous float trn tensor")

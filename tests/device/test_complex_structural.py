@@ -168,3 +168,14 @@ def test_complex_accumulations_and_triangles(seed, dim, alpha):
     z0 = _z((), seed)  # 0-dim
     _same(_native(lambda: z0.to("trn").scatter_add(0, torch.tensor(0, device="trn"), z0.to("trn"))),
           z0.scatter_add(0, torch.tensor(0), z0), exact=False)
+
+
+@settings(max_examples=10, deadline=None, derandomize=True)
+@given(steps=st.integers(0, 40), start=st.sampled_from([0, -2.5 + 1j, 3j]), end=st.sampled_from([1 + 1j, -4, 10j]),
+       base=st.sampled_from([10.0, 2.0, 0.5]))
+def test_complex_linspace_and_logspace(steps, start, end, base):
+    kw = dict(dtype=torch.complex64)
+    _same(_native(lambda: torch.linspace(start, end, steps, device="trn", **kw)),
+          torch.linspace(start, end, steps, **kw), exact=False)
+    _same(_native(lambda: torch.logspace(start, end, steps, base=base, device="trn", **kw)),
+          torch.logspace(start, end, steps, base=base, **kw), exact=False)
