@@ -214,3 +214,65 @@ def cholesky(a3: torch.Tensor, upper: bool) -> tuple[torch.Tensor, torch.Tensor]
     low, info = cholesky_lower(torch.complex(ar.mT.contiguous(), (-ai.mT).contiguous()))
     lr, li = _parts(low)
     return torch.complex(lr.mT.contiguous(), (-li.mT).contiguous()), info
+
+
+def _distinct_pairs(vals: torch.Tensor, rel: float = 1e-4) -> bool:
+    """The doubled values (sorted, in pairs) have pairs far enough apart that each 2-D space holds one complex
+    vector (up to phase); a repeated value of ``A`` mixes several (its vectors are declined)."""
+    k = vals.shape[-1] // 2
+    if k < 2:
+        return True
+    p = vals.reshape(*vals.shape[:-1], k, 2).mean(-1)
+    gaps = (p[..., 1:] - p[..., :-1]).abs().amin()
+    return bool(gaps > rel * (p.abs().amax() + 1e-30))
+
+
+def _columns(v: torch.Tensor, rows: int) -> torch.Tensor:
+    """Every other column of the embedding's ``[..., 2 rows, 2k]`` vectors as complex ``[..., rows, k]``."""
+    w = v[..., 0::2]
+    return torch.complex(w[..., :rows, :].contiguous(), w[..., rows:, :].contiguous())
+
+
+def eigh(a: torch.Tensor, lower: bool) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Eigenvalues and unit eigenvectors (phases as the embedding gives them) of the Hermitian complex64 matrix
+    given by one triangle of ``a``; None when an eigenvalue repeats (see :func:`_distinct_pairs`)."""
+    n = a.shape[-1]
+    vals, vecs = torch.linalg.eigh(embed(*_hermitian_parts(a, lower)))
+    if not _distinct_pairs(vals):
+        return None
+    return _pairs_mean(vals), _columns(vecs, n)
+
+
+def svd(a: torch.Tensor, full: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """Reduced SVD ``(U, S, Vh)`` of complex64 ``[..., m, n]`` from the embedding's (``A v = s u`` column by
+    column, as the embedding's own pairs); None when a singular value repeats."""
+    m, n = a.shape[-2], a.shape[-1]
+    u2, s2, vh2 = torch.linalg.svd(embed(*_parts(a)), full_matrices=False)
+    if not _distinct_pairs(s2):
+        return None
+    u = _columns(u2, m)
+    v = _columns(vh2.mT, n)
+    if full:  # the square unitary factors: the reduced ones completed
+        u, v = (complete_basis(u) if m > u.shape[-1] else u), (complete_basis(v) if n > v.shape[-1] else v)
+    vr, vi = _parts(v)
+    return u, _pairs_mean(s2), torch.complex(vr.mT.contiguous(), (-vi.mT).contiguous())
+
+
+def complete_basis(q: torch.Tensor) -> torch.Tensor:
+    """``[..., m, k]`` orthonormal complex columns extended to an ``[..., m, m]`` unitary matrix: the unit vectors
+    ``e_j`` in turn, projected off the columns so far (twice, for orthogonality to round-off) and kept when at
+    least half of them remains (a host loop of native steps: small ``m`` only)."""
+    m = q.shape[-2]
+    basis = q
+    for j in range(m):
+        if basis.shape[-1] == m:
+            break
+        e = torch.zeros((*q.shape[:-2], m, 1), dtype=torch.complex64, device="trn")
+        e[..., j, 0] = 1.0
+        for _ in range(2):
+            e = e - basis @ (basis.mH @ e)
+        norm = torch.linalg.vector_norm(e, dim=(-2, -1), keepdim=True)
+        if bool((norm < 0.5).any()):
+            continue
+        basis = torch.cat((basis, e / norm), -1)
+    return basis

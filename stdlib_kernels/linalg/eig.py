@@ -405,6 +405,18 @@ def linalg_svd(A: torch.Tensor, full_matrices: bool = False, compute_uv: bool = 
         if A.numel() == 0:
             return C.empty((0,)), C.empty((*A.shape[:-2], min(A.shape[-2:]))), C.empty((0,))
         return C.empty((0,)), CE.svdvals(A), C.empty((0,))
+    if CE.is_complex64(A) and driver is None and A.dim() >= 2 and A.numel() == 0:  # empty: torch's shapes
+        batch, (m, n) = tuple(A.shape[:-2]), A.shape[-2:]
+        k = min(m, n)
+        u = torch.eye(m, m if full_matrices else k, dtype=A.dtype, device="trn").expand(*batch, -1, -1).clone()
+        vh = torch.eye(n if full_matrices else k, n, dtype=A.dtype, device="trn").expand(*batch, -1, -1).clone()
+        return u, C.empty((*batch, k)), vh
+    if CE.is_complex64(A) and driver is None and A.dim() >= 2 and A.numel() and min(A.shape[-2:]) <= 128 \
+            and (not full_matrices or max(A.shape[-2:]) <= 64):
+        r = CE.svd(A, full_matrices)
+        if r is None:
+            return decline("a repeated singular value: its complex vectors mix in the real embedding")
+        return r
     if driver is not None or not _svd_ok(A):
         return decline("a driver=, or not a float32 trn matrix with min side <= 256, max side <= 8192 (complex64: "
                        "singular values only)")
@@ -463,6 +475,14 @@ def linalg_eigh(A: torch.Tensor, UPLO: str = "L", compute_v: bool = True) -> Any
     if CE.is_complex64(A) and not compute_v and A.dim() >= 2 and A.shape[-1] == A.shape[-2] and A.numel() \
             and UPLO in ("L", "U"):  # eigenvalues only
         return CE.eigvalsh(A, UPLO == "L"), C.empty((0,))
+    if CE.is_complex64(A) and A.dim() >= 2 and A.shape[-1] == A.shape[-2] and A.numel() == 0:
+        return C.empty((*A.shape[:-1],)), torch.empty(A.shape, dtype=A.dtype, device="trn")
+    if CE.is_complex64(A) and A.dim() >= 2 and A.shape[-1] == A.shape[-2] and 0 < A.shape[-1] <= 128 \
+            and A.numel() and UPLO in ("L", "U"):
+        r = CE.eigh(A, UPLO == "L")
+        if r is None:
+            return decline("a repeated eigenvalue: its complex vectors mix in the real embedding")
+        return r
     if not C.ok(A) or A.dim() < 2 or A.shape[-1] != A.shape[-2] or UPLO not in ("L", "U"):
         return decline("not a float32 trn square matrix, or UPLO not L or U (complex64: eigenvalues only)")
     n = A.shape[-1]

@@ -54,16 +54,6 @@ def test_singular_values_and_norms(batch, m, n, seed):
                    torch.linalg.matrix_norm(a, ord=ord_))
 
 
-def test_eigenvectors_and_singular_vectors_decline():
-    """Vectors of a doubled value mix in the embedding: eigh / svd with vectors go to the CPU (and match it)."""
-    a = _c((4, 4), 0)
-    h = a + a.mH
-    trnlang.reset_fallback_stats()
-    w, v = torch.linalg.eigh(h.to("trn"))
-    assert "aten::_linalg_eigh" in trnlang.fallback_stats()
-    torch.testing.assert_close(w.cpu(), torch.linalg.eigh(h)[0])
-
-
 @settings(max_examples=12, deadline=None, derandomize=True)
 @given(seed=st.integers(0, 999), alpha=st.sampled_from([1, 0.5, 2 - 1j, 1j]), beta=st.sampled_from([1, 0, 0j, -1 + 2j]))
 def test_products_with_complex_coefficients(seed, alpha, beta):
@@ -157,3 +147,39 @@ def test_cholesky(seed, batch, n, upper, indefinite):
     assert torch.equal(info.cpu(), info_c)
     if not indefinite:
         _close(fac, fac_c, tol=1e-3)
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 999), batch=st.sampled_from([(), (2,), (0,)]), m=st.integers(0, 6), n=st.integers(0, 6),
+       full=st.booleans())
+def test_eigenvectors_and_singular_vectors(seed, batch, m, n, full):
+    """eigh / svd with vectors: values as the CPU's, vectors equal up to phase (as torch's own tests compare
+    them), unitary, and reconstructing the input; full_matrices completes the bases."""
+    eye = lambda k: torch.eye(k, dtype=torch.complex64)  # noqa: E731
+    a = _c((*batch, n, n), seed)
+    h = a + a.mH
+    w, v = _native(lambda: torch.linalg.eigh(h.to("trn")))
+    wc, vc = torch.linalg.eigh(h)
+    _close(w, wc)
+    _close(v.abs(), vc.abs(), tol=1e-3)
+    torch.testing.assert_close((v.cpu().mH @ h @ v.cpu()), torch.diag_embed(wc).to(torch.complex64), atol=1e-3,
+                               rtol=1e-3)
+    b = _c((*batch, m, n), seed + 1)
+    u, s, vh = _native(lambda: torch.linalg.svd(b.to("trn"), full_matrices=full))
+    uc, sc, vhc = torch.linalg.svd(b, full_matrices=full)
+    assert u.shape == uc.shape and vh.shape == vhc.shape
+    _close(s, sc)
+    k = min(m, n)
+    u, vh = u.cpu(), vh.cpu()
+    torch.testing.assert_close((u[..., :k] * s.cpu().to(torch.complex64)[..., None, :]) @ vh[..., :k, :], b,
+                               atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(u.mH @ u, eye(u.shape[-1]).expand_as(u.mH @ u), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(vh @ vh.mH, eye(vh.shape[-2]).expand_as(vh @ vh.mH), atol=1e-4, rtol=1e-4)
+
+
+def test_repeated_eigenvalues_go_to_the_cpu():
+    h = torch.diag(torch.tensor([1.0, 1.0, 2.0])).to(torch.complex64)
+    trnlang.reset_fallback_stats()
+    w, v = torch.linalg.eigh(h.to("trn"))
+    assert "aten::_linalg_eigh" in trnlang.fallback_stats()
+    torch.testing.assert_close(w.cpu(), torch.linalg.eigh(h)[0])
