@@ -573,8 +573,18 @@ def _index_on_trn(self: Any, index: Any) -> Any:
 
 @lowering("aten::index_fill.int_Scalar", device_check=False)
 def index_fill(self: torch.Tensor, dim: int, index: torch.Tensor, value: Any) -> Any:
-    """``self.index_fill(dim, index, value)``."""
+    """``self.index_fill(dim, index, value)`` (complex64: each plane filled with its part of the value)."""
     moved = _index_on_trn(self, index)
+    if _plain_complex(self) and isinstance(value, (bool, int, float, complex)) and self.dim() > 0 \
+            and -self.dim() <= dim < self.dim():
+        res = self.clone()
+        planes = torch.view_as_real(res)
+        for k, part in enumerate((complex(value).real, complex(value).imag)):
+            r = index_fill(planes[..., k], dim % self.dim(), moved, part)
+            if r is NotImplemented:
+                return r
+            planes[..., k].copy_(r)
+        return res
     r = _index_scatter(self, dim, moved, None, value, None, None, None)
     if r is NotImplemented and moved is not index:  # declined: the CPU fallback must see the trn index
         return torch.ops.aten.index_fill.int_Scalar(self, dim, moved, value)
@@ -585,6 +595,8 @@ def index_fill(self: torch.Tensor, dim: int, index: torch.Tensor, value: Any) ->
 def index_fill_t(self: torch.Tensor, dim: int, index: torch.Tensor, value: torch.Tensor) -> Any:
     """``self.index_fill(dim, index, value_tensor)`` (a 0-dim value)."""
     moved = _index_on_trn(self, index)
+    if _plain_complex(self) and isinstance(value, torch.Tensor) and value.dim() == 0:
+        return index_fill(self, dim, moved, complex(value.item()))  # the number (one host read), as planes
     if isinstance(value, torch.Tensor) and value.dim() == 0:
         r = _index_scatter(self, dim, moved, None, value.to(self.dtype) if U.is_trn(value) else value, None, None,
                            None)

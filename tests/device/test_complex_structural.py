@@ -179,3 +179,16 @@ def test_complex_linspace_and_logspace(steps, start, end, base):
           torch.linspace(start, end, steps, **kw), exact=False)
     _same(_native(lambda: torch.logspace(start, end, steps, base=base, device="trn", **kw)),
           torch.logspace(start, end, steps, base=base, **kw), exact=False)
+
+
+@settings(max_examples=10, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 999), dim=st.sampled_from([0, 1, -1]), value=st.sampled_from([1.5 - 2j, 3, 0.25, "t"]))
+def test_complex_index_fill(seed, dim, value):
+    z = _z((4, 5), seed)
+    i = torch.tensor([0, 2])
+    v = torch.tensor(2 + 1j) if value == "t" else value
+    vt = v.to("trn") if isinstance(v, torch.Tensor) else v
+    _same(_native(lambda: z.to("trn").index_fill(dim, i.to("trn"), vt)), z.index_fill(dim, i, v))
+    t = z.to("trn")
+    _native(lambda: t.index_fill_(dim, i.to("trn"), vt))
+    _same(t, z.index_fill(dim, i, v))
