@@ -433,7 +433,7 @@ def _random_wide(self: torch.Tensor, from_: int, to: int, generator: Any) -> Any
         for _ in range(2):
             limbs = _limbs(tuple(self.shape), 1 << 32, generator)
             if limbs is None:
-                return NotImplemented
+                return decline("the wide-range draws did not settle")
             words.append(limbs[0] * 65536 + limbs[1])
         r = torch.stack(words, -1).view(torch.int64).reshape(self.shape)
         return self.copy_(r)

@@ -38,6 +38,9 @@ def test_lane_matches_cpu(op, dtype, shape):
     x = torch.randn(shape, generator=g).to(dtype)
     y = torch.randn(shape, generator=g).to(dtype) + 0.5
     a, b = x.to("trn"), y.to("trn")
+    lanes = REGISTRY[ATEN[op]].fast.lanes
+    if len(lanes) >= fastlane.MAX_LANES and _lane(op, dtype, shape) is None:
+        lanes.clear()  # the process's table, filled by earlier tests' shapes: no room for this one
     trnlang.reset_fallback_stats()
     first = OPS[op](a, b)
     lane = _lane(op, dtype, shape)
