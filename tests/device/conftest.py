@@ -11,6 +11,21 @@ trnlang.device.register()
 
 
 @pytest.fixture(autouse=True)
+def _room_in_lane_tables(request):
+    """Fast-lane tests start with room in every op's lane tables: a worker's earlier tests can fill an op's 64
+    lanes, and a full table makes no new lane (lanes are caches: clearing them changes no result)."""
+    if "lane" in request.node.module.__name__:
+        from trnlang.device import fastlane
+        from trnlang.device.registry import REGISTRY
+
+        for ent in list(REGISTRY.values()):
+            for table in (getattr(ent.fast, "lanes", None), getattr(ent.fast, "scalar_lanes", None)):
+                if isinstance(table, dict) and len(table) >= fastlane.MAX_LANES // 2:
+                    table.clear()
+    yield
+
+
+@pytest.fixture(autouse=True)
 def _quiet_fallback_warnings():
     """Fallback warnings are tested explicitly; elsewhere they are noise."""
     with warnings.catch_warnings():

@@ -25,17 +25,6 @@ ATEN = {"add": "aten::add.Tensor", "sub": "aten::sub.Tensor", "mul": "aten::mul.
         "maximum": "aten::maximum", "minimum": "aten::minimum"}
 
 
-@pytest.fixture(autouse=True)
-def _room_for_lanes():
-    """Each op's lane table (64 per process) may be full of earlier tests' shapes in this worker, and a full table
-    makes no new lane: the tests here start with room (lanes are caches; clearing them changes no result)."""
-    for name in ATEN.values():
-        lanes = REGISTRY[name].fast.lanes
-        if len(lanes) >= fastlane.MAX_LANES // 2:
-            lanes.clear()
-    yield
-
-
 def _lane(op, dtype, shape):
     lanes = REGISTRY[ATEN[op]].fast.lanes
     return lanes.get((dtype, torch.Size(shape)))
