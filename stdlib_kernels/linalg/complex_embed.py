@@ -170,18 +170,6 @@ def lu_solve(lu3: torch.Tensor, piv2: torch.Tensor, b3: torch.Tensor) -> torch.T
     return _tri_solve_parts(lr, li, yr, yi, True, False)
 
 
-def det_from_lu(lu3: torch.Tensor, piv2: torch.Tensor) -> torch.Tensor:
-    """``det`` ``[B]`` complex64: the product of U's diagonal (native complex products) times the permutation's
-    sign."""
-    b, n, _ = lu3.shape
-    det = torch.ones((b,), dtype=torch.complex64, device="trn")
-    for j in range(n):
-        det = det * lu3[:, j, j]
-    swaps = (piv2 != torch.arange(1, n + 1, dtype=torch.int32, device="trn")).sum(-1)
-    sign = 1.0 - 2.0 * (swaps % 2).to(torch.float32)
-    return det * sign
-
-
 def cholesky_lower(a3: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(L, info)`` with ``A = L L^H`` for the Hermitian complex64 ``[B, n, n]`` given by its lower triangle:
     column by column on float32 planes (``d = Re a_jj - sum |l_jk|^2``, ``l_ij = (a_ij - sum l_ik conj(l_jk)) /

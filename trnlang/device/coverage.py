@@ -231,6 +231,16 @@ def _tie_order(op_name: str, sample: Any, actual: Any, expected: Any) -> Any:
         return actual
 
 
+def _no_less_accurate(x: torch.Tensor, y: torch.Tensor, z: torch.Tensor, rtol: float, atol: float, what: str) -> None:
+    """Element by element, trn's ``x`` is at most the CPU's ``y`` error from the float64 ``z`` plus the tolerance
+    (or equal to ``y``, NaN included); ``AssertionError(what ...)`` otherwise."""
+    xd, yd, zd = x.detach().cpu().double(), y.detach().double(), z.detach().double()
+    ok = ((xd - zd).abs() <= (yd - zd).abs() + atol + rtol * zd.abs()) | (xd == yd) | (xd.isnan() & yd.isnan())
+    if not bool(ok.all()):
+        worst = float(((xd - zd).abs() - (yd - zd).abs()).nan_to_num(nan=float("inf")).max())
+        raise AssertionError(f"{what} (by up to {worst:.3g})")
+
+
 def _compare_reference(op: Any, c_args: Any, proc: Any, actual: Any, expected: Any, dtype: torch.dtype,
                        tol: tuple[float, float] | None = None) -> None:
     """A bf16/fp16 sample that differs from the CPU beyond tolerance still passes if, element by element,
@@ -260,13 +270,8 @@ def _compare_reference(op: Any, c_args: Any, proc: Any, actual: Any, expected: A
     for x, y, z in zip(a, e, r):
         if not isinstance(y, torch.Tensor) or not y.is_floating_point():
             continue
-        xd, yd, zd = x.detach().cpu().double(), y.detach().double(), z.detach().double()
-        ok = (xd - zd).abs() <= (yd - zd).abs() + atol + rtol * zd.abs()
-        ok |= (xd == yd) | (xd.isnan() & yd.isnan())
-        if not bool(ok.all()):
-            worst = float(((xd - zd).abs() - (yd - zd).abs()).nan_to_num(nan=float("inf")).max())
-            raise AssertionError(f"differs from the CPU beyond tolerance and is less accurate than the CPU against "
-                                 f"a float64 reference (by up to {worst:.3g})")
+        _no_less_accurate(x, y, z, rtol, atol, "differs from the CPU beyond tolerance and is less accurate than "
+                          "the CPU against a float64 reference")
 
 
 #: The OpInfo tests whose declared tolerances are for the comparison this harness makes: another backend's kernels
@@ -407,12 +412,8 @@ def _compare_grad_reference(op: Any, c_args: Any, proc: Any, t_grads: Any, c_gra
     for x, y, z in zip(t_grads, c_grads, r_grads):
         if x is None or z is None:
             continue
-        xd, yd, zd = x.detach().cpu().double(), y.detach().double(), z.detach().double()
-        ok = ((xd - zd).abs() <= (yd - zd).abs() + atol + rtol * zd.abs()) | (xd == yd) | (xd.isnan() & yd.isnan())
-        if not bool(ok.all()):
-            worst = float(((xd - zd).abs() - (yd - zd).abs()).nan_to_num(nan=float("inf")).max())
-            raise AssertionError(f"gradients differ from the CPU beyond tolerance and are less accurate than the "
-                                 f"CPU's against float64 gradients (by up to {worst:.3g})")
+        _no_less_accurate(x, y, z, rtol, atol, "gradients differ from the CPU beyond tolerance and are less "
+                          "accurate than the CPU's against float64 gradients")
 
 
 def _diff(before: dict[str, int], after: dict[str, int]) -> set[str]:
