@@ -261,8 +261,8 @@ def cholesky_inverse(self: torch.Tensor, upper: bool = False, *, out: torch.Tens
         n = self.shape[-1]
         eye = torch.eye(n, dtype=torch.complex64, device="trn").expand(*self.shape[:-2], n, n)
         return C.into_out(CE.cholesky_solve(eye, self, upper), out)
-    if not C.ok(self) or self.dim() < 2 or self.shape[-1] != self.shape[-2]:
-        return decline("not a float32 trn square matrix (or a conj/neg bit)")
+    if not (C.ok(self) or CE.is_complex64(self)) or self.dim() < 2 or self.shape[-1] != self.shape[-2]:
+        return decline("not a float32/complex64 trn square matrix (or a conj/neg bit)")
     n = self.shape[-1]
     batch = tuple(self.shape[:-2])
     eye = torch.eye(n).to("trn").expand(*batch, n, n)
@@ -342,7 +342,7 @@ def _taylor(a: torch.Tensor, deg: int) -> torch.Tensor:
     return b[1] + torch.matmul(b[2] + a9, a9)
 
 
-@lowering("aten::linalg_matrix_exp", dtypes=C.F32)
+@lowering("aten::linalg_matrix_exp", dtypes=(torch.float32, torch.complex64))
 def linalg_matrix_exp(self: torch.Tensor) -> Any:
     """``torch.linalg.matrix_exp`` by torch's own algorithm (optimised Taylor polynomials of degree 1-18 chosen by
     the 1-norm, scaling and squaring above it, see :data:`MAX_SQUARINGS`) on ``trn`` matmuls; its backward is
@@ -352,8 +352,8 @@ def linalg_matrix_exp(self: torch.Tensor) -> Any:
     tensor([[1., 0.],
             [0., 1.]])
     """
-    if not C.ok(self) or self.dim() < 2 or self.shape[-1] != self.shape[-2]:
-        return decline("not a float32 trn square matrix (or a conj/neg bit)")
+    if not (C.ok(self) or CE.is_complex64(self)) or self.dim() < 2 or self.shape[-1] != self.shape[-2]:
+        return decline("not a float32/complex64 trn square matrix (or a conj/neg bit)")
     n = self.shape[-1]
     if n == 0 or self.numel() == 0:
         return self.clone()

@@ -170,6 +170,25 @@ def lu_solve(lu3: torch.Tensor, piv2: torch.Tensor, b3: torch.Tensor) -> torch.T
     return _tri_solve_parts(lr, li, yr, yi, True, False)
 
 
+def lu_solve_adjoint(lu3: torch.Tensor, piv2: torch.Tensor, b3: torch.Tensor) -> torch.Tensor:
+    """``A^H X = B`` from ``A = P L U`` (as :func:`lu_solve`): ``U^H Y = B`` (lower), ``L^H Z = Y`` (unit upper),
+    then the row swaps undone in reverse order."""
+    lr, li = _parts(lu3)
+    hr, hi = lr.mT, -li.mT  # LU^H: U^H below and on the diagonal, L^H above it
+    br, bi = _parts(b3)
+    y = _tri_solve_parts(hr, hi, br, bi, False, False)
+    yr, yi = _parts(y)
+    x = _tri_solve_parts(hr, hi, yr, yi, True, True)
+    rows_b = torch.arange(x.shape[0], device="trn")
+    pv = piv2.to(torch.int64) - 1
+    for j in reversed(range(lu3.shape[-1])):
+        p = pv[:, j]
+        rj, rp = x[:, j, :].clone(), x[rows_b, p, :]
+        x[:, j, :] = rp
+        x[rows_b, p, :] = rj
+    return x
+
+
 def cholesky_lower(a3: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(L, info)`` with ``A = L L^H`` for the Hermitian complex64 ``[B, n, n]`` given by its lower triangle:
     column by column on float32 planes (``d = Re a_jj - sum |l_jk|^2``, ``l_ij = (a_ij - sum l_ik conj(l_jk)) /

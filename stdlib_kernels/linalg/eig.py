@@ -57,6 +57,7 @@ import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.linalg import common as C
 from stdlib_kernels.linalg import complex_embed as CE
+from stdlib_kernels.linalg import complex_qr as CQ
 from stdlib_kernels.linalg import qr as QR
 from trnlang.device import decline, lowering
 
@@ -508,20 +509,32 @@ LSTSQ_MAX_COND = 100.0
 _DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
 
 
-@lowering("aten::linalg_lstsq", dtypes=C.F32)
+def _c_lstsq(a3: torch.Tensor, b3: torch.Tensor) -> torch.Tensor:
+    """The full-rank least-squares (``m >= n``: ``R^-1 Q^H b`` from ``A = QR``) or minimum-norm (``m < n``: ``Q
+    R^-H b`` from ``A^H = QR``) solution of complex64 ``[B, m, n]`` systems, by the complex QR."""
+    m, n = a3.shape[-2:]
+    if m >= n:
+        q, r = CQ.qr(a3.contiguous(), "reduced")
+        return torch.linalg.solve_triangular(r, torch.matmul(q.mH.resolve_conj(), b3), upper=True)
+    q, r = CQ.qr(a3.mH.resolve_conj().contiguous(), "reduced")
+    return torch.matmul(q, torch.linalg.solve_triangular(r.mH.resolve_conj(), b3, upper=False))
+
+
+@lowering("aten::linalg_lstsq", dtypes=(torch.float32, torch.complex64))
 def linalg_lstsq(self: torch.Tensor, b: torch.Tensor, rcond: float | None = None, *,
                  driver: str | None = None) -> Any:
     """``torch.linalg.lstsq`` from the Jacobi SVD: ``x = V S^-1 U^T b`` (the least-squares / minimum-norm
-    solution), with each driver's extra outputs as on the CPU (``rank`` for gelsy/gelsd/gelss, singular values
-    for gelsd/gelss, residuals ``|A x - b|^2`` when ``m > n`` except for gelsy). Well-conditioned inputs only
-    (:data:`LSTSQ_MAX_COND`)."""
+    solution; complex64: from the complex QR, see :func:`_c_lstsq`), with each driver's extra outputs as on the
+    CPU (``rank`` for gelsy/gelsd/gelss, singular values for gelsd/gelss, residuals ``|A x - b|^2`` when ``m > n``
+    except for gelsy). Well-conditioned inputs only (:data:`LSTSQ_MAX_COND`)."""
     drv = driver or "gelsy"
-    if not C.ok(self, b) or drv not in _DRIVERS or self.dim() < 2 or not 0 <= self.dim() - b.dim() <= 1:
+    cplx = CE.is_complex64(self, b)
+    if not (C.ok(self, b) or cplx) or drv not in _DRIVERS or self.dim() < 2 or not 0 <= self.dim() - b.dim() <= 1:
         return decline("not float32 trn operands, an unknown driver, fewer than 2 dims, or b of the wrong rank")
     vector = b.dim() == self.dim() - 1
     bm = b.unsqueeze(-1) if vector else b
     m, n, k = self.shape[-2], self.shape[-1], bm.shape[-1]
-    if bm.shape[-2] != m or min(m, n, k) == 0 or not _svd_ok(self):
+    if bm.shape[-2] != m or min(m, n, k) == 0 or not _svd_ok(torch.view_as_real(self)[..., 0] if cplx else self):
         return decline("b's rows do not match, an empty side, or beyond the SVD size limits")
     try:
         batch = tuple(torch.broadcast_shapes(self.shape[:-2], bm.shape[:-2]))
@@ -532,7 +545,11 @@ def linalg_lstsq(self: torch.Tensor, b: torch.Tensor, rcond: float | None = None
         return decline("an empty batch or a negative rcond")
     rc = rcond if rcond is not None else torch.finfo(torch.float32).eps * max(m, n)
     a3 = C.flat(self.expand(*batch, m, n))
-    r = svd3(a3, True, False)
+    if cplx:  # singular values for the rank decision, the solution from QR (gels), as the CPU's drivers agree
+        finite = bool(torch.isfinite(torch.view_as_real(a3)).all())
+        r = (None, torch.linalg.svdvals(a3), None) if finite else None
+    else:
+        r = svd3(a3, True, False)
     if r is None:
         return decline("NaN or inf in the matrix, or the Jacobi sweeps did not converge")
     u, s, vh = r
@@ -540,10 +557,10 @@ def linalg_lstsq(self: torch.Tensor, b: torch.Tensor, rcond: float | None = None
     if not lo * LSTSQ_MAX_COND >= 1.0 or lo <= 10.0 * rc:
         return decline("ill-conditioned or rank-deficient A (condition above 100)")
     b3 = C.flat(bm.expand(*batch, m, k))
-    x = torch.matmul(vh.mT, torch.matmul(u.mT, b3) / s.unsqueeze(-1))
+    x = _c_lstsq(a3, b3) if cplx else torch.matmul(vh.mT, torch.matmul(u.mT, b3) / s.unsqueeze(-1))
     res = C.empty((0,))  # distinct empty tensors: autograd marks the residuals, never the singular values
     if m > n and drv != "gelsy":
-        res = (torch.matmul(a3, x) - b3).square().sum(-2).reshape(*batch, k)
+        res = (torch.matmul(a3, x) - b3).abs().square().sum(-2).reshape(*batch, k)
     rank = torch.full(batch, min(m, n), dtype=torch.int64, device="trn") if drv != "gels" else \
         torch.empty((0,), dtype=torch.int64, device="trn")
     sv = s.reshape(*batch, min(m, n)) if drv in ("gelsd", "gelss") else C.empty((0,))

@@ -403,9 +403,12 @@ def _bcast_lu(lu: torch.Tensor, piv: torch.Tensor, batch: tuple[int, ...]) -> tu
 def linalg_lu_solve(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *, left: bool = True,
                     adjoint: bool = False, out: torch.Tensor | None = None) -> Any:
     """``torch.linalg.lu_solve`` (row swaps as a permutation matmul, then two substitutions)."""
-    if CE.is_complex64(LU, B) and left and not adjoint and U.is_trn(pivots) and pivots.dtype == torch.int32 \
-            and LU.dim() >= 2 and B.dim() >= 2 and LU.shape[-1] == LU.shape[-2] == B.shape[-2] <= CE.LU_MAX:
-        return C.into_out(_c_lu_solve(LU, pivots, B), out)
+    if CE.is_complex64(LU, B) and U.is_trn(pivots) and pivots.dtype == torch.int32 and LU.dim() >= 2 \
+            and B.dim() >= 2 and LU.shape[-1] == LU.shape[-2] == B.shape[-2 if left else -1] <= CE.LU_MAX:
+        if left:
+            return C.into_out(_c_lu_solve(LU, pivots, B, adjoint), out)
+        # X A = B  <=>  A^H X^H = B^H (and X A^H = B  <=>  A X^H = B^H)
+        return C.into_out(_c_lu_solve(LU, pivots, B.mH.resolve_conj(), not adjoint).mH.resolve_conj(), out)
     if not C.ok(LU, B) or not U.is_trn(pivots) or pivots.dtype != torch.int32 or LU.dim() < 2 or B.dim() < 2:
         return decline("not float32 trn LU/B with int32 trn pivots, or fewer than 2 dims")
     n = LU.shape[-1]
@@ -456,8 +459,8 @@ def linalg_inv_ex(A: torch.Tensor, *, check_errors: bool = False, inverse: torch
     return res, inf
 
 
-def _c_lu_solve(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
-    """complex64 ``A X = B`` from A's LU (batch dims broadcast)."""
+def _c_lu_solve(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, adjoint: bool = False) -> torch.Tensor:
+    """complex64 ``A X = B`` (``A^H X = B`` when ``adjoint``) from A's LU (batch dims broadcast)."""
     n = LU.shape[-1]
     batch = tuple(torch.broadcast_shapes(LU.shape[:-2], pivots.shape[:-1], B.shape[:-2]))
     if n == 0 or B.numel() == 0 or U.prod(batch) == 0:
@@ -465,7 +468,7 @@ def _c_lu_solve(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor) -> torc
     lu3 = C.flat(LU.expand(*batch, n, n)).contiguous()
     piv2 = pivots.expand(*batch, n).reshape(-1, n)
     b3 = C.flat(B.expand(*batch, *B.shape[-2:])).contiguous()
-    return C.unflat(CE.lu_solve(lu3, piv2, b3), batch)
+    return C.unflat((CE.lu_solve_adjoint if adjoint else CE.lu_solve)(lu3, piv2, b3), batch)
 
 
 @lowering("aten::_linalg_solve_ex", dtypes=(torch.float32, torch.complex64))

@@ -24,6 +24,7 @@ import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.linalg import common as C
+from stdlib_kernels.linalg import complex_qr as CQ
 from trnlang.device import decline, lowering
 
 #: Largest number of columns of a QR input.
@@ -122,7 +123,7 @@ def ormqr_kernel(v, tau, c, out, forward):
 
 
 # lowerings ----------------------------------------------------------------------------------------------------
-@lowering("aten::linalg_qr", dtypes=C.F32)
+@lowering("aten::linalg_qr", dtypes=(torch.float32, torch.complex64))
 def linalg_qr(A: torch.Tensor, mode: str = "reduced") -> Any:
     """Householder QR with LAPACK's signs (``torch.linalg.qr``); up to 128 rows and 512 columns.
 
@@ -131,6 +132,8 @@ def linalg_qr(A: torch.Tensor, mode: str = "reduced") -> Any:
     tensor([[-5.0000, -2.2000],
             [ 0.0000,  0.4000]])
     """
+    if mode in ("reduced", "complete", "r") and CQ.ok(A):
+        return _c_qr(A, mode)
     if mode not in ("reduced", "complete", "r") or not C.ok(A) or A.dim() < 2:
         return decline("not a float32 trn matrix (or conj/neg bit, fewer than 2 dims), or an unknown mode")
     m, n = A.shape[-2], A.shape[-1]
@@ -152,9 +155,22 @@ def linalg_qr(A: torch.Tensor, mode: str = "reduced") -> Any:
     return qo, C.unflat(r, batch)
 
 
-@lowering("aten::geqrf", dtypes=C.F32)
+def _c_qr(A: torch.Tensor, mode: str) -> Any:
+    """``linalg_qr`` of a complex64 matrix (batch)."""
+    batch = tuple(A.shape[:-2])
+    q, r = CQ.qr(C.flat(A).contiguous(), mode)
+    qo = C.unflat(q, batch) if q is not None else torch.empty((0,), dtype=A.dtype, device="trn")
+    return qo, C.unflat(r, batch)
+
+
+@lowering("aten::geqrf", dtypes=(torch.float32, torch.complex64))
 def geqrf(self: torch.Tensor) -> Any:
     """``torch.geqrf``: LAPACK's packed Householder QR (R and the reflectors) and ``tau``; up to 128 rows."""
+    if CQ.ok(self):
+        batch, k = tuple(self.shape[:-2]), min(self.shape[-2:])
+        packed, tau = CQ.geqrf(C.flat(self).contiguous())
+        col_major = torch.empty((packed.shape[0], *packed.shape[-2:][::-1]), dtype=self.dtype, device="trn").mT
+        return C.unflat(col_major.copy_(packed), batch), tau.reshape(*batch, k)
     if not C.ok(self) or self.dim() < 2 or self.shape[-2] > C.TILE or self.shape[-1] > QR_MAX_COLS:
         return decline("not a float32 trn matrix, or more than 128 rows or 512 columns")
     m, n = self.shape[-2], self.shape[-1]
@@ -168,9 +184,15 @@ def geqrf(self: torch.Tensor) -> Any:
     return C.unflat(packed, batch), tau.reshape(*batch, min(m, n))
 
 
-@lowering("aten::linalg_householder_product", dtypes=C.F32)
+@lowering("aten::linalg_householder_product", dtypes=(torch.float32, torch.complex64))
 def linalg_householder_product(input: torch.Tensor, tau: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
     """``torch.linalg.householder_product`` (``orgqr``): accumulates ``H_1 ... H_k`` on the Tensor engine."""
+    if CQ.ok(input) and U.is_trn(tau) and tau.dtype == torch.complex64 and not tau.is_conj() and out is None \
+            and input.shape[-2] >= input.shape[-1] >= tau.shape[-1] and tau.shape[:-1] == input.shape[:-2]:
+        batch, (m, n) = tuple(input.shape[:-2]), input.shape[-2:]
+        v3 = C.flat(input).contiguous()
+        q = CQ.apply_q(v3, tau.reshape(v3.shape[0], tau.shape[-1]), CQ.eye(v3.shape[0], m, n), False)
+        return C.unflat(q, batch)
     if not C.ok(input, tau) or input.dim() < 2 or out is not None:
         return decline("not float32 trn operands, fewer than 2 dims, or out=")
     m, n = input.shape[-2], input.shape[-1]
@@ -188,12 +210,15 @@ def linalg_householder_product(input: torch.Tensor, tau: torch.Tensor, *, out: t
     return C.unflat(res, batch)
 
 
-@lowering("aten::ormqr", dtypes=C.F32)
+@lowering("aten::ormqr", dtypes=(torch.float32, torch.complex64))
 def ormqr(self: torch.Tensor, input2: torch.Tensor, input3: torch.Tensor, left: bool = True,
           transpose: bool = False, *, out: torch.Tensor | None = None) -> Any:
     """``torch.ormqr``: ``Q C``, ``Q^T C``, ``C Q`` or ``C Q^T`` with ``Q = H_1 ... H_k`` from ``geqrf``, without
     forming ``Q`` (``C Q = (Q^T C^T)^T``: the right-hand cases run on transposed views); ``m <= 128``."""
     c = input3
+    if CQ.ok(self) and CQ.ok(c.mT if left else c) and U.is_trn(input2) and input2.dtype == torch.complex64 \
+            and not input2.is_conj() and out is None:
+        return _c_ormqr(self, input2, c, left, transpose)
     if not C.ok(self, input2, c) or self.dim() < 2 or c.dim() < 2 or out is not None:
         return decline("not float32 trn operands, fewer than 2 dims, or out=")
     m = c.shape[-2] if left else c.shape[-1]
@@ -216,3 +241,21 @@ def ormqr(self: torch.Tensor, input2: torch.Tensor, input3: torch.Tensor, left: 
                 ormqr_kernel(v3, t2, c3[:, :, c0:c1], res[:, :, c0:c1], left == transpose)
     res = C.unflat(res, batch)
     return res if left else res.mT.contiguous()
+
+
+def _c_ormqr(v: torch.Tensor, tau: torch.Tensor, c: torch.Tensor, left: bool, transpose: bool) -> Any:
+    """complex64 ``ormqr`` (``unmqr``): ``transpose`` means the conjugate transpose; ``C Q = (Q^H C^H)^H``."""
+    m, k = (c.shape[-2] if left else c.shape[-1]), tau.shape[-1]
+    batch = tuple(c.shape[:-2])
+    if (v.dim() != c.dim() or tau.dim() != c.dim() - 1 or tuple(v.shape[:-2]) != batch
+            or tuple(tau.shape[:-1]) != batch or v.shape[-2] != m or k > v.shape[-1] or k > m):
+        return decline("mismatched shapes (torch raises)")
+    ct = c if left else c.mH
+    b = U.prod(batch)
+    c3 = C.flat(ct).contiguous()
+    if c3.numel() == 0 or k == 0:
+        res = c3.clone()
+    else:
+        res = CQ.apply_q(C.flat(v).contiguous(), tau.reshape(b, k), c3, transpose == left)
+    res = C.unflat(res, batch)
+    return res if left else res.mH.contiguous()

@@ -286,12 +286,63 @@ def cummin_helper(self: torch.Tensor, values: torch.Tensor, indices: torch.Tenso
     return _helper(self, values, indices, dim, "min")
 
 
-@lowering("aten::_logcumsumexp", dtypes=U.FLOAT_DTYPES)
+def _c_logaddexp(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """complex ``log(exp(x) + exp(y))``: the operand of larger real part ``M`` factored out, ``M + log1p(exp(m -
+    M))`` (the other term's magnitude is at most 1, so nothing overflows and nothing that matters underflows)."""
+    first = torch.view_as_real(x)[..., 0] >= torch.view_as_real(y)[..., 0]
+    big, small = torch.where(first, x, y), torch.where(first, y, x)
+    return big + torch.log1p(torch.exp(small - big))
+
+
+def _c_logcumsumexp(self: torch.Tensor, dim: int) -> Any:
+    """complex64 ``logcumsumexp`` as a Hillis-Steele scan: ``ceil(log2 n)`` rounds of :func:`_c_logaddexp` of each
+    element and the one ``2^r`` before it (finite inputs; non-finite ones go to the CPU's special cases)."""
+    if not bool(torch.isfinite(torch.view_as_real(self)).all()):
+        return decline("NaN or inf in a complex64 input (the CPU's special cases)")
+    s = self.clone()
+    n = s.shape[dim] if s.dim() else 1
+    step = 1
+    while step < n:
+        nxt = s.clone()
+        nxt.narrow(dim, step, n - step).copy_(_c_logaddexp(s.narrow(dim, step, n - step), s.narrow(dim, 0, n - step)))
+        s, step = nxt, 2 * step
+    return _cpu_branch(self, s, dim) if n > 1 else s
+
+
+def _cpu_branch(x: torch.Tensor, s: torch.Tensor, dim: int) -> torch.Tensor:
+    """The scan's results with imaginary parts moved by multiples of ``2 pi`` onto the branch the CPU's sequential
+    recurrence ``s_k = M + log1p(exp(m - M))`` reaches (``M`` the operand of larger real part, ``x_k`` when
+    ``Re x_k > Re s_{k-1}``): ``Im s_k`` is ``Im x_r`` plus the ``log1p`` phases since the last such ``r``; the
+    phases come from the scan's own (branch-free) values, the sum of them picks the branch (a segmented cumsum)."""
+    n = s.shape[dim]
+    xr, si = torch.view_as_real(x), torch.view_as_real(s)[..., 1]
+    prev = s.narrow(dim, 0, n - 1)
+    cur = x.narrow(dim, 1, n - 1)
+    reset = torch.cat((torch.ones_like(si.narrow(dim, 0, 1), dtype=torch.bool),
+                       xr[..., 0].narrow(dim, 1, n - 1) > torch.view_as_real(prev)[..., 0]), dim)
+    first = reset.narrow(dim, 1, n - 1)
+    big, small = torch.where(first, cur, prev), torch.where(first, prev, cur)
+    phase = torch.view_as_real(torch.log1p(torch.exp(small - big)))[..., 1]
+    delta = torch.cat((torch.zeros_like(si.narrow(dim, 0, 1)), phase), dim)
+    cum = torch.cumsum(delta, dim)
+    pos = torch.arange(n, device="trn").reshape([n if d == dim else 1 for d in range(s.dim())])
+    r = torch.where(reset, pos, -1).cummax(dim).values
+    anchor = torch.where(reset, xr[..., 1], 0.0).gather(dim, r) + cum - (cum - delta).gather(dim, r)
+    two_pi = 2.0 * math.pi
+    im = si + torch.round((anchor - si) / two_pi) * two_pi
+    return torch.complex(torch.view_as_real(s)[..., 0].contiguous(), im)
+
+
+@lowering("aten::_logcumsumexp", dtypes=(*U.FLOAT_DTYPES, torch.complex64))
 def logcumsumexp(self: torch.Tensor, dim: int) -> Any:
     """``log(cumsum(exp(x)))`` along ``dim`` without overflow (torch's ``-inf`` / ``inf`` / NaN handling).
 
     Example: ``torch.zeros(3).to("trn").logcumsumexp(0)`` -> ``[0, log 2, log 3]``.
     """
+    nd = max(self.dim(), 1)
+    if U.is_trn(self) and self.dtype == torch.complex64 and not (self.is_conj() or self.is_neg()) \
+            and -nd <= dim < nd:
+        return _c_logcumsumexp(self, dim % nd) if self.numel() else torch.empty_like(self)
     if not _ok(self, dim):
         return decline("not a float trn tensor (float32/bfloat16/float16), or dim out of range")
     out = torch.empty(self.shape, dtype=self.dtype, device="trn")

@@ -259,6 +259,8 @@ def _cat_complex(tensors: list[torch.Tensor], dim: int, out: torch.Tensor | None
         from stdlib_kernels.elementwise.compare import promoted_planes
 
         def up(t: torch.Tensor) -> Any:
+            if t.dtype == torch.complex64 and (t.is_conj() or t.is_neg()):  # a lazy conj/neg view: made physical
+                return t.resolve_conj().resolve_neg()
             p = promoted_planes(t) if not t.is_complex() and t.dtype != torch.float64 else None
             return torch.view_as_complex(p.contiguous()) if p is not None else t
 
