@@ -266,6 +266,8 @@ def _cat_complex(tensors: list[torch.Tensor], dim: int, out: torch.Tensor | None
 
         tensors = [up(t) for t in tensors]
     live = [t for t in tensors if not (t.dim() == 1 and t.numel() == 0)]
+    if not live and out is None and all(t.dtype == torch.complex64 for t in tensors):  # only legacy empty vectors
+        return torch.empty((0,), dtype=torch.complex64, device="trn")
     if not all(t.dtype == torch.complex64 and not t.is_conj() and not t.is_neg() for t in tensors) \
             or (out is not None and out.dtype != torch.complex64) or not live:
         return decline("complex64 mixed with other dtypes, a conj/neg bit, or an out= of another dtype")

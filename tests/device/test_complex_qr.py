@@ -2,6 +2,7 @@
 right-hand LU solves, cat of conj views and logcumsumexp: native, and within float32 round-off of the CPU's
 LAPACK (QR's signs and reflectors included, not only the products)."""
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -137,3 +138,26 @@ def test_qr_backward():
     qt, rt = torch.linalg.qr(at, mode="reduced")
     (qt.abs().sum() + rt.abs().sum()).backward()
     torch.testing.assert_close(at.grad.cpu(), a.grad, rtol=1e-3, atol=1e-3)
+
+
+def test_cat_of_empty_vectors():
+    e = torch.empty(0, dtype=torch.complex64)
+    got = _native(lambda: torch.cat((e.to("trn"), e.to("trn")), 0))
+    _close(got, torch.cat((e, e), 0))
+
+
+@pytest.mark.parametrize("value", [2.5, 1 - 2j, 3])
+def test_scatter_and_index_fill_with_complex_values(value):
+    x = _c((4, 3), 3)
+    idx = torch.tensor([[0, 2, 1], [3, 0, 2]])
+    src = _c((2, 3), 4)
+    xt, it, st = x.to("trn"), idx.to("trn"), src.to("trn")
+    _close(_native(lambda: xt.scatter(0, it, value)), x.scatter(0, idx, value))
+    _close(_native(lambda: xt.scatter(0, it, value, reduce="add")), x.scatter(0, idx, value, reduce="add"))
+    _close(_native(lambda: xt.scatter(1, it % 3, st, reduce="add")), x.scatter(1, idx % 3, src, reduce="add"))
+    s0 = _c((), 5)
+    _close(_native(lambda: s0.to("trn").index_fill(0, torch.tensor([0], device="trn"), value)),
+           s0.index_fill(0, torch.tensor([0]), value))
+    v = torch.tensor(value, dtype=torch.complex64)
+    _close(_native(lambda: s0.to("trn").index_fill(0, torch.tensor([0], device="trn"), v.to("trn"))),
+           s0.index_fill(0, torch.tensor([0]), v))

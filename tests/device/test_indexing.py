@@ -1,5 +1,5 @@
-"""The indexing families (stdlib_kernels/indexing/gather_scatter.py, advanced_index.py, masked.py on the indirect-DMA
-engine of indexing.py): trn vs CPU, forward and backward, no fallbacks.
+"""The indexing families (stdlib_kernels/indexing/gather_scatter.py, index_dim.py, advanced_index.py, masked.py on
+the indirect-DMA engine of indexing.py): trn vs CPU, forward and backward, no fallbacks.
 
 gather / scatter(_add, _reduce) / index / index_put / index_select / index_add / index_copy / index_fill /
 take / take_along_dim / masked_fill / masked_select / masked_scatter / nonzero / embedding (+ backward):
