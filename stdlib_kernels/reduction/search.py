@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, Sequence
 
 import torch
@@ -234,10 +235,26 @@ def _common_dtype(bd: Any, vals: Any) -> tuple[Any, Any]:
     return bd, vals
 
 
+#: the non-contiguity warnings torch's searchsorted gives once per process, given once by trn's too (a fallback's
+#: CPU call shares the CPU's once-flags, so a program that searched on the CPU first would not see them)
+_WARNED: set[str] = set()
+
+
+def _warn_non_contiguous(bd: Any, vals: Any, sorter: Any) -> None:
+    for what, t in (("input value tensor", vals), ("boundary tensor", bd), ("sorter tensor", sorter)):
+        if isinstance(t, torch.Tensor) and t.dim() and not t.is_contiguous() and what not in _WARNED:
+            _WARNED.add(what)
+            warnings.warn(f"torch.searchsorted(): {what} is non-contiguous, this will lower the performance due to "
+                          f"extra data copy when converting non-contiguous tensor to contiguous, please use "
+                          f"contiguous {what} if possible. This message will only appear once per program.",
+                          UserWarning, stacklevel=3)
+
+
 def _search(bd: Any, vals: torch.Tensor, out_int32: bool, right: bool, side: str | None,
             sorter: Any) -> Any:
     """``torch.searchsorted(bd, vals, ...)``; NotImplemented for anything torch would reject. Boundaries and values
     of different dtypes are both converted to their common dtype first, as the CPU's kernel does."""
+    _warn_non_contiguous(bd, vals, sorter)
     bd, vals = _common_dtype(bd, vals)
     why = _operands_unfit(bd, vals)
     if why:
@@ -279,7 +296,7 @@ def _search(bd: Any, vals: torch.Tensor, out_int32: bool, right: bool, side: str
     return out
 
 
-@lowering("aten::searchsorted.Tensor", dtypes=(*_SEARCH_DTYPES, *_INT_DTYPES))
+@lowering("aten::searchsorted.Tensor", dtypes=(*_SEARCH_DTYPES, *_INT_DTYPES, torch.float64))
 def searchsorted(sorted_sequence: torch.Tensor, self: torch.Tensor, *, out_int32: bool = False, right: bool = False,
                  side: str | None = None, sorter: torch.Tensor | None = None) -> Any:
     """Insertion points of ``self`` in the sorted last dim of ``sorted_sequence`` (torch's binary search).
@@ -308,7 +325,7 @@ def searchsorted_scalar(sorted_sequence: torch.Tensor, self: Any, *, out_int32: 
     return _search(sorted_sequence, v, out_int32, right, side, sorter)
 
 
-@lowering("aten::bucketize.Tensor", dtypes=(*_SEARCH_DTYPES, *_INT_DTYPES))
+@lowering("aten::bucketize.Tensor", dtypes=(*_SEARCH_DTYPES, *_INT_DTYPES, torch.float64))
 def bucketize(self: torch.Tensor, boundaries: torch.Tensor, *, out_int32: bool = False, right: bool = False) -> Any:
     """Bucket index of every element of ``self`` (1-D ``boundaries``)."""
     if not U.is_trn(boundaries) or boundaries.dim() != 1:

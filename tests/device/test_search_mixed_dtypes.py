@@ -40,3 +40,28 @@ def test_wide_integers_still_decline():
     fvals = torch.tensor([5.0, 2.0**30])
     got = torch.searchsorted(bd.to("trn"), fvals.to("trn"))
     assert torch.equal(got.cpu(), torch.searchsorted(bd, fvals)) and trnlang.fallback_stats() == {}
+
+
+def test_non_contiguous_operands_warn_once_as_torch():
+    """torch warns once per program about non-contiguous values / boundaries; trn gives the same warnings once
+    (its own flags: after a CPU search, whose once-flags a CPU fallback would share, they still appear)."""
+    import warnings
+
+    from stdlib_kernels.reduction import search
+
+    search._WARNED.clear()
+    g = torch.Generator().manual_seed(0)
+    bd = torch.sort(torch.randn(3, 2, 5, generator=g), -1).values.mT.contiguous().mT  # sorted rows, not contiguous
+    x = torch.randn(3, 4, 2, generator=g).mT
+    torch.searchsorted(bd, x)  # the CPU's own once-flags are spent here
+    for _ in range(2):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            got = torch.searchsorted(bd.to("trn"), x.to("trn"))
+        msgs = [str(m.message) for m in w if "searchsorted" in str(m.message)]
+        if _ == 0:
+            assert any("input value tensor is non-contiguous" in m for m in msgs), msgs
+            assert any("boundary tensor is non-contiguous" in m for m in msgs), msgs
+        else:
+            assert not msgs
+        assert torch.equal(got.cpu(), torch.searchsorted(bd, x))
