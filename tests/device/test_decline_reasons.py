@@ -204,7 +204,7 @@ def test_family_declines_report_their_reason(case: str):
     assert _reasons(op).get(why, 0) == before + 1, (op, _reasons(op))
 
 
-@pytest.mark.parametrize("case", ["mm_out_overlaps", "layer_norm_fp16_weight", "scatter_reduce_int"])
+@pytest.mark.parametrize("case", ["mm_out_overlaps", "addmm_bool_alpha", "scatter_reduce_int"])
 def test_family_declines_name_their_reason_under_fallback_error(case: str, monkeypatch: pytest.MonkeyPatch):
     """With ``TRN_FALLBACK=error`` the declined call raises, and the message says why it left the device."""
     op, why, args, fn = _family_case(case)
@@ -212,6 +212,19 @@ def test_family_declines_name_their_reason_under_fallback_error(case: str, monke
     with pytest.raises(td.FallbackError) as e:
         fn(*(a.to("trn") for a in args))
     assert why in str(e.value) and op.split("::")[1].split(".")[0] in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("case", ["layer_norm_fp16_weight", "layer_norm_weight_shape", "gather_out_of_range"])
+def test_declines_because_torch_raises_give_torchs_error_under_fallback_error(case: str,
+                                                                             monkeypatch: pytest.MonkeyPatch):
+    """A call declined because torch rejects it raises the CPU's own error under ``TRN_FALLBACK=error`` too."""
+    op, why, args, fn = _family_case(case)
+    with pytest.raises(Exception) as want:
+        fn(*args)
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    with pytest.raises(type(want.value)) as e:
+        fn(*(a.to("trn") for a in args))
+    assert not isinstance(e.value, td.FallbackError) and str(e.value) == str(want.value)
 
 
 def test_declared_accepts_of_these_families_show_in_the_registry():

@@ -37,3 +37,26 @@ def test_bool_mode_is_native_without_ties():
     assert trnlang.fallback_stats() == {}
     vc, ic = x.mode(-1)
     assert v.dtype == torch.bool and torch.equal(v.cpu(), vc) and torch.equal(i.cpu(), ic)
+
+
+_DECLINED_ERRORS = [  # a lowering declines these ("torch raises"); under a strict policy torch's error is raised
+    ("torch.searchsorted(torch.zeros(2, 3, device='trn'), torch.zeros(3, 2, device='trn'))",
+     "first N-1 dimensions of boundaries tensor and input value tensor must match"),
+    ("torch.zeros(4, device='trn').sum(dim=(0, 0))", "appears multiple times in the list of dims"),
+    ("torch.zeros(3, device='trn').index_select(0, torch.tensor([5], device='trn'))", "out of range"),
+]
+
+
+def test_declined_error_calls_raise_torchs_error_under_strict_policies():
+    """The call runs on CPU copies of device memory only to produce the error (the in-place one leaves the device
+    tensor as it was); a declined call that does not raise still gets the policy's FallbackError."""
+    body = "".join(f"try:\n    {c}\nexcept (RuntimeError, IndexError) as e:\n"
+                   f"    assert {m!r} in str(e) and 'FallbackError' not in type(e).__name__, repr(e)\n"
+                   f"else:\n    raise SystemExit('no error')\n" for c, m in _DECLINED_ERRORS)
+    body += ("x = torch.arange(4.0, device='trn')\n"
+             "try:\n    x.index_fill_(0, torch.tensor([9], device='trn'), -1.0)\nexcept IndexError as e:\n"
+             "    assert 'out of bounds' in str(e), e\n"
+             "assert x.cpu().tolist() == [0.0, 1.0, 2.0, 3.0]\n")
+    for policy in ("error", "f64only"):
+        r = run_py("import torch, trnlang\n" + body + "print('ok')\n", env={"TRN_FALLBACK": policy})
+        assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]

@@ -323,7 +323,8 @@ def check_devices(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Non
 class _Converter:
     """Maps ``trn`` arguments to CPU views (one view per tensor) and CPU results back."""
 
-    def __init__(self) -> None:
+    def __init__(self, copies: bool = False) -> None:
+        self.copies = copies  # CPU copies of the device blocks instead of views (nothing is written back)
         self.views: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # id(trn) -> (trn, cpu view)
         self.by_view: dict[int, torch.Tensor] = {}  # id(cpu view) -> trn
         self.cpu_storages: dict[int, Any] = {}  # block address -> cpu storage
@@ -340,7 +341,8 @@ class _Converter:
                 blk = memory.block_of(v)
                 cst = self.cpu_storages.get(blk.ptr)
                 if cst is None:
-                    cst = self.cpu_storages[blk.ptr] = blk.cpu_storage()
+                    cst = blk.cpu_storage()
+                    cst = self.cpu_storages[blk.ptr] = cst.clone() if self.copies else cst
                     self.trn_storages[blk.ptr] = v.untyped_storage()
                 view = memory.cpu_view(v, cst)
                 self.views[id(v)] = (v, view)
@@ -430,6 +432,24 @@ def _generator() -> torch.Generator:
     return module.default_generator()
 
 
+def _raise_if_an_error(op: Any, run: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                       reason: str) -> None:
+    """Under a policy that forbids this fallback, a call the lowering declined because torch raises for it (its
+    reason says so) raises torch's own error, as a device with the op would: the CPU op runs on copies of the
+    device memory (nothing is written back) and its exception propagates. A call that does not raise returns
+    (the policy's :class:`FallbackError` follows)."""
+    if "raise" not in reason:
+        return
+    conv = _Converter(copies=True)
+    cargs = [conv.to_cpu(a) for a in args]
+    ckw = {k: conv.to_cpu(v) for k, v in kwargs.items()}
+    _wrap_numbers(_info(op), cargs, ckw)
+    try:
+        run(*cargs, **ckw)
+    except (RuntimeError, ValueError, TypeError, IndexError) as e:
+        raise e.with_traceback(None) from None
+
+
 def run_on_cpu(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, cpu_op: Callable[..., Any] | None = None,
                name: str | None = None, count: bool = True, reason: str = NO_LOWERING) -> Any:
     """Run ``op`` (or ``cpu_op``) on CPU views of the ``trn`` arguments; results come back on ``trn``.
@@ -445,6 +465,8 @@ def run_on_cpu(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, cpu_op
     """
     if count:
         wide = touches_wide(args, kwargs) or (policy() == "f64only" and makes_wide(op, args, kwargs))
+        if policy() == "error" or (policy() == "f64only" and not wide):
+            _raise_if_an_error(op, cpu_op or op, args, kwargs, reason)
         note(name or _info(op).name, reason, wide)
     check_devices(op, args, kwargs)
     conv = _Converter()
