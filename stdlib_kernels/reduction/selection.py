@@ -101,10 +101,10 @@ def select_rows(x, sv, si, vals, idx, flag, kind, k, allnan):
 
 
 @trn.kernel
-def mode_rows(sv, si, vals, idx, flag, small):
+def mode_rows(sv, si, vals, idx, flag):
     """The mode of each sorted row ``sv [R, n]``: the longest run of equal values (the first such run),
-    its value and the original index of its last element (``si``). ``flag``: 1 where torch's CPU order
-    is not reproducible (a NaN in the row, or ``not small`` and the mode occurs more than once).
+    its value and the original index of its last element (``si``). ``flag``: 1 where the row holds a NaN
+    (the CPU's result is not reproduced there).
 
     Runs are found along the row in chunks: a run starts where an element differs from its
     predecessor; a running max-scan of the start positions gives each element its run's start, so a
@@ -141,8 +141,6 @@ def mode_rows(sv, si, vals, idx, flag, small):
         ix = tl.load(si[rows, bi], mask=rm)
         lastv = tl.load(sv[rows, n - 1:n], mask=rm).astype(tl.float32)
         bad = (lastv != lastv).astype(tl.float32)
-        if not small:
-            bad = tl.maximum(bad, (best > 1.0).astype(tl.float32))
         tl.store(vals[rows, one], v, mask=rm)
         tl.store(idx[rows, one], ix, mask=rm)
         tl.store(flag[rows, one], bad, mask=rm)
@@ -350,13 +348,12 @@ def nanmedian(self: torch.Tensor) -> Any:
     return _median_all(self, Pick.NANMEDIAN)
 
 
-#: Rows up to this long are insertion-sorted by libstdc++'s std::sort (stable): ties reproducible.
-_STABLE_SORT_MAX = 16
-
-
 @lowering("aten::mode", dtypes=(*_SELECT_DTYPES, torch.bool))
 def mode(self: torch.Tensor, dim: int = -1, keepdim: bool = False) -> Any:
-    """The most frequent value along ``dim`` (the smallest among equally frequent ones) and an index of it.
+    """The most frequent value along ``dim`` (the smallest among equally frequent ones) and an index of it: the
+    last occurrence. That is the CPU's index for rows of up to 16 elements (libstdc++ insertion-sorts them, a
+    stable order); longer rows the CPU sorts unstably, and its index is some occurrence of the value (torch
+    promises only that, and CUDA's differs too).
 
     Example: ``torch.tensor([2., 1., 2., 1., 3.]).to("trn").mode()`` -> ``(1., 3)``.
     """
@@ -381,9 +378,9 @@ def mode(self: torch.Tensor, dim: int = -1, keepdim: bool = False) -> Any:
     if r:
         sv, si = _sort_rows(x2)
         flag = torch.empty((r, 1), dtype=torch.float32, device="trn")
-        mode_rows(sv, si, vals, idx, flag, n <= _STABLE_SORT_MAX)
+        mode_rows(sv, si, vals, idx, flag)
         if float(flag.sum().item()) != 0.0:
-            return decline("NaN, or a repeated mode whose index depends on an unstable sort")
+            return decline("NaN in a row (the CPU's order of NaNs is its own)")
     return _finish(vals, idx, lead, d, keepdim, self.dim())
 
 

@@ -1,6 +1,7 @@
 """``trn coverage`` accepts any valid tie order of sort/argsort/topk indices, as torch's own tests do
 (test_sort_and_select checks ``input.gather(dim, indices) == values``), and nothing else: wrong values,
-indices that point elsewhere, repeated indices and stable sorts still fail (``coverage._tie_order``)."""
+indices that point elsewhere, repeated indices and stable sorts still fail (``coverage._tie_order``); mode's index
+may be any occurrence of its value (``coverage._mode_occurrence``)."""
 
 import torch
 from torch.testing._internal.opinfo.core import SampleInput
@@ -61,3 +62,22 @@ def test_coverage_topk_int_passes_natively():
         for dt in ("int64", "bool"):
             st = rep["ops"][name].get(dt, {}).get("status")
             assert st in ("native_pass", "skipped"), (name, dt, rep["ops"][name])
+
+
+def test_mode_any_occurrence_of_the_cpus_value():
+    """``coverage._mode_occurrence``: another occurrence of the CPU's mode value passes; a wrong value, or an index
+    at another value, does not."""
+    x = torch.tensor([[3, 1, 3, 2, 3], [0, 0, 1, 1, 0]])
+    for keepdim in (False, True):
+        s = SampleInput(x, 1, keepdim)
+        cpu = torch.mode(x, 1, keepdim)
+
+        def ans(v, i):
+            v, i = torch.tensor(v), torch.tensor(i)
+            return torch.return_types.mode((v.unsqueeze(1), i.unsqueeze(1)) if keepdim else (v, i))
+
+        other = ans([3, 0], [0, 1])
+        got = C._mode_occurrence(s, other, cpu)
+        assert torch.equal(got[1], cpu[1]) and torch.equal(got[0], cpu[0])
+        for bad in (ans([3, 0], [1, 1]), ans([1, 0], [1, 0])):  # index 1 holds 1; a wrong value
+            assert C._mode_occurrence(s, bad, cpu) is bad
