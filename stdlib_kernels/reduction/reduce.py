@@ -551,8 +551,27 @@ def _minmax(self: Any, dim: Any, keepdim: bool, op: Op) -> Any:
         from stdlib_kernels.elementwise.pointwise import int64_ok
 
         if not int64_ok(self, 2**31):
-            return decline("int64 values beyond 2^31")
+            return _minmax_words(self, dim, keepdim, op)
     return _simple(self, dim, keepdim, self.dtype, op, ints=True)
+
+
+def _minmax_words(self: torch.Tensor, dim: Any, keepdim: bool, op: Op) -> Any:
+    """Exact int64 amax/amin on the two int32 words of each element: the extreme high word, then the extreme low
+    word among the elements holding it (compared unsigned: its sign bit flipped), the two words joined again."""
+    red = _dims(self, dim)
+    if red is None or self.is_conj() or self.is_neg():
+        return decline("invalid dims: torch raises")
+    x = self.contiguous().reshape(self.shape or (1,))
+    red = red if self.dim() else [0]
+    words = x.view(torch.int32).reshape(*x.shape, 2)
+    pick = torch.amax if op is _MAX else torch.amin
+    hi, lo = words[..., 1], torch.bitwise_xor(words[..., 0], -2**31)
+    mh = pick(hi, red, keepdim=True)
+    ml = pick(torch.where(hi == mh, lo, -2**31 if op is _MAX else 2**31 - 1), red, keepdim=True)
+    r = torch.stack((torch.bitwise_xor(ml, -2**31), mh), -1).contiguous().view(torch.int64).squeeze(-1)
+    if not self.dim():
+        return r.reshape(())
+    return r if keepdim else r.reshape(_out_shape(self, red, False))
 
 
 def _empty_slice_check(self: torch.Tensor, dim: Any, name: str) -> None:

@@ -96,3 +96,22 @@ def test_every_dtype_pair_with_empty_out_matches_cpu():
                 f(t1.to("trn"), t2.to("trn"), out=out)
                 assert torch.equal(out.cpu(), f(t1, t2)), (op, d1, d2)
                 assert torch.equal(f(t1.to("trn"), t2.to("trn")).cpu(), f(t1, t2)), (op, d1, d2)
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(vals=st.lists(_VALUE, min_size=1, max_size=24), shape=st.sampled_from([None, (2, -1), (-1, 2), (2, 2, -1)]),
+       dim=st.sampled_from([None, 0, -1, (0, -1)]), keepdim=st.booleans())
+def test_amax_amin_beyond_int32_on_words(vals, shape, dim, keepdim):
+    """amax/amin/max/min of int64 values of any magnitude (masked reductions' +-2^63 identities among them):
+    the high words, then the low words of the elements holding the extreme high word."""
+    x = torch.tensor(vals, dtype=torch.int64)
+    if shape is not None and x.numel() % 2 == 0 and (len(shape) < 3 or x.numel() % 4 == 0):
+        x = x.reshape(shape if len(shape) < 3 else (2, 2, -1))
+    if dim is not None and x.dim() < 2 and dim == (0, -1):
+        dim = 0
+    t = x.to("trn")
+    for f in (torch.amax, torch.amin):
+        got = f(t, dim if dim is not None else (), keepdim=keepdim).cpu()
+        want = f(x, dim if dim is not None else (), keepdim=keepdim)
+        assert got.shape == want.shape and torch.equal(got, want)
+    assert torch.equal(t.max().cpu(), x.max()) and torch.equal(t.min().cpu(), x.min())
