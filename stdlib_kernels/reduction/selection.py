@@ -326,12 +326,13 @@ def _median_all(self: Any, kind: Pick) -> Any:
         return torch.full((), _NAN, dtype=self.dtype, device="trn")
     flat = self.reshape(-1)
     if flat.numel() > S.MAX_SORT:  # one long row: the chunked merge sort, then the middle element
-        nan = bool(flat.isnan().any())
-        if nan and kind == Pick.MEDIAN:
+        nans = int(flat.isnan().sum().item())  # one host read: which element is the median
+        if nans and kind == Pick.MEDIAN:
             return torch.full((), _NAN, dtype=self.dtype, device="trn")
-        if nan:
-            return decline("nanmedian of more than 8192 elements with NaN")
-        return flat.sort().values[(flat.numel() - 1) // 2].clone()
+        m = flat.numel() - nans  # NaN sorts last: the non-NaN elements come first
+        if m == 0:
+            return torch.full((), _NAN, dtype=self.dtype, device="trn")
+        return flat.sort().values[(m - 1) // 2].clone()
     r = _select(flat, 0, False, kind)
     return r if r is NotImplemented else r[0]
 

@@ -258,6 +258,17 @@ def _radix_sort_rows(x: torch.Tensor, descending: bool) -> tuple[torch.Tensor, t
     return x.gather(1, perm), perm
 
 
+def _nan_sort_rows(x: torch.Tensor, descending: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stable merge sort of float rows holding NaN, NaN as the largest value (after +inf; first when descending,
+    each run of NaNs in index order): a stable pass on the NaN flag, then one on the values with NaN as +inf
+    (equal keys, +inf and NaN, keep the first pass's order)."""
+    isnan = x.isnan()
+    _, p1 = _merge_sort_rows(isnan.to(torch.float32), descending)
+    _, p2 = _merge_sort_rows(torch.where(isnan, math.inf, x).gather(1, p1), descending)
+    perm = p1.gather(1, p2)
+    return x.gather(1, perm), perm
+
+
 def _sorted(self: Any, dim: int, k: int, descending: bool, extract: bool = False) -> Any:
     """``(values, indices)`` of the first ``k`` of each sorted row along ``dim``; NotImplemented to decline."""
     ok = (*U.FLOAT_DTYPES, *_SMALL_INTS, *_WIDE_INTS)
@@ -272,8 +283,7 @@ def _sorted(self: Any, dim: int, k: int, descending: bool, extract: bool = False
     if not 0 <= k <= c:
         return decline("k outside [0, size]: torch raises")
     long = c > MAX_SORT and not extract
-    if long and self.is_floating_point() and bool(self.isnan().any()):
-        return decline("a sorted dim longer than 8192 holding NaN")
+    nan = long and self.is_floating_point() and bool(self.isnan().any())
     xs = _last(self, d)
     lead = list(xs.shape[:-1])
     r = U.prod(lead)
@@ -284,7 +294,7 @@ def _sorted(self: Any, dim: int, k: int, descending: bool, extract: bool = False
         vw.copy_(vs[:, :k])
         iw.copy_(ix[:, :k])
     elif r and k and long:
-        vs, ix = _merge_sort_rows(xs.reshape(r, c), bool(descending))
+        vs, ix = (_nan_sort_rows if nan else _merge_sort_rows)(xs.reshape(r, c), bool(descending))
         vw.copy_(vs[:, :k])
         iw.copy_(ix[:, :k])
     elif r and k and extract:

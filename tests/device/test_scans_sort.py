@@ -229,3 +229,23 @@ def test_logcumsumexp_forward_backward_special_values():
     xt = z.to("trn").requires_grad_()
     _nofb(lambda: xt.logcumsumexp(0).backward(z.cos().to("trn")))
     assert_same(xt.grad, xc.grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("n,dtype", [(9000, torch.float32), (20000, torch.float32), (12000, torch.bfloat16)])
+def test_long_rows_with_nan_sort_natively(n, dtype):
+    """Rows longer than one tile (8192) holding NaN and infinities: NaN sorts last (first descending, after/before
+    +inf), ties and NaNs in index order, as the CPU's stable sort; median/nanmedian of all elements follow."""
+    g = torch.Generator().manual_seed(n)
+    x = torch.rand(3, n, generator=g).to(dtype)
+    x.masked_fill_(x < 0.1, float("nan"))
+    x[0, 5], x[1, 7] = float("inf"), -float("inf")
+    t = x.to("trn")
+    trnlang.reset_fallback_stats()
+    for desc in (False, True):
+        v, i = torch.sort(t, dim=-1, descending=desc, stable=True)
+        vc, ic = torch.sort(x, dim=-1, descending=desc, stable=True)
+        assert torch.equal(v.cpu().isnan(), vc.isnan()) and torch.equal(v.cpu().nan_to_num(), vc.nan_to_num())
+        assert torch.equal(i.cpu(), ic)
+    flat = x[0]
+    assert torch.equal(torch.nanmedian(t[0]).cpu(), torch.nanmedian(flat)) and torch.median(t[0]).cpu().isnan()
+    assert trnlang.fallback_stats() == {}
