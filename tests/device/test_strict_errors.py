@@ -39,7 +39,7 @@ def test_bool_mode_is_native_without_ties():
     assert v.dtype == torch.bool and torch.equal(v.cpu(), vc) and torch.equal(i.cpu(), ic)
 
 
-_DECLINED_ERRORS = [  # a lowering declines these ("torch raises"); under a strict policy torch's error is raised
+_DECLINED_ERRORS = [  # a lowering declines these (torch rejects them); under a strict policy torch's error is raised
     ("torch.searchsorted(torch.zeros(2, 3, device='trn'), torch.zeros(3, 2, device='trn'))",
      "first N-1 dimensions of boundaries tensor and input value tensor must match"),
     ("torch.zeros(4, device='trn').sum(dim=(0, 0))", "appears multiple times in the list of dims"),

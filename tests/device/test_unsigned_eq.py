@@ -52,9 +52,12 @@ def test_unsigned_eq_ne_vs_cpu(bits, shape, data, op, transpose, bcast):
 
 def test_mixed_dtypes_are_torchs_to_decide():
     a = torch.tensor([1, 2], dtype=torch.uint64)
-    with config.override(TRN_FALLBACK="error"):
-        with pytest.raises(FallbackError):
+    with pytest.raises(RuntimeError, match="Promotion for uint16, uint32, uint64 types is not supported") as want:
+        torch.eq(a, torch.tensor([1, 2]))
+    with config.override(TRN_FALLBACK="error"):  # torch's own error, not the policy's FallbackError
+        with pytest.raises(RuntimeError) as got:
             torch.eq(a.to("trn"), torch.tensor([1, 2]).to("trn"))
+    assert not isinstance(got.value, FallbackError) and str(got.value) == str(want.value)
 
 
 @settings(max_examples=25, deadline=None)

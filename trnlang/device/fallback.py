@@ -432,20 +432,43 @@ def _generator() -> torch.Generator:
     return module.default_generator()
 
 
-def _raise_if_an_error(op: Any, run: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
-                       reason: str) -> None:
-    """Under a policy that forbids this fallback, a call the lowering declined because torch raises for it (its
-    reason says so) raises torch's own error, as a device with the op would: the CPU op runs on copies of the
-    device memory (nothing is written back) and its exception propagates. A call that does not raise returns
-    (the policy's :class:`FallbackError` follows)."""
-    if "raise" not in reason:
+#: Largest device memory (bytes, over a call's tensors) copied to find out whether a forbidden fallback is an error.
+ERROR_PROBE_BYTES = 1 << 28
+
+
+def _tensors(tree: Any) -> list[torch.Tensor]:
+    """The tensors in nested lists/tuples/dicts."""
+    if isinstance(tree, torch.Tensor):
+        return [tree]
+    if isinstance(tree, (list, tuple)):
+        return [t for v in tree for t in _tensors(v)]
+    if isinstance(tree, dict):
+        return [t for v in tree.values() for t in _tensors(v)]
+    return []
+
+
+def _raise_if_an_error(op: Any, run: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Under a policy that forbids this fallback, a call torch rejects raises torch's own error, as a device with
+    the op would (not the policy's :class:`FallbackError`, which follows for calls that do not raise): the CPU op
+    runs on copies of the device memory (nothing is written back) and its exception propagates. Calls whose
+    tensors hold more than :data:`ERROR_PROBE_BYTES` are not probed."""
+    sizes = [t.untyped_storage().nbytes() for t in _tensors((args, kwargs)) if t.device.type == "trn"]
+    if sum(sizes) > ERROR_PROBE_BYTES:
         return
     conv = _Converter(copies=True)
     cargs = [conv.to_cpu(a) for a in args]
     ckw = {k: conv.to_cpu(v) for k, v in kwargs.items()}
-    _wrap_numbers(_info(op), cargs, ckw)
+    info = _info(op)
+    _wrap_numbers(info, cargs, ckw)
+    for i, kwarg_only in info.generator:  # a throwaway generator: no random stream advances
+        if kwarg_only or i >= len(cargs):
+            ckw["generator"] = torch.Generator()
+        else:
+            cargs[i] = torch.Generator()
     try:
-        run(*cargs, **ckw)
+        with warnings.catch_warnings():  # the probe is silent; only its error matters
+            warnings.simplefilter("ignore")
+            run(*cargs, **ckw)
     except (RuntimeError, ValueError, TypeError, IndexError) as e:
         raise e.with_traceback(None) from None
 
@@ -466,7 +489,7 @@ def run_on_cpu(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, cpu_op
     if count:
         wide = touches_wide(args, kwargs) or (policy() == "f64only" and makes_wide(op, args, kwargs))
         if policy() == "error" or (policy() == "f64only" and not wide):
-            _raise_if_an_error(op, cpu_op or op, args, kwargs, reason)
+            _raise_if_an_error(op, cpu_op or op, args, kwargs)
         note(name or _info(op).name, reason, wide)
     check_devices(op, args, kwargs)
     conv = _Converter()
