@@ -170,6 +170,27 @@ def _prepare_out(out: torch.Tensor, shape: tuple[int, ...]) -> bool:
     return out.is_contiguous()
 
 
+def _flat_out(out: torch.Tensor, n: int) -> torch.Tensor | None:
+    """Where arange/linspace/logspace write their ``n`` values for ``out=``: as torch, ``out`` is resized to
+    ``(n,)`` only if it holds another number of elements (else it keeps its shape, and the values fill it in
+    row-major order); a contiguous ``out`` is written directly (a flat view), a strided one through a
+    contiguous buffer that :func:`_flat_done` copies in. None: not a trn tensor."""
+    if not U.is_trn(out):
+        return None
+    if out.numel() != n:
+        out.resize_((n,))
+    if out.is_contiguous():
+        return out.view(-1)
+    return torch.empty((n,), dtype=out.dtype, device="trn")
+
+
+def _flat_done(out: torch.Tensor, flat: torch.Tensor) -> torch.Tensor:
+    """``out`` after its values were written to ``flat`` (copied through ``out``'s strides if it is a buffer)."""
+    if flat.numel() and not out.is_contiguous():
+        out.copy_(flat.view(out.shape))
+    return out
+
+
 def _num(v: Any) -> Any:
     if isinstance(v, torch.Tensor):
         return v.item()
@@ -212,8 +233,9 @@ def arange_out(start: Any, end: Any, step: Any = 1, *, out: torch.Tensor) -> Any
             return decline("an integer range beyond int32")
     elif size > 1 << 24:
         return decline("more than 2^24 float elements")
-    if not _prepare_out(out, (size,)):
-        return decline("out= not a contiguous trn tensor")
+    flat = _flat_out(out, size)
+    if flat is None:
+        return decline("out= not a trn tensor")
     if size == 0:
         return out
     if integral:
@@ -221,8 +243,8 @@ def arange_out(start: Any, end: Any, step: Any = 1, *, out: torch.Tensor) -> Any
     else:
         a, b, kind = U.scalar_tensor(float(start), torch.float32), U.scalar_tensor(float(step), torch.float32), \
             _ARANGE
-    ramp_flat(U.piece(out, (size,), (1,), out.storage_offset()), a, b, None, kind, 0, 0, None, True)
-    return out
+    ramp_flat(U.piece(flat, (size,), (1,), flat.storage_offset()), a, b, None, kind, 0, 0, None, True)
+    return _flat_done(out, flat)
 
 
 @lowering("aten::arange.out", dtypes=FLOATS + INTS)
@@ -278,9 +300,9 @@ def _complex_linspace(start: Any, end: Any, steps: int, out: torch.Tensor) -> An
         return decline("start/end not numbers, steps < 0 (torch raises), or a conj/neg out=")
     re = torch.linspace(s.real, e.real, steps, device="trn")
     im = torch.linspace(s.imag, e.imag, steps, device="trn")
-    if tuple(out.shape) != (steps,):
+    if out.numel() != steps:  # torch resizes only then; else the values fill out's shape in row-major order
         out.resize_((steps,))
-    return out.copy_(torch.complex(re, im))
+    return out.copy_(torch.complex(re, im).view(out.shape))
 
 
 @lowering("aten::linspace.out", dtypes=(*FLOATS, torch.complex64))
@@ -294,13 +316,14 @@ def linspace_out(start: Any, end: Any, steps: int, *, out: torch.Tensor) -> Any:
     if U.is_trn(out) and out.dtype == torch.complex64:
         return _complex_linspace(start, end, steps, out)
     args = _lin_args(start, end, steps, out)
-    if args is None or not _prepare_out(out, (steps,)):
-        return decline("complex start/end, steps < 0 or > 2^24, or out= not a contiguous float trn tensor")
+    flat = _flat_out(out, steps) if args is not None else None
+    if args is None or flat is None:
+        return decline("complex start/end, steps < 0 or > 2^24, or out= not a float trn tensor")
     if steps == 1:
-        out.fill_(args[0])
+        flat.fill_(args[0])
     elif steps:
-        _linspace_into(out, *args, steps, rnd=None if out.dtype == torch.float32 else out.dtype)
-    return out
+        _linspace_into(flat, *args, steps, rnd=None if out.dtype == torch.float32 else out.dtype)
+    return _flat_done(out, flat)
 
 
 @lowering("aten::logspace.out", dtypes=(*FLOATS, torch.complex64))
@@ -314,10 +337,15 @@ def logspace_out(start: Any, end: Any, steps: int, base: float = 10.0, *, out: t
     if U.is_trn(out) and out.dtype == torch.complex64:
         z = torch.empty((0,), dtype=torch.complex64, device="trn")
         r = _complex_linspace(start, end, steps, z)
-        return r if r is NotImplemented else out.resize_((steps,)).copy_(torch.pow(float(base), z))
+        if r is NotImplemented:
+            return r
+        if out.numel() != steps:
+            out.resize_((steps,))
+        return out.copy_(torch.pow(float(base), z).view(out.shape))
     args = _lin_args(start, end, steps, out)
-    if args is None or not base > 0 or not _prepare_out(out, (steps,)):
-        return decline("complex start/end, steps < 0 or > 2^24, base <= 0, or out= not a contiguous float trn tensor")
+    flat = _flat_out(out, steps) if args is not None and base > 0 else None
+    if args is None or flat is None:
+        return decline("complex start/end, steps < 0 or > 2^24, base <= 0, or out= not a float trn tensor")
     if steps:
         exps = torch.empty((steps,), dtype=torch.float32, device="trn")
         if steps == 1:
@@ -329,9 +357,9 @@ def logspace_out(start: Any, end: Any, steps: int, base: float = 10.0, *, out: t
             step = float(np.float32(_round(e_ - s_, out.dtype)) / np.float32(steps - 1))
             _linspace_into(exps, s_, e_, steps, step=step)
         bt = U.scalar_tensor(float(base), torch.float32)
-        for (xv, _), (ov, _) in zip(flat_views(exps), flat_views(out)):
+        for (xv, _), (ov, _) in zip(flat_views(exps), flat_views(flat)):
             pow_base(xv, bt, ov)
-    return out
+    return _flat_done(out, flat)
 
 
 _EYE_DTYPES = FLOATS + INTS + (torch.bool, torch.complex64)

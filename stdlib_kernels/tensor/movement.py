@@ -231,7 +231,7 @@ def cat(tensors: Sequence[torch.Tensor], dim: int = 0, *, out: torch.Tensor | No
                 return decline("tensors whose shapes differ outside dim: torch raises")
         shape = tuple(ref.shape[:d]) + (sum(t.shape[d] for t in live),) + tuple(ref.shape[d + 1:])
     if out is None:
-        out = torch.empty(shape, dtype=dtype, device="trn")
+        out = torch.empty(shape, dtype=dtype, device="trn", memory_format=_cat_format(live))
     elif not _check_out(out, shape, out.dtype, tensors) or not torch.can_cast(dtype, out.dtype):
         return decline("out= not a trn tensor of the result's shape and a castable dtype, or expanded/overlapping")
     # a cast the move kernels do not do (int64 into float32, say) goes through the device's copy_
@@ -248,6 +248,22 @@ def cat(tensors: Sequence[torch.Tensor], dim: int = 0, *, out: torch.Tensor | No
                 move(out.narrow(d, off, n), t)
         off += n
     return out
+
+
+def _suggested_format(t: torch.Tensor) -> torch.memory_format:
+    """torch's ``suggest_memory_format`` of ``t`` (read off a meta tensor of its strides)."""
+    like = torch.empty_like(torch.empty_strided(t.shape, t.stride(), device="meta"))
+    for fmt in (torch.channels_last, torch.channels_last_3d):
+        if like.dim() == (4 if fmt == torch.channels_last else 5) and not like.is_contiguous() \
+                and like.is_contiguous(memory_format=fmt):
+            return fmt
+    return torch.contiguous_format
+
+
+def _cat_format(live: list[torch.Tensor]) -> torch.memory_format:
+    """cat's output layout, as torch's: the inputs' common suggested memory format, else contiguous."""
+    fmts = {_suggested_format(t) for t in live}
+    return fmts.pop() if len(fmts) == 1 else torch.contiguous_format
 
 
 def _cat_complex(tensors: list[torch.Tensor], dim: int, out: torch.Tensor | None) -> Any:

@@ -229,35 +229,36 @@ def _run(self: torch.Tensor, kind: Draw, a: float, b: float, generator: Any, x: 
 
 
 def _planes(self: torch.Tensor) -> torch.Tensor | None:
-    """The ``[..., 2]`` float32 real/imaginary planes of a complex64 ``trn`` tensor (None: not one)."""
-    if self.dtype != torch.complex64 or self.is_conj() or self.is_neg():
+    """The ``[..., 2]`` real/imaginary planes (float32; float16 for complex32) of a complex64/complex32 ``trn``
+    tensor (None: not one)."""
+    if self.dtype not in (torch.complex64, torch.complex32) or self.is_conj() or self.is_neg():
         return None
     return torch.view_as_real(self)
 
 
-@lowering("aten::uniform_", dtypes=(*FLOATS, torch.complex64))
+@lowering("aten::uniform_", dtypes=(*FLOATS, torch.complex64, torch.complex32))
 def uniform_(self: torch.Tensor, from_: float = 0.0, to: float = 1.0, *, generator: Any = None) -> Any:
     """``self.uniform_(from, to)``: ``from + (to - from) * u``, ``u`` in ``[0, 1)`` with 24 random bits
     (complex64: both planes, as torch)."""
     if self.is_complex():
         planes = _planes(self)
         if planes is None:
-            return decline("a complex tensor other than complex64 (or a conj/neg bit)")
+            return decline("a complex tensor other than complex64/complex32 (or a conj/neg bit)")
         if uniform_(planes, from_, to, generator=generator) is NotImplemented:
             return NotImplemented  # the planes' call recorded why
         return self
-    if not (math.isfinite(from_) and math.isfinite(to)) or from_ > to:
-        return decline("invalid from/to: torch raises")
+    if not (math.isfinite(from_) and math.isfinite(to)) or from_ > to or to - from_ > torch.finfo(self.dtype).max:
+        return decline("invalid from/to (or to - from beyond the dtype's range): torch raises")
     return _run(self, Draw.UNIFORM, from_, to, generator)
 
 
-@lowering("aten::normal_", dtypes=(*FLOATS, torch.complex64))
+@lowering("aten::normal_", dtypes=(*FLOATS, torch.complex64, torch.complex32))
 def normal_(self: torch.Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Any = None) -> Any:
     """``self.normal_(mean, std)`` by Box-Muller (complex64: both planes with ``std / sqrt(2)``, as torch)."""
     if self.is_complex():
         planes = _planes(self)
         if planes is None:
-            return decline("a complex tensor other than complex64 (or a conj/neg bit)")
+            return decline("a complex tensor other than complex64/complex32 (or a conj/neg bit)")
         if normal_(planes, mean, std / math.sqrt(2.0), generator=generator) is NotImplemented:
             return NotImplemented  # the planes' call recorded why
         return self

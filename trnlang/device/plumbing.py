@@ -58,6 +58,9 @@ def empty_strided(size: Sequence[int], stride: Sequence[int], dtype: torch.dtype
                   device: Any = None, pin_memory: bool | None = None) -> torch.Tensor:
     """Uninitialised device memory with explicit strides."""
     _check_device(device)
+    if len(size) != len(stride):
+        raise RuntimeError(f"dimensionality of sizes ({len(size)}) must match dimensionality of strides "
+                           f"({len(stride)})")
     if any(int(s) < 0 for s in size):
         raise RuntimeError(f"Trying to create tensor with negative dimension {min(int(s) for s in size)}: "
                            f"{list(size)}")

@@ -1,0 +1,73 @@
+"""Creation ops as torch's test_tensor_creation_ops checks them (issue 22): ``out=`` a non-contiguous view or a
+tensor of another shape with the right number of elements keeps its shape and is written through its strides
+(arange/linspace/logspace wrote it as contiguous: wrong values); cat keeps channels_last; complex32 random
+fills; torch's errors for empty_strided and uniform_ ranges. Compared with the CPU, natively."""
+
+import pytest
+import torch
+
+import trnlang
+
+
+def _native(fn):
+    trnlang.reset_fallback_stats()
+    r = fn()
+    assert trnlang.fallback_stats() == {}, trnlang.fallback_stats()
+    return r
+
+
+_FILLS = [
+    ("arange", lambda out: torch.arange(0, 4, out=out)),
+    ("arange_int", lambda out: torch.arange(1, 9, 2, out=out)),
+    ("linspace", lambda out: torch.linspace(0, 3, 4, out=out)),
+    ("logspace", lambda out: torch.logspace(0, 3, 4, out=out)),
+    ("linspace_c", lambda out: torch.linspace(0, 3 + 1j, 4, out=out)),
+]
+
+
+@pytest.mark.parametrize("name,fill", _FILLS, ids=[n for n, _ in _FILLS])
+@pytest.mark.parametrize("view", ["narrow", "transpose", "same_numel", "resized"])
+def test_out_views_are_written_through(name, fill, view):
+    dtype = torch.int64 if name.endswith("_int") else torch.complex64 if name.endswith("_c") else torch.float32
+    base = torch.zeros(2, 3, dtype=dtype) if view != "transpose" else torch.zeros(2, 2, dtype=dtype)
+    views = {"narrow": lambda b: b.narrow(1, 1, 2), "transpose": lambda b: b.t(),
+             "same_numel": lambda b: b.view(-1)[:4].view(2, 2), "resized": lambda b: b.view(-1)[:0]}
+    want_base = base.clone()
+    want = fill(views[view](want_base))
+    got_base = base.to("trn")
+    got = _native(lambda: fill(views[view](got_base)))
+    assert got.shape == want.shape and got.stride() == want.stride()
+    torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0)
+    torch.testing.assert_close(got_base.cpu(), want_base, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("fmt,shape", [(torch.channels_last, (2, 3, 4, 5)), (torch.channels_last_3d, (2, 3, 2, 2, 3))])
+def test_cat_keeps_channels_last(fmt, shape):
+    x = torch.randn(shape).contiguous(memory_format=fmt)
+    y = torch.randn(shape).contiguous(memory_format=fmt)
+    for dim in range(len(shape)):
+        got = _native(lambda: torch.cat((x.to("trn"), y.to("trn")), dim))
+        want = torch.cat((x, y), dim)
+        assert got.is_contiguous(memory_format=fmt) and got.stride() == want.stride()
+        torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0)
+    mixed = _native(lambda: torch.cat((x.to("trn"), y.contiguous().to("trn"))))
+    assert mixed.is_contiguous()  # formats disagree: contiguous, as torch
+
+
+@pytest.mark.parametrize("dtype", [torch.complex32, torch.complex64])
+def test_complex_random_fills(dtype):
+    t = torch.empty(4000, dtype=dtype, device="trn")
+    _native(lambda: t.normal_(1.0, 2.0))
+    v = torch.view_as_real(t.cpu().to(torch.complex64))
+    assert abs(float(v[:, 0].mean()) - 1) < 0.1 and abs(float(v[:, 1].std()) - 2 ** 0.5) < 0.1
+    _native(lambda: t.uniform_(-1, 3))
+    v = torch.view_as_real(t.cpu().to(torch.complex64))
+    assert float(v.min()) >= -1 and float(v.max()) <= 3 and float(v.std()) > 0.5
+
+
+def test_torchs_errors():
+    with pytest.raises(RuntimeError, match=r"dimensionality of sizes \(1\) must match dimensionality of strides"):
+        torch.empty(2, device="trn").new_empty_strided((2,), ())
+    fmax = torch.finfo(torch.float32).max
+    with pytest.raises(RuntimeError, match="uniform_ expects to-from"):
+        torch.empty(3, device="trn").uniform_(-fmax, fmax)
