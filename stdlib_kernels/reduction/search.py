@@ -65,7 +65,7 @@ def bsearch(bd, sorter, vals, out, m_len, right, shared, vofs):
             lo = tl.zeros((p, f), tl.float32)
             hi = tl.full((p, f), float(m_len), tl.float32)
             base = None if shared else isa.iota(rows * m_len + 0 * cols, tl.int32)
-            for _ in tl.static_range(steps):
+            for _ in tl.sequential_range(steps):  # a runtime loop: unrolled, long searches compiled for minutes
                 mid = tl.floor((lo + hi) * 0.5)
                 gi = tl.minimum(mid, float(m_len - 1)).astype(tl.int32)
                 if base is not None:
@@ -77,8 +77,8 @@ def bsearch(bd, sorter, vals, out, m_len, right, shared, vofs):
                 mv = tl.load(bd[gi]).astype(tl.float32)
                 stay = (mv > v) if right else (mv >= v)
                 act = lo < hi
-                lo = tl.where(act & ~stay, mid + 1.0, lo)
-                hi = tl.where(act & stay, mid, hi)
+                lo[...] = tl.where(act & ~stay, mid + 1.0, lo)
+                hi[...] = tl.where(act & stay, mid, hi)
             tl.store(out[rows, cols], lo.astype(tl.int32), mask=msk)
 
 
@@ -150,8 +150,8 @@ def bin_pos(x, edges, e0, e1, acc, nbins, nbf, stride, algo, rdt, first):
                 mv = tl.load(edges[tl.minimum(mid, float(nbins)).astype(tl.int32)]).astype(tl.float32)
                 stay = mv > v
                 act = lo < hi
-                lo = tl.where(act & ~stay, mid + 1.0, lo)
-                hi = tl.where(act & stay, mid, hi)
+                lo[...] = tl.where(act & ~stay, mid + 1.0, lo)
+                hi[...] = tl.where(act & stay, mid, hi)
             b = (lo - 1.0) if steps else pos
             b = tl.where(b >= float(nbins), float(nbins - 1), b)
             if first:
