@@ -35,6 +35,7 @@ import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from trnlang.device import decline, lowering
+from trnlang.device.registry import scalar_type_name
 
 #: Positions are computed in fp32: exact below this.
 MAX_LEN = 2 ** 24
@@ -298,12 +299,28 @@ def _search(bd: Any, vals: torch.Tensor, out_int32: bool, right: bool, side: str
 
 @lowering("aten::searchsorted.Tensor", dtypes=(*_SEARCH_DTYPES, *_INT_DTYPES, torch.float64))
 def searchsorted(sorted_sequence: torch.Tensor, self: torch.Tensor, *, out_int32: bool = False, right: bool = False,
-                 side: str | None = None, sorter: torch.Tensor | None = None) -> Any:
+                 side: str | None = None, sorter: torch.Tensor | None = None, out: torch.Tensor | None = None) -> Any:
     """Insertion points of ``self`` in the sorted last dim of ``sorted_sequence`` (torch's binary search).
 
     Example: ``torch.searchsorted(torch.tensor([1., 2., 3.]).to("trn"), torch.tensor([2.5]).to("trn"))`` -> ``[2]``.
     """
-    return _search(sorted_sequence, self, out_int32, right, side, sorter)
+    return _into_out(_search(sorted_sequence, self, out_int32, right, side, sorter), out, out_int32)
+
+
+def _into_out(res: Any, out: torch.Tensor | None, out_int32: bool) -> Any:
+    """``res`` written into ``out=`` (torch's dtype rule: int32 exactly when ``out_int32``, else int64)."""
+    if out is None:
+        return res
+    want = torch.int32 if out_int32 else torch.int64
+    if out.dtype != want:
+        raise RuntimeError(f"torch.searchsorted(): output tensor's dtype is wrong, it can only be Int(int32) or "
+                           f"Long(int64) depending on whether out_int32 flag is True, but we got output tensor's "
+                           f"dtype {scalar_type_name(out.dtype)} and out_int32 flag is {out_int32}")
+    if res is NotImplemented:
+        return res
+    if out.shape != res.shape:
+        out.resize_(res.shape)
+    return out.copy_(res)
 
 
 def _scalar_as(value: Any, like: Any) -> torch.Tensor | None:
@@ -315,33 +332,36 @@ def _scalar_as(value: Any, like: Any) -> torch.Tensor | None:
 
 @lowering("aten::searchsorted.Scalar", dtypes=(*_SEARCH_DTYPES, *_INT_DTYPES))
 def searchsorted_scalar(sorted_sequence: torch.Tensor, self: Any, *, out_int32: bool = False, right: bool = False,
-                        side: str | None = None, sorter: torch.Tensor | None = None) -> Any:
+                        side: str | None = None, sorter: torch.Tensor | None = None,
+                        out: torch.Tensor | None = None) -> Any:
     """Insertion point of a Python number in a 1-D sorted sequence (0-dim result)."""
     if not U.is_trn(sorted_sequence) or sorted_sequence.dim() != 1:
         return decline("sorted_sequence not a 1-D trn tensor")
     v = _scalar_as(self, sorted_sequence)
     if v is None:
         return decline("a value that is not a real number")
-    return _search(sorted_sequence, v, out_int32, right, side, sorter)
+    return _into_out(_search(sorted_sequence, v, out_int32, right, side, sorter), out, out_int32)
 
 
 @lowering("aten::bucketize.Tensor", dtypes=(*_SEARCH_DTYPES, *_INT_DTYPES, torch.float64))
-def bucketize(self: torch.Tensor, boundaries: torch.Tensor, *, out_int32: bool = False, right: bool = False) -> Any:
+def bucketize(self: torch.Tensor, boundaries: torch.Tensor, *, out_int32: bool = False, right: bool = False,
+              out: torch.Tensor | None = None) -> Any:
     """Bucket index of every element of ``self`` (1-D ``boundaries``)."""
     if not U.is_trn(boundaries) or boundaries.dim() != 1:
         return decline("boundaries not a 1-D trn tensor")
-    return _search(boundaries, self, out_int32, right, None, None)
+    return _into_out(_search(boundaries, self, out_int32, right, None, None), out, out_int32)
 
 
 @lowering("aten::bucketize.Scalar", dtypes=(*_SEARCH_DTYPES, *_INT_DTYPES))
-def bucketize_scalar(self: Any, boundaries: torch.Tensor, *, out_int32: bool = False, right: bool = False) -> Any:
+def bucketize_scalar(self: Any, boundaries: torch.Tensor, *, out_int32: bool = False, right: bool = False,
+                     out: torch.Tensor | None = None) -> Any:
     """Bucket index of a Python number (0-dim result)."""
     if not U.is_trn(boundaries) or boundaries.dim() != 1:
         return decline("boundaries not a 1-D trn tensor")
     v = _scalar_as(self, boundaries)
     if v is None:
         return decline("a value that is not a real number")
-    return _search(boundaries, v, out_int32, right, None, None)
+    return _into_out(_search(boundaries, v, out_int32, right, None, None), out, out_int32)
 
 
 # ----------------------------------------------------------------------------------- repeat_interleave
@@ -561,7 +581,7 @@ def histogramdd_from_bin_tensors(self: torch.Tensor, bins: Sequence[torch.Tensor
 _BINCOUNT_INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
 
-@lowering("aten::bincount", dtypes=(*_BINCOUNT_INTS, torch.float32))  # float32: the weights
+@lowering("aten::bincount", dtypes=(*_BINCOUNT_INTS, torch.float32, torch.bool))  # float32/bool: the weights
 def bincount(self: torch.Tensor, weights: torch.Tensor | None = None, minlength: int = 0) -> Any:
     """``torch.bincount``: counts (int64) of each value of a 1-D non-negative integer tensor, or sums of float32
     ``weights`` per value (accumulated in input order, as the CPU does), over ``max(max + 1, minlength)`` bins.
@@ -577,9 +597,13 @@ def bincount(self: torch.Tensor, weights: torch.Tensor | None = None, minlength:
             raise RuntimeError("weights should be 1-d and have the same length as input")
     if not U.is_trn(self) or self.dtype not in _BINCOUNT_INTS:
         return decline("not an integer trn tensor (torch raises for floats)")
-    if weights is not None and (not U.is_trn(weights) or weights.dtype != torch.float32
+    wide = weights is not None and weights.dtype in (*_BINCOUNT_INTS, torch.bool)  # torch sums these in float64
+    if weights is not None and (not U.is_trn(weights) or weights.dtype != torch.float32 and not wide
                                 or weights.shape != self.shape):
-        return decline("weights not a float32 trn tensor of the input's shape (float64 sums are the CPU's)")
+        return decline("weights neither float32 nor integer trn tensors of the input's shape (float64 sums of "
+                       "floating weights are the CPU's)")
+    if wide and weights.numel() and float(weights.to(torch.float32).abs().sum()) >= 1 << 24:
+        return decline("integer weights whose sums may pass 2^24 (fp32 sums would not be exact)")
     if self.numel() >= 1 << 24:
         return decline("2^24 or more values (fp32 counts would not be exact)")
     if self.numel() == 0:  # torch: int64 zeros, weights or not
@@ -588,5 +612,8 @@ def bincount(self: torch.Tensor, weights: torch.Tensor | None = None, minlength:
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
     acc = torch.zeros(max(int(self.max()) + 1, int(minlength)), dtype=torch.float32, device="trn")
     idx = self if self.dtype in (torch.int64, torch.int32) else self.to(torch.int32)
-    acc.scatter_add_(0, idx, weights if weights is not None else torch.ones(self.shape, device="trn"))
-    return acc if weights is not None else acc.to(torch.int64)
+    w = torch.ones(self.shape, device="trn") if weights is None else weights.to(torch.float32) if wide else weights
+    acc.scatter_add_(0, idx, w)
+    if weights is None:
+        return acc.to(torch.int64)
+    return acc.to(torch.float64) if wide else acc  # integer weights: exact sums, float64 as torch returns them

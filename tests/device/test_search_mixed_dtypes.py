@@ -65,3 +65,30 @@ def test_non_contiguous_operands_warn_once_as_torch():
         else:
             assert not msgs
         assert torch.equal(got.cpu(), torch.searchsorted(bd, x))
+
+
+def test_out_dtype_rule_and_out_writes():
+    """out= must be int64 (int32 with out_int32), as torch; a right out= receives the result natively."""
+    bd, v = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([[2.5, 0.0], [3.0, 9.0]])
+    for dt, i32 in ((torch.float32, False), (torch.int32, False), (torch.int64, True)):
+        with pytest.raises(RuntimeError, match="output tensor's dtype is wrong"):
+            torch.searchsorted(bd.to("trn"), v.to("trn"), out=torch.empty(4, dtype=dt, device="trn"), out_int32=i32)
+        with pytest.raises(RuntimeError, match="output tensor's dtype is wrong"):
+            torch.bucketize(v.to("trn"), bd.to("trn"), out=torch.empty(4, dtype=dt, device="trn"), out_int32=i32)
+    for i32 in (False, True):
+        out = torch.empty(0, dtype=torch.int32 if i32 else torch.int64, device="trn")
+        trnlang.reset_fallback_stats()
+        r = torch.searchsorted(bd.to("trn"), v.to("trn"), out=out, out_int32=i32, right=True)
+        assert r is out and trnlang.fallback_stats() == {}
+        assert torch.equal(out.cpu(), torch.searchsorted(bd, v, out_int32=i32, right=True))
+
+
+@pytest.mark.parametrize("wdt", [torch.int8, torch.uint8, torch.int32, torch.int64, torch.bool])
+def test_bincount_integer_weights_give_float64_sums_natively(wdt):
+    x = torch.tensor([0, 1, 1, 1, 4, 2])
+    w = torch.tensor([1, 2, 3, 4, 5, 1]).to(wdt)
+    trnlang.reset_fallback_stats()
+    got = torch.bincount(x.to("trn"), w.to("trn"), minlength=7)
+    assert trnlang.fallback_stats() == {}
+    want = torch.bincount(x, w, minlength=7)
+    assert got.dtype == want.dtype == torch.float64 and torch.equal(got.cpu(), want)
