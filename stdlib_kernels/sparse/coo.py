@@ -24,6 +24,7 @@ import torch
 from torch._C import DispatchKey, DispatchKeySet
 
 from trnlang.device import decline, lowering
+from trnlang.device.registry import scalar_type_name
 
 __all__ = ["BORROWED", "KERNELS", "linear_keys", "to_dense"]
 
@@ -310,9 +311,16 @@ def div_(self: torch.Tensor, other: Any) -> torch.Tensor:
     return _into(self, div(self, other))
 
 
-def _into(self: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+def _into(self: torch.Tensor, r: torch.Tensor, op: str = "") -> torch.Tensor:
     """The in-place form of an op whose result is ``r``: a sparse ``self`` takes ``r``'s indices and values (torch's
-    ``copy_sparse_to_sparse_``), a dense one ``r``'s numbers."""
+    ``copy_sparse_to_sparse_``), a dense one ``r``'s numbers; torch's error if ``r``'s dtype does not cast into
+    ``self``'s (an integer ``self`` and a float result, say)."""
+    if not torch.can_cast(r.dtype, self.dtype):
+        if op:  # torch's sparse add/mul word it their own way
+            raise RuntimeError(f"Can't convert result type {scalar_type_name(r.dtype)} to output "
+                               f"{scalar_type_name(self.dtype)} in {op} operation")
+        raise RuntimeError(f"result type {scalar_type_name(r.dtype)} can't be cast to the desired output type "
+                           f"{scalar_type_name(self.dtype)}")
     if self.is_sparse:
         if not r.is_sparse:
             raise RuntimeError("trn: a sparse tensor cannot hold a dense in-place result")
@@ -323,19 +331,24 @@ def _into(self: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
 @sparse_kernel("add_.Tensor")
 def add_(self: torch.Tensor, other: torch.Tensor, *, alpha: float = 1) -> torch.Tensor:
     """In place: ``dense += sparse`` (scatter-add) or ``sparse += sparse``."""
-    return _into(self, add(self, other, alpha=alpha))
+    return _into(self, add(self, other, alpha=alpha), "add")
 
 
 @sparse_kernel("sub_.Tensor")
 def sub_(self: torch.Tensor, other: torch.Tensor, *, alpha: float = 1) -> torch.Tensor:
     """In place ``self -= alpha * other``."""
-    return _into(self, add(self, other, alpha=-alpha))
+    return _into(self, add(self, other, alpha=-alpha), "add")
 
 
 @sparse_kernel("mul_.Tensor")
 def mul_(self: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
     """In place: a sparse ``self`` times a dense tensor or a 0-dim factor."""
-    return _into(self, mul(self, other))
+    r = mul(self, other)
+    if self.is_sparse and isinstance(other, torch.Tensor) and not other.is_sparse \
+            and not torch.can_cast(r.dtype, self.dtype):
+        raise RuntimeError(f"dtype of values ({scalar_type_name(r.dtype)}) must match dtype of sparse tensor "
+                           f"({scalar_type_name(self.dtype)})")
+    return _into(self, r, "mul")
 
 
 @sparse_kernel("mul_.Scalar")

@@ -64,3 +64,21 @@ def test_inplace_returns_self_and_division_errors_like_cpu():
     assert s._nnz() == 0 and tuple(s.shape) == (4, 5)
     with pytest.raises(RuntimeError, match="scalar or zero-dim dense tensor divisor"):
         s / torch.randn(4, 5, device="trn")
+
+
+@pytest.mark.parametrize("op", ["add_", "sub_", "mul_"])
+@pytest.mark.parametrize("d1,d2", [(torch.int64, torch.float32), (torch.uint8, torch.float16),
+                                   (torch.int32, torch.bfloat16)])
+def test_inplace_results_that_do_not_cast_raise_as_torch(op, d1, d2):
+    """dense += sparse, sparse += sparse (and sparse *= dense or sparse) into an integer self with a float other:
+    torch's cast errors, word for word."""
+    a = (torch.arange(12).reshape(3, 4) % 3).to(d1)
+    b = (torch.arange(12).reshape(3, 4) % 2).to(d2)
+    pairs = ((a.to_sparse(), b), (a.to_sparse(), b.to_sparse())) if op == "mul_" else \
+        ((a, b.to_sparse()), (a.to_sparse(), b.to_sparse()))
+    for self_, other in pairs:
+        with pytest.raises(RuntimeError, match="must match dtype|Can't convert result type") as want:
+            getattr(self_.clone(), op)(other)
+        with pytest.raises(RuntimeError) as got:
+            getattr(self_.to("trn").clone(), op)(other.to("trn"))
+        assert str(got.value) == str(want.value)
