@@ -325,7 +325,7 @@ def _into(self: torch.Tensor, r: torch.Tensor, op: str = "") -> torch.Tensor:
         if not r.is_sparse:
             raise RuntimeError("trn: a sparse tensor cannot hold a dense in-place result")
         return torch.ops.aten.copy_sparse_to_sparse_(self, r)
-    return self.copy_(r)
+    return self.copy_(r.to_dense() if r.is_sparse else r)  # dense *= sparse: zeros off the pattern, as torch
 
 
 @sparse_kernel("add_.Tensor")

@@ -82,3 +82,18 @@ def test_inplace_results_that_do_not_cast_raise_as_torch(op, d1, d2):
         with pytest.raises(RuntimeError) as got:
             getattr(self_.to("trn").clone(), op)(other.to("trn"))
         assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("coalesced", [True, False])
+@pytest.mark.parametrize("d1,d2", [(torch.float32, torch.float32), (torch.int64, torch.uint8),
+                                   (torch.float16, torch.bool)])
+def test_dense_times_sparse_in_place(coalesced, d1, d2):
+    """dense *= sparse: the product on the pattern, zeros elsewhere (it failed: no dense copy from sparse)."""
+    a = torch.arange(1, 13).reshape(3, 4).to(d1)
+    s = (torch.arange(12).reshape(3, 4) % 3).to(d2).to_sparse()
+    if not coalesced:
+        s = torch.sparse_coo_tensor(torch.cat((s.indices(), s.indices()), 1), torch.cat((s.values(), s.values())),
+                                    s.shape)
+    want = a.clone().mul_(s)
+    got = a.to("trn").mul_(s.to("trn"))
+    assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
