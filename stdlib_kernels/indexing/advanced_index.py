@@ -273,6 +273,8 @@ def _index_put(self: torch.Tensor, indices: Sequence[Any], values: torch.Tensor,
         return decline("self with overlapping elements (expanded)")
     target = _planes(self)
     plan = _plan(target, indices)
+    if isinstance(plan, str) and plan.startswith("2^30") and _one_leading_index(self, indices):
+        return _index_put_rows_in_chunks(self, indices[0], values, accumulate)
     if isinstance(plan, str):
         return decline(plan)
     dense = plan[7][:-1] if self.is_complex() else plan[7]
@@ -293,6 +295,48 @@ def _index_put(self: torch.Tensor, indices: Sequence[Any], values: torch.Tensor,
     if self.is_complex() and values.dim() < len(dense):  # align the planes dim past the broadcast dims
         vals = vals.reshape([1] * (len(dense) - values.dim()) + list(vals.shape))
     return _scatter(plan, indices, vals, accumulate, self)
+
+
+#: Rows of a tensor too large for one launch (2^30 linear positions) indexed per chunk of this many elements; at
+#: most this many index values are read to the host to split them (a larger index tensor is declined).
+_CHUNK_ELEMS = 1 << 29
+_CHUNK_MAX_INDICES = 1 << 16
+
+
+def _one_leading_index(self: torch.Tensor, indices: Sequence[Any]) -> bool:
+    """One integer index tensor on dim 0 (nothing else indexed), small enough to split on the host."""
+    idx = [t for t in indices if t is not None]
+    return (len(indices) == 1 and len(idx) == 1 and U.is_trn(idx[0]) and idx[0].dtype in (torch.int64, torch.int32)
+            and idx[0].numel() <= _CHUNK_MAX_INDICES and self.shape[0] > 0)
+
+
+def _index_put_rows_in_chunks(self: torch.Tensor, index: torch.Tensor, values: torch.Tensor, accumulate: bool) -> Any:
+    """``self[index] = values`` (``+=``) for a ``self`` of 2^30 or more positions: the index values (one host read)
+    split over row chunks of :data:`_CHUNK_ELEMS` elements, each chunk a launch of its own with rebased indices
+    (torch's IndexError for an index out of range, before anything is written)."""
+    n = self.shape[0]
+    pos = [int(v) for v in index.reshape(-1).cpu().tolist()]
+    bad = next((v for v in pos if not -n <= v < n), None)
+    if bad is not None:
+        raise IndexError(f"index {bad} is out of bounds for dimension 0 with size {n}")
+    rows = [v + n if v < 0 else v for v in pos]
+    vals = values.expand(*index.shape, *self.shape[1:]).reshape(len(pos), *self.shape[1:])
+    per = max(1, _CHUNK_ELEMS // max(1, U.prod(self.shape[1:])))
+    by_chunk: dict[int, list[int]] = {}
+    for k, r in enumerate(rows):
+        by_chunk.setdefault(r // per, []).append(k)
+    for i, (c, ks) in enumerate(sorted(by_chunk.items())):
+        lo = c * per
+        part = self.narrow(0, lo, min(per, n - lo))
+        local = torch.tensor([rows[k] - lo for k in ks], dtype=torch.int64, device="trn")
+        sel = vals.index_select(0, torch.tensor(ks, dtype=torch.int64, device="trn"))
+        r = _index_put(part, [local], sel, accumulate)
+        if r is NotImplemented:
+            if i == 0:
+                return r  # declined (its reason recorded), nothing written yet: the CPU fallback does the whole call
+            raise RuntimeError("trn: index_put_ declined a row chunk after writing earlier ones (the CPU fallback "
+                               "would apply them twice); the tensor holds a partial result")
+    return self
 
 
 def _int64_accumulate(self: torch.Tensor, indices: Sequence[Any], values: torch.Tensor) -> Any:

@@ -418,3 +418,27 @@ def test_more_than_three_indexed_dims(seed, pattern, bshape, transposed):
     bad[k] = torch.full(bshape, x.shape[k], device="trn")
     with pytest.raises(IndexError):
         xt[tuple(bad)]
+
+
+def test_index_put_rows_of_a_tensor_beyond_2_30_positions(monkeypatch):
+    """A leading-dim index into a tensor of 2^30+ positions goes row chunk by row chunk (torch's
+    test_index_put_accumulate_large_tensor, at a small chunk size so the test stays small)."""
+    from stdlib_kernels.indexing import advanced_index as A
+
+    monkeypatch.setattr(A, "_CHUNK_ELEMS", 64)
+    a = torch.arange(300 * 3, dtype=torch.float32).reshape(300, 3)
+    idx = torch.tensor([-2, 0, -2, -1, 0, -1, 1, 150, 149])
+    vals = torch.arange(27, dtype=torch.float32).reshape(9, 3)
+    t = a.to("trn")
+    real = A._plan
+    plan = real(t, [idx.to("trn")])
+    monkeypatch.setattr(A, "_plan", lambda x, i: "2^30 or more elements or linear positions" if x.shape[0] == 300
+                        else real(x, i))  # the whole tensor "too large", its chunks not
+    trnlang.reset_fallback_stats()
+    for acc in (True, False):
+        want = a.clone().index_put_((idx,), vals, accumulate=acc)
+        got = t.clone().index_put_((idx.to("trn"),), vals.to("trn"), accumulate=acc)
+        assert torch.equal(got.cpu(), want) if acc else torch.equal(got.cpu()[idx], want[idx])
+    assert trnlang.fallback_stats() == {} and not isinstance(plan, str)
+    with pytest.raises(IndexError, match="index 300 is out of bounds for dimension 0 with size 300"):
+        t.clone().index_put_((torch.tensor([1, 300], device="trn"),), vals[:2].to("trn"), accumulate=True)
