@@ -208,6 +208,45 @@ def _check_zero_dims(self: torch.Tensor, d: int) -> None:
         raise RuntimeError("There are 0 sized dimensions, and they aren't selected, so unique cannot be applied")
 
 
+#: libstdc++'s std::sort insertion-sorts ranges of up to 16 elements (its introsort threshold).
+_INSERTION_SORT_MAX = 16
+
+
+def _nan_slices(self: torch.Tensor, keys: torch.Tensor, d: int) -> Any:
+    """``unique(dim=d)`` of at most 16 slices some of which hold NaN, as the CPU computes it: its comparator (the
+    first column where one slice is ``<`` or ``>`` the other decides; NaN decides nothing) is not an order, so
+    the result is its insertion sort's. The comparisons run on the device (``[n, n]`` from ``[n, n, K]``), the
+    insertion sort of ``n <= 16`` positions and the grouping (slices equal in every column) on the host."""
+    a = keys.t()
+    lt, gt = a[:, None, :] < a[None, :, :], a[:, None, :] > a[None, :, :]
+    first = (lt | gt).to(torch.int32).argmax(-1, keepdim=True)
+    less = ((lt | gt).any(-1) & lt.gather(-1, first).squeeze(-1)).cpu().tolist()
+    same = (a[:, None, :] == a[None, :, :]).all(-1).cpu().tolist()
+    order = list(range(a.shape[0]))
+    for i in range(1, len(order)):  # libstdc++'s __insertion_sort
+        v = order[i]
+        if less[v][order[0]]:
+            order[1:i + 1] = order[0:i]
+            order[0] = v
+            continue
+        j = i
+        while less[v][order[j - 1]]:
+            order[j] = order[j - 1]
+            j -= 1
+        order[j] = v
+    groups: list[list[int]] = []
+    inv = [0] * len(order)
+    for p in order:
+        if groups and same[groups[-1][0]][p]:
+            groups[-1].append(p)
+        else:
+            groups.append([p])
+        inv[p] = len(groups) - 1
+    dev = dict(dtype=torch.int64, device="trn")
+    values = self.index_select(d, torch.tensor([g[0] for g in groups], **dev))
+    return values, torch.tensor(inv, **dev), torch.tensor([len(g) for g in groups], **dev)
+
+
 def _by_dim(self: Any, dim: int, sort: bool, return_inverse: bool, return_counts: bool) -> Any:
     """(values, inverse, counts) of the slices along ``dim`` (sorted lexicographically or consecutive)."""
     if not U.is_trn(self) or self.dtype not in _DTYPES or self.is_conj() or self.is_neg():
@@ -231,7 +270,10 @@ def _by_dim(self: Any, dim: int, sort: bool, return_inverse: bool, return_counts
             return decline("integer values beyond 2^24 (not exact in fp32)")
     if sort:
         if keys.dtype.is_floating_point and bool(torch.isnan(keys).any().item()):
-            return decline("NaN in a slice: the CPU leaves NaN slices unordered")
+            if n > _INSERTION_SORT_MAX:
+                return decline("NaN in a slice of more than 16 to sort: the CPU's order of NaN slices is its "
+                               "introsort's")
+            return _nan_slices(self, keys, d)
         perm = torch.arange(n, dtype=torch.int64, device="trn")
         nbits = max(0, (n - 1).bit_length())
         for c in range(k - 1, -1, -1):  # stable sorts, least significant key first
