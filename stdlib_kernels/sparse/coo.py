@@ -201,16 +201,17 @@ def add(self: torch.Tensor, other: torch.Tensor, *, alpha: float = 1) -> torch.T
     """dense + sparse -> dense; sparse + sparse -> sparse (coalesced when both are)."""
     if self.is_sparse and not (isinstance(other, torch.Tensor) and other.is_sparse):  # a number is a dense operand
         raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) instead.")
+    dt = torch.result_type(self, other)  # alpha scales in the result's dtype (uint8 * -1 would wrap)
     if self.is_sparse and other.is_sparse:
-        vals = other._values() if alpha == 1 else other._values() * alpha
+        vals = other._values() if alpha == 1 else other._values().to(dt) * alpha
         both = _make(torch.cat([self._indices(), other._indices()], 1), torch.cat([self._values(), vals]),
                      self.shape)
         return coalesce(both) if self.is_coalesced() and other.is_coalesced() else both
     if self.is_sparse:
         raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) instead.")
     sd = other.sparse_dim()
-    out = self.clone() if self.dtype == other.dtype else self.to(torch.result_type(self, other))
-    vals = other._values() if alpha == 1 else other._values() * alpha
+    out = self.clone() if self.dtype == other.dtype else self.to(dt)
+    vals = other._values() if alpha == 1 else other._values().to(dt) * alpha
     if vals.shape[0]:
         flat = out.view((_numel(tuple(out.shape[:sd])), *out.shape[sd:]))
         flat.index_add_(0, linear_keys(other._indices(), tuple(out.shape[:sd])), vals.to(out.dtype))

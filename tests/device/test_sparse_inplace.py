@@ -97,3 +97,22 @@ def test_dense_times_sparse_in_place(coalesced, d1, d2):
     want = a.clone().mul_(s)
     got = a.to("trn").mul_(s.to("trn"))
     assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
+
+
+@pytest.mark.parametrize("d1,d2", [(torch.int8, torch.uint8), (torch.int32, torch.uint8),
+                                   (torch.float32, torch.uint8)])
+@pytest.mark.parametrize("coalesced", [True, False])
+def test_sub_of_an_unsigned_sparse_other_scales_in_the_result_dtype(d1, d2, coalesced):
+    """``x - s`` with uint8 ``s``: the ``-1`` scale applies after promotion (it wrapped modulo 256 before)."""
+    g = torch.Generator().manual_seed(3)
+    a = torch.randint(-3, 4, (3, 4), generator=g).to(d1)
+    s = torch.randint(0, 4, (3, 4), generator=g).to(d2).to_sparse()
+    if not coalesced:
+        s = torch.sparse_coo_tensor(torch.cat((s.indices(), s.indices()), 1), torch.cat((s.values(), s.values())),
+                                    s.shape)
+    for x, y in ((a, s), (a.to_sparse(), s)):
+        want = (x - y)
+        got = x.to("trn") - y.to("trn")
+        want = want.to_dense() if want.is_sparse else want
+        got = got.to_dense() if got.is_sparse else got
+        assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
