@@ -97,6 +97,21 @@ def test_summary_counts_trn_only_failures_and_native_rate():
     assert "| error check missing | 1 |" in md and "`aten::flip`" in md
 
 
+def test_documented_differences_are_named_and_still_counted(monkeypatch):
+    from trnlang.device import upstream_differences as D
+
+    monkeypatch.setitem(D.DOCUMENTED, "TestX.test_known_*", "a reason given here")
+    recs = [_rec("cpu", "TestX.test_known_DEV", "pass"), _rec("trn", "TestX.test_known_DEV", "fail", exc="E", msg="m"),
+            _rec("cpu", "TestX.test_new_DEV", "pass"), _rec("trn", "TestX.test_new_DEV", "fail", exc="E", msg="m")]
+    s = upstream.file_summary({"tests": {r["id"]: r for r in recs}, "crashed": [], "import_error": None})
+    assert [(f["key"], f["documented"]) for f in s["only_trn"]] == [("TestX.test_known_DEV", "a reason given here"),
+                                                                    ("TestX.test_new_DEV", None)]
+    md = upstream.markdown_report({"test_x": s}, source="here", torch_version="2.13")
+    assert "| 2 (1 documented) |" in md and "## Documented differences" in md
+    assert "- test_x `TestX.test_known_DEV`: a reason given here." in md and "`TestX.test_new_DEV`: " not in md
+    assert D.documented("TestShapeOps.test_flip_DEV_float32") and D.documented("TestX.test_other_DEV") is None
+
+
 def test_runner_on_a_device_generic_file(tmp_path):
     (tmp_path / "test_tiny_generic.py").write_text(TINY)
     res, md = tmp_path / "res", tmp_path / "report.md"
