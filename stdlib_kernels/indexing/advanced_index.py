@@ -273,8 +273,8 @@ def _index_put(self: torch.Tensor, indices: Sequence[Any], values: torch.Tensor,
         return decline("self with overlapping elements (expanded)")
     target = _planes(self)
     plan = _plan(target, indices)
-    if isinstance(plan, str) and plan.startswith("2^30") and _one_leading_index(self, indices):
-        return _index_put_rows_in_chunks(self, indices[0], values, accumulate)
+    if isinstance(plan, str) and plan.startswith("2^30") and _leading_indices(self, indices):
+        return _index_put_rows_in_chunks(self, indices, values, accumulate)
     if isinstance(plan, str):
         return decline(plan)
     dense = plan[7][:-1] if self.is_complex() else plan[7]
@@ -303,37 +303,53 @@ _CHUNK_ELEMS = 1 << 29
 _CHUNK_MAX_INDICES = 1 << 16
 
 
-def _one_leading_index(self: torch.Tensor, indices: Sequence[Any]) -> bool:
-    """One integer index tensor on dim 0 (nothing else indexed), small enough to split on the host."""
-    idx = [t for t in indices if t is not None]
-    return (len(indices) == 1 and len(idx) == 1 and U.is_trn(idx[0]) and idx[0].dtype in (torch.int64, torch.int32)
-            and idx[0].numel() <= _CHUNK_MAX_INDICES and self.shape[0] > 0)
+def _leading_indices(self: torch.Tensor, indices: Sequence[Any]) -> bool:
+    """Integer index tensors for the leading dims only (none skipped), few enough to split on the host; a
+    ``self`` those dims flatten into one by a view (contiguous, or a single index)."""
+    if not indices or len(indices) > self.dim() or any(t is None for t in indices):
+        return False
+    if not all(U.is_trn(t) and t.dtype in (torch.int64, torch.int32) for t in indices):
+        return False
+    try:
+        shape = torch.broadcast_shapes(*(t.shape for t in indices))
+    except RuntimeError:
+        return False
+    return U.prod(shape) <= _CHUNK_MAX_INDICES and self.shape[0] > 0 and (len(indices) == 1 or self.is_contiguous())
 
 
-def _index_put_rows_in_chunks(self: torch.Tensor, index: torch.Tensor, values: torch.Tensor, accumulate: bool) -> Any:
-    """``self[index] = values`` (``+=``) for a ``self`` of 2^30 or more positions: the index values (one host read)
-    split over row chunks of :data:`_CHUNK_ELEMS` elements, each chunk a launch of its own with rebased indices
-    (torch's IndexError for an index out of range, before anything is written)."""
-    n = self.shape[0]
-    pos = [int(v) for v in index.reshape(-1).cpu().tolist()]
-    bad = next((v for v in pos if not -n <= v < n), None)
-    if bad is not None:
-        raise IndexError(f"index {bad} is out of bounds for dimension 0 with size {n}")
-    rows = [v + n if v < 0 else v for v in pos]
-    vals = values.expand(*index.shape, *self.shape[1:]).reshape(len(pos), *self.shape[1:])
-    per = max(1, _CHUNK_ELEMS // max(1, U.prod(self.shape[1:])))
+def _index_put_rows_in_chunks(self: torch.Tensor, indices: Sequence[Any], values: torch.Tensor,
+                              accumulate: bool) -> Any:
+    """``self[indices] = values`` (``+=``) for a ``self`` of 2^30 or more positions, indexed on its leading dims:
+    the index values (one host read) flattened to rows of those dims and split over row chunks of
+    :data:`_CHUNK_ELEMS` elements, each chunk a launch of its own with rebased indices (torch's IndexError for an
+    index out of range, before anything is written)."""
+    k = len(indices)
+    bshape = tuple(torch.broadcast_shapes(*(t.shape for t in indices)))
+    lists = [t.expand(bshape).reshape(-1).cpu().tolist() for t in indices]
+    rows = [0] * len(lists[0])
+    for d in range(k):
+        n_d = self.shape[d]
+        for j, v in enumerate(lists[d]):
+            if not -n_d <= v < n_d:
+                raise IndexError(f"index {v} is out of bounds for dimension {d} with size {n_d}")
+            rows[j] = rows[j] * n_d + (v + n_d if v < 0 else v)
+    rest = tuple(self.shape[k:])
+    flat = self if k == 1 else self.view(U.prod(self.shape[:k]), *rest)
+    n = flat.shape[0]
+    vals = values.expand(*bshape, *rest).reshape(len(rows), *rest)
+    per = max(1, _CHUNK_ELEMS // max(1, U.prod(rest)))
     by_chunk: dict[int, list[int]] = {}
-    for k, r in enumerate(rows):
-        by_chunk.setdefault(r // per, []).append(k)
-    for i, (c, ks) in enumerate(sorted(by_chunk.items())):
+    for j, row in enumerate(rows):
+        by_chunk.setdefault(row // per, []).append(j)
+    for i, (c, js) in enumerate(sorted(by_chunk.items())):
         lo = c * per
-        part = self.narrow(0, lo, min(per, n - lo))
-        local = torch.tensor([rows[k] - lo for k in ks], dtype=torch.int64, device="trn")
-        sel = vals.index_select(0, torch.tensor(ks, dtype=torch.int64, device="trn"))
-        r = _index_put(part, [local], sel, accumulate)
-        if r is NotImplemented:
+        part = flat.narrow(0, lo, min(per, n - lo))
+        local = torch.tensor([rows[j] - lo for j in js], dtype=torch.int64, device="trn")
+        sel = vals.index_select(0, torch.tensor(js, dtype=torch.int64, device="trn"))
+        res = _index_put(part, [local], sel, accumulate)
+        if res is NotImplemented:
             if i == 0:
-                return r  # declined (its reason recorded), nothing written yet: the CPU fallback does the whole call
+                return res  # declined (its reason recorded), nothing written yet: the CPU fallback does the whole call
             raise RuntimeError("trn: index_put_ declined a row chunk after writing earlier ones (the CPU fallback "
                                "would apply them twice); the tensor holds a partial result")
     return self

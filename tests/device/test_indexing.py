@@ -432,7 +432,7 @@ def test_index_put_rows_of_a_tensor_beyond_2_30_positions(monkeypatch):
     t = a.to("trn")
     real = A._plan
     plan = real(t, [idx.to("trn")])
-    monkeypatch.setattr(A, "_plan", lambda x, i: "2^30 or more elements or linear positions" if x.shape[0] == 300
+    monkeypatch.setattr(A, "_plan", lambda x, i: "2^30 or more elements or linear positions" if x.numel() == 900
                         else real(x, i))  # the whole tensor "too large", its chunks not
     trnlang.reset_fallback_stats()
     for acc in (True, False):
@@ -442,3 +442,10 @@ def test_index_put_rows_of_a_tensor_beyond_2_30_positions(monkeypatch):
     assert trnlang.fallback_stats() == {} and not isinstance(plan, str)
     with pytest.raises(IndexError, match="index 300 is out of bounds for dimension 0 with size 300"):
         t.clone().index_put_((torch.tensor([1, 300], device="trn"),), vals[:2].to("trn"), accumulate=True)
+    b = torch.arange(900, dtype=torch.float32).reshape(2, 150, 3)  # two leading dims indexed, flattened to rows
+    i0, i1 = torch.tensor([0, -1, 0, 1, 1]), torch.tensor([-2, -1, 0, 1, 77])
+    want = b.clone().index_put_((i0, i1), vals[:5], accumulate=True)
+    got = b.to("trn").index_put_((i0.to("trn"), i1.to("trn")), vals[:5].to("trn"), accumulate=True)
+    assert torch.equal(got.cpu(), want) and trnlang.fallback_stats() == {}
+    with pytest.raises(IndexError, match="index 150 is out of bounds for dimension 1 with size 150"):
+        b.to("trn").index_put_((i0.to("trn"), i1.to("trn") + 73), vals[:5].to("trn"), accumulate=True)
