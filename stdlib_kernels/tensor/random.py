@@ -450,9 +450,13 @@ def _random_wide(self: torch.Tensor, from_: int, to: int, generator: Any) -> Any
 
 @lowering("aten::random_.from", dtypes=(*_INT_LIMITS, torch.bool))
 def random_from(self: torch.Tensor, from_: int, to: int | None = None, *, generator: Any = None) -> Any:
-    """``self.random_(from, to)``: integers uniform in ``[from, to)`` (``|from|`` and the range up to 2^24)."""
+    """``self.random_(from, to)``: integers uniform in ``[from, to)`` (``to`` None: up to the dtype's maximum, or
+    2^mantissa_bits for floating dtypes, inclusive, as torch). Ranges wider than 2^24 values go through 16-bit
+    limbs (int32, float32 within +-2^24, int64 inside int32's range or the full one)."""
     if to is None:
-        return decline("random_(from) without to")
+        to = 2 if self.dtype == torch.bool else _INT_LIMITS[self.dtype][1]
+        if from_ >= to:
+            return decline("from at or past the dtype's maximum: torch raises")
     if self.dtype == torch.bool:  # draws of 0/1 made as uint8, then converted (make_tensor builds bools so)
         if not (0 <= from_ < to <= 2) or not U.is_trn(self):
             return decline("bool draws outside [0, 2) or a tensor not on trn")
@@ -464,6 +468,10 @@ def random_from(self: torch.Tensor, from_: int, to: int | None = None, *, genera
     if lo <= from_ < to <= hi and (to - from_ > 1 << 24 or abs(from_) > 1 << 24) \
             and self.dtype in (torch.int32, torch.int64):
         return _random_wide(self, from_, to, generator)
+    if lo <= from_ < to <= hi and to - from_ > 1 << 24 and self.dtype == torch.float32 and U.is_trn(self):
+        ints = torch.empty(self.shape, dtype=torch.int32, device="trn")  # every value within +-2^24: exact in fp32
+        r = _random_wide(ints, from_, to, generator)
+        return r if r is NotImplemented else self.copy_(ints)
     if not (lo <= from_ < to <= hi) or to - from_ > 1 << 24 or abs(from_) > 1 << 24:
         return decline("range beyond the dtype or wider than 2^24")
     if self.dtype == torch.float64:

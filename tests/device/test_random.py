@@ -399,3 +399,22 @@ def test_random_over_the_full_int64_range():
     v = x.cpu()
     assert (v < 0).double().mean().item() == pytest.approx(0.5, abs=0.01)
     assert v.max().item() > 2**62 and v.min().item() < -2**62 and len(v.unique()) == N
+
+
+_TOP = {torch.float32: 2**24, torch.float16: 2**11, torch.bfloat16: 2**8, torch.int8: 127, torch.int16: 2**15 - 1,
+        torch.int32: 2**31 - 1, torch.uint8: 255, torch.bool: 1}
+
+
+@pytest.mark.parametrize("dtype", list(_TOP))
+def test_random_default_and_open_ranges_natively(dtype, monkeypatch):
+    """``random_()`` and ``random_(from, None)``: integers from ``from`` (0) up to the dtype's maximum (2^mantissa
+    bits for floats) inclusive, as torch; float32's 2^24 + 1 values and int32's range from 16-bit limbs."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    t = torch.empty(100000, dtype=dtype, device="trn")
+    for lo, fill in ((0, lambda: t.random_()), (0 if dtype in (torch.uint8, torch.bool) else -5,
+                                                 lambda: t.random_(0 if dtype in (torch.uint8, torch.bool) else -5,
+                                                                   None))):
+        fill()
+        c = t.cpu().double()
+        assert c.min() >= lo and c.max() <= _TOP[dtype] and bool((c == c.round()).all())
+        assert c.max() - c.min() > 0.9 * (_TOP[dtype] - lo)  # the whole range is reached
