@@ -164,11 +164,31 @@ def assert_no_internal_overlap(written: torch.Tensor) -> None:
 
 
 def out_strides_like(shape: Sequence[int], operands: Sequence[torch.Tensor]) -> tuple[int, ...] | None:
-    """Strides of a new output: those of the first dense full-shape operand, else None (contiguous)."""
+    """Strides of a new output: those of the first dense full-shape operand; else, when a full-shape operand is
+    neither contiguous nor dense (overlapping or gapped), the layout TensorIterator gives (its dim order from
+    every operand's strides, via torch's own ``compute_elementwise_output_strides``); else None (contiguous)."""
+    odd = False
     for t in operands:
-        if tuple(t.shape) == tuple(shape) and not t.is_contiguous() and _dense(t):
-            return tuple(t.stride())
-    return None
+        if tuple(t.shape) == tuple(shape) and not t.is_contiguous():
+            if _dense(t):
+                return tuple(t.stride())
+            odd = True
+    if not odd:
+        return None
+    from torch._prims_common import compute_elementwise_output_strides
+
+    full = [t.expand(tuple(shape)) for t in operands if broadcast_shape(t.shape, shape) == tuple(shape)]
+    st = tuple(compute_elementwise_output_strides(*full))
+    return None if st == tuple(contiguous_strides_of(shape)) else st
+
+
+def contiguous_strides_of(shape: Sequence[int]) -> list[int]:
+    """Row-major strides of ``shape``."""
+    out, acc = [0] * len(shape), 1
+    for i in range(len(shape) - 1, -1, -1):
+        out[i] = acc
+        acc *= max(int(shape[i]), 1)
+    return out
 
 
 def _dense(t: torch.Tensor) -> bool:

@@ -71,3 +71,21 @@ def test_torchs_errors():
     fmax = torch.finfo(torch.float32).max
     with pytest.raises(RuntimeError, match="uniform_ expects to-from"):
         torch.empty(3, device="trn").uniform_(-fmax, fmax)
+
+
+def test_elementwise_outputs_of_overlapping_or_gapped_inputs_follow_tensoriterator():
+    """exp of a non-dense input (overlapping, gapped, 0-strided) gets TensorIterator's output layout, which the
+    ``*_like`` factories also give (torch's test_like_fn_stride_proparation_vs_tensoriterator_unary_op)."""
+    import itertools
+
+    tset = [torch.empty_strided((4, 3, 2), st) for st in ((10, 3, 1), (10, 0, 3), (10, 1, 2), (10, 1, 1))]
+    tset += [torch.empty_strided((4, 2, 3), (10, 3, 3)), torch.empty_strided((4, 1, 1, 2), (10, 0, 0, 2)),
+             torch.randn(4, 3, 2)[:, :, ::2]]
+    for t in tset:
+        t.fill_(1.0)
+        for p in itertools.permutations(range(t.dim())):
+            tp = t.permute(p)
+            dev = torch.empty_strided(tp.shape, tp.stride(), device="trn").fill_(1.0)
+            got = torch.exp(dev)
+            assert got.stride() == torch.exp(tp).stride() == torch.zeros_like(dev).stride()
+            assert torch.equal(got.cpu(), torch.exp(tp))
