@@ -247,6 +247,21 @@ def arange_out(start: Any, end: Any, step: Any = 1, *, out: torch.Tensor) -> Any
     return _flat_done(out, flat)
 
 
+@lowering("aten::range.out", dtypes=FLOATS + INTS)
+def range_out(start: Any, end: Any, step: Any = 1, *, out: torch.Tensor) -> Any:
+    """The deprecated ``torch.range(start, end, step, out=out)``: ``end`` included (``floor((end - start) / step)
+    + 1`` values), as :func:`arange_out` over a bound half a step past the last value."""
+    start, end, step = (int(v) if isinstance(v, bool) else v for v in (_num(start), _num(end), _num(step)))
+    if any(isinstance(v, complex) for v in (start, end, step)) or step == 0 \
+            or not all(math.isfinite(float(v)) for v in (start, end, step)) \
+            or (step > 0 and end < start) or (step < 0 and end > start):
+        return decline("a complex, non-finite or zero step, or one whose sign does not lead to end: torch raises")
+    size = int(math.floor((float(end) - float(start)) / float(step))) + 1
+    if all(isinstance(v, int) for v in (start, end, step)):
+        return arange_out(start, start + size * step, step, out=out)
+    return arange_out(start, float(start) + (size - 0.5) * float(step), step, out=out)
+
+
 @lowering("aten::arange.out", dtypes=FLOATS + INTS)
 def arange_end_out(end: Any, *, out: torch.Tensor) -> Any:
     """``torch.arange(end, out=out)``."""

@@ -204,7 +204,7 @@ def _check_out(out: torch.Tensor, shape: Sequence[int], dtype: torch.dtype, inpu
     return not any(U.overlaps(out, t) for t in inputs if t.numel())
 
 
-@lowering("aten::cat", dtypes=(*DTYPES, torch.complex64))
+@lowering("aten::cat", dtypes=(*DTYPES, torch.complex64, torch.complex32))
 def cat(tensors: Sequence[torch.Tensor], dim: int = 0, *, out: torch.Tensor | None = None) -> Any:
     """``torch.cat``: each input moved into its slice of the output (legacy ``(0,)`` tensors skipped); complex64
     inputs as their real/imaginary planes.
@@ -217,6 +217,8 @@ def cat(tensors: Sequence[torch.Tensor], dim: int = 0, *, out: torch.Tensor | No
         return decline("no tensors, or a tensor not on trn")
     if any(t.dtype == torch.complex64 for t in tensors):
         return _cat_complex(tensors, dim, out)
+    if all(t.dtype == torch.complex32 for t in tensors):
+        return _cat_complex32(tensors, dim, out)
     dtype = functools.reduce(torch.promote_types, [t.dtype for t in tensors])
     live = [t for t in tensors if not (t.dim() == 1 and t.numel() == 0)]
     if not live:
@@ -248,6 +250,19 @@ def cat(tensors: Sequence[torch.Tensor], dim: int = 0, *, out: torch.Tensor | No
                 move(out.narrow(d, off, n), t)
         off += n
     return out
+
+
+def _cat_complex32(tensors: list[torch.Tensor], dim: int, out: torch.Tensor | None) -> Any:
+    """``cat`` of complex32 tensors as their float16 (real, imaginary) planes."""
+    live = [t for t in tensors if not (t.dim() == 1 and t.numel() == 0)]
+    if any(t.is_conj() or t.is_neg() for t in tensors) or (out is not None and out.dtype != torch.complex32) \
+            or not live or not live[0].dim() or not -live[0].dim() <= dim < live[0].dim():
+        return decline("a conj/neg bit, an out= of another dtype, only empty vectors, or a dim out of range")
+    planes = cat([torch.view_as_real(t) for t in live], dim % live[0].dim(),
+                 out=torch.view_as_real(out) if out is not None else None)
+    if planes is NotImplemented or out is not None:
+        return planes if planes is NotImplemented else out
+    return torch.view_as_complex(planes)
 
 
 def _suggested_format(t: torch.Tensor) -> torch.memory_format:

@@ -583,15 +583,21 @@ def normal_tensor_tensor(mean: torch.Tensor, std: torch.Tensor, *, generator: An
     return _normal_tensor(mean, std, generator, out)
 
 
-@lowering("aten::randperm.generator_out", dtypes=(torch.int64,))
+#: randperm's out dtypes and the largest ``n`` each holds exactly (torch's own limits).
+_PERM_MAX = {torch.int64: 2**63, torch.int32: 2**31, torch.int16: 2**15, torch.int8: 2**7, torch.uint8: 2**8,
+             torch.float32: 2**24 + 1, torch.float16: 2**11 + 1, torch.bfloat16: 2**8 + 1}
+
+
+@lowering("aten::randperm.generator_out", dtypes=tuple(_PERM_MAX))
 def randperm_out(n: int, *, generator: Any = None, out: torch.Tensor) -> Any:
     """``torch.randperm(n)`` for ``n`` up to the sort family's row limit: argsort of uniform keys (a stable sort
-    of 24-bit keys; ties keep index order, a bias of order ``n / 2^24``)."""
+    of 24-bit keys; ties keep index order, a bias of order ``n / 2^24``), in any dtype holding ``n`` exactly."""
     from stdlib_kernels.reduction import sort
     from stdlib_kernels.tensor import movement
 
-    if not U.is_trn(out) or out.dtype != torch.int64 or not 0 <= n <= sort.MAX_SORT:
-        return decline("more elements than the sort kernel takes, or out= not int64 on trn")
+    if not U.is_trn(out) or out.dtype not in _PERM_MAX or not 0 <= n <= sort.MAX_SORT or n > _PERM_MAX[out.dtype]:
+        return decline("more elements than the sort kernel takes (or than the out dtype holds: torch raises), or "
+                       "out= not on trn")
     if tuple(out.shape) != (n,):
         out.resize_((n,))
     if n == 0:
@@ -600,7 +606,10 @@ def randperm_out(n: int, *, generator: Any = None, out: torch.Tensor) -> Any:
     if _run(keys, Draw.UNIFORM, 0.0, 1.0, generator) is NotImplemented:
         return NotImplemented
     _, idx = torch.sort(keys, stable=True)
-    movement.move(out, idx)
+    if out.dtype == torch.int64:
+        movement.move(out, idx)
+    else:
+        out.copy_(idx)  # exact: every position below the dtype's limit
     return out
 
 

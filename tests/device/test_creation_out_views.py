@@ -89,3 +89,21 @@ def test_elementwise_outputs_of_overlapping_or_gapped_inputs_follow_tensoriterat
             got = torch.exp(dev)
             assert got.stride() == torch.exp(tp).stride() == torch.zeros_like(dev).stride()
             assert torch.equal(got.cpu(), torch.exp(tp))
+
+
+def test_cat_complex32_randperm_dtypes_and_range():
+    x = torch.tensor([[1, 2], [3, 4]], dtype=torch.chalf)
+    for d in (0, 1):
+        got = _native(lambda: torch.cat((x.to("trn"), x.to("trn")), d))
+        assert got.dtype == torch.chalf and torch.equal(torch.view_as_real(got.cpu()),
+                                                        torch.view_as_real(torch.cat((x, x), d)))
+    for dt in (torch.float16, torch.bfloat16, torch.int32, torch.uint8, torch.float32):
+        r = _native(lambda: torch.randperm(200, dtype=dt, device="trn")).cpu()
+        assert r.dtype == dt and torch.equal(r.sort().values.long(), torch.arange(200))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.range is deprecated
+        for args in ((0, 1, 0.25), (1, 4), (10, 1, -3), (-1, 1, 0.1)):
+            got = _native(lambda: torch.range(*args, device="trn"))
+            torch.testing.assert_close(got.cpu(), torch.range(*args), rtol=0, atol=1e-6)
