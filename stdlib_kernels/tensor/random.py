@@ -395,59 +395,6 @@ def _random_f64(self: torch.Tensor, from_: int, span: int, generator: Any) -> An
     return self
 
 
-def _limbs(shape: tuple[int, ...], span: int, generator: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """``(hi, lo)`` int32 16-bit limbs of integers uniform in ``[0, span)`` (``span <= 2^32``): ``hi`` uniform
-    below ``ceil(span / 2^16)``, ``lo`` below ``2^16``, pairs at or past ``span`` drawn again (acceptance >= 1/2:
-    a few rounds, one device check each)."""
-    q, r = divmod(span, 1 << 16)
-    hmax = q + (1 if r else 0)
-
-    def draw() -> tuple[torch.Tensor, torch.Tensor] | None:
-        h = torch.empty(shape, dtype=torch.int32, device="trn")
-        lw = torch.empty(shape, dtype=torch.int32, device="trn")
-        if _run(h, Draw.RANDINT, 0, hmax, generator) is NotImplemented or \
-                _run(lw, Draw.RANDINT, 0, 1 << 16, generator) is NotImplemented:
-            return None
-        return h, lw
-
-    got = draw()
-    if got is None:
-        return None
-    h, lw = got
-    for _ in range(64):
-        bad = (h > q) | ((h == q) & (lw >= r)) if r else h >= q
-        if not bool(bad.any()):
-            return h, lw
-        again = draw()
-        if again is None:
-            return None
-        h, lw = torch.where(bad, again[0], h), torch.where(bad, again[1], lw)
-    return None
-
-
-def _random_wide(self: torch.Tensor, from_: int, to: int, generator: Any) -> Any:
-    """int32/int64 draws over ranges wider than 2^24: uniform 16-bit limbs assembled with int32 arithmetic (it
-    wraps as torch's int32 does; an accepted value lies in the dtype, so the wrapped sum is exact). int64 takes
-    ranges inside int32's, or the full int64 range (two independent 32-bit words)."""
-    if self.dtype == torch.int64 and from_ <= -(1 << 63) and to >= (1 << 63) - 1:
-        words = []
-        for _ in range(2):
-            limbs = _limbs(tuple(self.shape), 1 << 32, generator)
-            if limbs is None:
-                return decline("the wide-range draws did not settle")
-            words.append(limbs[0] * 65536 + limbs[1])
-        r = torch.stack(words, -1).view(torch.int64).reshape(self.shape)
-        return self.copy_(r)
-    if not (-(1 << 31) <= from_ and to <= 1 << 31):
-        return decline("an int64 range wider than 2^24 outside int32's (other than the full int64 range)")
-    limbs = _limbs(tuple(self.shape), to - from_, generator)
-    if limbs is None:
-        return decline("the wide-range draws did not settle")
-    base = torch.tensor(from_, dtype=torch.int32, device="trn")
-    r = base + (limbs[0] * 65536 + limbs[1])
-    return self.copy_(r)
-
-
 @lowering("aten::random_.from", dtypes=(*_INT_LIMITS, torch.bool))
 def random_from(self: torch.Tensor, from_: int, to: int | None = None, *, generator: Any = None) -> Any:
     """``self.random_(from, to)``: integers uniform in ``[from, to)`` (``to`` None: up to the dtype's maximum, or
@@ -467,11 +414,20 @@ def random_from(self: torch.Tensor, from_: int, to: int | None = None, *, genera
     lo, hi = _INT_LIMITS[self.dtype]
     if lo <= from_ < to <= hi and (to - from_ > 1 << 24 or abs(from_) > 1 << 24) \
             and self.dtype in (torch.int32, torch.int64):
-        return _random_wide(self, from_, to, generator)
+        from stdlib_kernels.tensor.random_wide import random_wide
+
+        return random_wide(self, from_, to, generator)
     if lo <= from_ < to <= hi and to - from_ > 1 << 24 and self.dtype == torch.float32 and U.is_trn(self):
         ints = torch.empty(self.shape, dtype=torch.int32, device="trn")  # every value within +-2^24: exact in fp32
-        r = _random_wide(ints, from_, to, generator)
+        from stdlib_kernels.tensor.random_wide import random_wide
+
+        r = random_wide(ints, from_, to, generator)
         return r if r is NotImplemented else self.copy_(ints)
+    if self.dtype in FLOATS and from_ < to and not (lo <= from_ and to <= hi) and U.is_trn(self) \
+            and torch.finfo(self.dtype).min <= from_ and to - 1 <= torch.finfo(self.dtype).max:  # past exact ints
+        from stdlib_kernels.tensor.random_wide import random_huge_float
+
+        return random_huge_float(self, from_, to, generator)
     if not (lo <= from_ < to <= hi) or to - from_ > 1 << 24 or abs(from_) > 1 << 24:
         return decline("range beyond the dtype or wider than 2^24")
     if self.dtype == torch.float64:
@@ -490,9 +446,8 @@ def random_to(self: torch.Tensor, to: int, *, generator: Any = None) -> Any:
 @lowering("aten::random_", dtypes=(*_INT_LIMITS, torch.bool))
 def random_default(self: torch.Tensor, *, generator: Any = None) -> Any:
     """``self.random_()``: integers uniform over torch's default range, ``[0, 2^mantissa_bits]`` for floating
-    dtypes and ``[0, max]`` for integer ones (bool: 0 or 1). int32's range comes from 16-bit limbs
-    (:func:`_random_wide`); the other ranges wider than 2^24 values (float32, int64, float64) decline: the draw
-    kernel makes at most 2^24 distinct values."""
+    dtypes and ``[0, max]`` for integer ones (bool: 0 or 1). Ranges wider than the draw kernel's 2^24 values
+    (int32, int64, float32) come from 16-bit limbs (:mod:`stdlib_kernels.tensor.random_wide`); float64 declines."""
     if self.dtype == torch.bool:
         return random_from(self, 0, 2, generator=generator)
     hi = _INT_LIMITS[self.dtype][1]

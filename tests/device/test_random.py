@@ -5,6 +5,7 @@ statistics (1e5 samples, tolerances of several standard errors), reproducibility
 """
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -418,3 +419,33 @@ def test_random_default_and_open_ranges_natively(dtype, monkeypatch):
         c = t.cpu().double()
         assert c.min() >= lo and c.max() <= _TOP[dtype] and bool((c == c.round()).all())
         assert c.max() - c.min() > 0.9 * (_TOP[dtype] - lo)  # the whole range is reached
+
+
+_I64 = torch.iinfo(torch.int64)
+
+
+@pytest.mark.parametrize("lo,hi", [(0, _I64.max), (_I64.min, -42), (-42, _I64.max), (_I64.min, 42),
+                                   (-(2**40), 2**41 + 7), (0, 2**33 + 5)])
+def test_int64_ranges_of_any_width_natively(lo, hi, monkeypatch):
+    """int64 draws over any range: two int32 words (redrawn past the range), ``from`` added with the carry."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    t = torch.empty(20000, dtype=torch.int64, device="trn").random_(lo, hi)
+    c = t.cpu()
+    d = (hi - lo) // 10
+    assert lo <= c.min().item() < lo + d and hi - d <= c.max().item() < hi
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_float_ranges_past_exact_integers(dtype, monkeypatch):
+    """Ranges past the dtype's exact integers (the CPU draws them with a precision warning): integer-valued floats
+    over the whole range, inside [from, to)."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    top = int(min(torch.finfo(dtype).max, _I64.max))
+    for lo, hi in ((max(-(2**40), int(torch.finfo(dtype).min)), -42), (-42, top >> 1)):
+        t = torch.empty(4000, dtype=dtype, device="trn")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's precision warning, once per process
+            t.random_(lo, hi)
+        c = t.cpu().double()
+        d = 0.1 * (hi - lo)
+        assert lo <= c.min().item() < lo + d and hi - d <= c.max().item() < hi and bool((c == c.round()).all())
