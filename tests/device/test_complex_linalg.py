@@ -8,9 +8,9 @@ from hypothesis import strategies as st
 import trnlang
 
 
-def _c(shape, seed):
+def _c(shape, seed, scale=1.0):
     g = torch.Generator().manual_seed(seed)
-    return torch.complex(torch.randn(shape, generator=g), torch.randn(shape, generator=g))
+    return torch.complex(torch.randn(shape, generator=g), torch.randn(shape, generator=g)) * scale
 
 
 def _native(fn):

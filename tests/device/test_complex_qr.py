@@ -8,23 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import trnlang
-
-
-def _c(shape, seed, scale=1.0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.complex(torch.randn(shape, generator=g), torch.randn(shape, generator=g)) * scale
-
-
-def _native(fn):
-    trnlang.reset_fallback_stats()
-    r = fn()
-    assert trnlang.fallback_stats() == {}, trnlang.fallback_stats()
-    return r
-
-
-def _close(got, want, tol=1e-4):
-    assert got.device.type == "trn" and got.dtype == want.dtype and got.shape == want.shape
-    torch.testing.assert_close(got.cpu(), want, rtol=tol, atol=tol)
+from tests.device.test_complex_linalg import _c, _close, _native
 
 
 @settings(max_examples=20, deadline=None, derandomize=True)
