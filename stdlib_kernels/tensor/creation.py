@@ -191,10 +191,55 @@ def _flat_done(out: torch.Tensor, flat: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def _int64_ramp(flat: torch.Tensor, start: int, step: int) -> torch.Tensor:
+    """``flat[i] = start + i * step`` for an int64 ramp beyond int32, on the int32 words: the first value set,
+    then each round copies the ``k`` values so far ``k`` places on, adding ``k * step`` word by word with the carry
+    of the low words (their unsigned order: sign bits flipped) computed on the device; ``log2 n`` rounds."""
+    n = flat.numel()
+    words = flat.view(torch.int32).view(n, 2)
+    flat[0:1].copy_(torch.tensor([start], dtype=torch.int64))
+    sign = -(1 << 31)
+
+    def s32(v: int) -> int:
+        v &= 0xFFFFFFFF
+        return v - (1 << 32) if v >= 1 << 31 else v
+
+    k = 1
+    while k < n:
+        m = min(k, n - k)
+        c = k * step
+        lo, hi = words[:m, 0], words[:m, 1]
+        nlo = lo + s32(c)
+        carry = (torch.bitwise_xor(nlo, sign) < torch.bitwise_xor(lo, sign)).to(torch.int32)
+        words[k:k + m, 1].copy_(hi + s32(c >> 32) + carry)
+        words[k:k + m, 0].copy_(nlo)
+        k += m
+    return flat
+
+
 def _num(v: Any) -> Any:
     if isinstance(v, torch.Tensor):
         return v.item()
     return v
+
+
+def _arange_size(start: Any, end: Any, step: Any, integral: bool, dtype: torch.dtype) -> tuple[int, Any, Any] | str:
+    """arange's ``(size, start, step)`` as torch computes them for the out dtype, or why the call is declined."""
+    if integral and all(isinstance(v, int) for v in (start, end, step)):
+        sgn = (step > 0) - (step < 0)
+        size = (end - start + step - sgn) // step
+    elif integral and dtype == torch.int64:  # torch: start/end/step cast toward zero, then the integer formula
+        start, end, step = math.trunc(start), math.trunc(end), math.trunc(step)
+        if step == 0:
+            return "a step that truncates to 0 for an int64 out=: torch raises"
+        sgn = (step > 0) - (step < 0)
+        num = end - start + step - sgn
+        size = abs(num) // abs(step) * (1 if (num >= 0) == (step > 0) else -1)  # C's truncating division
+    else:
+        size = math.ceil((float(end) - float(start)) / float(step))
+        if integral:  # torch: the size from the doubles, the values from start and step cast toward zero
+            start, step = math.trunc(start), math.trunc(step)
+    return max(int(size), 0), start, step
 
 
 @lowering("aten::arange.start_out", dtypes=FLOATS + INTS)
@@ -211,26 +256,20 @@ def arange_out(start: Any, end: Any, step: Any = 1, *, out: torch.Tensor) -> Any
     if (step > 0 and end < start) or (step < 0 and end > start):
         return decline("a step whose sign does not lead from start to end: torch raises")
     integral = not out.dtype.is_floating_point
-    if integral and all(isinstance(v, int) for v in (start, end, step)):
-        sgn = (step > 0) - (step < 0)
-        size = (end - start + step - sgn) // step
-    elif integral and out.dtype == torch.int64:  # torch: start/end/step cast toward zero, then the integer formula
-        start, end, step = math.trunc(start), math.trunc(end), math.trunc(step)
-        if step == 0:
-            return decline("a step that truncates to 0 for an int64 out=: torch raises")
-        sgn = (step > 0) - (step < 0)
-        num = end - start + step - sgn
-        size = abs(num) // abs(step) * (1 if (num >= 0) == (step > 0) else -1)  # C's truncating division
-    else:
-        size = math.ceil((float(end) - float(start)) / float(step))
-        if integral:  # torch: the size from the doubles, the values from start and step cast toward zero
-            start, step = math.trunc(start), math.trunc(step)
-    size = max(int(size), 0)
+    sized = _arange_size(start, end, step, integral, out.dtype)
+    if isinstance(sized, str):
+        return decline(sized)
+    size, start, step = sized
     if integral:
         last = start + (size - 1) * step if size else start
         lo, hi = -2**31, 2**31 - 1
         if not (lo <= start <= hi and lo <= last <= hi and lo <= step <= hi):
-            return decline("an integer range beyond int32")
+            if out.dtype != torch.int64 or not (-2**63 <= min(start, last) and max(start, last) < 2**63):
+                return decline("an integer range beyond the out dtype")
+            flat = _flat_out(out, size)
+            if flat is None:
+                return decline("out= not a trn tensor")
+            return _flat_done(out, _int64_ramp(flat, int(start), int(step))) if size else out
     elif size > 1 << 24:
         return decline("more than 2^24 float elements")
     flat = _flat_out(out, size)

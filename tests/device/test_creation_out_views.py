@@ -107,3 +107,17 @@ def test_cat_complex32_randperm_dtypes_and_range():
         for args in ((0, 1, 0.25), (1, 4), (10, 1, -3), (-1, 1, 0.1)):
             got = _native(lambda: torch.range(*args, device="trn"))
             torch.testing.assert_close(got.cpu(), torch.range(*args), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("a,b,st", [(0, 100 * 1449629115440469, 1449629115440469), (-(2**40), 2**40, 2**33 + 3),
+                                    (2**61, -(2**61), -(2**55)), (-(2**33), 7, 2**33 - 1)])
+def test_int64_arange_beyond_int32(a, b, st, monkeypatch):
+    """int64 ramps past int32 (torch's test_arange: ``arange(0, 100 * w, w)``, w ~ 1.4e15) on the int32 words,
+    also into a strided out=."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    assert torch.equal(torch.arange(a, b, st, device="trn").cpu(), torch.arange(a, b, st))
+    x, y = torch.zeros(3, 200, dtype=torch.int64), torch.zeros(3, 200, dtype=torch.int64, device="trn")
+    n = torch.arange(a, b, st).numel()
+    torch.arange(a, b, st, out=x[:, :n].t() if n <= 3 else x[1, :n])
+    torch.arange(a, b, st, out=y[:, :n].t() if n <= 3 else y[1, :n])
+    assert torch.equal(y.cpu(), x)
