@@ -31,6 +31,7 @@ import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.elementwise.pointwise import flat_kernel, flat_tiles
 from trnlang.device import decline, lowering
+from trnlang.device.registry import warn_like_torch
 
 FLOATS = (torch.float32, torch.bfloat16, torch.float16)
 INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
@@ -170,6 +171,14 @@ def _prepare_out(out: torch.Tensor, shape: tuple[int, ...]) -> bool:
     return out.is_contiguous()
 
 
+def _warn_arange_resize(out: torch.Tensor, n: int) -> None:
+    """torch's warning when arange resizes a non-empty ``out=`` of another element count."""
+    if U.is_trn(out) and out.numel() and out.numel() != n:
+        warn_like_torch(f"The number of elements in the out tensor of shape {list(out.shape)} is {out.numel()} which "
+                        f"does not match the computed number of elements {n}. Note that this may occur as a result "
+                        f"of rounding error. The out tensor will be resized to a tensor of shape ({n},).")
+
+
 def _flat_out(out: torch.Tensor, n: int) -> torch.Tensor | None:
     """Where arange/linspace/logspace write their ``n`` values for ``out=``: as torch, ``out`` is resized to
     ``(n,)`` only if it holds another number of elements (else it keeps its shape, and the values fill it in
@@ -266,12 +275,14 @@ def arange_out(start: Any, end: Any, step: Any = 1, *, out: torch.Tensor) -> Any
         if not (lo <= start <= hi and lo <= last <= hi and lo <= step <= hi):
             if out.dtype != torch.int64 or not (-2**63 <= min(start, last) and max(start, last) < 2**63):
                 return decline("an integer range beyond the out dtype")
+            _warn_arange_resize(out, size)
             flat = _flat_out(out, size)
             if flat is None:
                 return decline("out= not a trn tensor")
             return _flat_done(out, _int64_ramp(flat, int(start), int(step))) if size else out
     elif size > 1 << 24:
         return decline("more than 2^24 float elements")
+    _warn_arange_resize(out, size)
     flat = _flat_out(out, size)
     if flat is None:
         return decline("out= not a trn tensor")

@@ -1,7 +1,7 @@
 """Integer draws over ranges wider than the draw kernel's 2^24 values (``random_`` on ``trn``): uniform 16-bit
 limbs, redrawn where they pass the range, assembled with int32 arithmetic (which wraps as torch's does); int64
 values as two int32 words with the carry of their addition done on the device; float draws over ranges far past
-2^24 (the CPU makes them with a precision warning) as integer-valued floats spread over the range.
+2^24 (the CPU makes them with a precision warning, as trn does) as integer-valued floats spread over the range.
 
 Example:
     >>> t = torch.empty(1000, dtype=torch.int64, device="trn").random_()  # [0, 2^63 - 1]  # doctest: +SKIP
@@ -78,7 +78,6 @@ def random_wide(self: torch.Tensor, from_: int, to: int, generator: Any) -> Any:
     return self.copy_(r)
 
 
-_WARNED: set[tuple[str, torch.dtype]] = set()
 _SIGN = -(1 << 31)  # an int32 with only the sign bit: XOR with it makes signed compares order unsigned words
 
 
@@ -127,11 +126,11 @@ def int64_range(self: torch.Tensor, from_: int, to: int, generator: Any) -> Any:
 def random_huge_float(self: torch.Tensor, from_: int, to: int, generator: Any) -> Any:
     """Floating draws over ranges far past the dtype's exact integers (the CPU draws 64-bit integers and rounds
     them, warning of the precision loss): integer-valued floats ``floor(from (1 - u) + to u)`` for uniform ``u``,
-    kept in ``[from, to)`` as the dtype rounds them."""
+    kept in ``[from, to)`` as the dtype rounds them; with torch's warnings for a ``from`` / ``to - 1`` past the
+    exact integers."""
     digits = {torch.float32: 24, torch.float16: 11, torch.bfloat16: 8}[self.dtype]
     for what, v in (("from", from_), ("to - 1", to - 1)):
-        if abs(v) > 1 << digits and (what, self.dtype) not in _WARNED:  # torch warns once per process
-            _WARNED.add((what, self.dtype))
+        if abs(v) > 1 << digits:  # torch's precision warnings, on every such call
             name = {torch.float32: "float", torch.float16: "c10::Half", torch.bfloat16: "c10::BFloat16"}[self.dtype]
             warnings.warn(f"{what} is out of bounds [-(2^{digits}), 2^{digits}]. Due to precision limitations {name} "
                           "can support discrete uniform distribution only within this range. This warning will "

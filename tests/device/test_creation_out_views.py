@@ -121,3 +121,18 @@ def test_int64_arange_beyond_int32(a, b, st, monkeypatch):
     torch.arange(a, b, st, out=x[:, :n].t() if n <= 3 else x[1, :n])
     torch.arange(a, b, st, out=y[:, :n].t() if n <= 3 else y[1, :n])
     assert torch.equal(y.cpu(), x)
+
+
+def test_arange_warns_like_torch_when_it_resizes_out():
+    import warnings
+
+    for out_shape, args in (((1, 49), (-1, 1, 2.0 / 49)), ((7,), (0, 3 * 2**40, 2**40)), ((0,), (5,))):
+        dt = torch.float32 if isinstance(args[-1], float) else torch.int64
+        with warnings.catch_warnings(record=True) as want:
+            warnings.simplefilter("always")
+            torch.arange(*args, out=torch.zeros(out_shape, dtype=dt))
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            torch.arange(*args, out=torch.zeros(out_shape, dtype=dt, device="trn"))
+        assert [str(w.message).split(" (Triggered")[0] for w in got] == \
+            [str(w.message).split(" (Triggered")[0] for w in want]
