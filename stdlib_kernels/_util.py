@@ -541,3 +541,26 @@ def wrap_int(v: Any, dtype: torch.dtype) -> Any:
         return v % (1 << bits)
     half = 1 << (bits - 1)
     return (v + half) % (1 << bits) - half
+
+
+#: An int32 with only the sign bit: XOR with it makes signed int32 compares order unsigned words.
+SIGN32 = -(1 << 31)
+
+
+def s32(v: int) -> int:
+    """The int32 holding the low 32 bits of the Python int ``v`` (two's complement).
+
+    Example:
+        >>> s32(2**32 - 1), s32(2**31), s32(5)
+        (-1, -2147483648, 5)
+    """
+    v &= 0xFFFFFFFF
+    return v - (1 << 32) if v >= 1 << 31 else v
+
+
+def add64_words(lo: torch.Tensor, hi: torch.Tensor, c: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(lo, hi) + c`` on the int32 words of int64 values (wrapping as int64 does): the low words added, the
+    carry read from their unsigned order, the high words added with it; all on the device."""
+    nlo = lo + s32(c)
+    carry = (torch.bitwise_xor(nlo, SIGN32) < torch.bitwise_xor(lo, SIGN32)).to(torch.int32)
+    return nlo, hi + s32(c >> 32) + carry

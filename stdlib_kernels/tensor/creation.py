@@ -207,20 +207,11 @@ def _int64_ramp(flat: torch.Tensor, start: int, step: int) -> torch.Tensor:
     n = flat.numel()
     words = flat.view(torch.int32).view(n, 2)
     flat[0:1].copy_(torch.tensor([start], dtype=torch.int64))
-    sign = -(1 << 31)
-
-    def s32(v: int) -> int:
-        v &= 0xFFFFFFFF
-        return v - (1 << 32) if v >= 1 << 31 else v
-
     k = 1
     while k < n:
         m = min(k, n - k)
-        c = k * step
-        lo, hi = words[:m, 0], words[:m, 1]
-        nlo = lo + s32(c)
-        carry = (torch.bitwise_xor(nlo, sign) < torch.bitwise_xor(lo, sign)).to(torch.int32)
-        words[k:k + m, 1].copy_(hi + s32(c >> 32) + carry)
+        nlo, nhi = U.add64_words(words[:m, 0], words[:m, 1], k * step)
+        words[k:k + m, 1].copy_(nhi)
         words[k:k + m, 0].copy_(nlo)
         k += m
     return flat

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from stdlib_kernels import _util as U
 from stdlib_kernels.tensor.random import Draw, _run
 from trnlang.device import decline
 
@@ -78,15 +79,6 @@ def random_wide(self: torch.Tensor, from_: int, to: int, generator: Any) -> Any:
     return self.copy_(r)
 
 
-_SIGN = -(1 << 31)  # an int32 with only the sign bit: XOR with it makes signed compares order unsigned words
-
-
-def _s32(v: int) -> int:
-    """The int32 holding the low 32 bits of ``v`` (two's complement)."""
-    v &= 0xFFFFFFFF
-    return v - (1 << 32) if v >= 1 << 31 else v
-
-
 def _word(shape: tuple[int, ...], span: int, generator: Any) -> torch.Tensor | None:
     """int32 words (their bits, read unsigned) uniform below ``span`` (``<= 2^32``)."""
     if span == 1:
@@ -108,7 +100,7 @@ def int64_range(self: torch.Tensor, from_: int, to: int, generator: Any) -> Any:
     for _ in range(64):
         if not r:
             break
-        bad = (hi == _s32(q)) & (torch.bitwise_xor(lo, _SIGN) >= _s32(r) ^ _SIGN)
+        bad = (hi == U.s32(q)) & (torch.bitwise_xor(lo, U.SIGN32) >= U.s32(r) ^ U.SIGN32)
         if not bool(bad.any()):
             break
         h2, l2 = _word(shape, q + 1, generator), _word(shape, 1 << 32, generator)
@@ -117,9 +109,7 @@ def int64_range(self: torch.Tensor, from_: int, to: int, generator: Any) -> Any:
         hi, lo = torch.where(bad, h2, hi), torch.where(bad, l2, lo)
     else:
         return decline("the wide-range draws did not settle")
-    rlo = lo + _s32(from_)
-    carry = (torch.bitwise_xor(rlo, _SIGN) < torch.bitwise_xor(lo, _SIGN)).to(torch.int32)
-    rhi = hi + _s32(from_ >> 32) + carry
+    rlo, rhi = U.add64_words(lo, hi, from_)
     return self.copy_(torch.stack((rlo, rhi), -1).view(torch.int64).reshape(shape))
 
 
