@@ -545,21 +545,27 @@ _PERM_MAX = {torch.int64: 2**63, torch.int32: 2**31, torch.int16: 2**15, torch.i
 
 @lowering("aten::randperm.generator_out", dtypes=tuple(_PERM_MAX))
 def randperm_out(n: int, *, generator: Any = None, out: torch.Tensor) -> Any:
-    """``torch.randperm(n)`` for ``n`` up to the sort family's row limit: argsort of uniform keys (a stable sort
-    of 24-bit keys; ties keep index order, a bias of order ``n / 2^24``), in any dtype holding ``n`` exactly."""
+    """``torch.randperm(n)``: argsort of random keys, in any dtype holding ``n`` exactly.
+
+    Up to the sort kernel's row (:data:`~stdlib_kernels.reduction.sort.MAX_SORT`) the keys are uniform 24-bit
+    floats sorted on chip; longer permutations sort full-range int32 keys (the sort family's merge and radix
+    passes). A stable sort keeps tied keys in index order: a bias of order ``n / 2^24`` (``n / 2^32``).
+    """
     from stdlib_kernels.reduction import sort
     from stdlib_kernels.tensor import movement
 
-    if not U.is_trn(out) or out.dtype not in _PERM_MAX or not 0 <= n <= sort.MAX_SORT or n > _PERM_MAX[out.dtype]:
-        return decline("more elements than the sort kernel takes (or than the out dtype holds: torch raises), or "
-                       "out= not on trn")
+    if not U.is_trn(out) or out.dtype not in _PERM_MAX or not 0 <= n <= _PERM_MAX[out.dtype]:
+        return decline("more elements than the out dtype holds (torch raises), or out= not on trn")
     if tuple(out.shape) != (n,):
         out.resize_((n,))
     if n == 0:
         return out
-    keys = torch.empty((n,), dtype=torch.float32, device="trn")
-    if _run(keys, Draw.UNIFORM, 0.0, 1.0, generator) is NotImplemented:
-        return NotImplemented
+    if n <= sort.MAX_SORT:
+        keys = torch.empty((n,), dtype=torch.float32, device="trn")
+        if _run(keys, Draw.UNIFORM, 0.0, 1.0, generator) is NotImplemented:
+            return NotImplemented
+    else:
+        keys = torch.empty((n,), dtype=torch.int32, device="trn").random_(-2**31, 2**31, generator=generator)
     _, idx = torch.sort(keys, stable=True)
     if out.dtype == torch.int64:
         movement.move(out, idx)

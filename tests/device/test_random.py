@@ -154,6 +154,25 @@ def test_randperm():
     assert abs(first.mean().item() - 2047.5) < 6 * 1182 / math.sqrt(first.numel())
 
 
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.float32])
+def test_randperm_past_the_sort_row(dtype):
+    """Past the sort kernel's 8192-element row the keys are full-range int32 (merge and radix passes)."""
+    for n in (8193, 20000):
+        torch.manual_seed(3)
+        p = torch.randperm(n, dtype=dtype, device="trn")
+        torch.manual_seed(3)
+        q = torch.empty(0, dtype=dtype, device="trn")
+        torch.randperm(n, out=q, dtype=dtype, device="trn")
+        p, q = p.cpu(), q.cpu()
+        assert p.dtype == dtype and torch.equal(p, q)
+        assert torch.equal(p.sort().values.long(), torch.arange(n))
+        # a permutation, not the identity or a rotation: positions move, about uniformly
+        moved = (p.long() != torch.arange(n)).double().mean().item()
+        assert moved > 0.99
+        head = p[: n // 2].double()
+        assert abs(head.mean().item() - (n - 1) / 2) < 6 * (n / math.sqrt(12)) / math.sqrt(head.numel())
+
+
 def test_noncontiguous_self_gets_the_contiguous_values():
     torch.manual_seed(8)
     a = torch.empty(40, 30, device="trn").uniform_().cpu()
