@@ -565,10 +565,10 @@ def _minmax_words(self: torch.Tensor, dim: Any, keepdim: bool, op: Op) -> Any:
     red = red if self.dim() else [0]
     words = x.view(torch.int32).reshape(*x.shape, 2)
     pick = torch.amax if op is _MAX else torch.amin
-    hi, lo = words[..., 1], torch.bitwise_xor(words[..., 0], -2**31)
+    hi, lo = words[..., 1], torch.bitwise_xor(words[..., 0], U.SIGN32)
     mh = pick(hi, red, keepdim=True)
-    ml = pick(torch.where(hi == mh, lo, -2**31 if op is _MAX else 2**31 - 1), red, keepdim=True)
-    r = torch.stack((torch.bitwise_xor(ml, -2**31), mh), -1).contiguous().view(torch.int64).squeeze(-1)
+    ml = pick(torch.where(hi == mh, lo, _I32_MIN if op is _MAX else _I32_MAX), red, keepdim=True)
+    r = torch.stack((torch.bitwise_xor(ml, U.SIGN32), mh), -1).contiguous().view(torch.int64).squeeze(-1)
     if not self.dim():
         return r.reshape(())
     return r if keepdim else r.reshape(_out_shape(self, red, False))

@@ -35,7 +35,6 @@ import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from trnlang.device import decline, lowering
-from trnlang.device.registry import scalar_type_name
 
 #: Positions are computed in fp32: exact below this.
 MAX_LEN = 2 ** 24
@@ -311,11 +310,8 @@ def _into_out(res: Any, out: torch.Tensor | None, out_int32: bool) -> Any:
     """``res`` written into ``out=`` (torch's dtype rule: int32 exactly when ``out_int32``, else int64)."""
     if out is None:
         return res
-    want = torch.int32 if out_int32 else torch.int64
-    if out.dtype != want:
-        raise RuntimeError(f"torch.searchsorted(): output tensor's dtype is wrong, it can only be Int(int32) or "
-                           f"Long(int64) depending on whether out_int32 flag is True, but we got output tensor's "
-                           f"dtype {scalar_type_name(out.dtype)} and out_int32 flag is {out_int32}")
+    if out.dtype != (torch.int32 if out_int32 else torch.int64):
+        return decline("out= dtype other than out_int32's: torch raises")  # torch's own error (the fallback)
     if res is NotImplemented:
         return res
     if out.shape != res.shape:
