@@ -340,6 +340,8 @@ _INT_LIMITS = {torch.int32: (-2**31, 2**31), torch.int64: (-2**63, 2**63), torch
                torch.int8: (-128, 128), torch.uint8: (0, 256), torch.float32: (-2**24, 2**24 + 1),
                torch.float64: (-2**53, 2**53 + 1), torch.bfloat16: (-2**8, 2**8 + 1),
                torch.float16: (-2**11, 2**11 + 1)}
+#: The unsigned dtypes torch draws ``random_(from, to)`` for, and the default ``to`` (uint64 has none: torch raises).
+_UINT_TOPS: dict[torch.dtype, int | None] = {torch.uint16: 2**16, torch.uint32: 2**32, torch.uint64: None}
 
 
 @trn.kernel
@@ -395,11 +397,26 @@ def _random_f64(self: torch.Tensor, from_: int, span: int, generator: Any) -> An
     return self
 
 
-@lowering("aten::random_.from", dtypes=(*_INT_LIMITS, torch.bool))
+def _random_uint(self: torch.Tensor, from_: int, to: int | None, generator: Any) -> Any:
+    """uint16/32/64 draws in ``[from, to)``: made as int32 (uint16) or int64, then converted (every value fits)."""
+    top = _UINT_TOPS[self.dtype]
+    if to is None and top is None:
+        return decline("uint64 random_ without an upper bound: torch raises")
+    to = top if to is None else to
+    if not (0 <= from_ < to <= (top or 2**63)) or not U.is_trn(self):
+        return decline("bounds outside the dtype: torch raises")
+    tmp = torch.empty(self.shape, dtype=torch.int32 if self.dtype == torch.uint16 else torch.int64, device="trn")
+    r = random_from(tmp, from_, to, generator=generator)
+    return r if r is NotImplemented else self.copy_(tmp)
+
+
+@lowering("aten::random_.from", dtypes=(*_INT_LIMITS, *_UINT_TOPS, torch.bool))
 def random_from(self: torch.Tensor, from_: int, to: int | None = None, *, generator: Any = None) -> Any:
     """``self.random_(from, to)``: integers uniform in ``[from, to)`` (``to`` None: up to the dtype's maximum, or
     2^mantissa_bits for floating dtypes, inclusive, as torch). Ranges wider than 2^24 values go through 16-bit
     limbs (int32, float32 within +-2^24, int64 inside int32's range or the full one)."""
+    if self.dtype in _UINT_TOPS:
+        return _random_uint(self, from_, to, generator)
     if to is None:
         to = 2 if self.dtype == torch.bool else _INT_LIMITS[self.dtype][1]
         if from_ >= to:
@@ -437,7 +454,7 @@ def random_from(self: torch.Tensor, from_: int, to: int | None = None, *, genera
     return _run(self, Draw.RANDINT, from_, to - from_, generator)
 
 
-@lowering("aten::random_.to", dtypes=(*_INT_LIMITS, torch.bool))
+@lowering("aten::random_.to", dtypes=(*_INT_LIMITS, *_UINT_TOPS, torch.bool))
 def random_to(self: torch.Tensor, to: int, *, generator: Any = None) -> Any:
     """``self.random_(to)``: integers uniform in ``[0, to)``."""
     return random_from(self, 0, to, generator=generator)

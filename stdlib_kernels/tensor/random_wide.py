@@ -89,16 +89,20 @@ def _word(shape: tuple[int, ...], span: int, generator: Any) -> torch.Tensor | N
 
 def int64_range(self: torch.Tensor, from_: int, to: int, generator: Any) -> Any:
     """int64 draws uniform in ``[from, to)`` for any range (up to 2^64 values): a high word below
-    ``ceil(span / 2^32)`` and a low word, pairs at or past ``span`` drawn again, then ``from`` added word by word
-    with the carry computed on the device (unsigned compares of the low words)."""
+    ``ceil(span / 2^32)`` and a low word, pairs at or past ``span`` drawn again (spans below 2^32: the low word
+    alone), then ``from`` added word by word with the carry computed on the device (unsigned compares of the low
+    words)."""
     span = to - from_
     q, r = divmod(span, 1 << 32)
     shape = tuple(self.shape)
-    hi, lo = _word(shape, q + (1 if r else 0), generator), _word(shape, 1 << 32, generator)
+    if q == 0:  # a short span (at an offset past int32): one word below it, nothing to redraw
+        hi, lo = torch.zeros(shape, dtype=torch.int32, device="trn"), _word(shape, span, generator)
+    else:
+        hi, lo = _word(shape, q + (1 if r else 0), generator), _word(shape, 1 << 32, generator)
     if hi is None or lo is None:
         return decline("the wide-range draws did not settle")
     for _ in range(64):
-        if not r:
+        if not r or not q:
             break
         bad = (hi == U.s32(q)) & (torch.bitwise_xor(lo, U.SIGN32) >= U.s32(r) ^ U.SIGN32)
         if not bool(bad.any()):

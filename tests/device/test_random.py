@@ -5,6 +5,7 @@ statistics (1e5 samples, tolerances of several standard errors), reproducibility
 """
 
 import math
+import re
 
 import pytest
 import torch
@@ -452,6 +453,34 @@ def test_int64_ranges_of_any_width_natively(lo, hi, monkeypatch):
     d = (hi - lo) // 10
     assert lo <= c.min().item() < lo + d and hi - d <= c.max().item() < hi
 
+
+
+@pytest.mark.parametrize("lo,span", [(2**40, 3), (-(2**40) - 5, 5), (2**62, 2**31 + 7), (_I64.min, 1)])
+def test_int64_short_spans_past_int32(lo, span, monkeypatch):
+    """A span below 2^32 at an offset past int32's range: one low word below the span, every value reached."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    c = torch.empty(20000, dtype=torch.int64, device="trn").random_(lo, lo + span).cpu() - lo
+    assert c.min().item() == 0 and c.max().item() == span - 1 if span < 10 else 0 <= c.min() and c.max() < span
+    assert abs(c.double().mean().item() - (span - 1) / 2) < 6 * (span / math.sqrt(12)) / math.sqrt(c.numel()) + 1e-9
+
+
+@pytest.mark.parametrize("dtype,top", [(torch.uint16, 2**16), (torch.uint32, 2**32), (torch.uint64, 2**63)])
+def test_unsigned_draws(dtype, top, monkeypatch):
+    """uint16/32/64 ``random_(from, to)`` natively, in the ranges the CPU takes (and its errors outside them)."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    for lo, hi in ((0, 10), (3, top)):
+        c = torch.empty(20000, dtype=dtype, device="trn").random_(lo, hi).cpu().long() if hi < 2**63 else \
+            torch.empty(20000, dtype=dtype, device="trn").random_(lo, hi - 1).cpu().view(torch.int64)
+        d = (hi - lo) // 10
+        assert lo <= c.min().item() < lo + max(d, 1) and hi - max(d, 1) <= c.max().item() < hi
+    if dtype != torch.uint64:
+        c = torch.empty(20000, dtype=dtype, device="trn").random_(5, None).cpu().long()  # to: the dtype's top
+        assert 5 <= c.min().item() and top - top // 10 <= c.max().item() < top
+    for args in ((), (-1, 3), (3, None) if dtype == torch.uint64 else (0, top + 1)):  # the CPU's errors
+        with pytest.raises((RuntimeError, NotImplementedError)) as cpu_err:
+            torch.empty(3, dtype=dtype).random_(*args)
+        with pytest.raises(type(cpu_err.value), match=re.escape(str(cpu_err.value).split("\n")[0][:40])):
+            torch.empty(3, dtype=dtype, device="trn").random_(*args)
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_float_ranges_past_exact_integers(dtype, monkeypatch):
