@@ -164,15 +164,20 @@ def assert_no_internal_overlap(written: torch.Tensor) -> None:
 
 
 def out_strides_like(shape: Sequence[int], operands: Sequence[torch.Tensor]) -> tuple[int, ...] | None:
-    """Strides of a new output: those of the first dense full-shape operand; else, when a full-shape operand is
-    neither contiguous nor dense (overlapping or gapped), the layout TensorIterator gives (its dim order from
-    every operand's strides, via torch's own ``compute_elementwise_output_strides``); else None (contiguous)."""
+    """Strides of a new output: those of the first dense full-shape operand (None when it is contiguous: TensorIterator
+    orders dims by the first operand whose strides tell them apart); else, when a full-shape operand is neither
+    contiguous nor dense (overlapping or gapped), the layout TensorIterator gives (its dim order from every operand's
+    strides, via torch's own ``compute_elementwise_output_strides``); else None (contiguous)."""
     odd = False
     for t in operands:
-        if tuple(t.shape) == tuple(shape) and not t.is_contiguous():
-            if _dense(t):
+        if tuple(t.shape) == tuple(shape):
+            if t.is_contiguous():
+                if not odd:
+                    return None
+            elif _dense(t) and not odd:
                 return tuple(t.stride())
-            odd = True
+            else:
+                odd = True
     if not odd:
         return None
     from torch._prims_common import compute_elementwise_output_strides

@@ -78,7 +78,13 @@ def complex_add(self: Any, other: Any, alpha: Any, out: torch.Tensor | None, sig
     if out_planes is not None:  # in place / out=: written through the out tensor's planes
         torch.add(a, b, alpha=sign * alpha, out=out_planes[0])
         return out
-    return torch.view_as_complex(torch.add(a, b, alpha=sign * alpha).contiguous())
+    ts = [t for t in (self, other) if U.is_trn(t)]
+    shape = U.broadcast_shape(*(t.shape for t in ts))
+    if shape is None:
+        return decline("operands do not broadcast: torch raises")
+    res = U.new_output(shape, torch.complex64, ts)  # the layout TensorIterator gives
+    torch.add(a, b, alpha=sign * alpha, out=torch.view_as_real(res))
+    return res
 
 
 def complex_neg(self: Any, out: torch.Tensor | None) -> Any:

@@ -147,6 +147,13 @@ def _hypot(a: Any, b: Any) -> Any:
     return tl.where((x == math.inf) | (y == math.inf), math.inf, h)
 
 
+def _logaddexp(a: Any, b: Any) -> Any:
+    """``log(exp(a) + exp(b))`` as torch's CPU kernel: ``max + log1p(exp(-|a - b|))`` (no overflow), ``a`` where both
+    are the same infinity (their difference would be NaN); NaN propagates."""
+    r = tl.maximum(a, b) + tl.log1p(tl.exp(-tl.abs(a - b)))
+    return tl.where((a == b) & (tl.abs(a) == math.inf), a, r)
+
+
 def _xlogy(a: Any, b: Any) -> Any:
     """``a * log(b)``, 0 where a == 0 (unless b is NaN)."""
     return tl.where(b != b, math.nan, tl.where(a == 0, 0.0, a * tl.log(b)))
@@ -212,7 +219,10 @@ _GCD_STEPS = 46
 def _gcd(x: Any, y: Any) -> Any:
     """gcd of int32 tiles by Euclid's algorithm: a sequential loop over two on-chip buffers (a lane whose divisor
     reached 0 keeps its result)."""
-    shape = tuple(x.shape) if len(x.shape) >= len(y.shape) else tuple(y.shape)
+    xs, ys = tuple(x.shape), tuple(y.shape)
+    n = max(len(xs), len(ys))
+    xs, ys = (1,) * (n - len(xs)) + xs, (1,) * (n - len(ys)) + ys
+    shape = tuple(max(p, q) for p, q in zip(xs, ys))  # either operand may be the [1, 1] scalar tile
     a = tl.ndarray(shape, tl.int32, buffer=tl.sbuf)
     b = tl.ndarray(shape, tl.int32, buffer=tl.sbuf)
     a[...] = tl.broadcast_to(tl.where(x < 0, -x, x), shape)  # integer negation (tl.abs computes in fp32)
@@ -242,6 +252,7 @@ BINARY_OPS: dict[str, Callable[[Any, Any], Any]] = {
     "maximum": tl.maximum, "minimum": tl.minimum, "fmax": _fmax, "fmin": _fmin,
     "fmod": tl.fmod, "remainder": _remainder, "gcd": _gcd,
     "lshift": _lshift, "rshift": _rshift, "copysign": _copysign, "hypot": _hypot, "xlogy": _xlogy,
+    "logaddexp": _logaddexp,
     "eq": lambda x, y: x == y, "ne": lambda x, y: x != y, "lt": lambda x, y: x < y,
     "le": lambda x, y: x <= y, "gt": lambda x, y: x > y, "ge": lambda x, y: x >= y,
     "logical_and": tl.logical_and, "logical_or": tl.logical_or, "logical_xor": tl.logical_xor,

@@ -222,8 +222,8 @@ def _launch(a: tuple[Any, Any, bool], b: tuple[Any, Any, bool], outr: torch.Tens
 def _out(out: torch.Tensor | None, shape: Sequence[int], dtype: torch.dtype,
          inputs: Sequence[Any]) -> torch.Tensor | None:
     """A new output, or the checked ``out=`` (resized when empty); None to decline."""
-    if out is None:
-        return memory.empty(tuple(shape), dtype)
+    if out is None:  # the layout TensorIterator gives (a transposed operand first: a transposed result)
+        return U.new_output(tuple(shape), dtype, [t for t in inputs if U.is_trn(t)])
     if U.is_trn(out) and out.numel() == 0 and tuple(out.shape) != tuple(shape):
         out.resize_(tuple(shape))
     if (not U.is_trn(out) or out.dtype != dtype or tuple(out.shape) != tuple(shape) or out.is_conj()

@@ -81,3 +81,31 @@ def test_four_and_five_dim_views_match_cpu(shape, seed, op) -> None:
     got = OPS4[op](xt, yt)
     torch.testing.assert_close(got.cpu(), OPS4[op](xp, yp), rtol=2e-6, atol=2e-6)
     assert trnlang.fallback_stats() == {}
+
+
+_LAYOUTS = {  # (first operand, second operand) as functions of a 10 x 20 base, on the device given
+    "contiguous, transposed": lambda t: (t[:, :10].contiguous(), t[:, 10:].t()),
+    "transposed, contiguous": lambda t: (t[:, 10:].t(), t[:, :10].contiguous()),
+    "gapped, transposed": lambda t: (t[:, ::2], t[:, 10:].t()),
+    "transposed, gapped": lambda t: (t[:, 10:].t(), t[:, ::2]),
+    "expanded row, transposed": lambda t: (t[0:1, :10].expand(10, 10), t[:, 10:].t()),
+    "channels_last, contiguous": lambda t: (t.reshape(2, 5, 4, 5).contiguous(memory_format=torch.channels_last),
+                                            t.reshape(2, 5, 4, 5).contiguous()),
+    "contiguous, channels_last": lambda t: (t.reshape(2, 5, 4, 5).contiguous(),
+                                            t.reshape(2, 5, 4, 5).contiguous(memory_format=torch.channels_last)),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.complex64])
+@pytest.mark.parametrize("layout", list(_LAYOUTS))
+def test_mixed_layouts_take_the_first_operands_order(dtype, layout, monkeypatch) -> None:
+    """TensorIterator orders the output's dims by the first operand whose strides tell them apart: a contiguous first
+    operand gives a contiguous result even when the second is transposed (upstream test_add); complex64 too."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    base = torch.randn(10, 20, dtype=torch.float32).to(dtype) * 8
+    x, y = _LAYOUTS[layout](base)
+    a, b = _LAYOUTS[layout](base.to("trn"))
+    for fn in (torch.add, torch.mul, torch.sub):
+        exp, got = fn(x, y), fn(a, b)
+        assert got.stride() == exp.stride(), (fn.__name__, got.stride(), exp.stride())
+        torch.testing.assert_close(got.cpu(), exp, rtol=1e-6, atol=1e-5)

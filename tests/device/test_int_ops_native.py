@@ -418,3 +418,14 @@ def test_number_values_into_integers_cast_toward_zero_or_raise_like_torch(dtype:
             got = op(x.to("trn"), m.to("trn"), i.to("trn"), v)
             assert got.dtype == want.dtype and torch.equal(got.cpu().isnan(), want.isnan())
             assert torch.equal(got.cpu().nan_to_num(), want.nan_to_num())
+
+
+def test_gcd_broadcasts_a_single_element_first_operand(monkeypatch) -> None:
+    """gcd where the first operand broadcasts from one element ([1, 1] tile) against a full second operand."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    g = torch.Generator().manual_seed(5)
+    for xs, ys in (((1, 1), (3, 70)), ((1,), (5, 66)), ((4, 1), (4, 65)), ((2, 3, 2), ())):
+        x = torch.randint(-50, 50, xs, generator=g, dtype=torch.int64)
+        y = torch.randint(-50, 50, ys, generator=g, dtype=torch.int64)
+        for p, q in ((x, y), (y, x)):
+            assert torch.equal(torch.gcd(p.to("trn"), q.to("trn")).cpu(), torch.gcd(p, q))
