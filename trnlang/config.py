@@ -65,6 +65,9 @@ class Config:
         dist_check: ``TRN_DIST_CHECK`` (default ``"1"``): collectives check that every rank called the same op
             (``trnlang.distributed.c10d.check_enabled`` validates it).
         compile_fuse: ``TRN_COMPILE_FUSE`` is not ``"0"``: the torch.compile backend fuses graph regions.
+        stdlib_exclude: ``TRN_STDLIB_EXCLUDE``, comma-separated ATen op names (``aten::logaddexp``): the standard
+            library's lowerings of these ops (and their routed in-place/``out=`` variants) are not registered, so
+            the ops run through the CPU fallback (read when the device registers).
         launch_key: ``(target, interpret)``: the part of the settings a warm launch depends on (caches of
             bound launches key on it).
     """
@@ -88,6 +91,7 @@ class Config:
     isa: str | None = None
     dist_check: str = "1"
     compile_fuse: bool = True
+    stdlib_exclude: frozenset[str] = frozenset()
     launch_key: tuple[str | None, bool] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -134,6 +138,7 @@ def read(env: Mapping[str, str] | None = None, generation: int = 0) -> Config:
         isa=e.get("TRN_ISA", "").strip().lower() or None,
         dist_check=e.get("TRN_DIST_CHECK", "1"),
         compile_fuse=e.get("TRN_COMPILE_FUSE", "1") != "0",
+        stdlib_exclude=frozenset(x.strip() for x in (e.get("TRN_STDLIB_EXCLUDE") or "").split(",") if x.strip()),
     )
 
 

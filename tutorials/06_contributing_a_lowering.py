@@ -6,9 +6,11 @@ function that launches trnlang kernels, registered in
 the host on zero-copy views of device memory, correct but slow, with a
 ``FallbackWarning`` and a count in ``trnlang.fallback_stats()``. The coverage
 report (``docs/op_compatibility.md``, written by ``trn coverage``) lists the
-ops still falling back; ``logaddexp`` is one of them (the standard library
-leaves it out on purpose, for this tutorial). This tutorial gives it a native
-lowering:
+ops still falling back. This tutorial writes one lowering from scratch, for
+``logaddexp``: the standard library has its own, so the script first asks the
+device to leave it out (``TRN_STDLIB_EXCLUDE=aten::logaddexp``, set before
+``import torch`` loads the device; the same switch bisects a suspect stdlib
+lowering against the CPU), which makes ``logaddexp`` an op without a lowering:
 
 1. Observe the fallback: ``torch.logaddexp(a, b)`` on ``trn`` tensors counts
    one ``aten::logaddexp.out``. That is *trap 1* of the device notes
@@ -63,7 +65,11 @@ import json
 import os
 import warnings
 
-import torch
+# the standard library's logaddexp stays out of this process: we write our own (read when `import torch` loads
+# the trn device, so it is set first)
+os.environ["TRN_STDLIB_EXCLUDE"] = "aten::logaddexp"
+
+import torch  # noqa: E402
 
 import trnlang as trn
 import trnlang.device as td

@@ -150,6 +150,41 @@ for _name, (_op, _doc, _kw) in _MORE.items():
         lowering(f"aten::{_name}", dtypes=OPERAND_DTYPES, fast=_fa)(_fn)
 
 
+_REAL_LOGADDEXP = _simple("logaddexp", "logaddexp", "", float_only=True)
+
+
+@lowering("aten::logaddexp", dtypes=(*OPERAND_DTYPES, torch.complex64))
+def logaddexp(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
+    """``log(exp(self) + exp(other))`` without overflow: ``max + log1p(exp(-|self - other|))`` in one kernel (float
+    dtypes, computed in fp32); complex64 factors out the operand of larger real part (finite values).
+
+    Example:
+        >>> x = torch.tensor([0.0, 100.0], device="trn")  # doctest: +SKIP
+        >>> torch.logaddexp(x, x)  # doctest: +SKIP
+        tensor([  0.6931, 100.6931], device='trn:0')
+    """
+    try:
+        rdt = torch.result_type(self, other)
+    except (RuntimeError, TypeError):
+        return decline("operands torch cannot promote: torch raises")
+    if rdt != torch.complex64:
+        return _REAL_LOGADDEXP(self, other, out=out)
+    from stdlib_kernels.elementwise.complex_fns import complex_logaddexp
+
+    if not (U.is_trn(self) and U.is_trn(other)) or self.is_conj() or other.is_conj() \
+            or (out is not None and not (U.is_trn(out) and out.dtype == rdt)):
+        return decline("complex operands other than two trn tensors (or a conj bit, or another out=)")
+    x, y = self.to(rdt), other.to(rdt)
+    if not bool(torch.isfinite(torch.view_as_real(x)).all() & torch.isfinite(torch.view_as_real(y)).all()):
+        return decline("complex infinities or NaN: the CPU's special cases")
+    res = complex_logaddexp(x, y)
+    if out is None:
+        return res
+    if tuple(out.shape) != tuple(res.shape):
+        out.resize_(res.shape)
+    return out.copy_(res)
+
+
 _GCD_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
 

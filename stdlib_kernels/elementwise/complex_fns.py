@@ -26,7 +26,7 @@ import torch
 from stdlib_kernels import _util as U
 from trnlang.device import decline
 
-__all__ = ["UNARY", "NONFINITE_OK", "complex_unary", "complex_pow", "planes", "join"]
+__all__ = ["UNARY", "NONFINITE_OK", "complex_unary", "complex_pow", "complex_logaddexp", "planes", "join"]
 
 
 def planes(z: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
@@ -304,3 +304,11 @@ def complex_pow(base: Any, exponent: Any, out: torch.Tensor | None = None) -> An
     if not (U.is_trn(out) and out.dtype == torch.complex64 and out.shape == res.shape):
         return decline("out= not a complex64 trn tensor of the result's shape")
     return out.copy_(res)
+
+
+def complex_logaddexp(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """complex ``log(exp(x) + exp(y))``: the operand of larger real part ``M`` factored out, ``M + log1p(exp(m -
+    M))`` (the other term's magnitude is at most 1, so nothing overflows and nothing that matters underflows)."""
+    first = torch.view_as_real(x)[..., 0] >= torch.view_as_real(y)[..., 0]
+    big, small = torch.where(first, x, y), torch.where(first, y, x)
+    return big + torch.log1p(torch.exp(small - big))

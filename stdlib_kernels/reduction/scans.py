@@ -28,6 +28,7 @@ import trnlang as trn
 import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
+from stdlib_kernels.elementwise.complex_fns import complex_logaddexp
 from stdlib_kernels.tiling import col_chunks, polymorphic, row_tiles
 from trnlang.device import decline, lowering
 
@@ -286,16 +287,8 @@ def cummin_helper(self: torch.Tensor, values: torch.Tensor, indices: torch.Tenso
     return _helper(self, values, indices, dim, "min")
 
 
-def _c_logaddexp(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """complex ``log(exp(x) + exp(y))``: the operand of larger real part ``M`` factored out, ``M + log1p(exp(m -
-    M))`` (the other term's magnitude is at most 1, so nothing overflows and nothing that matters underflows)."""
-    first = torch.view_as_real(x)[..., 0] >= torch.view_as_real(y)[..., 0]
-    big, small = torch.where(first, x, y), torch.where(first, y, x)
-    return big + torch.log1p(torch.exp(small - big))
-
-
 def _c_logcumsumexp(self: torch.Tensor, dim: int) -> Any:
-    """complex64 ``logcumsumexp`` as a Hillis-Steele scan: ``ceil(log2 n)`` rounds of :func:`_c_logaddexp` of each
+    """complex64 ``logcumsumexp`` as a Hillis-Steele scan: ``ceil(log2 n)`` rounds of :func:`complex_logaddexp` of each
     element and the one ``2^r`` before it (finite inputs; non-finite ones go to the CPU's special cases)."""
     if not bool(torch.isfinite(torch.view_as_real(self)).all()):
         return decline("NaN or inf in a complex64 input (the CPU's special cases)")
@@ -304,7 +297,8 @@ def _c_logcumsumexp(self: torch.Tensor, dim: int) -> Any:
     step = 1
     while step < n:
         nxt = s.clone()
-        nxt.narrow(dim, step, n - step).copy_(_c_logaddexp(s.narrow(dim, step, n - step), s.narrow(dim, 0, n - step)))
+        later, earlier = s.narrow(dim, step, n - step), s.narrow(dim, 0, n - step)
+        nxt.narrow(dim, step, n - step).copy_(complex_logaddexp(later, earlier))
         s, step = nxt, 2 * step
     return _cpu_branch(self, s, dim) if n > 1 else s
 

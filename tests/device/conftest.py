@@ -9,6 +9,18 @@ import trnlang.device
 
 trnlang.device.register()
 
+#: An op with a CPU kernel and no trn lowering (the standard library lowers every ATen op the fallback tests could
+#: use): ``log(exp(a) + exp(b))``, reaching the trn device's CPU fallback under this name.
+UNLOWERED = "trnfbtest::lae"
+_UNLOWERED_LIB = torch.library.Library("trnfbtest", "DEF")
+_UNLOWERED_LIB.define("lae(Tensor self, Tensor other) -> Tensor")
+_UNLOWERED_LIB.impl("lae", lambda a, b: torch.logaddexp(a, b), "CPU")
+
+
+def unlowered(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``logaddexp(a, b)`` through :data:`UNLOWERED` (always the CPU fallback on trn)."""
+    return torch.ops.trnfbtest.lae(a, b)
+
 
 @pytest.fixture(autouse=True)
 def _room_in_lane_tables(request):

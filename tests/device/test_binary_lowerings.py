@@ -26,9 +26,10 @@ OPS = {
     "fmod": (torch.fmod, "nonzero"), "remainder": (torch.remainder, "nonzero"),
     "copysign": (torch.copysign, "any"), "hypot": (torch.hypot, "any"), "xlogy": (torch.xlogy, "pos"),
     "clamp_min": (torch.clamp_min, "any"), "clamp_max": (torch.clamp_max, "any"),
+    "logaddexp": (torch.logaddexp, "any"),
 }
 #: ops with a gradient checked against the CPU.
-GRAD_OPS = ("pow", "maximum", "minimum", "fmax", "remainder", "copysign", "hypot", "xlogy", "clamp_min")
+GRAD_OPS = ("pow", "maximum", "minimum", "fmax", "remainder", "copysign", "hypot", "xlogy", "clamp_min", "logaddexp")
 
 
 def _pair(sa, sb, dom, dtype=torch.float32, seed=0):
@@ -230,3 +231,24 @@ def test_profile_is_sane():
     assert prof.engines["vector"].instructions > 0 and 0 < prof.mbu <= 1
     assert prof.dma_bytes >= 3 * 4 * 256 * 1000  # two operands read, one result written
     assert_same(out, torch.remainder(a, b))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_logaddexp_extremes(dtype, monkeypatch):
+    """logaddexp over every pair of extreme values (equal infinities, NaN, overflowing exponents) as the CPU."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    v = torch.tensor([0.0, -0.0, 1.0, -1.0, 30.0, 88.7, -100.0, 1e4, -1e4, math.inf, -math.inf, math.nan]).to(dtype)
+    a, b = v.repeat_interleave(len(v)), v.repeat(len(v))
+    torch.testing.assert_close(torch.logaddexp(a.to("trn"), b.to("trn")).cpu(), torch.logaddexp(a, b), equal_nan=True)
+
+
+def test_logaddexp_complex64(monkeypatch):
+    """complex64 logaddexp natively (broadcast, out=), equal to the CPU's within fp32 rounding."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(40, 9, dtype=torch.complex64, generator=g) * 6
+    y = torch.randn(9, dtype=torch.complex64, generator=g) * 6
+    torch.testing.assert_close(torch.logaddexp(x.to("trn"), y.to("trn")).cpu(), torch.logaddexp(x, y))
+    out = torch.empty(0, dtype=torch.complex64, device="trn")
+    torch.logaddexp(y.to("trn"), x.to("trn"), out=out)
+    torch.testing.assert_close(out.cpu(), torch.logaddexp(y, x))

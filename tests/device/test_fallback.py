@@ -7,20 +7,20 @@ import torch
 
 import trnlang
 import trnlang.device as td
+from tests.device.conftest import UNLOWERED, unlowered
 
 
-# Ops used here fall back on purpose: logaddexp is left unlowered for tutorial 06 (and kept from torch's
-# decomposition, see fallback.NOT_DECOMPOSED); nothing lowers the general (non-symmetric) eigenvalue problem,
-# _linalg_eigvals, and torch has no decomposition for it.
+# Ops used here fall back on purpose: conftest's UNLOWERED custom op has only a CPU kernel; nothing lowers the
+# general (non-symmetric) eigenvalue problem, _linalg_eigvals, and torch has no decomposition for it.
 def _eigvals(device):
     return torch.linalg.eigvals(torch.tensor([[2.0, -1.0, 0.5], [1.0, 3.0, 0.0], [0.0, 4.0, 1.0]], device=device))
 
 
 def test_counted_and_zero_copy():
     x = torch.linspace(-1, 1, 7, device="trn")
-    before = td.fallback_stats().get("aten::logaddexp.out", 0)
-    y = torch.logaddexp(x, x * 0.5 + 2)
-    assert td.fallback_stats()["aten::logaddexp.out"] == before + 1
+    before = td.fallback_stats().get(UNLOWERED, 0)
+    y = unlowered(x, x * 0.5 + 2)
+    assert td.fallback_stats()[UNLOWERED] == before + 1
     xc = torch.linspace(-1, 1, 7)
     torch.testing.assert_close(y.cpu(), torch.logaddexp(xc, xc * 0.5 + 2))
     before = td.fallback_stats().get("aten::_linalg_eigvals", 0)
@@ -60,11 +60,11 @@ def test_warns_once_per_op(monkeypatch):
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         for _ in range(3):
-            torch.logaddexp(x, x * 0.5)
+            torch.ops.trnfbtest.lae(x, x * 0.5)  # called here: the warning must point at this line's file
         torch.linalg.eigvals(torch.eye(3, device="trn") + 1)
     fb = [m for m in w if issubclass(m.category, td.FallbackWarning)]
-    assert [str(m.message).split()[1] for m in fb] == ["aten::logaddexp.out", "aten::_linalg_eigvals"]
-    assert td.fallback_stats()["aten::logaddexp.out"] == 3
+    assert [str(m.message).split()[1] for m in fb] == [UNLOWERED, "aten::_linalg_eigvals"]
+    assert td.fallback_stats()[UNLOWERED] == 3
     assert {m.filename for m in fb} == {__file__}  # the warning points at the user's line, not torch or trnlang
 
 
@@ -72,8 +72,8 @@ def test_strict_mode_raises_naming_the_op(monkeypatch):
     monkeypatch.setenv("TRN_FALLBACK", "error")  # read at each fallback
     x = torch.ones(3, device="trn")
     assert torch.equal(((x + x) * 2).cpu(), torch.full((3,), 4.0))  # native: fine
-    with pytest.raises(td.FallbackError, match="aten::logaddexp.out") as e:
-        torch.logaddexp(x, x * 0.5)
+    with pytest.raises(td.FallbackError, match=UNLOWERED) as e:
+        unlowered(x, x * 0.5)
     assert isinstance(e.value, trnlang.TrnError) and isinstance(e.value, NotImplementedError)
 
 
@@ -83,9 +83,9 @@ def test_silent_mode(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # any warning fails the test
         x = torch.tensor([0.0, -float("inf")], device="trn")
-        y = torch.logaddexp(x, torch.full((2,), -float("inf"), device="trn"))
+        y = unlowered(x, torch.full((2,), -float("inf"), device="trn"))
     assert y.cpu().tolist() == [0.0, -float("inf")]
-    assert td.fallback_stats() == {"aten::logaddexp.out": 1}
+    assert td.fallback_stats() == {UNLOWERED: 1}
 
 
 def test_registry_lowering_for_a_custom_op():
@@ -136,10 +136,29 @@ def test_ops_with_a_torch_decomposition_run_it_on_trn():
     assert fallback.decomposition_stats().get(name, 0) == dec.get(name, 0) + 1, fallback.decomposition_stats()
     assert td.fallback_stats() == before
     torch.testing.assert_close(y.cpu(), fn(x.cpu()))
-    # tutorial 06's op stays a fallback (its decomposition is not used)
-    before = td.fallback_stats().get("aten::logaddexp.out", 0)
-    torch.logaddexp(x, x)
-    assert td.fallback_stats().get("aten::logaddexp.out", 0) == before + 1
+
+
+def test_stdlib_exclude_leaves_an_op_to_the_cpu(tmp_path):
+    """``TRN_STDLIB_EXCLUDE=aten::logaddexp`` (tutorial 06; bisecting a lowering): the standard library's lowering
+    and its routed variants are not registered, and the op runs through the CPU fallback, not a decomposition."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import torch, trnlang, trnlang.device as td\n"
+        "from trnlang.device import fallback\n"
+        "x = torch.linspace(-3, 3, 9, device='trn')\n"
+        "y = torch.logaddexp(x, x * 2)\n"
+        "torch.testing.assert_close(y.cpu(), torch.logaddexp(x.cpu(), x.cpu() * 2))\n"
+        "assert 'aten::logaddexp' not in td.REGISTRY and 'aten::logaddexp.out' not in td.REGISTRY\n"
+        "assert td.fallback_stats() == {'aten::logaddexp.out': 1}, td.fallback_stats()\n"
+        "assert not fallback.decomposition_stats(), fallback.decomposition_stats()\n"
+        "assert 'aten::hypot' in td.REGISTRY\n"
+        "print('ok')\n")
+    env = dict(os.environ, TRN_STDLIB_EXCLUDE="aten::logaddexp", TRN_FALLBACK="silent")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout[-2000:] + r.stderr[-3000:]
 
 
 def test_a_declining_lowering_says_why(monkeypatch):

@@ -535,10 +535,21 @@ def run_on_cpu(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, cpu_op
     return conv.to_trn(out, adopted)
 
 
+def excluded(name: str) -> bool:
+    """``name`` (``aten::op`` or ``aten::op.overload``) is left out of the standard library by ``TRN_STDLIB_EXCLUDE``
+    (an op name without an overload excludes every overload); such ops run through the CPU fallback, not a torch
+    decomposition.
+
+    Example:
+        >>> excluded("aten::add.Tensor")  # unless TRN_STDLIB_EXCLUDE names it
+        False
+    """
+    ex = _config.current.stdlib_exclude
+    return bool(ex) and (name in ex or name.split(".", 1)[0] in ex)
+
+
 _decomposed: Counter[str] = Counter()
 _DECOMP: dict[Any, Callable[..., Any] | None] = {}
-#: Ops kept on the CPU fallback although torch can decompose them: tutorial 06 lowers logaddexp as its example.
-NOT_DECOMPOSED = frozenset({"aten::logaddexp", "aten::logaddexp.out"})
 
 
 def decomposition_stats() -> dict[str, int]:
@@ -567,7 +578,7 @@ def _decomposition(op: Any) -> Callable[..., Any] | None:
         mutates_inputs = any(a.alias_info is not None and a.alias_info.is_write and a.name not in outs
                              for a in schema.arguments)
         returns_view = not outs and any(r.alias_info is not None for r in schema.returns)
-        if mutates_inputs or returns_view or op.namespace != "aten" or _info(op).name in NOT_DECOMPOSED:
+        if mutates_inputs or returns_view or op.namespace != "aten" or excluded(_info(op).name):
             fn = None
     except Exception:  # noqa: BLE001 - no usable decomposition
         fn = None

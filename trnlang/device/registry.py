@@ -519,6 +519,8 @@ def lowering(op: str, *, dtypes: tuple[torch.dtype, ...] | list[torch.dtype] | N
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         ov = resolve(op)
         name = fallback.op_name(ov)
+        if fn.__module__.startswith("stdlib_kernels.") and fallback.excluded(name):
+            return fn  # TRN_STDLIB_EXCLUDE: left to the CPU fallback (to rewrite or bisect this lowering)
         dt = tuple(dtypes) if dtypes is not None else None
         takes_out = "out" in inspect.signature(fn).parameters
         check = device_check and kind not in ("plumbing", "cpu")
