@@ -122,7 +122,6 @@ _MORE = {
     "fmod.Scalar": ("fmod", "C remainder by a number.", {"divisor": True}),
     "remainder.Tensor": ("remainder", "Python modulus (sign of the divisor).", {"divisor": True}),
     "remainder.Scalar": ("remainder", "Python modulus by a number.", {"divisor": True}),
-    "copysign.Tensor": ("copysign", "|self| with the sign of other.", {"rdt_float": True}),
     "copysign.Scalar": ("copysign", "|self| with the sign of a number.", {"rdt_float": True}),
     "hypot": ("hypot", "sqrt(self^2 + other^2) without overflow.", {"float_only": True}),
     "xlogy.Tensor": ("xlogy", "self * log(other), 0 where self == 0.", {"rdt_float": True}),
@@ -148,6 +147,39 @@ for _name, (_op, _doc, _kw) in _MORE.items():
     else:
         _fa = _fast(_fn) if _name in ("maximum", "minimum") else None
         lowering(f"aten::{_name}", dtypes=OPERAND_DTYPES, fast=_fa)(_fn)
+
+
+_COPYSIGN = _simple("copysign", "copysign_Tensor", "", rdt_float=True)
+#: The integer type whose sign is a float dtype's sign bit (the float's bits viewed in place).
+_SIGN_BITS = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16}
+
+
+@lowering("aten::copysign.Tensor", dtypes=OPERAND_DTYPES)
+def copysign_tensor(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
+    """``|self|`` with the sign of ``other``, NaN's sign bit included (a float ``other`` is read through its bits).
+
+    Example:
+        >>> torch.copysign(torch.tensor([2.0], device="trn"), torch.tensor([-0.0], device="trn"))  # doctest: +SKIP
+        tensor([-2.], device='trn:0')
+    """
+    if U.is_trn(other) and other.dtype in _SIGN_BITS:
+        rdt = torch.result_type(self, other)
+        return run_binary("copysign_bits", self, other.view(_SIGN_BITS[other.dtype]), out, rdt=rdt, compute="f32")
+    return _COPYSIGN(self, other, out=out)
+
+
+@lowering("aten::heaviside", dtypes=OPERAND_DTYPES)
+def heaviside(self: Any, values: Any, *, out: torch.Tensor | None = None) -> Any:
+    """Step function of ``self`` (``values`` where ``self == 0``); operands of one dtype, as torch requires.
+
+    Example:
+        >>> x = torch.tensor([-1.0, 0.0, 2.0], device="trn")  # doctest: +SKIP
+        >>> torch.heaviside(x, torch.tensor([0.5], device="trn"))  # doctest: +SKIP
+        tensor([0.0000, 0.5000, 1.0000], device='trn:0')
+    """
+    if not (isinstance(self, torch.Tensor) and isinstance(values, torch.Tensor)) or self.dtype != values.dtype:
+        return decline("operands of different dtypes: torch raises")
+    return run_binary("heaviside", self, values, out)
 
 
 _REAL_LOGADDEXP = _simple("logaddexp", "logaddexp", "", float_only=True)

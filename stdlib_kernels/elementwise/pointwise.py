@@ -137,6 +137,18 @@ def _copysign(a: Any, b: Any) -> Any:
     return tl.where(_signbit(b), -m, m)
 
 
+def _copysign_bits(a: Any, b: Any) -> Any:
+    """copysign with ``b`` given as its float's bits read as a signed integer: negative exactly when the sign bit is
+    set, NaN's included (a float compare cannot see a NaN's sign)."""
+    m = tl.abs(a)
+    return tl.where(b < 0, -m, m)
+
+
+def _heaviside(a: Any, b: Any) -> Any:
+    """``b`` where ``a == 0``, else 1 where ``a > 0`` and 0 elsewhere (NaN included), as torch's CPU kernel."""
+    return tl.where(a == 0, b, tl.where(a > 0, 1, 0))
+
+
 def _hypot(a: Any, b: Any) -> Any:
     """sqrt(a^2 + b^2) without overflow/underflow: big * sqrt(1 + (small / big)^2); inf wins over NaN."""
     x, y = tl.abs(a), tl.abs(b)
@@ -252,7 +264,7 @@ BINARY_OPS: dict[str, Callable[[Any, Any], Any]] = {
     "maximum": tl.maximum, "minimum": tl.minimum, "fmax": _fmax, "fmin": _fmin,
     "fmod": tl.fmod, "remainder": _remainder, "gcd": _gcd,
     "lshift": _lshift, "rshift": _rshift, "copysign": _copysign, "hypot": _hypot, "xlogy": _xlogy,
-    "logaddexp": _logaddexp,
+    "copysign_bits": _copysign_bits, "logaddexp": _logaddexp, "heaviside": _heaviside,
     "eq": lambda x, y: x == y, "ne": lambda x, y: x != y, "lt": lambda x, y: x < y,
     "le": lambda x, y: x <= y, "gt": lambda x, y: x > y, "ge": lambda x, y: x >= y,
     "logical_and": tl.logical_and, "logical_or": tl.logical_or, "logical_xor": tl.logical_xor,
@@ -498,7 +510,7 @@ _I64_BOUND = {"add": 2**30, "sub": 2**30, "mul": 2**15, "rsub": 2**30}
 #: integer ops whose result stays within the range of their operands.
 _I64_SAFE = ("maximum", "minimum", "fmax", "fmin", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
              "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "div_trunc_i", "div_floor_i", "fmod",
-             "remainder", "where", "clamp", "gcd")
+             "remainder", "where", "clamp", "gcd", "heaviside")
 
 
 def i64_bound(op: str, compute: str, alpha: Any = None) -> int | None:

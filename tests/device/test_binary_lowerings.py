@@ -252,3 +252,38 @@ def test_logaddexp_complex64(monkeypatch):
     out = torch.empty(0, dtype=torch.complex64, device="trn")
     torch.logaddexp(y.to("trn"), x.to("trn"), out=out)
     torch.testing.assert_close(out.cpu(), torch.logaddexp(y, x))
+
+
+def test_copysign_takes_the_sign_bit_of_nan(monkeypatch):
+    """copysign reads a float ``other``'s sign bit (NaN's too: a compare cannot see it), any dtype pair, as the CPU."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    v = torch.tensor([0.0, -0.0, 1.5, -2.5, math.inf, -math.inf, math.nan, -math.nan])
+    a, b = v.repeat_interleave(len(v)), v.repeat(len(v))
+    for da in (torch.float32, torch.bfloat16, torch.float16, torch.int32):
+        x = a.to(da) if da.is_floating_point else torch.arange(len(a), dtype=da) - 30
+        for db in (torch.float32, torch.bfloat16, torch.float16):
+            exp, got = torch.copysign(x, b.to(db)), torch.copysign(x.to("trn"), b.to(db).to("trn")).cpu()
+            assert got.dtype == exp.dtype and torch.equal(torch.signbit(got), torch.signbit(exp)), (da, db)
+            torch.testing.assert_close(got, exp, equal_nan=True)
+    # a CPU scalar self with a NaN-holding trn other (upstream test_copysign's sign check)
+    y = b.to("trn")
+    assert torch.equal(torch.signbit(torch.copysign(torch.tensor(1.0), y).cpu()), torch.signbit(b))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.int32,
+                                   torch.int8, torch.uint8, torch.bool])
+def test_heaviside(dtype, monkeypatch):
+    """heaviside natively for one dtype (NaN steps to 0, broadcasting), torch's errors for mixed dtypes / complex."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    if dtype.is_floating_point:
+        x = torch.tensor([0.0, -0.0, 1.5, -2.5, math.inf, -math.inf, math.nan]).to(dtype)
+        y = torch.tensor([0.5, 2, 3, 4, 5, 6, math.nan]).to(dtype)
+    else:
+        x, y = torch.tensor([0, 1, -3, 5, 0, 2, 0]).to(dtype), torch.tensor([7, 0, 1, 2, 3, 1, 9]).to(dtype)
+    for p, q in ((x, y), (x[:, None], y[:3])):
+        exp, got = torch.heaviside(p, q), torch.heaviside(p.to("trn"), q.to("trn")).cpu()
+        assert got.dtype == exp.dtype
+        torch.testing.assert_close(got, exp, equal_nan=True)
+    other = torch.float16 if dtype != torch.float16 else torch.float32
+    with pytest.raises(RuntimeError, match="different dtypes"):
+        torch.heaviside(x.to("trn"), y.to(other).to("trn"))
