@@ -217,6 +217,37 @@ def logaddexp(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     return out.copy_(res)
 
 
+@lowering("aten::floor_divide.Scalar", dtypes=OPERAND_DTYPES)
+def floor_divide_scalar(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
+    """``self // number``."""
+    return run_binary("div_floor", self, other, out, int_scalar_divisor=True)
+
+
+def _floor_divide_(self: Any, other: Any) -> Any:
+    """``self //= other`` in place (its overloads are named ``Tensor``/``Scalar``, so the functional op's routing
+    does not find them)."""
+    return run_binary("div_floor", self, other, self, int_scalar_divisor=True)
+
+
+lowering("aten::floor_divide_.Tensor", dtypes=OPERAND_DTYPES, variants=False)(_floor_divide_)
+lowering("aten::floor_divide_.Scalar", dtypes=OPERAND_DTYPES, variants=False)(_floor_divide_)
+
+
+
+@lowering("aten::remainder.Scalar_Tensor", dtypes=OPERAND_DTYPES)
+def remainder_scalar_tensor(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
+    """``number % tensor`` (Python's modulus: the sign of the divisor).
+
+    Example:
+        >>> 7 % torch.tensor([3, -3], device="trn")  # doctest: +SKIP
+        tensor([ 1, -2], device='trn:0')
+    """
+    if isinstance(self, bool) or not isinstance(self, (int, float)) or not U.is_trn(other):
+        return decline("a bool or complex number, or other not a trn tensor")
+    if not other.is_floating_point() and bool((other == 0).any()):
+        return decline("an integer division by zero: torch raises")
+    return run_binary("rremainder", other, self, out, rdt=torch.result_type(self, other))
+
 _GCD_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
 

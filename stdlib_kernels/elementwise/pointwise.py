@@ -262,7 +262,7 @@ BINARY_OPS: dict[str, Callable[[Any, Any], Any]] = {
     "ipow_t": _ipow_t, "ripow_t": lambda x, y: _ipow_t(y, x),
     "cube_bf16": lambda x, y: _round_to(tl.bfloat16)(x * x) * x,  # torch's bf16 x ** 3: x * x rounded first
     "maximum": tl.maximum, "minimum": tl.minimum, "fmax": _fmax, "fmin": _fmin,
-    "fmod": tl.fmod, "remainder": _remainder, "gcd": _gcd,
+    "fmod": tl.fmod, "remainder": _remainder, "rremainder": lambda x, y: _remainder(y, x), "gcd": _gcd,
     "lshift": _lshift, "rshift": _rshift, "copysign": _copysign, "hypot": _hypot, "xlogy": _xlogy,
     "copysign_bits": _copysign_bits, "logaddexp": _logaddexp, "heaviside": _heaviside,
     "eq": lambda x, y: x == y, "ne": lambda x, y: x != y, "lt": lambda x, y: x < y,
@@ -510,7 +510,7 @@ _I64_BOUND = {"add": 2**30, "sub": 2**30, "mul": 2**15, "rsub": 2**30}
 #: integer ops whose result stays within the range of their operands.
 _I64_SAFE = ("maximum", "minimum", "fmax", "fmin", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
              "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "div_trunc_i", "div_floor_i", "fmod",
-             "remainder", "where", "clamp", "gcd", "heaviside")
+             "remainder", "rremainder", "where", "clamp", "gcd", "heaviside")
 
 
 def i64_bound(op: str, compute: str, alpha: Any = None) -> int | None:
@@ -775,6 +775,7 @@ def div_mode(self: Any, other: Any, *, rounding_mode: str | None = None, out: to
 def floor_divide(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     """``self // other`` (``div(..., rounding_mode="floor")``)."""
     return run_binary("div_floor", self, other, out, int_scalar_divisor=True)
+
 
 
 @lowering("aten::neg", dtypes=(*(d for d in OPERAND_DTYPES if d != torch.bool), torch.complex64),

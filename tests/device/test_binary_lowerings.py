@@ -287,3 +287,28 @@ def test_heaviside(dtype, monkeypatch):
     other = torch.float16 if dtype != torch.float16 else torch.float32
     with pytest.raises(RuntimeError, match="different dtypes"):
         torch.heaviside(x.to("trn"), y.to(other).to("trn"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32, torch.int64, torch.int8, torch.uint8])
+def test_number_remainder_and_inplace_floor_divide(dtype, monkeypatch):
+    """``number % tensor`` (remainder.Scalar_Tensor) and ``t //= other`` (floor_divide_.Tensor/.Scalar, overloads
+    the functional op's routing does not find) natively, as the CPU; torch's errors for a zero integer divisor and
+    a float result into an integer tensor."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    b = torch.tensor([3, 3, 5, 7, 1, 2] if dtype == torch.uint8 else [3, -3, 5, -7, 1, 2]).to(dtype)
+    for s in (7, 0, 2.5) if dtype == torch.uint8 else (7, -7, 0, 2.5, -1.5):
+        exp, got = s % b, (s % b.to("trn")).cpu()
+        assert got.dtype == exp.dtype
+        torch.testing.assert_close(got, exp)
+    a = (torch.arange(6) * 5 + 1).to(dtype)
+    for other in (b, 4):
+        x, e = a.to("trn"), a.clone()
+        x //= other.to("trn") if isinstance(other, torch.Tensor) else other
+        e //= other
+        assert torch.equal(x.cpu(), e)
+    if not dtype.is_floating_point:
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            torch.remainder(3, torch.zeros(2, dtype=dtype, device="trn"))
+        with pytest.raises(RuntimeError, match="can't be cast"):
+            x = a.to("trn")
+            x //= 2.5
