@@ -223,6 +223,13 @@ def _logical(op: str) -> Callable[..., Any]:
         self, other = _nonzero_if_complex(self), _nonzero_if_complex(other)
         if any(isinstance(v, torch.Tensor) and v.is_complex() for v in (self, other)):
             return decline("a complex operand other than a complex64 trn tensor without conj/neg bits")
+        if U.is_trn(out) and out.dtype == torch.complex64 and not (out.is_conj() or out.is_neg()):
+            res = run_binary(op, self, other, None, rdt=torch.bool)  # into a complex out= / in place: 0 or 1
+            if res is NotImplemented:
+                return res
+            if out.numel() == 0 and out.shape != res.shape:
+                out.resize_(res.shape)
+            return out.copy_(res) if out.shape == res.shape else decline("out= of another shape: torch raises")
         return run_binary(op, self, other, out, rdt=torch.bool)
 
     lower.__name__ = op

@@ -4,6 +4,7 @@ under ``TRN_FALLBACK=error`` (NaN planes, zero, real and bool numbers, 0-dim CPU
 
 from __future__ import annotations
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -30,3 +31,16 @@ def test_complex64_eq_ne_number_vs_cpu(shape, data, op, transpose):
     f = getattr(torch, op)
     with config.override(TRN_FALLBACK="error"):
         assert torch.equal(f(a.to("trn"), number).cpu(), f(a, number))
+
+
+@pytest.mark.parametrize("op", ["logical_and_", "logical_or_", "logical_xor_"])
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.float32, torch.bool, torch.int64])
+def test_logical_in_place_on_complex_self(op, dtype, monkeypatch):
+    """``z.logical_and_(w)`` on a complex64 ``z``: the bool result stored as 0/1 complex numbers, as the CPU."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    z = torch.tensor([1 + 1j, 0, 2j, 0, 3, -0.0], dtype=torch.complex64)
+    w = torch.tensor([0j, 1, 0, 1j, 0, 2]) if dtype == torch.complex64 else torch.tensor([1, 0, 0, 2, 5, 1]).to(dtype)
+    exp = getattr(z.clone(), op)(w)
+    got = z.to("trn")
+    getattr(got, op)(w.to(dtype).to("trn"))
+    assert torch.equal(got.cpu(), exp)
