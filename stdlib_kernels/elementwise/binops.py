@@ -277,17 +277,61 @@ def _int_binary(op: str, self: Any, other: Any, out: torch.Tensor | None, dtypes
     return run_binary(op, self, other, out)
 
 
-_SHIFT_DTYPES = (torch.int32, torch.int16, torch.int8, torch.uint8)
+_SHIFT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
+
+def _lsr32(v: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """Logical right shift of int32 words ``v`` by ``k`` in [0, 32] (32: 0): the arithmetic shift masked to the
+    ``32 - k`` low bits (``(1 << 32) - 1`` is -1 in torch's int32 arithmetic: all bits)."""
+    return (v >> k) & ((1 << (32 - k)) - 1)
+
+
+def _shift64(op: str, self: Any, other: Any, out: torch.Tensor | None) -> Any:
+    """int64 ``self << other`` / ``self >> other`` on the two int32 words of each value, with torch's rules: a left
+    shift outside [0, 64) gives 0, a right shift outside [0, 63) the sign fill."""
+    ts = [t for t in (self, other) if isinstance(t, torch.Tensor)]
+    if not all(U.is_trn(t) or t.dim() == 0 for t in ts):
+        return decline("operands on another device")
+    shape = U.broadcast_shape(*(t.shape for t in ts))
+    if shape is None:
+        return decline("operands do not broadcast: torch raises")
+    x = torch.empty(shape, dtype=torch.int64, device="trn")
+    x.copy_(self if isinstance(self, torch.Tensor) else torch.tensor(self))
+    s64 = torch.empty(shape, dtype=torch.int64, device="trn")
+    s64.copy_(other if isinstance(other, torch.Tensor) else torch.tensor(other))
+    words = x.view(torch.int32).view(*shape, 2)
+    lo, hi = words[..., 0], words[..., 1]
+    top = 64 if op == "lshift" else 63
+    bad = (s64 < 0) | (s64 >= top)
+    s = torch.where(bad, 63, s64).to(torch.int32)  # in range now; bad lanes: 0 below (left), the sign fill (right)
+    small, k = s < 32, s - 32
+    if op == "lshift":
+        rlo = torch.where(small, lo << s, 0)
+        rhi = torch.where(small, (hi << s) | _lsr32(lo, 32 - s), lo << k)
+        rlo, rhi = torch.where(bad, 0, rlo), torch.where(bad, 0, rhi)
+    else:
+        rlo = torch.where(small, _lsr32(lo, s) | (hi << (32 - s)), hi >> k)
+        rhi = torch.where(small, hi >> s, hi >> 31)  # s = 63: the sign fill in both words
+    res = torch.stack((rlo, rhi), -1).view(torch.int64).view(shape)
+    if out is None:
+        return res
+    if out.numel() == 0 and tuple(out.shape) != tuple(shape):
+        out.resize_(shape)
+    return out.copy_(res)
 
 
 def _shift(op: str) -> Any:
     def lower(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
-        return _int_binary(op, self, other, out, _SHIFT_DTYPES,
-                           "a shift of int64 (not within int32's arithmetic), float or bool operands")
+        try:
+            if torch.result_type(self, other) == torch.int64 and (out is None or out.dtype == torch.int64):
+                return _shift64(op, self, other, out)
+        except (RuntimeError, TypeError):
+            return decline("operands torch cannot promote: torch raises")
+        return _int_binary(op, self, other, out, _SHIFT_DTYPES[1:], "a shift of float or bool operands")
 
     lower.__name__ = f"bitwise_{'left' if op == 'lshift' else 'right'}_shift"
-    lower.__doc__ = (f"``aten::{lower.__name__}`` of int32 and narrower integers (int32 arithmetic; torch's results "
-                     "for shifts outside the width).")
+    lower.__doc__ = (f"``aten::{lower.__name__}`` of integers (int32 arithmetic, int64 on its two words; torch's "
+                     "results for shifts outside the width).")
     return lower
 
 

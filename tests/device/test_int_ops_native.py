@@ -429,3 +429,28 @@ def test_gcd_broadcasts_a_single_element_first_operand(monkeypatch) -> None:
         y = torch.randint(-50, 50, ys, generator=g, dtype=torch.int64)
         for p, q in ((x, y), (y, x)):
             assert torch.equal(torch.gcd(p.to("trn"), q.to("trn")).cpu(), torch.gcd(p, q))
+
+
+@pytest.mark.parametrize("fn", [torch.bitwise_left_shift, torch.bitwise_right_shift])
+def test_int64_shifts_on_words(fn, monkeypatch) -> None:
+    """int64 shifts natively on the two int32 words: every amount in [-3, 70) (torch's 0 / sign fill outside the
+    width), full-range values, number and int32 amounts, broadcasting, in place."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    g = torch.Generator().manual_seed(9)
+    x = torch.cat([torch.randint(-2**62, 2**62, (66,), generator=g),
+                   torch.tensor([0, 1, -1, 2**63 - 1, -2**63, 12345, -98765])])
+    s = torch.arange(-3, 70)
+    assert torch.equal(fn(x.to("trn"), s.to("trn")).cpu(), fn(x, s))
+    assert torch.equal(fn(x.to("trn"), s.to(torch.int32).to("trn")).cpu(), fn(x, s.to(torch.int32)))
+    for k in (0, 1, 31, 32, 33, 62, 63, 64, -1):
+        assert torch.equal(fn(x.to("trn"), k).cpu(), fn(x, k)), k
+    assert torch.equal(fn(x[:, None].to("trn"), s[::9].to("trn")).cpu(), fn(x[:, None], s[::9]))
+    assert torch.equal(fn(5, s.to("trn")).cpu(), fn(torch.tensor(5), s))
+    y, e = x.to("trn"), x.clone()
+    if fn is torch.bitwise_left_shift:
+        y <<= s.to("trn")
+        e <<= s
+    else:
+        y >>= s.to("trn")
+        e >>= s
+    assert torch.equal(y.cpu(), e)
