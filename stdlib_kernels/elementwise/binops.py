@@ -39,6 +39,36 @@ _SPECIAL: dict[float, Callable[[torch.Tensor], torch.Tensor]] = {
 }
 
 
+def _ipow64(base: Any, exponent: Any, out: torch.Tensor | None) -> Any:
+    """int64 ``base ** exponent`` whose every result fits int32 (checked on the device: ``|b|`` and ``e`` within
+    int32, and ``e log2|b| < 30.5`` where ``|b| >= 2``), computed by int32 square-and-multiply; larger results
+    (which wrap modulo 2^64 in torch) are declined."""
+    from stdlib_kernels.elementwise.pointwise import int64_ok
+
+    ts = [t for t in (base, exponent) if isinstance(t, torch.Tensor)]
+    if not all(U.is_trn(t) or t.dim() == 0 for t in ts) or (out is not None and not U.is_trn(out)):
+        return decline("operands on another device")
+    shape = U.broadcast_shape(*(t.shape for t in ts))
+    if shape is None:
+        return decline("operands do not broadcast: torch raises")
+    b, e = (torch.as_tensor(v).to(device="trn", dtype=torch.int64) if not U.is_trn(v) else v.to(torch.int64)
+            for v in (base, exponent))
+    if not (int64_ok(b, 2**31) and int64_ok(e, 2**31)):
+        return decline("int64 powers with operands beyond int32")
+    b32, e32 = b.to(torch.int32), e.to(torch.int32)
+    mag = b32.abs().float()
+    if bool(((mag >= 2) & (e32.float() * torch.log2(mag.clamp(min=2)) >= 30.5)).any()):
+        return decline("int64 powers past int32's range (they wrap modulo 2^64 in torch)")
+    res = run_binary("ipow_t", b32, e32, None, rdt=torch.int32)
+    if res is NotImplemented:
+        return res
+    if out is None:
+        return res.to(torch.int64)
+    if out.numel() == 0 and tuple(out.shape) != tuple(shape):
+        out.resize_(shape)
+    return out.copy_(res)
+
+
 def _pow(self: Any, exponent: Any, out: torch.Tensor | None) -> Any:
     rdt = torch.result_type(self, exponent)
     if rdt.is_complex:
@@ -50,6 +80,8 @@ def _pow(self: Any, exponent: Any, out: torch.Tensor | None) -> Any:
         # exponent (square-and-multiply, one kernel per exponent); negative ones raise (left to torch)
         if rdt == torch.bool:
             return decline("a bool power")
+        if rdt == torch.int64:
+            return _ipow64(self, exponent, out)
         if U.is_trn(exponent):  # a tensor of exponents: all 31 bits
             if U.is_trn(self):
                 return run_binary("ipow_t", self, exponent, out, rdt=rdt)

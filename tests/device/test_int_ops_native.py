@@ -454,3 +454,29 @@ def test_int64_shifts_on_words(fn, monkeypatch) -> None:
         y >>= s.to("trn")
         e >>= s
     assert torch.equal(y.cpu(), e)
+
+
+def test_int64_powers_within_int32(monkeypatch) -> None:
+    """int64 ``**`` natively where every result fits int32 (tensor/number bases and exponents, broadcast, in place,
+    negative exponents); results past int32 (torch wraps them modulo 2^64) take the CPU fallback, still exact."""
+    from trnlang import config
+
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    g = torch.Generator().manual_seed(1)
+    x, e = torch.randint(-9, 10, (200,), generator=g), torch.randint(-2, 10, (200,), generator=g)
+    for a, b in ((x, e), (x, 3), (2, e.clamp(min=0)), (x[:, None], e[:7])):
+        ta = a.to("trn") if isinstance(a, torch.Tensor) else a
+        tb = b.to("trn") if isinstance(b, torch.Tensor) else b
+        exp, got = torch.pow(a, b), torch.pow(ta, tb).cpu()
+        assert got.dtype == exp.dtype and torch.equal(got, exp)
+    y = x.to("trn")
+    y.pow_(e.clamp(min=0).to("trn"))
+    assert torch.equal(y.cpu(), x.pow(e.clamp(min=0)))
+    monkeypatch.setenv("TRN_FALLBACK", "silent")
+    config.refresh()
+    try:
+        big, ee = torch.tensor([3, 10, -7]), torch.tensor([40, 19, 25])
+        assert torch.equal(torch.pow(big.to("trn"), ee.to("trn")).cpu(), torch.pow(big, ee))
+    finally:
+        monkeypatch.undo()
+        config.refresh()
