@@ -119,6 +119,10 @@ def where(condition: Any, self: Any, other: Any, *, out: torch.Tensor | None = N
     if not U.is_trn(condition) or condition.dtype != torch.bool:
         return decline("condition not a bool trn tensor")
     rdt = torch.result_type(self, other)
+    if rdt == torch.complex64:  # numbers and real tensors join as complex64 (a number: a 0-dim tensor)
+        self, other = (v if U.is_trn(v) and v.dtype == rdt else v.to(rdt) if U.is_trn(v)
+                       else torch.tensor(v, dtype=rdt, device="trn") if isinstance(v, (bool, int, float, complex))
+                       else v for v in (self, other))
     if rdt == torch.complex64 or (rdt == torch.int64 and all(U.is_trn(t) and t.dtype == rdt for t in (self, other))):
         return _where_pairs(condition, self, other, out, rdt)
     c = _ct(rdt)
@@ -153,19 +157,19 @@ def _where_pairs(condition: torch.Tensor, self: torch.Tensor, other: torch.Tenso
     return r if r is NotImplemented else res
 
 
-@lowering("aten::where.ScalarSelf", dtypes=P.OPERAND_DTYPES)
+@lowering("aten::where.ScalarSelf", dtypes=(*P.OPERAND_DTYPES, torch.complex64))
 def where_scalar_self(condition: Any, self: Any, other: Any) -> Any:
     """``where`` with a number for ``self``."""
     return where(condition, self, other)
 
 
-@lowering("aten::where.ScalarOther", dtypes=P.OPERAND_DTYPES)
+@lowering("aten::where.ScalarOther", dtypes=(*P.OPERAND_DTYPES, torch.complex64))
 def where_scalar_other(condition: Any, self: Any, other: Any) -> Any:
     """``where`` with a number for ``other``."""
     return where(condition, self, other)
 
 
-@lowering("aten::where.Scalar", dtypes=P.OPERAND_DTYPES)
+@lowering("aten::where.Scalar", dtypes=(*P.OPERAND_DTYPES, torch.complex64))
 def where_scalar(condition: Any, self: Any, other: Any) -> Any:
     """``where`` with numbers for both branches."""
     return where(condition, self, other)

@@ -56,3 +56,17 @@ def test_complex_where_matches_cpu(shapes):
     assert torch.where(cond.to("trn"), x.to("trn"), y.to("trn"), out=out) is out
     assert torch.equal(out.cpu(), torch.where(cond, x, y))
     assert trnlang.fallback_stats() == {}
+
+
+def test_where_complex_with_numbers_and_real_tensors(monkeypatch):
+    """``torch.where`` whose result is complex64 with a number or a real tensor on one side (where.ScalarSelf /
+    ScalarOther / self), natively, as the CPU."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    c = torch.tensor([True, False, True, False])
+    z = torch.tensor([1 + 2j, 3 - 1j, -2j, 0.5], dtype=torch.complex64)
+    r = torch.tensor([1.0, -2.0, 3.0, 0.0])
+    for a, b in [(2.5, z), (z, -1), (1j, z), (z, 2 + 3j), (r, z), (z, r), (1j, r), (r, -0.5j)]:
+        ta = a.to("trn") if isinstance(a, torch.Tensor) else a
+        tb = b.to("trn") if isinstance(b, torch.Tensor) else b
+        exp, got = torch.where(c, a, b), torch.where(c.to("trn"), ta, tb).cpu()
+        assert got.dtype == exp.dtype and torch.equal(got, exp), (a, b)
