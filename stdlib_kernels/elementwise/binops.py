@@ -120,7 +120,21 @@ def pow_ts(self: Any, exponent: Any, *, out: torch.Tensor | None = None) -> Any:
 
 @lowering("aten::pow.Scalar", dtypes=(*OPERAND_DTYPES, torch.complex64))
 def pow_s(self: Any, exponent: Any, *, out: torch.Tensor | None = None) -> Any:
-    """``self ** exponent`` (a Python-number base)."""
+    """``self ** exponent`` (a Python-number base; a complex base with a real exponent tensor is computed in complex64,
+    rounded to ComplexHalf for a float16 exponent, as CUDA does; the CPU has no ComplexHalf pow)."""
+    if isinstance(self, complex) and U.is_trn(exponent) and exponent.dtype in OPERAND_DTYPES:
+        rdt = torch.result_type(self, exponent)
+        if rdt not in (torch.complex64, torch.complex32) or (out is not None and not (U.is_trn(out) and
+                                                                                      out.dtype == rdt)):
+            return decline("a complex power of another result dtype, or out= of another dtype or device")
+        res = _pow(self, exponent.to(torch.complex64), out if rdt == torch.complex64 else None)
+        if rdt == torch.complex64 or res is NotImplemented:
+            return res
+        half = out if out is not None else torch.empty(res.shape, dtype=rdt, device="trn")
+        if half.numel() == 0 and half.shape != res.shape:
+            half.resize_(res.shape)
+        torch.view_as_real(half).copy_(torch.view_as_real(res))
+        return half
     if isinstance(self, complex) and not (U.is_trn(exponent) and exponent.dtype == torch.complex64):
         return decline("a complex base of a real tensor")
     return _pow(self, exponent, out)

@@ -115,3 +115,24 @@ def test_sinc_of_large_imaginary_parts_goes_to_the_cpu():
     assert "aten::sinc" in trnlang.fallback_stats()
     want = torch.sinc(z)
     assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got[~want.isnan()], want[~want.isnan()])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.int64, torch.uint8, torch.bfloat16,
+                                   torch.float16, torch.bool])
+def test_complex_number_to_a_real_tensor_power(dtype, monkeypatch):
+    """``complex ** real_tensor`` (pow.Scalar) natively: complex64 (ComplexHalf for a float16 exponent, computed in
+    complex64 and rounded, as CUDA does; the CPU raises there) against the CPU's complex64 power."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    g = torch.Generator().manual_seed(4)
+    e = (torch.rand(100, generator=g) * 4 - 2).to(dtype) if dtype.is_floating_point else \
+        torch.randint(0 if dtype in (torch.uint8, torch.bool) else -2, 2, (100,), generator=g).to(dtype)
+    for base in (0.5j, 1.0 + 1.0j, -1.5j, 2.2 - 1.6j, 1 + 0j):
+        got = torch.pow(base, e.to("trn")).cpu()
+        exp = torch.pow(base, e.to(torch.complex64))
+        if dtype == torch.float16:
+            assert got.dtype == torch.complex32
+            torch.testing.assert_close(got.to(torch.complex64), exp.to(torch.complex32).to(torch.complex64),
+                                       rtol=2e-3, atol=2e-3)
+        else:
+            assert got.dtype == torch.pow(base, e).dtype
+            torch.testing.assert_close(got, exp)
