@@ -238,7 +238,13 @@ def clamp(self: Any, min: Any = None, max: Any = None, *, out: torch.Tensor | No
 @lowering("aten::clamp.Tensor", dtypes=P.OPERAND_DTYPES)
 def clamp_tensor(self: Any, min: Any = None, max: Any = None, *,  # noqa: A002
                  out: torch.Tensor | None = None) -> Any:
-    """``min(max(self, min), max)`` with tensor bounds (either may be None)."""
+    """``min(max(self, min), max)`` with tensor bounds (either may be None); bools with one bound as the CPU takes
+    them: ``self | min`` or ``self & max`` (both bounds raise there)."""
+    if U.is_trn(self) and self.dtype == torch.bool and (min is None) != (max is None) \
+            and all(b is None or (isinstance(b, torch.Tensor) and b.dtype == torch.bool) for b in (min, max)):
+        if min is not None:
+            return torch.logical_or(self, min) if out is None else torch.logical_or(self, min, out=out)
+        return torch.logical_and(self, max) if out is None else torch.logical_and(self, max, out=out)
     return _clamp(self, min, max, out)
 
 

@@ -207,3 +207,23 @@ def test_profile_is_sane():
     assert prof.engines and all(0 <= e.utilization <= 1 for e in prof.engines.values()), prof.engines
     assert 0 < prof.mbu <= 1 and prof.dma_bytes >= 4 * 4 * 256 * 1000
     assert_same(out, torch.lerp(a, b, c))
+
+
+def test_bool_clamp_with_one_tensor_bound(monkeypatch):
+    """clamp of bools with one tensor bound (``self | min`` / ``self & max``, as the CPU; _refs.clamp_min/max use it),
+    in place too; both bounds raise as on the CPU."""
+    import torch._refs as refs
+
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    x = torch.tensor([True, False, True, False])
+    lo, hi = torch.tensor([False, False, True, True]), torch.tensor([True, False, False, True])
+    for args in ((lo, None), (None, hi), (lo[:1], None)):
+        got = torch.clamp(x.to("trn"), *[a.to("trn") if a is not None else None for a in args]).cpu()
+        assert torch.equal(got, torch.clamp(x, *args))
+    assert torch.equal(refs.clamp_min(x.to("trn"), lo.to("trn")).cpu(), refs.clamp_min(x, lo))
+    assert torch.equal(refs.clamp_max(x.to("trn"), hi.to("trn")).cpu(), refs.clamp_max(x, hi))
+    y = x.to("trn")
+    y.clamp_(min=lo.to("trn"))
+    assert torch.equal(y.cpu(), x.clone().clamp_(min=lo))
+    with pytest.raises(NotImplementedError, match="Bool"):
+        torch.clamp(x.to("trn"), lo.to("trn"), hi.to("trn"))
