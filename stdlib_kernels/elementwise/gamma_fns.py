@@ -258,10 +258,10 @@ _ZETA_CANCEL_X = 7.0
 def _cancels(x: torch.Tensor, q: torch.Tensor) -> bool:
     """Some q < 0 meets an integral x >= 7: terms of both signs near half-integers cancel (torch sums in double).
 
-    Non-integral x with q < 0 is NaN anyway, so this is the only case the fp32 sum cannot follow; it goes
-    to the CPU. (One device reduction; one flag comes back.)
+    Non-integral x with q < 0 is NaN anyway, and an integral q <= 0 is a pole (inf), so this is the only case the fp32
+    sum cannot follow; it goes to the CPU. (One device reduction; one flag comes back.)
     """
-    bad = (q < 0) & (x == torch.floor(x)) & (x >= _ZETA_CANCEL_X)
+    bad = (q < 0) & (q != torch.floor(q)) & (x == torch.floor(x)) & (x >= _ZETA_CANCEL_X)  # integral q: a pole
     return bool(bad.any().item())
 
 
