@@ -35,6 +35,10 @@ _INT_LINSPACE = ("integer linspace/logspace: torch steps them in float64 (start 
 _ZERO_DIVISOR = ("integer fmod/remainder by zero: trn raises the CPU's ZeroDivisionError; the test expects the CUDA "
                  "branch's undefined values (all-ones bit patterns) from any device that is not the CPU")
 
+_F16_FLOOR_DIV = ("random inputs: trn's generator is its own; float16 floor division on trn is bit-identical to the "
+                  "CPU's (0 differences over 368,640 full-range pairs, all three rounding modes), and the CPU's own "
+                  "result misses numpy's float16 floor_divide on 2 of 122,880 such pairs: trn's draw holds one")
+
 #: test-key pattern -> why it fails on trn only.
 DOCUMENTED: dict[str, str] = {
     "TestShapeOps.test_flip_DEV_float32": _QUANTIZED,
@@ -50,6 +54,7 @@ DOCUMENTED: dict[str, str] = {
     "TestTensorCreation.test_logspace_DEV_int*": _INT_LINSPACE,
     "TestTensorCreation.test_logspace_DEV_uint*": _INT_LINSPACE,
     "TestBinaryUfuncs.test_fmod_remainder_by_zero_integral_DEV_*": _ZERO_DIVISOR,
+    "TestBinaryUfuncs.test_div_rounding_numpy_DEV_float16": _F16_FLOOR_DIV,
 }
 
 
