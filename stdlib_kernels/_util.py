@@ -151,6 +151,29 @@ def assert_no_partial_overlap(written: torch.Tensor, other: torch.Tensor) -> Non
         raise RuntimeError(OVERLAP_MSG)
 
 
+def resize_out(out: torch.Tensor, shape: Sequence[int]) -> None:
+    """Resize an ``out=`` tensor to the result's ``shape`` as torch's structured kernels do: silently when it is
+    empty, else with torch's deprecation warning (attributed to the user's line).
+
+    Example:
+        >>> import warnings
+        >>> t = torch.empty(0)
+        >>> resize_out(t, (2, 3)); t.shape
+        torch.Size([2, 3])
+    """
+    if tuple(out.shape) == tuple(shape):
+        return
+    if out.numel():
+        from trnlang.device.registry import warn_like_torch
+
+        warn_like_torch(f"An output with one or more elements was resized since it had shape {list(out.shape)}, "
+                        f"which does not match the required output shape {list(shape)}. This behavior is "
+                        "deprecated, and in a future PyTorch release outputs will not be resized unless they have "
+                        "zero elements. You can explicitly reuse an out tensor t by resizing it, inplace, to zero "
+                        "elements with t.resize_(0).")
+    out.resize_(tuple(shape))
+
+
 def assert_no_overlap(written: torch.Tensor, other: torch.Tensor) -> None:
     """torch's check of ops that may not read what they write (``index_copy_``): any shared element raises."""
     if overlaps(written, other) and overlap_status(written, other) in ("partial", "full"):

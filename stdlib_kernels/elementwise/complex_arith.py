@@ -69,6 +69,11 @@ def complex_add(self: Any, other: Any, alpha: Any, out: torch.Tensor | None, sig
     if isinstance(out, torch.Tensor) and not out.is_complex():  # torch's check, before any work or fallback
         raise RuntimeError(f"result type {scalar_type_name(rdt)} can't be cast to the desired output type "
                            f"{scalar_type_name(out.dtype)}")
+    shape = U.broadcast_shape(*(t.shape for t in (self, other) if U.is_trn(t)))
+    if U.is_trn(out) and shape is not None and tuple(out.shape) != shape:
+        if any(U.is_trn(t) and U.overlaps(out, t) for t in (self, other)):
+            return decline("out= (or self, in place) of another shape than the broadcast: torch raises")
+        U.resize_out(out, shape)  # before its planes are taken (torch warns unless it was empty)
     out_planes = complex_planes(out, out) if out is not None else None
     if rdt != torch.complex64 or (out is not None and out_planes is None) \
             or isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
@@ -155,8 +160,9 @@ def _plain64(*vs: Any) -> bool:
 def _into(res: Any, out: torch.Tensor | None) -> Any:
     if out is None or res is NotImplemented:
         return res
-    if not (U.is_trn(out) and out.dtype == res.dtype and out.shape == res.shape):
-        return decline("out= not a trn tensor of the result's dtype and shape")
+    if not (U.is_trn(out) and out.dtype == res.dtype):
+        return decline("out= not a trn tensor of the result's dtype")
+    U.resize_out(out, res.shape)  # res is computed: out may be resized (torch warns unless it was empty)
     return out.copy_(res)
 
 

@@ -460,8 +460,9 @@ def prepare_out(shape: Sequence[int], rdt: torch.dtype, ops: Sequence[torch.Tens
     """The output tensor (allocated, or a checked ``out=``); None to decline."""
     if out is None:
         return U.new_output(shape, rdt, ops)
-    if U.is_trn(out) and out.numel() == 0 and tuple(out.shape) != tuple(shape):
-        out.resize_(shape)  # the usual empty out= tensor: resized without a warning
+    if U.is_trn(out) and tuple(out.shape) != tuple(shape) and (out.numel() == 0 or not any(U.overlaps(out, t)
+                                                                                      for t in ops)):
+        U.resize_out(out, shape)  # as torch: an empty out= silently, another with its warning (never an input)
     if (not U.is_trn(out) or tuple(out.shape) != tuple(shape) or out.dtype not in RESULT_DTYPES
             or not torch.can_cast(rdt, out.dtype) or U.has_internal_overlap(out)
             or (exact_dtype and out.dtype != rdt)):

@@ -224,8 +224,9 @@ def _out(out: torch.Tensor | None, shape: Sequence[int], dtype: torch.dtype,
     """A new output, or the checked ``out=`` (resized when empty); None to decline."""
     if out is None:  # the layout TensorIterator gives (a transposed operand first: a transposed result)
         return U.new_output(tuple(shape), dtype, [t for t in inputs if U.is_trn(t)])
-    if U.is_trn(out) and out.numel() == 0 and tuple(out.shape) != tuple(shape):
-        out.resize_(tuple(shape))
+    if U.is_trn(out) and tuple(out.shape) != tuple(shape) and not any(U.is_trn(t) and U.overlaps(out, t)
+                                                                      for t in inputs):
+        U.resize_out(out, shape)  # torch warns unless it was empty
     if (not U.is_trn(out) or out.dtype != dtype or tuple(out.shape) != tuple(shape) or out.is_conj()
             or out.is_neg() or U.has_internal_overlap(out)):
         return None

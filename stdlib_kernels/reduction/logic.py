@@ -17,7 +17,7 @@ import torch
 from stdlib_kernels import _util as U
 from stdlib_kernels.reduction import reduce as R
 from trnlang.device import decline, lowering
-from trnlang.device.registry import check_dims, scalar_type_name, warn_like_torch
+from trnlang.device.registry import check_dims, scalar_type_name
 
 __all__ = ["count_nonzero", "count_nonzero_dims"]
 
@@ -70,11 +70,7 @@ def _logic_into(self: Any, dim: Any, keepdim: bool, op: str, out: torch.Tensor |
     r = _logic(self, dim, keepdim, op)
     if r is NotImplemented:
         return r
-    if tuple(out.shape) != tuple(r.shape):
-        if out.numel():
-            warn_like_torch(f"An output with one or more elements was resized since it had shape {list(out.shape)}, "
-                            f"which does not match the required output shape {list(r.shape)}.")
-        out.resize_(r.shape)
+    U.resize_out(out, r.shape)
     return out.copy_(r)
 
 

@@ -56,3 +56,25 @@ def test_clamp_without_bounds_raises_torchs_error(monkeypatch):
         for call in (lambda: torch.clamp(x), lambda: torch.clamp(x, out=torch.empty_like(x)), lambda: x.clamp_()):
             with pytest.raises(RuntimeError, match="At least one of 'min' or 'max' must not be None"):
                 call()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64])
+def test_non_empty_out_of_another_shape_is_resized_with_torchs_warning(dtype, monkeypatch):
+    """A non-empty ``out=`` of another shape (upstream test_lerp's 0-dim out) is resized as torch resizes it, with
+    the same deprecation warning; an out that is also an input still raises torch's broadcast error."""
+    import warnings
+
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    s, e, w = (torch.randn(5, 5, dtype=dtype) for _ in range(3))
+    for fn, args in ((torch.lerp, (s, e, w)), (torch.lerp, (s, e, 0.25)), (torch.add, (s, e)), (torch.mul, (s, w))):
+        got, exp = torch.tensor(1.0, dtype=dtype, device="trn"), torch.tensor(1.0, dtype=dtype)
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            fn(*[a.to("trn") if isinstance(a, torch.Tensor) else a for a in args], out=got)
+        fn(*args, out=exp)
+        assert [str(r.message)[:60] for r in rec if "resized" in str(r.message)] == \
+            ["An output with one or more elements was resized since it had"]
+        torch.testing.assert_close(got.cpu(), exp)
+    a = torch.ones(3, dtype=dtype, device="trn")
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        torch.add(a, torch.ones(2, 3, dtype=dtype, device="trn"), out=a)

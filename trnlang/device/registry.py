@@ -477,7 +477,10 @@ def _route_out(fn: Callable[..., Any], out_names: list[str], exact: bool = False
 
                     warnings.warn(f"An output with one or more elements was resized since it had shape "
                                   f"{list(o.shape)}, which does not match the required output shape "
-                                  f"{list(v.shape)}.", UserWarning, stacklevel=2)
+                                  f"{list(v.shape)}. This behavior is deprecated, and in a future PyTorch release "
+                                  "outputs will not be resized unless they have zero elements. You can explicitly "
+                                  "reuse an out tensor t by resizing it, inplace, to zero elements with "
+                                  "t.resize_(0).", UserWarning, stacklevel=2)
                 o.resize_(v.shape)
             o.copy_(v)
         return outs[0] if len(outs) == 1 else tuple(outs)
