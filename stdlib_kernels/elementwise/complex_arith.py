@@ -66,6 +66,8 @@ def complex_add(self: Any, other: Any, alpha: Any, out: torch.Tensor | None, sig
     if rdt == torch.complex32 and isinstance(alpha, (int, float)) and not isinstance(alpha, bool):
         return via_complex64(lambda x, y, out=None: complex_add(x, y, alpha, out, sign), self, other, out)
     self, other = up_complex32(self), up_complex32(other)
+    if isinstance(alpha, complex) and rdt == torch.complex64 and U.is_trn(other) and not other.is_neg():
+        other, alpha = torch.mul(other, alpha), 1  # a complex alpha: its product first (native complex64 mul)
     if isinstance(out, torch.Tensor) and not out.is_complex():  # torch's check, before any work or fallback
         raise RuntimeError(f"result type {scalar_type_name(rdt)} can't be cast to the desired output type "
                            f"{scalar_type_name(out.dtype)}")

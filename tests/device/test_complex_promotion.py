@@ -64,3 +64,17 @@ def test_complex_out_of_a_real_sum_matches_cpu() -> None:
     out = torch.empty(2, dtype=torch.complex64, device="trn")
     torch.add(x.to("trn"), y.to("trn"), out=out)
     assert torch.equal(out.cpu(), torch.add(x, y))
+
+
+def test_complex_alpha_in_add_and_sub(monkeypatch):
+    """``add``/``sub``/``add_`` with a complex ``alpha`` (upstream test_add): the product first, then the sum."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    g = torch.Generator().manual_seed(3)
+    m1, m2 = (torch.randn(4, 5, dtype=torch.complex64, generator=g) for _ in range(2))
+    for a in (complex(0.1, 0.2), 2j, complex(1, 0)):
+        for fn in (torch.add, torch.sub):
+            torch.testing.assert_close(fn(m1.to("trn"), m2.to("trn"), alpha=a).cpu(), fn(m1, m2, alpha=a))
+            torch.testing.assert_close(fn(m1.to("trn"), m2.real.to("trn"), alpha=a).cpu(), fn(m1, m2.real, alpha=a))
+        x = m1.to("trn")
+        x.add_(m2.to("trn"), alpha=a)
+        torch.testing.assert_close(x.cpu(), m1.clone().add_(m2, alpha=a))
