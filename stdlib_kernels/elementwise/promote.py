@@ -16,7 +16,8 @@ from stdlib_kernels import _util as U
 from trnlang.device import decline
 
 #: integral and bool dtypes torch promotes to the default float dtype for float-valued ops.
-INT_LIKE = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
+INT_LIKE = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool, torch.uint16, torch.uint32,
+            torch.uint64)
 
 
 def promotes(x: Any) -> bool:

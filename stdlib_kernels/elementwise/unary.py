@@ -225,6 +225,8 @@ def run_unary(op: str, self: Any, out: torch.Tensor | None, params: tuple = ()) 
 
 #: integer (and bool) inputs torch promotes to the default float dtype for these ops
 _INT_IN = (torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
+#: torch's wider unsigned dtypes: promoted like int64 (a native cast to float32 first)
+_WIDE_UNSIGNED = (torch.uint16, torch.uint32, torch.uint64)
 _KEEPS_INT = {"abs", "neg", "sign", "floor", "ceil", "trunc", "relu", "square", "frac"}
 
 
@@ -331,7 +333,7 @@ for _op in _SIMPLE:
                 else (*DTYPES, *_ALL_INTS, torch.bool) if _op == "sign"
                 else (*DTYPES, *_ALL_INTS) if _op == "square"
                 else DTYPES if _op in _KEEPS_INT
-                else (*DTYPES, *_INT_IN, torch.int64))
+                else (*DTYPES, *_INT_IN, torch.int64, *_WIDE_UNSIGNED))
         _register(_op, _fn, (*_dts, torch.complex64) if _op in complex_fns.UNARY else _dts, fast=_fast(_fn))
 
 _INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
