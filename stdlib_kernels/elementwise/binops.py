@@ -23,6 +23,7 @@ import torch
 from stdlib_kernels import _util as U
 from stdlib_kernels.elementwise.lanes import fast as _fast
 from stdlib_kernels.elementwise.pointwise import OPERAND_DTYPES, run_binary
+from stdlib_kernels.elementwise.unsigned import WIDE_UNSIGNED
 from trnlang.device import decline, lowering
 
 _MAX_INT_EXPONENT = 64
@@ -192,7 +193,8 @@ for _name, (_op, _doc, _kw) in _MORE.items():
         lowering(f"aten::{_name}", dtypes=OPERAND_DTYPES)(_clamp)
     else:
         _fa = _fast(_fn) if _name in ("maximum", "minimum") else None
-        lowering(f"aten::{_name}", dtypes=OPERAND_DTYPES, fast=_fa)(_fn)
+        _dt = (*OPERAND_DTYPES, *WIDE_UNSIGNED) if _name.startswith("xlogy") else OPERAND_DTYPES  # the CPU's
+        lowering(f"aten::{_name}", dtypes=_dt, fast=_fa)(_fn)
 
 
 _COPYSIGN = _simple("copysign", "copysign_Tensor", "", rdt_float=True)

@@ -23,6 +23,7 @@ import torch
 from stdlib_kernels import _util as U
 from stdlib_kernels.elementwise.lanes import fast
 from stdlib_kernels.elementwise.pointwise import OPERAND_DTYPES, run_binary
+from stdlib_kernels.elementwise.unsigned import WIDE_UNSIGNED
 from trnlang.device import REGISTRY, decline, lowering
 from trnlang.device.fallback import clear_decline_reason
 
@@ -240,7 +241,7 @@ def _logical(op: str) -> Callable[..., Any]:
 def _bitwise(op: str) -> Callable[..., Any]:
     def lower(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
         rdt = torch.result_type(self, other)
-        if rdt not in _INT_LIKE:
+        if rdt not in _INT_LIKE and rdt not in WIDE_UNSIGNED:
             return decline("a float result type: torch raises")
         return run_binary(op, self, other, out, rdt=rdt, compute="i32")
 
@@ -262,7 +263,7 @@ for _op in ("logical_and", "logical_or", "logical_xor"):
 
 for _op in ("bitwise_and", "bitwise_or", "bitwise_xor"):
     for _ov in ("Tensor", "Scalar"):
-        lowering(f"aten::{_op}.{_ov}", dtypes=_INT_LIKE)(_bitwise(_op))
+        lowering(f"aten::{_op}.{_ov}", dtypes=(*_INT_LIKE, *WIDE_UNSIGNED))(_bitwise(_op))
 
 
 def logical_not(self: Any, *, out: torch.Tensor | None = None) -> Any:

@@ -36,6 +36,7 @@ import torch
 import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
+from stdlib_kernels.elementwise import unsigned
 from stdlib_kernels.elementwise.flat import (  # noqa: F401 - the flat launch machinery, re-exported for the family
     FLAT_EXACT_MIN_BYTES,
     FLAT_TAIL,
@@ -604,6 +605,14 @@ def run_binary(op: str, self: Any, other: Any, out: torch.Tensor | None, *, alph
     fp32 for a float result, else int32). ``int_scalar_divisor``: integer arithmetic needs a non-zero
     Python-number second operand. ``float_only``: integer results are declined.
     """
+    if unsigned.has_wide_unsigned(self, other, out):
+        return unsigned.run_unsigned(run_binary, op, self, other, out, rdt, alpha=alpha, compute=compute,
+                                     int_scalar_divisor=int_scalar_divisor, float_only=float_only)
+    return _run_binary(op, self, other, out, alpha, rdt, compute, int_scalar_divisor, float_only)
+
+
+def _run_binary(op: str, self: Any, other: Any, out: torch.Tensor | None, alpha: Any, rdt: torch.dtype | None,
+                compute: str | None, int_scalar_divisor: bool, float_only: bool) -> Any:
     o = classify((self, other))
     if o is None:
         return decline("an operand neither a trn tensor of a supported dtype nor a real number")
@@ -729,7 +738,7 @@ def _is_complex(v: Any) -> bool:
 _MUL_FAST = _fast(lambda a, b: mul(a, b), "mul", inplace=lambda a, b: mul(a, b, out=a))
 
 
-@lowering("aten::mul.Tensor", dtypes=_COMPLEX_OPERANDS, fast=_MUL_FAST)
+@lowering("aten::mul.Tensor", dtypes=(*_COMPLEX_OPERANDS, *unsigned.WIDE_UNSIGNED), fast=_MUL_FAST)
 def mul(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     """``self * other`` (complex64 operands: ``stdlib_kernels.fft.complex_ops``, on real/imaginary planes)."""
     if _is_complex(self) or _is_complex(other) or _is_complex(out):
@@ -748,8 +757,8 @@ def mul(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     return _binary("mul", self, other, None, out)
 
 
-@lowering("aten::div.Tensor", dtypes=(*OPERAND_DTYPES, torch.complex64), fast=_fast(lambda a, b: div(a, b), "div",
-                                                                         inplace=lambda a, b: div(a, b, out=a)))
+@lowering("aten::div.Tensor", dtypes=(*OPERAND_DTYPES, torch.complex64, *unsigned.WIDE_UNSIGNED),
+          fast=_fast(lambda a, b: div(a, b), "div", inplace=lambda a, b: div(a, b, out=a)))
 def div(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     """``self / other`` (true division; integers divide in fp32; complex64 operands:
     ``stdlib_kernels.elementwise.complex_arith``)."""

@@ -556,5 +556,5 @@ def atan2(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     return run("atan2", [self, other], rdt, out)
 
 
-_register("atan2", promoting_binary(atan2), dtypes=(*DTYPES, *_ALL_INTS, torch.bool),
+_register("atan2", promoting_binary(atan2), dtypes=(*DTYPES, *_ALL_INTS, torch.bool, *_WIDE_UNSIGNED),
           accepts=Accepts(tensors=("self", "other")))  # integers: as float32, as torch promotes

@@ -80,3 +80,28 @@ def test_int64_eq_ne_beyond_int32_vs_cpu(shape, data, op, bcast):
         assert torch.equal(f(a.to("trn"), b.to("trn")).cpu(), f(a, b))
         s = data.draw(pool)
         assert torch.equal(f(a.to("trn"), s).cpu(), f(a, s))
+
+
+@pytest.mark.parametrize("dtype", [torch.uint16, torch.uint32, torch.uint64])
+def test_wide_unsigned_binary_ops_the_cpu_has(dtype, monkeypatch):
+    """mul and bitwise and/or/xor on the signed view of the same bits (equal modulo 2^bits; uint64 products within
+    int64's checked range), true division / xlogy / atan2 through float32 casts: natively, as the CPU; ops the CPU
+    has no uint kernel for (add, maximum) still raise its error."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    top = {torch.uint16: 2**16 - 1, torch.uint32: 2**32 - 1, torch.uint64: 2**64 - 1}[dtype]
+    a = torch.tensor([0, 1, 2, 300, 9, top, top - 5], dtype=dtype)
+    b = torch.tensor([3, 7, 2, 250, 1, 2, top], dtype=dtype)
+    small = torch.tensor([0, 1, 2, 300, 9, 16000, 77], dtype=dtype)
+    cases = [(torch.bitwise_and, a, b), (torch.bitwise_or, a, b), (torch.bitwise_xor, a, 5), (torch.bitwise_and, a, -1),
+             (torch.mul, small, small), (torch.mul, small, 3), (torch.div, a, b), (torch.true_divide, a, 3),
+             (torch.xlogy, a, b), (torch.atan2, a, b)]
+    if dtype != torch.uint64:
+        cases.append((torch.mul, a, b))  # wraps modulo 2^bits
+    for fn, p, q in cases:
+        exp = fn(p, q)
+        got = fn(p.to("trn"), q.to("trn") if isinstance(q, torch.Tensor) else q).cpu()
+        assert got.dtype == exp.dtype, fn
+        torch.testing.assert_close(got, exp, rtol=1e-6, atol=0, equal_nan=True)
+    for fn in (torch.add, torch.maximum):
+        with pytest.raises(NotImplementedError):
+            fn(a.to("trn"), b.to("trn"))
