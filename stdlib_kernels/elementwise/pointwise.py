@@ -54,6 +54,7 @@ from stdlib_kernels.elementwise.flat import (  # noqa: F401 - the flat launch ma
     spaces,
     tiles,
 )
+from stdlib_kernels.elementwise.int_tiles import gcd, ipow, ipow_t, lshift, pow2
 from stdlib_kernels.elementwise.lanes import check_alpha
 from stdlib_kernels.elementwise.lanes import fast as _fast
 from trnlang.device import decline, fastlane, lowering
@@ -172,84 +173,20 @@ def _xlogy(a: Any, b: Any) -> Any:
     return tl.where(b != b, math.nan, tl.where(a == 0, 0.0, a * tl.log(b)))
 
 
-def _ipow(x: Any, k: int) -> Any:
-    """``x ** k`` for a Python int ``k >= 0`` by square-and-multiply (int32 products wrap like torch's)."""
-    r = None
-    while k:
-        if k & 1:
-            r = x if r is None else r * x
-        k >>= 1
-        if k:
-            x = x * x
-    return r if r is not None else x * 0 + 1
-
-
-def _ipow_t(x: Any, e: Any) -> Any:
-    """Integer ``x ** e`` for an int32 exponent tile: square-and-multiply over the 31 exponent bits (exact,
-    wrapping like torch); a negative exponent gives 1 / x ** -e truncated (0 unless x is +-1), as torch."""
-    r = x * 0 + 1
-    p = x
-    for k in range(31):
-        r = tl.where(tl.bitwise_and(e, 1 << k) != 0, r * p, r)
-        if k < 30:
-            p = p * p
-    odd = tl.bitwise_and(e, 1) != 0
-    neg = tl.where(x == 1, 1, tl.where(x == -1, tl.where(odd, -1, 1), 0))
-    return tl.where(e < 0, neg, r)
-
-
 def op_fn(op: str) -> Callable[[Any, Any], Any]:
     """The tile function of a binary op name (``"ipow:K"``: integer power by the constant K)."""
     if op.startswith("ipow:"):
         k = int(op[5:])
-        return lambda x, y: _ipow(x, k)
+        return lambda x, y: ipow(x, k)
     return BINARY_OPS[op]
-
-
-def _pow2(s: Any) -> Any:
-    """``2 ** (s & 31)`` as int32 (``2 ** 31`` wraps to the minimum, as a shifted bit does)."""
-    p = s * 0 + 1
-    for k in range(5):
-        p = tl.where(tl.bitwise_and(s, 1 << k) != 0, p * (1 << (1 << k)), p)
-    return p
-
-
-def _lshift(x: Any, s: Any) -> Any:
-    """torch's ``x << s`` on int32: the product by ``2 ** s`` wraps like the shift; 0 for ``s`` outside [0, 32)."""
-    return tl.where((s < 0) | (s >= 32), 0, x * _pow2(s))
 
 
 def _rshift(x: Any, s: Any) -> Any:
     """torch's arithmetic ``x >> s`` on int32: floor division by ``2 ** s``; the sign fill for ``s`` outside [0, 31)."""
     big = (s < 0) | (s >= 31)
-    return tl.where(big, tl.where(x < 0, -1, 0), _div_floor_i(x, tl.where(big, 1, _pow2(s))))
+    return tl.where(big, tl.where(x < 0, -1, 0), _div_floor_i(x, tl.where(big, 1, pow2(s))))
 
 
-#: Euclid steps that finish every int32 gcd: operands below F(47) > 2^31 need at most 45 (Lame's bound).
-_GCD_STEPS = 46
-
-
-def _gcd(x: Any, y: Any) -> Any:
-    """gcd of int32 tiles by Euclid's algorithm: a sequential loop over two on-chip buffers (a lane whose divisor
-    reached 0 keeps its result)."""
-    xs, ys = tuple(x.shape), tuple(y.shape)
-    n = max(len(xs), len(ys))
-    xs, ys = (1,) * (n - len(xs)) + xs, (1,) * (n - len(ys)) + ys
-    shape = tuple(max(p, q) for p, q in zip(xs, ys))  # either operand may be the [1, 1] scalar tile
-    a = tl.ndarray(shape, tl.int32, buffer=tl.sbuf)
-    b = tl.ndarray(shape, tl.int32, buffer=tl.sbuf)
-    a[...] = tl.broadcast_to(tl.where(x < 0, -x, x), shape)  # integer negation (tl.abs computes in fp32)
-    b[...] = tl.broadcast_to(tl.where(y < 0, -y, y), shape)
-    for _ in tl.sequential_range(_GCD_STEPS):
-        av, bv = a[...], b[...]
-        nz = bv != 0
-        r = tl.fmod(av, tl.where(nz, bv, 1))
-        a[...] = tl.where(nz, bv, av)
-        b[...] = tl.where(nz, r, 0)
-    return a[...]
-
-
-#: op name -> function of two compute-type tiles (or a tile and a [1, 1] scalar tile).
 BINARY_OPS: dict[str, Callable[[Any, Any], Any]] = {
     "add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y, "div": lambda x, y: x / y,
     "rsub": lambda x, y: y - x,
@@ -260,11 +197,11 @@ BINARY_OPS: dict[str, Callable[[Any, Any], Any]] = {
     "div_floor_f16": lambda x, y: _div_floor_f(x, y, _round_to(tl.float16)),
     "div_trunc_i": _div_trunc_i, "div_floor_i": _div_floor_i,
     "pow": tl.power, "rpow": lambda x, y: tl.power(y, x),
-    "ipow_t": _ipow_t, "ripow_t": lambda x, y: _ipow_t(y, x),
+    "ipow_t": ipow_t, "ripow_t": lambda x, y: ipow_t(y, x),
     "cube_bf16": lambda x, y: _round_to(tl.bfloat16)(x * x) * x,  # torch's bf16 x ** 3: x * x rounded first
     "maximum": tl.maximum, "minimum": tl.minimum, "fmax": _fmax, "fmin": _fmin,
-    "fmod": tl.fmod, "remainder": _remainder, "rremainder": lambda x, y: _remainder(y, x), "gcd": _gcd,
-    "lshift": _lshift, "rshift": _rshift, "copysign": _copysign, "hypot": _hypot, "xlogy": _xlogy,
+    "fmod": tl.fmod, "remainder": _remainder, "rremainder": lambda x, y: _remainder(y, x), "gcd": gcd,
+    "lshift": lshift, "rshift": _rshift, "copysign": _copysign, "hypot": _hypot, "xlogy": _xlogy,
     "copysign_bits": _copysign_bits, "logaddexp": _logaddexp, "heaviside": _heaviside,
     "eq": lambda x, y: x == y, "ne": lambda x, y: x != y, "lt": lambda x, y: x < y,
     "le": lambda x, y: x <= y, "gt": lambda x, y: x > y, "ge": lambda x, y: x >= y,
