@@ -38,6 +38,7 @@ import torch
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.elementwise.bessel import polevl, run_bucketed
+from stdlib_kernels.elementwise.int_tiles import ipow
 from stdlib_kernels.elementwise.promote import INT_LIKE, promotes, promoting_binary
 from stdlib_kernels.elementwise.unary import DTYPES, EW_OPS
 from trnlang.device import REGISTRY, decline, lowering
@@ -137,16 +138,7 @@ def _polygamma_n(p: tuple, q: Any) -> Any:
     n = p[0]
 
     def term(a: Any) -> Any:  # a^-(n+1) by squaring (a compile-time exponent: ~2 log2(n) multiplies)
-        r = 1.0 / a
-        t: Any = None
-        m = n + 1
-        while m:
-            if m & 1:
-                t = r if t is None else t * r
-            m >>= 1
-            if m:
-                r = r * r
-        return t
+        return ipow(1.0 / a, n + 1)
 
     neg = q < 0.0
     qq = tl.where(neg, 1.0 - q, q)
