@@ -46,6 +46,9 @@ def _ipow64(base: Any, exponent: Any, out: torch.Tensor | None) -> Any:
     (which wrap modulo 2^64 in torch) are declined."""
     from stdlib_kernels.elementwise.pointwise import int64_ok
 
+    k = U.scalar_value(exponent) if not isinstance(exponent, torch.Tensor) or not U.is_trn(exponent) else None
+    if isinstance(k, int) and k < 0 and U.is_trn(base):
+        return decline("an integer tensor to a negative integer power: torch raises")
     ts = [t for t in (base, exponent) if isinstance(t, torch.Tensor)]
     if not all(U.is_trn(t) or t.dim() == 0 for t in ts) or (out is not None and not U.is_trn(out)):
         return decline("operands on another device")
