@@ -116,10 +116,30 @@ def pow_tt(self: Any, exponent: Any, *, out: torch.Tensor | None = None) -> Any:
 @lowering("aten::pow.Tensor_Scalar", dtypes=(*OPERAND_DTYPES, torch.complex64),
           fast=_fast(lambda a, b: pow_ts(a, b), "pow", False))
 def pow_ts(self: Any, exponent: Any, *, out: torch.Tensor | None = None) -> Any:
-    """``self ** exponent`` (a Python-number exponent)."""
+    """``self ** exponent`` (a Python-number exponent; a complex one of a real tensor: computed in complex64, rounded
+    to ComplexHalf for a float16 tensor)."""
+    if isinstance(exponent, complex) and U.is_trn(self) and self.dtype in OPERAND_DTYPES:
+        return _complex_power_of_real(lambda: _pow(self.to(torch.complex64), exponent, None),
+                                      torch.result_type(self, exponent), out)
     if isinstance(exponent, complex) and not (U.is_trn(self) and self.dtype == torch.complex64):
-        return decline("a complex exponent of a real tensor")
+        return decline("a complex exponent of a tensor other than a real or complex64 trn tensor")
     return _pow(self, exponent, out)
+
+
+def _complex_power_of_real(power: Callable[[], Any], rdt: torch.dtype, out: torch.Tensor | None) -> Any:
+    """The complex64 result of ``power()`` as ``rdt`` (complex64, or complex32 rounded plane by plane), into ``out``
+    (resized as torch does) or a new tensor."""
+    if rdt not in (torch.complex64, torch.complex32) or (out is not None and not (U.is_trn(out) and out.dtype == rdt)):
+        return decline("a complex power of another result dtype, or out= of another dtype or device")
+    res = power()
+    if res is NotImplemented:
+        return res
+    if rdt == torch.complex64 and out is None:
+        return res
+    dst = out if out is not None else torch.empty(res.shape, dtype=rdt, device="trn")
+    U.resize_out(dst, res.shape)
+    torch.view_as_real(dst).copy_(torch.view_as_real(res))
+    return dst
 
 
 @lowering("aten::pow.Scalar", dtypes=(*OPERAND_DTYPES, torch.complex64))
@@ -127,18 +147,8 @@ def pow_s(self: Any, exponent: Any, *, out: torch.Tensor | None = None) -> Any:
     """``self ** exponent`` (a Python-number base; a complex base with a real exponent tensor is computed in complex64,
     rounded to ComplexHalf for a float16 exponent, as CUDA does; the CPU has no ComplexHalf pow)."""
     if isinstance(self, complex) and U.is_trn(exponent) and exponent.dtype in OPERAND_DTYPES:
-        rdt = torch.result_type(self, exponent)
-        if rdt not in (torch.complex64, torch.complex32) or (out is not None and not (U.is_trn(out) and
-                                                                                      out.dtype == rdt)):
-            return decline("a complex power of another result dtype, or out= of another dtype or device")
-        res = _pow(self, exponent.to(torch.complex64), out if rdt == torch.complex64 else None)
-        if rdt == torch.complex64 or res is NotImplemented:
-            return res
-        half = out if out is not None else torch.empty(res.shape, dtype=rdt, device="trn")
-        if half.numel() == 0 and half.shape != res.shape:
-            half.resize_(res.shape)
-        torch.view_as_real(half).copy_(torch.view_as_real(res))
-        return half
+        return _complex_power_of_real(lambda: _pow(self, exponent.to(torch.complex64), None),
+                                      torch.result_type(self, exponent), out)
     if isinstance(self, complex) and not (U.is_trn(exponent) and exponent.dtype == torch.complex64):
         return decline("a complex base of a real tensor")
     return _pow(self, exponent, out)

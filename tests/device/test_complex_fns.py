@@ -136,3 +136,29 @@ def test_complex_number_to_a_real_tensor_power(dtype, monkeypatch):
         else:
             assert got.dtype == torch.pow(base, e).dtype
             torch.testing.assert_close(got, exp)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.int64, torch.uint8, torch.bfloat16, torch.float16])
+def test_real_tensor_to_a_complex_power(dtype, monkeypatch):
+    """``real_tensor ** complex`` (pow.Tensor_Scalar) natively: complex64 (ComplexHalf for float16, computed in
+    complex64 and rounded), against the CPU's complex64 power; a 0-dim out= is resized as torch resizes it."""
+    import warnings
+
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    x = torch.tensor([0.5, 2, 3, 0, 1, 7]).to(dtype)
+    for ex in (1j, 0.5 + 2j, -1.5 - 0.5j):
+        got = torch.pow(x.to("trn"), ex).cpu()
+        exp = torch.pow(x.to(torch.complex64), ex)
+        if dtype == torch.float16:
+            assert got.dtype == torch.complex32
+            torch.testing.assert_close(got.to(torch.complex64), exp.to(torch.complex32).to(torch.complex64),
+                                       rtol=2e-3, atol=2e-3, equal_nan=True)
+        else:
+            assert got.dtype == torch.pow(x, ex).dtype
+            torch.testing.assert_close(got, exp, equal_nan=True)
+    if dtype == torch.float32:
+        out = torch.tensor(1j, device="trn")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's resize warning (a non-empty out=)
+            torch.pow(x.to("trn"), 1j, out=out)
+        torch.testing.assert_close(out.cpu(), torch.pow(x.to(torch.complex64), 1j), equal_nan=True)
