@@ -203,8 +203,8 @@ def run(op: str, ins: Sequence[Any], out_dtype: torch.dtype, out: torch.Tensor |
     if out is None:
         out = U.new_output(shape, out_dtype, [t for t in ins if tuple(t.shape) == shape])
     else:
-        if U.is_trn(out) and out.numel() == 0 and tuple(out.shape) != shape:
-            out.resize_(shape)
+        if U.is_trn(out) and tuple(out.shape) != shape and not any(U.overlaps(out, t) for t in ins):
+            U.resize_out(out, shape)  # as torch: an empty out= silently, another with its warning (never an input)
         if (not U.is_trn(out) or tuple(out.shape) != shape or out.dtype != out_dtype
                 or U.has_internal_overlap(out)):
             return decline("out= not a trn tensor of the result's shape and dtype, or expanded")

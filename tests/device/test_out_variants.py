@@ -78,3 +78,29 @@ def test_non_empty_out_of_another_shape_is_resized_with_torchs_warning(dtype, mo
     a = torch.ones(3, dtype=dtype, device="trn")
     with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
         torch.add(a, torch.ones(2, 3, dtype=dtype, device="trn"), out=a)
+
+
+def test_unary_and_binary_out_resize_warnings_match_cpu(monkeypatch):
+    """upstream test_out_resize_warning: no warning for a right-shaped or empty out=, one for another shape (unary
+    ceil/exp too), multi-dim outs resized to the broadcast shape."""
+    import warnings
+
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    for dev in ("cpu", "trn"):
+        a, b = torch.tensor((1.0, 2.0, 3.0), device=dev), torch.tensor((4.0, 5.0, 6.0), device=dev)
+        for op in (torch.ceil, torch.exp, torch.add, torch.sub):
+            ins = (a,) if op in (torch.ceil, torch.exp) else (a, b)
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                op(*ins, out=torch.empty(3, device=dev))
+                op(*ins, out=torch.empty(0, device=dev))
+                assert len(w) == 0, (dev, op)
+                op(*ins, out=torch.empty(2, device=dev))
+                assert len(w) == 1, (dev, op)
+        for a1, a2, o in zip((torch.ones(2, 1, device=dev), torch.ones(1, device=dev)),
+                             (torch.ones(2, device=dev), torch.ones(1, 1, device=dev)),
+                             (torch.ones(2, 1, 1, 1, device=dev), torch.ones(2, 2, 2, 2, device=dev))):
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                torch.mul(a1, a2, out=o)
+            assert len(w) == 1 and o.shape == torch.broadcast_shapes(a1.shape, a2.shape), (dev, o.shape)
