@@ -545,7 +545,27 @@ def run_binary(op: str, self: Any, other: Any, out: torch.Tensor | None, *, alph
     if unsigned.has_wide_unsigned(self, other, out):
         return unsigned.run_unsigned(run_binary, op, self, other, out, rdt, alpha=alpha, compute=compute,
                                      int_scalar_divisor=int_scalar_divisor, float_only=float_only)
+    if U.is_trn(out) and out.dtype != (want := rdt or _result_type(self, other)) and want is not None:
+        # torch computes in the result dtype, then casts into out= (uint8 wraps before an int64 out, a bf16 sum
+        # rounds before a float32 out): the result first, then a native copy
+        if not torch.can_cast(want, out.dtype):
+            raise RuntimeError(f"result type {scalar_type_name(want)} can't be cast to the desired output type "
+                               f"{scalar_type_name(out.dtype)}")
+        r = _run_binary(op, self, other, None, alpha, rdt, compute, int_scalar_divisor, float_only)
+        if r is NotImplemented or tuple(out.shape) == tuple(r.shape):
+            return r if r is NotImplemented else out.copy_(r)
+        if any(isinstance(t, torch.Tensor) and U.overlaps(out, t) for t in (self, other)):
+            return decline("out= of another shape overlapping an input: torch raises")
+        U.resize_out(out, r.shape)
+        return out.copy_(r)
     return _run_binary(op, self, other, out, alpha, rdt, compute, int_scalar_divisor, float_only)
+
+
+def _result_type(a: Any, b: Any) -> torch.dtype | None:
+    try:
+        return torch.result_type(a, b)
+    except (RuntimeError, TypeError):
+        return None
 
 
 def _run_binary(op: str, self: Any, other: Any, out: torch.Tensor | None, alpha: Any, rdt: torch.dtype | None,

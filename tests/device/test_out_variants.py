@@ -104,3 +104,25 @@ def test_unary_and_binary_out_resize_warnings_match_cpu(monkeypatch):
                 warnings.simplefilter("always")
                 torch.mul(a1, a2, out=o)
             assert len(w) == 1 and o.shape == torch.broadcast_shapes(a1.shape, a2.shape), (dev, o.shape)
+
+
+def test_out_of_a_wider_dtype_gets_the_result_dtypes_value(monkeypatch):
+    """torch computes in the result dtype, then casts into out=: uint8/int8 results wrap before an int64/int32 out,
+    a bf16 sum rounds before a float32 out (upstream test_pow_scalar_type_promotion)."""
+    import warnings
+
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    x = torch.tensor([1.001, 2.003, 3.007], dtype=torch.bfloat16)
+    y = torch.tensor([0.0011, 0.0013, 0.0017], dtype=torch.bfloat16)
+    i8 = torch.tensor([100, 120, -77], dtype=torch.int8)
+    cases = [(lambda o, d: torch.pow(2, torch.tensor([17, 3], dtype=torch.uint8, device=d), out=o), torch.int64),
+             (lambda o, d: torch.add(x.to(d), y.to(d), out=o), torch.float32),
+             (lambda o, d: torch.mul(i8.to(d), i8.to(d), out=o), torch.int32),
+             (lambda o, d: torch.pow(2, torch.tensor([17], dtype=torch.int64, device=d), out=o), torch.int64)]
+    for fn, odt in cases:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a 0-dim out= is resized, with torch's warning
+            exp, got = torch.tensor(0, dtype=odt), torch.tensor(0, dtype=odt, device="trn")
+            fn(exp, "cpu")
+            fn(got, "trn")
+        assert got.dtype == exp.dtype and torch.equal(got.cpu(), exp), (got.cpu(), exp)
