@@ -152,26 +152,30 @@ def assert_no_partial_overlap(written: torch.Tensor, other: torch.Tensor) -> Non
 
 
 def resize_out(out: torch.Tensor, shape: Sequence[int]) -> None:
-    """Resize an ``out=`` tensor to the result's ``shape`` as torch's structured kernels do: silently when it is
-    empty, else with torch's deprecation warning (attributed to the user's line).
+    """Resize an ``out=`` tensor as torch does (:func:`trnlang.device.registry.resize_out`: silently when empty,
+    else with torch's deprecation warning)."""
+    from trnlang.device.registry import resize_out as _resize
+
+    _resize(out, shape)
+
+
+def into_out(res: Any, out: torch.Tensor | None, inputs: Sequence[Any]) -> Any:
+    """``res``, or ``out=`` holding it (cast by the copy; resized as torch resizes it unless it is also an input:
+    then declined, and torch raises); NotImplemented passes through.
 
     Example:
-        >>> import warnings
-        >>> t = torch.empty(0)
-        >>> resize_out(t, (2, 3)); t.shape
-        torch.Size([2, 3])
+        >>> into_out(torch.ones(2), None, ())
+        tensor([1., 1.])
     """
-    if tuple(out.shape) == tuple(shape):
-        return
-    if out.numel():
-        from trnlang.device.registry import warn_like_torch
+    if out is None or res is NotImplemented:
+        return res
+    if tuple(out.shape) != tuple(res.shape):
+        if any(isinstance(t, torch.Tensor) and overlaps(out, t) for t in inputs):
+            from trnlang.device import decline
 
-        warn_like_torch(f"An output with one or more elements was resized since it had shape {list(out.shape)}, "
-                        f"which does not match the required output shape {list(shape)}. This behavior is "
-                        "deprecated, and in a future PyTorch release outputs will not be resized unless they have "
-                        "zero elements. You can explicitly reuse an out tensor t by resizing it, inplace, to zero "
-                        "elements with t.resize_(0).")
-    out.resize_(tuple(shape))
+            return decline("out= of another shape overlapping an input: torch raises")
+        resize_out(out, res.shape)
+    return out.copy_(res)
 
 
 def assert_no_overlap(written: torch.Tensor, other: torch.Tensor) -> None:

@@ -40,17 +40,6 @@ _SPECIAL: dict[float, Callable[[torch.Tensor], torch.Tensor]] = {
 }
 
 
-def _into_out(res: torch.Tensor, out: torch.Tensor | None, inputs: tuple[Any, ...]) -> Any:
-    """``res``, or ``out=`` holding it (resized as torch resizes it unless it is also an input, which raises)."""
-    if out is None:
-        return res
-    if tuple(out.shape) != tuple(res.shape):
-        if any(isinstance(t, torch.Tensor) and U.overlaps(out, t) for t in inputs):
-            return decline("out= of another shape overlapping an input: torch raises")
-        U.resize_out(out, res.shape)
-    return out.copy_(res)
-
-
 def _ipow64(base: Any, exponent: Any, out: torch.Tensor | None) -> Any:
     """int64 ``base ** exponent`` whose every result fits int32 (checked on the device: ``|b|`` and ``e`` within
     int32, and ``e log2|b| < 30.5`` where ``|b| >= 2``), computed by int32 square-and-multiply; larger results
@@ -77,7 +66,7 @@ def _ipow64(base: Any, exponent: Any, out: torch.Tensor | None) -> Any:
     res = run_binary("ipow_t", b32, e32, None, rdt=torch.int32)
     if res is NotImplemented:
         return res
-    return _into_out(res.to(torch.int64), out, (base, exponent))
+    return U.into_out(res.to(torch.int64), out, (base, exponent))
 
 
 def _pow(self: Any, exponent: Any, out: torch.Tensor | None) -> Any:
@@ -380,7 +369,7 @@ def _shift64(op: str, self: Any, other: Any, out: torch.Tensor | None) -> Any:
     else:
         rlo = torch.where(small, _lsr32(lo, s) | (hi << (32 - s)), hi >> k)
         rhi = torch.where(small, hi >> s, hi >> 31)  # s = 63: the sign fill in both words
-    return _into_out(torch.stack((rlo, rhi), -1).view(torch.int64).view(shape), out, (self, other))
+    return U.into_out(torch.stack((rlo, rhi), -1).view(torch.int64).view(shape), out, (self, other))
 
 
 def _shift(op: str) -> Any:

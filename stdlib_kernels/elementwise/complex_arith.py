@@ -63,6 +63,9 @@ def complex_add(self: Any, other: Any, alpha: Any, out: torch.Tensor | None, sig
     from stdlib_kernels.elementwise.compare import complex_planes, promoted_planes
 
     rdt = torch.result_type(self, other)
+    if not rdt.is_complex and U.is_trn(out) and isinstance(alpha, (int, float)) and not isinstance(alpha, bool):
+        # a real sum into a complex out=: computed, then cast
+        return U.into_out(torch.add(self, other, alpha=sign * alpha), out, (self, other))
     if rdt == torch.complex32 and isinstance(alpha, (int, float)) and not isinstance(alpha, bool):
         return via_complex64(lambda x, y, out=None: complex_add(x, y, alpha, out, sign), self, other, out)
     self, other = up_complex32(self), up_complex32(other)

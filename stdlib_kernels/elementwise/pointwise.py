@@ -698,6 +698,8 @@ _MUL_FAST = _fast(lambda a, b: mul(a, b), "mul", inplace=lambda a, b: mul(a, b, 
 @lowering("aten::mul.Tensor", dtypes=(*_COMPLEX_OPERANDS, *unsigned.WIDE_UNSIGNED), fast=_MUL_FAST)
 def mul(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     """``self * other`` (complex64 operands: ``stdlib_kernels.fft.complex_ops``, on real/imaginary planes)."""
+    if _is_complex(out) and not (_is_complex(self) or _is_complex(other)):
+        return U.into_out(mul(self, other), out, (self, other))  # a real product into a complex out=: cast
     if _is_complex(self) or _is_complex(other) or _is_complex(out):
         from stdlib_kernels.fft.complex_ops import complex_mul
 

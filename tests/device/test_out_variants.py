@@ -126,3 +126,26 @@ def test_out_of_a_wider_dtype_gets_the_result_dtypes_value(monkeypatch):
             fn(exp, "cpu")
             fn(got, "trn")
         assert got.dtype == exp.dtype and torch.equal(got.cpu(), exp), (got.cpu(), exp)
+
+
+@pytest.mark.parametrize("fn", [torch.add, torch.sub, torch.maximum, torch.atan2, torch.fmod, torch.copysign,
+                                torch.lt, torch.eq, torch.mul])
+@pytest.mark.parametrize("out_dtype", [torch.complex64, torch.float32, torch.int64])
+def test_out_of_a_dtype_the_lowering_does_not_store(fn, out_dtype, monkeypatch):
+    """An out= of a dtype outside the lowering's (complex64 for a real result, ...): the functional result cast into
+    it natively, as torch casts; torch's cast error where it cannot (upstream test_type_promotion)."""
+    import warnings
+
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    for dt in (torch.float32, torch.int32, torch.float16):
+        x, y = torch.tensor([1.5, -2.25, 3.0]).to(dt), torch.tensor([0.5, 4.0, -1.0]).to(dt)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                exp = fn(x, y, out=torch.empty(0, dtype=out_dtype))
+            except RuntimeError as e:
+                with pytest.raises(RuntimeError, match=str(e)[:30]):
+                    fn(x.to("trn"), y.to("trn"), out=torch.empty(0, dtype=out_dtype, device="trn"))
+                continue
+            got = fn(x.to("trn"), y.to("trn"), out=torch.empty(0, dtype=out_dtype, device="trn"))
+        assert got.dtype == exp.dtype and torch.equal(got.cpu(), exp), (dt, got.cpu(), exp)

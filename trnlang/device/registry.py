@@ -294,6 +294,42 @@ def _needs_cpu(ent: Lowering, op: Any, args: tuple[Any, ...], kwargs: dict[str, 
     return False
 
 
+def _into_out_of_another_dtype(ent: Lowering, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """An ``out=`` variant whose inputs the lowering takes but whose ``out`` dtype it does not: the functional
+    lowering's result, cast into ``out`` as torch casts (it computes in the result dtype); None to fall back."""
+    out = kwargs.get("out")
+    if ent.routed_from is None or ent.dtypes is None or ent.same_dtype_out or type(out) is not torch.Tensor \
+            or out.device.type != "trn" or out.is_conj() or out.is_neg():
+        return None
+    rest = {k: v for k, v in kwargs.items() if k != "out"}
+    func = REGISTRY.get(ent.routed_from)
+    if func is None or func.kind != "kernel" or not _dtypes_in(ent.dtypes, args, rest):
+        return None
+    r = func.fn(*args, **rest)
+    if r is NotImplemented or type(r) is not torch.Tensor:
+        fallback.take_decline_reason()
+        return None
+    if not torch.can_cast(r.dtype, out.dtype):
+        raise RuntimeError(f"result type {scalar_type_name(r.dtype)} can't be cast to the desired output type "
+                           f"{scalar_type_name(out.dtype)}")
+    if out.shape != r.shape:
+        if any(type(a) is torch.Tensor and a.device.type == "trn" and a.untyped_storage().data_ptr()
+               == out.untyped_storage().data_ptr() for a in args):
+            return None  # an input that is also the out= of another shape: torch raises (the CPU's error)
+        resize_out(out, r.shape)
+    return out.copy_(r)
+
+
+def _outside_dtypes(ent: Lowering, op: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A call with a tensor of a dtype outside the lowering's: an ``out=`` of another dtype is filled from the
+    functional lowering; anything else runs through the CPU fallback, saying which dtype."""
+    r = _into_out_of_another_dtype(ent, args, kwargs)
+    if r is not None:
+        return r
+    return fallback.run_on_cpu(op, args, kwargs, name=name, reason=_dtype_reason(
+        _first_dtype_outside(ent.dtypes or (), args, kwargs)))
+
+
 def _kernel_for(op: Any, name: str) -> Callable[..., Any]:
     """The function torch.library calls: looks the entry up at call time (entries may be replaced)."""
     def trn_kernel(*args: Any, **kwargs: Any) -> Any:
@@ -315,8 +351,7 @@ def _kernel_for(op: Any, name: str) -> Callable[..., Any]:
                 elif isinstance(a, (list, tuple)):
                     simple = False
         if not simple and _needs_cpu(ent, op, args, kwargs):
-            return fallback.run_on_cpu(op, args, kwargs, name=name, reason=_dtype_reason(
-                _first_dtype_outside(ent.dtypes or (), args, kwargs)))
+            return _outside_dtypes(ent, op, name, args, kwargs)
         if ent.accepts is not None:
             why = ent.accepts.refusal(ent.arg_positions, args, kwargs)
             if why is not None:
@@ -471,17 +506,7 @@ def _route_out(fn: Callable[..., Any], out_names: list[str], exact: bool = False
             if not torch.can_cast(v.dtype, o.dtype):
                 raise RuntimeError(f"result type {scalar_type_name(v.dtype)} can't be cast to the desired output type "
                                    f"{scalar_type_name(o.dtype)}")
-            if o.shape != v.shape:
-                if o.numel() != 0:
-                    import warnings
-
-                    warnings.warn(f"An output with one or more elements was resized since it had shape "
-                                  f"{list(o.shape)}, which does not match the required output shape "
-                                  f"{list(v.shape)}. This behavior is deprecated, and in a future PyTorch release "
-                                  "outputs will not be resized unless they have zero elements. You can explicitly "
-                                  "reuse an out tensor t by resizing it, inplace, to zero elements with "
-                                  "t.resize_(0).", UserWarning, stacklevel=2)
-                o.resize_(v.shape)
+            resize_out(o, v.shape)
             o.copy_(v)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
@@ -590,6 +615,26 @@ def describe(op: str, fn: Callable[..., Any], *, kind: str = "kernel",
 _LIB_DIRS = tuple(os.path.dirname(os.path.abspath(m)) for m in (
     __file__, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                            "stdlib_kernels", "x"), torch.__file__))
+
+
+def resize_out(out: torch.Tensor, shape: Any) -> None:
+    """Resize an ``out=`` tensor to the result's ``shape`` as torch's structured kernels do: silently when it is
+    empty, else with torch's deprecation warning (attributed to the user's line).
+
+    Example:
+        >>> t = torch.empty(0)
+        >>> resize_out(t, (2, 3)); t.shape
+        torch.Size([2, 3])
+    """
+    if tuple(out.shape) == tuple(shape):
+        return
+    if out.numel():
+        warn_like_torch(f"An output with one or more elements was resized since it had shape {list(out.shape)}, "
+                        f"which does not match the required output shape {list(shape)}. This behavior is "
+                        "deprecated, and in a future PyTorch release outputs will not be resized unless they have "
+                        "zero elements. You can explicitly reuse an out tensor t by resizing it, inplace, to zero "
+                        "elements with t.resize_(0).")
+    out.resize_(tuple(shape))
 
 
 def warn_like_torch(message: str, category: type[Warning] = UserWarning) -> None:
