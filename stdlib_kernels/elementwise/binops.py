@@ -46,7 +46,7 @@ def _ipow64(base: Any, exponent: Any, out: torch.Tensor | None) -> Any:
     (which wrap modulo 2^64 in torch) are declined."""
     from stdlib_kernels.elementwise.pointwise import int64_ok
 
-    k = U.scalar_value(exponent) if not isinstance(exponent, torch.Tensor) or not U.is_trn(exponent) else None
+    k = None if U.is_trn(exponent) else U.scalar_value(exponent)
     if isinstance(k, int) and k < 0 and U.is_trn(base):
         return decline("an integer tensor to a negative integer power: torch raises")
     ts = [t for t in (base, exponent) if isinstance(t, torch.Tensor)]
@@ -266,12 +266,7 @@ def logaddexp(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     x, y = self.to(rdt), other.to(rdt)
     if not bool(torch.isfinite(torch.view_as_real(x)).all() & torch.isfinite(torch.view_as_real(y)).all()):
         return decline("complex infinities or NaN: the CPU's special cases")
-    res = complex_logaddexp(x, y)
-    if out is None:
-        return res
-    if tuple(out.shape) != tuple(res.shape):
-        out.resize_(res.shape)
-    return out.copy_(res)
+    return U.into_out(complex_logaddexp(x, y), out, (self, other))
 
 
 @lowering("aten::floor_divide.Scalar", dtypes=OPERAND_DTYPES)
@@ -290,7 +285,6 @@ lowering("aten::floor_divide_.Tensor", dtypes=OPERAND_DTYPES, variants=False)(_f
 lowering("aten::floor_divide_.Scalar", dtypes=OPERAND_DTYPES, variants=False)(_floor_divide_)
 
 
-
 @lowering("aten::remainder.Scalar_Tensor", dtypes=OPERAND_DTYPES)
 def remainder_scalar_tensor(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     """``number % tensor`` (Python's modulus: the sign of the divisor).
@@ -304,6 +298,7 @@ def remainder_scalar_tensor(self: Any, other: Any, *, out: torch.Tensor | None =
     if not other.is_floating_point() and bool((other == 0).any()):
         return decline("an integer division by zero: torch raises")
     return run_binary("rremainder", other, self, out, rdt=torch.result_type(self, other))
+
 
 _GCD_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 

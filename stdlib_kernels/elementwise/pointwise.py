@@ -551,13 +551,8 @@ def run_binary(op: str, self: Any, other: Any, out: torch.Tensor | None, *, alph
         if not torch.can_cast(want, out.dtype):
             raise RuntimeError(f"result type {scalar_type_name(want)} can't be cast to the desired output type "
                                f"{scalar_type_name(out.dtype)}")
-        r = _run_binary(op, self, other, None, alpha, rdt, compute, int_scalar_divisor, float_only)
-        if r is NotImplemented or tuple(out.shape) == tuple(r.shape):
-            return r if r is NotImplemented else out.copy_(r)
-        if any(isinstance(t, torch.Tensor) and U.overlaps(out, t) for t in (self, other)):
-            return decline("out= of another shape overlapping an input: torch raises")
-        U.resize_out(out, r.shape)
-        return out.copy_(r)
+        return U.into_out(_run_binary(op, self, other, None, alpha, rdt, compute, int_scalar_divisor, float_only),
+                          out, (self, other))
     return _run_binary(op, self, other, out, alpha, rdt, compute, int_scalar_divisor, float_only)
 
 

@@ -303,8 +303,11 @@ def _into_out_of_another_dtype(ent: Lowering, args: tuple[Any, ...], kwargs: dic
         return None
     rest = {k: v for k, v in kwargs.items() if k != "out"}
     func = REGISTRY.get(ent.routed_from)
-    if func is None or func.kind != "kernel" or not _dtypes_in(ent.dtypes, args, rest):
+    if func is None or func.kind != "kernel" or not _dtypes_in(ent.dtypes, args, rest) \
+            or (func.accepts is not None and func.accepts.refusal(func.arg_positions, args, rest) is not None):
         return None
+    if func.dim_arg is not None:
+        _check_dim_arg(func.dim_arg, args, rest)
     r = func.fn(*args, **rest)
     if r is NotImplemented or type(r) is not torch.Tensor:
         fallback.take_decline_reason()
@@ -323,6 +326,8 @@ def _into_out_of_another_dtype(ent: Lowering, args: tuple[Any, ...], kwargs: dic
 def _outside_dtypes(ent: Lowering, op: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """A call with a tensor of a dtype outside the lowering's: an ``out=`` of another dtype is filled from the
     functional lowering; anything else runs through the CPU fallback, saying which dtype."""
+    if ent.device_check:  # _needs_cpu stopped at the dtypes, before its device check
+        fallback.check_devices(op, args, kwargs)
     r = _into_out_of_another_dtype(ent, args, kwargs)
     if r is not None:
         return r
