@@ -370,8 +370,11 @@ def _shift64(op: str, self: Any, other: Any, out: torch.Tensor | None) -> Any:
 def _shift(op: str) -> Any:
     def lower(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
         try:
-            if torch.result_type(self, other) == torch.int64 and (out is None or out.dtype == torch.int64):
-                return _shift64(op, self, other, out)
+            if torch.result_type(self, other) == torch.int64:
+                if out is None or out.dtype == torch.int64:
+                    return _shift64(op, self, other, out)
+                if U.is_trn(out) and torch.can_cast(torch.int64, out.dtype):  # computed, then cast as torch casts
+                    return U.into_out(_shift64(op, self, other, None), out, (self, other))
         except (RuntimeError, TypeError):
             return decline("operands torch cannot promote: torch raises")
         return _int_binary(op, self, other, out, _SHIFT_DTYPES[1:], "a shift of float or bool operands")

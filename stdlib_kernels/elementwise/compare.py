@@ -158,10 +158,23 @@ def _number(v: Any) -> bool:
     return isinstance(v, (bool, int, float, complex))
 
 
+def _complex_number(v: Any) -> bool:
+    """A Python complex number or a 0-dim complex CPU tensor."""
+    if isinstance(v, torch.Tensor):
+        return v.device.type == "cpu" and v.dim() == 0 and v.is_complex()
+    return isinstance(v, complex)
+
+
 def _compare(op: str) -> Callable[..., Any]:
     def lower(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
         if isinstance(self, torch.Tensor) and self.is_complex():
             return _complex_eq(op, self, other, out)
+        if op in ("eq", "ne") and U.is_trn(self) and _complex_number(other) \
+                and torch.result_type(self, other) in (torch.complex64, torch.complex32):
+            # a real tensor against a complex number: compared in complex64, as torch promotes
+            if isinstance(other, torch.Tensor):
+                other = complex(other.to(torch.complex64).item())
+            return _complex_eq(op, self.to(torch.complex64), other, out)
         if isinstance(other, torch.Tensor) and other.is_complex() and op in ("eq", "ne"):
             return _complex_eq(op, other, self, out)  # symmetric: the complex operand first
         if isinstance(self, torch.Tensor) and self.dtype in _UNSIGNED_WIDE:

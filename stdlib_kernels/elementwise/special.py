@@ -476,9 +476,10 @@ def _dev(v: Any) -> torch.Tensor | None:
 
 def _make_poly(name: str) -> Callable[..., Any]:
     def lower(x: Any, n: Any, *, out: torch.Tensor | None = None) -> Any:
-        floats = [v for v in (x, n) if isinstance(v, torch.Tensor) and v.is_floating_point()]
-        if not floats and torch.get_default_dtype() == torch.float32:
-            x, n = (v.to(torch.float32) if promotes(v) else v for v in (x, n))  # torch promotes integer operands
+        rt = torch.result_type(x, n)
+        if (rt if rt.is_floating_point else torch.get_default_dtype()) == torch.float32:
+            # integer tensors join a float32 result (torch promotes integer operands)
+            x, n = (v.to(torch.float32) if promotes(v) else v for v in (x, n))
         xs, ns = _dev(x), _dev(n)
         if xs is None or ns is None or xs.dtype != torch.float32 or ns.dtype != torch.float32:
             return decline("operands not float32 (a trn tensor or a real number)")

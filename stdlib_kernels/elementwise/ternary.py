@@ -116,8 +116,11 @@ def _ct(dt: torch.dtype) -> str:
 def where(condition: Any, self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
     """``self`` where ``condition`` else ``other`` (condition: a bool tensor); int64 and complex64 tensors select
     their int32 words / real-imaginary planes."""
+    if isinstance(condition, torch.Tensor) and condition.dim() == 0 and condition.device.type == "cpu" \
+            and condition.dtype == torch.bool:  # a CPU scalar joins any device's operands, as in TensorIterator
+        condition = condition.to("trn")
     if not U.is_trn(condition) or condition.dtype != torch.bool:
-        return decline("condition not a bool trn tensor")
+        return decline("condition not a bool trn tensor (or a CPU 0-dim bool tensor)")
     rdt = torch.result_type(self, other)
     if rdt == torch.complex64:  # numbers and real tensors join as complex64 (a number: a 0-dim tensor)
         self, other = (v if U.is_trn(v) and v.dtype == rdt else v.to(rdt) if U.is_trn(v)

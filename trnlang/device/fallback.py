@@ -586,6 +586,19 @@ def _decomposition(op: Any) -> Callable[..., Any] | None:
     return fn
 
 
+def _scalars_on_trn(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``args`` with CPU 0-dim tensors moved to ``trn`` when a ``trn`` tensor is among them: torch's kernels take a
+    CPU scalar beside any device's tensors, but decompositions' ``out=`` wrappers check the first argument's device
+    (promotion is unchanged: it looks at dimensions, not devices)."""
+    def cpu_scalar(a: Any) -> bool:
+        return type(a) is torch.Tensor and a.dim() == 0 and a.device.type == "cpu"
+
+    if not any(cpu_scalar(a) for a in args) \
+            or not any(type(a) is torch.Tensor and a.device.type == "trn" for a in args):
+        return args
+    return tuple(a.to("trn") if cpu_scalar(a) else a for a in args)
+
+
 def boxed_fallback(op: Any, *args: Any, **kwargs: Any) -> Any:
     """The PrivateUse1 backend fallback: every op without a registered kernel lands here.
 
@@ -613,7 +626,7 @@ def boxed_fallback(op: Any, *args: Any, **kwargs: Any) -> Any:
             name = _info(op).name
             own = _counts.get(name, 0)
             try:
-                r = fn(*args, **kwargs)
+                r = fn(*_scalars_on_trn(args), **kwargs)
             except FallbackError:
                 raise  # strict mode: names the piece that has no lowering
             except Exception:  # noqa: BLE001 - this call is not decomposable here: the CPU runs it
