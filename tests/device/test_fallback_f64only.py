@@ -86,3 +86,20 @@ def test_f64only_counts_a_float64_result_as_wide(monkeypatch):
     torch.testing.assert_close(torch.div(x.to("trn"), y.to("trn")).cpu(), torch.div(x, y))
     with pytest.raises(td.FallbackError, match=UNLOWERED):
         unlowered(torch.ones(3, device="trn"), torch.zeros(3, device="trn"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])
+def test_fallback_result_of_empty_inputs_is_its_own_storage(monkeypatch, dtype):
+    """An empty result of the CPU fallback is not taken for a view of an empty input (both have no memory, address
+    0): ``torch._refs.floor_divide`` on empty float64 tensors runs ``prims.sub``, a custom op whose aliasing check
+    raised; a result that shares an input's storage would also see that input's later resize."""
+    monkeypatch.setenv("TRN_FALLBACK", "f64only")
+    x = torch.ones(0, dtype=dtype, device="trn")
+    y = x * 2
+    got = torch.sub(x, y)
+    assert got.shape == (0,) and got.device.type == "trn"
+    assert got.untyped_storage()._cdata not in (x.untyped_storage()._cdata, y.untyped_storage()._cdata)
+    if dtype == torch.float64:
+        import torch._refs as refs
+
+        assert refs.floor_divide(x, y).shape == (0,)

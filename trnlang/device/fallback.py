@@ -370,8 +370,10 @@ class _Converter:
                 raise RuntimeError(f"trn: the CPU fallback produced a {v.layout} tensor; only strided tensors "
                                    "live on the trn device")
             ptr = v.untyped_storage().data_ptr()
-            st = self.trn_storages.get(ptr)
-            if st is not None:  # a view of a device tensor: a device alias
+            # a view of a device tensor: a device alias (not for address 0: every empty storage has it, so an empty
+            # result is not a view of an empty input just because both have no memory)
+            st = self.trn_storages.get(ptr) if ptr != 0 else None
+            if st is not None:
                 t = memory.wrap(st, v.dtype, v.shape, v.stride(), v.storage_offset())
                 if v.is_conj():
                     t = t.conj()
