@@ -71,8 +71,10 @@ def complex_add(self: Any, other: Any, alpha: Any, out: torch.Tensor | None, sig
     if rdt == torch.complex32 and isinstance(alpha, (int, float)) and not isinstance(alpha, bool):
         return via_complex64(lambda x, y, out=None: complex_add(x, y, alpha, out, sign), self, other, out)
     self, other = up_complex32(self), up_complex32(other)
+    scaled = False  # other already holds alpha * other (a complex product), so no cross terms below
     if isinstance(alpha, complex) and rdt == torch.complex64 and U.is_trn(other) and not other.is_neg():
-        other, alpha = torch.mul(other, alpha), 1  # a complex alpha: its product first (native complex64 mul)
+        # a complex alpha: its product first (native mul), by -alpha for sub as the CPU forms it
+        other, alpha, sign, scaled = torch.mul(other, sign * alpha), 1, 1, True
     if isinstance(out, torch.Tensor) and not out.is_complex():  # torch's check, before any work or fallback
         raise RuntimeError(f"result type {scalar_type_name(rdt)} can't be cast to the desired output type "
                            f"{scalar_type_name(out.dtype)}")
@@ -87,16 +89,25 @@ def complex_add(self: Any, other: Any, alpha: Any, out: torch.Tensor | None, sig
         return decline("complex operands not promoting to complex64 (or a complex alpha, or a non-complex64 out=)")
     if (a := promoted_planes(self)) is None or (b := promoted_planes(other)) is None:
         return decline("complex operands other than trn tensors or numbers (or a conj/neg bit)")
+    k = sign * alpha
+    b = b if scaled else _real_times(k, b)
     if out_planes is not None:  # in place / out=: written through the out tensor's planes
-        torch.add(a, b, alpha=sign * alpha, out=out_planes[0])
+        torch.add(a, b, out=out_planes[0])
         return out
     ts = [t for t in (self, other) if U.is_trn(t)]
     shape = U.broadcast_shape(*(t.shape for t in ts))
     if shape is None:
         return decline("operands do not broadcast: torch raises")
     res = U.new_output(shape, torch.complex64, ts)  # the layout TensorIterator gives
-    torch.add(a, b, alpha=sign * alpha, out=torch.view_as_real(res))
+    torch.add(a, b, out=torch.view_as_real(res))
     return res
+
+
+def _real_times(k: float, b: torch.Tensor) -> torch.Tensor:
+    """The planes of ``(k + 0i) * b`` as torch's CPU kernels form ``alpha * other`` in add/sub (a complex product,
+    even for alpha = 1): ``(k br - 0 bi, k bi + 0 br)``, so an infinite plane makes the other one NaN, as there."""
+    cross = b.flip(-1) * torch.tensor([-0.0, 0.0], device="trn")  # (-(0 bi), 0 br): +-0, or NaN beside inf/NaN
+    return torch.add(cross, b, alpha=k)
 
 
 def complex_neg(self: Any, out: torch.Tensor | None) -> Any:
