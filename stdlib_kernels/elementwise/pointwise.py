@@ -36,7 +36,7 @@ import torch
 import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
-from stdlib_kernels.elementwise import unsigned
+from stdlib_kernels.elementwise import int64_words, unsigned
 from stdlib_kernels.elementwise.flat import (  # noqa: F401 - the flat launch machinery, re-exported for the family
     FLAT_EXACT_MIN_BYTES,
     FLAT_TAIL,
@@ -602,11 +602,19 @@ def _run_binary(op: str, self: Any, other: Any, out: torch.Tensor | None, alpha:
     if res.numel() == 0:
         return res
     if bound is not None and not ints_in_range(o, bound):
-        return decline("integer values beyond the range the int32 arithmetic computes exactly")
+        return _beyond_int32(op, self, other, alpha, rdt, compute, shape, res)
     if res.dtype != rdt and rdt in (torch.bfloat16, torch.float16):  # torch rounds to rdt, then casts into out
         tmp = _launch_binary(op, o, shape, compute, alpha, U.new_output(shape, rdt, ops))
         return tmp if tmp is NotImplemented else res.copy_(tmp)
     return _launch_binary(op, o, shape, compute, alpha, res)
+
+
+def _beyond_int32(op: str, self: Any, other: Any, alpha: Any, rdt: torch.dtype, compute: str,
+                  shape: tuple[int, ...], res: torch.Tensor) -> Any:
+    """int64 values the int32 arithmetic would not compute exactly: add/sub exactly on int32 words, else declined."""
+    if rdt == torch.int64 and compute == "i32" and int64_words.supports(op, alpha):
+        return res.copy_(int64_words.add64(self, other, alpha, op, shape))
+    return decline("integer values beyond the range the int32 arithmetic computes exactly")
 
 
 def _numbers_as(common: torch.dtype, o: Operands, op: str, alpha: Any) -> Any:

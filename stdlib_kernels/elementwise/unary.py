@@ -543,11 +543,11 @@ def bitwise_not(self: Any, *, out: torch.Tensor | None = None) -> Any:
         if out.dtype != torch.int64 or out.shape != r.shape:
             return decline("out= of another dtype or shape than self")
         return out.copy_(r)
-    compute = "bool" if self.dtype == torch.bool else "i32"
-    return run("bitwise_not", [self], self.dtype, out, compute=compute, in_dtypes=(torch.int32, torch.bool))
+    compute = "bool" if self.dtype == torch.bool else "i32"  # int8/int16/uint8: in int32, wrapped by the store
+    return run("bitwise_not", [self], self.dtype, out, compute=compute, in_dtypes=_ALL_INTS + (torch.bool,))
 
 
-_register("bitwise_not", bitwise_not, dtypes=(torch.int32, torch.int64, torch.bool), accepts=_SELF_ON_TRN)
+_register("bitwise_not", bitwise_not, dtypes=_ALL_INTS + (torch.bool,), accepts=_SELF_ON_TRN)
 
 
 def atan2(self: Any, other: Any, *, out: torch.Tensor | None = None) -> Any:
