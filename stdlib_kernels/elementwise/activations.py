@@ -257,8 +257,11 @@ def threshold(self: Any, threshold: Any, value: Any, *, out: torch.Tensor | None
             return decline("a missing parameter")
         info = torch.iinfo(self.dtype)
         ti, vi = math.trunc(th), math.trunc(v)
+        if self.dtype == torch.uint8:  # torch's checked cast takes a negative int down to -255, wrapped
+            ti, vi = (x % 256 if isinstance(U.scalar_value(n), int) and -255 <= x < 0 else x
+                      for x, n in ((ti, threshold), (vi, value)))
         if not (info.min <= ti <= info.max and info.min <= vi <= info.max):
-            return decline("a threshold or value outside the integer dtype's range (torch's cast wraps)")
+            return decline("a threshold or value outside the integer dtype's range (torch raises)")
         r = torch.where(self <= ti, torch.full((), vi, dtype=self.dtype, device=self.device), self)
         if out is None:
             return r

@@ -23,7 +23,8 @@ from stdlib_kernels import _util as U
 from trnlang.device import decline
 from trnlang.device.registry import scalar_type_name
 
-__all__ = ["complex_div", "complex_add", "complex_neg", "half_result", "via_complex64", "up_complex32"]
+__all__ = ["complex_div", "complex_add", "complex_neg", "half_result", "via_complex64", "up_complex32",
+           "unary_via_complex64"]
 
 
 def complex_div(x: Any, y: Any, out: torch.Tensor | None = None) -> Any:
@@ -149,6 +150,26 @@ def up_complex32(v: Any) -> Any:
     """A complex32 trn tensor as complex64 (exactly, through its planes); anything else unchanged (for results that
     promote past complex32)."""
     return _up(v) if U.is_trn(v) and v.dtype == torch.complex32 else v
+
+
+def unary_via_complex64(fn: Any, x: torch.Tensor, out: torch.Tensor | None) -> Any:
+    """``fn(x)`` of a complex32 trn tensor, computed in complex64 and rounded once to complex32 (exact for neg and
+    conj; torch's CPU rounds after each float16 step, so other ops may differ in the last bit)."""
+    u = _up(x)
+    if u is x:
+        return decline("a complex32 tensor with a conj/neg bit")
+    r = fn(u)
+    if r is NotImplemented:
+        return r
+    if out is not None and not (U.is_trn(out) and out.dtype == torch.complex32 and not (out.is_conj() or out.is_neg())):
+        return decline("out= not a plain complex32 trn tensor")
+    if out is not None and out.shape != r.shape:
+        if U.overlaps(out, x):
+            return decline("out= of another shape overlapping the input: torch raises")
+        U.resize_out(out, r.shape)
+    res = out if out is not None else torch.empty(r.shape, dtype=torch.complex32, device="trn")
+    torch.view_as_real(res).copy_(torch.view_as_real(r))
+    return res
 
 
 def via_complex64(fn: Any, x: Any, y: Any, out: torch.Tensor | None) -> Any:

@@ -750,13 +750,15 @@ def floor_divide(self: Any, other: Any, *, out: torch.Tensor | None = None) -> A
 
 
 
-@lowering("aten::neg", dtypes=(*(d for d in OPERAND_DTYPES if d != torch.bool), torch.complex64),
+@lowering("aten::neg", dtypes=(*(d for d in OPERAND_DTYPES if d != torch.bool), torch.complex64, torch.complex32),
           fast=lambda a: _MUL_FAST(a, -1))
 def neg(self: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
     """``-self`` (a multiply by -1: exact, and -0.0 for 0.0 as torch gives; integers wrap as torch's do;
     int64 as ``0 - self``, whose int32 range check is wider than a multiply's; complex64 on its real/imaginary
     planes). A repeated call on a same-layout tensor takes ``mul``'s fast lane for ``x * -1`` (int64 tensors have
     none: their values are checked per call)."""
+    if isinstance(self, torch.Tensor) and self.dtype == torch.complex32:
+        return _complex_arith().unary_via_complex64(neg, self, out)
     if _is_complex(self) or _is_complex(out):
         return _complex_arith().complex_neg(self, out)
     if isinstance(self, torch.Tensor) and self.dtype == torch.int64:

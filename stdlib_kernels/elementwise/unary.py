@@ -29,6 +29,7 @@ from stdlib_kernels.elementwise import complex_fns
 from stdlib_kernels.elementwise import pointwise as P
 from stdlib_kernels.elementwise.promote import promotes, promoting, promoting_binary
 from trnlang.device import REGISTRY, Accepts, decline, fastlane, lowering
+from trnlang.device.registry import scalar_type_name
 
 #: Dtypes the float lowerings handle (computed in fp32, rounded on store).
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -274,10 +275,19 @@ def _make(op: str) -> Callable[..., Any]:
             from stdlib_kernels.elementwise.complex_arith import up_complex32
 
             v = _complex_planes(up_complex32(self))  # |z| as hypot(re, im): no overflow
-            if v is None or out is not None:
-                return decline("complex abs of other than a complex64/32 trn tensor without conj/neg bit, or with out=")
+            if v is None or (out is not None and not U.is_trn(out)):
+                return decline("complex abs of other than a complex64/32 trn tensor without conj/neg bit")
             r = torch.hypot(v[..., 0], v[..., 1])
-            return r.half() if self.dtype == torch.complex32 else r
+            r = r.half() if self.dtype == torch.complex32 else r
+            if out is not None and out.is_complex() and out.dtype != self.dtype:  # torch's complex-out check
+                raise RuntimeError(f"Found dtype {scalar_type_name(out.dtype)} but expected "
+                                   f"{scalar_type_name(self.dtype)}")
+            if out is not None and not torch.can_cast(r.dtype, out.dtype):  # torch's check, its words
+                raise RuntimeError(f"result type {scalar_type_name(r.dtype)} can't be cast to the desired output "
+                                   f"type {scalar_type_name(out.dtype)}")
+            return U.into_out(r, out, (self,))  # a float or complex out= takes |z| cast
+        if op == "square" and U.is_trn(self) and self.dtype == torch.bool:  # torch: pow(x, 2), an int64 0/1
+            return U.into_out(self.to(torch.int64), out, (self,))
         if op == "square" and U.is_trn(self) and self.dtype in _ALL_INTS:
             r = torch.mul(self, self)  # pointwise's range-checked integer multiply (int64 included)
             return r if out is None or r is NotImplemented else out.copy_(r)
@@ -331,7 +341,7 @@ for _op in _SIMPLE:
         _dts = ((*DTYPES, *_ALL_INTS, torch.complex64) if _op in _ROUNDING
                 else (*DTYPES, *_ALL_INTS, torch.bool, torch.complex64, torch.complex32) if _op == "abs"
                 else (*DTYPES, *_ALL_INTS, torch.bool) if _op == "sign"
-                else (*DTYPES, *_ALL_INTS) if _op == "square"
+                else (*DTYPES, *_ALL_INTS, torch.bool) if _op == "square"
                 else DTYPES if _op in _KEEPS_INT
                 else (*DTYPES, *_INT_IN, torch.int64, *_WIDE_UNSIGNED))
         _register(_op, _fn, (*_dts, torch.complex64) if _op in complex_fns.UNARY else _dts, fast=_fast(_fn))
@@ -367,6 +377,10 @@ def sgn(self: Any, *, out: torch.Tensor | None = None) -> Any:
         return _int_abs_sign("sign", self, out)  # sgn of a real tensor is its sign
     if not (U.is_trn(self) and self.is_complex()):
         return run_unary("sign", self, out)
+    if self.dtype == torch.complex32:
+        from stdlib_kernels.elementwise.complex_arith import unary_via_complex64
+
+        return unary_via_complex64(sgn, self, out)
     if out is not None or self.dtype != torch.complex64 or self.is_conj() or self.is_neg():
         return decline("out= of a complex input, or not complex64 without conj/neg bit")
     v = torch.view_as_real(self)
@@ -374,7 +388,7 @@ def sgn(self: Any, *, out: torch.Tensor | None = None) -> Any:
     return torch.view_as_complex(torch.where(r == 0, 0.0, v / r))
 
 
-_register("sgn", sgn, (*DTYPES, *_ALL_INTS, torch.bool, torch.complex64))
+_register("sgn", sgn, (*DTYPES, *_ALL_INTS, torch.bool, torch.complex64, torch.complex32))
 
 
 def round_(self: Any, *, out: torch.Tensor | None = None) -> Any:

@@ -514,9 +514,14 @@ def fft_c2r(self: torch.Tensor, dim: Sequence[int], normalization: int, last_dim
     return out
 
 
-@lowering("aten::conj_physical.out", dtypes=(_C64, *U.FLOAT_DTYPES), variants=False)
+@lowering("aten::conj_physical.out", dtypes=(_C64, torch.complex32, *U.FLOAT_DTYPES), variants=False)
 def conj_physical_out(self: torch.Tensor, *, out: torch.Tensor) -> Any:
-    """``out = conj(self)`` (complex: the imaginary plane negated; real: a copy)."""
+    """``out = conj(self)`` (complex: the imaginary plane negated; real: a copy; complex32 through complex64,
+    exactly)."""
+    if self.dtype == torch.complex32:
+        from stdlib_kernels.elementwise.complex_arith import unary_via_complex64
+
+        return unary_via_complex64(conj_physical, self, out)
     return conj_physical(self, out=out)
 
 
