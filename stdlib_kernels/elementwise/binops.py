@@ -103,9 +103,14 @@ def _pow(self: Any, exponent: Any, out: torch.Tensor | None) -> Any:
     return run_binary("pow", self, exponent, out, rdt=rdt)
 
 
-@lowering("aten::pow.Tensor_Tensor", dtypes=(*OPERAND_DTYPES, torch.complex64))
+@lowering("aten::pow.Tensor_Tensor", dtypes=(*OPERAND_DTYPES, torch.complex64, torch.complex32))
 def pow_tt(self: Any, exponent: Any, *, out: torch.Tensor | None = None) -> Any:
-    """``self ** exponent`` (both tensors)."""
+    """``self ** exponent`` (both tensors; a complex32 result is computed in complex64 and rounded once, as CUDA's
+    ComplexHalf kernels compute in complex<float>)."""
+    if torch.result_type(self, exponent) == torch.complex32:
+        from stdlib_kernels.elementwise.complex_arith import up_half
+
+        return _complex_power_of_real(lambda: _pow(up_half(self), up_half(exponent), None), torch.complex32, out)
     return _pow(self, exponent, out)
 
 

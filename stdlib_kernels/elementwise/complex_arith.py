@@ -24,7 +24,7 @@ from trnlang.device import decline
 from trnlang.device.registry import scalar_type_name
 
 __all__ = ["complex_div", "complex_add", "complex_neg", "half_result", "via_complex64", "up_complex32",
-           "unary_via_complex64"]
+           "unary_via_complex64", "up_half"]
 
 
 def complex_div(x: Any, y: Any, out: torch.Tensor | None = None) -> Any:
@@ -144,6 +144,12 @@ def _up(v: Any) -> Any:
     if U.is_trn(v) and v.dtype == torch.float16:
         return v.float()
     return v
+
+
+def up_half(v: Any) -> Any:
+    """complex32 -> complex64 and float16 -> float32 for trn tensors (exact); others unchanged (a complex32 tensor
+    with a conj/neg bit too: the caller's op declines it)."""
+    return _up(v)
 
 
 def up_complex32(v: Any) -> Any:

@@ -89,15 +89,17 @@ class _Recorder(unittest.TestResult):
         self.outcome = "pass"
         self.exc = ""
         self.msg = ""
+        self.trace = ""
 
     def _fail(self, err: Any) -> None:
         if self.outcome == "fail":
             return
-        etype, value, _ = err
+        etype, value, tb = err
         self.outcome = "fail"
         self.exc = etype.__name__
         text = str(value).strip()
         self.msg = text[:600]
+        self.trace = "".join(traceback.format_exception(etype, value, tb))[-1500:]  # the innermost frames
 
     def addError(self, test: Any, err: Any) -> None:  # noqa: N802 - unittest's API
         self._fail(err)
@@ -214,7 +216,7 @@ def run_file(test_dir: str, name: str, out: TextIO, *, keys: list[str] | None = 
                 res.exc = "Timeout"
             rec = {"event": "test", "id": tid, "dev": dev, "key": test_key(cls.__name__, method),
                    "dtypes": dtypes_of(method), "outcome": res.outcome, "exc": res.exc, "msg": res.msg,
-                   "secs": round(secs, 3), "fallbacks": dict(fallbacks) if dev == "trn" else {},
+                   "trace": res.trace, "secs": round(secs, 3), "fallbacks": dict(fallbacks) if dev == "trn" else {},
                    "wide_fallbacks": dict(wide) if dev == "trn" else {}}
             out.write(json.dumps(rec) + "\n")
             out.flush()
