@@ -507,6 +507,9 @@ def has_zero(t: torch.Tensor) -> bool | None:
     cannot tell (int64 values beyond int32)."""
     if t.numel() == 0:
         return False
+    if t.dtype == torch.int64:  # exact for every value: both int32 words zero
+        w = U.int32_words(t)
+        return bool(torch.logical_and(torch.eq(w[..., 0], 0), torch.eq(w[..., 1], 0)).any().item())
     flags = run_binary("eq", t, 0, None, rdt=torch.float32, compute="i32")
     return None if flags is NotImplemented else float(flags.sum().item()) > 0
 
@@ -614,6 +617,8 @@ def _beyond_int32(op: str, self: Any, other: Any, alpha: Any, rdt: torch.dtype, 
     """int64 values the int32 arithmetic would not compute exactly: add/sub exactly on int32 words, else declined."""
     if rdt == torch.int64 and compute == "i32" and int64_words.supports(op, alpha):
         return res.copy_(int64_words.add64(self, other, alpha, op, shape))
+    if rdt == torch.int64 and compute == "i32" and op in int64_words.DIVISIONS and alpha is None:
+        return res.copy_(int64_words.divmod64(self, other, op, shape))  # divisors checked non-zero already
     return decline("integer values beyond the range the int32 arithmetic computes exactly")
 
 

@@ -5,6 +5,8 @@ tensors, narrower integer operands, out=, in place, and a float out= (computed, 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -57,3 +59,39 @@ def test_out_and_in_place() -> None:
     assert torch.equal(z.cpu(), x + y)
     z.sub_(2**40)
     assert torch.equal(z.cpu(), x + y - 2**40)
+
+
+def _div_fns() -> list[Any]:
+    return [lambda x, y: torch.div(x, y, rounding_mode="trunc"), lambda x, y: torch.div(x, y, rounding_mode="floor"),
+            torch.fmod, torch.remainder, torch.floor_divide]
+
+
+@settings(max_examples=20, deadline=None)
+@given(a=st.lists(st.one_of(I64, st.sampled_from(EDGES)), min_size=1, max_size=300),
+       b=st.lists(st.one_of(I64, st.sampled_from(EDGES)).filter(lambda v: v != 0), min_size=1, max_size=300),
+       n=st.one_of(I64, st.sampled_from(EDGES)).filter(lambda v: v != 0))
+def test_division_family_matches_the_cpu(a: list[int], b: list[int], n: int) -> None:
+    """Quotients (trunc, floor), fmod and remainder beyond int32: a 64-step long division kernel on the words."""
+    x = torch.tensor(a)
+    y = torch.tensor((b * len(a))[: len(a)])
+    keep = ~((x == -(2**63)) & (y == -1))  # INT64_MIN / -1 overflows (undefined in C; not compared)
+    x, y = x[keep], y[keep]
+    for fn in _div_fns():
+        assert torch.equal(fn(x.to("trn"), y.to("trn")).cpu(), fn(x, y))
+        if n != -1:
+            assert torch.equal(fn(x.to("trn"), n).cpu(), fn(x, n))
+    assert torch.equal(torch.remainder(n, y.to("trn")).cpu(), torch.remainder(n, y))
+
+
+def test_upstream_remainder_overflow() -> None:
+    """PyTorch's test_remainder_overflow: a divisor far past int32."""
+    x, q = torch.tensor(23500, dtype=torch.int64, device="trn"), 392486996410368
+    assert (x % q).item() == 23500 and (-x % q).item() == q - 23500
+    assert (x % -q).item() == 23500 - q and (-x % -q).item() == -23500
+
+
+def test_int64_division_by_zero_raises_like_the_cpu() -> None:
+    x = torch.tensor([2**40, 3], device="trn")
+    for fn in _div_fns():
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            fn(x, torch.tensor([5, 0], device="trn"))

@@ -53,10 +53,10 @@ _C32_SUB = ("random inputs: trn's generator is its own; complex32 sub on trn is 
             "numpy reference, past the test's complex64 tolerance (1e-5); the CPU's result on that pair is the same")
 
 _C64_POW = ("complex64 pow is exp(w log z) in float32 on trn as on the CPU, with the same error against the exact "
-            "result (on this test's 812 inputs: max relative 3.2e-6 on trn, 2.9e-6 on the CPU, both vs complex128); the "
-            "test's tolerance (1.3e-6) is below that error and passes on the CPU because its numpy reference runs the "
-            "same libm routine (glibc cpowf) as torch's CPU kernel, so their rounding errors coincide; for results that "
-            "overflow, the signs of the infinities follow cos/sin of float32 angles past 2^24 radians, where any "
+            "result (on this test's 812 inputs: max relative 3.2e-6 on trn, 2.9e-6 on the CPU, both vs complex128); "
+            "the test's tolerance (1.3e-6) is below that error and passes on the CPU because its numpy reference runs "
+            "the same libm routine (glibc cpowf) as torch's CPU kernel, so their rounding errors coincide; for results "
+            "that overflow, the signs of the infinities follow cos/sin of float32 angles past 2^24 radians, where any "
             "different last bit of log z decides them (the exact result's signs differ from the CPU's as well)")
 _C64_POW_SPECIAL = ("complex64 pow of infinite or NaN operands: the CPU's values are glibc's C99 Annex G special cases "
                     "(cexpf's table, __mulsc3's infinity recovery); trn hands exactly these calls to the warned CPU "
