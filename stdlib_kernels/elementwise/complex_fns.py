@@ -47,8 +47,16 @@ P = tuple[torch.Tensor, torch.Tensor]
 
 
 def _exp(a: torch.Tensor, b: torch.Tensor) -> P:
+    """``exp(a + bi) = e^a (cos b + i sin b)`` with C99's special values (glibc cexpf's, as the CPU): an imaginary
+    part that is 0 stays (also beside +inf and NaN), +inf with an infinite or NaN b gives (inf, NaN), -inf with one
+    gives (0, +-0) (the sign of b's zero; +0 for NaN); finite a with such b gives NaN, NaN (from cos/sin)."""
     e = torch.exp(a)
-    return e * torch.cos(b), torch.where(b == 0, b, e * torch.sin(b))  # a real z stays real (inf * 0 is NaN)
+    re, im = e * torch.cos(b), torch.where(b == 0, b, e * torch.sin(b))  # a real z stays real (inf * 0 is NaN)
+    wild = ~torch.isfinite(b)
+    pos, neg = (a == math.inf) & wild, (a == -math.inf) & wild
+    re = torch.where(pos, math.inf, torch.where(neg, 0.0, re))
+    im = torch.where(pos, math.nan, torch.where(neg, torch.where(b < 0, -0.0, 0.0), im))
+    return re, im
 
 
 def _log(a: torch.Tensor, b: torch.Tensor) -> P:
@@ -223,7 +231,7 @@ UNARY: dict[str, Callable[[torch.Tensor, torch.Tensor], P]] = {
 
 #: ops whose plane formulas give C99's special values for infinite and NaN inputs too (checked against the CPU on
 #: a grid of every combination of 0, -0, finite, +-inf and NaN planes); the others send such inputs to the CPU
-NONFINITE_OK = frozenset({"sqrt", "rsqrt", "reciprocal", "log", "log2", "log10"})
+NONFINITE_OK = frozenset({"sqrt", "rsqrt", "reciprocal", "log", "log2", "log10", "exp"})
 
 
 def complex_unary(op: str, z: Any, out: torch.Tensor | None = None) -> Any:

@@ -162,3 +162,21 @@ def test_real_tensor_to_a_complex_power(dtype, monkeypatch):
             warnings.simplefilter("ignore")  # torch's resize warning (a non-empty out=)
             torch.pow(x.to("trn"), 1j, out=out)
         torch.testing.assert_close(out.cpu(), torch.pow(x.to(torch.complex64), 1j), equal_nan=True)
+
+
+def test_complex_exp_special_values_match_the_cpu(monkeypatch):
+    """exp of complex64 with infinite / NaN / signed-zero planes takes C99's values as the CPU's (glibc cexpf) does,
+    natively (upstream test_exp): compared bit for bit (NaNs canonical) over every pairing."""
+    import itertools
+
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    inf, nan = float("inf"), float("nan")
+    xs = [0.0, -0.0, 1.5, -1.5, 80.0, -100.0, inf, -inf, nan]
+    ys = [0.0, -0.0, 1.5, -1.5, 3.0, inf, -inf, nan]
+    z = torch.view_as_complex(torch.tensor([[x, y] for x, y in itertools.product(xs, ys)], dtype=torch.float32))
+
+    def canon(t):
+        r = torch.view_as_real(t.cpu())
+        return torch.where(r.isnan(), torch.full_like(r, nan), r).view(torch.int32)
+
+    assert torch.equal(canon(torch.exp(z.to("trn"))), canon(torch.exp(z)))

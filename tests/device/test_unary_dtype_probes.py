@@ -103,3 +103,18 @@ def test_threshold_uint8_checked_cast(th: Any, v: Any) -> None:
         assert "without overflow" in str(e)
         return
     assert torch.equal(torch.threshold(x.to("trn"), th, v).cpu(), want)
+
+
+@pytest.mark.parametrize("fn", [torch.isposinf, torch.isneginf])
+@pytest.mark.parametrize("odt", [torch.float32, torch.float64, torch.complex64, torch.int32, torch.bool])
+def test_isposinf_out_must_be_bool(fn: Callable[..., Any], odt: torch.dtype) -> None:
+    """torch refuses a non-bool out= of isposinf/isneginf for every dtype (the registry checks it before any cast
+    or fallback)."""
+    t = torch.tensor([float("inf"), -float("inf"), 1.2])
+    out = torch.empty(3, dtype=odt, device="trn")
+    if odt != torch.bool:
+        with pytest.raises(RuntimeError, match="does not support non-boolean outputs"):
+            fn(t.to("trn"), out=out)
+        return
+    fn(t.to("trn"), out=out)
+    assert torch.equal(out.cpu(), fn(t))
