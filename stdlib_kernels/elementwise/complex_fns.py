@@ -118,19 +118,33 @@ def _rsqrt(a: torch.Tensor, b: torch.Tensor) -> P:
 
 # (a zero plane times an infinite cosh/sinh is NaN: on the axes the signed zero is the C99 result)
 def _sin(a: torch.Tensor, b: torch.Tensor) -> P:
-    return torch.where(a == 0, a, torch.sin(a) * torch.cosh(b)), torch.cos(a) * torch.sinh(b)
+    re, im = _sinh(-b, a)  # sin z = -i sinh(i z): C99 defines its special values so, too
+    # where C99 leaves the infinity's sign open (infinite b beside an infinite or NaN a) glibc's csinf gives +inf
+    return im, torch.where(torch.isinf(b) & ~torch.isfinite(a), math.inf, -re)
 
 
 def _cos(a: torch.Tensor, b: torch.Tensor) -> P:
-    return torch.cos(a) * torch.cosh(b), torch.where(a == 0, -(a * torch.sign(b)), -(torch.sin(a) * torch.sinh(b)))
+    return _cosh(-b, a)  # cos z = cosh(i z)
 
 
 def _sinh(a: torch.Tensor, b: torch.Tensor) -> P:
-    return torch.sinh(a) * torch.cos(b), torch.where(b == 0, b, torch.cosh(a) * torch.sin(b))
+    """``sinh(a + bi)`` with C99's special values (glibc csinhf's): an infinite or NaN ``b`` gives (a, NaN) for
+    ``a = +-0``, (inf, NaN) for an infinite ``a``, NaN otherwise."""
+    re, im = torch.sinh(a) * torch.cos(b), torch.where(b == 0, b, torch.cosh(a) * torch.sin(b))
+    wild = ~torch.isfinite(b)
+    re = torch.where(wild & (a == 0), a, torch.where(wild & torch.isinf(a), math.inf, re))
+    return re, torch.where(wild, math.nan, im)
 
 
 def _cosh(a: torch.Tensor, b: torch.Tensor) -> P:
-    return torch.cosh(a) * torch.cos(b), torch.where(b == 0, b * torch.sign(a), torch.sinh(a) * torch.sin(b))
+    """``cosh(a + bi)`` with C99's special values (glibc ccoshf's): an infinite or NaN ``b`` gives (NaN, +0) for
+    ``a = +-0`` and (inf, NaN) for an infinite ``a``; a zero ``b`` keeps the sign of ``sinh(a) * b``."""
+    re = torch.cosh(a) * torch.cos(b)
+    im = torch.where(b == 0, torch.where(a == 0, a * b, b * torch.sign(a)), torch.sinh(a) * torch.sin(b))
+    wild = ~torch.isfinite(b)
+    re = torch.where(wild & torch.isinf(a), math.inf, re)
+    im = torch.where(wild & (a == 0), 0.0, torch.where(wild, math.nan, im))
+    return re, im
 
 
 def _tanh(a: torch.Tensor, b: torch.Tensor) -> P:
@@ -142,6 +156,13 @@ def _tanh(a: torch.Tensor, b: torch.Tensor) -> P:
     d = sa * sa + cb * cb
     re = torch.where(big, torch.sign(a), sa * ca / d)
     im = torch.where(big, 4.0 * sb * cb * torch.exp(-2.0 * a.abs()), sb * cb / d)
+    # C99's special values (glibc ctanhf's): an infinite or NaN b gives (a, NaN) for a = +-0, (+-1, +-0) for an
+    # infinite a (the zero takes b's sign; +0 for NaN), NaN otherwise; a NaN a with b = 0 keeps b
+    wild = ~torch.isfinite(b)
+    inf_a = torch.isinf(a)
+    re = torch.where(wild & (a == 0), a, torch.where(wild & ~inf_a, math.nan, re))
+    im = torch.where(wild & inf_a, torch.where(b < 0, -0.0, 0.0), torch.where(wild, math.nan, im))
+    im = torch.where(torch.isnan(a) & (b == 0), b, im)
     return re, im
 
 
@@ -231,7 +252,8 @@ UNARY: dict[str, Callable[[torch.Tensor, torch.Tensor], P]] = {
 
 #: ops whose plane formulas give C99's special values for infinite and NaN inputs too (checked against the CPU on
 #: a grid of every combination of 0, -0, finite, +-inf and NaN planes); the others send such inputs to the CPU
-NONFINITE_OK = frozenset({"sqrt", "rsqrt", "reciprocal", "log", "log2", "log10", "exp"})
+NONFINITE_OK = frozenset({"sqrt", "rsqrt", "reciprocal", "log", "log2", "log10", "exp", "exp2", "expm1", "square",
+                          "sigmoid", "sin", "cos", "tan", "sinh", "cosh", "tanh"})
 
 
 def complex_unary(op: str, z: Any, out: torch.Tensor | None = None) -> Any:

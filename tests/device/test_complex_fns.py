@@ -164,19 +164,27 @@ def test_real_tensor_to_a_complex_power(dtype, monkeypatch):
         torch.testing.assert_close(out.cpu(), torch.pow(x.to(torch.complex64), 1j), equal_nan=True)
 
 
-def test_complex_exp_special_values_match_the_cpu(monkeypatch):
-    """exp of complex64 with infinite / NaN / signed-zero planes takes C99's values as the CPU's (glibc cexpf) does,
-    natively (upstream test_exp): compared bit for bit (NaNs canonical) over every pairing."""
+@pytest.mark.parametrize("op", ["exp", "exp2", "expm1", "square", "sigmoid", "sin", "cos", "tan", "sinh", "cosh",
+                                "tanh"])
+def test_complex_special_values_match_the_cpu(monkeypatch, op):
+    """complex64 functions of infinite / NaN / signed-zero / huge planes take C99's values as the CPU's (glibc's
+    cexpf, csinhf, ccoshf, ctanhf, csinf, ...) do, natively (upstream test_reference_numerics_extremal, test_exp):
+    NaN placement, infinities and signs of zeros exactly, finite values to float32 rounding, over every pairing."""
     import itertools
 
     monkeypatch.setenv("TRN_FALLBACK", "error")
     inf, nan = float("inf"), float("nan")
-    xs = [0.0, -0.0, 1.5, -1.5, 80.0, -100.0, inf, -inf, nan]
-    ys = [0.0, -0.0, 1.5, -1.5, 3.0, inf, -inf, nan]
-    z = torch.view_as_complex(torch.tensor([[x, y] for x, y in itertools.product(xs, ys)], dtype=torch.float32))
+    xs = [0.0, -0.0, 1.5, -1.5, 3.0, 80.0, -100.0, 1e30, inf, -inf, nan]
+    z = torch.view_as_complex(torch.tensor([[x, y] for x, y in itertools.product(xs, xs)], dtype=torch.float32))
+    fn = getattr(torch, op)
 
     def canon(t):
         r = torch.view_as_real(t.cpu())
-        return torch.where(r.isnan(), torch.full_like(r, nan), r).view(torch.int32)
+        return torch.where(r.isnan(), torch.full_like(r, nan), r)
 
-    assert torch.equal(canon(torch.exp(z.to("trn"))), canon(torch.exp(z)))
+    want, got = canon(fn(z)), canon(fn(z.to("trn")))
+    assert torch.equal(want.isnan(), got.isnan()) and torch.equal(want.isinf(), got.isinf())
+    tiny = want.abs() < 1e-30  # zeros (and denormal-range values): the sign must match
+    assert torch.equal(want.signbit()[~want.isnan() & ~tiny], got.signbit()[~want.isnan() & ~tiny])
+    assert torch.equal(want[tiny & ~want.isnan()].signbit(), got[tiny & ~want.isnan()].signbit())
+    torch.testing.assert_close(got, want, rtol=4e-6, atol=1e-6, equal_nan=True)
