@@ -202,6 +202,11 @@ def _atanh(a: torch.Tensor, b: torch.Tensor) -> P:
     n = (1.0 + a) * (1.0 + a) + b * b
     re = torch.where(a.abs() < 0.5, 0.25 * torch.log1p(4.0 * a / d), 0.25 * (torch.log(n) - torch.log(d)))
     im = 0.5 * torch.atan2(2.0 * b, (1.0 - a) * (1.0 + a) - b * b)
+    # far out (|z| > 1e9, where the squares above overflow) atanh z = 1/z + i pi/2 sign(b) to float precision
+    h = torch.hypot(a, b)
+    far = h > 1e9
+    re = torch.where(far, (a / h) / h, re)
+    im = torch.where(far, torch.copysign(torch.full_like(b, math.pi / 2), b), im)
     return re, im
 
 

@@ -425,8 +425,12 @@ def _value_tensor(value: Any, dtype: torch.dtype) -> torch.Tensor | None:
         return None
     if dtype.is_floating_point:
         return U.scalar_tensor(float(v), dtype)
-    if dtype == torch.bool or dtype.is_complex:
+    if dtype == torch.bool:
+        return U.scalar_tensor(int(bool(v)), dtype)  # torch's conversion: any nonzero (NaN too) is True
+    if dtype.is_complex:
         return None if isinstance(v, float) else U.scalar_tensor(int(v), dtype)
+    if dtype == torch.uint8 and isinstance(v, int) and -255 <= v < 0:
+        v %= 256  # torch's checked cast takes a negative int down to -255, wrapped
     info = torch.iinfo(dtype)  # torch raises (on the CPU) for NaN, inf and values outside the dtype's range ...
     if (isinstance(v, float) and not math.isfinite(v)) or not max(info.min, -2**31) <= v <= min(info.max, 2**31 - 1):
         return None

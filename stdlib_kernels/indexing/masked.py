@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any
 
 import torch
@@ -65,8 +66,11 @@ def _pair_values(self: torch.Tensor, value: Any) -> tuple[Any, Any] | None:
             return None
         value = value.item()
     if self.dtype == torch.int64:
-        if isinstance(value, bool) or not isinstance(value, int) or not -2**63 <= value < 2**63:
+        if isinstance(value, float) and math.isfinite(value):
+            value = math.trunc(value)  # torch casts a float toward zero (NaN, inf and overflow raise there)
+        if not isinstance(value, int) or not -2**63 <= value < 2**63:
             return None
+        value = int(value)  # a bool is 0 / 1
         lo = value & 0xFFFFFFFF
         return lo - 2**32 if lo >= 2**31 else lo, value >> 32
     if not isinstance(value, (int, float, complex)) or isinstance(value, bool):

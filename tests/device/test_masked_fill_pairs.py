@@ -50,8 +50,28 @@ def test_pair_values_split_and_refuse():
     assert _pair_values(i64, -1) == (-1, -1)
     assert _pair_values(i64, 2**32 + 5) == (5, 1)
     assert _pair_values(i64, 2**31) == (-(2**31), 0)
-    for bad in (1j, 1.5, True, 2**63, torch.tensor([1, 2])):  # left to the CPU, which casts or raises
+    assert _pair_values(i64, 1.5) == (1, 0) and _pair_values(i64, -2.7) == (-2, -1)  # truncated, as torch casts
+    assert _pair_values(i64, True) == (1, 0)
+    for bad in (1j, float("nan"), 1e20, 2**63, torch.tensor([1, 2])):  # left to the CPU, which raises
         assert _pair_values(i64, bad) is None
     c64 = torch.ones(1, dtype=torch.complex64)
     assert _pair_values(c64, 2 - 5j) == (2.0, -5.0)
     assert _pair_values(c64, torch.tensor(3.0)) is None  # a real tensor value: torch's own rules apply
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.bool])
+@pytest.mark.parametrize("value", [2.5, -1.7, True, False, 3, -5, -255, 0.0, float("nan"), torch.tensor(2.5)])
+def test_fill_value_converts_as_torch(monkeypatch, dtype, value):
+    """The fill value converts to self's dtype as torch's Scalar cast does (upstream test_reference_numerics tan
+    int64 masks with a float): truncated toward zero, a bool as 0/1, any nonzero (NaN too) True for bool, a negative
+    int down to -255 wrapped for uint8; values torch refuses raise its error."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    a, m = torch.arange(4).to(dtype), torch.tensor([True, False, True, False])
+    try:
+        want = a.clone().masked_fill_(m, value)
+    except RuntimeError:
+        with pytest.raises(RuntimeError, match="cannot be converted"):
+            a.to("trn").masked_fill_(m.to("trn"), value)
+        return
+    assert torch.equal(a.to("trn").masked_fill_(m.to("trn"), value).cpu(), want)
+    assert torch.equal(torch.masked_fill(a.to("trn"), m.to("trn"), value).cpu(), want)

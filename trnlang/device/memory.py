@@ -323,13 +323,14 @@ def adopt(cpu: torch.Tensor, storages: dict[int, Any] | None = None) -> torch.Te
     """
     st = cpu.untyped_storage()
     ptr = st.data_ptr()
-    trn_st = storages.get(ptr) if storages is not None else None
+    # (address 0 is every empty storage's: two empty results are not aliases of each other)
+    trn_st = storages.get(ptr) if storages is not None and ptr != 0 else None
     if trn_st is None:
         blk = getattr(st, "_trn_block", None)  # a CPU view of device memory: same block
         if blk is None:
             blk = HbmBlock(st, ptr, st.nbytes())
         trn_st = blk.trn_storage()
-        if storages is not None:
+        if storages is not None and ptr != 0:
             storages[ptr] = trn_st
     return wrap(trn_st, cpu.dtype, cpu.shape, cpu.stride(), cpu.storage_offset())
 
