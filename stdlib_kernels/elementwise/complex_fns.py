@@ -75,7 +75,12 @@ def _log1p(a: torch.Tensor, b: torch.Tensor) -> P:
     s = a * (a + 2.0) + b * b
     big = torch.hypot(a + 1.0, b)
     re = torch.where(s.abs() < 0.5, 0.5 * torch.log1p(s), torch.log(big))
-    return re, torch.atan2(b, a + 1.0)
+    im = torch.atan2(b, a + 1.0)
+    # torch's special values: a zero z is returned as is (signed zeros), a NaN plane makes both NaN
+    zero, nan = (a == 0) & (b == 0), torch.isnan(a) | torch.isnan(b)
+    re = torch.where(zero, a, torch.where(nan, math.nan, re))
+    im = torch.where(zero, b, torch.where(nan, math.nan, im))
+    return re, im
 
 
 def _expm1(a: torch.Tensor, b: torch.Tensor) -> P:
@@ -258,7 +263,7 @@ UNARY: dict[str, Callable[[torch.Tensor, torch.Tensor], P]] = {
 #: ops whose plane formulas give C99's special values for infinite and NaN inputs too (checked against the CPU on
 #: a grid of every combination of 0, -0, finite, +-inf and NaN planes); the others send such inputs to the CPU
 NONFINITE_OK = frozenset({"sqrt", "rsqrt", "reciprocal", "log", "log2", "log10", "exp", "exp2", "expm1", "square",
-                          "sigmoid", "sin", "cos", "tan", "sinh", "cosh", "tanh"})
+                          "sigmoid", "sin", "cos", "tan", "sinh", "cosh", "tanh", "log1p"})
 
 
 def complex_unary(op: str, z: Any, out: torch.Tensor | None = None) -> Any:

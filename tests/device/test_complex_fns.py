@@ -165,7 +165,7 @@ def test_real_tensor_to_a_complex_power(dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("op", ["exp", "exp2", "expm1", "square", "sigmoid", "sin", "cos", "tan", "sinh", "cosh",
-                                "tanh"])
+                                "tanh", "log1p"])
 def test_complex_special_values_match_the_cpu(monkeypatch, op):
     """complex64 functions of infinite / NaN / signed-zero / huge planes take C99's values as the CPU's (glibc's
     cexpf, csinhf, ccoshf, ctanhf, csinf, ...) do, natively (upstream test_reference_numerics_extremal, test_exp):

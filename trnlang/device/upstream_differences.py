@@ -62,6 +62,14 @@ _C64_POW_SPECIAL = ("complex64 pow of infinite or NaN operands: the CPU's values
                     "(cexpf's table, __mulsc3's infinity recovery); trn hands exactly these calls to the warned CPU "
                     "fallback (strict mode refuses it)")
 
+_C64_INV_SPECIAL = ("complex64 asin/acos/atan/sinc of infinite or NaN operands: the CPU's values are glibc's C99 "
+                    "Annex G tables (casinf/cacosf/catanf) and, for sinc, its division of those; trn computes these "
+                    "functions natively for finite operands and hands exactly the non-finite calls to the warned CPU "
+                    "fallback (strict mode refuses it). exp, sin/cos/tan, their hyperbolic forms, exp2, expm1, log1p, "
+                    "square, sigmoid, sqrt, rsqrt, reciprocal and the logs carry the special values natively")
+_C64_SINC_BIG = ("complex64 sinc with |Im z| > 25: sin(pi z) overflows float32 and the CPU divides the infinities "
+                 "(inf/inf NaN patterns of its formula); trn hands exactly these calls to the warned CPU fallback")
+
 #: test-key pattern -> why it fails on trn only.
 DOCUMENTED: dict[str, str] = {
     "TestShapeOps.test_flip_DEV_float32": _QUANTIZED,
@@ -82,6 +90,11 @@ DOCUMENTED: dict[str, str] = {
     "TestBinaryUfuncs.test_type_promotion*_special_zeta_DEV": _ZETA_DOUBLE,
     "TestBinaryUfuncs.test_reference_numerics*_sub_DEV_complex32": _C32_SUB,
     "TestBinaryUfuncs.test_reference_numerics_extremal_values_*pow_DEV_complex64": _C64_POW_SPECIAL,
+    "TestUnaryUfuncs.test_reference_numerics_extremal_*asin_DEV_complex64": _C64_INV_SPECIAL,
+    "TestUnaryUfuncs.test_reference_numerics_extremal_*acos_DEV_complex64": _C64_INV_SPECIAL,
+    "TestUnaryUfuncs.test_reference_numerics_extremal_*atan_DEV_complex64": _C64_INV_SPECIAL,
+    "TestUnaryUfuncs.test_reference_numerics_extremal_*sinc_DEV_complex64": _C64_INV_SPECIAL,
+    "TestUnaryUfuncs.test_reference_numerics_large_*sinc_DEV_complex64": _C64_SINC_BIG,
     "TestBinaryUfuncs.test_reference_numerics_*pow_DEV_complex64": _C64_POW,
     "TestBinaryUfuncs.test_reference_numerics_large_values_*pow_DEV_complex64": _C64_POW,
     "TestBinaryUfuncs.test_scalar_support_*pow_DEV_complex64": _C64_POW,
