@@ -25,8 +25,13 @@ from torch.testing._internal.common_utils import TestCase, run_tests
 
 
 class TestTiny(TestCase):
+    def setUp(self):  # 2023's test_linalg idiom: recursed under torch 2.13 until the worker rebinds it
+        super(self.__class__, self).setUp()
+        self.set_up_runs = getattr(self, "set_up_runs", 0) + 1
+
     @dtypes(torch.float32, torch.float64)
     def test_same(self, device, dtype):
+        self.assertEqual(self.set_up_runs, 1)
         self.assertEqual(torch.empty(2, 3, device=device, dtype=dtype).shape, (2, 3))
 
     def test_device_is_cpu(self, device):
@@ -124,6 +129,7 @@ def test_runner_on_a_device_generic_file(tmp_path):
     lines = [json.loads(x) for x in (res / "test_tiny_generic.jsonl").read_text().splitlines()]
     imp = next(x for x in lines if x["event"] == "import")
     assert "torch.testing._internal.common_methods_invocations.binary_ufuncs_and_refs" in imp["shims"]
+    assert "TestTiny.setUp" in imp["shims"]  # the super(self.__class__, self) idiom, rebound once
     got = {(x["dev"], x["key"]): x for x in lines if x["event"] == "test"}
     for key in ("TestTiny.test_same_DEV_float32", "TestTiny.test_same_DEV_float64", "TestTiny.test_fallback_DEV",
                 "TestTiny.test_device_is_DEV_DEV", "TestTiny.test_only_DEV_DEV"):
