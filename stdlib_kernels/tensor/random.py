@@ -43,6 +43,7 @@ import torch
 import trnlang as trn
 import trnlang.language as tl
 from stdlib_kernels import _util as U
+from stdlib_kernels.elementwise.pointwise import flat_kernel, flat_tiles
 from stdlib_kernels.tensor.creation import flat_views, tiles_2d
 from trnlang.device import decline, lowering
 
@@ -157,28 +158,45 @@ DRAWS: dict[Draw, DrawFn] = {
 }
 
 
+def _draw_at(idx: Any, k0: Any, k1: Any, a: Any, b: Any, draw: DrawFn, load_x: Callable[[], Any],
+             shape: tuple[int, int]) -> tuple[Any, Any]:
+    h = _fmix((idx ^ k1) * -1640531535 + k0)  # 0x9e3779b1: a keyed bijection of the counter, mixed
+    return draw(h, a, b, load_x, shape)
+
+
 @trn.kernel
-def rng(out, keys, params, x, out2, kind, base):
+def rng(out, keys, params, x, out2, kind, base, flat=False):
     """Fill the 2-D view ``out [n, d]`` (element index ``base + r * d + c``) with draws of ``kind`` (a
-    :class:`Draw`; its body is the :data:`DRAWS` entry).
+    :class:`Draw`; its body is the :data:`DRAWS` entry). ``flat``: ``out`` (and ``x``, ``out2``) are contiguous 1-D
+    pieces and the element index is the position (through :data:`rng_flat`: one variant for every length).
 
     ``params [1, 2]`` fp32: (a, b) of the distribution; ``x``: the ``p`` tensor (bernoulli) or the input
     (dropout, rrelu) as a view shaped like ``out``; ``out2``: the dropout mask (bool) or rrelu's noise.
     """
-    n, d = out.shape
     k0 = tl.load(keys[0:1, 0:1])
     k1 = tl.load(keys[0:1, 1:2])
     a = tl.load(params[0:1, 0:1])
     b = tl.load(params[0:1, 1:2])
     draw = DRAWS[kind]
+    if flat:
+        for fidx, fm in flat_tiles(out.shape[0]):
+            res, res2 = _draw_at(tl.copy(fidx, dtype=tl.int32), k0, k1, a, b, draw,
+                                 lambda: tl.load(x[fidx], mask=fm).astype(tl.float32), (fidx.shape[0], fidx.shape[1]))
+            if res2 is not None:
+                tl.store(out2[fidx], res2, mask=fm)
+            tl.store(out[fidx], res, mask=fm)
+        return
+    n, d = out.shape
     for rows, cols, m in tiles_2d(n, d, _F):
-        idx = tl.copy(base + rows * d + cols, dtype=tl.int32)
-        h = _fmix((idx ^ k1) * -1640531535 + k0)  # 0x9e3779b1: a keyed bijection of the counter, mixed
-        res, res2 = draw(h, a, b, lambda: tl.load(x[rows, cols], mask=m).astype(tl.float32),
-                         (rows.shape[0], cols.shape[1]))
+        res, res2 = _draw_at(tl.copy(base + rows * d + cols, dtype=tl.int32), k0, k1, a, b, draw,
+                             lambda: tl.load(x[rows, cols], mask=m).astype(tl.float32), (rows.shape[0], cols.shape[1]))
         if res2 is not None:
             tl.store(out2[rows, cols], res2, mask=m)
         tl.store(out[rows, cols], res, mask=m)
+
+
+#: :func:`rng` for flat launches: contiguous draws of any length share one compiled variant per kind.
+rng_flat = flat_kernel(rng)
 
 
 @trn.kernel
@@ -219,6 +237,14 @@ def _run(self: torch.Tensor, kind: Draw, a: float, b: float, generator: Any, x: 
         return self
     dst = self if self.is_contiguous() else torch.empty(self.shape, dtype=self.dtype, device="trn")
     params = _params(a, b)
+    if all(t is None or (t.is_contiguous() and t.numel() == dst.numel()) for t in (x, out2)):
+        # one flat launch: the same element indices (so the same draws) as the 2-D views, no compile per size
+        n = dst.numel()
+        x1, m1 = (U.piece(t, (n,), (1,), t.storage_offset()) if t is not None else None for t in (x, out2))
+        rng_flat(U.piece(dst, (n,), (1,), dst.storage_offset()), keys, params, x1, m1, kind, 0, True)
+        if dst is not self:
+            self.copy_(dst)
+        return self
     xs = flat_views(x) if x is not None else None
     ms = flat_views(out2) if out2 is not None else None
     for k, (v, base) in enumerate(flat_views(dst)):

@@ -495,3 +495,30 @@ def test_float_ranges_past_exact_integers(dtype, monkeypatch):
         c = t.cpu().double()
         d = 0.1 * (hi - lo)
         assert lo <= c.min().item() < lo + d and hi - d <= c.max().item() < hi and bool((c == c.round()).all())
+
+
+def test_draws_of_new_lengths_compile_nothing_and_match_the_2d_path():
+    """Contiguous draws run as one flat launch whose variant serves every length (PyTorch's test_indexing draws
+    511 sizes: each compiled once before, ~0.5 s a size on a cold cache), with the same element indices, hence the
+    same numbers, as the 2-D views the kernel takes for other layouts."""
+    import trnlang
+    from stdlib_kernels import _util as U
+    from stdlib_kernels.tensor import random as R
+    from stdlib_kernels.tensor.creation import flat_views
+
+    keys = torch.tensor([[123456, -98765]], dtype=torch.int32).to("trn")
+    for n in (1, 7, 4095, 4100, 70000):
+        for kind in (R.Draw.UNIFORM, R.Draw.NORMAL, R.Draw.RANDINT, R.Draw.BERNOULLI):
+            dt = torch.int32 if kind == R.Draw.RANDINT else torch.float32
+            a, b = torch.empty(n, device="trn", dtype=dt), torch.empty(n, device="trn", dtype=dt)
+            for v, base in flat_views(a):
+                R.rng(v, keys, R._params(0.0, 5.0), None, None, kind, base)
+            R.rng_flat(U.piece(b, (n,), (1,), 0), keys, R._params(0.0, 5.0), None, None, kind, 0, True)
+            assert torch.equal(a.cpu(), b.cpu())
+    torch.randn(99, device="trn")
+    torch.empty(99, device="trn").uniform_()
+    before = trnlang.compile_stats()["compiles"]
+    for i in range(100, 140):
+        torch.randn(i, device="trn")
+        torch.empty(i, 3, device="trn").uniform_(-1, 1)
+    assert trnlang.compile_stats()["compiles"] == before
