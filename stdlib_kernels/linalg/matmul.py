@@ -366,11 +366,30 @@ def vdot(self: torch.Tensor, other: torch.Tensor, *, out: torch.Tensor | None = 
     return dot(self.conj() if self.is_complex() else self, other, out=out)
 
 
-@lowering("aten::addr", dtypes=_MM_DTYPES,  # one fp32 rounding (the CPU rounds bf16 intermediates)
+def _addr_scalar_checks(dtype: torch.dtype, beta: Any, alpha: Any) -> None:
+    """torch's checks of addr's ``beta`` / ``alpha`` against the operands' dtype, its words, beta first."""
+    for name, v in (("beta", beta), ("alpha", alpha)):
+        if isinstance(v, bool) and dtype != torch.bool:
+            raise RuntimeError(f"Boolean {name} only supported for Boolean results.")
+        if not (dtype.is_floating_point or dtype.is_complex) and isinstance(v, (float, complex)):
+            raise RuntimeError(f"For integral input tensors, argument {name} must not be a floating point number.")
+
+
+@lowering("aten::addr", dtypes=(*_MM_DTYPES, torch.bool),  # one fp32 rounding (the CPU rounds bf16 intermediates)
           accepts=Accepts(tensors=("self", "vec1", "vec2")))
 def addr(self: torch.Tensor, vec1: torch.Tensor, vec2: torch.Tensor, *, beta: Any = 1, alpha: Any = 1,
          out: torch.Tensor | None = None) -> Any:
-    """``beta * self + alpha * outer(vec1, vec2)``: a K=1 matmul, rounded once like the CPU's fused kernel."""
+    """``beta * self + alpha * outer(vec1, vec2)``: a K=1 matmul, rounded once like the CPU's fused kernel (bool:
+    ``(beta and self) or (alpha and outer)``, as torch's logical form)."""
+    _addr_scalar_checks(torch.result_type(vec1, vec2), beta, alpha)
+    if vec1.dtype == torch.bool and vec2.dtype == torch.bool and self.dtype == torch.bool:
+        if vec1.dim() != 1 or vec2.dim() != 1:
+            return decline("vec1 or vec2 not 1-D: torch raises")
+        prod = torch.logical_and(vec1.unsqueeze(1), vec2.unsqueeze(0))
+        if not alpha:
+            prod = torch.zeros_like(prod)
+        res = torch.logical_or(self, prod) if beta else torch.logical_or(torch.zeros_like(self), prod)
+        return U.into_out(res, out, (self, vec1, vec2))
     a, b = _scalar(alpha, vec1), _scalar(beta, vec1)
     if a is None or b is None:
         return decline(_NOT_REAL)

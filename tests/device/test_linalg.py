@@ -360,3 +360,22 @@ def test_matrix_exp(monkeypatch):
     out, _ = _native(torch.linalg.matrix_exp, big)
     ref = torch.linalg.matrix_exp(big.double()).float()
     torch.testing.assert_close(out.cpu(), ref, rtol=1e-4, atol=1e-5 * ref.abs().max().item())
+
+
+@pytest.mark.parametrize("dtype", [torch.int16, torch.int64, torch.bool, torch.float32])
+@pytest.mark.parametrize("kw", [{}, {"beta": 2, "alpha": 3}, {"beta": 0}, {"beta": 2.0}, {"alpha": 1.0},
+                                {"beta": True}, {"beta": False, "alpha": True}, {"alpha": False}])
+def test_addr_scalars_and_bool_like_torch(monkeypatch, dtype, kw):
+    """addr's beta/alpha checks (float scalars with integer tensors, bool scalars with non-bool ones raise torch's
+    errors) and bool addr natively ((beta and self) or (alpha and outer)); upstream test_addr_integral/_bool."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    m = (torch.arange(12).reshape(3, 4) % 2).to(dtype)
+    a, b = (torch.arange(3) % 2).to(dtype), (torch.arange(4) % 3).to(dtype)
+    for mm in (m, m[0]):
+        try:
+            want = torch.addr(mm, a, b, **kw)
+        except RuntimeError as e:
+            with pytest.raises(RuntimeError, match=str(e)[:30]):
+                torch.addr(mm.to("trn"), a.to("trn"), b.to("trn"), **kw)
+            continue
+        assert torch.equal(torch.addr(mm.to("trn"), a.to("trn"), b.to("trn"), **kw).cpu(), want)
