@@ -379,3 +379,19 @@ def test_addr_scalars_and_bool_like_torch(monkeypatch, dtype, kw):
                 torch.addr(mm.to("trn"), a.to("trn"), b.to("trn"), **kw)
             continue
         assert torch.equal(torch.addr(mm.to("trn"), a.to("trn"), b.to("trn"), **kw).cpu(), want)
+
+
+@pytest.mark.parametrize("name", ["inv_ex", "cholesky_ex"])
+def test_ex_ops_into_out_with_an_int32_info(monkeypatch, name):
+    """linalg.inv_ex / cholesky_ex with out=(result, info): the int32 info tensor is torch's contract, not a data
+    dtype, so the native lowering takes the call (it fell back on the info's dtype; upstream test_inverse,
+    test_cholesky_errors_and_warnings)."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    a = torch.randn(4, 4, generator=torch.Generator().manual_seed(0)) + 4 * torch.eye(4)
+    x = a if name == "inv_ex" else a @ a.T
+    fn = getattr(torch.linalg, name)
+    res, info = torch.empty(4, 4, device="trn"), torch.empty((), dtype=torch.int32, device="trn")
+    fn(x.to("trn"), out=(res, info))
+    want = fn(x)
+    torch.testing.assert_close(res.cpu(), want[0], atol=1e-4, rtol=1e-4)
+    assert info.item() == want[1].item() == 0
