@@ -335,8 +335,8 @@ def addmv(self: torch.Tensor, mat: torch.Tensor, vec: torch.Tensor, *, beta: Any
     m = mat.shape[0]
     if out is None:
         out = torch.empty((m,), dtype=mat.dtype, device="trn")
-    elif out.numel() == 0 and tuple(out.shape) != (m,) and U.is_trn(out):
-        out.resize_((m,))
+    elif U.is_trn(out) and tuple(out.shape) != (m,) and not any(U.overlaps(out, t) for t in (self, mat, vec)):
+        U.resize_out(out, (m,))  # as torch: silently when empty, else with its warning
     if not U.is_trn(out) or out.dim() != 1 or out.shape[0] != m:
         return decline("out= not a trn vector of the result's length")
     try:

@@ -395,3 +395,16 @@ def test_ex_ops_into_out_with_an_int32_info(monkeypatch, name):
     want = fn(x)
     torch.testing.assert_close(res.cpu(), want[0], atol=1e-4, rtol=1e-4)
     assert info.item() == want[1].item() == 0
+
+
+def test_mv_into_an_out_of_another_length_resizes_with_the_warning(monkeypatch):
+    """mv/addmv into a NaN-filled out= of another length (upstream test_blas_nan_out): resized with torch's
+    deprecation warning and written natively, no NaN leaking in."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    g = torch.Generator().manual_seed(0)
+    nm, v = torch.randn(7, 5, generator=g).t(), torch.randn((), generator=g).expand(7)
+    out = torch.full((7,), float("nan"), device="trn")
+    with pytest.warns(UserWarning, match="was resized"):
+        torch.mv(nm.to("trn"), v.to("trn"), out=out)
+    assert out.shape == (5,) and not out.isnan().any().item()
+    torch.testing.assert_close(out.cpu(), torch.mv(nm, v))
