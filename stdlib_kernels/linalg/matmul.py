@@ -186,9 +186,7 @@ def _into(out: torch.Tensor | None, r: torch.Tensor, dtype: torch.dtype) -> torc
     """``r`` as the result: a new ``dtype`` tensor, or copied into ``out`` (resized when empty, as torch does)."""
     if out is None:
         return r.to(dtype)
-    if out.numel() == 0 and tuple(out.shape) != tuple(r.shape):
-        out.resize_(r.shape)
-    return out.copy_(r)
+    return U.into_out(r, out, ())  # resized as torch does (its warning unless empty)
 
 
 def _complex_matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, alpha: float, beta: float,
@@ -231,8 +229,9 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, alpha: 
     if out is None:  # a fresh tensor: nothing to check
         out = U.new_output(shape, a.dtype)
     else:
-        if out.numel() == 0 and tuple(out.shape) != shape and U.is_trn(out):
-            out.resize_(shape)
+        if tuple(out.shape) != shape and U.is_trn(out) and out.dtype == a.dtype \
+                and not any(t is not None and U.overlaps(out, t) for t in (a, b, bias)):
+            U.resize_out(out, shape)  # as torch: silently when empty, else with its warning
         if not U.is_trn(out) or tuple(out.shape) != shape or out.dtype != a.dtype or U.has_internal_overlap(out):
             return decline(_BAD_OUT)
         if U.overlaps(out, a) or U.overlaps(out, b):

@@ -408,3 +408,25 @@ def test_mv_into_an_out_of_another_length_resizes_with_the_warning(monkeypatch):
         torch.mv(nm.to("trn"), v.to("trn"), out=out)
     assert out.shape == (5,) and not out.isnan().any().item()
     torch.testing.assert_close(out.cpu(), torch.mv(nm, v))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.complex64])
+def test_bmm_into_permuted_and_mis_shaped_outs(monkeypatch, dtype):
+    """bmm into a NaN-filled out= of any layout, and into one of another shape (zero-sized operands: resized as
+    torch does), natively (upstream test_bmm)."""
+    import itertools
+    import math
+
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    g = torch.Generator().manual_seed(0)
+    for nb, (z1, z3) in itertools.product((0, 3), itertools.product((True, False), repeat=2)):
+        b1 = torch.randn((nb if z1 else 0, 2, 3 if z3 else 0), generator=g).to(dtype)
+        b2 = torch.randn((nb if z1 else 0, 3 if z3 else 0, 4), generator=g).to(dtype)
+        for perm in itertools.permutations((0, 1, 2)):
+            inv = [perm.index(i) for i in range(3)]
+            want = torch.full((nb, 2, 4), math.nan, dtype=dtype).permute(perm).contiguous().permute(inv)
+            got = torch.full((nb, 2, 4), math.nan, dtype=dtype, device="trn").permute(perm).contiguous().permute(inv)
+            torch.bmm(b1, b2, out=want)
+            torch.bmm(b1.to("trn"), b2.to("trn"), out=got)
+            assert got.shape == want.shape
+            torch.testing.assert_close(got.cpu(), want, atol=1e-2, rtol=1e-2)
