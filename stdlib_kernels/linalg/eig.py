@@ -475,7 +475,7 @@ def linalg_eigh(A: torch.Tensor, UPLO: str = "L", compute_v: bool = True) -> Any
     """
     if CE.is_complex64(A) and not compute_v and A.dim() >= 2 and A.shape[-1] == A.shape[-2] and A.numel() \
             and UPLO in ("L", "U"):  # eigenvalues only
-        return CE.eigvalsh(A, UPLO == "L"), C.empty((0,))
+        return CE.eigvalsh(A, UPLO == "L"), torch.empty((0,), dtype=A.dtype, device="trn")  # vectors: A's dtype
     if CE.is_complex64(A) and A.dim() >= 2 and A.shape[-1] == A.shape[-2] and A.numel() == 0:
         return C.empty((*A.shape[:-1],)), torch.empty(A.shape, dtype=A.dtype, device="trn")
     if CE.is_complex64(A) and A.dim() >= 2 and A.shape[-1] == A.shape[-2] and 0 < A.shape[-1] <= 128 \
