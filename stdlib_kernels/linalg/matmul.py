@@ -175,11 +175,15 @@ def _int_matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, alp
     from stdlib_kernels.elementwise.pointwise import int_maxabs as mag
 
     total = abs(alpha) * mag(a) * mag(b) * k + (abs(beta) * mag(bias) if bias is not None else 0)
-    if total >= min(2**24, torch.iinfo(a.dtype).max + 1):
-        return decline("integer products whose sums may be inexact in fp32 or wrap in the dtype")
+    if total >= 2**24:
+        return decline("integer products whose sums may be inexact in fp32")
     fb = bias.float() if bias is not None else None
     r = _matmul(a.float(), b.float(), fb, alpha, beta, None, batched)
-    return r if r is NotImplemented else _into(out, r, a.dtype)
+    if r is NotImplemented:
+        return r
+    if total >= torch.iinfo(a.dtype).max + 1:  # exact in int32, then wrapped into the narrow dtype as torch's sum
+        r = r.to(torch.int32).to(a.dtype)
+    return _into(out, r, a.dtype)
 
 
 def _into(out: torch.Tensor | None, r: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

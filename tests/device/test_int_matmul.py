@@ -89,3 +89,17 @@ def test_integer_hardtanh_is_the_integer_clamp(dtype):
     else:
         assert torch.equal(F.hardtanh(x.to("trn")).cpu(), F.hardtanh(x))
     assert trnlang.fallback_stats() == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int16])
+@pytest.mark.parametrize("mkn", [(5, 7, 3), (33, 100, 17), (1, 250, 1)])
+def test_narrow_int_products_wrap_like_torch(monkeypatch, dtype, mkn):
+    """int8/uint8/int16 products whose sums leave the dtype wrap modulo 2^bits as torch's do (exact in fp32 below
+    2^24, then through int32; upstream test_corner_cases_of_cublasltmatmul int8/uint8/int16)."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    g = torch.Generator().manual_seed(0)
+    lo, hi = (0, 255) if dtype == torch.uint8 else (-128, 127)
+    m, k, n = mkn
+    a, b, c = (torch.randint(lo, hi, s, generator=g).to(dtype) for s in ((m, k), (k, n), (m, n)))
+    assert torch.equal(torch.mm(a.to("trn"), b.to("trn")).cpu(), torch.mm(a, b))
+    assert torch.equal(torch.addmm(c.to("trn"), a.to("trn"), b.to("trn")).cpu(), torch.addmm(c, a, b))
