@@ -430,3 +430,33 @@ def test_bmm_into_permuted_and_mis_shaped_outs(monkeypatch, dtype):
             torch.bmm(b1.to("trn"), b2.to("trn"), out=got)
             assert got.shape == want.shape
             torch.testing.assert_close(got.cpu(), want, atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64])
+def test_slogdet_into_outs(monkeypatch, dtype):
+    """slogdet(out=(sign, logabsdet)): torch routes it through _linalg_slogdet's out variant, whose LU pivots are
+    int32 whatever the dtype (the registry's dtype check fell back on them; upstream test_slogdet)."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    a = torch.randn(4, 4, generator=torch.Generator().manual_seed(1)).to(dtype)
+    sign, logabs = torch.empty(0, dtype=dtype, device="trn"), torch.empty(0, device="trn")
+    torch.linalg.slogdet(a.to("trn"), out=(sign, logabs))
+    want = torch.linalg.slogdet(a)
+    torch.testing.assert_close(sign.cpu(), want[0], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(logabs.cpu(), want[1], atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("ord", [-1, -0.5, float("-inf"), 0, 2, float("inf")])
+@pytest.mark.parametrize("dim", [None, 0, 1, (0, 1)])
+def test_vector_norm_of_empty_inputs(monkeypatch, ord, dim):
+    """A negative (or infinite) ord over an empty input: torch's error when a reduced dim is empty, else its empty
+    result, natively (upstream test_norm_vector_degenerate_shapes)."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    x = torch.empty(0, 3)
+    try:
+        want = torch.linalg.vector_norm(x, ord=ord, dim=dim)
+    except RuntimeError:
+        with pytest.raises(RuntimeError, match="cannot compute"):
+            torch.linalg.vector_norm(x.to("trn"), ord=ord, dim=dim)
+        return
+    got = torch.linalg.vector_norm(x.to("trn"), ord=ord, dim=dim)
+    assert got.shape == want.shape and torch.equal(got.cpu(), want)

@@ -193,9 +193,10 @@ def _first_dtype_outside(ok: tuple[torch.dtype, ...], args: tuple[Any, ...],
                          kwargs: dict[str, Any]) -> torch.dtype | None:
     """The dtype of the first tensor argument (positional, in a list, or keyword) not in ``ok``, else None.
 
-    The ``info`` out= tensor of the ``linalg_*_ex`` ops is int32 by torch's contract, whatever the data dtype:
-    not a dtype the lowering computes in, so not checked here (the op's own out= handling checks it)."""
-    for a in (*args, *(v for k, v in kwargs.items() if k != "info")):
+    The ``info`` out= tensor of the ``linalg_*_ex`` ops and the ``pivots`` of the LU family are int32 by torch's
+    contract, whatever the data dtype: not a dtype the lowering computes in, so not checked here (the op's own
+    out= handling checks them)."""
+    for a in (*args, *(v for k, v in kwargs.items() if k not in ("info", "pivots"))):
         for x in (a if isinstance(a, (list, tuple)) else (a,)):
             if isinstance(x, torch.Tensor) and x.dtype not in ok:
                 return x.dtype
