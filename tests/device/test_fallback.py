@@ -213,3 +213,24 @@ def test_coverage_reports_decline_reasons():
     report = {"ops": {"x": {"float32": det}, "y": {"float32": dict(det, fallback_ops=["aten::a"])}}}
     assert coverage._reason_counts(report, "float32")[0] == (("aten::a", "int64 beyond 2^31"), 2)
     assert coverage._fallback_note(det) == "`aten::a` (int64 beyond 2^31), `aten::b`"
+
+
+@pytest.mark.parametrize("shapes", [((1,), (1,)), ((0,), (1,)), ((1,), (0,)), ((6,), (1,)), ((1,), (18,)),
+                                    ((2, 3), (2, 3, 3)), ((40,), (1,))])
+def test_fallback_out_resize_warnings_count_like_the_cpu(monkeypatch, shapes):
+    """A CPU-fallback op with several outs to grow warns once per resized non-empty out, as the CPU op does (the
+    first attempt on device memory stops at the first out that must grow; the warnings after it were lost:
+    upstream test_eig_errors_and_warnings)."""
+    import warnings
+
+    monkeypatch.setenv("TRN_FALLBACK", "silent")
+
+    def count(dev):
+        out0 = torch.empty(shapes[0], device=dev, dtype=torch.complex64)
+        out1 = torch.empty(shapes[1], device=dev, dtype=torch.complex64)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            torch.linalg.eig(torch.ones(2, 3, 3, device=dev), out=(out0, out1))
+        return len(w), out0.shape, out1.shape
+
+    assert count("trn") == count("cpu")

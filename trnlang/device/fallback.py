@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -518,11 +519,14 @@ def run_on_cpu(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, cpu_op
     except RuntimeError as e:
         if "not resizable" not in str(e):
             raise
+        grown = {}
         for oname in info.outs:  # an out= argument must grow: give the CPU op fresh tensors
             t = kwargs.get(oname)
-            if isinstance(t, torch.Tensor):
+            if isinstance(t, torch.Tensor) and oname not in fresh_outs:  # (fresh ones never failed)
                 fresh_outs[oname] = ckw[oname] = torch.empty((0,), dtype=t.dtype)
+                grown[oname] = t
         out = run(*cargs, **ckw)
+        _warn_later_resizes(grown, fresh_outs)
     adopted: dict[int, Any] = {}
     for k, fresh in fresh_outs.items():  # out= tensors the CPU op allocated
         t = kwargs[k]
@@ -535,6 +539,23 @@ def run_on_cpu(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, cpu_op
         conv.views.pop(id(t), None)
     conv.sync_back()
     return conv.to_trn(out, adopted)
+
+
+def _warn_later_resizes(grown: dict[str, torch.Tensor], fresh: dict[str, torch.Tensor]) -> None:
+    """torch's resize warnings the retried out= call owes: the first attempt warned for each out it resized, in
+    order, and stopped at the first whose storage had to grow; the outs after that one are warned for here (each
+    non-empty out whose shape changes), so the call gives as many warnings as the CPU op."""
+    from trnlang.device.registry import resize_warning
+
+    stopped = False
+    for name, t in grown.items():
+        new = tuple(fresh[name].shape)
+        if stopped:
+            if t.numel() and new != tuple(t.shape):
+                resize_warning(t.shape, new)
+            continue
+        room = t.untyped_storage().nbytes() - t.storage_offset() * t.element_size()
+        stopped = math.prod(new) * t.element_size() > room
 
 
 def excluded(name: str) -> bool:

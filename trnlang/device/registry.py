@@ -652,12 +652,17 @@ def resize_out(out: torch.Tensor, shape: Any) -> None:
     if tuple(out.shape) == tuple(shape):
         return
     if out.numel():
-        warn_like_torch(f"An output with one or more elements was resized since it had shape {list(out.shape)}, "
-                        f"which does not match the required output shape {list(shape)}. This behavior is "
-                        "deprecated, and in a future PyTorch release outputs will not be resized unless they have "
-                        "zero elements. You can explicitly reuse an out tensor t by resizing it, inplace, to zero "
-                        "elements with t.resize_(0).")
+        resize_warning(out.shape, shape)
     out.resize_(tuple(shape))
+
+
+def resize_warning(old: Any, new: Any) -> None:
+    """torch's deprecation warning for a non-empty ``out=`` resized from shape ``old`` to ``new``."""
+    warn_like_torch(f"An output with one or more elements was resized since it had shape {list(old)}, "
+                    f"which does not match the required output shape {list(new)}. This behavior is "
+                    "deprecated, and in a future PyTorch release outputs will not be resized unless they have "
+                    "zero elements. You can explicitly reuse an out tensor t by resizing it, inplace, to zero "
+                    "elements with t.resize_(0).")
 
 
 def warn_like_torch(message: str, category: type[Warning] = UserWarning) -> None:
