@@ -51,7 +51,8 @@ def empty(shape: Any) -> torch.Tensor:
 
 def into_out(res: torch.Tensor, out: torch.Tensor | None) -> Any:
     """A lowering's result ``res``, or, with ``out=``, ``res`` copied into ``out`` (resized to its shape first)
-    and ``out`` returned; NotImplemented (declined) for an ``out`` that is not a float32 ``trn`` tensor.
+    and ``out`` returned, with torch's warning when a non-empty ``out`` is resized; NotImplemented (declined) for an
+    ``out`` that is not a ``trn`` tensor of ``res``'s dtype (torch raises).
 
     Example:
         >>> out = torch.empty(0, device="trn")
@@ -60,10 +61,9 @@ def into_out(res: torch.Tensor, out: torch.Tensor | None) -> Any:
     """
     if out is None:
         return res
-    if not U.is_trn(out) or out.dtype != torch.float32:
-        return decline("out= not a float32 trn tensor")
-    if tuple(out.shape) != tuple(res.shape):
-        out.resize_(res.shape)
+    if not U.is_trn(out) or out.dtype != res.dtype:
+        return decline("out= not a trn tensor of the result's dtype")
+    U.resize_out(out, res.shape)
     out.copy_(res)
     return out
 

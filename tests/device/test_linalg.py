@@ -460,3 +460,21 @@ def test_vector_norm_of_empty_inputs(monkeypatch, ord, dim):
         return
     got = torch.linalg.vector_norm(x.to("trn"), ord=ord, dim=dim)
     assert got.shape == want.shape and torch.equal(got.cpu(), want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64])
+def test_linalg_out_resize_warns_and_takes_complex(monkeypatch, dtype):
+    """The linalg lowerings' out= (cholesky_inverse here) takes the result's dtype, complex64 too (it took float32
+    only), and a non-empty out of another shape is resized with torch's warning (it was silent; upstream
+    test_cholesky_inverse_errors_and_warnings)."""
+    import warnings
+
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    a = torch.randn(3, 3, generator=torch.Generator().manual_seed(2))
+    low = torch.linalg.cholesky(a @ a.T + 3 * torch.eye(3)).to(dtype)
+    out = torch.empty(1, dtype=dtype, device="trn")
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        torch.cholesky_inverse(low.to("trn"), out=out)
+    assert len(w) == 1 and "was resized" in str(w[0].message)
+    torch.testing.assert_close(out.cpu(), torch.cholesky_inverse(low), atol=1e-4, rtol=1e-4)
