@@ -261,6 +261,27 @@ def _int_abs_sign(op: str, self: torch.Tensor, out: torch.Tensor | None) -> Any:
     return r if out is None else out.copy_(r)
 
 
+def _complex_abs(self: torch.Tensor, out: torch.Tensor | None) -> Any:
+    """``|z|`` of a complex64/complex32 tensor (``hypot`` of its planes), into a float or complex ``out=`` with
+    torch's cast rules and errors."""
+    from stdlib_kernels.elementwise.complex_arith import up_complex32
+
+    if out is self:  # abs_ (routed as out=self): torch's error
+        raise RuntimeError("In-place abs is not supported for complex tensors.")
+    v = _complex_planes(up_complex32(self))  # |z| as hypot(re, im): no overflow
+    if v is None or (out is not None and not U.is_trn(out)):
+        return decline("complex abs of other than a complex64/32 trn tensor without conj/neg bit")
+    r = torch.hypot(v[..., 0], v[..., 1])
+    r = r.half() if self.dtype == torch.complex32 else r
+    if out is not None and out.is_complex() and out.dtype != self.dtype:  # torch's complex-out check
+        raise RuntimeError(f"Found dtype {scalar_type_name(out.dtype)} but expected "
+                           f"{scalar_type_name(self.dtype)}")
+    if out is not None and not torch.can_cast(r.dtype, out.dtype):  # torch's check, its words
+        raise RuntimeError(f"result type {scalar_type_name(r.dtype)} can't be cast to the desired output "
+                           f"type {scalar_type_name(out.dtype)}")
+    return U.into_out(r, out, (self,))  # a float or complex out= takes |z| cast
+
+
 def _make(op: str) -> Callable[..., Any]:
     def lower(self: Any, *, out: torch.Tensor | None = None) -> Any:
         if op in complex_fns.UNARY and isinstance(self, torch.Tensor) and self.is_complex():
@@ -272,20 +293,7 @@ def _make(op: str) -> Callable[..., Any]:
         if op in ("abs", "sign") and U.is_trn(self) and self.dtype in (*_ALL_INTS, torch.bool):
             return _int_abs_sign(op, self, out)
         if op == "abs" and isinstance(self, torch.Tensor) and self.is_complex():
-            from stdlib_kernels.elementwise.complex_arith import up_complex32
-
-            v = _complex_planes(up_complex32(self))  # |z| as hypot(re, im): no overflow
-            if v is None or (out is not None and not U.is_trn(out)):
-                return decline("complex abs of other than a complex64/32 trn tensor without conj/neg bit")
-            r = torch.hypot(v[..., 0], v[..., 1])
-            r = r.half() if self.dtype == torch.complex32 else r
-            if out is not None and out.is_complex() and out.dtype != self.dtype:  # torch's complex-out check
-                raise RuntimeError(f"Found dtype {scalar_type_name(out.dtype)} but expected "
-                                   f"{scalar_type_name(self.dtype)}")
-            if out is not None and not torch.can_cast(r.dtype, out.dtype):  # torch's check, its words
-                raise RuntimeError(f"result type {scalar_type_name(r.dtype)} can't be cast to the desired output "
-                                   f"type {scalar_type_name(out.dtype)}")
-            return U.into_out(r, out, (self,))  # a float or complex out= takes |z| cast
+            return _complex_abs(self, out)
         if op == "square" and U.is_trn(self) and self.dtype == torch.bool:  # torch: pow(x, 2), an int64 0/1
             return U.into_out(self.to(torch.int64), out, (self,))
         if op == "square" and U.is_trn(self) and self.dtype in _ALL_INTS:

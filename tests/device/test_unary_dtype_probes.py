@@ -118,3 +118,14 @@ def test_isposinf_out_must_be_bool(fn: Callable[..., Any], odt: torch.dtype) -> 
         return
     fn(t.to("trn"), out=out)
     assert torch.equal(out.cpu(), fn(t))
+
+
+def test_in_place_abs_of_complex_raises() -> None:
+    """abs_ of a complex tensor raises torch's error (abs into a complex out= is allowed; abs_ is routed as out=self
+    and had computed |z| in place; upstream test_abs_angle_complex_to_float)."""
+    x = torch.tensor([1 + 2j, 3 - 1j], dtype=torch.complex64, device="trn")
+    with pytest.raises(RuntimeError, match="In-place abs is not supported for complex tensors"):
+        x.abs_()
+    out = torch.empty(2, dtype=torch.complex64, device="trn")
+    torch.abs(x, out=out)
+    assert torch.equal(out.cpu(), torch.abs(x.cpu()).to(torch.complex64))
