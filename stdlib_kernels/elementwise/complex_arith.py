@@ -53,7 +53,10 @@ def complex_div(x: Any, y: Any, out: torch.Tensor | None = None) -> Any:
     zero = (ac == 0) & (ad == 0)
     re = torch.where(zero, a / ac, re)
     im = torch.where(zero, b / ad, im)
-    res = torch.view_as_complex(torch.stack((re, im), -1))
+    planes = torch.stack((re, im), -1)
+    if planes.stride(-1) != 1 or any(st % 2 for st in planes.stride()[:-1]):
+        planes = planes.contiguous()  # view_as_complex needs pairs: a last dim of stride 1, even strides
+    res = torch.view_as_complex(planes)
     if out is None:
         return res
     if not (U.is_trn(out) and out.dtype == torch.complex64 and out.shape == res.shape):

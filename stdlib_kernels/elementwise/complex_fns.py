@@ -40,7 +40,10 @@ def planes(z: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
 def join(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
     """A new complex64 tensor from float32 planes (broadcast against each other)."""
     re, im = torch.broadcast_tensors(re, im)
-    return torch.view_as_complex(torch.stack((re.float(), im.float()), -1))
+    planes = torch.stack((re.float(), im.float()), -1)
+    if planes.stride(-1) != 1 or any(st % 2 for st in planes.stride()[:-1]):
+        planes = planes.contiguous()  # view_as_complex needs pairs: a last dim of stride 1, even strides
+    return torch.view_as_complex(planes)
 
 
 P = tuple[torch.Tensor, torch.Tensor]
