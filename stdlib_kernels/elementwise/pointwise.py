@@ -619,6 +619,10 @@ def _beyond_int32(op: str, self: Any, other: Any, alpha: Any, rdt: torch.dtype, 
         return res.copy_(int64_words.add64(self, other, alpha, op, shape))
     if rdt == torch.int64 and compute == "i32" and op in int64_words.DIVISIONS and alpha is None:
         return res.copy_(int64_words.divmod64(self, other, op, shape))  # divisors checked non-zero already
+    if compute == "f32" and rdt.is_floating_point and alpha is None:  # torch casts int64 operands to the float
+        a, b = (v.to(torch.float32) if isinstance(v, torch.Tensor) and v.dtype == torch.int64 else v
+                for v in (self, other))
+        return _run_binary(op, a, b, res, None, rdt, compute, False, False)
     return decline("integer values beyond the range the int32 arithmetic computes exactly")
 
 

@@ -95,3 +95,13 @@ def test_int64_division_by_zero_raises_like_the_cpu() -> None:
     for fn in _div_fns():
         with pytest.raises(RuntimeError, match="ZeroDivisionError"):
             fn(x, torch.tensor([5, 0], device="trn"))
+
+
+def test_true_division_of_int64_beyond_int32() -> None:
+    """True division of int64 values past int32 (upstream test_div_rounding_modes int64): torch casts the operands
+    to float32 first, which trn does natively (exactly rounded) instead of declining."""
+    a = torch.tensor([2**40, -7, 5, 2**62 + 12345, -(2**63)])
+    b = torch.tensor([3, 2, -2, 7, 2**35 + 1])
+    assert torch.equal(torch.div(a.to("trn"), b.to("trn")).cpu(), torch.div(a, b))
+    assert torch.equal(torch.true_divide(a.to("trn"), 3).cpu(), torch.true_divide(a, 3))
+    assert torch.equal((a.to("trn") / b.to("trn").float()).cpu(), a / b.float())
