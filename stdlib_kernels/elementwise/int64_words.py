@@ -1,10 +1,12 @@
-"""Exact int64 ``add``/``sub``/``rsub``/``neg`` for every value, on the two int32 words of each element.
+"""Exact int64 ``add``/``sub``/``rsub`` and the division family (quotients, ``fmod``, ``remainder``) for every value,
+on the two int32 words of each element.
 
 The engines compute 32-bit integers; int64 arithmetic whose values stay within int32 runs as int32 (the common
 case, checked per call by ``pointwise``). Beyond that, a sum is formed word by word as a 64-bit adder does: the low
 words add (wrapping), the carry is the unsigned overflow of that addition (``lo < a_lo`` as unsigned, i.e. the
 signed comparison of both with their sign bits flipped), and the high words add with the carry. A difference
-borrows the same way. The result wraps modulo 2^64, as torch's int64 arithmetic does.
+borrows the same way. The result wraps modulo 2^64, as torch's int64 arithmetic does. Division is a restoring long
+division over the unsigned magnitudes (:func:`udivmod64`, one kernel), signs fixed up on the words afterwards.
 
 Example:
     >>> import torch, trnlang  # doctest: +SKIP

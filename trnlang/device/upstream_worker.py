@@ -99,7 +99,7 @@ def fix_self_class_super(mod: Any) -> list[str]:
                 continue
             scope: dict[str, Any] = {"__owner__": owner}
             code = compile(src.replace(_SELF_CLASS_SUPER, "super(__owner__, self)"),
-                           inspect.getsourcefile(fn) or name_of(mod), "exec")
+                           inspect.getsourcefile(fn) or _name_of(mod), "exec")
             exec(code, {**vars(mod), **scope}, scope)  # noqa: S102 - the file's own method, one idiom renamed
             setattr(owner, meth, scope[meth])
             done.add(fn)
@@ -108,7 +108,7 @@ def fix_self_class_super(mod: Any) -> list[str]:
     return sorted(set(fixed))
 
 
-def name_of(mod: Any) -> str:
+def _name_of(mod: Any) -> str:
     return getattr(mod, "__file__", None) or mod.__name__
 
 
