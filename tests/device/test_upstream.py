@@ -21,7 +21,9 @@ TINY = '''
 import torch
 from torch.testing._internal.common_device_type import dtypes, instantiate_device_type_tests, onlyCPU
 from torch.testing._internal.common_methods_invocations import binary_ufuncs_and_refs  # a 2023 name
-from torch.testing._internal.common_utils import TestCase, run_tests
+from torch.testing._internal.common_utils import TestCase, run_tests, skipIfMps  # 2023: skipIfMps
+from torch.testing._internal.common_cuda import tf32_is_not_fp32  # gone by torch 2.13
+from torch.testing._internal.common_nn import new_module_tests  # a function's result by torch 2.13
 
 
 class TestTiny(TestCase):
@@ -45,6 +47,14 @@ class TestTiny(TestCase):
         a = torch.tensor([[2.0, 0.0], [0.0, 3.0]]).to(device)
         self.assertEqual(torch.linalg.eigvals(a).real.cpu().sort().values, torch.tensor([2.0, 3.0]))
         self.assertGreater(len(binary_ufuncs_and_refs), 0)
+
+    def test_clash(self, device):  # instantiated test_clash_cpu: clashes with the next one's name
+        self.assertFalse(tf32_is_not_fp32())
+
+    @onlyCPU
+    @skipIfMps
+    def test_clash_cpu(self, device):
+        self.assertGreater(len(new_module_tests), 0)
 
     def test_wide_input(self, device):  # no dtype in the name, float64 data (as make_tensor often builds)
         a = torch.tensor([[2.0, 0.0], [0.0, 3.0]], dtype=torch.float64).to(device)
@@ -130,9 +140,11 @@ def test_runner_on_a_device_generic_file(tmp_path):
     imp = next(x for x in lines if x["event"] == "import")
     assert "torch.testing._internal.common_methods_invocations.binary_ufuncs_and_refs" in imp["shims"]
     assert "TestTiny.setUp" in imp["shims"]  # the super(self.__class__, self) idiom, rebound once
+    assert "TestTiny.test_clash_cpu -> test_clash_cpu_" in imp["shims"]
     got = {(x["dev"], x["key"]): x for x in lines if x["event"] == "test"}
     for key in ("TestTiny.test_same_DEV_float32", "TestTiny.test_same_DEV_float64", "TestTiny.test_fallback_DEV",
-                "TestTiny.test_device_is_DEV_DEV", "TestTiny.test_only_DEV_DEV"):
+                "TestTiny.test_device_is_DEV_DEV", "TestTiny.test_only_DEV_DEV", "TestTiny.test_clash_DEV",
+                "TestTiny.test_clash_DEV__DEV"):
         assert got[("cpu", key)]["outcome"] == "pass", got[("cpu", key)]
     assert got[("trn", "TestTiny.test_same_DEV_float32")]["outcome"] == "pass"
     assert got[("trn", "TestTiny.test_device_is_DEV_DEV")]["outcome"] == "fail"
@@ -142,7 +154,7 @@ def test_runner_on_a_device_generic_file(tmp_path):
     text = md.read_text()
     wide = got[("trn", "TestTiny.test_wide_input_DEV")]
     assert wide["outcome"] == "pass" and wide["fallbacks"] == {} and wide["wide_fallbacks"]["aten::_linalg_eigvals"]
-    assert "| 6 / 0 / 0 | 4 / 1 / 1 | 1 | 2 / 4 (50.0%) | 1 | fallback allowed |" in text
+    assert "| 8 / 0 / 0 | 5 / 1 / 2 | 1 | 3 / 5 (60.0%) | 1 | fallback allowed |" in text
     assert "`TestTiny.test_device_is_DEV_DEV`" in text and "a tiny file" in text
 
 

@@ -33,7 +33,7 @@ import unittest
 from collections import Counter
 from typing import Any, TextIO
 
-__all__ = ["SHIMS", "install_shims", "run_file", "main"]
+__all__ = ["SHIMS", "MADE_SHIMS", "install_shims", "run_file", "main"]
 
 #: Helper names older PyTorch test files import that torch 2.13 spells differently:
 #: (module, old name) -> (module, new name). Installed as aliases when the old name is missing.
@@ -42,6 +42,25 @@ SHIMS: dict[tuple[str, str], tuple[str, str]] = {
         ("torch.testing._internal.common_methods_invocations", "binary_ufuncs"),
     ("torch.testing._internal.common_methods_invocations", "unary_ufuncs_and_refs"):
         ("torch.testing._internal.common_methods_invocations", "unary_ufuncs"),
+    ("torch.testing._internal.common_utils", "skipIfMps"): ("torch.testing._internal.common_utils", "skipIfMPS"),
+}
+
+
+def _tf32_is_not_fp32() -> bool:
+    """The 2023 helper asked whether a CUDA device computes float32 matmuls in TF32: never, with no CUDA."""
+    return False
+
+
+def _new_module_tests() -> Any:
+    """The 2023 ``common_nn.new_module_tests`` list; torch 2.13 builds it on call."""
+    from torch.testing._internal import common_nn
+    return common_nn.get_new_module_tests()
+
+
+#: Helper names that became something else than an alias: (module, old name) -> a maker of the old value.
+MADE_SHIMS: dict[tuple[str, str], Any] = {
+    ("torch.testing._internal.common_cuda", "tf32_is_not_fp32"): lambda: _tf32_is_not_fp32,
+    ("torch.testing._internal.common_nn", "new_module_tests"): _new_module_tests,
 }
 
 DTYPE_NAMES = ("float8_e4m3fn", "float8_e5m2", "bfloat16", "float16", "float32", "float64", "complex32",
@@ -51,7 +70,10 @@ _DEV = re.compile(r"_(cpu|trn|privateuse1)(?=_|$)")
 
 
 def install_shims() -> list[str]:
-    """Alias every :data:`SHIMS` name that torch lacks; returns the ``module.name`` strings installed."""
+    """Alias every :data:`SHIMS` name torch lacks, make every :data:`MADE_SHIMS` one.
+
+    Returns the ``module.name`` strings installed.
+    """
     done = []
     for (mod, old), (new_mod, new) in SHIMS.items():
         m = importlib.import_module(mod)
@@ -61,7 +83,40 @@ def install_shims() -> list[str]:
         if hasattr(src, new):
             setattr(m, old, getattr(src, new))
             done.append(f"{mod}.{old}")
+    for (mod, old), make in MADE_SHIMS.items():
+        m = importlib.import_module(mod)
+        if not hasattr(m, old):
+            setattr(m, old, make())
+            done.append(f"{mod}.{old}")
     return done
+
+
+def rename_clashing_tests(renamed: list[str]) -> None:
+    """Let ``instantiate_device_type_tests`` take generic tests whose names already end in a device suffix.
+
+    A 2023 file may define both ``test_x`` (made ``test_x_cpu`` for the CPU) and ``test_x_cpu`` (an ``@onlyCPU``
+    test): torch 2.13 refuses that as a redefinition, and the whole file fails to import. The clashing generic
+    method is renamed ``test_x_cpu_`` (instantiated as ``test_x_cpu__cpu``) before instantiation; its body is not
+    touched. Each rename is appended to ``renamed`` as ``Class.old -> new``.
+    """
+    from torch.testing._internal import common_device_type as cdt
+
+    real = cdt.instantiate_device_type_tests
+    if getattr(real, "_trn_renames", False):
+        return
+
+    def instantiate(generic_test_class: type, scope: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        tests = {n for n in vars(generic_test_class) if n.startswith("test")}
+        suffixes = {b.device_type for b in cdt.get_device_type_test_bases()} | {"cpu", "cuda", "trn"}
+        for name in sorted(tests):
+            if any(name.endswith("_" + d) and name[:-len(d) - 1] in tests for d in suffixes):
+                setattr(generic_test_class, name + "_", vars(generic_test_class)[name])
+                delattr(generic_test_class, name)
+                renamed.append(f"{generic_test_class.__name__}.{name} -> {name}_")
+        return real(generic_test_class, scope, *args, **kwargs)
+
+    instantiate._trn_renames = True  # type: ignore[attr-defined]
+    cdt.instantiate_device_type_tests = instantiate
 
 
 _SELF_CLASS_SUPER = "super(self.__class__, self)"
@@ -221,6 +276,7 @@ def run_file(test_dir: str, name: str, out: TextIO, *, keys: list[str] | None = 
 
     trnlang.device.register()
     shims = install_shims()
+    rename_clashing_tests(shims)
     sys.path.insert(0, test_dir)
     sys.argv = [name]  # torch's common_utils parses sys.argv at import
     mod = importlib.import_module(name)
