@@ -369,6 +369,11 @@ def rows_piece(t: torch.Tensor, s: slice) -> TensorPiece:
     return TensorPiece(t, (stop - start, *t.shape[1:]), st, t.storage_offset() + start * st[0])
 
 
+def read_scalar(t: torch.Tensor) -> Any:
+    """The value of a one-element ``trn`` tensor, read from its memory (``t.item()`` without the dispatch)."""
+    return memory.cpu_view(t).item()
+
+
 def as_1x1(t: torch.Tensor) -> torch.Tensor:
     """A one-element device tensor seen as ``[1, 1]``."""
     if t.dim() == 2:

@@ -396,20 +396,24 @@ def _nll_core(x2: torch.Tensor, t1: torch.Tensor, weight: torch.Tensor | None, r
     n, c = x2.shape
     out_dt = x2.dtype
     red = reduction if reduction in (_MEAN, _SUM) else 0
-    rows = 1 if red else n
-    loss = U.new_output((rows, 1), out_dt if red else torch.float32)
-    wsum = U.new_output((rows, 1), out_dt if red else torch.float32)
-    bad = U.new_output((rows, 1), torch.float32)
+    # the kernel's arguments are pieces (no torch views: each view of a trn tensor is a dispatch)
+    if red:  # 0-dim results, written by the kernel as [1, 1]
+        loss, wsum = U.new_output((), out_dt), U.new_output((), out_dt)
+        lp, wp = U.piece(loss, (1, 1), (1, 1), 0), U.piece(wsum, (1, 1), (1, 1), 0)
+    else:
+        loss = lp = U.new_output((n, 1), torch.float32)
+        wsum = wp = U.new_output((n, 1), torch.float32)
+    bad = U.new_output((1 if red else n, 1), torch.float32)
     span = (n - 1) * x2.stride(0) + (c - 1) * x2.stride(1) + 1
-    xf = U.view(x2, (span, 1), (1, 1), x2.storage_offset())
-    tt = U.view(t1, (n, 1), (t1.stride(0), 1), t1.storage_offset())
-    wf = U.view(weight, (c, 1), (weight.stride(0), 1), weight.storage_offset()) if weight is not None else xf
-    nll_fwd(xf, tt, wf, loss, wsum, bad, n, c, x2.stride(0), x2.stride(1),
+    xf = U.piece(x2, (span, 1), (1, 1), x2.storage_offset())
+    tt = U.piece(t1, (n, 1), (t1.stride(0), 1), t1.storage_offset())
+    wf = U.piece(weight, (c, 1), (weight.stride(0), 1), weight.storage_offset()) if weight is not None else xf
+    nll_fwd(xf, tt, wf, lp, wp, bad, n, c, x2.stride(0), x2.stride(1),
             _nll(int(ignore_index), weight is not None, False, red))
-    if (bad.item() if red else bad.sum().item()) > 0:
+    if (U.read_scalar(bad) if red else bad.sum().item()) > 0:
         return None
     if red:
-        return loss.view(()), wsum.view(())
+        return loss, wsum
     return loss.view(n).to(out_dt), torch.zeros((), dtype=out_dt, device="trn")
 
 
@@ -420,7 +424,7 @@ def nll_loss_forward(self: torch.Tensor, target: torch.Tensor, weight: torch.Ten
     if not _nll_ok(self, target, weight) or self.dim() not in (1, 2) or reduction not in (0, 1, 2):
         return decline(_BAD_NLL + ", or an unknown reduction")
     x2 = self if self.dim() == 2 else self.view(1, -1)
-    t1 = target.reshape(-1)
+    t1 = target if target.dim() == 1 else target.reshape(-1)
     if t1.numel() != x2.shape[0] or (weight is not None and weight.numel() != x2.shape[1]) or x2.shape[1] == 0:
         return decline("target or weight of the wrong size (torch raises), or no classes")
     if x2.shape[0] == 0:

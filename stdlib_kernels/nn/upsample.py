@@ -32,6 +32,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
+from torch._prims_common import suggest_memory_format
 
 import trnlang as trn
 import trnlang.language as tl
@@ -39,6 +40,8 @@ from stdlib_kernels import _util as U
 from trnlang.device import decline, lowering
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+FWD_DTYPES = (*DTYPES, torch.uint8)  # uint8 images: see _forward_u8
+NEAREST_DTYPES = (*FWD_DTYPES, torch.float64)  # nearest modes copy elements (_nearest): exact in any dtype
 
 
 @trn.kernel
@@ -128,20 +131,26 @@ def _guard(real: np.float32, size: int) -> tuple[int, np.float32]:
     return idx, lam
 
 
+def nearest_index(i: int, o: int, scale: float | None, exact: bool) -> np.ndarray:
+    """The input index each of ``o`` outputs copies in nearest (``exact``: nearest-exact) upsampling."""
+    s = _scales_value(scale, i, o)
+    src = np.empty(o, np.int64)
+    for d in range(o):
+        if exact:
+            src[d] = min(int(math.floor(_F((d + 0.5) * s))), i - 1)
+        elif o == i:
+            src[d] = d
+        elif o == 2 * i:
+            src[d] = d >> 1
+        else:
+            src[d] = min(int(math.floor(_F(_F(d) * s))), i - 1)
+    return src
+
+
 def nearest_matrix(i: int, o: int, scale: float | None, exact: bool) -> np.ndarray:
     """``W [o, i]`` of nearest (``exact``: nearest-exact) upsampling, one 1 per row."""
     w = np.zeros((o, i), np.float32)
-    s = _scales_value(scale, i, o)
-    for d in range(o):
-        if exact:
-            src = min(int(math.floor(_F((d + 0.5) * s))), i - 1)
-        elif o == i:
-            src = d
-        elif o == 2 * i:
-            src = d >> 1
-        else:
-            src = min(int(math.floor(_F(_F(d) * s))), i - 1)
-        w[d, src] = 1.0
+    w[np.arange(o), nearest_index(i, o, scale, exact)] = 1.0
     return w
 
 
@@ -251,10 +260,12 @@ def apply_separable(x: torch.Tensor, mh: tuple[torch.Tensor, torch.Tensor] | Non
 
 
 def apply_axes(x: torch.Tensor, mats: Sequence[tuple[torch.Tensor, torch.Tensor]], out_sizes: Sequence[int],
-               transpose: bool, out: torch.Tensor | None = None) -> torch.Tensor:
+               transpose: bool, out: torch.Tensor | None = None,
+               between: Callable[[torch.Tensor], Any] | None = None) -> torch.Tensor:
     """Apply one ``(W^T, W)`` linear map per trailing dim of ``x`` (``len(mats)`` dims; ``W^T`` for ``transpose``).
 
-    The last dim goes through :func:`sep_rows`, the others through :func:`sep_planes`; intermediates are fp32.
+    The last dim goes through :func:`sep_rows`, the others through :func:`sep_planes`; intermediates are fp32
+    (``between`` is applied to each, in place, before the next pass).
     """
     k = len(mats)
     lead = tuple(x.shape[:-k])
@@ -282,6 +293,8 @@ def apply_axes(x: torch.Tensor, mats: Sequence[tuple[torch.Tensor, torch.Tensor]
             blocks = U.chunks(outer, U.num_threads(), 1) if work >= U.PARALLEL_MIN_WORK and outer >= 2 else [(0, outer)]
             U.run_parallel([U.launch(sep_planes, U.rows_piece(y3, slice(lo, hi)), m, U.rows_piece(o3, slice(lo, hi)))
                             for lo, hi in blocks])
+        if between is not None and not last:
+            between(dst)
         cur, sizes = dst, new_sizes
     return out
 
@@ -299,7 +312,19 @@ def _ok(x: Any, nd: int) -> bool:
             and not x.is_conj() and not x.is_neg())
 
 
-def _mat(kind: str, i: int, o: int, align: bool, scale: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+def fixed_point(w: np.ndarray) -> np.ndarray:
+    """``w`` rounded to the 16-bit fixed-point weights torch's uint8 kernels use: the most fractional bits that
+    keep the largest weight (doubled) below 2^15, each weight rounded half away from zero."""
+    top = float(np.abs(w).max()) if w.size else 0.0
+    bits = 0
+    while bits < 15 and int(0.5 + top * (1 << (bits + 1))) < (1 << 15):
+        bits += 1
+    scaled = w.astype(np.float64) * (1 << bits)
+    return (np.trunc(scaled + np.where(scaled < 0, -0.5, 0.5)) / (1 << bits)).astype(np.float32)
+
+
+def _mat(kind: str, i: int, o: int, align: bool, scale: float | None,
+         fixed: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     builders: dict[str, Callable[[], np.ndarray]] = {
         "nearest": lambda: nearest_matrix(i, o, scale, False),
         "nearest_exact": lambda: nearest_matrix(i, o, scale, True),
@@ -308,6 +333,8 @@ def _mat(kind: str, i: int, o: int, align: bool, scale: float | None) -> tuple[t
         "aa_linear": lambda: aa_matrix(i, o, align, scale, False),
         "aa_cubic": lambda: aa_matrix(i, o, align, scale, True),
     }
+    if fixed:
+        return device_matrix((kind, i, o, align, scale, "fixed"), lambda: fixed_point(builders[kind]()))
     return device_matrix((kind, i, o, align, scale), builders[kind])
 
 
@@ -315,8 +342,102 @@ def _sizes_ok(out_size: Sequence[int], in_size: Sequence[int]) -> bool:
     return all(int(s) > 0 for s in out_size) and all(int(s) > 0 for s in in_size)
 
 
+#: the modes (and spatial ranks) torch's CPU kernels take uint8 images for
+_U8_MODES = {"nearest": (1, 2, 3), "nearest_exact": (1, 2, 3), "linear": (2,), "cubic": (2,), "aa_linear": (2,),
+             "aa_cubic": (2,)}
+
+
+def _round_u8(y: torch.Tensor) -> torch.Tensor:
+    """fp32 values rounded half up and clamped to [0, 255], in place (what a uint8 store of a pass keeps)."""
+    return y.add_(0.5).floor_().clamp_(0.0, 255.0)
+
+
+def _forward_u8(kind: str, nsp: int, x: torch.Tensor, output_size: Sequence[int], align: bool,
+                scales: Sequence[float | None], out: torch.Tensor | None) -> Any:
+    """uint8 images, as torch's CPU kernels resize them: one separable pass per axis (the last first), each
+    pass's result rounded half up and clamped to a uint8 value before the next; nearest modes copy pixels.
+
+    The weights are the float modes' rounded to torch's 16-bit fixed point (:func:`fixed_point`), and every
+    product and sum of a pass is exact in fp32 (8-bit pixels times 15-bit weights). torch computes its float
+    weights in another order, so a few weights differ in the last fixed-point bit: under 1% of the pixels of a
+    bilinear/bicubic resize differ from the CPU's, by 1 (nearest modes: bit-identical).
+    """
+    if nsp not in _U8_MODES.get(kind, ()):
+        return decline("a uint8 input in a mode torch has no uint8 kernel for (torch raises)")
+    osz = [int(s) for s in output_size]
+    if out is not None and (out.device.type != "trn" or out.dtype != torch.uint8
+                            or tuple(out.shape) != (*x.shape[:2], *osz) or _overlap(out, x)):
+        return decline("out= not a trn uint8 tensor of the result's shape, or overlapping the input")
+    if x.dim() != nsp + 2 or not _sizes_ok(output_size, x.shape[2:]):
+        return decline("not of the right rank, or a zero or mismatched size")
+    rounding = kind not in ("nearest", "nearest_exact")  # nearest weights are 0/1: every pass is exact
+    mats = [_mat(kind, x.shape[2 + a], osz[a], align, scales[a], rounding) for a in range(nsp)]
+    y = apply_axes(x.to(torch.float32), mats, osz, False, between=_round_u8 if rounding else None)
+    if rounding:
+        _round_u8(y)
+    res = y.to(torch.uint8)
+    if out is None:
+        return res
+    out.copy_(res)
+    return out
+
+
+_IDX: OrderedDict[tuple[Any, ...], torch.Tensor] = OrderedDict()
+
+
+def _device_index(i: int, o: int, scale: float | None, exact: bool) -> torch.Tensor:
+    key = (i, o, scale, exact)
+    hit = _IDX.get(key)
+    if hit is None:
+        hit = _IDX[key] = torch.from_numpy(nearest_index(i, o, scale, exact)).to("trn")
+        if len(_IDX) > 256:
+            _IDX.popitem(last=False)
+    else:
+        _IDX.move_to_end(key)
+    return hit
+
+
+def _nearest(nsp: int, x: torch.Tensor, output_size: Sequence[int], scales: Sequence[float | None], exact: bool,
+             out: torch.Tensor | None) -> Any:
+    """Nearest modes copy input elements (one gather per axis): exact in every dtype, non-finite values included."""
+    osz = [int(s) for s in output_size]
+    if x.dim() != nsp + 2 or len(osz) != nsp or not _sizes_ok(osz, x.shape[2:]) or x.is_conj() or x.is_neg():
+        return decline("not of the right rank, a zero or mismatched size, or a conjugate/negative view")
+    if out is not None and (out.device.type != "trn" or out.dtype != x.dtype
+                            or tuple(out.shape) != (*x.shape[:2], *osz) or _overlap(out, x)):
+        return decline("out= not a trn tensor of the result's dtype and shape, or overlapping the input")
+    y = x
+    for a in range(nsp - 1, -1, -1):
+        if osz[a] != x.shape[2 + a] or scales[a] is not None:
+            y = y.index_select(2 + a, _device_index(x.shape[2 + a], osz[a], scales[a], exact))
+    if out is not None:
+        out.copy_(y)
+        return out
+    return y.clone() if y is x else y
+
+
+def _in_format_of(r: Any, like: Any) -> Any:
+    """A result in ``like``'s suggested memory format (channels-last in, channels-last out, as torch's kernels)."""
+    if isinstance(r, torch.Tensor) and isinstance(like, torch.Tensor) and r.dim() in (4, 5):
+        fmt = suggest_memory_format(like)
+        if fmt != torch.contiguous_format and not r.is_contiguous(memory_format=fmt):
+            return r.contiguous(memory_format=fmt)
+    return r
+
+
 def _forward(kind: str, nsp: int, x: torch.Tensor, output_size: Sequence[int], align: bool,
              scales: Sequence[float | None], out: torch.Tensor | None = None) -> Any:
+    r = _forward_any(kind, nsp, x, output_size, align, scales, out)
+    return r if out is not None else _in_format_of(r, x)
+
+
+def _forward_any(kind: str, nsp: int, x: torch.Tensor, output_size: Sequence[int], align: bool,
+                 scales: Sequence[float | None], out: torch.Tensor | None = None) -> Any:
+    if kind in ("nearest", "nearest_exact") and isinstance(x, torch.Tensor) and x.device.type == "trn" \
+            and x.dtype in NEAREST_DTYPES:
+        return _nearest(nsp, x, output_size, scales, kind == "nearest_exact", out)
+    if isinstance(x, torch.Tensor) and x.device.type == "trn" and x.dtype == torch.uint8:
+        return _forward_u8(kind, nsp, x, output_size, align, scales, out)
     if not _ok(x, nsp + 2) or len(output_size) != nsp or not _sizes_ok(output_size, x.shape[2:]):
         return decline("not a float32/bfloat16/float16 trn tensor of the right rank, or a zero or mismatched size")
     osz = [int(s) for s in output_size]
@@ -343,45 +464,45 @@ def _backward(kind: str, nsp: int, g: torch.Tensor, output_size: Sequence[int], 
         return decline("grad_output's shape does not match the sizes, or a zero size")
     osz = [int(s) for s in output_size]
     mats = [_mat(kind, isz[2 + a], osz[a], align, scales[a]) for a in range(nsp)]
-    return apply_axes(g, mats, isz[2:], True)
+    return _in_format_of(apply_axes(g, mats, isz[2:], True), g)
 
 
-@lowering("aten::upsample_nearest1d", dtypes=DTYPES)
+@lowering("aten::upsample_nearest1d", dtypes=NEAREST_DTYPES)
 def upsample_nearest1d(self: torch.Tensor, output_size: Sequence[int], scales: float | None = None, *,
                        out: torch.Tensor | None = None) -> Any:
     """Nearest upsampling of ``[N, C, L]``."""
     return _forward("nearest", 1, self, output_size, False, [scales], out)
 
 
-@lowering("aten::_upsample_nearest_exact1d", dtypes=DTYPES)
+@lowering("aten::_upsample_nearest_exact1d", dtypes=NEAREST_DTYPES)
 def upsample_nearest_exact1d(self: torch.Tensor, output_size: Sequence[int], scales: float | None = None, *,
                              out: torch.Tensor | None = None) -> Any:
     """Nearest-exact upsampling of ``[N, C, L]``."""
     return _forward("nearest_exact", 1, self, output_size, False, [scales], out)
 
 
-@lowering("aten::upsample_nearest2d", dtypes=DTYPES)
+@lowering("aten::upsample_nearest2d", dtypes=NEAREST_DTYPES)
 def upsample_nearest2d(self: torch.Tensor, output_size: Sequence[int], scales_h: float | None = None,
                        scales_w: float | None = None, *, out: torch.Tensor | None = None) -> Any:
     """Nearest upsampling of ``[N, C, H, W]``."""
     return _forward("nearest", 2, self, output_size, False, [scales_h, scales_w], out)
 
 
-@lowering("aten::_upsample_nearest_exact2d", dtypes=DTYPES)
+@lowering("aten::_upsample_nearest_exact2d", dtypes=NEAREST_DTYPES)
 def upsample_nearest_exact2d(self: torch.Tensor, output_size: Sequence[int], scales_h: float | None = None,
                              scales_w: float | None = None, *, out: torch.Tensor | None = None) -> Any:
     """Nearest-exact upsampling of ``[N, C, H, W]``."""
     return _forward("nearest_exact", 2, self, output_size, False, [scales_h, scales_w], out)
 
 
-@lowering("aten::upsample_linear1d", dtypes=DTYPES)
+@lowering("aten::upsample_linear1d", dtypes=FWD_DTYPES)
 def upsample_linear1d(self: torch.Tensor, output_size: Sequence[int], align_corners: bool,
                       scales: float | None = None, *, out: torch.Tensor | None = None) -> Any:
     """Linear interpolation of ``[N, C, L]``."""
     return _forward("linear", 1, self, output_size, align_corners, [scales], out)
 
 
-@lowering("aten::upsample_bilinear2d", dtypes=DTYPES)
+@lowering("aten::upsample_bilinear2d", dtypes=FWD_DTYPES)
 def upsample_bilinear2d(self: torch.Tensor, output_size: Sequence[int], align_corners: bool,
                         scales_h: float | None = None, scales_w: float | None = None, *,
                         out: torch.Tensor | None = None) -> Any:
@@ -389,7 +510,7 @@ def upsample_bilinear2d(self: torch.Tensor, output_size: Sequence[int], align_co
     return _forward("linear", 2, self, output_size, align_corners, [scales_h, scales_w], out)
 
 
-@lowering("aten::upsample_bicubic2d", dtypes=DTYPES)
+@lowering("aten::upsample_bicubic2d", dtypes=FWD_DTYPES)
 def upsample_bicubic2d(self: torch.Tensor, output_size: Sequence[int], align_corners: bool,
                        scales_h: float | None = None, scales_w: float | None = None, *,
                        out: torch.Tensor | None = None) -> Any:
@@ -449,7 +570,7 @@ def upsample_bicubic2d_backward(grad_output: torch.Tensor, output_size: Sequence
     return _backward("cubic", 2, grad_output, output_size, input_size, align_corners, [scales_h, scales_w])
 
 
-@lowering("aten::upsample_nearest3d", dtypes=DTYPES)
+@lowering("aten::upsample_nearest3d", dtypes=NEAREST_DTYPES)
 def upsample_nearest3d(self: torch.Tensor, output_size: Sequence[int], scales_d: float | None = None,
                        scales_h: float | None = None, scales_w: float | None = None, *,
                        out: torch.Tensor | None = None) -> Any:
@@ -457,7 +578,7 @@ def upsample_nearest3d(self: torch.Tensor, output_size: Sequence[int], scales_d:
     return _forward("nearest", 3, self, output_size, False, [scales_d, scales_h, scales_w], out)
 
 
-@lowering("aten::_upsample_nearest_exact3d", dtypes=DTYPES)
+@lowering("aten::_upsample_nearest_exact3d", dtypes=NEAREST_DTYPES)
 def upsample_nearest_exact3d(self: torch.Tensor, output_size: Sequence[int], scales_d: float | None = None,
                              scales_h: float | None = None, scales_w: float | None = None, *,
                              out: torch.Tensor | None = None) -> Any:
@@ -465,7 +586,7 @@ def upsample_nearest_exact3d(self: torch.Tensor, output_size: Sequence[int], sca
     return _forward("nearest_exact", 3, self, output_size, False, [scales_d, scales_h, scales_w], out)
 
 
-@lowering("aten::upsample_trilinear3d", dtypes=DTYPES)
+@lowering("aten::upsample_trilinear3d", dtypes=FWD_DTYPES)
 def upsample_trilinear3d(self: torch.Tensor, output_size: Sequence[int], align_corners: bool,
                          scales_d: float | None = None, scales_h: float | None = None, scales_w: float | None = None,
                          *, out: torch.Tensor | None = None) -> Any:
@@ -499,7 +620,7 @@ def upsample_trilinear3d_backward(grad_output: torch.Tensor, output_size: Sequen
                      [scales_d, scales_h, scales_w])
 
 
-@lowering("aten::_upsample_bilinear2d_aa", dtypes=DTYPES)
+@lowering("aten::_upsample_bilinear2d_aa", dtypes=FWD_DTYPES)
 def upsample_bilinear2d_aa(self: torch.Tensor, output_size: Sequence[int], align_corners: bool,
                            scales_h: float | None = None, scales_w: float | None = None, *,
                            out: torch.Tensor | None = None) -> Any:
@@ -507,7 +628,7 @@ def upsample_bilinear2d_aa(self: torch.Tensor, output_size: Sequence[int], align
     return _forward("aa_linear", 2, self, output_size, align_corners, [scales_h, scales_w], out)
 
 
-@lowering("aten::_upsample_bicubic2d_aa", dtypes=DTYPES)
+@lowering("aten::_upsample_bicubic2d_aa", dtypes=FWD_DTYPES)
 def upsample_bicubic2d_aa(self: torch.Tensor, output_size: Sequence[int], align_corners: bool,
                           scales_h: float | None = None, scales_w: float | None = None, *,
                           out: torch.Tensor | None = None) -> Any:

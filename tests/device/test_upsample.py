@@ -125,3 +125,87 @@ def test_sep_rows_profile_is_sane():
     for e in prof.engines.values():
         assert 0.0 <= e.utilization <= 1.0
     assert 0.0 < prof.mfu <= 1.0 and 0.0 < prof.mbu <= 1.0
+
+
+_U8_MODES = [("nearest", {}), ("nearest-exact", {}), ("bilinear", {"align_corners": False}),
+             ("bilinear", {"align_corners": True}), ("bicubic", {"align_corners": False}),
+             ("bilinear", {"antialias": True}), ("bicubic", {"antialias": True, "align_corners": True})]
+
+
+@pytest.mark.parametrize("mode,kw", _U8_MODES)
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_uint8_images_match_the_cpu(mode, kw, channels_last):
+    """uint8 resizes natively: nearest modes bit-identical; the others one separable pass per axis, rounded
+    between passes as the CPU's kernels do: at most 1 off, on under 1% of the pixels."""
+    x = torch.randint(0, 256, (2, 3, 37, 53), dtype=torch.uint8, generator=torch.Generator().manual_seed(3))
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    wrong = total = 0
+    for size in [(61, 90), (17, 20), (5, 53), (1, 7)]:  # (1, 1): the CPU kernel asserts (torch 2.13)
+        ref = F.interpolate(x, size=size, mode=mode, **kw)
+        trnlang.reset_fallback_stats()
+        got = F.interpolate(x.to("trn"), size=size, mode=mode, **kw)
+        assert trnlang.fallback_stats() == {}, trnlang.fallback_stats()
+        assert got.dtype == torch.uint8 and got.shape == ref.shape
+        d = (got.cpu().int() - ref.int()).abs()
+        assert int(d.max()) <= (0 if mode.startswith("nearest") else 1), (size, int(d.max()))
+        wrong, total = wrong + int((d > 0).sum()), total + d.numel()
+    assert wrong <= 0.01 * total, wrong / total
+
+
+def test_uint8_rounds_each_pass_like_the_cpu():
+    """Bicubic overshoot is clamped between the passes (a float resize rounded once differs by up to ~30 here)."""
+    x = torch.zeros(1, 1, 8, 8, dtype=torch.uint8)
+    x[..., ::2, ::2] = 255
+    ref = F.interpolate(x, size=(13, 13), mode="bicubic", align_corners=False)
+    got = F.interpolate(x.to("trn"), size=(13, 13), mode="bicubic", align_corners=False).cpu()
+    once = F.interpolate(x.float(), size=(13, 13), mode="bicubic", align_corners=False).round().clamp(0, 255)
+    assert (got.int() - ref.int()).abs().max() <= 1
+    assert (once.int() - ref.int()).abs().max() > 1  # the test can tell the two roundings apart
+    out = torch.empty(1, 1, 13, 13, dtype=torch.uint8, device="trn")
+    r = torch._C._nn.upsample_bicubic2d(x.to("trn"), (13, 13), False, out=out)
+    assert r is out and torch.equal(out.cpu(), got)
+
+
+def test_uint8_modes_torch_lacks_raise_as_on_the_cpu():
+    x = torch.randint(0, 256, (1, 2, 9), dtype=torch.uint8)
+    with pytest.raises(RuntimeError, match="Byte") as cpu:
+        F.interpolate(x, size=5, mode="linear")
+    with pytest.raises(RuntimeError, match="Byte") as trn:
+        F.interpolate(x.to("trn"), size=5, mode="linear")
+    assert str(cpu.value).split("\n")[0] in str(trn.value)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.uint8])
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+def test_nearest_copies_elements_in_every_dtype(dtype, mode):
+    """Nearest modes gather: bit-identical to the CPU, inf/NaN kept in place (a 0/1 matmul spread NaN over the
+    row), float64 natively (a copy needs no float64 arithmetic)."""
+    x = (torch.randn(2, 3, 5, 7, generator=torch.Generator().manual_seed(0)) * 50).to(dtype)
+    if dtype.is_floating_point:
+        x[0, 0, 1, 2], x[1, 2, 4, 0] = float("inf"), float("nan")
+    for size in [(11, 13), (3, 4), (5, 7), (10, 14)]:
+        ref = F.interpolate(x, size=size, mode=mode)
+        trnlang.reset_fallback_stats()
+        got = F.interpolate(x.to("trn"), size=size, mode=mode)
+        assert trnlang.fallback_stats() == {}, trnlang.fallback_stats()
+        assert torch.equal(got.cpu(), ref) or torch.allclose(got.cpu().double(), ref.double(), equal_nan=True,
+                                                             rtol=0, atol=0)
+    x3 = torch.randn(1, 2, 3, 4, 5, dtype=torch.float64)
+    assert torch.equal(F.interpolate(x3.to("trn"), scale_factor=2.0, mode=mode).cpu(),
+                       F.interpolate(x3, scale_factor=2.0, mode=mode))
+
+
+@pytest.mark.parametrize("mode", ["nearest", "bilinear", "bicubic"])
+def test_channels_last_in_channels_last_out(mode):
+    x = torch.randn(2, 3, 6, 5).contiguous(memory_format=torch.channels_last).requires_grad_()
+    xt = x.detach().to("trn").contiguous(memory_format=torch.channels_last).requires_grad_()
+    ref, got = F.interpolate(x, size=(9, 7), mode=mode), F.interpolate(xt, size=(9, 7), mode=mode)
+    assert got.is_contiguous(memory_format=torch.channels_last) == ref.is_contiguous(memory_format=torch.channels_last)
+    assert_same(got, ref.detach(), rtol=1e-4, atol=1e-4)
+    g = torch.randn(ref.shape).contiguous(memory_format=torch.channels_last)
+    ref.backward(g)
+    got.backward(g.to("trn").contiguous(memory_format=torch.channels_last))
+    assert xt.grad.is_contiguous(memory_format=torch.channels_last) == \
+        x.grad.is_contiguous(memory_format=torch.channels_last)
+    assert_same(xt.grad, x.grad, rtol=1e-4, atol=1e-4)
