@@ -45,3 +45,19 @@ def test_cpu_only_conversions_unchanged():
     m.to(torch.float64)
     assert m[0].weight is m[1].weight is w and w.dtype == torch.float64
     assert not torch.__future__.get_swap_module_params_on_conversion()
+
+
+def test_conversions_that_stay_on_trn_keep_torchs_path():
+    """A dtype or memory-format change of a trn module sets .data (no swap): it works while an autograd graph
+    still holds the parameters (a swap refuses that), and the Parameter objects survive as on the CPU."""
+    conv = torch.nn.Conv2d(4, 4, 3, 1).to("trn")
+    w = conv.weight
+    out = conv(torch.randn(2, 4, 6, 6).to("trn"))  # its graph holds the weight
+    conv.to(memory_format=torch.channels_last)
+    assert conv.weight is w and w.is_contiguous(memory_format=torch.channels_last)
+    conv.to(torch.bfloat16)
+    assert conv.weight is w and w.dtype == torch.bfloat16 and w.device.type == "trn"
+    conv.trn()
+    assert conv.weight is w
+    out.sum().backward()  # the old graph still runs
+    del out

@@ -22,6 +22,7 @@ unchanged when no ``trn`` tensor or device is involved.
 from __future__ import annotations
 
 import functools
+import itertools
 from typing import Any
 
 import torch
@@ -256,13 +257,19 @@ def _patch_storage_new() -> None:
     cls.__new__ = __new__  # type: ignore[assignment]
 
 
-def _involves_trn(module: torch.nn.Module, device: Any) -> bool:
-    if device is not None and torch.device(device).type == "trn":
-        return True
-    for p in module.parameters():
-        return p.device.type == "trn"
-    for b in module.buffers():
-        return b.device.type == "trn"
+def _crosses_trn(module: torch.nn.Module, device: Any) -> bool:
+    """The conversion moves tensors between ``trn`` and another device (``device`` None: stays where it is).
+
+    Moves that stay on ``trn`` (a dtype or memory format change) keep torch's own path: the results are
+    shallow-copy compatible with the parameters, so torch sets ``.data`` and needs no swap (a swap fails while an
+    autograd graph still holds the parameter).
+    """
+    if device is None:
+        return False
+    to_trn = torch.device(device).type == "trn"
+    for t in itertools.chain(module.parameters(), module.buffers()):
+        if (t.device.type == "trn") != to_trn:
+            return True
     return False
 
 
@@ -284,13 +291,13 @@ def _patch_module_conversion() -> None:
     @functools.wraps(orig_to)
     def to(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
         device = torch._C._nn._parse_to(*args, **kwargs)[0]
-        if _involves_trn(self, device):
+        if _crosses_trn(self, device):
             return swapping(orig_to, self, *args, **kwargs)
         return orig_to(self, *args, **kwargs)
 
     @functools.wraps(orig_cpu)
     def cpu(self: torch.nn.Module) -> Any:
-        if _involves_trn(self, None):
+        if _crosses_trn(self, "cpu"):
             return swapping(orig_cpu, self)
         return orig_cpu(self)
 
@@ -301,6 +308,8 @@ def _patch_module_conversion() -> None:
     if trn_method is not None:
         @functools.wraps(trn_method)
         def trn(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
-            return swapping(trn_method, self, *args, **kwargs)
+            if _crosses_trn(self, "trn"):
+                return swapping(trn_method, self, *args, **kwargs)
+            return trn_method(self, *args, **kwargs)
 
         mod.trn = trn  # type: ignore[attr-defined]
