@@ -507,6 +507,8 @@ def _pad_pairs(padding: Sequence[int], nd: int, x: torch.Tensor, mode: str) -> l
     pads = [int(p) for p in padding]
     if len(pads) != 2 * nd or x.dim() not in (nd + 1, nd + 2):
         return None
+    if any(n == 0 for n in x.shape[x.dim() - nd - 1:]):  # only a batch dim may be empty (torch raises)
+        return None
     pairs = [(x.dim() - 1 - k, pads[2 * k], pads[2 * k + 1]) for k in range(nd)]
     for d, lp, rp in pairs:
         n = x.shape[d]
@@ -571,7 +573,14 @@ def _pad(self: torch.Tensor, padding: Sequence[int], nd: int, mode: str) -> Any:
 
 
 def _pad_backward(grad_output: torch.Tensor, self: torch.Tensor, padding: Sequence[int], nd: int, mode: str) -> Any:
-    """Fold the borders of ``grad_output`` back onto the input, one padded dim at a time (first dim first)."""
+    """Fold the borders of ``grad_output`` back onto the input, one padded dim at a time (first dim first).
+
+    complex64 folds its real and imaginary planes apart."""
+    if U.is_trn(grad_output) and grad_output.dtype == torch.complex64 and not grad_output.is_conj():
+        planes = torch.view_as_real(grad_output)
+        re = _pad_backward(planes[..., 0], self, padding, nd, mode)
+        im = _pad_backward(planes[..., 1], self, padding, nd, mode)
+        return re if re is NotImplemented else torch.complex(re, im)
     if not U.is_trn(grad_output) or grad_output.dtype != torch.float32:
         return decline("grad not float32 on trn (bf16: the CPU accumulates the borders in bf16)")
     pairs = _pad_pairs(padding, nd, self, mode)
@@ -617,4 +626,4 @@ for _nd in (1, 2, 3):
         _bwd.__name__ = f"{_name}_pad{_nd}d_backward"
         _bwd.__doc__ = f"``aten::{_name}_pad{_nd}d_backward``: borders folded onto the centre (adds)."
         lowering(f"aten::{_name}_pad{_nd}d", dtypes=_PAD_DTYPES)(_fwd)
-        lowering(f"aten::{_name}_pad{_nd}d_backward", dtypes=(torch.float32,))(_bwd)
+        lowering(f"aten::{_name}_pad{_nd}d_backward", dtypes=(torch.float32, torch.complex64))(_bwd)

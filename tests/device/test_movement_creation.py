@@ -246,3 +246,36 @@ def test_profile_move_kernel():
     assert prof.engines["dma"].instructions >= 2
     assert 0.0 < prof.mbu <= 1.0
     assert torch.equal(out.cpu(), x.cpu().flip(1, 2))
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+@pytest.mark.parametrize("mode", ["reflect", "replicate"])
+def test_pad_empty_non_batch_dim_raises_torchs_error(nd, mode):
+    """Only the batch dim may be empty: the CPU raises for an empty channel dim, and so does trn (it declined)."""
+    pad = {"reflect": [torch.nn.ReflectionPad1d, torch.nn.ReflectionPad2d, torch.nn.ReflectionPad3d],
+           "replicate": [torch.nn.ReplicationPad1d, torch.nn.ReplicationPad2d, torch.nn.ReplicationPad3d]}[mode][nd - 1](2)
+    bad = torch.randn(3, 0, *([10] * nd))
+    with pytest.raises(RuntimeError, match=f"{nd + 1}D or {nd + 2}D") as cpu:
+        pad(bad)
+    with pytest.raises(RuntimeError, match=f"{nd + 1}D or {nd + 2}D") as trn:
+        pad(bad.to("trn"))
+    assert str(cpu.value)[:60] in str(trn.value)
+    ok = torch.randn(0, 3, *([10] * nd))  # an empty batch is fine
+    assert pad(ok.to("trn")).shape == pad(ok).shape
+
+
+@pytest.mark.parametrize("mod,shape", [(torch.nn.ReflectionPad1d(2), (2, 3, 10)),
+                                       (torch.nn.ReflectionPad2d((1, 2, 3, 1)), (2, 3, 5, 6)),
+                                       (torch.nn.ReplicationPad3d(1), (0, 2, 3, 4, 5)),
+                                       (torch.nn.ReplicationPad1d((3, -1)), (2, 4))])
+def test_pad_backward_complex64_natively(mod, shape):
+    x = torch.randn(shape, dtype=torch.complex64, requires_grad=True)
+    xt = x.detach().to("trn").requires_grad_()
+    y, yt = mod(x), mod(xt)
+    g = torch.randn(y.shape, dtype=torch.complex64)
+    trnlang.reset_fallback_stats()
+    y.backward(g)
+    yt.backward(g.to("trn"))
+    assert trnlang.fallback_stats() == {}
+    torch.testing.assert_close(yt.detach().cpu(), y.detach())
+    torch.testing.assert_close(xt.grad.cpu(), x.grad)
