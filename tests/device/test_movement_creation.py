@@ -252,8 +252,9 @@ def test_profile_move_kernel():
 @pytest.mark.parametrize("mode", ["reflect", "replicate"])
 def test_pad_empty_non_batch_dim_raises_torchs_error(nd, mode):
     """Only the batch dim may be empty: the CPU raises for an empty channel dim, and so does trn (it declined)."""
-    pad = {"reflect": [torch.nn.ReflectionPad1d, torch.nn.ReflectionPad2d, torch.nn.ReflectionPad3d],
-           "replicate": [torch.nn.ReplicationPad1d, torch.nn.ReplicationPad2d, torch.nn.ReplicationPad3d]}[mode][nd - 1](2)
+    pads = {"reflect": [torch.nn.ReflectionPad1d, torch.nn.ReflectionPad2d, torch.nn.ReflectionPad3d],
+            "replicate": [torch.nn.ReplicationPad1d, torch.nn.ReplicationPad2d, torch.nn.ReplicationPad3d]}
+    pad = pads[mode][nd - 1](2)
     bad = torch.randn(3, 0, *([10] * nd))
     with pytest.raises(RuntimeError, match=f"{nd + 1}D or {nd + 2}D") as cpu:
         pad(bad)
