@@ -154,11 +154,11 @@ def _margin_rows(self: Any, target: Any, same_shape: bool) -> tuple[torch.Tensor
     if not (U.is_trn(self) and self.dtype == torch.float32 and not self.is_conj() and not self.is_neg()
             and U.is_trn(target) and target.dtype in (torch.int64, torch.int32)):
         return None
-    if self.dim() > 2 or self.numel() == 0:
-        return None
+    if self.dim() > 2 or (self.numel() == 0 and (self.dim() != 2 or self.shape[1] == 0)):
+        return None  # only an empty batch of a matrix is valid (torch raises for the others)
     x2 = self.reshape(-1, self.shape[-1]) if self.dim() else self.reshape(1, 1)
     n, c = x2.shape
-    if c > _MAX_CLASSES or n == 0:
+    if c > _MAX_CLASSES:
         return None
     if same_shape:
         if target.shape != self.shape:
@@ -181,9 +181,10 @@ def multi_margin_loss(self: torch.Tensor, target: torch.Tensor, p: Any = 1, marg
     if weight is not None and (not U.is_trn(weight) or weight.dtype != torch.float32 or weight.numel() != c):
         return decline("weight not a float32 trn tensor of the class count")
     loss = torch.empty((n, 1), dtype=torch.float32, device="trn")
-    bad = torch.empty((n, 1), dtype=torch.float32, device="trn")
-    multi_margin_fwd(x2, t2, weight.reshape(-1, 1) if weight is not None else None, loss, bad, _margin(int(p), False),
-                     float(margin))
+    bad = torch.zeros((n, 1), dtype=torch.float32, device="trn")
+    if n:  # an empty batch: no losses (their mean is NaN; the CPU leaves that result unset)
+        multi_margin_fwd(x2, t2, weight.reshape(-1, 1) if weight is not None else None, loss, bad,
+                         _margin(int(p), False), float(margin))
     if bad.sum().item() > 0:
         return decline("a target out of range: torch raises")  # the CPU raises torch's target-out-of-range error
     if reduction == _NONE:
@@ -206,9 +207,11 @@ def multi_margin_loss_backward(grad_output: torch.Tensor, self: torch.Tensor, ta
     go_scalar = reduction != _NONE or grad_output.dim() == 0
     if go_scalar and grad_output.numel() != 1 or not go_scalar and grad_output.numel() != n:
         return decline("grad_output of the wrong size")
+    out = torch.empty((n, c), dtype=self.dtype, device="trn")
+    if n == 0:
+        return out.view(self.shape)
     g = 1.0 / (n * c) if reduction == _MEAN else 1.0 / c
     g = float(torch.tensor(g, dtype=torch.float32))  # torch rounds g to the input dtype first
-    out = torch.empty((n, c), dtype=self.dtype, device="trn")
     bad = torch.empty((n, 1), dtype=torch.float32, device="trn")
     go = grad_output.reshape(1, 1) if go_scalar else grad_output.reshape(n, 1)
     wv = weight.reshape(-1, 1) if weight is not None else None
@@ -228,6 +231,8 @@ def _multilabel(self: Any, target: Any, reduction: int, grad_output: Any = None)
     is_t = torch.empty((n, c), dtype=self.dtype, device="trn")
     bad = torch.empty((n, 1), dtype=torch.float32, device="trn")
     gin = torch.empty((n, c), dtype=torch.float32, device="trn") if grad_output is not None else None
+    if n == 0:  # an empty batch
+        return loss, is_t, gin
     g = 1.0 / (n * c) if reduction == _MEAN else 1.0 / c
     multilabel_margin(x2, t2, loss, is_t, gin, bad, float(torch.tensor(g, dtype=torch.float32)))
     if bad.sum().item() > 0:

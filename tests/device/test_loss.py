@@ -218,3 +218,26 @@ def test_ctc_loss_tensor_lengths_zero_infinity_and_many_rows():
     il, tl_ = torch.full((130,), 6), torch.randint(0, 5, (130,), generator=g)
     il[0], tl_[0] = 2, 4  # impossible alignment: an infinite loss, zeroed
     _compare(lambda x, t, a, b: F.ctc_loss(x, t, a, b, zero_infinity=True), lp, torch.float32, (tgt, il, tl_))
+
+
+@pytest.mark.parametrize("multilabel", [False, True])
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+def test_margin_losses_of_an_empty_batch(multilabel, reduction, monkeypatch):
+    """An empty batch of a [0, C] input is valid: no losses, an empty gradient, natively (the CPU's sum and mean
+    of it are uninitialised memory; trn gives 0 and NaN). Other empty shapes raise torch's error."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    mod = (torch.nn.MultiLabelMarginLoss if multilabel else torch.nn.MultiMarginLoss)(reduction=reduction)
+    x = torch.randn(0, 10, device="trn", requires_grad=True)
+    y = torch.ones(0, 10, dtype=torch.long) if multilabel else torch.ones(0, dtype=torch.long)
+    out = mod(x, y.to("trn"))
+    out.sum().backward()
+    assert x.grad.shape == (0, 10)
+    if reduction == "none":
+        assert out.shape == (0,)
+    else:
+        assert out.shape == () and (out.item() == 0.0 if reduction == "sum" else out.isnan().item())
+    for bad_x, bad_y in [(torch.randn(0), torch.ones(10, dtype=torch.long)),
+                         (torch.randn(10, 0), torch.ones(10, 0, dtype=torch.long) if multilabel
+                          else torch.ones(10, dtype=torch.long))]:
+        with pytest.raises(RuntimeError, match="Expected non-empty vector or matrix"):
+            mod(bad_x.to("trn"), bad_y.to("trn"))
