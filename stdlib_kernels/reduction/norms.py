@@ -33,14 +33,14 @@ def vector_norm(self: torch.Tensor, ord: Any = 2, dim: Sequence[int] | None = No
     o = float(ord)
     if math.isnan(o):
         return decline("ord is NaN")
-    if self.numel() == 0 and o < 0:  # torch raises unless the reduced dims are non-empty (an empty result)
+    if self.numel() == 0 and (o < 0 or o == math.inf):  # no identity: torch raises unless no dim reduced is empty
         try:
             meta = torch.linalg.vector_norm(torch.empty(self.shape, dtype=self.dtype, device="meta"), ord, dim,
                                             keepdim, dtype=dtype)
         except RuntimeError:
             meta = None
         if meta is None or meta.numel() != 0:
-            return decline("a negative ord over an empty input: torch raises")
+            return decline("a negative or infinite ord over an empty dim: torch raises")
         return torch.empty(meta.shape, dtype=meta.dtype, device="trn")
     if o == math.inf:
         return R._simple(self, dim, keepdim, odt, R._MAX, pre=R._ABS)

@@ -447,11 +447,12 @@ def test_slogdet_into_outs(monkeypatch, dtype):
 
 @pytest.mark.parametrize("ord", [-1, -0.5, float("-inf"), 0, 2, float("inf")])
 @pytest.mark.parametrize("dim", [None, 0, 1, (0, 1)])
-def test_vector_norm_of_empty_inputs(monkeypatch, ord, dim):
+@pytest.mark.parametrize("shape", [(0, 3), (0, 0), (2, 0, 3)])
+def test_vector_norm_of_empty_inputs(monkeypatch, ord, dim, shape):
     """A negative (or infinite) ord over an empty input: torch's error when a reduced dim is empty, else its empty
     result, natively (upstream test_norm_vector_degenerate_shapes)."""
     monkeypatch.setenv("TRN_FALLBACK", "error")
-    x = torch.empty(0, 3)
+    x = torch.empty(shape)
     try:
         want = torch.linalg.vector_norm(x, ord=ord, dim=dim)
     except RuntimeError:
