@@ -473,6 +473,8 @@ def linalg_eigh(A: torch.Tensor, UPLO: str = "L", compute_v: bool = True) -> Any
     >>> torch.linalg.eigvalsh(torch.tensor([[2.0, 1.0], [1.0, 2.0]], device="trn")).cpu()
     tensor([1.0000, 3.0000])
     """
+    if isinstance(UPLO, str) and UPLO in ("l", "u"):
+        UPLO = UPLO.upper()  # torch takes either case
     if CE.is_complex64(A) and not compute_v and A.dim() >= 2 and A.shape[-1] == A.shape[-2] and A.numel() \
             and UPLO in ("L", "U"):  # eigenvalues only
         return CE.eigvalsh(A, UPLO == "L"), torch.empty((0,), dtype=A.dtype, device="trn")  # vectors: A's dtype

@@ -479,3 +479,15 @@ def test_linalg_out_resize_warns_and_takes_complex(monkeypatch, dtype):
         torch.cholesky_inverse(low.to("trn"), out=out)
     assert len(w) == 1 and "was resized" in str(w[0].message)
     torch.testing.assert_close(out.cpu(), torch.cholesky_inverse(low), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64])
+def test_eigh_takes_lowercase_uplo(monkeypatch, dtype):
+    """torch takes UPLO in either case ("l"/"u"); trn declined the lowercase ones (upstream test_eigh_lower_uplo)."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    a = torch.randn(3, 2, 2, generator=torch.Generator().manual_seed(4)).to(dtype)  # not symmetric: UPLO matters
+    for uplo in ("l", "u"):
+        w, v = torch.linalg.eigh(a.to("trn"), UPLO=uplo)
+        ww, vv = torch.linalg.eigh(a, UPLO=uplo)
+        torch.testing.assert_close(w.cpu(), ww, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(v.cpu().abs(), vv.abs(), atol=1e-5, rtol=1e-5)
