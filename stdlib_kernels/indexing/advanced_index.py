@@ -175,11 +175,11 @@ def _warn_uint8(indices: Sequence[Any]) -> None:
                             "instead.")
 
 
-def _index_many(self: torch.Tensor, indices: Sequence[Any]) -> torch.Tensor | None:
-    """``self[indices]`` with more than three indexed dims: the indexed dims (moved to the front when not adjacent,
-    as torch orders the result) merged into one, indexed by the row-major linear index of the broadcast indices
-    (native int64 arithmetic after one bounds check on the device; an out-of-range index raises torch's
-    IndexError). None: not such a call."""
+def _linear_index(self: torch.Tensor, indices: Sequence[Any]) -> Any:
+    """More than three indexed dims as one: ``(x, first, sizes, lin)`` with ``x`` a view of ``self`` whose indexed
+    dims (moved to the front when not adjacent, as torch orders the result) start at ``first``, and ``lin`` their
+    row-major linear index over ``sizes`` (native int64 arithmetic after one bounds check on the device; an
+    out-of-range index raises torch's IndexError). None: not such a call."""
     x, inds = _merge_masks(self, indices)
     idx = _expand_indices(x, inds)
     if idx is None or len(idx) > x.dim():
@@ -213,8 +213,41 @@ def _index_many(self: torch.Tensor, indices: Sequence[Any]) -> torch.Tensor | No
     for t, n in zip(ts, sizes):
         t = torch.where(t < 0, t + n, t)
         lin = t if lin is None else lin * n + t
-    xv = x.reshape(*x.shape[:dims[0]], U.prod(sizes), *x.shape[dims[-1] + 1:])
-    return xv[(slice(None),) * dims[0] + (lin,)]
+    return x, dims[0], sizes, lin
+
+
+def _merged(x: torch.Tensor, first: int, sizes: Sequence[int]) -> list[int]:
+    return [*x.shape[:first], U.prod(sizes), *x.shape[first + len(sizes):]]
+
+
+def _index_many(self: torch.Tensor, indices: Sequence[Any]) -> torch.Tensor | None:
+    """``self[indices]`` with more than three indexed dims, through :func:`_linear_index`. None: not such a call."""
+    r = _linear_index(self, indices)
+    if r is None:
+        return None
+    x, first, sizes, lin = r
+    return x.reshape(_merged(x, first, sizes))[(slice(None),) * first + (lin,)]
+
+
+def _index_put_many(self: torch.Tensor, indices: Sequence[Any], values: torch.Tensor, accumulate: bool) -> Any:
+    """In-place ``self[indices] = values`` with more than three indexed dims, through :func:`_linear_index`: on a
+    view merging them, or (when ``self``'s layout cannot merge them) on a contiguous copy written back. None: not
+    such a call."""
+    r = _linear_index(self, indices)
+    if r is None:
+        return None
+    x, first, sizes, lin = r
+    shape = _merged(x, first, sizes)
+    try:
+        work, copy = x.view(shape), False
+    except RuntimeError:
+        work, copy = x.contiguous().view(shape), True
+    res = work.index_put_((None,) * first + (lin,), values, accumulate)  # type: ignore[arg-type]
+    if res is NotImplemented:
+        return res
+    if copy:
+        x.copy_(work.view(x.shape))
+    return self
 
 
 @lowering("aten::index.Tensor")
@@ -275,6 +308,9 @@ def _index_put(self: torch.Tensor, indices: Sequence[Any], values: torch.Tensor,
     plan = _plan(target, indices)
     if isinstance(plan, str) and plan.startswith("2^30") and _leading_indices(self, indices):
         return _index_put_rows_in_chunks(self, indices, values, accumulate)
+    if isinstance(plan, str) and plan.startswith("no index tensor"):
+        many = _index_put_many(self, indices, values, accumulate)
+        return decline(plan) if many is None else many
     if isinstance(plan, str):
         return decline(plan)
     dense = plan[7][:-1] if self.is_complex() else plan[7]

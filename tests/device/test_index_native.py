@@ -116,3 +116,32 @@ def test_out_of_range_names_the_indexed_dim(key):
     def fn(d):
         return torch.zeros(3, 4, 5, device=d)[tuple(_t(k, d) if isinstance(k, list) else k for k in key)]
     _same_as_cpu(fn)
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_index_put_over_more_than_three_dims(monkeypatch, accumulate):
+    """``x[mask] = v`` with a 4-D mask over a view whose dims do not merge (a diagonal: upstream
+    test_linalg_solve_triangular_broadcasting), 4-D integer indices, and non-adjacent ones: natively, through one
+    linear index (a view merging the dims, or a contiguous copy written back)."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    base = torch.randn(2, 1, 3, 4, 4, generator=torch.Generator().manual_seed(5))
+    a, at = base.clone(), base.to("trn")
+    d, dt = a.diagonal(0, -2, -1), at.diagonal(0, -2, -1)
+    m = d.abs() < 0.5
+    d.index_put_((m,), torch.tensor(7.0), accumulate)
+    dt.index_put_((m.to("trn"),), torch.tensor(7.0, device="trn"), accumulate)
+    assert torch.equal(at.cpu(), a)
+    g = torch.Generator().manual_seed(6)
+    idx = [torch.randint(0, n, (6,), generator=g) for n in base.shape]
+    for ii in [tuple(idx[:4]), (idx[0], idx[1], idx[2], slice(None), idx[4])]:
+        v = torch.randn(base[ii].shape, generator=g)
+        a, at = base.clone(), base.to("trn")
+        a.index_put_(ii, v, accumulate) if all(isinstance(i, torch.Tensor) for i in ii) else a.__setitem__(ii, v)
+        tii = tuple(i.to("trn") if isinstance(i, torch.Tensor) else i for i in ii)
+        if all(isinstance(i, torch.Tensor) for i in ii):
+            at.index_put_(tii, v.to("trn"), accumulate)
+        else:
+            at[tii] = v.to("trn")
+        torch.testing.assert_close(at.cpu(), a, atol=1e-6, rtol=0)
+    with pytest.raises(IndexError, match="out of bounds for dimension 2 with size 3"):
+        at.index_put_((idx[0], idx[1], torch.tensor([3]).to("trn"), idx[3]), torch.tensor(1.0, device="trn"))
