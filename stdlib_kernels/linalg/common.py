@@ -51,8 +51,9 @@ def empty(shape: Any) -> torch.Tensor:
 
 def into_out(res: torch.Tensor, out: torch.Tensor | None) -> Any:
     """A lowering's result ``res``, or, with ``out=``, ``res`` copied into ``out`` (resized to its shape first)
-    and ``out`` returned, with torch's warning when a non-empty ``out`` is resized; NotImplemented (declined) for an
-    ``out`` that is not a ``trn`` tensor of ``res``'s dtype (torch raises).
+    and ``out`` returned, with torch's warning when a non-empty ``out`` is resized; an ``out`` of another dtype
+    takes the result cast, as torch's linalg ops, when the cast is safe; NotImplemented (declined) for an ``out``
+    that is not a ``trn`` tensor or not safely castable to (torch raises).
 
     Example:
         >>> out = torch.empty(0, device="trn")
@@ -61,8 +62,8 @@ def into_out(res: torch.Tensor, out: torch.Tensor | None) -> Any:
     """
     if out is None:
         return res
-    if not U.is_trn(out) or out.dtype != res.dtype:
-        return decline("out= not a trn tensor of the result's dtype")
+    if not U.is_trn(out) or not torch.can_cast(res.dtype, out.dtype):
+        return decline("out= not a trn tensor the result is safely castable to")
     U.resize_out(out, res.shape)
     out.copy_(res)
     return out

@@ -132,3 +132,22 @@ def test_make_tensor_bool_runs_natively(monkeypatch):
     x = torch.zeros(4, 6, dtype=torch.bool, device="trn")
     x[:, ::2].random_(0, 2)
     assert not x[:, 1::2].cpu().any()  # only the view was written
+
+
+@pytest.mark.parametrize("policy", ["error", "f64only", "warn"])
+def test_out_of_a_dtype_the_result_cannot_cast_to_raises_the_ops_own_error(monkeypatch, policy):
+    """An out= the result cannot be cast into: torch's error in the op's own words (linalg ops say "safely
+    castable", TensorIterator ops "can't be cast"), under every fallback policy; a castable out= still works."""
+    monkeypatch.setenv("TRN_FALLBACK", policy)
+    a = torch.randn(3, 3, generator=torch.Generator().manual_seed(7))
+    low = torch.linalg.cholesky(a @ a.T + 3 * torch.eye(3))
+    for fn in (lambda o: torch.cholesky_inverse(low.to(o.device), out=o),
+               lambda o: torch.add(low.to(o.device), 1.0, out=o)):
+        with pytest.raises(RuntimeError) as cpu:
+            fn(torch.empty(3, 3, dtype=torch.int32))
+        with pytest.raises(RuntimeError) as trn:
+            fn(torch.empty(3, 3, dtype=torch.int32, device="trn"))
+        assert str(trn.value) == str(cpu.value)
+    o = torch.empty(3, 3, dtype=torch.complex64, device="trn")
+    torch.cholesky_inverse(low.to("trn"), out=o)
+    torch.testing.assert_close(o.cpu(), torch.cholesky_inverse(low).to(torch.complex64), atol=1e-4, rtol=1e-4)
