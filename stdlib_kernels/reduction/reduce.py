@@ -484,6 +484,8 @@ def _sum(self: Any, dim: Any, keepdim: bool, dtype: torch.dtype | None) -> Any:
         return _simple(self, dim, keepdim, torch.int64 if dtype is None else dtype, _SUM, empty_value=0, ints=True)
     if self.dtype in _SUM_INTS and dtype in (*U.FLOAT_DTYPES, *_SMALL_INTS, torch.int32):
         return _sum_as(self, dim, keepdim, dtype)
+    if dtype == torch.complex64 and (self.dtype in _SUM_INTS or self.dtype in U.FLOAT_DTYPES):
+        return _sum(self.to(torch.complex64), dim, keepdim, None)  # torch converts the input to dtype= first
     odt = _float_out(self, dtype)
     if odt is None or self.dtype not in U.FLOAT_DTYPES:
         return decline("not a float input, or an unsupported dtype=")

@@ -117,3 +117,20 @@ def test_complex64_mean_spreads_inf_and_nan_like_cpu():
         assert str(got) == str(want)  # signs of zeros and NaN placement too
     z = torch.tensor([[1 + 1j, complex(inf, 2)], [2 - 1j, 3j]], dtype=torch.complex64)
     torch.testing.assert_close(z.to("trn").mean(1).cpu(), z.mean(1), equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.int32, torch.int64, torch.float32, torch.bfloat16])
+def test_sum_into_complex64_dtype(monkeypatch, dtype):
+    """sum(x, dtype=torch.complex64) of a real tensor converts it first, as torch does, natively (linalg.matrix_rank
+    sums its bool mask into a complex out=: upstream test_matrix_rank_out_errors_and_warnings complex64)."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    x = (torch.randn(3, 5, generator=torch.Generator().manual_seed(8)) * 3).to(dtype)
+    for dim in (1, None):
+        want = torch.sum(x, dtype=torch.complex64) if dim is None else torch.sum(x, dim, dtype=torch.complex64)
+        got = torch.sum(x.to("trn"), dtype=torch.complex64) if dim is None else \
+            torch.sum(x.to("trn"), dim, dtype=torch.complex64)
+        assert got.dtype == torch.complex64
+        torch.testing.assert_close(got.cpu(), want, atol=1e-4, rtol=1e-4)
+    out = torch.empty(0, dtype=torch.complex64, device="trn")
+    torch.sum(x.to("trn"), 1, dtype=torch.complex64, out=out)
+    torch.testing.assert_close(out.cpu(), torch.sum(x, 1, dtype=torch.complex64), atol=1e-4, rtol=1e-4)
