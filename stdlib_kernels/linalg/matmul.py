@@ -330,7 +330,7 @@ def _cols_part(a: torch.Tensor, b: torch.Tensor, bview: torch.Tensor | None, out
 def addmv(self: torch.Tensor, mat: torch.Tensor, vec: torch.Tensor, *, beta: Any = 1, alpha: Any = 1,
           out: torch.Tensor | None = None) -> Any:
     """``beta * self + alpha * (mat @ vec)`` (``torch.mv`` lands here): the vector is a one-column matrix."""
-    a, b = _scalar(alpha), _scalar(beta)
+    a, b = _scalar(alpha, mat), _scalar(beta, mat)
     if a is None or b is None:
         return decline(_NOT_REAL)
     if mat.dim() != 2 or vec.dim() != 1:

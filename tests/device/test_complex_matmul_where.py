@@ -70,3 +70,19 @@ def test_where_complex_with_numbers_and_real_tensors(monkeypatch):
         tb = b.to("trn") if isinstance(b, torch.Tensor) else b
         exp, got = torch.where(c, a, b), torch.where(c.to("trn"), ta, tb).cpu()
         assert got.dtype == exp.dtype and torch.equal(got, exp), (a, b)
+
+
+@pytest.mark.parametrize("alpha,beta", [(2 + 1j, 0.5 - 2j), (1j, 0), (1, 0j), (0j, 1 + 1j)])
+def test_addmv_takes_complex_coefficients(monkeypatch, alpha, beta):
+    """addmv of complex64 takes complex alpha/beta natively, as addmm does (it declined them: upstream test_addmv,
+    test_blas_alpha_beta_empty complex64); beta == 0 ignores self, NaN included."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    g = torch.Generator().manual_seed(9)
+    m, v, s = (torch.randn(*sh, dtype=torch.complex64, generator=g) for sh in ((4, 3), (3,), (4,)))
+    if beta == 0:
+        s = torch.full((4,), complex("nan+nanj"), dtype=torch.complex64)
+    want = torch.addmv(s, m, v, alpha=alpha, beta=beta)
+    got = torch.addmv(s.to("trn"), m.to("trn"), v.to("trn"), alpha=alpha, beta=beta)
+    torch.testing.assert_close(got.cpu(), want, atol=1e-5, rtol=1e-5)
+    empty = torch.addmv(s[:0].to("trn"), m[:0].to("trn"), v.to("trn"), alpha=alpha, beta=beta)
+    assert empty.shape == (0,)
