@@ -496,3 +496,30 @@ def addbmm(self: torch.Tensor, batch1: torch.Tensor, batch2: torch.Tensor, *, be
         return out.mul_(b) if b != 1.0 else out
     batch_sum_matmul(batch1, batch2, bias, out, a, b)
     return out
+
+
+@lowering("aten::_compute_linear_combination", dtypes=_MM_DTYPES)
+def compute_linear_combination(input: torch.Tensor, coefficients: torch.Tensor, *,
+                               out: torch.Tensor | None = None) -> Any:
+    """``out[i] = sum_j coefficients[i, j] * input[j]`` (``matrix_exp``'s polynomial step) as one product
+    ``coefficients @ input[:n].reshape(n, -1)``, in ``input``'s dtype; with ``out=`` the result is *added* to ``out``,
+    as torch's kernel accumulates.
+
+    Example:
+        >>> x = torch.eye(2, device="trn").expand(3, 2, 2)                                 # doctest: +SKIP
+        >>> torch._compute_linear_combination(x, torch.ones(1, 3, device="trn")).cpu()      # doctest: +SKIP
+        tensor([[[3., 0.],
+                 [0., 3.]]])
+    """
+    if input.dim() < 1 or coefficients.dim() != 2 or coefficients.shape[1] > input.shape[0] \
+            or not U.is_trn(coefficients):
+        return decline("a 0-dim input (torch raises), or coefficients not [m, n] trn with n <= input.shape[0]")
+    if input.numel() == 0:
+        return decline("an empty input: torch raises")
+    m, n = coefficients.shape
+    shape = (m, *input.shape[1:])
+    if out is not None and (not U.is_trn(out) or out.dtype != input.dtype or tuple(out.shape) != shape):
+        return decline("out= not a trn tensor of input's dtype and the result's shape")
+    c = coefficients.to(input.dtype)
+    res = (c @ input[:n].reshape(n, -1)).reshape(shape)  # torch reads the first n summands
+    return res if out is None else out.add_(res)

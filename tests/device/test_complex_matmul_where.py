@@ -86,3 +86,26 @@ def test_addmv_takes_complex_coefficients(monkeypatch, alpha, beta):
     torch.testing.assert_close(got.cpu(), want, atol=1e-5, rtol=1e-5)
     empty = torch.addmv(s[:0].to("trn"), m[:0].to("trn"), v.to("trn"), alpha=alpha, beta=beta)
     assert empty.shape == (0,)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64])
+@pytest.mark.parametrize("cshape,dshape", [([1, 3], [2, 2]), ([5, 3], [30, 30]), ([3, 4], [3, 3, 3, 3]),
+                                           ([0, 3], [2]), ([2, 2], [2])])
+def test_compute_linear_combination(monkeypatch, dtype, cshape, dshape):
+    """matrix_exp's linear combination natively; out= accumulates into out, as torch's kernel (upstream
+    test_linalg_matrix_exp_utils)."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    g = torch.Generator().manual_seed(10)
+    c = torch.rand(*cshape, generator=g)
+    rows = cshape[1] + (1 if dshape == [2] and cshape == [2, 2] else 0)  # more input rows than summands
+    x = torch.rand(rows, *dshape, generator=g).to(dtype)
+    want = torch._compute_linear_combination(x, c)
+    got = torch._compute_linear_combination(x.to("trn"), c.to("trn"))
+    torch.testing.assert_close(got.cpu(), want, atol=1e-5, rtol=1e-5)
+    o = torch.ones(want.shape, dtype=dtype)
+    ot = o.to("trn")
+    torch._compute_linear_combination(x, c, out=o)
+    torch._compute_linear_combination(x.to("trn"), c.to("trn"), out=ot)
+    torch.testing.assert_close(ot.cpu(), o, atol=1e-5, rtol=1e-5)
+    with pytest.raises(RuntimeError, match="Empty tensor not supported"):
+        torch._compute_linear_combination(torch.rand([]).to("trn"), c.to("trn"))
