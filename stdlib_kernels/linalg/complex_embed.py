@@ -257,12 +257,44 @@ def svd(a: torch.Tensor, full: bool = False) -> tuple[torch.Tensor, torch.Tensor
     u2, s2, vh2 = torch.linalg.svd(embed(*_parts(a)), full_matrices=False)
     if not _distinct_pairs(s2):
         return None
-    u = _columns(u2, m)
-    v = _columns(vh2.mT, n)
+    u, svals, vh = _consistent(a, _columns(u2, m), _pairs_mean(s2), _adjoint(_columns(vh2.mT, n)))
+    v = _adjoint(vh)
     if full:  # the square unitary factors: the reduced ones completed
         u, v = (complete_basis(u) if m > u.shape[-1] else u), (complete_basis(v) if n > v.shape[-1] else v)
-    vr, vi = _parts(v)
-    return u, _pairs_mean(s2), torch.complex(vr.mT.contiguous(), (-vi.mT).contiguous())
+    return u, svals, _adjoint(v)
+
+
+def _adjoint(x: torch.Tensor) -> torch.Tensor:
+    xr, xi = _parts(x)
+    return torch.complex(xr.mT.contiguous(), (-xi.mT).contiguous())
+
+
+def _unitary(q: torch.Tensor, steps: int = 3) -> torch.Tensor:
+    """The nearest matrix with orthonormal columns to ``q`` (columns already nearly so): Newton-Schulz steps
+    ``q (3I - q^H q) / 2``, each squaring the departure from orthonormality (1e-4 -> 1e-8 -> round-off)."""
+    eye = torch.eye(q.shape[-1], dtype=q.dtype, device="trn")
+    for _ in range(steps):
+        q = q @ (eye * 1.5 - (q.mH @ q) * 0.5)
+    return q
+
+
+def _consistent(a: torch.Tensor, u: torch.Tensor, s: torch.Tensor, vh: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """An SVD whose factors agree with each other and with ``a`` to round-off. Close singular values of ``A`` (a
+    relative gap near 1e-3) make the embedding's vectors of neighbouring pairs mix at ``eps / gap``, so ``U`` read
+    off it is unitary to 1e-4 only and ``U S V^H`` misses ``A`` by as much (LAPACK's factors stay consistent). ``U``
+    is made unitary, then ``S V^H = U^H A`` read back row by row (norm, direction); rows of a zero singular value
+    keep the embedding's direction; ``V`` is made unitary and the values sorted descending again."""
+    u = _unitary(u)
+    b = u.mH @ a
+    sv = torch.linalg.vector_norm(b, dim=-1)
+    tiny = sv <= sv.amax(-1, keepdim=True) * 1e-6
+    rows = torch.where(tiny.unsqueeze(-1), vh, b / torch.where(tiny, 1.0, sv).unsqueeze(-1).to(b.dtype))
+    vh = _adjoint(_unitary(_adjoint(rows)))
+    sv = torch.where(tiny, s, sv)
+    order = torch.sort(sv, dim=-1, descending=True, stable=True).indices
+    return (torch.take_along_dim(u, order.unsqueeze(-2), -1), torch.take_along_dim(sv, order, -1),
+            torch.take_along_dim(vh, order.unsqueeze(-1), -2))
 
 
 def complete_basis(q: torch.Tensor) -> torch.Tensor:

@@ -522,6 +522,36 @@ def _c_lstsq(a3: torch.Tensor, b3: torch.Tensor) -> torch.Tensor:
     return torch.matmul(q, torch.linalg.solve_triangular(r.mH.resolve_conj(), b3, upper=False))
 
 
+def _empty_lstsq(a: torch.Tensor, bm: torch.Tensor, batch: tuple[int, ...], drv: str, vector: bool,
+                 rcond: float | None) -> Any:
+    """``lstsq`` with nothing to solve (an empty batch, or ``m``, ``n`` or ``k`` zero), with the CPU's outputs: a
+    zero solution; residuals ``[*batch, k]`` when ``m > n`` (except gelsy): ``|b|^2`` per column (``x = 0``), zeros
+    from gels; rank 0 (none from gels); gelsd/gelss's singular values ``[*batch, min(m, n)]``. A non-empty ``A``
+    with no right-hand side under gelsd/gelss (the CPU's LAPACK call rejects it, then crashes the process on the
+    next such call) gets A's singular values and the rank they give."""
+    m, n, k = a.shape[-2], a.shape[-1], bm.shape[-1]
+    if min(m, n) > 0 and U.prod(batch) > 0 and drv in ("gelsd", "gelss"):
+        sv = torch.linalg.svdvals(a.expand(*batch, m, n))
+        rc = rcond if rcond is not None and rcond > 0 else torch.finfo(torch.float32).eps * max(m, n)
+        rank = (sv > rc * sv[..., :1]).sum(-1)
+        return torch.zeros((*batch, n, 0), dtype=a.dtype, device="trn").squeeze(-1) if vector else \
+            torch.zeros((*batch, n, 0), dtype=a.dtype, device="trn"), \
+            torch.empty((*batch, 0) if m > n else (0,), device="trn"), rank, sv
+    dt = a.dtype
+    x = torch.zeros((*batch, n, k), dtype=dt, device="trn")
+    real = torch.float32
+    res = torch.empty((0,), dtype=real, device="trn")
+    if m > n and drv != "gelsy":
+        b3 = bm.expand(*batch, m, k)
+        res = torch.zeros((*batch, k), dtype=real, device="trn") if drv == "gels" else \
+            (b3.abs().square().sum(-2) if k else torch.empty((*batch, 0), dtype=real, device="trn"))
+    rank = torch.empty((0,), dtype=torch.int64, device="trn") if drv == "gels" else \
+        torch.zeros(batch, dtype=torch.int64, device="trn")
+    sv = torch.empty((*batch, min(m, n)), dtype=real, device="trn") if drv in ("gelsd", "gelss") else \
+        torch.empty((0,), dtype=real, device="trn")
+    return (x.squeeze(-1) if vector else x), res, rank, sv
+
+
 @lowering("aten::linalg_lstsq", dtypes=(torch.float32, torch.complex64))
 def linalg_lstsq(self: torch.Tensor, b: torch.Tensor, rcond: float | None = None, *,
                  driver: str | None = None) -> Any:
@@ -536,16 +566,19 @@ def linalg_lstsq(self: torch.Tensor, b: torch.Tensor, rcond: float | None = None
     vector = b.dim() == self.dim() - 1
     bm = b.unsqueeze(-1) if vector else b
     m, n, k = self.shape[-2], self.shape[-1], bm.shape[-1]
-    if bm.shape[-2] != m or min(m, n, k) == 0 or not _svd_ok(torch.view_as_real(self)[..., 0] if cplx else self):
-        return decline("b's rows do not match, an empty side, or beyond the SVD size limits")
+    if bm.shape[-2] != m:
+        return decline("b's rows do not match A's: torch raises")
     try:
         batch = tuple(torch.broadcast_shapes(self.shape[:-2], bm.shape[:-2]))
     except RuntimeError:
         return decline("batch dims do not broadcast: torch raises")
     nb = U.prod(batch)
-    if nb == 0 or (rcond is not None and rcond < 0):
-        return decline("an empty batch or a negative rcond")
-    rc = rcond if rcond is not None else torch.finfo(torch.float32).eps * max(m, n)
+    if nb == 0 or min(m, n, k) == 0:
+        return _empty_lstsq(self, bm, batch, drv, vector, rcond)
+    if not _svd_ok(torch.view_as_real(self)[..., 0] if cplx else self):
+        return decline("beyond the SVD size limits")
+    eps = torch.finfo(torch.float32).eps  # a negative rcond means machine precision to LAPACK's drivers
+    rc = eps * max(m, n) if rcond is None else (eps if rcond < 0 else rcond)
     a3 = C.flat(self.expand(*batch, m, n))
     if cplx:  # singular values for the rank decision, the solution from QR (gels), as the CPU's drivers agree
         finite = bool(torch.isfinite(torch.view_as_real(a3)).all())

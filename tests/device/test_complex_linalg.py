@@ -1,6 +1,7 @@
 """complex64 inverse, Hermitian eigenvalues and singular values through the real embedding [[X, -Y], [Y, X]]
 (stdlib_kernels/linalg/complex_embed.py): native, and within float32 round-off of the CPU's LAPACK."""
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -183,3 +184,27 @@ def test_repeated_eigenvalues_go_to_the_cpu():
     w, v = torch.linalg.eigh(h.to("trn"))
     assert "aten::_linalg_eigh" in trnlang.fallback_stats()
     torch.testing.assert_close(w.cpu(), torch.linalg.eigh(h)[0])
+
+
+@pytest.mark.parametrize("shape,gap", [((2, 2), 8e-4), ((5, 3), 2e-3), ((3, 6), 1e-3), ((4, 4, 4), 5e-3)])
+def test_svd_with_close_singular_values_stays_consistent(monkeypatch, shape, gap):
+    """Singular values a relative 1e-3 apart mix the embedding's vectors at eps / gap: U was unitary to 1e-4 and
+    U S V^H missed A (and pinv / lstsq against it, upstream test_linalg_lstsq_batch_broadcasting) by as much. The
+    factors are made consistent: unitary and reconstructing A to round-off, as LAPACK's."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    g = torch.Generator().manual_seed(11)
+    *batch, m, n = shape
+    k = min(m, n)
+    qa, _ = torch.linalg.qr(torch.randn(*batch, m, k, dtype=torch.complex128, generator=g))
+    qb, _ = torch.linalg.qr(torch.randn(*batch, n, k, dtype=torch.complex128, generator=g))
+    s = 1.0 - gap * torch.arange(k, dtype=torch.float64)
+    a = ((qa * s.to(qa.dtype)) @ qb.mH).to(torch.complex64)
+    u, sv, vh = torch.linalg.svd(a.to("trn"), full_matrices=False)
+    u, sv, vh = u.cpu(), sv.cpu(), vh.cpu()
+    eye = torch.eye(k, dtype=torch.complex64)
+    assert (u.mH @ u - eye).abs().max() < 1e-6 and (vh @ vh.mH - eye).abs().max() < 1e-6
+    assert ((u * sv.to(u.dtype).unsqueeze(-2)) @ vh - a).abs().max() < 1e-6
+    torch.testing.assert_close(sv, torch.linalg.svdvals(a), atol=1e-6, rtol=1e-6)
+    ref = torch.linalg.pinv(a.to(torch.complex128))
+    monkeypatch.setenv("TRN_FALLBACK", "f64only")  # pinv's composite compares in float64 (0-dim tolerances)
+    assert (torch.linalg.pinv(a.to("trn")).cpu().to(ref.dtype) - ref).abs().max() < 1e-5

@@ -492,3 +492,30 @@ def test_eigh_takes_lowercase_uplo(monkeypatch, dtype):
         ww, vv = torch.linalg.eigh(a, UPLO=uplo)
         torch.testing.assert_close(w.cpu(), ww, atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(v.cpu().abs(), vv.abs(), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64])
+def test_lstsq_of_empty_systems_and_negative_rcond(monkeypatch, dtype):
+    """Empty batches and empty sides solve natively with the CPU's outputs for every driver (a zero solution,
+    residuals |b|^2 or gels's zeros, rank 0); a negative rcond means machine precision, as LAPACK's drivers read it
+    (upstream test_linalg_lstsq_input_checks, test_linalg_lstsq)."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    g = torch.Generator().manual_seed(12)
+    cases = [((0, 0, 3, 3), (0, 0, 3, 2)), ((2, 2, 0, 0), (2, 2, 0, 0)), ((2, 2, 3, 0), (2, 2, 3, 0)),
+             ((2, 2, 3, 0), (2, 2, 3, 2)), ((2, 2, 0, 3), (2, 2, 0, 3)), ((3, 2), (3, 0)), ((0, 3, 2), (0, 3))]
+    for sa, sb in cases:
+        a, b = torch.rand(sa, generator=g).to(dtype), torch.rand(sb, generator=g).to(dtype)
+        for drv in ("gels", "gelsy", "gelsd", "gelss"):
+            if sb[-1] == 0 and len(sb) == len(sa) and min(sa[-2:]) > 0 and drv in ("gelsd", "gelss"):
+                continue  # the CPU's LAPACK call rejects it (and crashes on the next one)
+            want = torch.linalg.lstsq(a, b, driver=drv)
+            got = torch.linalg.lstsq(a.to("trn"), b.to("trn"), driver=drv)
+            for w, t in zip(want, got):
+                assert w.shape == t.shape and w.dtype == t.dtype, (sa, sb, drv)
+                torch.testing.assert_close(t.cpu(), w, atol=1e-5, rtol=1e-5)
+    a = torch.randn(5, 3, generator=g).to(dtype)
+    b = torch.randn(5, 2, generator=g).to(dtype)
+    got = torch.linalg.lstsq(a.to("trn"), b.to("trn"), rcond=-1.0, driver="gelsd")
+    want = torch.linalg.lstsq(a, b, rcond=-1.0, driver="gelsd")
+    torch.testing.assert_close(got.solution.cpu(), want.solution, atol=1e-4, rtol=1e-4)
+    assert torch.equal(got.rank.cpu(), want.rank)
