@@ -156,10 +156,27 @@ def _spmm(s: torch.Tensor, dense: torch.Tensor) -> torch.Tensor:
 
 @sparse_kernel("mm")
 def mm(self: torch.Tensor, mat2: torch.Tensor) -> torch.Tensor:
-    """sparse @ dense -> dense (sparse @ sparse is not lowered)."""
-    if not self.is_sparse or mat2.is_sparse:
-        raise NotImplementedError("trn: mm of sparse COO tensors supports sparse @ dense only")
-    return _spmm(self, mat2)
+    """sparse @ dense and dense @ sparse -> dense; sparse @ sparse -> sparse (:func:`sparse_sparse_matmul`)."""
+    if not self.is_sparse:  # dense @ sparse -> dense, as (mat2^T @ self^T)^T
+        if mat2.sparse_dim() != 2 or mat2.dense_dim() != 0:
+            raise RuntimeError(f"trn: dense @ sparse needs a 2-D sparse matrix, got {tuple(mat2.shape)} (dense dims "
+                               f"{mat2.dense_dim()})")
+        if self.dim() != 2 or self.shape[1] != mat2.shape[0]:
+            raise RuntimeError(f"mm: mat1 and mat2 shapes cannot be multiplied ({self.shape[0]}x{self.shape[-1]} and "
+                               f"{mat2.shape[0]}x{mat2.shape[1]})")
+        st = _make(mat2._indices().flip(0), mat2._values(), [int(mat2.shape[1]), int(mat2.shape[0])])
+        return _spmm(st, self.t()).t().contiguous()
+    return sparse_sparse_matmul(self, mat2) if mat2.is_sparse else _spmm(self, mat2)
+
+
+@sparse_kernel("_sparse_sparse_matmul")
+def sparse_sparse_matmul(self: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+    """sparse @ sparse -> sparse COO (``torch.sparse.mm``): ``self`` times ``other`` densified, then its nonzeros
+    (coalesced; entries that cancel to exactly 0 are not stored, where the CPU may keep them)."""
+    if other.sparse_dim() != 2 or other.dense_dim() != 0:
+        raise RuntimeError(f"trn: sparse @ sparse needs 2-D sparse matrices, got {tuple(other.shape)} (dense dims "
+                           f"{other.dense_dim()})")
+    return _spmm(self, other.to_dense()).to_sparse()
 
 
 @sparse_kernel("addmm")

@@ -209,3 +209,23 @@ def test_sparse_times_sparse_and_sparse_plus_number():
             assert got.dtype == want.dtype and torch.equal(got.cpu().to_dense(), want.to_dense())
     with pytest.raises(RuntimeError, match="add\\(sparse, dense\\) is not supported"):
         torch.tensor([[0, 1.0]]).to_sparse().to("trn") + 2
+
+
+@pytest.mark.parametrize("m,k,n", [(4, 5, 3), (1, 7, 2), (6, 1, 6), (3, 0, 2)])
+def test_sparse_sparse_and_dense_sparse_products(monkeypatch, m, k, n):
+    """sparse @ sparse (torch.sparse.mm, @) -> sparse COO and dense @ sparse -> dense natively (they raised:
+    upstream test_pca_lowrank / test_svd_lowrank), against the CPU."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    g = torch.Generator().manual_seed(13)
+    a = torch.randn(m, k, generator=g).relu().to_sparse()
+    b = torch.randn(k, n, generator=g).relu().to_sparse()
+    d = torch.randn(n + 1, m, generator=g)
+    for got, want in [(torch.sparse.mm(a.to("trn"), b.to("trn")), torch.sparse.mm(a, b)),
+                      (a.to("trn") @ b.to("trn"), a @ b)]:
+        assert got.layout == torch.sparse_coo and got.is_coalesced() and got.device.type == "trn"
+        torch.testing.assert_close(got.to_dense().cpu(), want.to_dense())
+    got = torch.mm(d.to("trn"), a.to("trn"))
+    assert got.layout == torch.strided
+    torch.testing.assert_close(got.cpu(), torch.mm(d, a))
+    with pytest.raises(RuntimeError):
+        torch.mm(torch.randn(2, m + 1).to("trn"), a.to("trn"))
