@@ -186,15 +186,23 @@ def geqrf(self: torch.Tensor) -> Any:
 
 @lowering("aten::linalg_householder_product", dtypes=(torch.float32, torch.complex64))
 def linalg_householder_product(input: torch.Tensor, tau: torch.Tensor, *, out: torch.Tensor | None = None) -> Any:
-    """``torch.linalg.householder_product`` (``orgqr``): accumulates ``H_1 ... H_k`` on the Tensor engine."""
-    if CQ.ok(input) and U.is_trn(tau) and tau.dtype == torch.complex64 and not tau.is_conj() and out is None \
+    """``torch.linalg.householder_product`` (``orgqr``): accumulates ``H_1 ... H_k`` on the Tensor engine; ``out=``
+    as torch's linalg ops take it (resized with its warning, a safely castable dtype)."""
+    if out is not None and U.overlaps(out, input) or out is not None and U.overlaps(out, tau):
+        return decline("out= overlapping an operand")
+    res = _householder_product(input, tau)
+    return res if res is NotImplemented else C.into_out(res, out)
+
+
+def _householder_product(input: torch.Tensor, tau: torch.Tensor) -> Any:
+    if CQ.ok(input) and U.is_trn(tau) and tau.dtype == torch.complex64 and not tau.is_conj() \
             and input.shape[-2] >= input.shape[-1] >= tau.shape[-1] and tau.shape[:-1] == input.shape[:-2]:
         batch, (m, n) = tuple(input.shape[:-2]), input.shape[-2:]
         v3 = C.flat(input).contiguous()
         q = CQ.apply_q(v3, tau.reshape(v3.shape[0], tau.shape[-1]), CQ.eye(v3.shape[0], m, n), False)
         return C.unflat(q, batch)
-    if not C.ok(input, tau) or input.dim() < 2 or out is not None:
-        return decline("not float32 trn operands, fewer than 2 dims, or out=")
+    if not C.ok(input, tau) or input.dim() < 2:
+        return decline("not float32 trn operands, or fewer than 2 dims")
     m, n = input.shape[-2], input.shape[-1]
     if m > C.TILE or n > m or tau.shape[-1] > n or tuple(tau.shape[:-1]) != tuple(input.shape[:-2]):
         return decline("more than 128 rows, more columns than rows, or a tau of the wrong shape")

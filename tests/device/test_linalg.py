@@ -519,3 +519,24 @@ def test_lstsq_of_empty_systems_and_negative_rcond(monkeypatch, dtype):
     want = torch.linalg.lstsq(a, b, rcond=-1.0, driver="gelsd")
     torch.testing.assert_close(got.solution.cpu(), want.solution, atol=1e-4, rtol=1e-4)
     assert torch.equal(got.rank.cpu(), want.rank)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64])
+def test_householder_product_out(monkeypatch, dtype):
+    """householder_product takes out= natively: resized with torch's warning, a safely castable dtype, torch's error
+    otherwise (it declined every out=; upstream test_householder_product_errors_and_warnings)."""
+    import warnings
+
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    g = torch.Generator().manual_seed(14)
+    r, tau = torch.randn(3, 3, generator=g).to(dtype), torch.randn(3, generator=g).to(dtype)
+    want = torch.linalg.householder_product(r, tau)
+    out = torch.empty(2, 3, dtype=dtype, device="trn")
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        assert torch.linalg.householder_product(r.to("trn"), tau.to("trn"), out=out) is out
+    assert len(w) == 1 and "was resized" in str(w[0].message)
+    torch.testing.assert_close(out.cpu(), want, atol=1e-5, rtol=1e-5)
+    with pytest.raises(RuntimeError, match="safely castable"):
+        torch.linalg.householder_product(r.to("trn"), tau.to("trn"), out=torch.empty(0, dtype=torch.int32,
+                                                                                         device="trn"))
