@@ -393,12 +393,38 @@ def addr(self: torch.Tensor, vec1: torch.Tensor, vec2: torch.Tensor, *, beta: An
             prod = torch.zeros_like(prod)
         res = torch.logical_or(self, prod) if beta else torch.logical_or(torch.zeros_like(self), prod)
         return U.into_out(res, out, (self, vec1, vec2))
+    ts = (self, vec1, vec2)
+    dt = torch.promote_types(torch.promote_types(self.dtype, vec1.dtype), vec2.dtype)
+    if any(t.dtype != dt for t in ts) and all(U.is_trn(t) for t in ts):  # mixed dtypes: torch promotes first
+        if dt in (torch.float64, torch.complex128):
+            return decline("a float64/complex128 result")
+        return addr(*(t.to(dt) for t in ts), beta=beta, alpha=alpha, out=out)
     a, b = _scalar(alpha, vec1), _scalar(beta, vec1)
     if a is None or b is None:
         return decline(_NOT_REAL)
     if vec1.dim() != 1 or vec2.dim() != 1:
         return decline("vec1 or vec2 not 1-D: torch raises")
+    if dt in (torch.float16, torch.bfloat16) and not isinstance(a, complex) and not isinstance(b, complex):
+        return _addr_half(self, vec1, vec2, a, b, out)
     return _matmul(vec1.unsqueeze(1), vec2.unsqueeze(0), self, a, b, out, batched=False)
+
+
+def _addr_half(self: torch.Tensor, vec1: torch.Tensor, vec2: torch.Tensor, alpha: float, beta: float,
+               out: torch.Tensor | None) -> Any:
+    """float16/bfloat16 addr as the CPU's kernel computes it in its Half/BFloat16 arithmetic: the coefficients
+    rounded to the dtype, then ``((alpha * vec1) * vec2) + (beta * self)``, each operation rounded (a fused fp32
+    form differs from it in the last bit on about a quarter of the elements)."""
+    shape = (vec1.shape[0], vec2.shape[0])
+    try:
+        fits = torch.broadcast_shapes(self.shape, shape) == torch.Size(shape)
+    except RuntimeError:
+        fits = False
+    if not fits:
+        return decline("self does not broadcast to the result: torch raises")
+    al, be = (float(torch.tensor(v, dtype=vec1.dtype)) for v in (alpha, beta))
+    prod = (vec1 * al if al != 1.0 else vec1).unsqueeze(1) * vec2.unsqueeze(0)
+    res = prod + (self * be if be != 1.0 else self) if beta != 0 else prod  # beta == 0: self ignored, NaN too
+    return U.into_out(res.expand(shape), out, (self, vec1, vec2))
 
 
 @trn.kernel

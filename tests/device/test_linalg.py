@@ -540,3 +540,23 @@ def test_householder_product_out(monkeypatch, dtype):
     with pytest.raises(RuntimeError, match="safely castable"):
         torch.linalg.householder_product(r.to("trn"), tau.to("trn"), out=torch.empty(0, dtype=torch.int32,
                                                                                          device="trn"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("beta,alpha", [(1, 1), (2, 0.5), (0.3, 0.7), (0, 1.5)])
+def test_addr_half_bit_identical_and_mixed_dtypes_promote(monkeypatch, dtype, beta, alpha):
+    """float16/bfloat16 addr rounds every operation as the CPU's Half arithmetic does (a fused fp32 form differed
+    in the last bit on ~25% of the elements: upstream test_addr_float_and_complex float16); mixed operand dtypes
+    promote natively (upstream test_addr_type_promotion)."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    g = torch.Generator().manual_seed(15)
+    m, a, b = (torch.empty(sh).uniform_(-2, 2, generator=g).to(dtype) for sh in ((20, 30), (20,), (30,)))
+    for self_ in (m, m.t().contiguous().t(), m[0]):
+        want = torch.addr(self_, a, b, beta=beta, alpha=alpha)
+        got = torch.addr(self_.to("trn"), a.to("trn"), b.to("trn"), beta=beta, alpha=alpha)
+        assert torch.equal(got.cpu(), want)
+    for other in (torch.int32, torch.float32, torch.bool):
+        want = torch.addr(m, a.to(other), b)
+        got = torch.addr(m.to("trn"), a.to(other).to("trn"), b.to("trn"))
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got.cpu(), want, atol=2e-2, rtol=2e-2)
