@@ -92,8 +92,9 @@ def scalar_value(x: Any) -> Any:
 
 
 def has_internal_overlap(t: torch.Tensor) -> bool:
-    """More than one element of ``t`` maps to the same memory (expanded dims)."""
-    return any(st == 0 and n > 1 for n, st in zip(t.shape, t.stride()))
+    """More than one element of ``t`` maps to the same memory (expanded dims); never for an empty ``t`` (numpy's
+    empty arrays carry zero strides)."""
+    return any(st == 0 and n > 1 for n, st in zip(t.shape, t.stride())) and t.numel() > 0
 
 
 def byte_span(t: torch.Tensor) -> tuple[int, int]:

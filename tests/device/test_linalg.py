@@ -560,3 +560,16 @@ def test_addr_half_bit_identical_and_mixed_dtypes_promote(monkeypatch, dtype, be
         got = torch.addr(m.to("trn"), a.to(other).to("trn"), b.to("trn"))
         assert got.dtype == want.dtype
         torch.testing.assert_close(got.cpu(), want, atol=2e-2, rtol=2e-2)
+
+
+def test_empty_results_with_zero_strides_are_valid_outs(monkeypatch):
+    """An empty out= made from numpy's empty array has zero strides: no element overlaps another, so baddbmm_ (and
+    every out= check) takes it (it was declined as internal overlap: upstream test_baddbmm)."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    b1, b2 = torch.rand(10, 0, 8).to("trn"), torch.rand(10, 8, 50).to("trn")
+    out = torch.from_numpy(b1.cpu().numpy() @ b2.cpu().numpy()).to("trn")
+    assert out.shape == (10, 0, 50) and out.stride() == (0, 0, 0)
+    assert out.baddbmm_(b1, b2) is out and out.shape == (10, 0, 50)
+    b1, b2 = torch.rand(10, 12, 0).to("trn"), torch.rand(10, 0, 50).to("trn")
+    out = torch.from_numpy(b1.cpu().numpy() @ b2.cpu().numpy()).to("trn").zero_()
+    torch.testing.assert_close(out.baddbmm_(b1, b2).cpu(), torch.zeros(10, 12, 50))
