@@ -136,3 +136,16 @@ def test_complex32_tensor_powers(num: complex) -> None:
         got = (x.to("trn") ** y.to("trn")).cpu()
         assert got.dtype == torch.complex32
         assert torch.equal(torch.view_as_real(got), torch.view_as_real(ref(x, y)))
+
+
+@pytest.mark.parametrize("out_dtype", [torch.complex64, torch.complex128])
+def test_heaviside_refuses_a_complex_out_even_of_real_operands(monkeypatch, out_dtype):
+    """heaviside into a complex out= raises torch's error before computing, real operands too (the real result was
+    cast into it: upstream test_heaviside_complex); a real out of another dtype still takes the cast result."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    x = torch.tensor([-1.0, 0.0, 2.0], device="trn")
+    with pytest.raises(RuntimeError, match="heaviside is not yet implemented for complex tensors"):
+        torch.heaviside(x, x, out=torch.empty(3, dtype=out_dtype, device="trn"))
+    o = torch.empty(3, dtype=torch.float16, device="trn")
+    torch.heaviside(x, torch.tensor([0.5], device="trn"), out=o)
+    assert torch.equal(o.cpu(), torch.tensor([0.0, 0.5, 1.0], dtype=torch.float16))

@@ -139,7 +139,7 @@ class Lowering:
     fast: Callable[..., Any] | None = field(default=None, repr=False)
     dim_arg: tuple[int, str, bool] | None = field(default=None, repr=False)  # (position, name, is a list)
     same_dtype_out: bool = False  # an out= variant whose out must have the input's dtype (_SAME_DTYPE_OUT)
-    bool_out: bool = False  # an out= variant whose out must be bool (_BOOL_OUT)
+    out_check: Callable[[str, dict[str, Any]], None] | None = None  # an out= variant's dtype rule (_OUT_CHECKS)
     accepts: Accepts | None = None
     arg_positions: dict[str, int] = field(default_factory=dict, repr=False)  # schema name -> position
 
@@ -281,14 +281,22 @@ def _check_dim_arg(spec: tuple[int, str, bool], args: tuple[Any, ...], kwargs: d
 _SAME_DTYPE_OUT = frozenset({"aten::neg", "aten::floor", "aten::ceil", "aten::trunc", "aten::abs", "aten::sign"})
 
 
-#: Unary predicates whose ``out=`` must be bool (torch refuses every other dtype, before any computation).
-_BOOL_OUT = frozenset({"aten::isposinf", "aten::isneginf"})
-
-
 def _check_bool_out(name: str, kwargs: dict[str, Any]) -> None:
     out = kwargs.get("out")
     if isinstance(out, torch.Tensor) and out.dtype != torch.bool:
         raise RuntimeError(f"{name.split('::')[-1].split('.')[0]} does not support non-boolean outputs.")
+
+
+def _check_real_out(name: str, kwargs: dict[str, Any]) -> None:
+    out = kwargs.get("out")
+    if isinstance(out, torch.Tensor) and out.is_complex():
+        raise RuntimeError(f"{name.split('::')[-1].split('.')[0]} is not yet implemented for complex tensors.")
+
+
+#: out= variants whose ``out`` dtype torch checks before any computation (whatever the operands): the check raises
+#: torch's error. Unary predicates take a bool out only; heaviside refuses a complex out (real operands too).
+_OUT_CHECKS: dict[str, Callable[[str, dict[str, Any]], None]] = {
+    "aten::isposinf": _check_bool_out, "aten::isneginf": _check_bool_out, "aten::heaviside": _check_real_out}
 
 
 def _check_same_dtype_out(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -302,8 +310,8 @@ def _needs_cpu(ent: Lowering, op: Any, args: tuple[Any, ...], kwargs: dict[str, 
     """Checks of calls with keywords, lists or CPU tensors: raise as torch does, or say the CPU must run it."""
     if ent.same_dtype_out:  # an error whatever the dtypes: raised before any fallback
         _check_same_dtype_out(args, kwargs)
-    if ent.bool_out:
-        _check_bool_out(ent.routed_from or "", kwargs)
+    if ent.out_check is not None:
+        ent.out_check(ent.routed_from or "", kwargs)
     if ent.dtypes is not None and not _dtypes_in(ent.dtypes, args, kwargs):
         return True
     if ent.device_check:
@@ -598,7 +606,7 @@ def lowering(op: str, *, dtypes: tuple[torch.dtype, ...] | list[torch.dtype] | N
                                            fast=getattr(fast, "inplace", None) if how == "inplace" else None,
                                            dim_arg=dim_arg_of(vop, vname, name),
                                            same_dtype_out=how == "out" and name in _SAME_DTYPE_OUT,
-                                           bool_out=how == "out" and name in _BOOL_OUT,
+                                           out_check=_OUT_CHECKS.get(name) if how == "out" else None,
                                            accepts=accepts,
                                            arg_positions={a.name: i for i, a in enumerate(vop._schema.arguments)})
                 _register_torch(vop, vname)
