@@ -26,14 +26,15 @@ import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.elementwise import flat as F
 
-__all__ = ["DIVISIONS", "add64", "divmod64", "supports"]
+__all__ = ["DIVISIONS", "add64", "mul64", "divmod64", "supports"]
 
 _FLIP = -(1 << 31)  # the sign bit of an int32 word: xor-ing it maps unsigned order onto signed order
 
 
 def supports(op: str, alpha: Any) -> bool:
-    """Whether :func:`add64` computes ``op`` with this ``alpha`` (None, 1 or -1: no 64-bit product needed)."""
-    return op in ("add", "sub", "rsub") and (alpha is None or (type(alpha) is int and alpha in (1, -1)))
+    """Whether :func:`add64` computes ``op`` with this ``alpha`` (None or an int: other alphas scale by
+    :func:`mul64` first)."""
+    return op in ("add", "sub", "rsub") and (alpha is None or type(alpha) is int)
 
 
 def _words(v: Any, shape: tuple[int, ...]) -> torch.Tensor:
@@ -61,6 +62,8 @@ def add64(self: Any, other: Any, alpha: Any, op: str, shape: tuple[int, ...] | N
         self, other, op = other, self, "sub"
     if alpha == -1:
         op = "sub" if op == "add" else "add"
+    elif alpha is not None and alpha != 1:
+        other = mul64(other, alpha, shape)
     a, b = _words(self, shape), _words(other, shape)
     a_lo, a_hi, b_lo, b_hi = a[..., 0], a[..., 1], b[..., 0], b[..., 1]
     if op == "add":
@@ -69,6 +72,33 @@ def add64(self: Any, other: Any, alpha: Any, op: str, shape: tuple[int, ...] | N
     else:
         lo = torch.sub(a_lo, b_lo)
         hi = torch.sub(torch.sub(a_hi, b_hi), _below(a_lo, b_lo))  # borrow: a_lo < b_lo as unsigned
+    return U.from_int32_words(torch.stack((lo, hi), -1))
+
+
+def _ushr16(x: torch.Tensor) -> torch.Tensor:
+    """``x >> 16`` of int32 words read as unsigned (the high half-word)."""
+    return torch.bitwise_and(torch.bitwise_right_shift(x, 16), 0xFFFF)
+
+
+def _umul32(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The full 64-bit product of int32 words read as unsigned, as (low, high) words: four products of 16-bit
+    halves (each below 2^32, exact in wrapping int32), the middle ones added into the low word with their carries."""
+    a0, a1 = torch.bitwise_and(a, 0xFFFF), _ushr16(a)
+    b0, b1 = torch.bitwise_and(b, 0xFFFF), _ushr16(b)
+    p00, p01, p10, p11 = torch.mul(a0, b0), torch.mul(a0, b1), torch.mul(a1, b0), torch.mul(a1, b1)
+    s1 = torch.add(p00, torch.bitwise_left_shift(p01, 16))
+    s2 = torch.add(s1, torch.bitwise_left_shift(p10, 16))
+    hi = p11 + _ushr16(p01) + _ushr16(p10) + _below(s1, p00) + _below(s2, s1)
+    return s2, hi
+
+
+def mul64(self: Any, other: Any, shape: tuple[int, ...]) -> torch.Tensor:
+    """``self * other`` in int64 with torch's wrapping (modulo 2^64), for any values: the low words' full product
+    plus the cross products ``a_lo b_hi + a_hi b_lo`` in the high word (their high halves fall past 2^64)."""
+    a, b = _words(self, shape), _words(other, shape)
+    a_lo, a_hi, b_lo, b_hi = a[..., 0], a[..., 1], b[..., 0], b[..., 1]
+    lo, hi = _umul32(a_lo, b_lo)
+    hi = hi + torch.mul(a_lo, b_hi) + torch.mul(a_hi, b_lo)
     return U.from_int32_words(torch.stack((lo, hi), -1))
 
 

@@ -614,9 +614,12 @@ def _run_binary(op: str, self: Any, other: Any, out: torch.Tensor | None, alpha:
 
 def _beyond_int32(op: str, self: Any, other: Any, alpha: Any, rdt: torch.dtype, compute: str,
                   shape: tuple[int, ...], res: torch.Tensor) -> Any:
-    """int64 values the int32 arithmetic would not compute exactly: add/sub exactly on int32 words, else declined."""
+    """int64 values the int32 arithmetic would not compute exactly: add/sub/mul and the division family exactly on
+    int32 words, else declined."""
     if rdt == torch.int64 and compute == "i32" and int64_words.supports(op, alpha):
         return res.copy_(int64_words.add64(self, other, alpha, op, shape))
+    if rdt == torch.int64 and compute == "i32" and op == "mul" and alpha is None:
+        return res.copy_(int64_words.mul64(self, other, shape))
     if rdt == torch.int64 and compute == "i32" and op in int64_words.DIVISIONS and alpha is None:
         return res.copy_(int64_words.divmod64(self, other, op, shape))  # divisors checked non-zero already
     if compute == "f32" and rdt.is_floating_point and alpha is None:  # torch casts int64 operands to the float

@@ -105,3 +105,20 @@ def test_true_division_of_int64_beyond_int32() -> None:
     assert torch.equal(torch.div(a.to("trn"), b.to("trn")).cpu(), torch.div(a, b))
     assert torch.equal(torch.true_divide(a.to("trn"), 3).cpu(), torch.true_divide(a, 3))
     assert torch.equal((a.to("trn") / b.to("trn").float()).cpu(), a / b.float())
+
+
+def test_int64_mul_and_scaled_add_beyond_int32_exactly(monkeypatch):
+    """int64 products of any values wrap modulo 2^64 as torch's (they were declined past 2^15: upstream
+    test_div_rounding_modes int64 multiplies its quotients back), and add/sub with any int alpha use them."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    g = torch.Generator().manual_seed(16)
+    i = torch.iinfo(torch.int64)
+    edge = torch.tensor([i.min, i.max, -1, 0, 1, 2**32, 2**32 - 1, -2**32, 2**31, -2**31, 2**62, 3037000499])
+    a = torch.cat([torch.randint(i.min, i.max, (3000,), generator=g), edge])
+    b = a[torch.randperm(a.numel(), generator=g)]
+    for x, y in [(a, b), (a, a), (a, 7), (a, -(2**40)), (edge, edge[:, None])]:
+        yt = y.to("trn") if isinstance(y, torch.Tensor) else y
+        assert torch.equal((x.to("trn") * yt).cpu(), x * y)
+    for alpha in (3, -5, 2**35):
+        assert torch.equal(torch.add(a.to("trn"), b.to("trn"), alpha=alpha).cpu(), torch.add(a, b, alpha=alpha))
+        assert torch.equal(torch.sub(a.to("trn"), b.to("trn"), alpha=alpha).cpu(), torch.sub(a, b, alpha=alpha))
