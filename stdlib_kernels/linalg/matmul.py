@@ -409,17 +409,21 @@ def addr(self: torch.Tensor, vec1: torch.Tensor, vec2: torch.Tensor, *, beta: An
     return _matmul(vec1.unsqueeze(1), vec2.unsqueeze(0), self, a, b, out, batched=False)
 
 
+def _broadcasts_to(t: torch.Tensor, shape: tuple[int, ...]) -> bool:
+    """``t`` broadcasts to exactly ``shape`` (a bias of addr/addbmm)."""
+    try:
+        return torch.broadcast_shapes(t.shape, shape) == torch.Size(shape)
+    except RuntimeError:
+        return False
+
+
 def _addr_half(self: torch.Tensor, vec1: torch.Tensor, vec2: torch.Tensor, alpha: float, beta: float,
                out: torch.Tensor | None) -> Any:
     """float16/bfloat16 addr as the CPU's kernel computes it in its Half/BFloat16 arithmetic: the coefficients
     rounded to the dtype, then ``((alpha * vec1) * vec2) + (beta * self)``, each operation rounded (a fused fp32
     form differs from it in the last bit on about a quarter of the elements)."""
     shape = (vec1.shape[0], vec2.shape[0])
-    try:
-        fits = torch.broadcast_shapes(self.shape, shape) == torch.Size(shape)
-    except RuntimeError:
-        fits = False
-    if not fits:
+    if not _broadcasts_to(self, shape):
         return decline("self does not broadcast to the result: torch raises")
     al, be = (float(torch.tensor(v, dtype=vec1.dtype)) for v in (alpha, beta))
     prod = (vec1 * al if al != 1.0 else vec1).unsqueeze(1) * vec2.unsqueeze(0)
@@ -498,11 +502,7 @@ def addbmm(self: torch.Tensor, batch1: torch.Tensor, batch2: torch.Tensor, *, be
         return torch.addmm(self, batch1.transpose(0, 1).reshape(n, nb * k), batch2.reshape(nb * k, batch2.shape[2]),
                            beta=beta, alpha=alpha, out=out)
     shape = (batch1.shape[1], batch2.shape[2])
-    try:
-        fits = torch.broadcast_shapes(self.shape, shape) == torch.Size(shape)
-    except RuntimeError:
-        fits = False
-    if not fits:
+    if not _broadcasts_to(self, shape):
         return decline("self does not broadcast to the result: torch raises")
     if out is None:
         out = torch.empty(shape, dtype=self.dtype, device="trn")
