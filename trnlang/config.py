@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 __all__ = ["Config", "current", "refresh", "read", "override", "DEFAULT_MAX_LOADED_KERNELS"]
 
 #: Compiled variants kept loaded when ``TRN_MAX_LOADED_KERNELS`` is unset (runtime/codecache.py).
-DEFAULT_MAX_LOADED_KERNELS = 512
+DEFAULT_MAX_LOADED_KERNELS = 2048
 _OFF = ("", "0", "false", "no", "off")
 
 

@@ -122,7 +122,7 @@ def linalg_cholesky_ex(self: torch.Tensor, *, upper: bool = False, check_errors:
     tensor([[2.0000, 0.0000],
             [1.0000, 1.4142]])
     """
-    if CE.is_complex64(self) and self.dim() >= 2 and self.shape[-1] == self.shape[-2] <= CE.LU_MAX:
+    if CE.is_complex64(self) and self.dim() >= 2 and self.shape[-1] == self.shape[-2] <= CE.CHOL_MAX:
         batch, n = tuple(self.shape[:-2]), self.shape[-1]
         if self.numel() == 0:
             return torch.empty(self.shape, dtype=self.dtype, device="trn"), torch.zeros(batch, dtype=torch.int32,
@@ -133,7 +133,7 @@ def linalg_cholesky_ex(self: torch.Tensor, *, upper: bool = False, check_errors:
             torch.ops.aten._linalg_check_errors(info, "torch.linalg.cholesky_ex", is_matrix=self.dim() == 2)
         return C.unflat(res, batch), info
     if not C.ok(self) or self.dim() < 2 or self.shape[-1] != self.shape[-2]:
-        return decline("not a float32 trn square matrix (or a conj/neg bit; complex64: sides up to 64)")
+        return decline("not a float32 trn square matrix (or a conj/neg bit; complex64: sides up to 128)")
     batch, n = tuple(self.shape[:-2]), self.shape[-1]
     a3 = C.flat(self)
     if a3.shape[0] == 0 or n == 0:

@@ -118,6 +118,8 @@ def cholesky_solve(b: torch.Tensor, factor: torch.Tensor, upper: bool) -> torch.
 
 #: Largest side the column-by-column complex LU takes (a host loop of native steps per column).
 LU_MAX = 64
+#: Largest side the column-by-column complex Cholesky takes (n = 100, batch 5: 0.3 s warm, 4 s with cold caches).
+CHOL_MAX = 128
 
 
 def lu_factor(a3: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

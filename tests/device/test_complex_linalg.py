@@ -208,3 +208,14 @@ def test_svd_with_close_singular_values_stays_consistent(monkeypatch, shape, gap
     ref = torch.linalg.pinv(a.to(torch.complex128))
     monkeypatch.setenv("TRN_FALLBACK", "f64only")  # pinv's composite compares in float64 (0-dim tolerances)
     assert (torch.linalg.pinv(a.to("trn")).cpu().to(ref.dtype) - ref).abs().max() < 1e-5
+
+
+def test_complex_cholesky_up_to_128(monkeypatch):
+    """complex64 Cholesky natively up to n = 128 (it was 64: upstream test_cholesky's 100 x 100 batch of 5)."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    g = torch.Generator().manual_seed(17)
+    x = torch.randn(2, 100, 100, dtype=torch.complex64, generator=g)
+    a = x @ x.mH + 100 * torch.eye(100)
+    low = torch.linalg.cholesky(a.to("trn")).cpu()
+    want = torch.linalg.cholesky(a)
+    assert ((low - want).abs().max() / want.abs().max()) < 1e-5

@@ -39,7 +39,7 @@ def cap(monkeypatch: pytest.MonkeyPatch) -> int:
 
 def test_cap_is_configurable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(codecache.ENV, raising=False)
-    assert codecache.max_loaded() == codecache.DEFAULT_MAX == 512
+    assert codecache.max_loaded() == codecache.DEFAULT_MAX == 2048
     monkeypatch.setenv(codecache.ENV, "3")
     assert codecache.max_loaded() == 3
     monkeypatch.setenv(codecache.ENV, "junk")
