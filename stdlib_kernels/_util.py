@@ -6,6 +6,7 @@ launch kernels like a user would.
 
 from __future__ import annotations
 
+import ctypes
 import enum
 import math
 from collections import OrderedDict
@@ -14,7 +15,7 @@ from typing import Any, Sequence
 import torch
 
 from trnlang import config as _config
-from trnlang.device import memory
+from trnlang.device import fastlane, memory
 from trnlang.runtime import codecache
 from trnlang.runtime.args import TensorPiece
 from trnlang.runtime.launch import (  # noqa: F401 - the thread split, re-exported for the families
@@ -238,6 +239,12 @@ def new_output(shape: Sequence[int], dtype: torch.dtype, like: Sequence[torch.Te
     """Allocate an output on ``trn`` (strides follow a dense operand, like TensorIterator)."""
     st = out_strides_like(shape, like)
     if st is None:
+        shape = tuple([int(s) for s in shape])
+        n = dtype.itemsize
+        for s in shape:
+            n *= s
+        if 0 < n <= fastlane.SMALL_MAX_BYTES:  # a small output: a pooled one, lent when free
+            return fastlane.small_output(shape, dtype)
         return memory.empty(shape, dtype)  # the device allocator directly: no dispatcher round trip
     return memory.empty_strided(shape, st, dtype)
 
@@ -371,8 +378,18 @@ def rows_piece(t: torch.Tensor, s: slice) -> TensorPiece:
 
 
 def read_scalar(t: torch.Tensor) -> Any:
-    """The value of a one-element ``trn`` tensor, read from its memory (``t.item()`` without the dispatch)."""
-    return memory.cpu_view(t).item()
+    """The value of a one-element ``trn`` tensor, read from its memory (``t.item()`` without the dispatch): float32
+    and int32 straight from the address (device memory is host memory), other dtypes through a passing CPU view
+    (not cached on the storage, so a pooled output stays reusable)."""
+    if t.numel() != 1:
+        raise ValueError(f"read_scalar: expected one element, got {t.numel()}")
+    ct = _SCALAR_CTYPES.get(t.dtype)
+    if ct is not None and not (t.is_conj() or t.is_neg()):
+        return ct.from_address(t.data_ptr()).value
+    return memory.cpu_view(t, memory.block_of(t).cpu_storage()).item()
+
+
+_SCALAR_CTYPES = {torch.float32: ctypes.c_float, torch.int32: ctypes.c_int32, torch.int64: ctypes.c_int64}
 
 
 def as_1x1(t: torch.Tensor) -> torch.Tensor:

@@ -188,3 +188,36 @@ def test_negative_bit_views_take_the_lowering():
     nb = torch._neg_view(b)
     assert nb.is_neg()
     torch.testing.assert_close((a - nb).cpu(), x + y)
+
+
+def test_small_outputs_are_pooled_and_never_shared_while_alive():
+    """Lowerings' small outputs come from per-thread pools: a template is lent again only once nothing holds it
+    (a live result, a view of it or a CPU view keep it out), pools are dropped past SMALL_KEYS, inference mode
+    allocates plainly, and idle templates are not counted as allocated."""
+    from stdlib_kernels import _util as U
+    from trnlang.device import fastlane as FL
+
+    a = U.new_output((3, 5), torch.float32)
+    pa = a.data_ptr()
+    b = U.new_output((3, 5), torch.float32)
+    assert b.data_ptr() != pa  # a is alive: another template
+    v = a[1:]
+    del a
+    c = U.new_output((3, 5), torch.float32)
+    assert c.data_ptr() != pa  # a view still holds a's memory
+    del v
+    d = U.new_output((3, 5), torch.float32)
+    assert d.data_ptr() == pa  # nothing holds it now: lent again
+    d.fill_(2.0)
+    assert torch.equal(b.fill_(1.0).cpu(), torch.ones(3, 5)) and torch.equal(d.cpu(), torch.full((3, 5), 2.0))
+    del b, c, d
+    before = torch.trn.memory_allocated()
+    e = U.new_output((3, 5), torch.float32)
+    assert torch.trn.memory_allocated() >= before  # a lent template counts again while in use
+    del e
+    for n in range(FL.SMALL_KEYS + 8):  # more shapes than the per-thread cap: old pools dropped
+        U.new_output((n + 1,), torch.int32)
+    assert len(FL._tls.small) == FL.SMALL_KEYS
+    with torch.inference_mode():
+        f = U.new_output((3, 5), torch.float32)
+    assert f.is_inference()

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections import OrderedDict
 from typing import Any, Callable
 
 import numpy as np
@@ -61,7 +62,7 @@ from trnlang.runtime.args import TensorPiece
 from trnlang.runtime.launch import PLANS, Launch, PointerCall
 
 __all__ = ["Lane", "OutputPool", "capture", "stop_capture", "record_launch", "make_lane", "fast_function", "idle_bytes",
-           "release_idle", "stats"]
+           "release_idle", "stats", "small_output", "SMALL_MAX_BYTES"]
 
 #: templates per lane; the largest output a lane pools; lanes per fast function
 POOL_DEPTH = 4
@@ -120,6 +121,35 @@ class OutputPool:
     def release_idle(self) -> None:
         """Drop the idle templates (their memory goes back to the caching allocator)."""
         self.entries = [e for e in self.entries if not (_uc(e[1]) == 2 and _getref(e[2]) == e[3])]
+
+
+#: A lowering's outputs of at most this many bytes come from :func:`small_output`'s pools; keys kept per thread.
+SMALL_MAX_BYTES = 4096
+SMALL_KEYS = 64
+
+
+def small_output(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """A contiguous ``trn`` tensor of ``shape`` (at most :data:`SMALL_MAX_BYTES`) for a lowering's output: a pooled
+    template of this ``(shape, dtype)`` lent out when nothing else holds it (:class:`OutputPool`'s proof), else a
+    new allocation. A fresh tensor of the device allocator costs ~7 us (its ``set_`` is a boxed redispatch); a lent
+    one ~1 us. Pools are per thread, the least recently used of more than :data:`SMALL_KEYS` dropped; off in
+    inference mode (as the lanes)."""
+    if _inference():
+        return memory.empty(shape, dtype)
+    pools = getattr(_tls, "small", None)
+    if pools is None:
+        pools = _tls.small = OrderedDict()
+    key = (shape, dtype)
+    pool = pools.get(key)
+    if pool is None:
+        pool = pools[key] = OutputPool(shape, dtype)
+        if len(pools) > SMALL_KEYS:
+            old = pools.popitem(last=False)[1]
+            if old in _POOLS:
+                _POOLS.remove(old)
+    else:
+        pools.move_to_end(key)
+    return pool.take()
 
 
 def idle_bytes() -> int:
