@@ -200,3 +200,14 @@ def test_strict_run_then_update_of_a_subset(tmp_path):
     md.unlink()
     trn_upstream("--report-only")
     assert "| test_tiny_generic | `-k fallback` `-k wide`; rerun `-k test_fallback` |" in md.read_text()
+
+
+def test_long_selections_are_counted_not_listed():
+    """A rerun of a file's earlier failures passes hundreds of -k: the report counts them."""
+    keys = [f"test_{i}" for i in range(120)]
+    s = upstream.file_summary({"tests": {r["id"]: r for r in (_rec("cpu", "a", "pass"), _rec("trn", "a", "pass"))},
+                               "crashed": [], "import_error": None,
+                               "meta": {"keys": keys[:2]}, "updates": [{"keys": keys, "commit": "abc"}]})
+    md = upstream.markdown_report({"test_x": s}, source="here", torch_version="2.13")
+    assert "| test_x | `-k test_0` `-k test_1`; rerun 120 selected tests (`-k test_0`, ...) |" in md
+    assert "test_119" not in md
