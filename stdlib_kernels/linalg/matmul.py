@@ -174,9 +174,10 @@ def _int_matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, alp
     k = a.shape[-1] if a.dim() else 0
     from stdlib_kernels.elementwise.pointwise import int_maxabs as mag
 
-    total = abs(alpha) * mag(a) * mag(b) * k + (abs(beta) * mag(bias) if bias is not None else 0)
+    per = mag(a) * mag(b)
+    total = abs(alpha) * per * k + (abs(beta) * mag(bias) if bias is not None else 0)
     if total >= 2**24:
-        return decline("integer products whose sums may be inexact in fp32")
+        return _int_matmul_chunked(a, b, bias, alpha, beta, out, batched, per)
     fb = bias.float() if bias is not None else None
     r = _matmul(a.float(), b.float(), fb, alpha, beta, None, batched)
     if r is NotImplemented:
@@ -184,6 +185,37 @@ def _int_matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, alp
     if total >= torch.iinfo(a.dtype).max + 1:  # exact in int32, then wrapped into the narrow dtype as torch's sum
         r = r.to(torch.int32).to(a.dtype)
     return _into(out, r, a.dtype)
+
+
+#: Most fp32 products over contraction chunks an exact integer product takes (:func:`_int_matmul_chunked`).
+MAX_INT_CHUNKS = 1024
+
+
+def _int_matmul_chunked(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, alpha: float, beta: float,
+                        out: torch.Tensor | None, batched: bool, per: int) -> Any:
+    """An integer product whose sums pass 2^24: the contraction cut into chunks whose fp32 sums stay below 2^24
+    (exact), the chunk results summed in int64 (exact, wrapping modulo 2^64 as torch's int64), then ``alpha`` and
+    ``beta * bias`` in int64 and the result wrapped into the dtype as torch's integer sums wrap."""
+    k = a.shape[-1]
+    chunk = (2**24 - 1) // per if per else k
+    if chunk < 1 or -(-k // chunk) > MAX_INT_CHUNKS:
+        return decline("integer products whose sums may be inexact in fp32 (operands too large to cut the "
+                       "contraction into few exact chunks)")
+    acc = None
+    for lo in range(0, k, chunk):
+        part = _matmul(a[..., lo:lo + chunk].float(), b[..., lo:lo + chunk, :].float(), None, 1.0, 1.0, None,
+                       batched)
+        if part is NotImplemented:
+            return part
+        part = part.to(torch.int64)
+        acc = part if acc is None else acc + part
+    if acc is None:
+        return decline("an empty contraction")
+    if alpha != 1.0:
+        acc = acc * int(alpha)
+    if bias is not None:
+        acc = acc + (bias.to(torch.int64) * int(beta) if beta != 1.0 else bias.to(torch.int64))
+    return _into(out, acc.to(a.dtype), a.dtype)
 
 
 def _into(out: torch.Tensor | None, r: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

@@ -44,10 +44,14 @@ def test_small_integer_products_run_natively(op, dtype, m, k, n):
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
 def test_large_integer_products_stay_exact(dtype):
-    """Magnitudes whose sums fp32 cannot hold exactly take the CPU (counted as a fallback), with its exact result."""
+    """Sums fp32 cannot hold exactly run in exact chunks natively; single products past 2^24 (no exact chunk) take
+    the CPU (counted as a fallback), with its exact result."""
     a = torch.full((4, 8), 5000, dtype=dtype)
     b = torch.full((8, 2), 3001, dtype=dtype)
     trnlang.reset_fallback_stats()
+    got = torch.mm(a.to("trn"), b.to("trn"))
+    assert torch.equal(got.cpu(), a @ b) and trnlang.fallback_stats() == {}
+    b = torch.full((8, 2), 5001, dtype=dtype)  # 5000 * 5001 > 2^24: no chunk is exact in fp32
     got = torch.mm(a.to("trn"), b.to("trn"))
     assert torch.equal(got.cpu(), a @ b) and trnlang.fallback_stats() != {}
 
@@ -103,3 +107,20 @@ def test_narrow_int_products_wrap_like_torch(monkeypatch, dtype, mkn):
     a, b, c = (torch.randint(lo, hi, s, generator=g).to(dtype) for s in ((m, k), (k, n), (m, n)))
     assert torch.equal(torch.mm(a.to("trn"), b.to("trn")).cpu(), torch.mm(a, b))
     assert torch.equal(torch.addmm(c.to("trn"), a.to("trn"), b.to("trn")).cpu(), torch.addmm(c, a, b))
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64])
+def test_integer_products_past_2_24_in_exact_chunks(monkeypatch, dtype):
+    """Integer products whose sums pass 2^24 (uint8 2400-long rows: upstream test_corner_cases_of_cublasltmatmul)
+    cut the contraction into chunks whose fp32 sums are exact, summed in int64 and wrapped as torch's: bit-equal
+    to the CPU (they were declined)."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    g = torch.Generator().manual_seed(18)
+    m2 = (torch.randn(2400, 24, generator=g) * 100).to(dtype)
+    m1 = (torch.randn(32, 2400, generator=g) * 100).to(dtype)
+    bias = (torch.randn(24, generator=g) * 50).to(dtype)
+    for alpha, beta in [(1, 1), (3, 2), (1, 0)]:
+        got = torch.addmm(bias.to("trn"), m1.to("trn"), m2.to("trn"), alpha=alpha, beta=beta)
+        assert torch.equal(got.cpu(), torch.addmm(bias, m1, m2, alpha=alpha, beta=beta))
+    b, c = (torch.randn(3, 16, 500, generator=g) * 100).to(dtype), (torch.randn(3, 500, 8, generator=g) * 100).to(dtype)
+    assert torch.equal(torch.bmm(b.to("trn"), c.to("trn")).cpu(), torch.bmm(b, c))
