@@ -155,7 +155,8 @@ def _plan(self: torch.Tensor, indices: Sequence[Any]) -> Any:
         span = 0
     xs = [self.stride(d) for d in range(dims[0])] + [0] * nb + [self.stride(d) for d in range(dims[-1] + 1,
                                                                                                 self.dim())]
-    reach = sizes[0] if len(dims) == 1 else span * max(steps)  # largest on-chip linear index (the sentinel)
+    # the largest on-chip linear index: in range below span; an out-of-range index adds at most span + its step
+    reach = sizes[0] if len(dims) == 1 else len(dims) * (span + max(steps))
     if not _fits(reach, U.prod(dense), self.numel()):
         return "2^30 or more elements or linear positions"
     return self, dims, ivs, sizes, steps, span, xs, dense, (len(before), len(before) + nb)

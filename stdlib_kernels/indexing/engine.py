@@ -130,12 +130,14 @@ def _wrap(lo: Any, hi: Any, size: int, wrap: bool, bad: int) -> Any:
 
 def _lin(idx: Sequence[Any], sizes: tuple[int, ...], strides: tuple[int, ...], wrap: bool, bad: int,
          at: Any, mask: Any) -> Any:
-    """``sum_k wrap(idx_k) * stride_k`` for the index views (lo, hi) at ``at`` (a key builder)."""
+    """``sum_k wrap(idx_k) * stride_k`` for the index views (lo, hi) at ``at`` (a key builder). An out-of-range
+    index becomes the smallest value whose product with its stride reaches ``bad`` (past the end), so ``lin`` stays
+    below ``len(sizes) * (bad + max stride)`` and fits in 32 bits for any tensor the launch accepts."""
     lin = None
     for k in range(len(sizes)):
         lo = tl.load(at(idx[2 * k]), mask=mask)
         hi = tl.load(at(idx[2 * k + 1]), mask=mask) if idx[2 * k + 1] is not None else None
-        w = _wrap(lo, hi, sizes[k], wrap, bad)
+        w = _wrap(lo, hi, sizes[k], wrap, -(-bad // strides[k]) if strides[k] > 1 else bad)
         if strides[k] != 1:
             w = w * strides[k]
         lin = w if lin is None else lin + w

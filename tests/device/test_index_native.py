@@ -145,3 +145,22 @@ def test_index_put_over_more_than_three_dims(monkeypatch, accumulate):
         torch.testing.assert_close(at.cpu(), a, atol=1e-6, rtol=0)
     with pytest.raises(IndexError, match="out of bounds for dimension 2 with size 3"):
         at.index_put_((idx[0], idx[1], torch.tensor([3]).to("trn"), idx[3]), torch.tensor(1.0, device="trn"))
+
+
+def test_multi_dim_index_of_widely_strided_tensors_natively(monkeypatch):
+    """Two indexed dims with large strides (a 5 x 100 x 100 x 2 tensor: linear span 99,801, row stride 20,000) were
+    declined: the out-of-range sentinel times the stride could pass 2^31. Each index now has its own sentinel (the
+    smallest that lands past the end), so the launch takes them, and out-of-range indices still raise."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    x = torch.randn(5, 100, 100, 2, generator=torch.Generator().manual_seed(19))
+    xt = x.to("trn")
+    r, p = torch.tensor([0, 1, 2, 3, 4]), torch.tensor([99, 0, 50, -3, 98])
+    assert torch.equal(xt[r.to("trn"), p.to("trn"), :].cpu(), x[r, p, :])
+    v = torch.randn(5, 100, 2)
+    x[r, p] = v
+    xt[r.to("trn"), p.to("trn")] = v.to("trn")
+    assert torch.equal(xt.cpu(), x)
+    for rr, pp, dim in [(r, torch.tensor([100, 0, 0, 0, 0]), 1), (torch.tensor([5, 0, 0, 0, 0]), p, 0),
+                        (r, torch.tensor([-101, 0, 0, 0, 0]), 1)]:
+        with pytest.raises(IndexError, match=f"out of bounds for dimension {dim}"):
+            xt[rr.to("trn"), pp.to("trn"), :]
