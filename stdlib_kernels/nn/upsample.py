@@ -231,21 +231,28 @@ def adaptive_avg_matrix(i: int, o: int) -> np.ndarray:
     return w
 
 
-_MATS: OrderedDict[tuple[Any, ...], tuple[torch.Tensor, torch.Tensor]] = OrderedDict()
+_MATS: OrderedDict[tuple[Any, ...], Any] = OrderedDict()  # device matrices and index vectors, least recent first
 
 
-def device_matrix(key: tuple[Any, ...], build: Callable[[], np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(W^T, W)`` of a host-built ``W [o, i]`` as contiguous fp32 ``trn`` tensors (cached)."""
+def _cached(key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+    """``make()`` (device tensors built on the host) cached under ``key`` (the 256 most recent kept)."""
     hit = _MATS.get(key)
     if hit is not None:
         _MATS.move_to_end(key)
         return hit
-    w = torch.from_numpy(np.ascontiguousarray(build()))
-    pair = (w.t().contiguous().to("trn"), w.to("trn"))
-    _MATS[key] = pair
+    hit = _MATS[key] = make()
     if len(_MATS) > 256:
         _MATS.popitem(last=False)
-    return pair
+    return hit
+
+
+def device_matrix(key: tuple[Any, ...], build: Callable[[], np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(W^T, W)`` of a host-built ``W [o, i]`` as contiguous fp32 ``trn`` tensors (cached)."""
+    def make() -> tuple[torch.Tensor, torch.Tensor]:
+        w = torch.from_numpy(np.ascontiguousarray(build()))
+        return w.t().contiguous().to("trn"), w.to("trn")
+
+    return _cached(key, make)
 
 
 def apply_separable(x: torch.Tensor, mh: tuple[torch.Tensor, torch.Tensor] | None,
@@ -342,9 +349,15 @@ def _sizes_ok(out_size: Sequence[int], in_size: Sequence[int]) -> bool:
     return all(int(s) > 0 for s in out_size) and all(int(s) > 0 for s in in_size)
 
 
-#: the modes (and spatial ranks) torch's CPU kernels take uint8 images for
-_U8_MODES = {"nearest": (1, 2, 3), "nearest_exact": (1, 2, 3), "linear": (2,), "cubic": (2,), "aa_linear": (2,),
-             "aa_cubic": (2,)}
+#: the interpolating modes (and spatial ranks) torch's CPU kernels take uint8 images for (nearest: :func:`_nearest`)
+_U8_MODES = {"linear": (2,), "cubic": (2,), "aa_linear": (2,), "aa_cubic": (2,)}
+
+
+def _bad_out(out: torch.Tensor | None, x: torch.Tensor, osz: Sequence[int]) -> bool:
+    """An ``out=`` the forward cannot write: not a ``trn`` tensor of ``x``'s dtype and the result's shape, or
+    overlapping ``x``."""
+    return out is not None and (out.device.type != "trn" or out.dtype != x.dtype
+                                or tuple(out.shape) != (*x.shape[:2], *osz) or _overlap(out, x))
 
 
 def _round_u8(y: torch.Tensor) -> torch.Tensor:
@@ -354,47 +367,31 @@ def _round_u8(y: torch.Tensor) -> torch.Tensor:
 
 def _forward_u8(kind: str, nsp: int, x: torch.Tensor, output_size: Sequence[int], align: bool,
                 scales: Sequence[float | None], out: torch.Tensor | None) -> Any:
-    """uint8 images, as torch's CPU kernels resize them: one separable pass per axis (the last first), each
-    pass's result rounded half up and clamped to a uint8 value before the next; nearest modes copy pixels.
+    """uint8 images in the interpolating modes, as torch's CPU kernels resize them: one separable pass per axis (the
+    last first), each pass's result rounded half up and clamped to a uint8 value before the next.
 
     The weights are the float modes' rounded to torch's 16-bit fixed point (:func:`fixed_point`), and every
     product and sum of a pass is exact in fp32 (8-bit pixels times 15-bit weights). torch computes its float
     weights in another order, so a few weights differ in the last fixed-point bit: under 1% of the pixels of a
-    bilinear/bicubic resize differ from the CPU's, by 1 (nearest modes: bit-identical).
+    bilinear/bicubic resize differ from the CPU's, by 1.
     """
     if nsp not in _U8_MODES.get(kind, ()):
         return decline("a uint8 input in a mode torch has no uint8 kernel for (torch raises)")
     osz = [int(s) for s in output_size]
-    if out is not None and (out.device.type != "trn" or out.dtype != torch.uint8
-                            or tuple(out.shape) != (*x.shape[:2], *osz) or _overlap(out, x)):
+    if _bad_out(out, x, osz):
         return decline("out= not a trn uint8 tensor of the result's shape, or overlapping the input")
     if x.dim() != nsp + 2 or not _sizes_ok(output_size, x.shape[2:]):
         return decline("not of the right rank, or a zero or mismatched size")
-    rounding = kind not in ("nearest", "nearest_exact")  # nearest weights are 0/1: every pass is exact
-    mats = [_mat(kind, x.shape[2 + a], osz[a], align, scales[a], rounding) for a in range(nsp)]
-    y = apply_axes(x.to(torch.float32), mats, osz, False, between=_round_u8 if rounding else None)
-    if rounding:
-        _round_u8(y)
-    res = y.to(torch.uint8)
+    mats = [_mat(kind, x.shape[2 + a], osz[a], align, scales[a], True) for a in range(nsp)]
+    res = _round_u8(apply_axes(x.to(torch.float32), mats, osz, False, between=_round_u8)).to(torch.uint8)
     if out is None:
         return res
     out.copy_(res)
     return out
 
 
-_IDX: OrderedDict[tuple[Any, ...], torch.Tensor] = OrderedDict()
-
-
 def _device_index(i: int, o: int, scale: float | None, exact: bool) -> torch.Tensor:
-    key = (i, o, scale, exact)
-    hit = _IDX.get(key)
-    if hit is None:
-        hit = _IDX[key] = torch.from_numpy(nearest_index(i, o, scale, exact)).to("trn")
-        if len(_IDX) > 256:
-            _IDX.popitem(last=False)
-    else:
-        _IDX.move_to_end(key)
-    return hit
+    return _cached(("index", i, o, scale, exact), lambda: torch.from_numpy(nearest_index(i, o, scale, exact)).to("trn"))
 
 
 def _nearest(nsp: int, x: torch.Tensor, output_size: Sequence[int], scales: Sequence[float | None], exact: bool,
@@ -403,8 +400,7 @@ def _nearest(nsp: int, x: torch.Tensor, output_size: Sequence[int], scales: Sequ
     osz = [int(s) for s in output_size]
     if x.dim() != nsp + 2 or len(osz) != nsp or not _sizes_ok(osz, x.shape[2:]) or x.is_conj() or x.is_neg():
         return decline("not of the right rank, a zero or mismatched size, or a conjugate/negative view")
-    if out is not None and (out.device.type != "trn" or out.dtype != x.dtype
-                            or tuple(out.shape) != (*x.shape[:2], *osz) or _overlap(out, x)):
+    if _bad_out(out, x, osz):
         return decline("out= not a trn tensor of the result's dtype and shape, or overlapping the input")
     y = x
     for a in range(nsp - 1, -1, -1):
