@@ -219,10 +219,8 @@ def cholesky(a3: torch.Tensor, upper: bool) -> tuple[torch.Tensor, torch.Tensor]
     """``(L or U, info)`` of complex64 ``[B, n, n]`` (``upper``: the upper triangle read, ``A = U^H U``)."""
     if not upper:
         return cholesky_lower(a3)
-    ar, ai = _parts(a3)
-    low, info = cholesky_lower(torch.complex(ar.mT.contiguous(), (-ai.mT).contiguous()))
-    lr, li = _parts(low)
-    return torch.complex(lr.mT.contiguous(), (-li.mT).contiguous()), info
+    low, info = cholesky_lower(_adjoint(a3))
+    return _adjoint(low), info
 
 
 def _distinct_pairs(vals: torch.Tensor, rel: float = 1e-4) -> bool:
@@ -260,10 +258,10 @@ def svd(a: torch.Tensor, full: bool = False) -> tuple[torch.Tensor, torch.Tensor
     if not _distinct_pairs(s2):
         return None
     u, svals, vh = _consistent(a, _columns(u2, m), _pairs_mean(s2), _adjoint(_columns(vh2.mT, n)))
-    v = _adjoint(vh)
     if full:  # the square unitary factors: the reduced ones completed
-        u, v = (complete_basis(u) if m > u.shape[-1] else u), (complete_basis(v) if n > v.shape[-1] else v)
-    return u, svals, _adjoint(v)
+        u = complete_basis(u) if m > u.shape[-1] else u
+        vh = _adjoint(complete_basis(_adjoint(vh))) if n > vh.shape[-2] else vh
+    return u, svals, vh
 
 
 def _adjoint(x: torch.Tensor) -> torch.Tensor:

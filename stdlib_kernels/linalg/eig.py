@@ -522,6 +522,13 @@ def _c_lstsq(a3: torch.Tensor, b3: torch.Tensor) -> torch.Tensor:
     return torch.matmul(q, torch.linalg.solve_triangular(r.mH.resolve_conj(), b3, upper=False))
 
 
+def _rcond(rcond: float | None, m: int, n: int) -> float:
+    """lstsq's relative rank threshold: torch's default ``eps * max(m, n)``; a negative ``rcond`` means machine
+    precision, as LAPACK's drivers read it."""
+    eps = torch.finfo(torch.float32).eps
+    return eps * max(m, n) if rcond is None else (eps if rcond < 0 else rcond)
+
+
 def _empty_lstsq(a: torch.Tensor, bm: torch.Tensor, batch: tuple[int, ...], drv: str, vector: bool,
                  rcond: float | None) -> Any:
     """``lstsq`` with nothing to solve (an empty batch, or ``m``, ``n`` or ``k`` zero), with the CPU's outputs: a
@@ -531,11 +538,9 @@ def _empty_lstsq(a: torch.Tensor, bm: torch.Tensor, batch: tuple[int, ...], drv:
     next such call) gets A's singular values and the rank they give."""
     m, n, k = a.shape[-2], a.shape[-1], bm.shape[-1]
     if min(m, n) > 0 and U.prod(batch) > 0 and drv in ("gelsd", "gelss"):
-        sv = torch.linalg.svdvals(a.expand(*batch, m, n))
-        rc = rcond if rcond is not None and rcond > 0 else torch.finfo(torch.float32).eps * max(m, n)
-        rank = (sv > rc * sv[..., :1]).sum(-1)
-        return torch.zeros((*batch, n, 0), dtype=a.dtype, device="trn").squeeze(-1) if vector else \
-            torch.zeros((*batch, n, 0), dtype=a.dtype, device="trn"), \
+        sv = torch.linalg.svdvals(a.expand(*batch, m, n))  # here k == 0 (b is a matrix)
+        rank = (sv > _rcond(rcond, m, n) * sv[..., :1]).sum(-1)
+        return torch.zeros((*batch, n, 0), dtype=a.dtype, device="trn"), \
             torch.empty((*batch, 0) if m > n else (0,), device="trn"), rank, sv
     dt = a.dtype
     x = torch.zeros((*batch, n, k), dtype=dt, device="trn")
@@ -577,8 +582,7 @@ def linalg_lstsq(self: torch.Tensor, b: torch.Tensor, rcond: float | None = None
         return _empty_lstsq(self, bm, batch, drv, vector, rcond)
     if not _svd_ok(torch.view_as_real(self)[..., 0] if cplx else self):
         return decline("beyond the SVD size limits")
-    eps = torch.finfo(torch.float32).eps  # a negative rcond means machine precision to LAPACK's drivers
-    rc = eps * max(m, n) if rcond is None else (eps if rcond < 0 else rcond)
+    rc = _rcond(rcond, m, n)
     a3 = C.flat(self.expand(*batch, m, n))
     if cplx:  # singular values for the rank decision, the solution from QR (gels), as the CPU's drivers agree
         finite = bool(torch.isfinite(torch.view_as_real(a3)).all())
