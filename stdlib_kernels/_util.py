@@ -240,10 +240,7 @@ def new_output(shape: Sequence[int], dtype: torch.dtype, like: Sequence[torch.Te
     st = out_strides_like(shape, like)
     if st is None:
         shape = tuple([int(s) for s in shape])
-        n = dtype.itemsize
-        for s in shape:
-            n *= s
-        if 0 < n <= fastlane.SMALL_MAX_BYTES:  # a small output: a pooled one, lent when free
+        if 0 < prod(shape) * dtype.itemsize <= fastlane.SMALL_MAX_BYTES:  # a small output: a pooled one, lent when free
             return fastlane.small_output(shape, dtype)
         return memory.empty(shape, dtype)  # the device allocator directly: no dispatcher round trip
     return memory.empty_strided(shape, st, dtype)
@@ -378,8 +375,8 @@ def rows_piece(t: torch.Tensor, s: slice) -> TensorPiece:
 
 
 def read_scalar(t: torch.Tensor) -> Any:
-    """The value of a one-element ``trn`` tensor, read from its memory (``t.item()`` without the dispatch): float32
-    and int32 straight from the address (device memory is host memory), other dtypes through a passing CPU view
+    """The value of a one-element ``trn`` tensor, read from its memory (``t.item()`` without the dispatch): float32,
+    int32 and int64 straight from the address (device memory is host memory), other dtypes through a passing CPU view
     (not cached on the storage, so a pooled output stays reusable)."""
     if t.numel() != 1:
         raise ValueError(f"read_scalar: expected one element, got {t.numel()}")
