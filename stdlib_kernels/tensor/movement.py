@@ -266,13 +266,21 @@ def _cat_complex32(tensors: list[torch.Tensor], dim: int, out: torch.Tensor | No
 
 
 def _suggested_format(t: torch.Tensor) -> torch.memory_format:
-    """torch's ``suggest_memory_format`` of ``t`` (read off a meta tensor of its strides)."""
-    like = torch.empty_like(torch.empty_strided(t.shape, t.stride(), device="meta"))
-    for fmt in (torch.channels_last, torch.channels_last_3d):
-        if like.dim() == (4 if fmt == torch.channels_last else 5) and not like.is_contiguous() \
-                and like.is_contiguous(memory_format=fmt):
-            return fmt
-    return torch.contiguous_format
+    """torch's ``suggest_memory_format`` of ``t``: channels-last (3d) when its strides grow along the channels-last
+    dim order (C, W, H, N / C, W, H, D, N), each at least the previous stride times its size, none of size 0, not
+    with a 0 channel stride, and N's stride not equal to C's (the ambiguous N111 case stays contiguous)."""
+    nd = t.dim()
+    if nd not in (4, 5):
+        return torch.contiguous_format
+    shape, st = t.shape, t.stride()
+    low = 0
+    if st[1] == 0:
+        return torch.contiguous_format
+    for d in ((1, 3, 2, 0) if nd == 4 else (1, 4, 3, 2, 0)):
+        if shape[d] == 0 or st[d] < low or (d == 0 and low == st[1]):
+            return torch.contiguous_format
+        low = st[d] * shape[d]
+    return torch.channels_last if nd == 4 else torch.channels_last_3d
 
 
 def _cat_format(live: list[torch.Tensor]) -> torch.memory_format:

@@ -109,3 +109,61 @@ def test_mixed_layouts_take_the_first_operands_order(dtype, layout, monkeypatch)
         exp, got = fn(x, y), fn(a, b)
         assert got.stride() == exp.stride(), (fn.__name__, got.stride(), exp.stride())
         torch.testing.assert_close(got.cpu(), exp, rtol=1e-6, atol=1e-5)
+
+
+@st.composite
+def _layouts(draw):  # noqa: ANN001, ANN202 - a hypothesis strategy
+    """A shape and 1-3 operands of it: permuted, sliced (gapped), expanded (0 strides), with size-1 and empty dims."""
+    nd = draw(st.integers(2, 4))
+    shape = tuple(draw(st.lists(st.sampled_from([0, 1, 2, 3, 5]), min_size=nd, max_size=nd)))
+    ops = []
+    for _ in range(draw(st.integers(1, 3))):
+        perm = draw(st.permutations(range(nd)))
+        step = draw(st.lists(st.integers(1, 2), min_size=nd, max_size=nd))
+        base = torch.empty([shape[p] * step[p] for p in perm]).permute(*[list(perm).index(i) for i in range(nd)])
+        t = base[tuple(slice(None, None, s) for s in step)]
+        bcast = draw(st.lists(st.booleans(), min_size=nd, max_size=nd))
+        t = t[tuple(slice(0, 1) if b else slice(None) for b in bcast)].expand(shape) if all(
+            shape[i] >= 1 or not b for i, b in enumerate(bcast)) else t
+        ops.append(t)
+    return shape, ops
+
+
+@settings(max_examples=300, deadline=None)
+@given(layout=_layouts())
+def test_elementwise_strides_match_torch(layout) -> None:
+    """The fast output-stride rule gives the strides of a real CPU elementwise op (TensorIterator) over the same
+    operands: one (neg), two (add) or three (addcmul)."""
+    shape, ops = layout
+    got = U.elementwise_strides(shape, [U._broadcast_strides(t, shape) for t in ops])
+    cpu = torch.neg(ops[0]) if len(ops) == 1 else ops[0] + ops[1] if len(ops) == 2 else torch.addcmul(*ops)
+    assert got == cpu.stride()
+
+
+@settings(max_examples=60, deadline=None)
+@given(layout=_layouts(), nd5=st.booleans())
+def test_cat_output_layout_matches_cpu(layout, nd5) -> None:
+    """cat's output takes its inputs' common suggested memory format (channels-last, 3d too) as on the CPU."""
+    _, ops = layout
+    xs = [t.unsqueeze(2) if nd5 and t.dim() == 4 else t for t in ops[:2]]
+    xs = [x for x in xs if all(s or n < 2 for n, s in zip(x.shape, x.stride()))]  # no expanded dims
+    if not xs:
+        return
+    xs = [x.copy_(torch.randn(x.shape)) for x in xs]
+    cpu = torch.cat(xs, dim=0)
+    got = torch.cat([torch.empty_strided(x.shape, x.stride(), device="trn").copy_(x.to("trn")) for x in xs], dim=0)
+    assert got.stride() == cpu.stride() or cpu.numel() < 2
+    torch.testing.assert_close(got.cpu(), cpu, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("fmt,shape", [(torch.channels_last, (2, 3, 4, 5)), (torch.channels_last_3d, (2, 3, 2, 4, 5)),
+                                       (torch.contiguous_format, (2, 3, 4, 5))])
+@pytest.mark.parametrize("gapped", [False, True])
+def test_cat_keeps_channels_last(fmt, shape, gapped) -> None:
+    x = torch.randn(shape).contiguous(memory_format=fmt)
+    if gapped:  # a channels-last view with gaps: not dense, still ordered channels-last
+        x = torch.randn(*shape[:-1], shape[-1] * 2).contiguous(memory_format=fmt)[..., ::2]
+    t = torch.empty_strided(x.shape, x.stride(), device="trn").copy_(x.to("trn"))
+    cpu, got = torch.cat([x, x], dim=1), torch.cat([t, t], dim=1)
+    assert got.stride() == cpu.stride()
+    torch.testing.assert_close(got.cpu(), cpu, rtol=0, atol=0)
