@@ -241,3 +241,31 @@ def test_margin_losses_of_an_empty_batch(multilabel, reduction, monkeypatch):
                           else torch.ones(10, dtype=torch.long))]:
         with pytest.raises(RuntimeError, match="Expected non-empty vector or matrix"):
             mod(bad_x.to("trn"), bad_y.to("trn"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("red", ["mean", "sum"])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "vector"])
+def test_nll_fast_path_repeats_the_lowering(dtype, red, layout):
+    """Repeated nll_loss calls on one layout run the kept pointer call (the fast function): every call's values
+    equal the CPU's, a bad target after warm calls still raises torch's error, ignore_index still applies."""
+    g = torch.Generator().manual_seed(3)
+    L._NLL_FAST.table.clear()
+    n, c = (1, 7) if layout == "vector" else (9, 7)
+    for step in range(5):
+        x = torch.randn(n, c, generator=g).to(dtype)
+        if layout == "transposed":
+            x = torch.randn(c, n, generator=g).to(dtype).t()
+        t = torch.randint(0, c, (n,), generator=g)
+        t[0] = -100 if step == 3 else t[0]
+        xd = x.to("trn") if layout != "transposed" else x.t().contiguous().to("trn").t()
+        xa, xda, ta, tda = (x[0], xd[0], t[0], t.to("trn")[0]) if layout == "vector" else (x, xd, t, t.to("trn"))
+        out, ref = F.nll_loss(xda, tda, reduction=red), F.nll_loss(xa, ta, reduction=red)
+        assert_same(out, ref, rtol=_TOL[dtype][0], atol=_TOL[dtype][1])
+        assert out.shape == ref.shape and out.dtype == ref.dtype
+    if layout != "vector":
+        assert len(L._NLL_FAST.table) == 1  # learned once, then hit
+        with pytest.raises((IndexError, RuntimeError), match="out of bounds|Target"):
+            F.nll_loss(xd, torch.full((n,), c).to("trn"), reduction=red)
+        with pytest.raises(RuntimeError, match="device"):
+            F.nll_loss(xd, t, reduction=red)  # a CPU target: torch's device error, not the fast path
