@@ -1,10 +1,11 @@
 """Fast-lane keys of the binary elementwise ops (``trnlang.device.fastlane``): tensor-tensor and tensor-scalar.
 
 A lane replays the one launch a lowering made, so its key must hold everything the lowering's
-choice of kernel, output dtype and launch depended on. Tensor-tensor lanes: two contiguous ``trn``
-tensors of one float dtype and one shape. Tensor-scalar lanes (``x * 2.5``, ``x + 1``, ``x > 0.5``,
-``x ** 2``): one contiguous ``trn`` tensor and a Python ``bool``/``int``/``float``; the key is the
-tensor's dtype and shape, the number's type (torch's promotion depends on it: an int tensor times
+choice of kernel, output dtype and launch depended on. Tensor-tensor lanes: two ``trn`` tensors of
+one float dtype (their shapes, and their strides when either is not contiguous: views, broadcasts).
+Tensor-scalar lanes (``x * 2.5``, ``x + 1``, ``x > 0.5``, ``x ** 2``): one ``trn`` tensor and a
+Python ``bool``/``int``/``float``; the key is the tensor's dtype and shape (and strides when it is not
+contiguous), the number's type (torch's promotion depends on it: an int tensor times
 2.5 is float) and, for integer tensors, the default float dtype. The number itself is a runtime
 operand of the kernel (a ``[1, 1]`` device tensor), so every value runs the same compiled variant;
 :func:`scalar_key` returns it as the kernel reads it (rounded to bf16/fp16 first where torch rounds
@@ -21,6 +22,9 @@ Example:
     >>> import torch
     >>> x = torch.randn(8, device="trn")                    # doctest: +SKIP
     >>> y = x * 2.5; y = x * 0.5                             # doctest: +SKIP  (the second call: the lane)
+
+In-place variants (``x.add_(y)``) take contiguous tensors only (:func:`contiguous_layout`): their check that the
+written operand does not partly overlap a read one compares contiguous spans.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import torch
 
 from trnlang.device import fastlane
 
-__all__ = ["same_layout", "scalar_key", "fast"]
+__all__ = ["same_layout", "contiguous_layout", "scalar_key", "fast"]
 
 _Tensor = torch.Tensor
 _FLOATS = (torch.float32, torch.bfloat16, torch.float16)
@@ -46,20 +50,28 @@ _default_dtype = torch.get_default_dtype
 
 
 def same_layout(a: Any, b: Any) -> Any:
-    """The fast-lane key of two contiguous ``trn`` tensors of one float dtype: ``(dtype, shape)`` for one shape,
-    ``(dtype, shape of a, shape of b)`` for shapes that differ (a broadcast: ``x + bias``; the lowering's first call
-    checks that they broadcast, and makes a lane only of a single contiguous-output launch), else None."""
+    """The fast-lane key of two ``trn`` tensors of one float dtype: ``(dtype, shape)`` for one shape, contiguous;
+    ``(dtype, shape of a, shape of b)`` for contiguous shapes that differ (a broadcast: ``x + bias``; the lowering's
+    first call checks that they broadcast, and makes a lane only of a single launch into a dense output); with the
+    strides after the shapes when either is not contiguous (views: ``x.t() * y``, ``-x[..., 32:]``: the key holds
+    every layout the lowering's launch and its output's strides depend on); else None."""
     if type(a) is not _Tensor or type(b) is not _Tensor:
         return None
     dt = a.dtype
     if b.dtype is not dt or a.is_cpu or b.is_cpu or dt not in _FLOATS or a.is_neg() or b.is_neg():
         return None
-    if not a.is_contiguous() or not b.is_contiguous():
-        return None
     sh = a.shape
+    if not a.is_contiguous() or not b.is_contiguous():
+        return dt, sh, a.stride(), b.shape, b.stride()
     if b.shape != sh:
         return dt, sh, b.shape
     return dt, sh
+
+
+def contiguous_layout(a: Any, b: Any) -> Any:
+    """:func:`same_layout` for contiguous tensors only (the in-place variants' lanes)."""
+    k = same_layout(a, b)
+    return None if k is None or len(k) == 5 else k
 
 
 @lru_cache(maxsize=512)
@@ -75,18 +87,19 @@ def _half(v: Any, dtype: torch.dtype) -> Any:
     return _rounded(f, dtype)
 
 
-def scalar_key(op: str, ints: bool = True) -> Callable[[Any, Any], tuple[Any, Any] | None]:
+def scalar_key(op: str, ints: bool = True, strided: bool = True) -> Callable[[Any, Any], tuple[Any, Any] | None]:
     """The tensor-scalar key function of the binary op ``op`` (a ``BINARY_OPS`` name).
 
-    Returns ``f(x, number) -> ((dtype, shape, type(number)[, default dtype]), value) | None``.
+    Returns ``f(x, number) -> ((dtype, shape, type(number)[, default dtype][, strides]), value) | None``: the
+    strides of a non-contiguous tensor last (``strided=False``: contiguous tensors only).
     ``ints=False``: integer tensors with integer numbers take no lane (``pow``: one kernel per exponent).
     """
     rounds = op not in _OPMATH
     own_kernel = (2, 3) if op == "pow" else ()  # numbers the lowering gives a kernel of their own (x ** 2, x ** 3)
 
-    def key(a: Any, s: Any) -> tuple[Any, Any] | None:
+    def layout_key(a: Any, s: Any) -> tuple[Any, Any] | None:
         ts = type(s)
-        if type(a) is not _Tensor or ts not in _NUMBERS or a.is_cpu or a.is_neg() or not a.is_contiguous():
+        if type(a) is not _Tensor or ts not in _NUMBERS or a.is_cpu or a.is_neg():
             return None
         dt = a.dtype
         if s in own_kernel:  # compiled into its kernel (which reads a scalar 0): the number is part of the key
@@ -105,6 +118,12 @@ def scalar_key(op: str, ints: bool = True) -> Callable[[Any, Any], tuple[Any, An
             return (dt, a.shape, ts), s
         return None
 
+    def key(a: Any, s: Any) -> tuple[Any, Any] | None:
+        kv = layout_key(a, s)
+        if kv is None or a.is_contiguous():
+            return kv
+        return ((*kv[0], a.stride()), kv[1]) if strided else None
+
     return key
 
 
@@ -114,7 +133,8 @@ def fast(lower: Callable[..., Any], op: str | None = None, ints: bool = True,
     ``op`` (its ``BINARY_OPS`` name) is given; ``inplace`` (the lowering writing operand 0: ``lambda a, b: add(a, b,
     out=a)``) gives the in-place variant (``x.add_(y)``) lanes too."""
     return fastlane.fast_function(lower, 2, same_layout, scalar_key(op, ints) if op is not None else None,
-                                  inplace=inplace)
+                                  inplace=inplace, inplace_keys=(contiguous_layout, scalar_key(op, ints, False)
+                                                                 if op is not None else None))
 
 
 def check_alpha(common: torch.dtype, alpha: Any) -> None:

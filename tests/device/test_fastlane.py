@@ -221,3 +221,52 @@ def test_small_outputs_are_pooled_and_never_shared_while_alive():
     with torch.inference_mode():
         f = U.new_output((3, 5), torch.float32)
     assert f.is_inference()
+
+
+def _views(x):
+    """(name, view builder) pairs: the layouts of model code (transposes, halves, broadcasts, permutes)."""
+    return [("t", lambda v: v.t()), ("half", lambda v: v[:, 3:]), ("step", lambda v: v[:, ::2]),
+            ("col", lambda v: v[:, :1].expand(v.shape[0], 4)), ("perm", lambda v: v.unsqueeze(0).permute(2, 0, 1))]
+
+
+@pytest.mark.parametrize("op", ["add", "mul", "sub", "div"])
+@pytest.mark.parametrize("which", ["t", "half", "step", "col", "perm"])
+def test_strided_lanes_match_cpu(op, which):
+    """Views get lanes keyed on their strides: repeated calls (new values each time, several results alive) equal
+    the CPU's values and output strides; a tensor-scalar call on a view too (``-x[..., 32:]`` is ``x * -1``)."""
+    g = torch.Generator().manual_seed(7)
+    view = dict(_views(None))[which]
+    OPS[op](torch.ones(2, device="trn"), torch.ones(2, device="trn"))  # the stdlib registers on first use
+    fast = REGISTRY[ATEN[op]].fast
+    before = len(fast.lanes)
+    outs = []
+    for step in range(4):
+        x, y = torch.randn(6, 8, generator=g), torch.randn(6, 8, generator=g) + 3.0
+        a, b = x.to("trn"), y.to("trn")
+        lhs, rhs, cl, cr = view(a), b[:, :4] if which == "col" else view(b), view(x), y[:, :4] if which == "col" \
+            else view(y)
+        got, exp = OPS[op](lhs, rhs), OPS[op](cl, cr)
+        assert got.stride() == exp.stride() and got.shape == exp.shape
+        torch.testing.assert_close(got.cpu(), exp, rtol=0, atol=0)
+        s_got, s_exp = OPS[op](lhs, 2.5), OPS[op](cl, 2.5)
+        assert s_got.stride() == s_exp.stride()
+        torch.testing.assert_close(s_got.cpu(), s_exp, rtol=0, atol=0)
+        outs.append((got, exp))
+    assert len(fast.lanes) > before  # the views' layout got a lane
+    for got, exp in outs:  # earlier results were not overwritten by later hits
+        torch.testing.assert_close(got.cpu(), exp, rtol=0, atol=0)
+
+
+def test_inplace_on_views_takes_the_lowering():
+    """In-place calls keep contiguous-only lanes (their overlap check reads contiguous spans): a view written in
+    place, also one overlapping its operand, behaves as on the CPU."""
+    x = torch.randn(6, 8)
+    for _ in range(3):
+        a, c = x.to("trn"), x.clone()
+        a[:, 2:].add_(a[:, :6])
+        c[:, 2:].add_(c[:, :6])
+        torch.testing.assert_close(a.cpu(), c)
+        a.t().mul_(0.5)
+        c.t().mul_(0.5)
+        torch.testing.assert_close(a.cpu(), c)
+    assert all(len(k) != 5 for k in REGISTRY[ATEN["add"]].fast.inplace.lanes)

@@ -83,13 +83,15 @@ _INF = float("inf")
 
 
 class OutputPool:
-    """Output tensors of one ``(dtype, shape)``, reused when their previous user is gone."""
+    """Output tensors of one ``(dtype, shape)`` (and dense ``strides``, else contiguous), reused when their previous
+    user is gone."""
 
-    __slots__ = ("shape", "dtype", "nbytes", "entries")
+    __slots__ = ("shape", "dtype", "strides", "nbytes", "entries")
 
-    def __init__(self, shape: tuple[int, ...], dtype: torch.dtype) -> None:
+    def __init__(self, shape: tuple[int, ...], dtype: torch.dtype, strides: tuple[int, ...] | None = None) -> None:
         self.shape = shape
         self.dtype = dtype
+        self.strides = strides
         n = 1
         for s in shape:
             n *= s
@@ -104,15 +106,20 @@ class OutputPool:
             if _uc(e[1]) == 2 and _getref(e[2]) == e[3]:
                 return e[0].detach()
         if self.nbytes > POOL_MAX_BYTES or len(self.entries) >= POOL_DEPTH:
-            return memory.empty(self.shape, self.dtype)
+            return self._new()
         with torch.inference_mode(False):
-            t = memory.empty(self.shape, self.dtype)
+            t = self._new()
         st: Any = t.untyped_storage()  # a trn storage carries its block (memory.HbmBlock.trn_storage)
         probe = (t, st._cdata, st._trn_block, 0, st)
         base = _getref(probe[2])  # the block's references when only the pool holds it (storage + entry + arg)
         self.entries.append((t, st._cdata, probe[2], base, st))
         del probe
         return t.detach()
+
+    def _new(self) -> torch.Tensor:
+        if self.strides is None:
+            return memory.empty(self.shape, self.dtype)
+        return memory.empty_strided(self.shape, self.strides, self.dtype)
 
     def idle(self) -> int:
         """Bytes held by templates nobody uses."""
@@ -333,11 +340,13 @@ def make_lane(rec: list[Any], operands: tuple[torch.Tensor, ...], out: Any, scal
     ``scalar``: the Python number of a tensor-scalar call; the launch must read it from one
     one-element tensor (the lane then reads it from a buffer of its own, see :meth:`Lane.scalar_call`).
     ``inplace``: the call wrote operand 0 (``out`` must be it); replays write the operand 0 of each call.
-    A lane that allocates its outputs needs a contiguous one (its pool makes contiguous tensors).
+    A lane that allocates its outputs needs a dense one (its pool makes tensors of its strides: the lowering's
+    choice for the operands' layouts, which the lane's key holds).
     """
     if len(rec) != 1 or not isinstance(out, torch.Tensor) or not PLANS.enabled:
         return None
-    if (out is not operands[0]) if inplace else not out.is_contiguous():
+    contiguous = out.is_contiguous()
+    if (out is not operands[0]) if inplace else not (contiguous or memory.is_dense(out)):
         return None
     kernel, args = rec[0]
     found = _roles(args, operands, out, scalar, inplace)
@@ -360,7 +369,7 @@ def make_lane(rec: list[Any], operands: tuple[torch.Tensor, ...], out: Any, scal
     lane.roles = tuple(roles)
     lane.owner = _ident()
     lane.config = _config.current
-    lane.pool = None if inplace else OutputPool(tuple(out.shape), out.dtype)
+    lane.pool = None if inplace else OutputPool(tuple(out.shape), out.dtype, None if contiguous else out.stride())
     lane.inplace = inplace
     lane.split = go.plan if go.splittable else None
     lane.sbuf = lane.sval = None
@@ -407,6 +416,7 @@ def _partly_overlapping(args: tuple[Any, ...]) -> bool:
 
 def fast_function(lower: Callable[..., Any], nops: int, key: Callable[..., Any],
                   scalar_key: Callable[..., Any] | None = None, inplace: Callable[..., Any] | None = None,
+                  inplace_keys: tuple[Callable[..., Any], Callable[..., Any] | None] | None = None,
                   _writes_first: bool = False) -> Callable[..., Any]:
     """A registry fast function for ``lower`` (``nops`` tensor operands, positional only).
 
@@ -418,7 +428,8 @@ def fast_function(lower: Callable[..., Any], nops: int, key: Callable[..., Any],
 
     ``inplace``: the lowering of the op's in-place variant (``lambda a, b: add(a, b, out=a)``); then
     ``fast.inplace`` is the fast function of that variant (``x.add_(y)``: its lanes write operand 0), which the
-    registry gives the variant.
+    registry gives the variant; ``inplace_keys``: its ``(key, scalar_key)`` if not the same (keys of contiguous
+    operands only: the overlap check of an in-place call, ``_partly_overlapping``, reads contiguous spans).
     """
     lanes: dict[Any, Any] = {}
     _TABLES.append(lanes)
@@ -458,7 +469,8 @@ def fast_function(lower: Callable[..., Any], nops: int, key: Callable[..., Any],
     fast.lanes = lanes  # type: ignore[attr-defined]
     fast.scalar_lanes = slanes  # type: ignore[attr-defined]
     if inplace is not None:
-        fast.inplace = fast_function(inplace, nops, key, scalar_key, _writes_first=True)  # type: ignore[attr-defined]
+        ik, isk = inplace_keys or (key, scalar_key)
+        fast.inplace = fast_function(inplace, nops, ik, isk, _writes_first=True)  # type: ignore[attr-defined]
     return fast
 
 
