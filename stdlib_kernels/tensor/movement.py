@@ -31,7 +31,7 @@ import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.elementwise.pointwise import flat_pieces
 from stdlib_kernels.tensor.copy import cast_copy_flat
-from trnlang.device import decline, lowering
+from trnlang.device import decline, lowering, memory
 
 #: Dtypes the movement kernels handle (8-byte ones only without a dtype change).
 DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.bool, torch.int64, torch.float64,
@@ -117,11 +117,19 @@ def move(dst: torch.Tensor, src: torch.Tensor, flip_dims: Sequence[int] = ()) ->
     if src.dtype in _WIDE or dst.dtype in _WIDE:
         assert src.dtype == dst.dtype
         dst, src = U.int32_words(dst), U.int32_words(src)
-    flips = [d in flip_dims for d in range(dst.dim())]
-    sh, (ss, ds), fl = _coalesce(tuple(dst.shape), [list(src.stride()), list(dst.stride())], flips)
+    move_window(dst, tuple(dst.shape), dst.stride(), dst.storage_offset(), src, flip_dims)
+
+
+def move_window(dst: torch.Tensor, shape: tuple[int, ...], strides: Sequence[int], offset: int, src: torch.Tensor,
+                flip_dims: Sequence[int] = ()) -> None:
+    """:func:`move` into the window ``(shape, strides, offset)`` of ``dst``'s storage (no torch view of it: a view
+    of a ``trn`` tensor is a dispatch), ``src`` of that shape; dtypes of at most 4 bytes. The window must lie in
+    ``dst``'s memory (each launch's pieces are checked against the storage)."""
+    flips = [d in flip_dims for d in range(len(shape))]
+    sh, (ss, ds), fl = _coalesce(shape, [list(src.stride()), list(strides)], flips)
     if not sh:
         sh, ss, ds, fl = [1], [1], [1], [False]
-    so, do = src.storage_offset(), dst.storage_offset()
+    so, do = src.storage_offset(), offset
     shared = src.untyped_storage().data_ptr() == dst.untyped_storage().data_ptr()
     if len(sh) == 1 and ss[0] == 1 and ds[0] == 1 and not fl[0]:  # one run of elements: a flat copy
         _move_flat(src, dst, sh[0], so, do, shared)
@@ -233,23 +241,41 @@ def cat(tensors: Sequence[torch.Tensor], dim: int = 0, *, out: torch.Tensor | No
                 return decline("tensors whose shapes differ outside dim: torch raises")
         shape = tuple(ref.shape[:d]) + (sum(t.shape[d] for t in live),) + tuple(ref.shape[d + 1:])
     if out is None:
-        out = torch.empty(shape, dtype=dtype, device="trn", memory_format=_cat_format(live))
+        fmt = _cat_format(live)
+        if U.prod(shape) == 0:  # torch's strides of empty layouts (channels-last multiplies in the zero sizes)
+            out = torch.empty(shape, dtype=dtype, device="trn", memory_format=fmt)
+        else:  # the device allocator directly: no dispatcher round trip
+            order = _FORMAT_ORDER.get(fmt, range(len(shape) - 1, -1, -1))
+            out = memory.empty_strided(shape, U.strides_in_order(shape, order), dtype)
     elif not _check_out(out, shape, out.dtype, tensors) or not torch.can_cast(dtype, out.dtype):
         return decline("out= not a trn tensor of the result's shape and a castable dtype, or expanded/overlapping")
     # a cast the move kernels do not do (int64 into float32, say) goes through the device's copy_
     by_copy = [not _movable(t, out.dtype) for t in live]
     if any(b and not _copyable(t, out.dtype) for t, b in zip(live, by_copy)):
         return decline("an input of an unsupported dtype (or conj/neg bit), or a cast the device kernels do not do")
+    if live:
+        _cat_into(out, live, by_copy, d)
+    return out
+
+
+def _cat_into(out: torch.Tensor, live: list[torch.Tensor], by_copy: list[bool], d: int) -> None:
+    """Each input into its slice of ``out`` along ``d``: through ``copy_`` (a cast the move kernels do not do), a
+    narrowed view (8-byte dtypes, moved as int32 words), else straight into the output's window."""
     off = 0
+    st, base = out.stride(), out.storage_offset()
     for t, b in zip(live, by_copy):
         n = t.shape[d]
         if n and t.numel():
             if b:
                 out.narrow(d, off, n).copy_(t)
-            else:
+            elif out.dtype in _WIDE or t.dtype in _WIDE:
                 move(out.narrow(d, off, n), t)
+            else:  # no narrow view: a view of a trn tensor is a dispatch
+                move_window(out, tuple(t.shape), st, base + off * st[d], t)
         off += n
-    return out
+
+
+_FORMAT_ORDER = {torch.channels_last: (1, 3, 2, 0), torch.channels_last_3d: (1, 4, 3, 2, 0)}
 
 
 def _cat_complex32(tensors: list[torch.Tensor], dim: int, out: torch.Tensor | None) -> Any:
