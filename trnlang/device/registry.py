@@ -138,8 +138,7 @@ class Lowering:
     device_check: bool = True
     fast: Callable[..., Any] | None = field(default=None, repr=False)
     dim_arg: tuple[int, str, bool] | None = field(default=None, repr=False)  # (position, name, is a list)
-    same_dtype_out: bool = False  # an out= variant whose out must have the input's dtype (_SAME_DTYPE_OUT)
-    out_check: Callable[[str, dict[str, Any]], None] | None = None  # an out= variant's dtype rule (_OUT_CHECKS)
+    out_check: Callable[[str, tuple[Any, ...], dict[str, Any]], None] | None = None  # out= dtype rule (_OUT_CHECKS)
     accepts: Accepts | None = None
     arg_positions: dict[str, int] = field(default_factory=dict, repr=False)  # schema name -> position
 
@@ -277,41 +276,38 @@ def _check_dim_arg(spec: tuple[int, str, bool], args: tuple[Any, ...], kwargs: d
     check_dims(self.dim(), dims, is_list)
 
 
-#: Real-valued unary ops whose ``out=`` must have the input's dtype exactly (torch neither promotes nor casts).
-_SAME_DTYPE_OUT = frozenset({"aten::neg", "aten::floor", "aten::ceil", "aten::trunc", "aten::abs", "aten::sign"})
-
-
-def _check_bool_out(name: str, kwargs: dict[str, Any]) -> None:
+def _check_bool_out(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     out = kwargs.get("out")
     if isinstance(out, torch.Tensor) and out.dtype != torch.bool:
         raise RuntimeError(f"{name.split('::')[-1].split('.')[0]} does not support non-boolean outputs.")
 
 
-def _check_real_out(name: str, kwargs: dict[str, Any]) -> None:
+def _check_real_out(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     out = kwargs.get("out")
     if isinstance(out, torch.Tensor) and out.is_complex():
         raise RuntimeError(f"{name.split('::')[-1].split('.')[0]} is not yet implemented for complex tensors.")
 
 
-#: out= variants whose ``out`` dtype torch checks before any computation (whatever the operands): the check raises
-#: torch's error. Unary predicates take a bool out only; heaviside refuses a complex out (real operands too).
-_OUT_CHECKS: dict[str, Callable[[str, dict[str, Any]], None]] = {
-    "aten::isposinf": _check_bool_out, "aten::isneginf": _check_bool_out, "aten::heaviside": _check_real_out}
-
-
-def _check_same_dtype_out(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _check_same_dtype_out(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     self, out = (args[0] if args else kwargs.get("self")), kwargs.get("out")
     if isinstance(self, torch.Tensor) and isinstance(out, torch.Tensor) and out.dtype != self.dtype \
             and not self.is_complex():
         raise RuntimeError(f"Found dtype {scalar_type_name(out.dtype)} but expected {scalar_type_name(self.dtype)}")
 
 
+#: out= variants whose ``out`` dtype torch checks before any computation (whatever the operands): the check raises
+#: torch's error. Unary predicates take a bool out only; heaviside refuses a complex out (real operands too); real
+#: unary ops that neither promote nor cast (neg, floor, ...) need the input's dtype exactly.
+_OUT_CHECKS: dict[str, Callable[[str, tuple[Any, ...], dict[str, Any]], None]] = {
+    "aten::isposinf": _check_bool_out, "aten::isneginf": _check_bool_out, "aten::heaviside": _check_real_out,
+    **dict.fromkeys(("aten::neg", "aten::floor", "aten::ceil", "aten::trunc", "aten::abs", "aten::sign"),
+                    _check_same_dtype_out)}
+
+
 def _needs_cpu(ent: Lowering, op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Checks of calls with keywords, lists or CPU tensors: raise as torch does, or say the CPU must run it."""
-    if ent.same_dtype_out:  # an error whatever the dtypes: raised before any fallback
-        _check_same_dtype_out(args, kwargs)
-    if ent.out_check is not None:
-        ent.out_check(ent.routed_from or "", kwargs)
+    if ent.out_check is not None:  # an error whatever the dtypes: raised before any fallback
+        ent.out_check(ent.routed_from or "", args, kwargs)
     if ent.dtypes is not None and not _dtypes_in(ent.dtypes, args, kwargs):
         return True
     if ent.device_check:
@@ -323,7 +319,8 @@ def _into_out_of_another_dtype(ent: Lowering, args: tuple[Any, ...], kwargs: dic
     """An ``out=`` variant whose inputs the lowering takes but whose ``out`` dtype it does not: the functional
     lowering's result, cast into ``out`` as torch casts (it computes in the result dtype); None to fall back."""
     out = kwargs.get("out")
-    if ent.routed_from is None or ent.dtypes is None or ent.same_dtype_out or type(out) is not torch.Tensor \
+    if ent.routed_from is None or ent.dtypes is None or ent.out_check is _check_same_dtype_out \
+            or type(out) is not torch.Tensor \
             or out.device.type != "trn" or out.is_conj() or out.is_neg():
         return None
     rest = {k: v for k, v in kwargs.items() if k != "out"}
@@ -605,7 +602,6 @@ def lowering(op: str, *, dtypes: tuple[torch.dtype, ...] | list[torch.dtype] | N
                 REGISTRY[vname] = Lowering(vname, kind, dt, REGISTRY[name].source, vfn, name, False, check,
                                            fast=getattr(fast, "inplace", None) if how == "inplace" else None,
                                            dim_arg=dim_arg_of(vop, vname, name),
-                                           same_dtype_out=how == "out" and name in _SAME_DTYPE_OUT,
                                            out_check=_OUT_CHECKS.get(name) if how == "out" else None,
                                            accepts=accepts,
                                            arg_positions={a.name: i for i, a in enumerate(vop._schema.arguments)})
