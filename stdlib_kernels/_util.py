@@ -69,10 +69,10 @@ def scalar_tensor(value: Any, dtype: torch.dtype) -> torch.Tensor:
         key = (type(value), value, dtype)
     t = _scalars.get(key)
     if t is None:
-        t = torch.full((1, 1), value, dtype=dtype, device="trn")
+        t = fastlane.freeze(torch.full((1, 1), value, dtype=dtype, device="trn"))  # lanes may keep it (never written)
         _scalars[key] = t
         if len(_scalars) > 512:
-            _scalars.popitem(last=False)
+            fastlane.unfreeze(_scalars.popitem(last=False)[1])
     else:
         _scalars.move_to_end(key)
     return t
@@ -464,8 +464,11 @@ def piece(t: torch.Tensor, shape: Sequence[int], strides: Sequence[int], offset:
     """Like :func:`view`, for a kernel argument only: a ``TensorPiece`` (no torch view, no dispatch).
 
     Use it for launch pieces (``launch(kern, piece(...), ...)``); anything that needs a real tensor
-    (another torch op, ``.fill_``, a return value) takes :func:`view`.
+    (another torch op, ``.fill_``, a return value) takes :func:`view`. ``t`` may itself be a piece (``offset`` is
+    then in its base tensor's storage, as the piece's ``storage_offset()`` is).
     """
+    if type(t) is TensorPiece:
+        t = t.base
     return TensorPiece(t, tuple(shape), tuple(strides), offset)
 
 

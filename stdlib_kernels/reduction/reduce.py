@@ -29,7 +29,7 @@ import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels import tiling as T
-from trnlang.device import decline, lowering, memory
+from trnlang.device import decline, fastlane, lowering, memory
 from trnlang.device.registry import warn_like_torch
 
 _I32_MIN, _I32_MAX = -2**31, 2**31 - 1
@@ -312,8 +312,8 @@ def col_sum(xt, out, pre, post, scale, p, tile=None):
 _SPREAD = 16384
 
 
-def _as_rows(x: torch.Tensor, red: list[int]) -> torch.Tensor:
-    """``x`` with the reduced dims last, merged: a ``[R, C]`` view (or a contiguous copy's view)."""
+def _as_rows(x: torch.Tensor, red: list[int]) -> Any:
+    """``x`` with the reduced dims last, merged: a ``[R, C]`` piece (or a contiguous copy's view)."""
     kept = [d for d in range(x.dim()) if d not in red]
     r_sh = [x.shape[d] for d in kept]
     c_sh = [x.shape[d] for d in red]
@@ -325,7 +325,7 @@ def _as_rows(x: torch.Tensor, red: list[int]) -> torch.Tensor:
     r, c = U.prod(r_sh), U.prod(c_sh)
     rs = ks[0][0] if kr else 0
     cst = cs[0][0] if cr else 1
-    return U.view(x, (r, c), (rs, cst), x.storage_offset())
+    return U.piece(x, (r, c), (rs, cst), x.storage_offset())  # a kernel argument only: no torch view
 
 
 def _dims(self: torch.Tensor, dim: Sequence[int] | int | None) -> list[int] | None:
@@ -351,9 +351,8 @@ def _spread_ok(x2: torch.Tensor) -> bool:
     return x2.shape[0] == 1 and x2.shape[1] >= _SPREAD and x2.stride(1) == 1
 
 
-def _launch(x2: torch.Tensor, o2: torch.Tensor, op: Op, pre: Pre, post: Post, scale: float, p: float,
-            ct: Acc) -> None:
-    """``o2 [R, 1] = reduce(x2 [R, C])``, spreading one long row over 128 partitions first.
+def _launch(x2: Any, o2: Any, op: Op, pre: Pre, post: Post, scale: float, p: float, ct: Acc) -> None:
+    """``o2 [R, 1] = reduce(x2 [R, C])`` (tensors or pieces), spreading one long row over 128 partitions first.
 
     The divisor ``scale`` of ``Post.DIV`` (a count: it changes with the size) reaches the kernels as a
     ``[1, 1]`` device scalar, a runtime value, so a new size does not key a new variant.
@@ -392,7 +391,12 @@ def _launch(x2: torch.Tensor, o2: torch.Tensor, op: Op, pre: Pre, post: Post, sc
         U.launch(row_reduce, U.piece(part, (1, n_part), (n_part, 1), 0), o2, op, _NO_PRE, post, sc, p, ct,
                  T.tile_of(1, n_part, U.FREE_CHUNK))()
     else:
-        U.split_rows(row_reduce, [x2, o2], op, pre, post, sc, p, ct, T.tile_of(r, c, U.FREE_CHUNK))
+        consts = (op, pre, post, sc, p, ct, T.tile_of(r, c, U.FREE_CHUNK))
+        if len(U.row_blocks(r, r * c)) == 1:  # one launch: a reduction's fast lane repeats it
+            fastlane.record_launch(row_reduce, (x2, o2, *consts))
+            row_reduce(x2, o2, *consts)
+        else:
+            U.split_rows(row_reduce, [x2, o2], *consts)
 
 
 #: Integer dtypes loaded into int32 exactly, with no range check.
@@ -431,10 +435,10 @@ def _simple(self: Any, dim: Any, keepdim: bool, odt: torch.dtype, op: Op, pre: P
             return decline("an empty reduction without an identity: torch raises")
         return out.fill_(empty_value)
     if self.dim() == 0:
-        x2 = U.view(self, (1, 1), (1, 1), self.storage_offset())
+        x2 = U.piece(self, (1, 1), (1, 1), self.storage_offset())
     else:
         x2 = _as_rows(self, red)
-    o2 = U.view(out, (r, 1), (1, 1), 0)
+    o2 = U.piece(out, (r, 1), (1, 1), 0)
     ct = _F32 if self.dtype.is_floating_point else _I32
     scale = float(c) if post is _DIV else 1.0
     _launch(x2, o2, op, pre, post, scale, p, ct)
@@ -503,7 +507,30 @@ def _sum_as(self: torch.Tensor, dim: Any, keepdim: bool, dtype: torch.dtype) -> 
     return r if (r := _sum(x, dim, keepdim, torch.int64)) is NotImplemented else r.to(dtype)
 
 
-@lowering("aten::sum.dim_IntList", dtypes=None)
+def _float_rows_key(self: Any, dim: Any, keepdim: Any) -> Any:
+    """The fast-lane key of a float reduction ``op(self, dim, keepdim)`` on a ``trn`` tensor: dtype, shape, strides,
+    dims and keepdim decide the lowering's launch and its constant (the divisor of a mean); else None."""
+    if type(self) is not torch.Tensor or self.is_cpu or self.dtype not in U.FLOAT_DTYPES or self.is_neg() \
+            or type(keepdim) is not bool:
+        return None
+    if dim is None or isinstance(dim, int):
+        return self.dtype, self.shape, self.stride(), dim, keepdim
+    return self.dtype, self.shape, self.stride(), tuple(dim), keepdim
+
+
+def _rows_fast(lower: Callable[..., Any]) -> Callable[..., Any]:
+    """A fast lane for ``lower(self, dim, keepdim)`` (a float row reduction made of one launch): repeated calls on
+    one layout rerun that launch (fastlane.fast_function; the mean's divisor is a frozen cached constant)."""
+    fast = fastlane.fast_function(lower, 3, _float_rows_key, allow_consts=True)
+
+    def rows_fast(*args: Any) -> Any:
+        return fast(*args, False) if len(args) == 2 else fast(*args)  # keepdim omitted: its default
+
+    rows_fast.lanes = fast.lanes  # type: ignore[attr-defined]
+    return rows_fast
+
+
+@lowering("aten::sum.dim_IntList", dtypes=None, fast=_rows_fast(lambda x, d, k: sum_dim(x, d, k)))
 def sum_dim(self: torch.Tensor, dim: Sequence[int] | None, keepdim: bool = False, *,
             dtype: torch.dtype | None = None) -> Any:
     """Sum over ``dim`` (all dims for None or []); float inputs, and bool inputs counted in int32."""
@@ -525,7 +552,7 @@ def nansum(self: torch.Tensor, dim: Sequence[int] | None = None, keepdim: bool =
     return _sum(torch.where(self.isnan(), 0.0, self) if self.is_floating_point() else self, dim, keepdim, dtype)
 
 
-@lowering("aten::mean.dim", dtypes=_C64)
+@lowering("aten::mean.dim", dtypes=_C64, fast=_rows_fast(lambda x, d, k: mean_dim(x, d, k)))
 def mean_dim(self: torch.Tensor, dim: Sequence[int] | None, keepdim: bool = False, *,
              dtype: torch.dtype | None = None) -> Any:
     """Mean over ``dim`` (all dims for None or [])."""

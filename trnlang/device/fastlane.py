@@ -61,13 +61,16 @@ from trnlang.runtime import codecache
 from trnlang.runtime.args import TensorPiece
 from trnlang.runtime.launch import PLANS, Launch, PointerCall
 
-__all__ = ["Lane", "OutputPool", "capture", "stop_capture", "record_launch", "make_lane", "fast_function", "idle_bytes",
+__all__ = ["Lane", "OutputPool", "capture", "stop_capture", "record_launch", "make_lane", "fast_function", "freeze",
+           "unfreeze", "idle_bytes",
            "release_idle", "stats", "small_output", "SMALL_MAX_BYTES"]
 
 #: templates per lane; the largest output a lane pools; lanes per fast function
 POOL_DEPTH = 4
 POOL_MAX_BYTES = 1 << 16
 MAX_LANES = 64
+#: calls of a lane key that try to make its lane (the first run of a kernel's new layout may not leave a plan)
+MAKE_TRIES = 3
 
 _uc = torch._C._storage_Use_Count
 _getref = sys.getrefcount
@@ -203,12 +206,14 @@ class Lane:
     """One compiled launch on fixed layouts: ``lane(*operands)`` -> a new output tensor."""
 
     __slots__ = ("tramp", "ctx", "call", "pool", "roles", "owner", "config", "variant", "sbuf", "sval", "inplace",
-                 "split")
+                 "split", "consts", "cptrs")
     tramp: Any  # the pointer call's trampoline (len(roles) pointers after ctx)
     ctx: int  # its context (entry, meta block, scratch arena, error record)
     call: PointerCall  # keeps the trampoline's context and the compiled code alive
     pool: OutputPool | None  # None for an in-place lane (the output is operand 0)
-    roles: tuple[int, ...]  # per launch pointer: the operand index, -1 for the output, -2 for the scalar buffer
+    roles: tuple[int, ...]  # per launch pointer: operand index, -1 output, -2 scalar buffer, -3 - k frozen constant k
+    consts: tuple[torch.Tensor, ...]  # the frozen constants the launch reads (fastlane.freeze)
+    cptrs: tuple[int, ...]  # their addresses
     owner: int  # the thread that made the lane
     config: _config.Config  # the settings the lane was made under
     variant: Any  # the compiled variant the lane calls (runtime.jit.Variant)
@@ -258,17 +263,20 @@ class Lane:
             return None  # the kernel reported an error: let the lowering run (and raise it)
         return out
 
-    def __call__(self, *ops: torch.Tensor) -> torch.Tensor | None:
+    def _ptrs(self, ops: tuple[Any, ...], out: torch.Tensor) -> tuple[int, ...]:
+        cp = self.cptrs
+        return tuple([ops[r].data_ptr() if r >= 0 else out.data_ptr() if r == -1 else cp[-3 - r] for r in self.roles])
+
+    def __call__(self, *ops: Any) -> torch.Tensor | None:
         if not self._ready():
             return None
         out = ops[0] if self.pool is None else self.pool.take()
-        if self.split is not None and self._run_split(
-                tuple([ops[r].data_ptr() if r >= 0 else out.data_ptr() for r in self.roles])):
+        if self.split is not None and self._run_split(self._ptrs(ops, out)):
             return out
         if self.roles == (0, 1, -1):
             rc = self.tramp(self.ctx, ops[0].data_ptr(), ops[1].data_ptr(), out.data_ptr())
         else:
-            rc = self.tramp(self.ctx, *[ops[r].data_ptr() if r >= 0 else out.data_ptr() for r in self.roles])
+            rc = self.tramp(self.ctx, *self._ptrs(ops, out))
         if rc:
             return None  # the kernel reported an error: let the lowering run (and raise it)
         return out
@@ -290,6 +298,21 @@ class Lane:
 
 _NO_SCALAR = object()
 _DUP = "same operand twice"
+#: Device tensors that are never written (a lowering's cached constants, e.g. ``U.scalar_tensor``): a lane may keep
+#: one and pass it to every replay (``freeze``).
+_FROZEN: dict[int, torch.Tensor] = {}
+
+
+def freeze(t: torch.Tensor) -> torch.Tensor:
+    """Mark a device tensor nothing ever writes (a cached constant): launches reading it can become lanes, which keep
+    it alive. Returns ``t``."""
+    _FROZEN[id(t)] = t
+    return t
+
+
+def unfreeze(t: torch.Tensor) -> None:
+    """Forget a :func:`freeze` (the tensor's cache dropped it; lanes already made keep it alive)."""
+    _FROZEN.pop(id(t), None)
 
 
 def _holds(t: torch.Tensor, value: Any) -> bool:
@@ -305,9 +328,11 @@ def _holds(t: torch.Tensor, value: Any) -> bool:
 
 
 def _roles(args: tuple[Any, ...], operands: tuple[torch.Tensor, ...], out: torch.Tensor, scalar: Any,
-           inplace: bool = False) -> tuple[list[int], torch.Tensor | None] | None:
-    """Per tensor argument of a launch: its operand index, -1 (``out``) or -2 (the scalar's ``[1, 1]``
-    tensor); None if some tensor is none of them (``inplace``: ``out`` is operand 0, read and written)."""
+           inplace: bool = False, consts: list[torch.Tensor] | None = None
+           ) -> tuple[list[int], torch.Tensor | None] | None:
+    """Per tensor argument of a launch: its operand index, -1 (``out``), -2 (the scalar's ``[1, 1]``
+    tensor) or ``-3 - k`` (the ``k``-th frozen constant, appended to ``consts``); None if some tensor is none of them
+    (``inplace``: ``out`` is operand 0, read and written)."""
     roles = []
     sbuf = None
     for a in args:
@@ -324,6 +349,10 @@ def _roles(args: tuple[Any, ...], operands: tuple[torch.Tensor, ...], out: torch
                     roles.append(i)
                     break
             else:
+                if consts is not None and _FROZEN.get(id(a)) is a:
+                    roles.append(-3 - len(consts))
+                    consts.append(a)
+                    continue
                 if scalar is _NO_SCALAR or sbuf is not None or not _holds(a, scalar):
                     return None
                 sbuf = a
@@ -334,14 +363,16 @@ def _roles(args: tuple[Any, ...], operands: tuple[torch.Tensor, ...], out: torch
 
 
 def make_lane(rec: list[Any], operands: tuple[torch.Tensor, ...], out: Any, scalar: Any = _NO_SCALAR,
-              inplace: bool = False) -> Lane | None:
+              inplace: bool = False, allow_consts: bool = False) -> Lane | None:
     """A lane from one captured launch whose tensors are ``operands`` and ``out`` (None if not possible).
 
     ``scalar``: the Python number of a tensor-scalar call; the launch must read it from one
     one-element tensor (the lane then reads it from a buffer of its own, see :meth:`Lane.scalar_call`).
     ``inplace``: the call wrote operand 0 (``out`` must be it); replays write the operand 0 of each call.
-    A lane that allocates its outputs needs a dense one (its pool makes tensors of its strides: the lowering's
-    choice for the operands' layouts, which the lane's key holds).
+    ``allow_consts``: the launch may read frozen constants (:func:`freeze`), kept by the lane; only for lowerings
+    whose constants depend on nothing but the lane's key (never with a scalar: which tensor holds the number would
+    be ambiguous). A lane that allocates its outputs needs a dense one (its pool makes tensors of its strides: the
+    lowering's choice for the operands' layouts, which the lane's key holds).
     """
     if len(rec) != 1 or not isinstance(out, torch.Tensor) or not PLANS.enabled:
         return None
@@ -349,7 +380,8 @@ def make_lane(rec: list[Any], operands: tuple[torch.Tensor, ...], out: Any, scal
     if (out is not operands[0]) if inplace else not (contiguous or memory.is_dense(out)):
         return None
     kernel, args = rec[0]
-    found = _roles(args, operands, out, scalar, inplace)
+    consts: list[torch.Tensor] = []
+    found = _roles(args, operands, out, scalar, inplace, consts if allow_consts and scalar is _NO_SCALAR else None)
     if found is None:
         return None
     roles, sarg = found
@@ -367,6 +399,8 @@ def make_lane(rec: list[Any], operands: tuple[torch.Tensor, ...], out: Any, scal
     lane.tramp, lane.ctx = call.fn, call.ctx
     lane.variant = call.variant  # the code stays loaded while the lane can call it
     lane.roles = tuple(roles)
+    lane.consts = tuple(consts)  # kept alive with the lane
+    lane.cptrs = tuple(c.data_ptr() for c in consts)
     lane.owner = _ident()
     lane.config = _config.current
     lane.pool = None if inplace else OutputPool(tuple(out.shape), out.dtype, None if contiguous else out.stride())
@@ -383,8 +417,9 @@ def make_lane(rec: list[Any], operands: tuple[torch.Tensor, ...], out: Any, scal
 
 def _first_call(table: dict[Any, Any], k: Any, lower: Callable[..., Any], args: tuple[Any, ...],
                 make: Callable[[Any, Any], Any]) -> Any:
-    """The first call of a lane key: run the lowering while recording its launch, and keep the lane that
-    ``make(recording, result)`` builds (False: this key has none; the caller's slow path runs the lowering)."""
+    """A call of a lane key with no lane yet: run the lowering while recording its launch, and keep the lane that
+    ``make(recording, result)`` builds (after :data:`MAKE_TRIES` calls without one, False: this key has none; the
+    caller's slow path runs the lowering)."""
     rec = capture()
     try:
         r = lower(*args)
@@ -394,7 +429,13 @@ def _first_call(table: dict[Any, Any], k: Any, lower: Callable[..., Any], args: 
         table[k] = False
         fallback.clear_decline_reason()  # the slow path calls the lowering again and records its own
         return None
-    table[k] = make(rec, r) or False
+    made = make(rec, r)
+    if made:
+        table[k] = made
+    else:  # none yet: a launch whose plan the next call makes (a kernel's first layouts) gets MAKE_TRIES calls
+        tries = table.get(k)
+        tries = tries + 1 if type(tries) is int else 1
+        table[k] = tries if tries < MAKE_TRIES else False
     return r
 
 
@@ -417,7 +458,7 @@ def _partly_overlapping(args: tuple[Any, ...]) -> bool:
 def fast_function(lower: Callable[..., Any], nops: int, key: Callable[..., Any],
                   scalar_key: Callable[..., Any] | None = None, inplace: Callable[..., Any] | None = None,
                   inplace_keys: tuple[Callable[..., Any], Callable[..., Any] | None] | None = None,
-                  _writes_first: bool = False) -> Callable[..., Any]:
+                  allow_consts: bool = False, _writes_first: bool = False) -> Callable[..., Any]:
     """A registry fast function for ``lower`` (``nops`` tensor operands, positional only).
 
     ``key(*ops)`` returns the lane key for eligible operands (dtypes, shape: all contiguous, one
@@ -430,6 +471,8 @@ def fast_function(lower: Callable[..., Any], nops: int, key: Callable[..., Any],
     ``fast.inplace`` is the fast function of that variant (``x.add_(y)``: its lanes write operand 0), which the
     registry gives the variant; ``inplace_keys``: its ``(key, scalar_key)`` if not the same (keys of contiguous
     operands only: the overlap check of an in-place call, ``_partly_overlapping``, reads contiguous spans).
+    ``allow_consts``: see :func:`make_lane` (then ``key`` must hold everything the lowering's constants depend on;
+    ``args`` may hold non-tensor arguments too, which the key holds).
     """
     lanes: dict[Any, Any] = {}
     _TABLES.append(lanes)
@@ -442,7 +485,7 @@ def fast_function(lower: Callable[..., Any], nops: int, key: Callable[..., Any],
             return None
         k, value = kv
         lane = slanes.get(k)
-        if lane is not None:
+        if lane is not None and type(lane) is not int:
             return lane.scalar_call(args[0], value) if lane is not False else None
         if len(slanes) >= MAX_LANES:
             return None
@@ -460,11 +503,12 @@ def fast_function(lower: Callable[..., Any], nops: int, key: Callable[..., Any],
         if nops == 2 and args[0] is args[1]:
             k = (k, _DUP)  # x * x: a lane of its own (its launch reads operand 0 twice)
         lane = lanes.get(k)
-        if lane is not None:
+        if lane is not None and type(lane) is not int:
             return lane(*args) if lane is not False else None
         if len(lanes) >= MAX_LANES:
             return None
-        return _first_call(lanes, k, lower, args, lambda rec, r: make_lane(rec, args, r, inplace=_writes_first))
+        return _first_call(lanes, k, lower, args, lambda rec, r: make_lane(rec, args, r, inplace=_writes_first,
+                                                                            allow_consts=allow_consts))
 
     fast.lanes = lanes  # type: ignore[attr-defined]
     fast.scalar_lanes = slanes  # type: ignore[attr-defined]
@@ -480,7 +524,7 @@ def _drop_lanes(evicted: list[Any]) -> None:
     gone = {id(v) for v in evicted}
     for lanes in _TABLES:
         for k, lane in list(lanes.items()):
-            if lane and id(lane.variant) in gone:
+            if isinstance(lane, Lane) and id(lane.variant) in gone:
                 lanes.pop(k, None)
                 if lane.pool in _POOLS:
                     _POOLS.remove(lane.pool)

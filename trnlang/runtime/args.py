@@ -153,6 +153,35 @@ class TensorPiece:
         self.key = (base.dtype, shape, strides, base.is_cpu, base.is_neg())  # as in KernelFn._plan_key
         self.ptr = base.data_ptr() + (offset - base.storage_offset()) * item
 
+    # torch-like accessors, so host code can split a piece as it splits a tensor
+    @property
+    def dtype(self) -> Any:
+        return self.base.dtype
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    def stride(self, d: int | None = None) -> Any:
+        return self.strides if d is None else self.strides[d]
+
+    def storage_offset(self) -> int:
+        return self.offset
+
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    def is_contiguous(self) -> bool:
+        expected = 1
+        for n, st in zip(reversed(self.shape), reversed(self.strides)):
+            if n != 1:
+                if st != expected:
+                    return False
+                expected *= n
+        return True
+
     def tensor(self) -> Any:
         """The torch view this piece stands for."""
         import torch

@@ -567,7 +567,8 @@ def split_rows(kern: Any, views: Sequence[Any], *consts: Any, work: int | None =
     when big (:func:`row_blocks`; ``work`` defaults to the first view's size).
 
     Every non-None view (but those at the positions in ``keep``, passed whole to every launch: a shared
-    matrix, say) is a torch tensor ``[R, L]`` or ``[A, R, L]`` with the same ``R`` (its second-last dim);
+    matrix, say) is a torch tensor (or a ``TensorPiece``) ``[R, L]`` or ``[A, R, L]`` with the same ``R`` (its
+    second-last dim);
     a launch gets the same rows of each, as a ``TensorPiece`` (no torch views).
 
     Example:
@@ -593,7 +594,7 @@ def split_rows(kern: Any, views: Sequence[Any], *consts: Any, work: int | None =
             return None
         st = v.stride()
         shape = (*v.shape[:-2], hi - lo, v.shape[-1])
-        return TensorPiece(v, shape, st, v.storage_offset() + lo * st[-2])
+        return TensorPiece(v.base if isinstance(v, TensorPiece) else v, shape, st, v.storage_offset() + lo * st[-2])
 
     launches = []
     for s in blocks:
