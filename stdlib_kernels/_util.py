@@ -216,6 +216,19 @@ def out_strides_like(shape: Sequence[int], operands: Sequence[torch.Tensor]) -> 
     return None if st == tuple(contiguous_strides_of(shape)) else st
 
 
+def empty_like_strides(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, ...]:
+    """The strides ``empty_like`` (and ``clone``) give a tensor of this layout with the preserve format: its own when
+    it is non-overlapping and dense (c10's rule, dims of size 0/1 ignored), else the dense strides of its dim order.
+
+    Example:
+        >>> empty_like_strides((1, 3), (4, 1)), empty_like_strides((4, 3), (1, 8))
+        ((4, 1), (1, 4))
+    """
+    if _dense_strides(shape, strides):
+        return tuple(strides)
+    return elementwise_strides(shape, [strides])
+
+
 def _broadcast_strides(t: torch.Tensor, shape: Sequence[int]) -> tuple[int, ...]:
     """``t.expand(shape).stride()`` without the dispatch: 0 for new and stretched dims."""
     lead = len(shape) - t.dim()

@@ -278,6 +278,30 @@ def _cat_into(out: torch.Tensor, live: list[torch.Tensor], by_copy: list[bool], 
 _FORMAT_ORDER = {torch.channels_last: (1, 3, 2, 0), torch.channels_last_3d: (1, 4, 3, 2, 0)}
 
 
+@lowering("aten::clone", dtypes=None, variants=False)
+def clone(self: torch.Tensor, *, memory_format: torch.memory_format | None = None) -> Any:
+    """``self.clone()``: a new tensor laid out as torch lays it out (a dense ``self``'s own strides, else the dense
+    strides in its dim order, or the requested format), filled by one move; other cases (conj/neg bits, dtypes the
+    move kernels do not carry, channels-last of a non-4/5-D tensor) as torch's own composite does it:
+    ``empty_like`` and ``copy_``.
+
+    Example:
+        >>> torch.randn(4, 3, device="trn").t().clone().stride()  # doctest: +SKIP
+        (1, 4)
+    """
+    fmt = torch.preserve_format if memory_format is None else memory_format
+    if not U.is_trn(self) or self.is_conj() or self.is_neg() or self.dtype not in DTYPES or self.numel() == 0 \
+            or fmt not in (torch.preserve_format, torch.contiguous_format):
+        return torch.empty_like(self, memory_format=fmt).copy_(self)
+    shape = tuple(self.shape)
+    if fmt == torch.contiguous_format:
+        out = memory.empty(shape, self.dtype)
+    else:
+        out = memory.empty_strided(shape, U.empty_like_strides(shape, tuple(self.stride())), self.dtype)
+    move(out, self)
+    return out
+
+
 def _cat_complex32(tensors: list[torch.Tensor], dim: int, out: torch.Tensor | None) -> Any:
     """``cat`` of complex32 tensors as their float16 (real, imaginary) planes."""
     live = [t for t in tensors if not (t.dim() == 1 and t.numel() == 0)]

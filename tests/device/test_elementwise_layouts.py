@@ -167,3 +167,25 @@ def test_cat_keeps_channels_last(fmt, shape, gapped) -> None:
     cpu, got = torch.cat([x, x], dim=1), torch.cat([t, t], dim=1)
     assert got.stride() == cpu.stride()
     torch.testing.assert_close(got.cpu(), cpu, rtol=0, atol=0)
+
+
+@settings(max_examples=80, deadline=None)
+@given(layout=_layouts(), fmt=st.sampled_from([None, torch.contiguous_format, torch.preserve_format]),
+       dtype=st.sampled_from([torch.float32, torch.int64, torch.bfloat16, torch.bool]))
+def test_clone_layout_and_values_match_cpu(layout, fmt, dtype) -> None:
+    """clone (and contiguous) of any layout: the CPU's strides (a dense input's own, size-1 dims included) and
+    values, for 4-, 8-, 2- and 1-byte dtypes; expanded inputs too."""
+    _, ops = layout
+    v = ops[0]
+    src = (torch.randn(v.shape) * 10).to(dtype)
+    span = 1 + sum((n - 1) * st for n, st in zip(v.shape, v.stride())) if v.numel() else 0
+    mem = torch.zeros(max(span, 1), dtype=dtype)
+    x = mem.as_strided(v.shape, v.stride())
+    if all(st or n < 2 for n, st in zip(v.shape, v.stride())):
+        x.copy_(src)  # not expanded: writable, fill it
+    t = mem.to("trn").as_strided(v.shape, v.stride())
+    kw = {} if fmt is None else {"memory_format": fmt}
+    cpu, got = x.clone(**kw), t.clone(**kw)
+    assert got.stride() == cpu.stride() and got.dtype == cpu.dtype
+    assert torch.equal(got.cpu(), cpu)
+    assert torch.equal(t.contiguous().cpu(), x.contiguous())
