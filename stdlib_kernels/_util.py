@@ -210,7 +210,7 @@ def out_strides_like(shape: Sequence[int], operands: Sequence[torch.Tensor]) -> 
     if not odd:
         return None
     st = elementwise_strides(tuple(int(s) for s in shape),
-                             [_broadcast_strides(t, shape) for t in operands
+                             [expand_strides(t, shape) for t in operands
                               if not (t.dim() == 0 and t.device.type == "cpu")
                               and broadcast_shape(t.shape, shape) == tuple(shape)])
     return None if st == tuple(contiguous_strides_of(shape)) else st
@@ -229,8 +229,14 @@ def empty_like_strides(shape: tuple[int, ...], strides: tuple[int, ...]) -> tupl
     return elementwise_strides(shape, [strides])
 
 
-def _broadcast_strides(t: torch.Tensor, shape: Sequence[int]) -> tuple[int, ...]:
-    """``t.expand(shape).stride()`` without the dispatch: 0 for new and stretched dims."""
+def expand_strides(t: torch.Tensor, shape: Sequence[int]) -> tuple[int, ...]:
+    """``t.expand(shape).stride()`` without the dispatch: 0 for new and stretched dims; a size-1 dim that stays size 1
+    keeps its stride (``broadcast_strides`` zeroes it: the launches' view, where it does not matter).
+
+    Example:
+        >>> expand_strides(torch.empty(3, 1, 2), (4, 3, 1, 2)), broadcast_strides(torch.empty(3, 1, 2), (4, 3, 1, 2))
+        ((0, 2, 2, 1), [0, 2, 0, 1])
+    """
     lead = len(shape) - t.dim()
     st = t.stride()
     return (0,) * lead + tuple(0 if n != int(shape[lead + i]) else st[i] for i, n in enumerate(t.shape))
@@ -342,13 +348,7 @@ def contiguous_strides_of(shape: Sequence[int]) -> list[int]:
 
 
 def _dense(t: torch.Tensor) -> bool:
-    dims = sorted((st, n) for n, st in zip(t.shape, t.stride()) if n != 1)
-    expected = 1
-    for st, n in dims:
-        if st != expected:
-            return False
-        expected *= n
-    return True
+    return _dense_strides(tuple(t.shape), t.stride())
 
 
 def new_output(shape: Sequence[int], dtype: torch.dtype, like: Sequence[torch.Tensor] = ()) -> torch.Tensor:

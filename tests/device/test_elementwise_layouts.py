@@ -135,7 +135,7 @@ def test_elementwise_strides_match_torch(layout) -> None:
     """The fast output-stride rule gives the strides of a real CPU elementwise op (TensorIterator) over the same
     operands: one (neg), two (add) or three (addcmul)."""
     shape, ops = layout
-    got = U.elementwise_strides(shape, [U._broadcast_strides(t, shape) for t in ops])
+    got = U.elementwise_strides(shape, [U.expand_strides(t, shape) for t in ops])
     cpu = torch.neg(ops[0]) if len(ops) == 1 else ops[0] + ops[1] if len(ops) == 2 else torch.addcmul(*ops)
     assert got == cpu.stride()
 
