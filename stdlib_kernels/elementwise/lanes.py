@@ -38,7 +38,7 @@ from trnlang.device import fastlane
 
 __all__ = ["same_layout", "contiguous_layout", "scalar_key", "fast"]
 
-_Tensor = torch.Tensor
+_TENSORS = (torch.Tensor, torch.nn.Parameter)  # a module's weights are Parameters
 _FLOATS = (torch.float32, torch.bfloat16, torch.float16)
 _HALF = (torch.bfloat16, torch.float16)
 _SMALL_INTS = (torch.int16, torch.int8, torch.uint8, torch.bool)
@@ -55,7 +55,7 @@ def same_layout(a: Any, b: Any) -> Any:
     first call checks that they broadcast, and makes a lane only of a single launch into a dense output); with the
     strides after the shapes when either is not contiguous (views: ``x.t() * y``, ``-x[..., 32:]``: the key holds
     every layout the lowering's launch and its output's strides depend on); else None."""
-    if type(a) is not _Tensor or type(b) is not _Tensor:
+    if type(a) not in _TENSORS or type(b) not in _TENSORS:
         return None
     dt = a.dtype
     if b.dtype is not dt or a.is_cpu or b.is_cpu or dt not in _FLOATS or a.is_neg() or b.is_neg():
@@ -99,7 +99,7 @@ def scalar_key(op: str, ints: bool = True, strided: bool = True) -> Callable[[An
 
     def layout_key(a: Any, s: Any) -> tuple[Any, Any] | None:
         ts = type(s)
-        if type(a) is not _Tensor or ts not in _NUMBERS or a.is_cpu or a.is_neg():
+        if type(a) not in _TENSORS or ts not in _NUMBERS or a.is_cpu or a.is_neg():
             return None
         dt = a.dtype
         if s in own_kernel:  # compiled into its kernel (which reads a scalar 0): the number is part of the key

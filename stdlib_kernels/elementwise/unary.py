@@ -325,13 +325,13 @@ def _register(name: str, fn: Callable[..., Any], dtypes: Any = DTYPES, accepts: 
         lowering(f"aten::{name}", dtypes=dtypes, accepts=accepts, fast=fast)(fn)
 
 
-_Tensor = torch.Tensor
+_TENSORS = (torch.Tensor, torch.nn.Parameter)  # a module's weights are Parameters
 _FAST_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 def _one_layout(a: Any) -> Any:
     """The fast-lane key of a contiguous float ``trn`` tensor (``trnlang.device.fastlane``), else None."""
-    if type(a) is not _Tensor or a.is_cpu or a.dtype not in _FAST_DTYPES or a.is_neg() or not a.is_contiguous():
+    if type(a) not in _TENSORS or a.is_cpu or a.dtype not in _FAST_DTYPES or a.is_neg() or not a.is_contiguous():
         return None
     return a.dtype, a.shape
 

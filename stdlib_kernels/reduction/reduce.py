@@ -512,8 +512,8 @@ def _float_rows_key(self: Any, dim: Any, keepdim: Any) -> Any:
     dims and keepdim decide the lowering's launch and its constant (the divisor of a mean); else None. A fast
     function runs before the registry's argument checks: the key admits only calls they pass, or that the lowering
     declines (bad dims), so torch's errors are raised as before."""
-    if type(self) is not torch.Tensor or self.is_cpu or self.dtype not in U.FLOAT_DTYPES or self.is_neg() \
-            or type(keepdim) is not bool or self.dim() > 64:  # the registry's dim check raises for > 64 dims
+    if type(self) not in (torch.Tensor, torch.nn.Parameter) or self.is_cpu or self.dtype not in U.FLOAT_DTYPES \
+            or self.is_neg() or type(keepdim) is not bool or self.dim() > 64:  # the dim check raises past 64 dims
         return None
     if dim is None or isinstance(dim, int):
         return self.dtype, self.shape, self.stride(), dim, keepdim

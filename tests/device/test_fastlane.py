@@ -270,3 +270,29 @@ def test_inplace_on_views_takes_the_lowering():
         c.t().mul_(0.5)
         torch.testing.assert_close(a.cpu(), c)
     assert all(len(k) != 5 for k in REGISTRY[ATEN["add"]].fast.inplace.lanes)
+
+
+def test_parameters_get_lanes():
+    """A module's weights are Parameters: ``weight * x`` (RMSNorm), ``p * 0.9`` and ``p.mul_(0.9)`` take lanes too,
+    with the CPU's values, a plain tensor result (the in-place one returns the Parameter itself)."""
+    w = torch.nn.Parameter(torch.randn(64))
+    wt = torch.nn.Parameter(w.detach().to("trn"))
+    x = torch.randn(3, 64)
+    xt = x.to("trn")
+    for _ in range(4):
+        with torch.no_grad():
+            got, exp = wt * xt, w * x
+            torch.testing.assert_close(got.cpu(), exp, rtol=0, atol=0)
+            assert type(got) is torch.Tensor
+            torch.testing.assert_close((wt * 0.5).cpu(), w * 0.5, rtol=0, atol=0)
+    assert isinstance(REGISTRY[ATEN["mul"]].fast.lanes.get((torch.float32, torch.Size([64]), torch.Size([3, 64]))),
+                      fastlane.Lane)
+    with torch.no_grad():
+        for _ in range(3):
+            r = wt.mul_(0.9)
+            w.mul_(0.9)
+            assert r is wt
+    torch.testing.assert_close(wt.detach().cpu(), w.detach(), rtol=0, atol=0)
+    loss = (wt * xt).sum()  # autograd through a lane still reaches the Parameter
+    loss.backward()
+    torch.testing.assert_close(wt.grad.cpu(), x.sum(0))
