@@ -105,29 +105,41 @@ def trisolve_kernel(t, bt, out_t, lower, unit):
             tl.store(out_t[bi, mr, cols], work, mask=msk)
 
 
-def trsolve(t3: torch.Tensor, b3: torch.Tensor, lower: bool, unit: bool) -> torch.Tensor:
+def _block_solver(t3: torch.Tensor, s: int, e: int, lower: bool, unit: bool, by_inverse: bool) -> Any:
+    """The solve of diagonal block ``[s:e]`` of ``t3`` against a right-hand side: the substitution kernel, or with
+    ``by_inverse`` a matmul with the block's inverse (itself one substitution against the identity, so a wide
+    right-hand side costs matmul time, not ``e - s`` sequential steps)."""
+    blk = t3[:, s:e, s:e]
+    if not by_inverse:
+        return lambda rhs: trsolve(blk, rhs, lower, unit)
+    k = e - s
+    inv = empty((t3.shape[0], k, k))
+    eye = torch.eye(k, device="trn").expand(t3.shape[0], k, k)
+    trisolve_kernel(blk, eye.mT, inv.mT, lower, unit)
+    return lambda rhs: torch.matmul(inv, rhs)
+
+
+def trsolve(t3: torch.Tensor, b3: torch.Tensor, lower: bool, unit: bool, by_inverse: bool = False) -> torch.Tensor:
     """Solve ``T X = B``: t3 ``[1 or B, n, n]``, b3 ``[B, n, m]`` (any strides) -> X ``[B, n, m]``, blocked on
-    the host for n > TILE."""
+    the host by 128 rows for n > TILE (right-looking: each solved block row updates the rest with a matmul).
+    ``by_inverse`` (for well-conditioned triangles such as LU's unit L; used when B is wider than a tile): each
+    diagonal block is applied as its explicit inverse, so the solve runs at matmul speed."""
     bsz, n, m = b3.shape
     out = empty((bsz, n, m))
     if n == 0 or m == 0 or bsz == 0:
         return out
-    if n <= TILE:
+    by_inverse = by_inverse and m > TILE
+    if n <= TILE and not by_inverse:
         trisolve_kernel(t3, b3.mT, out.mT, lower, unit)
         return out
-    k = TILE
-    if lower:  # X1 = T11^-1 B1; X2 = T22^-1 (B2 - T21 X1)
-        x1 = trsolve(t3[:, :k, :k], b3[:, :k], lower, unit)
-        rest = b3[:, k:] - torch.matmul(t3[:, k:, :k], x1)
-        x2 = trsolve(t3[:, k:, k:], rest, lower, unit)
-    else:  # upper: solve the bottom block first
-        s = n - k
-        x2 = trsolve(t3[:, s:, s:], b3[:, s:], lower, unit)
-        rest = b3[:, :s] - torch.matmul(t3[:, :s, s:], x2)
-        x1 = trsolve(t3[:, :s, :s], rest, lower, unit)
-        out[:, :s] = x1
-        out[:, s:] = x2
-        return out
-    out[:, :k] = x1
-    out[:, k:] = x2
+    out.copy_(b3)
+    starts = list(range(0, n, TILE))
+    for s in (starts if lower else reversed(starts)):
+        e = min(s + TILE, n)
+        xk = _block_solver(t3, s, e, lower, unit, by_inverse)(out[:, s:e])
+        out[:, s:e] = xk
+        if lower and e < n:
+            out[:, e:] -= torch.matmul(t3[:, e:, s:e], xk)
+        elif not lower and s > 0:
+            out[:, :s] -= torch.matmul(t3[:, :s, s:e], xk)
     return out

@@ -49,8 +49,12 @@ def _pairs_mean(vals: torch.Tensor) -> torch.Tensor:
 def inv_ex(a: torch.Tensor, check_errors: bool) -> Any:
     """``linalg_inv_ex`` of a complex64 square matrix (batch): ``(inverse, info)``."""
     n = a.shape[-1]
-    m_inv, info = torch.linalg.inv_ex(embed(*_parts(a)), check_errors=check_errors)
-    inv = torch.view_as_complex(torch.stack((m_inv[..., :n, :n], m_inv[..., n:, :n]), -1).contiguous())
+    # only the left block column of inv(M) is read: M's LU solved against [I; 0] (half the solve of inv(M))
+    lu, piv, info = torch.linalg.lu_factor_ex(embed(*_parts(a)))
+    if check_errors:
+        torch.ops.aten._linalg_check_errors(info, "torch.linalg.inv_ex", is_matrix=a.dim() == 2)
+    left = torch.linalg.lu_solve(lu, piv, torch.eye(2 * n, n, device="trn").expand(*a.shape[:-2], 2 * n, n))
+    inv = torch.view_as_complex(torch.stack((left[..., :n, :], left[..., n:, :]), -1).contiguous())
     return inv, info
 
 

@@ -5,8 +5,8 @@ Each matrix (up to 128 x 128: rows on partitions, columns on the free axis) is f
 column per step of a ``tl.sequential_range`` loop. LU never moves rows: the pivot row is extracted with a
 one-hot matmul, used rows are masked out of later steps, and the LAPACK row order (and LAPACK's sequential
 ``ipiv``) is rebuilt at the end with a permutation matmul. Ties pick the first candidate in LAPACK's current
-row order, as ``idamax`` does. Up to ``PANEL_ROWS`` = 512 rows the factorisation is blocked on the host
-(panel kernel over up to four row tiles, triangular solve of ``U12``, Schur update with the ``trn`` matmul);
+row order, as ``idamax`` does. Up to ``PANEL_ROWS`` = 2048 rows the factorisation is blocked on the host
+(panel kernel over up to 16 row tiles, triangular solve of ``U12``, Schur update with the ``trn`` matmul);
 det / slogdet, lu_unpack and linalg_lu stay within one tile. Larger inputs are declined (CPU fallback).
 
 Example:
@@ -29,8 +29,11 @@ from stdlib_kernels.linalg import common as C
 from stdlib_kernels.linalg import complex_embed as CE
 from trnlang.device import decline, lowering
 
-#: Rows of the largest LU handled natively (the panel kernel spans four row tiles).
-PANEL_ROWS = 512
+#: Rows of the largest LU handled natively (the panel kernel spans up to 16 row tiles; its cold compile grows with
+#: them: ~14 s per panel height at 2048 rows, so a cold 2048 x 2048 LU compiles for minutes, once per shape).
+PANEL_ROWS = 2048
+#: Free-axis width of one PSUM bank of float32 (the widest matmul result).
+_BANK = 512
 
 
 def _pivot_state(kmin):
@@ -116,7 +119,7 @@ def lu_kernel(a, lu, piv, info):
 
 @trn.kernel
 def lu_panel_kernel(a, out, order, piv, info):
-    """Partial-pivoting LU of a tall panel ``a[b]`` ``[m, w]`` (m <= 512 over up to four row tiles, w <= 128),
+    """Partial-pivoting LU of a tall panel ``a[b]`` ``[m, w]`` (m <= 2048 over up to 16 row tiles, w <= 128),
     the panel step of the blocked LU. ``out[b]``: the factors with rows left in place (not yet permuted),
     ``order[b, j]``: the original row at LAPACK position ``j``, ``piv``/``info`` as ``getrf`` (panel-local)."""
     m, w = a.shape[-2], a.shape[-1]
@@ -155,15 +158,19 @@ def lu_panel_kernel(a, out, order, piv, info):
                 works[t][:, k:k + 1] = tl.where(lmask > 0.0, lcol, col)
                 useds[t][:, :] = useds[t] + ohcs[t]
             _swap(pv, pos, state, k, pp, kk, ohr)
-        # order[j] = sum_i i * (pos[i] == j): one-hot matmuls, exact for integers
-        oacc = tl.zeros((1, m), tl.float32, buffer=tl.psum)
+        # order[j] = sum_i i * (pos[i] == j): one-hot matmuls, exact for integers (one PSUM bank of j at a time)
+        for c0 in range(0, m, _BANK):
+            cw = min(_BANK, m - c0)
+            ccols = c0 + tl.arange(cw)[None, :]
+            oacc = tl.zeros((1, cw), tl.float32, buffer=tl.psum)
+            for t, tr in enumerate(heights):
+                rloc = tl.arange(tr)[:, None]
+                hit = tl.where(tl.broadcast_to(tl.copy(tl.transpose(pos[:, t * C.TILE:t * C.TILE + tr])), (tr, cw))
+                               == isa.iota(rloc * 0 + ccols, tl.float32), 1.0, 0.0)
+                oacc += tl.matmul(isa.iota(t * C.TILE + rloc, tl.float32), hit, transpose_x=True)
+            tl.store(order[bi:bi + 1, ccols], tl.copy(oacc).astype(tl.int32))
         for t, tr in enumerate(heights):
-            rloc = tl.arange(tr)[:, None]
-            hit = tl.where(tl.broadcast_to(tl.copy(tl.transpose(pos[:, t * C.TILE:t * C.TILE + tr])), (tr, m))
-                           == isa.iota(rloc * 0 + mcols, tl.float32), 1.0, 0.0)
-            oacc += tl.matmul(isa.iota(t * C.TILE + rloc, tl.float32), hit, transpose_x=True)
-            tl.store(out[bi, t * C.TILE + rloc, cols], works[t])
-        tl.store(order[bi:bi + 1, mcols], tl.copy(oacc).astype(tl.int32))
+            tl.store(out[bi, t * C.TILE + tl.arange(tr)[:, None], cols], works[t])
         _store_pivots(piv, info, bi, kmin, pv, state)
 
 
@@ -285,6 +292,7 @@ def _lu_blocked(a3: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Ten
     work = a3.clone(memory_format=torch.contiguous_format)
     piv = torch.empty((b, kmin), dtype=torch.int32, device="trn")
     info = torch.zeros((b, 1), dtype=torch.int32, device="trn")
+    base = torch.arange(b, device="trn").unsqueeze(-1) * m  # the first flat row of each matrix
     for j0 in range(0, kmin, C.TILE):
         w = min(C.TILE, kmin - j0)
         rows = m - j0
@@ -294,12 +302,17 @@ def _lu_blocked(a3: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Ten
         pinfo = torch.empty((b, 1), dtype=torch.int32, device="trn")
         lu_panel_kernel(work[:, j0:, j0:j0 + w], panel, order, ppiv, pinfo)
         work[:, j0:, j0:j0 + w] = panel
-        idx = order.long().unsqueeze(-1).expand(b, rows, n)
-        work[:, j0:, :] = torch.gather(work[:, j0:, :], 1, idx)
+        # the panel's row order applied to whole rows: its sequential swaps move only the first w positions and
+        # the pivots' positions (at most 2w rows), so only those rows are copied
+        dst = torch.cat((torch.arange(w, device="trn").expand(b, w), ppiv.long() - 1), 1)
+        src = torch.gather(order.long(), 1, dst)
+        flat = work.view(b * m, n)
+        flat[(dst + (base + j0)).reshape(-1)] = flat[(src + (base + j0)).reshape(-1)]
         piv[:, j0:j0 + w] = ppiv + j0
         info = torch.where((info == 0) & (pinfo != 0), pinfo + j0, info)
         if j0 + w < n:
-            u12 = C.trsolve(work[:, j0:j0 + w, j0:j0 + w], work[:, j0:j0 + w, j0 + w:], lower=True, unit=True)
+            u12 = C.trsolve(work[:, j0:j0 + w, j0:j0 + w], work[:, j0:j0 + w, j0 + w:], lower=True, unit=True,
+                              by_inverse=True)
             work[:, j0:j0 + w, j0 + w:] = u12
             if j0 + w < m:
                 work[:, j0 + w:, j0 + w:] -= torch.bmm(work[:, j0 + w:, j0:j0 + w], u12)
@@ -335,10 +348,10 @@ def _lu_solve_blocked(lu3: torch.Tensor, piv2: torch.Tensor, b3: torch.Tensor | 
     pivots_order_kernel(piv2, order)
     idx = order.long().expand(bsz, n).unsqueeze(-1).expand(bsz, n, m)
     if not adjoint:  # A = P L U: X = U^-1 L^-1 P^T B
-        y = C.trsolve(lu3, torch.gather(b3, 1, idx), lower=True, unit=True)
-        return C.trsolve(lu3, y, lower=False, unit=False)
-    y = C.trsolve(lu3.mT, b3, lower=True, unit=False)  # U^T
-    z = C.trsolve(lu3.mT, y, lower=False, unit=True)  # L^T
+        y = C.trsolve(lu3, torch.gather(b3, 1, idx), lower=True, unit=True, by_inverse=True)
+        return C.trsolve(lu3, y, lower=False, unit=False, by_inverse=True)
+    y = C.trsolve(lu3.mT, b3, lower=True, unit=False, by_inverse=True)  # U^T
+    z = C.trsolve(lu3.mT, y, lower=False, unit=True, by_inverse=True)  # L^T
     return torch.empty_like(z).scatter_(1, idx, z)  # X = P z
 
 
@@ -371,7 +384,7 @@ def _c_factor(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor
 
 @lowering("aten::linalg_lu_factor_ex", dtypes=(torch.float32, torch.complex64))
 def linalg_lu_factor_ex(A: torch.Tensor, *, pivot: bool = True, check_errors: bool = False) -> Any:
-    """LU with partial pivoting, LAPACK layout (``torch.linalg.lu_factor_ex``); matrices up to 128 x 128.
+    """LU with partial pivoting, LAPACK layout (``torch.linalg.lu_factor_ex``); up to 2048 rows.
 
     >>> lu, piv, info = torch.linalg.lu_factor_ex(torch.tensor([[1.0, 2.0], [3.0, 4.0]], device="trn"))
     >>> piv.cpu(), info.item()
@@ -383,7 +396,7 @@ def linalg_lu_factor_ex(A: torch.Tensor, *, pivot: bool = True, check_errors: bo
             torch.ops.aten._linalg_check_errors(info, "torch.linalg.lu_factor_ex", is_matrix=A.dim() == 2)
         return lu, piv, info
     if not pivot or not C.ok(A) or A.dim() < 2 or A.shape[-2] > PANEL_ROWS:
-        return decline("pivot=False, not a float32 trn matrix, or more than 512 rows (complex64: 64)")
+        return decline("pivot=False, not a float32 trn matrix, or more than 2048 rows (complex64: 64)")
     batch = tuple(A.shape[:-2])
     lu, piv, info = _lu(C.flat(A))
     info = info.reshape(batch)
@@ -413,7 +426,7 @@ def linalg_lu_solve(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *, 
         return decline("not float32 trn LU/B with int32 trn pivots, or fewer than 2 dims")
     n = LU.shape[-1]
     if LU.shape[-2] != n or n > PANEL_ROWS or pivots.shape[-1] != n:
-        return decline("LU not square, n above 512, or pivots of the wrong length")
+        return decline("LU not square, n above 2048, or pivots of the wrong length")
     try:
         batch = tuple(torch.broadcast_shapes(LU.shape[:-2], pivots.shape[:-1], B.shape[:-2]))
     except RuntimeError:
@@ -435,7 +448,7 @@ def linalg_lu_solve(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *, 
 @lowering("aten::linalg_inv_ex", dtypes=(torch.float32, torch.complex64))
 def linalg_inv_ex(A: torch.Tensor, *, check_errors: bool = False, inverse: torch.Tensor | None = None,
                   info: torch.Tensor | None = None) -> Any:
-    """Inverse via LU and an LU solve against the identity (``torch.linalg.inv_ex``); up to 128 x 128.
+    """Inverse via LU and an LU solve against the identity (``torch.linalg.inv_ex``); up to 2048 x 2048.
 
     >>> torch.linalg.inv(torch.tensor([[2.0, 0.0], [0.0, 4.0]], device="trn")).cpu()
     tensor([[0.5000, 0.0000],
@@ -449,7 +462,7 @@ def linalg_inv_ex(A: torch.Tensor, *, check_errors: bool = False, inverse: torch
                                                                                    device="trn")
         return CE.inv_ex(A, check_errors)  # the real embedding's inverse
     if not C.ok(A) or A.dim() < 2 or A.shape[-1] != A.shape[-2] or A.shape[-1] > PANEL_ROWS:
-        return decline("not a float32 trn square matrix, or n above 512")
+        return decline("not a float32 trn square matrix, or n above 2048 (complex64: 1024)")
     batch, n = tuple(A.shape[:-2]), A.shape[-1]
     lu, piv, inf = _lu(C.flat(A))
     res = C.unflat(_lu_solve(lu, piv, None, n, False, lu.shape[0]), batch)
@@ -482,7 +495,7 @@ def linalg_solve_ex(A: torch.Tensor, B: torch.Tensor, *, left: bool = True, chec
             torch.ops.aten._linalg_check_errors(info, "torch.linalg.solve_ex", is_matrix=A.dim() == 2)
         return (res.squeeze(-1) if vector else res), lu, piv, info
     if not C.ok(A, B) or A.dim() < 2 or A.shape[-1] != A.shape[-2] or A.shape[-1] > PANEL_ROWS or B.dim() < 1:
-        return decline("not float32 trn operands, A not square, n above 512, or a 0-dim B")
+        return decline("not float32 trn operands, A not square, n above 2048, or a 0-dim B")
     n = A.shape[-1]
     vector = B.dim() == 1 or (left and B.dim() == A.dim() - 1 and B.shape == A.shape[:-1])
     bm = B.unsqueeze(-1) if vector else B

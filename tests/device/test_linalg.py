@@ -264,6 +264,30 @@ def test_blocked_lu_inv_solve_above_a_tile():
     assert out.info.cpu().tolist() == torch.linalg.inv_ex(sing).info.tolist()
 
 
+def test_blocked_lu_inv_above_512_rows_and_complex_embedding():
+    # 600 rows: the panel kernel spans five row tiles and the pivot order four PSUM banks' worth of columns
+    a = _well((2,), 600, 600, seed=3)
+    out, _ = _native(torch.linalg.lu_factor_ex, a)
+    ref = torch.linalg.lu_factor_ex(a)
+    assert_same(out.LU, ref.LU, rtol=1e-4, atol=1e-4)
+    assert out.pivots.cpu().tolist() == ref.pivots.tolist()
+    inv, _ = _native(torch.linalg.inv, a)
+    assert_same(inv, torch.linalg.inv(a), rtol=1e-4, atol=1e-4)
+    sing = torch.eye(600).expand(2, 600, 600).clone()
+    sing[:, 10, 10] = 0.0
+    sing[1, 570, 570] = 0.0
+    out, _ = _native(torch.linalg.inv_ex, sing)
+    assert out.info.cpu().tolist() == torch.linalg.inv_ex(sing).info.tolist() == [11, 11]
+    with pytest.raises(torch.linalg.LinAlgError, match=r"\(Batch element 0\): The diagonal element 11 is zero"):
+        torch.linalg.inv(sing.to("trn"))
+    # complex64 300 x 300: its real embedding is 600 x 600 (the same kernels)
+    g = _gen(4)
+    c = torch.complex(torch.randn(2, 300, 300, generator=g), torch.randn(2, 300, 300, generator=g)) / 300 ** 0.5
+    c = c + 2 * torch.eye(300)
+    cinv, _ = _native(torch.linalg.inv, c)
+    torch.testing.assert_close(cinv.cpu(), torch.linalg.inv(c), rtol=1e-4, atol=1e-4)
+
+
 def test_qr_above_a_tile_declines():
     a = _rand(130, 4)
     trnlang.reset_fallback_stats()
