@@ -297,8 +297,9 @@ def _consistent(a: torch.Tensor, u: torch.Tensor, s: torch.Tensor, vh: torch.Ten
     vh = _adjoint(_unitary(_adjoint(rows)))
     sv = torch.where(tiny, s, sv)
     order = torch.sort(sv, dim=-1, descending=True, stable=True).indices
-    return (torch.take_along_dim(u, order.unsqueeze(-2), -1), torch.take_along_dim(sv, order, -1),
-            torch.take_along_dim(vh, order.unsqueeze(-1), -2))
+    # gathers with the index expanded to the result (take_along_dim broadcasts a complex gather per column)
+    return (torch.gather(u, -1, order.unsqueeze(-2).expand(u.shape)), torch.gather(sv, -1, order),
+            torch.gather(vh, -2, order.unsqueeze(-1).expand(vh.shape)))
 
 
 def complete_basis(q: torch.Tensor) -> torch.Tensor:

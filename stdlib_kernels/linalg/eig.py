@@ -31,8 +31,10 @@ Results follow LAPACK's conventions where torch defines them (singular values de
 ascending, orthonormal ``U``/``V``); singular vectors and eigenvectors are defined up to sign only, and the
 Jacobi signs are not LAPACK's (torch's own tests compare gauge-invariant quantities: ``|U|``, ``U V^H``).
 Inputs are scaled by a power of two (exact) when their largest entry is far from 1. Limits (host time of the
-simulated sweeps, SBUF): ``min(m, n) <= 256`` (and ``n <= 256`` for eigh), ``max(m, n) <= 8192``,
-``max(m, n) * min(m, n)^2 <= MAX_WORK`` (2^25: a 512 x 256 SVD takes ~1 s after compilation);
+simulated sweeps, SBUF): ``min(m, n) <= 256`` (and ``n <= 256`` for eigh); the sweep kernel takes
+``max(m, n) <= 8192`` and ``max(m, n) * min(m, n)^2 <= MAX_WORK`` (2^25: a 512 x 256 SVD takes ~1 s after
+compilation); longer vectors (up to ``MAX_GRAM_ELEMS`` elements) are first orthonormalised in HBM by Gram-matrix
+eigen-rotations (:func:`_gram_svd`: a 3 x 2^20 SVD takes 0.1 s warm), only the small factor is swept;
 ``full_matrices`` (or an exactly zero singular value) with ``max(m, n) > 128`` (the QR kernel's tile);
 non-finite inputs (LAPACK's error or NaN results are the CPU's business). Declined calls run on the CPU
 fallback.
@@ -69,6 +71,10 @@ MAX_WORK = 1 << 25
 MAX_K = 256
 #: Longest vectors (``max(m, n)``: the SVD state's rows, tiled by 128 partitions, stay in SBUF).
 MAX_LEN = 8192
+#: Longer vectors go through the Gram-matrix rotations (:func:`_gram_svd`), up to this many elements per matrix.
+MAX_GRAM_ELEMS = 1 << 26
+#: Most orthonormalising steps of :func:`_gram_svd` (two or three suffice below a condition of ~1e3).
+MAX_GRAM_STEPS = 12
 #: A sweep that stalls (does not halve the largest off-diagonal measure) within this many ``tol`` ends the loop.
 STALL = 64.0
 _EPS = 2.0 ** -23
@@ -361,12 +367,62 @@ def _svd_ok(A: torch.Tensor) -> bool:
     if not C.ok(A) or A.dim() < 2:
         return False
     k, ln = min(A.shape[-2:]), max(A.shape[-2:])
-    return k <= MAX_K and ln <= MAX_LEN and ln * k * k <= MAX_WORK
+    return k <= MAX_K and (ln <= MAX_LEN and ln * k * k <= MAX_WORK or ln * k <= MAX_GRAM_ELEMS)
+
+
+def _gram_svd(a3: torch.Tensor, compute_uv: bool) -> tuple[Any, torch.Tensor, Any] | None:
+    """SVD of ``[B, m, n]`` with long vectors (``max(m, n)`` beyond the SBUF state of the sweep kernel): the
+    ``k = min(m, n)`` vectors ``X`` ``[B, k, len]`` are orthonormalised in HBM, ``X = T Q``, and the small ``T``
+    ``[k, k]`` goes through the sweep kernel. Each orthonormalising step takes the vectors' normalised Gram matrix
+    ``G = D^-1 Y Y^T D^-1`` (unit diagonal, ``D`` the norms; trn matmul) and its eigenvectors ``W`` (the Jacobi
+    eigh kernel), then ``Y <- W^T D^-1 Y`` (rows orthogonal up to the eigenvectors' rounding); the steps repeat
+    on the fresh Gram matrix until every ``|y_i . y_j| / (|y_i| |y_j|)`` is at the rounding floor (each step
+    shrinks the cosines by about ``eps cond^2``), and ``Q`` is ``Y`` with unit rows, ``T = X Q^T``."""
+    b, m, n = a3.shape
+    tall = m >= n
+    k = min(m, n)
+    scale = _scales(a3)
+    if scale is None:
+        return None
+    x = (a3.mT if tall else a3) * scale.unsqueeze(-1)  # [B, k, len]
+    y, eye = x, torch.eye(k, device="trn")
+    tol, prev = 8.0 * math.sqrt(k) * _EPS, math.inf
+    for _ in range(MAX_GRAM_STEPS):
+        g = torch.bmm(y, y.mT)
+        d = torch.sqrt(torch.diagonal(g, dim1=-2, dim2=-1))
+        if bool((d == 0).any().item()):
+            return None  # an exactly zero vector: Q would need an orthonormal completion
+        rd = (1.0 / d).unsqueeze(-1)
+        gn = g * rd * rd.mT
+        worst = (gn.abs() - eye).amax().item()  # host control: one float
+        if not math.isfinite(worst):
+            return None
+        if worst <= tol or (worst <= STALL * tol and worst > 0.5 * prev):
+            break
+        prev = worst
+        r = eigh3(gn, True)
+        if r is None:
+            return None
+        y = torch.bmm(r[1].mT, y * rd)
+    else:
+        return None
+    q = y / torch.linalg.vector_norm(y, dim=-1, keepdim=True)  # [B, k, len], orthonormal rows
+    small = svd3(torch.bmm(x, q.mT), compute_uv, False)  # X = T Q, T = U S W^T
+    if small is None:
+        return None
+    u, sv, wt = small
+    s = sv / scale
+    if not compute_uv:
+        return None, s, None
+    vt = torch.bmm(wt, q)  # X = U S (W^T Q)
+    return (vt.mT, s, u.mT) if tall else (u, s, vt)
 
 
 def svd3(a3: torch.Tensor, compute_uv: bool, full: bool) -> tuple[Any, torch.Tensor, Any] | None:
     """SVD of ``[B, m, n]`` (non-empty): ``(U, S, Vh)`` (``U``/``Vh`` None without ``compute_uv``); None: declined."""
     b, m, n = a3.shape
+    if max(m, n) > MAX_LEN or max(m, n) * min(m, n) ** 2 > MAX_WORK:
+        return None if full else _gram_svd(a3, compute_uv)
     tall = m >= n
     k, ln = min(m, n), max(m, n)
     scale = _scales(a3)

@@ -133,6 +133,39 @@ def test_svd_large_matches():
     torch.testing.assert_close((u.cpu() * s.cpu()) @ vh.cpu(), a, rtol=1e-4, atol=1e-4)
 
 
+@settings(_SETTINGS, max_examples=3)
+@given(shape=st.sampled_from([(3, 20000), (9000, 4), (5, 9000)]), batch=st.sampled_from([(), (2,)]),
+       spread=st.sampled_from([1.0, 1e3]))
+def test_svd_long_vectors_by_gram_rotations(shape, batch, spread):
+    # longer than the sweep kernel's SBUF state (E.MAX_LEN): Gram-matrix rotations in HBM
+    m, n = shape
+    k = min(m, n)
+    u0 = torch.linalg.qr(_rand(*batch, m, k, seed=m)).Q
+    v0 = torch.linalg.qr(_rand(*batch, n, k, seed=n)).Q
+    a = (u0 * torch.logspace(0, -torch.log10(torch.tensor(spread)).item(), k)) @ v0.mT  # condition = spread
+    (u, s, vh), _ = _native(lambda x: torch.linalg.svd(x, full_matrices=False), a)
+    s2, _ = _native(torch.linalg.svdvals, a)
+    ref = torch.linalg.svdvals(a.double())
+    torch.testing.assert_close(s.cpu().double(), ref, rtol=1e-4, atol=0)  # relative, even for the smallest
+    torch.testing.assert_close(s2.cpu(), s.cpu())
+    uc, _, vhc = torch.linalg.svd(a.double(), full_matrices=False)
+    assert_same(u.double() @ vh.double(), uc @ vhc, rtol=1e-4, atol=1e-4)  # the gauge-invariant product
+    for q in (u.cpu().double(), vh.cpu().double().mT):
+        torch.testing.assert_close(q.mT @ q, torch.eye(k).double().expand(*batch, k, k), rtol=0, atol=1e-5)
+
+
+def test_complex_svd_long_vectors():
+    g = torch.Generator().manual_seed(3)
+    a = torch.complex(torch.randn(2, 3, 10000, generator=g), torch.randn(2, 3, 10000, generator=g))
+    (u, s, vh), _ = _native(lambda x: torch.linalg.svd(x, full_matrices=False), a)
+    sv, _ = _native(torch.linalg.svdvals, a)
+    ref = torch.linalg.svdvals(a.to(torch.complex128))
+    torch.testing.assert_close(s.cpu().double(), ref, rtol=1e-5, atol=0)
+    torch.testing.assert_close(sv.cpu().double(), ref, rtol=1e-5, atol=0)
+    rec = (u.cpu() * s.cpu().to(torch.complex64).unsqueeze(-2)) @ vh.cpu()
+    torch.testing.assert_close(rec, a, rtol=1e-4, atol=1e-4)
+
+
 # --- eigh -----------------------------------------------------------------------------------------------------
 @_SETTINGS
 @given(n=st.sampled_from([1, 2, 5, 8, 33]), batch=batches, uplo=st.sampled_from(["L", "U"]))
