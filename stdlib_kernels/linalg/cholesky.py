@@ -212,8 +212,9 @@ def linalg_solve_triangular(self: torch.Tensor, B: torch.Tensor, *, upper: bool,
     >>> torch.linalg.solve_triangular(a, torch.ones(2, 1, device="trn"), upper=False).cpu().ravel()
     tensor([0.5000, 0.5000])
     """
-    if _complex_tri_ok(self, B, left):
-        return C.into_out(CE.solve_triangular(self, B, upper, left, unitriangular), out)
+    a, b = CE.resolved(self), CE.resolved(B)  # complex operands with a lazy conjugate: materialised
+    if _complex_tri_ok(a, b, left):
+        return C.into_out(CE.solve_triangular(a, b, upper, left, unitriangular), out)
     res = _solve_tri(self, B, upper, left, unitriangular)
     if res is None:
         return decline("not float32 trn operands, A not square, or shapes that do not match or broadcast")

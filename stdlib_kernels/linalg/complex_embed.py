@@ -22,12 +22,20 @@ import torch
 
 from stdlib_kernels import _util as U
 
-__all__ = ["is_complex64", "embed", "inv_ex", "eigvalsh", "svdvals", "solve_triangular", "cholesky_solve"]
+__all__ = ["is_complex64", "resolved", "embed", "inv_ex", "eigvalsh", "svdvals", "solve_triangular", "cholesky_solve"]
 
 
 def is_complex64(*ts: Any) -> bool:
     """Every operand is a complex64 ``trn`` tensor without conj/neg bits."""
     return all(U.is_trn(t) and t.dtype == torch.complex64 and not (t.is_conj() or t.is_neg()) for t in ts)
+
+
+def resolved(t: Any) -> Any:
+    """A complex64 ``trn`` tensor with its lazy conjugate / negation bits materialised (native copies); anything
+    else unchanged."""
+    if U.is_trn(t) and t.dtype == torch.complex64 and (t.is_conj() or t.is_neg()):
+        return t.resolve_conj().resolve_neg()
+    return t
 
 
 def embed(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

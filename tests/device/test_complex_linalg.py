@@ -102,6 +102,22 @@ def test_triangular_and_cholesky_solves(seed, upper, left, unit, batch, n):
                tol=1e-3)
 
 
+@pytest.mark.parametrize("conj_a,conj_b,left", [(True, False, True), (False, True, False), (True, True, True)])
+def test_triangular_solve_of_lazy_conjugates(conj_a, conj_b, left):
+    """Operands (and out=) carrying torch's lazy conjugate bit (upstream test_linalg_solve_triangular)."""
+    a = (_c((2, 5, 5), 1) + 3 * torch.eye(5)).triu()
+    b = _c((2, 5, 3) if left else (2, 3, 5), 2)
+    ca, cb = (a.conj() if conj_a else a), (b.conj() if conj_b else b)
+    want = torch.linalg.solve_triangular(ca, cb, upper=True, left=left)
+    ta, tb = a.to("trn"), b.to("trn")
+    ta, tb = (ta.conj() if conj_a else ta), (tb.conj() if conj_b else tb)
+    _close(_native(lambda: torch.linalg.solve_triangular(ta, tb, upper=True, left=left)), want)
+    out = torch.empty_like(b).to("trn").conj()  # writes through the conjugate view
+    _native(lambda: torch.linalg.solve_triangular(ta, tb, upper=True, left=left, out=out))
+    assert out.is_conj()
+    torch.testing.assert_close(out.cpu().resolve_conj(), want, rtol=1e-4, atol=1e-4)
+
+
 @settings(max_examples=12, deadline=None, derandomize=True)
 @given(seed=st.integers(0, 999), batch=st.sampled_from([(), (3,), (0,)]), m=st.integers(0, 6), n=st.integers(0, 6),
        singular=st.booleans())
