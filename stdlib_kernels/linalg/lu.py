@@ -396,7 +396,7 @@ def linalg_lu_factor_ex(A: torch.Tensor, *, pivot: bool = True, check_errors: bo
             torch.ops.aten._linalg_check_errors(info, "torch.linalg.lu_factor_ex", is_matrix=A.dim() == 2)
         return lu, piv, info
     if not pivot or not C.ok(A) or A.dim() < 2 or A.shape[-2] > PANEL_ROWS:
-        return decline("pivot=False, not a float32 trn matrix, or more than 2048 rows (complex64: 64)")
+        return decline("pivot=False, not a float32 trn matrix, or more than 2048 rows (complex64: 256)")
     batch = tuple(A.shape[:-2])
     lu, piv, info = _lu(C.flat(A))
     info = info.reshape(batch)
@@ -487,10 +487,13 @@ def _c_lu_solve(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, adjoint
 @lowering("aten::_linalg_solve_ex", dtypes=(torch.float32, torch.complex64))
 def linalg_solve_ex(A: torch.Tensor, B: torch.Tensor, *, left: bool = True, check_errors: bool = False) -> Any:
     """``torch.linalg.solve``'s kernel: LU of A, then an LU solve (returns result, LU, pivots, info)."""
-    if _c_lu_ok(A) and CE.is_complex64(B) and left and A.shape[-1] == A.shape[-2] and B.dim() >= 1:
-        vector = B.dim() == 1 or (B.dim() == A.dim() - 1 and B.shape == A.shape[:-1])
+    if _c_lu_ok(A) and CE.is_complex64(B) and A.shape[-1] == A.shape[-2] and B.dim() >= 1:
+        # torch factorises A itself for complex inputs (never A^T) and solves with the same left/right side
+        vector = B.dim() == 1 or (left and B.dim() == A.dim() - 1 and B.shape == A.shape[:-1])
         lu, piv, info = _c_factor(A)
-        res = _c_lu_solve(lu, piv, B.unsqueeze(-1) if vector else B)
+        res = linalg_lu_solve(lu, piv, B.unsqueeze(-1) if vector else B, left=left)
+        if res is NotImplemented:
+            return res
         if check_errors:
             torch.ops.aten._linalg_check_errors(info, "torch.linalg.solve_ex", is_matrix=A.dim() == 2)
         return (res.squeeze(-1) if vector else res), lu, piv, info

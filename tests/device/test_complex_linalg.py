@@ -149,6 +149,27 @@ def test_lu_family(seed, batch, m, n, singular):
                tol=1e-3)
 
 
+def test_lu_above_64_and_right_solves(monkeypatch):
+    """complex64 LU natively past n = 64 (upstream test_linalg_lu_solve's 2 x 128 x 128; every column's step shares
+    one set of compiled kernels) and solve(left=False) (upstream test_linalg_lu_family)."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    a = _c((2, 128, 128), 5)
+    lu, piv, info = torch.linalg.lu_factor_ex(a.to("trn"))
+    lu_c, piv_c, info_c = torch.linalg.lu_factor_ex(a)
+    assert torch.equal(piv.cpu(), piv_c) and torch.equal(info.cpu(), info_c)
+    torch.testing.assert_close(lu.cpu(), lu_c, rtol=1e-4, atol=1e-4)
+    b = _c((2, 3, 128), 6)
+    for adjoint in (False, True):
+        x = torch.linalg.lu_solve(lu, piv, b.to("trn"), left=False, adjoint=adjoint).cpu()
+        xc = torch.linalg.lu_solve(lu_c, piv_c, b, left=False, adjoint=adjoint)
+        op = a.mH if adjoint else a
+        assert (x @ op - b).abs().max() < 10 * (xc @ op - b).abs().max()  # the residual of the CPU's float32
+        assert ((x - xc).abs().max() / xc.abs().max()) < 1e-3
+    sq = _c((3, 5, 5), 7) + 3 * torch.eye(5)
+    rhs = _c((3, 2, 5), 8)
+    _close(torch.linalg.solve(sq.to("trn"), rhs.to("trn"), left=False), torch.linalg.solve(sq, rhs, left=False))
+
+
 @settings(max_examples=12, deadline=None, derandomize=True)
 @given(seed=st.integers(0, 999), batch=st.sampled_from([(), (3,), (0,)]), n=st.integers(0, 6), upper=st.booleans(),
        indefinite=st.booleans())
