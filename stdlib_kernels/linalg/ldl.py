@@ -1,5 +1,6 @@
 """Symmetric indefinite factorisation on the ``trn`` device: ``linalg.ldl_factor(_ex)`` (LAPACK ``sytrf``,
-Bunch-Kaufman partial pivoting, lower) and ``linalg.ldl_solve`` (``sytrs``), as trnlang kernels (float32).
+Bunch-Kaufman partial pivoting, lower) and ``linalg.ldl_solve`` (``sytrs``), as trnlang kernels (float32;
+complex64 symmetric matrices: host loops of native steps in :mod:`complex_ldl`, Hermitian ones decline).
 
 The factorisation follows LAPACK's unblocked ``ssytf2`` step for step, so ``LD`` and ``pivots`` are LAPACK's
 (``1x1`` and ``2x2`` diagonal blocks, ``ipiv`` > 0 for a ``1x1`` block, ``ipiv[k] = ipiv[k+1] = -p`` for a
@@ -38,6 +39,8 @@ import trnlang.isa as isa
 import trnlang.language as tl
 from stdlib_kernels import _util as U
 from stdlib_kernels.linalg import common as C
+from stdlib_kernels.linalg import complex_embed as CE
+from stdlib_kernels.linalg import complex_ldl as CL
 from trnlang.device import decline, lowering
 
 #: Bunch-Kaufman's ``alpha = (1 + sqrt(17)) / 8``, rounded as LAPACK's single-precision code computes it.
@@ -243,10 +246,33 @@ def _finite(*ts: torch.Tensor) -> bool:
     return all(bool(torch.isfinite(t).all().item()) for t in ts if t.numel())
 
 
-@lowering("aten::linalg_ldl_factor_ex", dtypes=C.F32)
+def _c_factor(a: torch.Tensor, hermitian: bool, check_errors: bool) -> Any:
+    """complex64 ``ldl_factor_ex`` (``csytrf``, :mod:`complex_ldl`)."""
+    if hermitian:
+        return decline("complex Hermitian LDL (hetrf) has no native lowering")
+    batch, n = tuple(a.shape[:-2]), a.shape[-1]
+    b = U.prod(batch)
+    ld = torch.empty((b, n, n), dtype=torch.complex64, device="trn").mT  # column-major, as LAPACK leaves it
+    piv = torch.zeros((b, n), dtype=torch.int32, device="trn")
+    info = torch.zeros((b,), dtype=torch.int32, device="trn")
+    if b and n:
+        if not _finite(a):
+            return decline("NaN or inf in the matrix")
+        res, piv, info = CL.ldl_factor(C.flat(a))
+        ld.copy_(res)
+    info = info.reshape(batch)
+    if check_errors:
+        torch.ops.aten._linalg_check_errors(info, "torch.linalg.ldl_factor_ex", is_matrix=a.dim() == 2)
+    return C.unflat(ld, batch), piv.reshape(*batch, n), info
+
+
+@lowering("aten::linalg_ldl_factor_ex", dtypes=(torch.float32, torch.complex64))
 def linalg_ldl_factor_ex(self: torch.Tensor, *, hermitian: bool = False, check_errors: bool = False) -> Any:
     """``torch.linalg.ldl_factor_ex``: LAPACK ``sytrf`` (Bunch-Kaufman, lower) step for step; ``n <= 128``.
-    For real matrices ``hermitian`` changes nothing (LAPACK's ``hetrf`` is ``sytrf`` there)."""
+    For real matrices ``hermitian`` changes nothing (LAPACK's ``hetrf`` is ``sytrf`` there); complex64 symmetric
+    matrices (``hermitian=False``) by :mod:`complex_ldl`."""
+    if CE.is_complex64(self) and self.dim() >= 2 and self.shape[-1] == self.shape[-2] <= CL.MAX_N:
+        return _c_factor(self, hermitian, check_errors)
     if not C.ok(self) or self.dim() < 2 or self.shape[-1] != self.shape[-2] or self.shape[-1] > C.TILE:
         return decline("not a float32 trn square matrix, or n above 128")
     batch, n = tuple(self.shape[:-2]), self.shape[-1]
@@ -264,10 +290,23 @@ def linalg_ldl_factor_ex(self: torch.Tensor, *, hermitian: bool = False, check_e
     return C.unflat(ld, batch), piv.reshape(*batch, n), info
 
 
-@lowering("aten::linalg_ldl_solve", dtypes=(torch.float32, torch.int32))
+def _c_solve(ld3: torch.Tensor, pv2: torch.Tensor, b3: torch.Tensor) -> torch.Tensor:
+    """complex64 ``ldl_solve`` (``csytrs``) of flat operands; the result column-major per matrix, as LAPACK's."""
+    b, n, m = b3.shape
+    res = torch.empty((b, m, n), dtype=torch.complex64, device="trn").mT
+    if b and n and m:
+        res.copy_(CL.ldl_solve(ld3, pv2, b3))
+    return res
+
+
+@lowering("aten::linalg_ldl_solve", dtypes=(torch.float32, torch.int32, torch.complex64))
 def linalg_ldl_solve(LD: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *, hermitian: bool = False) -> Any:
-    """``torch.linalg.ldl_solve``: LAPACK ``sytrs`` (lower) in LAPACK's order; batch dims broadcast, ``n <= 128``."""
-    if (not C.ok(LD, B) or not U.is_trn(pivots) or pivots.dtype != torch.int32 or LD.dim() < 2 or B.dim() < 2
+    """``torch.linalg.ldl_solve``: LAPACK ``sytrs`` (lower) in LAPACK's order; batch dims broadcast, ``n <= 128``
+    (complex64 symmetric: ``csytrs`` by :mod:`complex_ldl`)."""
+    cplx = CE.is_complex64(LD, B)
+    if cplx and hermitian:
+        return decline("complex Hermitian LDL solve (hetrs) has no native lowering")
+    if (not (C.ok(LD, B) or cplx) or not U.is_trn(pivots) or pivots.dtype != torch.int32 or LD.dim() < 2 or B.dim() < 2
             or pivots.dim() != LD.dim() - 1):
         return decline("not float32 trn LD/B with int32 trn pivots of matching dims")
     n = LD.shape[-1]
@@ -279,6 +318,11 @@ def linalg_ldl_solve(LD: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *,
         return decline("batch dims do not broadcast: torch raises")
     m = B.shape[-1]
     b = U.prod(batch)
+    if cplx:
+        ld3 = C.flat(LD.expand(*batch, n, n))
+        if b and n and not _finite(ld3):
+            return decline("NaN or inf in LD")
+        return C.unflat(_c_solve(ld3, pivots.expand(*batch, n).reshape(b, n), C.flat(B.expand(*batch, n, m))), batch)
     res = C.empty((b, m, n))  # X^T: the result is column-major per matrix, as LAPACK's
     if b and n and m:
         ld3 = C.flat(LD.expand(*batch, n, n))

@@ -256,3 +256,36 @@ def test_complex_cholesky_up_to_128(monkeypatch):
     low = torch.linalg.cholesky(a.to("trn")).cpu()
     want = torch.linalg.cholesky(a)
     assert ((low - want).abs().max() / want.abs().max()) < 1e-5
+
+
+@settings(max_examples=10, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 999), batch=st.sampled_from([(), (3,), (2, 2), (0,)]), n=st.integers(0, 9),
+       kind=st.sampled_from(["random", "small_diagonal", "singular", "hermitian_pd"]))
+def test_complex_symmetric_ldl(seed, batch, n, kind):
+    """csytrf/csytrs step for step: LAPACK's pivots (1x1 and 2x2 blocks) and info, LD, and the solve."""
+    a = _c((*batch, n, n), seed)
+    if kind == "small_diagonal":  # forces interchanges and 2x2 blocks
+        a = a - torch.diag_embed(torch.diagonal(a, dim1=-2, dim2=-1)) * 0.99
+    elif kind == "singular" and n > 1:
+        a[..., :, 1] = 0
+        a[..., 1, :] = 0
+    elif kind == "hermitian_pd":
+        a = a @ a.mH + torch.eye(n)
+    t = lambda x: x.to("trn")  # noqa: E731
+    ld, piv, info = _native(lambda: torch.linalg.ldl_factor_ex(t(a)))
+    ld_c, piv_c, info_c = torch.linalg.ldl_factor_ex(a)
+    assert torch.equal(piv.cpu(), piv_c) and torch.equal(info.cpu(), info_c)
+    _close(ld, ld_c, tol=1e-4)
+    if kind != "singular":
+        b = _c((*batch, n, 3), seed + 1)
+        _close(_native(lambda: torch.linalg.ldl_solve(t(ld_c), t(piv_c), t(b))), torch.linalg.ldl_solve(ld_c, piv_c, b),
+               tol=1e-3)
+
+
+def test_complex_hermitian_ldl_goes_to_the_cpu():
+    a = _c((4, 4), 3)
+    a = a @ a.mH + torch.eye(4)
+    trnlang.reset_fallback_stats()
+    ld, piv = torch.linalg.ldl_factor(a.to("trn"), hermitian=True)
+    assert "aten::linalg_ldl_factor_ex" in trnlang.fallback_stats()
+    assert torch.equal(piv.cpu(), torch.linalg.ldl_factor(a, hermitian=True).pivots)
