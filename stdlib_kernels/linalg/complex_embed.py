@@ -4,8 +4,9 @@
 The embedding is an algebra homomorphism: ``M(A B) = M(A) M(B)``, so ``inv(M(A)) = M(inv(A))`` (the inverse is
 read back from the left block column). The spectrum of ``M`` is that of ``A`` twice over for Hermitian ``A``
 (``eigvalsh``), and ``M``'s singular values are ``A``'s, each twice (``svdvals``): the doubled values are
-averaged pairwise. Eigen- and singular *vectors* of a doubled value mix inside its 2-D space, so they are not
-read off ``M`` (those calls decline).
+averaged pairwise. Eigen- and singular *vectors* of a doubled value mix inside its 2-D space; a value repeated
+in ``A`` mixes several such spaces: eigenvectors then decline, singular vectors are rebuilt from the mixed ones
+(:func:`_cluster_vectors`).
 
 Example:
     >>> a = torch.tensor([[2 + 1j, 0], [0, 1j]], dtype=torch.complex64, device="trn")
@@ -266,18 +267,83 @@ def eigh(a: torch.Tensor, lower: bool) -> tuple[torch.Tensor, torch.Tensor] | No
     return _pairs_mean(vals), _columns(vecs, n)
 
 
-def svd(a: torch.Tensor, full: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+def svd(a: torch.Tensor, full: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Reduced SVD ``(U, S, Vh)`` of complex64 ``[..., m, n]`` from the embedding's (``A v = s u`` column by
-    column, as the embedding's own pairs); None when a singular value repeats."""
+    column, as the embedding's own pairs; repeated or clustered values by :func:`_cluster_vectors`)."""
     m, n = a.shape[-2], a.shape[-1]
     u2, s2, vh2 = torch.linalg.svd(embed(*_parts(a)), full_matrices=False)
+    u, vh = _columns(u2, m), _adjoint(_columns(vh2.mT, n))
     if not _distinct_pairs(s2):
-        return None
-    u, svals, vh = _consistent(a, _columns(u2, m), _pairs_mean(s2), _adjoint(_columns(vh2.mT, n)))
+        u, vh = _cluster_vectors(a, u2, s2, vh2, u, vh)
+    u, svals, vh = _consistent(a, u, _pairs_mean(s2), vh)
     if full:  # the square unitary factors: the reduced ones completed
         u = complete_basis(u) if m > u.shape[-1] else u
         vh = _adjoint(complete_basis(_adjoint(vh))) if n > vh.shape[-2] else vh
     return u, svals, vh
+
+
+def _clusters(vals: list[float], rel: float = 1e-4) -> list[tuple[int, int]]:
+    """``(start, size)`` of the runs of the descending ``vals`` whose neighbours are within ``rel`` of the largest."""
+    tol = rel * (max((abs(v) for v in vals), default=0.0) + 1e-30)
+    runs: list[tuple[int, int]] = []
+    for i, v in enumerate(vals):
+        if runs and abs(vals[i - 1] - v) <= tol:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((i, 1))
+    return runs
+
+
+def _pivoted_basis(c: torch.Tensor, r: int) -> torch.Tensor:
+    """An orthonormal basis ``[m, r]`` of the span of the columns of ``c`` ``[m, 2r]`` (which spans ``r`` complex
+    dimensions: the embedding's vectors come in pairs ``w``, ``J w`` that map to ``c``, ``i c``): Gram-Schmidt that
+    takes the column with the largest remainder each time."""
+    res, cols = c, []
+    for _ in range(r):
+        nrm = torch.linalg.vector_norm(res, dim=0)
+        j = int(nrm.argmax().item())  # host control: which column
+        q = res[:, j:j + 1] / nrm[j]
+        cols.append(q)
+        res = res - q @ (_adjoint(q) @ res)
+    return torch.cat(cols, 1)
+
+
+def _split_cluster(a2: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """The basis ``q`` ``[m, r]`` of a cluster's left singular space rotated to the singular vectors inside it:
+    the eigenvectors of ``B B^H - mu I`` (``B = q^H A``, ``mu`` its mean eigenvalue), whose eigenvalues are the
+    cluster's spread, well apart relative to their size; ``q`` unchanged if they repeat again."""
+    bc = _adjoint(q) @ a2
+    h = bc @ _adjoint(bc)
+    r = h.shape[-1]
+    mu = torch.diagonal(torch.view_as_real(h)[..., 0]).mean()
+    hs = h - mu * torch.eye(r, dtype=h.dtype, device="trn")
+    e = eigh(hs, True)
+    return q if e is None else q @ e[1]
+
+
+def _cluster_vectors(a: torch.Tensor, u2: torch.Tensor, s2: torch.Tensor, vh2: torch.Tensor, u: torch.Tensor,
+                     vh: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``U``/``V^H`` of repeated or clustered singular values: a value repeated ``r`` times in ``A`` gives ``2r``
+    mixed real vectors in the embedding, whose complex images span the ``r``-dimensional singular space; an
+    orthonormal basis of it (:func:`_pivoted_basis`), split by :func:`_split_cluster` unless the values are
+    equal to ``1e-6``. A host loop over the matrices and their clusters."""
+    m, n, k = a.shape[-2], a.shape[-1], u.shape[-1]
+    a3, u3, vh3 = a.reshape(-1, m, n), u.reshape(-1, m, k).clone(), vh.reshape(-1, k, n).clone()
+    uu, vv = u2.reshape(-1, 2 * m, 2 * k), vh2.mT.reshape(-1, 2 * n, 2 * k)
+    pairs = _pairs_mean(s2).reshape(-1, k).cpu().tolist()  # host control: the cluster structure
+    for bi, vals in enumerate(pairs):
+        for start, r in _clusters(vals):
+            if r < 2:
+                continue
+            sl = slice(2 * start, 2 * (start + r))
+            cu = torch.complex(uu[bi, :m, sl].contiguous(), uu[bi, m:, sl].contiguous())
+            q = _pivoted_basis(cu, r)
+            if vals[start] - vals[start + r - 1] > 1e-6 * vals[0]:
+                q = _split_cluster(a3[bi], q)
+            u3[bi, :, start:start + r] = q
+            cv = torch.complex(vv[bi, :n, sl].contiguous(), vv[bi, n:, sl].contiguous())
+            vh3[bi, start:start + r, :] = _adjoint(_pivoted_basis(cv, r))  # kept only for tiny values
+    return u3.reshape(u.shape), vh3.reshape(vh.shape)
 
 
 def _adjoint(x: torch.Tensor) -> torch.Tensor:

@@ -470,10 +470,7 @@ def linalg_svd(A: torch.Tensor, full_matrices: bool = False, compute_uv: bool = 
         return u, C.empty((*batch, k)), vh
     if CE.is_complex64(A) and driver is None and A.dim() >= 2 and A.numel() and min(A.shape[-2:]) <= 128 \
             and (not full_matrices or max(A.shape[-2:]) <= 64):
-        r = CE.svd(A, full_matrices)
-        if r is None:
-            return decline("a repeated singular value: its complex vectors mix in the real embedding")
-        return r
+        return CE.svd(A, full_matrices)
     if driver is not None or not _svd_ok(A):
         return decline("a driver=, or not a float32 trn matrix with min side <= 256, max side <= 8192 (complex64: "
                        "singular values only)")

@@ -289,3 +289,27 @@ def test_complex_hermitian_ldl_goes_to_the_cpu():
     ld, piv = torch.linalg.ldl_factor(a.to("trn"), hermitian=True)
     assert "aten::linalg_ldl_factor_ex" in trnlang.fallback_stats()
     assert torch.equal(piv.cpu(), torch.linalg.ldl_factor(a, hermitian=True).pivots)
+
+
+@pytest.mark.parametrize("kind", ["cluster", "repeated", "rank_deficient"])
+def test_svd_with_repeated_singular_values(monkeypatch, kind):
+    """A value repeated (or clustered within 1e-4) in A mixes the embedding's vectors; the singular space's basis is
+    rebuilt from them natively (upstream test_linalg_lstsq's pinverse of random_well_conditioned_matrix)."""
+    monkeypatch.setenv("TRN_FALLBACK", "error")
+    g = torch.Generator().manual_seed(21)
+    batch, m, n = (2,), 8, 6
+    qa, _ = torch.linalg.qr(torch.randn(*batch, m, n, dtype=torch.complex128, generator=g))
+    qb, _ = torch.linalg.qr(torch.randn(*batch, n, n, dtype=torch.complex128, generator=g))
+    s = {"cluster": 1.0 + 1e-3 * torch.randn(*batch, n, dtype=torch.float64, generator=g),
+         "repeated": torch.tensor([3.0, 2.0, 2.0, 2.0, 1.0, 1.0], dtype=torch.float64).expand(*batch, n),
+         "rank_deficient": torch.tensor([3.0, 1.0, 0.0, 0.0, 0.0, 0.0], dtype=torch.float64).expand(*batch, n)}[kind]
+    a = ((qa * s.to(qa.dtype).unsqueeze(-2)) @ qb.mH).to(torch.complex64)
+    u, sv, vh = (x.cpu() for x in torch.linalg.svd(a.to("trn"), full_matrices=False))
+    eye = torch.eye(n, dtype=torch.complex64)
+    assert (u.mH @ u - eye).abs().max() < 1e-5 and (vh @ vh.mH - eye).abs().max() < 1e-5
+    assert ((u * sv.to(u.dtype).unsqueeze(-2)) @ vh - a).abs().max() < 1e-5
+    torch.testing.assert_close(sv, torch.linalg.svdvals(a), atol=1e-5, rtol=1e-5)
+    if kind != "rank_deficient":
+        ref = torch.linalg.pinv(a.to(torch.complex128))
+        monkeypatch.setenv("TRN_FALLBACK", "f64only")  # pinv's composite compares in float64
+        assert (torch.linalg.pinv(a.to("trn")).cpu().to(ref.dtype) - ref).abs().max() < 1e-5
