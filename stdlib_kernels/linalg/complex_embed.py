@@ -302,7 +302,7 @@ def _pivoted_basis(c: torch.Tensor, r: int) -> torch.Tensor:
     for _ in range(r):
         nrm = torch.linalg.vector_norm(res, dim=0)
         j = int(nrm.argmax().item())  # host control: which column
-        q = res[:, j:j + 1] / nrm[j]
+        q = torch.view_as_complex(torch.view_as_real(res[:, j:j + 1]) / nrm[j])  # real planes: no complex division
         cols.append(q)
         res = res - q @ (_adjoint(q) @ res)
     return torch.cat(cols, 1)
