@@ -122,8 +122,10 @@ def _block_solver(t3: torch.Tensor, s: int, e: int, lower: bool, unit: bool, by_
 def trsolve(t3: torch.Tensor, b3: torch.Tensor, lower: bool, unit: bool, by_inverse: bool = False) -> torch.Tensor:
     """Solve ``T X = B``: t3 ``[1 or B, n, n]``, b3 ``[B, n, m]`` (any strides) -> X ``[B, n, m]``, blocked on
     the host by 128 rows for n > TILE (right-looking: each solved block row updates the rest with a matmul).
-    ``by_inverse`` (for well-conditioned triangles such as LU's unit L; used when B is wider than a tile): each
-    diagonal block is applied as its explicit inverse, so the solve runs at matmul speed."""
+    ``by_inverse`` (taken only when B is wider than a tile; the LU paths use it): each 128 x 128 diagonal block
+    is applied as its explicit inverse, so the solve runs at matmul speed; its error grows with the condition of
+    the diagonal blocks (fine for LU's unit L, |l| <= 1; for U as ill-conditioned as A itself), so the plain
+    triangular solves (``linalg.solve_triangular``) keep the substitution."""
     bsz, n, m = b3.shape
     out = empty((bsz, n, m))
     if n == 0 or m == 0 or bsz == 0:
