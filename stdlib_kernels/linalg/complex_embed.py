@@ -294,31 +294,47 @@ def _clusters(vals: list[float], rel: float = 1e-4) -> list[tuple[int, int]]:
     return runs
 
 
-def _pivoted_basis(c: torch.Tensor, r: int) -> torch.Tensor:
-    """An orthonormal basis ``[m, r]`` of the span of the columns of ``c`` ``[m, 2r]`` (which spans ``r`` complex
-    dimensions: the embedding's vectors come in pairs ``w``, ``J w`` that map to ``c``, ``i c``): Gram-Schmidt that
-    takes the column with the largest remainder each time."""
-    res, cols = c, []
-    for _ in range(r):
+def _pivoted_basis(c: torch.Tensor, r: int, out: torch.Tensor, start: int) -> None:
+    """An orthonormal basis of the span of the columns of ``c`` ``[m, w]`` (``r`` complex dimensions: the
+    embedding's vectors come in pairs ``w``, ``J w`` that map to ``c``, ``i c``; the columns of other clusters are
+    zero), written to ``out[:, start:start + r]`` one column at a time: Gram-Schmidt that takes the column with the
+    largest remainder each time. Every step has the same shapes whatever ``r`` (one set of compiled kernels)."""
+    res = c
+    for t in range(r):
         nrm = torch.linalg.vector_norm(res, dim=0)
         j = int(nrm.argmax().item())  # host control: which column
         q = torch.view_as_complex(torch.view_as_real(res[:, j:j + 1]) / nrm[j])  # real planes: no complex division
-        cols.append(q)
+        out[:, start + t] = q[:, 0]
         res = res - q @ (_adjoint(q) @ res)
-    return torch.cat(cols, 1)
 
 
-def _split_cluster(a2: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """The basis ``q`` ``[m, r]`` of a cluster's left singular space rotated to the singular vectors inside it:
-    the eigenvectors of ``B B^H - mu I`` (``B = q^H A``, ``mu`` its mean eigenvalue), whose eigenvalues are the
-    cluster's spread, well apart relative to their size; ``q`` unchanged if they repeat again."""
-    bc = _adjoint(q) @ a2
-    h = bc @ _adjoint(bc)
-    r = h.shape[-1]
-    mu = torch.diagonal(torch.view_as_real(h)[..., 0]).mean()
-    hs = h - mu * torch.eye(r, dtype=h.dtype, device="trn")
-    e = eigh(hs, True)
-    return q if e is None else q @ e[1]
+def _split_cluster(a2: torch.Tensor, u: torch.Tensor, vh: torch.Tensor, start: int, r: int
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``u`` ``[m, k]`` whose columns ``start:start + r`` are a basis of a cluster's left singular space, rotated to
+    the singular vectors inside it: the eigenvectors of ``B B^H - mu I`` on the cluster (``B = U^H A``, ``mu``
+    the mean eigenvalue), whose eigenvalues are the cluster's spread, well apart relative to their size. Shapes
+    stay ``[k, k]``: the other indices get distinct diagonal values above the cluster's, so their eigenvectors are
+    unit vectors (up to phase) that a permutation puts back in place; ``vh`` rows follow. Unchanged if the
+    cluster's values repeat again."""
+    k = u.shape[-1]
+    inside = torch.zeros(k, dtype=torch.bool)
+    inside[start:start + r] = True
+    order = [*range(start, start + r), *(i for i in range(k) if not start <= i < start + r)]
+    back = torch.zeros((k, k), dtype=torch.complex64)
+    back[torch.arange(k), torch.tensor(order)] = 1.0  # eigh's column t (ascending) -> position order[t]
+    inside, back = inside.to("trn"), back.to("trn")
+    b = _adjoint(u) @ a2
+    h = b @ _adjoint(b)
+    hr = torch.view_as_real(torch.diagonal(h))[..., 0]
+    mu = torch.where(inside, hr, 0.0).sum() / r
+    block = torch.where(inside.unsqueeze(0) & inside.unsqueeze(1), h, 0.0)
+    c = torch.linalg.vector_norm(block) + 1e-30
+    pad = torch.where(inside, -mu, (2.0 + torch.arange(k, device="trn")) * c)
+    e = eigh(block + torch.diag_embed(pad.to(h.dtype)), True)
+    if e is None:
+        return u, vh
+    w = e[1] @ back
+    return u @ w, _adjoint(w) @ vh
 
 
 def _cluster_vectors(a: torch.Tensor, u2: torch.Tensor, s2: torch.Tensor, vh2: torch.Tensor, u: torch.Tensor,
@@ -332,17 +348,21 @@ def _cluster_vectors(a: torch.Tensor, u2: torch.Tensor, s2: torch.Tensor, vh2: t
     uu, vv = u2.reshape(-1, 2 * m, 2 * k), vh2.mT.reshape(-1, 2 * n, 2 * k)
     pairs = _pairs_mean(s2).reshape(-1, k).cpu().tolist()  # host control: the cluster structure
     for bi, vals in enumerate(pairs):
+        cu = torch.complex(uu[bi, :m].contiguous(), uu[bi, m:].contiguous())  # [m, 2k]
+        cv = torch.complex(vv[bi, :n].contiguous(), vv[bi, n:].contiguous())
+        ub, vt = u3[bi], _adjoint(vh3[bi])
         for start, r in _clusters(vals):
             if r < 2:
                 continue
-            sl = slice(2 * start, 2 * (start + r))
-            cu = torch.complex(uu[bi, :m, sl].contiguous(), uu[bi, m:, sl].contiguous())
-            q = _pivoted_basis(cu, r)
+            cols = torch.zeros(2 * k, dtype=torch.bool)
+            cols[2 * start:2 * (start + r)] = True
+            cols = cols.to("trn")
+            _pivoted_basis(torch.where(cols, cu, 0.0), r, ub, start)
+            _pivoted_basis(torch.where(cols, cv, 0.0), r, vt, start)  # V kept only for tiny values
             if vals[start] - vals[start + r - 1] > 1e-6 * vals[0]:
-                q = _split_cluster(a3[bi], q)
-            u3[bi, :, start:start + r] = q
-            cv = torch.complex(vv[bi, :n, sl].contiguous(), vv[bi, n:, sl].contiguous())
-            vh3[bi, start:start + r, :] = _adjoint(_pivoted_basis(cv, r))  # kept only for tiny values
+                ub, vhb = _split_cluster(a3[bi], ub, _adjoint(vt), start, r)
+                vt = _adjoint(vhb)
+        u3[bi], vh3[bi] = ub, _adjoint(vt)
     return u3.reshape(u.shape), vh3.reshape(vh.shape)
 
 
