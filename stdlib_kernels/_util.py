@@ -325,17 +325,8 @@ def _is_contiguous(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
 
 
 def _dense_strides(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
-    """Non-overlapping and dense in any dim order, by c10's rule (``empty_like`` keeps such strides): dims of size
-    0 or 1 sort last and end the check."""
-    dims = sorted((n < 2, s) + (n,) for n, s in zip(shape, strides))
-    expected = 1
-    for small, s, n in dims:
-        if small:
-            return True
-        if s != expected:
-            return False
-        expected *= n
-    return True
+    """Non-overlapping and dense in any dim order, by c10's rule (``memory.dense_layout``)."""
+    return memory.dense_layout(shape, strides)
 
 
 def contiguous_strides_of(shape: Sequence[int]) -> list[int]:

@@ -435,11 +435,21 @@ def memmove(dst: int, src: int, nbytes: int) -> None:
 
 def is_dense(t: torch.Tensor) -> bool:
     """Non-overlapping and dense (some permutation of the dims is contiguous)."""
-    if t.is_contiguous():
-        return True
-    dims = sorted((st, n) for n, st in zip(t.shape, t.stride()) if n != 1)
+    return t.is_contiguous() or dense_layout(tuple(t.shape), t.stride())
+
+
+def dense_layout(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """c10's non-overlapping-and-dense rule on plain ints (the one ``empty_like`` and TensorIterator use): the dims
+    sorted by stride form a contiguous nest; dims of size 0 or 1 sort last and end the check.
+
+    Example:
+        >>> dense_layout((3, 4), (1, 3)), dense_layout((3, 4), (1, 4)), dense_layout((0, 5), (7, 2))
+        (True, False, False)
+    """
     expected = 1
-    for st, n in dims:
+    for small, st, n in sorted((n < 2, st, n) for n, st in zip(shape, strides)):
+        if small:
+            return True
         if st != expected:
             return False
         expected *= n
